@@ -1,0 +1,65 @@
+# longshore — the front door. CI calls the same targets (.ci/run).
+#
+#   make demo    install what is missing, build, make a small real-photo dataset, run one epoch
+#   make test    install what is missing (FFmpeg dev packages, MinIO), vet, unit tests with -race, fuzz smoke
+#   make build   bin/longshore-node and bin/longshore-coordinator
+#   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
+#   make race    unit tests under the race detector only
+#   make lint    gofmt + go vet
+#   make deps    install every dependency (apt packages, MinIO server build)
+
+SHELL        := /bin/bash
+GO           ?= go
+CACHE        ?= $(HOME)/.cache/longshore
+export LONGSHORE_CACHE := $(CACHE)
+export LONGSHORE_MINIO ?= $(CACHE)/bin/minio
+export GOFLAGS ?= -mod=mod
+BIN          := bin
+DEMO_N       ?= 512
+DEMO_EPOCHS  ?= 1
+BENCH_N      ?= 2000
+FUZZTIME     ?= 15s
+PKGS         := ./...
+
+.PHONY: all build demo test unit race bench lint fmt deps deps-base deps-demo deps-minio fuzz clean
+
+all: build
+
+deps: ; scripts/deps.sh all
+deps-base: ; @scripts/deps.sh base
+deps-demo: ; @scripts/deps.sh demo
+deps-minio: ; @scripts/deps.sh minio
+
+build: deps-base
+	$(GO) build -o $(BIN)/longshore-node ./cmd/node
+	$(GO) build -o $(BIN)/longshore-coordinator ./cmd/coordinator
+
+demo: deps-demo build
+	@ds=$$(scripts/dataset.sh $(DEMO_N)) && \
+	$(BIN)/longshore-node --standalone --dataset "$$ds" --epochs $(DEMO_EPOCHS) --batch-size 32 \
+		--transform train --seed 1 --sink null --stats-json $(BIN)/demo-stats.json
+
+lint: deps-base
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt: ; gofmt -w $$(git ls-files '*.go')
+
+unit: deps
+	$(GO) test -count=1 $(PKGS)
+
+race: deps
+	$(GO) test -race -count=1 $(PKGS)
+
+# Each fuzz target runs briefly on top of its committed seed corpus.
+fuzz: deps-base
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./decode/
+	$(GO) test -run='^$$' -fuzz='^FuzzManifest' -fuzztime=$(FUZZTIME) ./storage/
+
+test: deps lint race fuzz
+
+bench: deps build
+	@ds=$$(scripts/dataset.sh $(BENCH_N)) && $(GO) run ./cmd/longshore-bench --dataset "$$ds" --json $(BIN)/bench.json
+
+clean: ; rm -rf $(BIN)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# dataset.sh N [SEED] prints the path of a cached ImageNet-like dataset of N
+# real-photo JPEGs, making it first if needed (see scripts/mkdataset.py).
+set -euo pipefail
+N="${1:-512}"
+SEED="${2:-1}"
+CACHE="${LONGSHORE_CACHE:-$HOME/.cache/longshore}"
+OUT="$CACHE/datasets/imagenet-like-n$N-s$SEED"
+SRC="$CACHE/photos"
+here="$(cd "$(dirname "$0")" && pwd)"
+
+if [ -f "$OUT/.complete" ]; then echo "$OUT"; exit 0; fi
+
+"$here/deps.sh" demo >&2
+if [ ! -f "$SRC/.complete" ]; then
+	echo "dataset: fetching photographs from Debian packages" >&2
+	rm -rf "$SRC" && mkdir -p "$SRC/debs"
+	(cd "$SRC/debs" && apt-get download -q python-matplotlib-data python3-sklearn python3-skimage \
+		mate-backgrounds plasma-workspace-wallpapers >&2 2>/dev/null) || {
+		sudo_apt=""; [ "$(id -u)" != 0 ] && sudo_apt="sudo"
+		$sudo_apt apt-get update -qq >&2
+		(cd "$SRC/debs" && apt-get download -q python-matplotlib-data python3-sklearn python3-skimage \
+			mate-backgrounds plasma-workspace-wallpapers >&2)
+	}
+	for d in "$SRC"/debs/*.deb; do dpkg -x "$d" "$SRC/tree"; done
+	rm -rf "$SRC/debs"
+	touch "$SRC/.complete"
+fi
+rm -rf "$OUT.tmp"
+/usr/bin/python3 "$here/mkdataset.py" --out "$OUT.tmp" --n "$N" --seed "$SEED" --sources "$SRC/tree" >&2
+mv "$OUT.tmp" "$OUT"
+touch "$OUT/.complete"
+echo "$OUT"

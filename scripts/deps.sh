@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# deps.sh installs what longshore's build, demo and tests need, only when it is
+# missing, so it is cheap to call from every make target.
+#
+#   scripts/deps.sh base    C libraries for cgo (FFmpeg 5.1 dev packages) and pkg-config
+#   scripts/deps.sh demo    base + Python/Pillow/NumPy used to make the demo dataset
+#   scripts/deps.sh minio   a MinIO server binary built from source into $LONGSHORE_CACHE/bin
+#   scripts/deps.sh all     everything above
+#
+# Debian 12 ships FFmpeg 5.1, which is what go-astiav v0.16.0 needs. MinIO has
+# no Debian package and no image can be pulled here, so the server is built
+# with `go install` (about 9 minutes and 150 MB, once; the result is cached).
+set -euo pipefail
+
+CACHE="${LONGSHORE_CACHE:-$HOME/.cache/longshore}"
+MINIO_VERSION="${MINIO_VERSION:-latest}"
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+apt_updated=0
+need_pkgs() {
+	local missing=()
+	for p in "$@"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+			missing+=("$p")
+		fi
+	done
+	if [ ${#missing[@]} -eq 0 ]; then return 0; fi
+	echo "deps: installing ${missing[*]}" >&2
+	if [ $apt_updated = 0 ]; then
+		$SUDO apt-get update -qq
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+base() {
+	need_pkgs pkg-config gcc libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
+		libavfilter-dev libavdevice-dev libswresample-dev
+}
+
+demo() {
+	base
+	need_pkgs python3-pil python3-numpy
+}
+
+minio() {
+	local bin="$CACHE/bin/minio"
+	if [ -x "$bin" ]; then return 0; fi
+	if command -v minio >/dev/null 2>&1; then
+		mkdir -p "$CACHE/bin"
+		ln -sf "$(command -v minio)" "$bin"
+		return 0
+	fi
+	echo "deps: building the MinIO server from source (once, ~9 minutes) into $bin" >&2
+	mkdir -p "$CACHE/bin"
+	CGO_ENABLED=0 GOBIN="$CACHE/bin" GOFLAGS=-mod=mod go install "github.com/minio/minio@${MINIO_VERSION}"
+	test -x "$bin"
+}
+
+case "${1:-all}" in
+base) base ;;
+demo) demo ;;
+minio) minio ;;
+all) demo; minio ;;
+*) echo "usage: $0 base|demo|minio|all" >&2; exit 2 ;;
+esac
