@@ -1,0 +1,377 @@
+// Package gossip is longshore's membership shell: who is alive, and where
+// each member's actor endpoint is. It wraps hashicorp/memberlist (SWIM
+// gossip) and turns its callbacks into Events on a channel.
+//
+// memberlist calls its delegates while holding its node lock, so nothing
+// here calls back into memberlist from a callback: events are appended to a
+// queue owned by this package and delivered by one goroutine. The queue is
+// unbounded on purpose: it grows only with membership changes (a handful per
+// node joining or dying), and blocking memberlist's lock on a slow reader
+// would stall failure detection for the whole cluster.
+//
+// Members carry a small Meta (≤ 512 bytes, memberlist's limit): the node id,
+// the address of its protoactor remote endpoint, its role and its ranks.
+// Control messages travel over protoactor remote, never over gossip.
+package gossip
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Role says what a member does in the job.
+type Role string
+
+const (
+	RoleCoordinator Role = "coordinator"
+	RoleNode        Role = "node"
+)
+
+// Meta is what every member advertises about itself.
+type Meta struct {
+	ID        string   `json:"id"`
+	Role      Role     `json:"role"`
+	ActorAddr string   `json:"actor"`           // host:port of the protoactor remote endpoint
+	Ranks     []string `json:"ranks,omitempty"` // rank names served by a node, e.g. "n1/0"
+	// Leaving is set just before a graceful leave. memberlist v0.7.0 does
+	// not tell NotifyLeave whether a node left or died (it sets the state
+	// on a shadowed field), so the leaver says so in its metadata first.
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+// maxMeta is memberlist's limit on node metadata.
+const maxMeta = memberlist.MetaMaxSize
+
+func (m Meta) encode() ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxMeta {
+		return nil, fmt.Errorf("gossip: metadata for %q is %d bytes, over memberlist's %d-byte limit (fewer or shorter rank names)", m.ID, len(b), maxMeta)
+	}
+	return b, nil
+}
+
+// EventKind says what happened to a member.
+type EventKind int
+
+const (
+	Joined EventKind = iota + 1
+	Updated
+	Left   // left gracefully
+	Failed // declared dead by failure detection
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Joined:
+		return "joined"
+	case Updated:
+		return "updated"
+	case Left:
+		return "left"
+	case Failed:
+		return "failed"
+	}
+	return "unknown(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one membership change.
+type Event struct {
+	Kind EventKind
+	Name string // memberlist node name (= Meta.ID)
+	Addr string // gossip host:port
+	Meta Meta   // zero if the metadata could not be decoded
+}
+
+// Member is a live member.
+type Member struct {
+	Name string
+	Addr string
+	Meta Meta
+}
+
+// Config configures a Membership. The zero value is not valid: ID and
+// BindAddr are required.
+type Config struct {
+	// Meta is what this member advertises; Meta.ID is also its gossip name
+	// and must be unique in the cluster.
+	Meta Meta
+	// BindAddr is the host:port to listen on for gossip (TCP and UDP).
+	// Port 0 picks a free port (see Membership.Addr).
+	BindAddr string
+	// AdvertiseAddr is the host:port other members should use to reach
+	// this one, when it differs from BindAddr (containers, NAT). Empty
+	// means BindAddr.
+	AdvertiseAddr string
+	// Join lists gossip addresses of existing members. Empty starts a new
+	// cluster (the coordinator, usually).
+	Join []string
+	// Profile picks memberlist's timing: "lan" (default: a hard-killed node
+	// is noticed in ~7 s on 3 nodes) or "local" (loopback tests: ~1-2 s).
+	Profile string
+	// Logger receives memberlist's log lines; nil discards them.
+	Logger *log.Logger
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Meta.ID == "" {
+		errs = append(errs, errors.New("gossip: Meta.ID is required"))
+	}
+	if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
+		errs = append(errs, fmt.Errorf("gossip: BindAddr %q: %w", c.BindAddr, err))
+	}
+	if c.AdvertiseAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: AdvertiseAddr %q: %w", c.AdvertiseAddr, err))
+		}
+	}
+	switch c.Profile {
+	case "", "lan", "local":
+	default:
+		errs = append(errs, fmt.Errorf("gossip: Profile %q: want lan or local", c.Profile))
+	}
+	if _, err := c.Meta.encode(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Membership is this process's view of the cluster.
+type Membership struct {
+	ml     *memberlist.Memberlist
+	events chan Event
+	cfg    Config
+
+	mu struct {
+		sync.Mutex
+		queue  []Event
+		closed bool
+	}
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Start joins (or starts) the cluster. It returns once this member is
+// listening and, if Join is non-empty, has contacted at least one member.
+func Start(ctx context.Context, c Config) (*Membership, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	mc := memberlist.DefaultLANConfig()
+	if c.Profile == "local" {
+		mc = memberlist.DefaultLocalConfig()
+	}
+	mc.Name = c.Meta.ID
+	host, port, _ := net.SplitHostPort(c.BindAddr)
+	mc.BindAddr = host
+	mc.BindPort, _ = strconv.Atoi(port)
+	mc.AdvertisePort = mc.BindPort
+	if c.AdvertiseAddr != "" {
+		ah, ap, _ := net.SplitHostPort(c.AdvertiseAddr)
+		mc.AdvertiseAddr = ah
+		mc.AdvertisePort, _ = strconv.Atoi(ap)
+	}
+	if c.Logger != nil {
+		mc.Logger = c.Logger
+	} else {
+		mc.LogOutput = io.Discard
+	}
+	m := &Membership{
+		events: make(chan Event),
+		cfg:    c,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	mc.Delegate = delegate{m}
+	mc.Events = eventDelegate{m}
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: listen on %s: %w", c.BindAddr, err)
+	}
+	m.ml = ml
+	m.wg.Add(1)
+	go m.deliver()
+	if len(c.Join) > 0 {
+		if err := m.join(ctx, c.Join); err != nil {
+			m.Shutdown(context.Background())
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// join retries until one member answers or ctx is done: the member we were
+// pointed at may still be starting.
+func (m *Membership) join(ctx context.Context, addrs []string) error {
+	backoff := 100 * time.Millisecond
+	for {
+		n, err := m.ml.Join(addrs)
+		if n > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gossip: join %v: %w (last error: %v)", addrs, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		if backoff < 2*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// Addr is the gossip address this member advertises.
+func (m *Membership) Addr() string {
+	n := m.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Events delivers membership changes in the order memberlist reported
+// them, including one Joined event for this member itself. The channel is
+// closed by Shutdown.
+func (m *Membership) Events() <-chan Event { return m.events }
+
+// Members lists the members memberlist currently believes alive.
+func (m *Membership) Members() []Member {
+	var out []Member
+	for _, n := range m.ml.Members() {
+		out = append(out, toMember(n))
+	}
+	return out
+}
+
+// Shutdown leaves the cluster gracefully (others see Left, not Failed) and
+// stops. It is idempotent. It returns ctx.Err() if leaving did not finish
+// in time.
+func (m *Membership) Shutdown(ctx context.Context) error {
+	if !m.markClosed() {
+		return nil
+	}
+	timeout := 2 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	m.mu.Lock()
+	m.cfg.Meta.Leaving = true
+	m.mu.Unlock()
+	// Best effort: if the update does not spread in time, others will see
+	// Failed instead of Left, which is the safe reading.
+	_ = m.ml.UpdateNode(timeout / 2)
+	leaveErr := m.ml.Leave(timeout / 2)
+	shutErr := m.ml.Shutdown()
+	close(m.done)
+	m.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.Join(leaveErr, shutErr)
+}
+
+// halt stops without leaving, as a crash would: others see Failed.
+func (m *Membership) halt() {
+	if !m.markClosed() {
+		return
+	}
+	m.ml.Shutdown()
+	close(m.done)
+	m.wg.Wait()
+}
+
+// markClosed reports whether this call is the one that closed m.
+func (m *Membership) markClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return false
+	}
+	m.mu.closed = true
+	return true
+}
+
+func (m *Membership) push(e Event) {
+	m.mu.Lock()
+	if !m.mu.closed {
+		m.mu.queue = append(m.mu.queue, e)
+	}
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver moves queued events to the channel, off memberlist's lock.
+func (m *Membership) deliver() {
+	defer m.wg.Done()
+	defer close(m.events)
+	for {
+		m.mu.Lock()
+		q := m.mu.queue
+		m.mu.queue = nil
+		m.mu.Unlock()
+		for _, e := range q {
+			select {
+			case m.events <- e:
+			case <-m.done:
+				return
+			}
+		}
+		select {
+		case <-m.wake:
+		case <-m.done:
+			return
+		}
+	}
+}
+
+func toMember(n *memberlist.Node) Member {
+	var meta Meta
+	_ = json.Unmarshal(n.Meta, &meta)
+	return Member{Name: n.Name, Addr: n.Address(), Meta: meta}
+}
+
+type delegate struct{ m *Membership }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	d.m.mu.Lock()
+	defer d.m.mu.Unlock()
+	b, _ := d.m.cfg.Meta.encode() // size checked by Validate
+	return b
+}
+func (d delegate) NotifyMsg([]byte)                           {}
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d delegate) LocalState(join bool) []byte                { return nil }
+func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+type eventDelegate struct{ m *Membership }
+
+func (d eventDelegate) event(kind EventKind, n *memberlist.Node) {
+	mem := toMember(n)
+	d.m.push(Event{Kind: kind, Name: mem.Name, Addr: mem.Addr, Meta: mem.Meta})
+}
+
+func (d eventDelegate) NotifyJoin(n *memberlist.Node)   { d.event(Joined, n) }
+func (d eventDelegate) NotifyUpdate(n *memberlist.Node) { d.event(Updated, n) }
+func (d eventDelegate) NotifyLeave(n *memberlist.Node) {
+	if toMember(n).Meta.Leaving {
+		d.event(Left, n)
+	} else {
+		d.event(Failed, n)
+	}
+}
