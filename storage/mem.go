@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,10 @@ type MemStore struct {
 	mu   struct {
 		sync.Mutex
 		objs map[string]memObject
+		// sorted holds the keys in order, or is nil after a key was added
+		// or removed; List rebuilds it, so listing many prefixes of a big
+		// store costs one sort and a binary search each.
+		sorted []string
 	}
 }
 
@@ -27,7 +32,10 @@ type memObject struct {
 	mod  time.Time
 }
 
-var _ Store = (*MemStore)(nil)
+var (
+	_ Store        = (*MemStore)(nil)
+	_ PrefixLister = (*MemStore)(nil)
+)
 
 // NewMemStore returns an empty in-memory store; name is what String reports.
 func NewMemStore(name string) *MemStore {
@@ -39,15 +47,21 @@ func NewMemStore(name string) *MemStore {
 func (m *MemStore) String() string { return "mem://" + m.name }
 
 func (m *MemStore) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+	if err := checkPrefix(prefix); err != nil {
+		return fmt.Errorf("list %s/%s: %w", m, prefix, err)
+	}
 	m.mu.Lock()
-	infos := make([]ObjectInfo, 0, len(m.mu.objs))
-	for k, o := range m.mu.objs {
-		if strings.HasPrefix(k, prefix) {
-			infos = append(infos, ObjectInfo{Key: k, Size: int64(len(o.data)), ETag: o.etag, ModTime: o.mod})
+	keys := m.sortedLocked()
+	lo, _ := slices.BinarySearch(keys, prefix)
+	var infos []ObjectInfo
+	for _, k := range keys[lo:] {
+		if !strings.HasPrefix(k, prefix) {
+			break
 		}
+		o := m.mu.objs[k]
+		infos = append(infos, ObjectInfo{Key: k, Size: int64(len(o.data)), ETag: o.etag, ModTime: o.mod})
 	}
 	m.mu.Unlock()
-	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
 	for _, info := range infos {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -59,9 +73,24 @@ func (m *MemStore) List(ctx context.Context, prefix string, fn func(ObjectInfo) 
 	return nil
 }
 
+// sortedLocked returns the keys in order, rebuilding the index if needed.
+func (m *MemStore) sortedLocked() []string {
+	if m.mu.sorted == nil {
+		m.mu.sorted = make([]string, 0, len(m.mu.objs))
+		for k := range m.mu.objs {
+			m.mu.sorted = append(m.mu.sorted, k)
+		}
+		slices.Sort(m.mu.sorted)
+	}
+	return m.mu.sorted
+}
+
 func (m *MemStore) lookup(ctx context.Context, op, key string) (memObject, error) {
 	if err := ctx.Err(); err != nil {
 		return memObject{}, err
+	}
+	if err := CheckKey(key); err != nil {
+		return memObject{}, fmt.Errorf("%s %s: %w", op, m, err)
 	}
 	m.mu.Lock()
 	o, ok := m.mu.objs[key]
@@ -108,6 +137,9 @@ func (m *MemStore) Put(ctx context.Context, key string, data []byte, c Cond) (st
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if err := CheckKey(key); err != nil {
+		return "", fmt.Errorf("put %s: %w", m, err)
+	}
 	sum := md5.Sum(data)
 	etag := hex.EncodeToString(sum[:])
 	m.mu.Lock()
@@ -119,6 +151,9 @@ func (m *MemStore) Put(ctx context.Context, key string, data []byte, c Cond) (st
 	if c.IfMatch != "" && (!exists || cur.etag != c.IfMatch) {
 		return "", fmt.Errorf("put %s/%s if-match %q: %w", m, key, c.IfMatch, ErrPrecondition)
 	}
+	if !exists {
+		m.mu.sorted = nil
+	}
 	m.mu.objs[key] = memObject{data: append([]byte(nil), data...), etag: etag, mod: time.Now()}
 	return etag, nil
 }
@@ -127,8 +162,41 @@ func (m *MemStore) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := CheckKey(key); err != nil {
+		return fmt.Errorf("delete %s: %w", m, err)
+	}
 	m.mu.Lock()
-	delete(m.mu.objs, key)
+	if _, ok := m.mu.objs[key]; ok {
+		delete(m.mu.objs, key)
+		m.mu.sorted = nil
+	}
 	m.mu.Unlock()
 	return nil
+}
+
+// ListPrefixes implements PrefixLister.
+func (m *MemStore) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("list prefixes %s/%s: %w", m, prefix, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys := m.sortedLocked()
+	var out []string
+	i, _ := slices.BinarySearch(keys, prefix)
+	for i < len(keys) && strings.HasPrefix(keys[i], prefix) {
+		p, ok := commonPrefix(keys[i], prefix)
+		if !ok {
+			i++
+			continue
+		}
+		out = append(out, p)
+		// Skip the rest of p: every key below it sorts before p+"\xff..."
+		// and after p, so jump past the last key starting with p.
+		i += sort.Search(len(keys)-i, func(j int) bool { return !strings.HasPrefix(keys[i+j], p) })
+	}
+	return out, nil
 }

@@ -1,16 +1,9 @@
-// Package storage is longshore's seam to object stores: a small Store
-// interface with a local-directory implementation, an S3 implementation on
-// minio-go v7, an in-memory twin and an error-injecting wrapper for tests,
-// plus dataset discovery (ImageFolder layout or a manifest object).
-//
-// Every Store is safe for concurrent use by many goroutines. Every call that
-// may block takes a context and returns promptly with ctx.Err() once the
-// context is done.
 package storage
 
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -26,11 +19,22 @@ var (
 	ErrAccess = errors.New("storage: access denied")
 	// ErrRange: a byte range lies outside the object.
 	ErrRange = errors.New("storage: invalid range")
+	// ErrInvalidKey: the key breaks the key rules (see CheckKey); no store
+	// accepts it, so a dataset stays portable between stores.
+	ErrInvalidKey = errors.New("storage: invalid key")
+	// ErrLocked: DirStore could not take a key's lock file before the
+	// context ended (another writer holds it).
+	ErrLocked = errors.New("storage: key locked by another writer")
 )
 
 // ObjectInfo describes one object. Keys are relative to the store's root
 // (the directory or the s3://bucket/prefix the store was opened on) and use
 // '/' as separator on every platform.
+//
+// ETag is the hex MD5 of the content for objects written in one piece (what
+// S3 reports for a single PUT, and what DirStore and MemStore compute). It
+// may be empty in List results where computing it would mean reading every
+// object (DirStore); Stat always fills it.
 type ObjectInfo struct {
 	Key     string
 	Size    int64 // bytes
@@ -69,4 +73,46 @@ type Store interface {
 	// String names the store's root for messages, e.g. "s3://bucket/prefix"
 	// or "/data/imagenet".
 	String() string
+}
+
+// PrefixLister is implemented by stores that can list the "directories"
+// below a prefix without listing every object (S3's delimiter listing).
+// Dataset discovery uses it to list a million-object ImageFolder class by
+// class, concurrently. Use the ListPrefixes function, which falls back to a
+// full List for stores without it.
+type PrefixLister interface {
+	// ListPrefixes returns, in lexical order and without duplicates, every
+	// distinct p+"/" where some key k starts with prefix and p is k cut
+	// at its first '/' after len(prefix). For keys "a/x/1", "a/y/2", "a/z"
+	// and prefix "a/" it returns ["a/x/", "a/y/"].
+	ListPrefixes(ctx context.Context, prefix string) ([]string, error)
+}
+
+// ListPrefixes lists the common prefixes of s below prefix (see
+// PrefixLister), using s's own ListPrefixes when it has one and a full List
+// otherwise.
+func ListPrefixes(ctx context.Context, s Store, prefix string) ([]string, error) {
+	if pl, ok := s.(PrefixLister); ok {
+		return pl.ListPrefixes(ctx, prefix)
+	}
+	var out []string
+	err := s.List(ctx, prefix, func(info ObjectInfo) error {
+		if p, ok := commonPrefix(info.Key, prefix); ok && (len(out) == 0 || out[len(out)-1] != p) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// commonPrefix cuts key at its first '/' after prefix, keeping the '/'.
+func commonPrefix(key, prefix string) (string, bool) {
+	if !strings.HasPrefix(key, prefix) {
+		return "", false
+	}
+	i := strings.IndexByte(key[len(prefix):], '/')
+	if i < 0 {
+		return "", false
+	}
+	return key[:len(prefix)+i+1], true
 }

@@ -1,0 +1,334 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrEmptyDataset: discovery found no samples (no class directories, no
+// files with a wanted extension, or an empty manifest).
+var ErrEmptyDataset = errors.New("storage: empty dataset")
+
+// Manifest names Discover looks for at the dataset root.
+const (
+	ManifestCSVName   = "manifest.csv"
+	ManifestJSONLName = "manifest.jsonl"
+)
+
+// DefaultExtensions are the ImageFolder file extensions Discover keeps:
+// what the decoder reads.
+var DefaultExtensions = []string{".jpg", ".jpeg", ".png", ".webp"}
+
+// Layout says how Discover reads a dataset.
+type Layout int
+
+const (
+	// LayoutAuto uses the manifest if DiscoverOptions.Manifest is set or
+	// manifest.csv / manifest.jsonl exists at the root, else ImageFolder.
+	LayoutAuto Layout = iota
+	// LayoutImageFolder: <root>/<class>/<file> (files may sit deeper
+	// below the class directory, as torchvision allows).
+	LayoutImageFolder
+	// LayoutManifest: a manifest object lists the samples.
+	LayoutManifest
+)
+
+func (l Layout) String() string {
+	switch l {
+	case LayoutAuto:
+		return "auto"
+	case LayoutImageFolder:
+		return "imagefolder"
+	case LayoutManifest:
+		return "manifest"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// DiscoverOptions configure Discover. The zero value is valid: auto
+// layout at the store's root, DefaultExtensions, 16 listings in flight.
+type DiscoverOptions struct {
+	// Root is the dataset's key prefix in the store, a "directory" ("" is
+	// the store's root; "train" and "train/" are the same).
+	Root string
+	// Layout picks ImageFolder or manifest; LayoutAuto decides by looking.
+	Layout Layout
+	// Manifest is the manifest's key (from the store's root, not Root);
+	// empty means Root+"manifest.csv" or Root+"manifest.jsonl", whichever
+	// exists. Keys inside a manifest are relative to its directory. The
+	// format follows the extension (.csv, .jsonl).
+	Manifest string
+	// Extensions are the ImageFolder file extensions to keep, compared
+	// case-insensitively, with or without the leading dot; nil means
+	// DefaultExtensions.
+	Extensions []string
+	// Concurrency is how many class directories are listed at once; 0
+	// means 16. Each listing is sequential (S3 pages by 1000 keys), so
+	// listing classes side by side is what makes a million-object
+	// ImageFolder fast.
+	Concurrency int
+	// AllowEmptyClasses keeps a class directory without any wanted file
+	// (it keeps its label, with no samples). False makes it an error, as
+	// in torchvision.
+	AllowEmptyClasses bool
+}
+
+// DefaultDiscoverOptions returns the options the binaries start from.
+func DefaultDiscoverOptions() DiscoverOptions {
+	return DiscoverOptions{
+		// 16 listings in flight: S3 lists 1000 keys per request, one
+		// request at a time per listing, so listing time is round trips;
+		// 16 hides them without approaching S3's per-prefix request rate.
+		Concurrency: 16,
+		Extensions:  slices.Clone(DefaultExtensions),
+	}
+}
+
+// Validate reports every problem with o at once (errors.Join), or nil.
+func (o DiscoverOptions) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("discover options: "+format, args...))
+	}
+	if o.Root != "" {
+		if err := CheckKey(strings.TrimSuffix(o.Root, "/")); err != nil {
+			bad("Root: %v", err)
+		}
+	}
+	if o.Layout < LayoutAuto || o.Layout > LayoutManifest {
+		bad("unknown Layout %d", int(o.Layout))
+	}
+	if o.Manifest != "" {
+		if o.Layout == LayoutImageFolder {
+			bad("Manifest %q set with Layout imagefolder", o.Manifest)
+		}
+		if err := CheckKey(o.Manifest); err != nil {
+			bad("Manifest: %v", err)
+		} else if _, err := ManifestFormatOf(o.Manifest); err != nil {
+			bad("%v", err)
+		}
+	}
+	for _, ext := range o.Extensions {
+		if strings.Trim(ext, ".") == "" || strings.Contains(ext, "/") {
+			bad("extension %q", ext)
+		}
+	}
+	if o.Concurrency < 0 {
+		bad("Concurrency %d is negative", o.Concurrency)
+	}
+	return errors.Join(errs...)
+}
+
+// Discover finds the dataset in s: its samples, in a fixed order, and its
+// class names. It may list millions of keys; it honours ctx throughout and
+// uses at most Concurrency concurrent listings.
+//
+// ImageFolder follows torchvision: classes are the directories directly
+// under Root, labelled by their index in sorted order; samples are the
+// files below each class with a wanted extension, sorted by key. Files
+// directly under Root are ignored. A manifest gives the samples in its
+// own order (see ParseManifest).
+//
+// Errors: ErrEmptyDataset when nothing is found, ErrNotFound for a
+// missing manifest that was asked for, a *ManifestError (ErrBadManifest)
+// for a malformed one, each wrapped with the store and what was tried.
+func Discover(ctx context.Context, s Store, opts DiscoverOptions) (*Dataset, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("discover %s: %w", s, err)
+	}
+	root := opts.Root
+	if root != "" && !strings.HasSuffix(root, "/") {
+		root += "/"
+	}
+	manifest := opts.Manifest
+	if manifest == "" && opts.Layout != LayoutImageFolder {
+		found, err := findManifest(ctx, s, root)
+		if err != nil {
+			return nil, fmt.Errorf("discover %s: %w", s, err)
+		}
+		if found == "" && opts.Layout == LayoutManifest {
+			return nil, fmt.Errorf("discover %s: no %s or %s under %q: %w", s, ManifestCSVName, ManifestJSONLName, root, ErrNotFound)
+		}
+		manifest = found
+	}
+	if manifest != "" {
+		ds, err := discoverManifest(ctx, s, manifest)
+		if err != nil {
+			return nil, fmt.Errorf("discover %s: manifest %s: %w", s, manifest, err)
+		}
+		return ds, nil
+	}
+	ds, err := discoverImageFolder(ctx, s, root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("discover %s: %w", s, err)
+	}
+	return ds, nil
+}
+
+// findManifest returns the key of the manifest at root, or "".
+func findManifest(ctx context.Context, s Store, root string) (string, error) {
+	var found []string
+	for _, name := range []string{ManifestCSVName, ManifestJSONLName} {
+		_, err := s.Stat(ctx, root+name)
+		switch {
+		case err == nil:
+			found = append(found, root+name)
+		case !errors.Is(err, ErrNotFound):
+			return "", err
+		}
+	}
+	if len(found) > 1 {
+		return "", fmt.Errorf("both %s and %s exist: set the manifest to use", found[0], found[1])
+	}
+	if len(found) == 0 {
+		return "", nil
+	}
+	return found[0], nil
+}
+
+func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error) {
+	format, err := ManifestFormatOf(key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.Get(ctx, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := ParseManifest(bytes.NewReader(data), format)
+	if err != nil {
+		return nil, err
+	}
+	dir := path.Dir(key)
+	if dir == "." {
+		return ds, nil
+	}
+	for i := range ds.Samples {
+		k := dir + "/" + ds.Samples[i].Key
+		if len(k) > MaxKeyLen {
+			return nil, fmt.Errorf("sample %d: key %q: longer than %d bytes with the manifest's directory: %w", i, k, MaxKeyLen, ErrInvalidKey)
+		}
+		ds.Samples[i].Key = k
+	}
+	return ds, nil
+}
+
+func discoverImageFolder(ctx context.Context, s Store, root string, opts DiscoverOptions) (*Dataset, error) {
+	exts := opts.Extensions
+	if exts == nil {
+		exts = DefaultExtensions
+	}
+	want := make(map[string]bool, len(exts))
+	for _, e := range exts {
+		want["."+strings.ToLower(strings.TrimPrefix(e, "."))] = true
+	}
+	prefixes, err := ListPrefixes(ctx, s, root)
+	if err != nil {
+		return nil, err
+	}
+	if len(prefixes) == 0 {
+		also := ""
+		if opts.Layout == LayoutAuto {
+			also = fmt.Sprintf(" and no %s or %s", ManifestCSVName, ManifestJSONLName)
+		}
+		return nil, fmt.Errorf("no class directories under %q (ImageFolder wants <root>/<class>/<file>)%s: %w", root, also, ErrEmptyDataset)
+	}
+	names := make([]string, len(prefixes))
+	for i, p := range prefixes {
+		names[i] = strings.TrimSuffix(strings.TrimPrefix(p, root), "/")
+	}
+	// torchvision labels classes by their sorted names; prefixes sort as
+	// name+"/", which differs when a name is a prefix of another ("a" and
+	// "a-b"), so sort the names themselves.
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	label := make(map[string]int32, len(sorted))
+	for i, n := range sorted {
+		label[n] = int32(i)
+	}
+
+	perClass, err := listConcurrently(ctx, prefixes, opts.Concurrency, func(ctx context.Context, i int) ([]Sample, error) {
+		var out []Sample
+		lab := label[names[i]]
+		err := s.List(ctx, prefixes[i], func(info ObjectInfo) error {
+			if want[strings.ToLower(path.Ext(info.Key))] {
+				out = append(out, Sample{Key: info.Key, Label: lab})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list class %q: %w", names[i], err)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var empty []string
+	total := 0
+	for i, ss := range perClass {
+		if len(ss) == 0 {
+			empty = append(empty, names[i])
+		}
+		total += len(ss)
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("no files with extensions %v in %d class directories under %q: %w", exts, len(names), root, ErrEmptyDataset)
+	}
+	if len(empty) > 0 && !opts.AllowEmptyClasses {
+		return nil, fmt.Errorf("class directories %q under %q hold no files with extensions %v (set AllowEmptyClasses to keep them): %w",
+			empty, root, exts, ErrEmptyDataset)
+	}
+	// Each class's listing is sorted and the prefixes are in key order, so
+	// the concatenation is sorted by key.
+	ds := &Dataset{Classes: sorted, Samples: make([]Sample, 0, total)}
+	for _, ss := range perClass {
+		ds.Samples = append(ds.Samples, ss...)
+	}
+	if !slices.IsSortedFunc(ds.Samples, func(a, b Sample) int { return cmp.Compare(a.Key, b.Key) }) {
+		slices.SortFunc(ds.Samples, func(a, b Sample) int { return cmp.Compare(a.Key, b.Key) })
+	}
+	return ds, nil
+}
+
+// listConcurrently runs list for every index with at most conc (0: 16) in
+// flight, stopping at the first error.
+func listConcurrently(ctx context.Context, prefixes []string, conc int, list func(context.Context, int) ([]Sample, error)) ([][]Sample, error) {
+	if conc <= 0 {
+		conc = 16
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := make([][]Sample, len(prefixes))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(conc, len(prefixes)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(prefixes) {
+					return
+				}
+				ss, err := list(ctx, i)
+				if err != nil {
+					cancel(err)
+					return
+				}
+				out[i] = ss
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return out, nil
+}

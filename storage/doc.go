@@ -1,0 +1,63 @@
+// Package storage is longshore's seam to object stores: a small Store
+// interface; DirStore on a local directory; S3Store on S3 or MinIO through
+// minio-go v7; MemStore, the in-memory twin for other packages' tests; and
+// dataset discovery (ImageFolder layout or a manifest object). Sibling
+// packages add the fault-injecting wrapper (storage/faulty), the
+// conformance suite every Store passes (storage/storetest) and a real
+// MinIO for tests (storage/miniotest).
+//
+// # Who calls it
+//
+// The binaries call Open (a directory, file:// or s3:// URL) and Discover
+// at start; the node's fetchers call Get and GetRange for every sample; the
+// coordinator keeps checkpoints with Put under a Cond (compare-and-swap) so
+// two coordinators can never both win.
+//
+// # Contract
+//
+//   - Every Store is safe for concurrent use by many goroutines. Every call
+//     may block on I/O, takes a context, and returns promptly with an error
+//     wrapping ctx.Err() once the context is done.
+//   - Keys are '/'-separated, relative to the store's root, and obey
+//     CheckKey (no "..", no leading '/', no empty components) on every
+//     store, so a dataset that works on one works on all.
+//   - List yields keys in lexical (byte) order, the order S3 lists in, and
+//     DirStore's walk reproduces it exactly.
+//   - Get and GetRange read into the caller's buffer (dst[:0]) and grow it
+//     only when its capacity is short: a fetcher that reuses its buffers
+//     does not allocate per object for the payload.
+//   - GetRange(off, length) fails with ErrRange unless 0 <= off <= size and
+//     off+length <= size (length < 0: to the end).
+//   - Put is atomic (old or new content, never a mix). Cond.IfAbsent and
+//     Cond.IfMatch are linearizable per key: of concurrent conditional puts
+//     on one ETag or on a missing key, exactly one wins and the others get
+//     ErrPrecondition. DirStore extends this across processes on one host
+//     (see DirStore); S3 relies on the service (MinIO, and AWS S3 since
+//     2024).
+//   - ETags are the hex MD5 of the content on every store.
+//   - Errors wrap the sentinels (ErrNotFound, ErrAccess, ErrPrecondition,
+//     ErrRange, ErrInvalidKey, ErrLocked; for discovery ErrEmptyDataset
+//     and ErrBadManifest) with the operation and the object's URL, and say
+//     what to check: test them with errors.Is.
+//
+// # S3
+//
+// DefaultOptions reads the environment: AWS_ENDPOINT_URL_S3 or
+// AWS_ENDPOINT_URL (http:// or https:// decides TLS), AWS_REGION or
+// AWS_DEFAULT_REGION, and credentials from AWS_ACCESS_KEY_ID /
+// AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else MINIO_ROOT_USER /
+// MINIO_ROOT_PASSWORD, else MINIO_ACCESS_KEY / MINIO_SECRET_KEY. Open
+// probes the bucket so a wrong bucket, endpoint or key fails at start. The
+// store retries 5xx, throttling and connection failures itself with
+// full-jitter exponential backoff and counts requests, retries, throttled
+// responses, errors and bytes in Stats.
+//
+// # Discovery
+//
+// Discover reads an ImageFolder (<root>/<class>/<file>, classes labelled by
+// sorted name as torchvision does, samples sorted by key) or a manifest
+// (manifest.csv "key,label" or manifest.jsonl {"key","label"}). For S3 it
+// lists class prefixes with a delimiter (PrefixLister) and then the
+// classes concurrently, instead of paging through every key of the dataset
+// in one sequential listing.
+package storage

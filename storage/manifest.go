@@ -1,0 +1,272 @@
+package storage
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// ErrBadManifest: a manifest could not be parsed. The error is a
+// *ManifestError saying which line and why.
+var ErrBadManifest = errors.New("storage: malformed manifest")
+
+// ManifestError locates a problem in a manifest. It matches ErrBadManifest
+// under errors.Is.
+type ManifestError struct {
+	Line int // 1-based; 0 for problems of the whole file
+	Msg  string
+}
+
+func (e *ManifestError) Error() string {
+	if e.Line == 0 {
+		return "manifest: " + e.Msg
+	}
+	return fmt.Sprintf("manifest line %d: %s", e.Line, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrBadManifest) true.
+func (e *ManifestError) Is(target error) bool { return target == ErrBadManifest }
+
+func badLine(line int, format string, args ...any) error {
+	return &ManifestError{Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ManifestFormat is how a manifest is encoded.
+type ManifestFormat int
+
+const (
+	// ManifestCSV: one "key,label" record per line, RFC 4180 quoting,
+	// optionally a header line "key,label" (or path/file/filename for the
+	// first column, class/target for the second).
+	ManifestCSV ManifestFormat = iota + 1
+	// ManifestJSONL: one JSON object per line, {"key": "...", "label": 3}
+	// or {"key": "...", "label": "cat"}; other fields are ignored, blank
+	// lines skipped.
+	ManifestJSONL
+)
+
+func (f ManifestFormat) String() string {
+	switch f {
+	case ManifestCSV:
+		return "csv"
+	case ManifestJSONL:
+		return "jsonl"
+	}
+	return fmt.Sprintf("ManifestFormat(%d)", int(f))
+}
+
+// ManifestFormatOf picks the format from the key's extension: .csv, or
+// .jsonl / .ndjson.
+func ManifestFormatOf(key string) (ManifestFormat, error) {
+	switch strings.ToLower(path.Ext(key)) {
+	case ".csv":
+		return ManifestCSV, nil
+	case ".jsonl", ".ndjson":
+		return ManifestJSONL, nil
+	}
+	return 0, fmt.Errorf("manifest %q: unknown format (want a .csv or .jsonl key)", key)
+}
+
+// MaxClasses bounds the class count of a manifest with integer labels,
+// whose Classes are the decimal names "0" to the largest label.
+const MaxClasses = 1 << 20
+
+// maxManifestLine bounds one JSON line.
+const maxManifestLine = 1 << 20
+
+// ParseManifest reads a manifest into a Dataset with the samples in file
+// order. Keys are taken as written (relative to the manifest's directory;
+// Discover prefixes them) and must pass CheckKey; a key may appear once.
+//
+// Labels are either all integers or all class names. Integers (in [0,
+// MaxClasses)) are the labels themselves, and Classes are "0".."max". Names
+// are sorted into Classes and labelled by index, as ImageFolder does. In
+// CSV, a column that is all integers is integers; in JSON lines, numbers
+// are integers and strings names, and mixing them is an error.
+//
+// An empty manifest is an error wrapping ErrEmptyDataset; a malformed one
+// a *ManifestError.
+func ParseManifest(r io.Reader, format ManifestFormat) (*Dataset, error) {
+	var rows []manifestRow
+	var err error
+	switch format {
+	case ManifestCSV:
+		rows, err = parseCSV(r)
+	case ManifestJSONL:
+		rows, err = parseJSONL(r)
+	default:
+		return nil, fmt.Errorf("manifest: unknown format %v", format)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buildDataset(rows)
+}
+
+type manifestRow struct {
+	line   int
+	key    string
+	label  string
+	number bool // the label was written as a number (JSON), or parses as one (CSV)
+}
+
+func isHeader(rec []string) bool {
+	k := strings.ToLower(strings.TrimSpace(rec[0]))
+	l := strings.ToLower(strings.TrimSpace(rec[1]))
+	return (k == "key" || k == "path" || k == "file" || k == "filename") &&
+		(l == "label" || l == "class" || l == "target")
+}
+
+func parseCSV(r io.Reader) ([]manifestRow, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	var rows []manifestRow
+	for first := true; ; first = false {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, badLine(pe.Line, "%v", pe.Err)
+			}
+			return nil, err
+		}
+		line, _ := cr.FieldPos(0)
+		if first {
+			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // a UTF-8 byte order mark
+		}
+		if len(rec) != 2 {
+			return nil, badLine(line, "want 2 fields (key,label), got %d", len(rec))
+		}
+		if first && isHeader(rec) {
+			continue
+		}
+		key, label := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
+		_, numErr := strconv.ParseInt(label, 10, 64)
+		rows = append(rows, manifestRow{line: line, key: key, label: label, number: numErr == nil})
+	}
+}
+
+func parseJSONL(r io.Reader) ([]manifestRow, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxManifestLine)
+	var rows []manifestRow
+	for line := 1; sc.Scan(); line++ {
+		text := bytes.TrimSpace(sc.Bytes())
+		if line == 1 {
+			text = bytes.TrimPrefix(text, []byte("\ufeff"))
+		}
+		if len(text) == 0 {
+			continue
+		}
+		var obj struct {
+			Key   *string         `json:"key"`
+			Label json.RawMessage `json:"label"`
+		}
+		if err := json.Unmarshal(text, &obj); err != nil {
+			return nil, badLine(line, "not a JSON object: %v", err)
+		}
+		if obj.Key == nil {
+			return nil, badLine(line, `no "key"`)
+		}
+		row := manifestRow{line: line, key: *obj.Key}
+		switch lab := bytes.TrimSpace(obj.Label); {
+		case len(lab) == 0 || string(lab) == "null":
+			return nil, badLine(line, `no "label"`)
+		case lab[0] == '"':
+			if err := json.Unmarshal(lab, &row.label); err != nil {
+				return nil, badLine(line, "label: %v", err)
+			}
+		case lab[0] == '-' || (lab[0] >= '0' && lab[0] <= '9'):
+			if _, err := strconv.ParseInt(string(lab), 10, 64); err != nil {
+				return nil, badLine(line, "label %s is not an integer", lab)
+			}
+			row.label, row.number = string(lab), true
+		default:
+			return nil, badLine(line, "label %s: want an integer or a class name string", lab)
+		}
+		if len(rows) > 0 && rows[0].number != row.number {
+			return nil, badLine(line, "label %s mixes integer and class-name labels (line %d has %q)", row.label, rows[0].line, rows[0].label)
+		}
+		rows = append(rows, row)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, badLine(len(rows)+1, "line longer than %d bytes", maxManifestLine)
+		}
+		return nil, err
+	}
+	return rows, nil
+}
+
+func buildDataset(rows []manifestRow) (*Dataset, error) {
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("manifest has no samples: %w", ErrEmptyDataset)
+	}
+	seen := make(map[string]int, len(rows))
+	for _, r := range rows {
+		if r.key == "" {
+			return nil, badLine(r.line, "empty key")
+		}
+		if err := CheckKey(r.key); err != nil {
+			return nil, badLine(r.line, "%v", err)
+		}
+		if prev, dup := seen[r.key]; dup {
+			return nil, badLine(r.line, "key %q already on line %d", r.key, prev)
+		}
+		seen[r.key] = r.line
+		if r.label == "" {
+			return nil, badLine(r.line, "empty label")
+		}
+		if !utf8.ValidString(r.label) {
+			return nil, badLine(r.line, "label %q is not valid UTF-8", r.label)
+		}
+	}
+	ds := &Dataset{Samples: make([]Sample, len(rows))}
+	integers := !slices.ContainsFunc(rows, func(r manifestRow) bool { return !r.number })
+	if integers {
+		maxLabel := int64(-1)
+		for i, r := range rows {
+			v, _ := strconv.ParseInt(r.label, 10, 64)
+			if v < 0 || v >= MaxClasses || v > math.MaxInt32 {
+				return nil, badLine(r.line, "label %d outside [0, %d)", v, MaxClasses)
+			}
+			ds.Samples[i] = Sample{Key: r.key, Label: int32(v)}
+			maxLabel = max(maxLabel, v)
+		}
+		ds.Classes = make([]string, maxLabel+1)
+		for i := range ds.Classes {
+			ds.Classes[i] = strconv.Itoa(i)
+		}
+		return ds, nil
+	}
+	index := make(map[string]int32)
+	for _, r := range rows {
+		index[r.label] = 0
+	}
+	ds.Classes = make([]string, 0, len(index))
+	for name := range index {
+		ds.Classes = append(ds.Classes, name)
+	}
+	slices.Sort(ds.Classes)
+	for i, name := range ds.Classes {
+		index[name] = int32(i)
+	}
+	for i, r := range rows {
+		ds.Samples[i] = Sample{Key: r.key, Label: index[r.label]}
+	}
+	return ds, nil
+}

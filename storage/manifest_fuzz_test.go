@@ -1,0 +1,109 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// FuzzManifest feeds arbitrary bytes to ParseManifest in both formats. It
+// must never panic; what it accepts must be a consistent dataset; what it
+// rejects must be a ManifestError or an empty dataset; and an accepted
+// dataset written back as JSON lines must parse to itself.
+func FuzzManifest(f *testing.F) {
+	for _, seed := range []struct {
+		data  string
+		jsonl bool
+	}{
+		{"key,label\na.jpg,0\nb.jpg,1\n", false},
+		{"a.jpg,cat\nb/c.jpg,dog\n\"q,uoted\",cat\n", false},
+		{"\ufeffpath,class\nx,1\n", false},
+		{"a,1\nb,2,3\n", false},
+		{"a,\"unterminated\n", false},
+		{"a,99999999999\n", false},
+		{`{"key":"a.jpg","label":0}` + "\n" + `{"key":"b.jpg","label":1}`, true},
+		{`{"key":"a","label":"cat"}` + "\n\n" + `{"key":"b","label":"dog","x":null}`, true},
+		{`{"key":"a","label":1}` + "\n" + `{"key":"b","label":"dog"}`, true},
+		{`{"key":"../a","label":1.5}`, true},
+		{`[1,2]`, true},
+		{"", true},
+	} {
+		f.Add([]byte(seed.data), seed.jsonl)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, jsonl bool) {
+		format := ManifestCSV
+		if jsonl {
+			format = ManifestJSONL
+		}
+		ds, err := ParseManifest(bytes.NewReader(data), format)
+		if err != nil {
+			var me *ManifestError
+			if !errors.As(err, &me) && !errors.Is(err, ErrEmptyDataset) {
+				t.Fatalf("error %v (%T) is neither a ManifestError nor ErrEmptyDataset", err, err)
+			}
+			return
+		}
+		checkDataset(t, ds)
+
+		// Round trip through JSON lines.
+		var buf bytes.Buffer
+		integers := isIntegerClasses(ds.Classes)
+		for _, s := range ds.Samples {
+			var label any = ds.Classes[s.Label]
+			if integers {
+				label = s.Label
+			}
+			line, _ := json.Marshal(map[string]any{"key": s.Key, "label": label})
+			buf.Write(line)
+			buf.WriteByte('\n')
+		}
+		again, err := ParseManifest(&buf, ManifestJSONL)
+		if err != nil {
+			t.Fatalf("re-encoded dataset does not parse: %v\n%s", err, buf.String())
+		}
+		if !slices.Equal(again.Samples, ds.Samples) || !slices.Equal(again.Classes, ds.Classes) {
+			t.Fatalf("round trip changed the dataset:\n%+v\n%+v", ds, again)
+		}
+	})
+}
+
+func isIntegerClasses(classes []string) bool {
+	for i, c := range classes {
+		if c != strconv.Itoa(i) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkDataset(t *testing.T, ds *Dataset) {
+	t.Helper()
+	if len(ds.Samples) == 0 {
+		t.Fatal("accepted a manifest with no samples")
+	}
+	if len(ds.Classes) == 0 || len(ds.Classes) > MaxClasses {
+		t.Fatalf("%d classes", len(ds.Classes))
+	}
+	if !isIntegerClasses(ds.Classes) && !slices.IsSorted(ds.Classes) {
+		t.Fatalf("class names not sorted: %q", ds.Classes)
+	}
+	if len(slices.Compact(slices.Clone(ds.Classes))) != len(ds.Classes) {
+		t.Fatalf("duplicate class names: %q", ds.Classes)
+	}
+	keys := map[string]bool{}
+	for i, s := range ds.Samples {
+		if err := CheckKey(s.Key); err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+		if keys[s.Key] {
+			t.Fatalf("sample %d: duplicate key %q", i, s.Key)
+		}
+		keys[s.Key] = true
+		if s.Label < 0 || int(s.Label) >= len(ds.Classes) {
+			t.Fatalf("sample %d: label %d outside %d classes", i, s.Label, len(ds.Classes))
+		}
+	}
+}

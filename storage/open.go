@@ -1,0 +1,84 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Location is a parsed store URL.
+type Location struct {
+	// Scheme is "file" or "s3".
+	Scheme string
+	// Path is the directory, for "file".
+	Path string
+	// Bucket and Prefix ("" or ending in '/') are the S3 root, for "s3".
+	Bucket string
+	Prefix string
+}
+
+// String returns the location in URL form: "/data/x" or "s3://b/p/".
+func (l Location) String() string {
+	if l.Scheme == "s3" {
+		return "s3://" + l.Bucket + "/" + l.Prefix
+	}
+	return l.Path
+}
+
+// ParseURL parses what the binaries accept as a dataset or checkpoint
+// location: a directory path, a file:// URL, or s3://bucket[/prefix].
+func ParseURL(raw string) (Location, error) {
+	if raw == "" {
+		return Location{}, fmt.Errorf("storage: empty location: want a directory, file:///dir or s3://bucket/prefix")
+	}
+	scheme, rest, hasScheme := strings.Cut(raw, "://")
+	if !hasScheme {
+		return Location{Scheme: "file", Path: raw}, nil
+	}
+	switch strings.ToLower(scheme) {
+	case "file":
+		u, err := url.Parse(raw)
+		if err != nil {
+			return Location{}, fmt.Errorf("storage: location %q: %v", raw, err)
+		}
+		if u.Host != "" && u.Host != "localhost" {
+			return Location{}, fmt.Errorf("storage: location %q: file URLs name a local path (file:///dir), not host %q", raw, u.Host)
+		}
+		if u.Path == "" {
+			return Location{}, fmt.Errorf("storage: location %q: no path", raw)
+		}
+		return Location{Scheme: "file", Path: u.Path}, nil
+	case "s3":
+		bucket, prefix, _ := strings.Cut(rest, "/")
+		if bucket == "" {
+			return Location{}, fmt.Errorf("storage: location %q: no bucket (want s3://bucket/prefix)", raw)
+		}
+		if prefix != "" && !strings.HasSuffix(prefix, "/") {
+			prefix += "/"
+		}
+		if prefix != "" {
+			if err := CheckKey(strings.TrimSuffix(prefix, "/")); err != nil {
+				return Location{}, fmt.Errorf("storage: location %q: prefix: %w", raw, err)
+			}
+		}
+		return Location{Scheme: "s3", Bucket: bucket, Prefix: prefix}, nil
+	}
+	return Location{}, fmt.Errorf("storage: location %q: unsupported scheme %q (want a directory, file:///dir or s3://bucket/prefix)", raw, scheme)
+}
+
+// Open opens the store at raw (see ParseURL). opts are used only for s3://
+// locations. A missing directory or bucket fails with an error wrapping
+// ErrNotFound; refused credentials with one wrapping ErrAccess.
+func Open(ctx context.Context, raw string, opts Options) (Store, error) {
+	loc, err := ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch loc.Scheme {
+	case "s3":
+		return NewS3Store(ctx, loc.Bucket, loc.Prefix, opts)
+	default:
+		return NewDirStore(loc.Path)
+	}
+}

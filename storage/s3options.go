@@ -1,0 +1,202 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+)
+
+// Environment variables DefaultOptions reads. AWS_ENDPOINT_URL_S3, the
+// S3-specific one, wins over AWS_ENDPOINT_URL, as in the AWS SDKs and CLI.
+// Credentials are taken as a pair from the first source that sets both
+// halves: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN),
+// then MinIO's MINIO_ROOT_USER/MINIO_ROOT_PASSWORD, then the older
+// MINIO_ACCESS_KEY/MINIO_SECRET_KEY.
+const (
+	EnvEndpointS3      = "AWS_ENDPOINT_URL_S3"
+	EnvEndpoint        = "AWS_ENDPOINT_URL"
+	EnvRegion          = "AWS_REGION"
+	EnvDefaultRegion   = "AWS_DEFAULT_REGION"
+	EnvAccessKeyID     = "AWS_ACCESS_KEY_ID"
+	EnvSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
+	EnvSessionToken    = "AWS_SESSION_TOKEN"
+	EnvMinioRootUser   = "MINIO_ROOT_USER"
+	EnvMinioRootPass   = "MINIO_ROOT_PASSWORD"
+	EnvMinioAccessKey  = "MINIO_ACCESS_KEY"
+	EnvMinioSecretKey  = "MINIO_SECRET_KEY"
+)
+
+// AWSEndpoint is the endpoint used when Options.Endpoint is empty.
+const AWSEndpoint = "https://s3.amazonaws.com"
+
+// Options configure an S3 store. The zero value is valid: AWS S3,
+// anonymous, no retries, 16 connections. DefaultOptions is what the
+// binaries use.
+type Options struct {
+	// Endpoint is the service URL, "http://host:port" or "https://host";
+	// the scheme decides TLS. Empty means AWSEndpoint.
+	Endpoint string
+	// Region of the bucket. Empty means ask the service once per bucket
+	// (GetBucketLocation, cached by minio-go).
+	Region string
+	// AccessKey and SecretKey are static credentials, SessionToken the
+	// optional STS token that goes with them. Both keys empty means
+	// anonymous requests (public buckets).
+	AccessKey    string
+	SecretKey    string
+	SessionToken string
+
+	// FetchConcurrency is how many requests the caller keeps in flight at
+	// once. The HTTP transport keeps at least that many idle connections
+	// per host: minio-go's default keeps 16, and every fetch beyond that
+	// would pay a new TCP (and TLS) handshake. 0 means 16.
+	FetchConcurrency int
+
+	// MaxRetries is how many times one operation is retried after a
+	// retryable failure: 5xx, SlowDown and other throttling, connection
+	// refused or reset, timeouts. 0 means no retries. minio-go's own retry
+	// loop is turned off, so these are the only retries, and Stats counts
+	// them.
+	MaxRetries int
+	// RetryBase and RetryCap shape full-jitter exponential backoff: before
+	// retry n (from 0) the store sleeps a uniform random time in
+	// [0, min(RetryCap, RetryBase*2^n)]. Zero RetryBase retries at once;
+	// zero RetryCap means no cap.
+	RetryBase time.Duration
+	RetryCap  time.Duration
+
+	// ResponseHeaderTimeout bounds the wait for a response's headers after
+	// a request is sent; when it fires the attempt fails as a (retryable)
+	// timeout. 0 means no limit beyond the caller's context.
+	ResponseHeaderTimeout time.Duration
+
+	// credSource names where the credentials came from, for error hints.
+	credSource string
+}
+
+// DefaultOptions returns Options filled from the environment (see the Env
+// constants) and tuned for feeding GPUs.
+func DefaultOptions() Options { return optionsFromEnv(os.Getenv) }
+
+func optionsFromEnv(getenv func(string) string) Options {
+	o := Options{
+		// Service-specific wins over global, as in the AWS SDKs.
+		Endpoint: firstNonEmpty(getenv(EnvEndpointS3), getenv(EnvEndpoint)),
+		Region:   firstNonEmpty(getenv(EnvRegion), getenv(EnvDefaultRegion)),
+		// A GPU host's decoders keep tens of GETs in flight; an idle
+		// connection costs a few KiB, a handshake per GET costs latency.
+		FetchConcurrency: 64,
+		// Six attempts over 0-10 s of backoff ride out a MinIO restart or a
+		// burst of SlowDown without hiding a real outage for long.
+		MaxRetries: 5,
+		// AWS's guidance for SlowDown: start backing off around 100 ms.
+		RetryBase: 100 * time.Millisecond,
+		// A single wait longer than this stalls the pipeline more than a
+		// reported error would.
+		RetryCap: 5 * time.Second,
+		// S3 answers within a second; 30 s without headers means a hung
+		// connection, which a retry on a fresh one fixes.
+		ResponseHeaderTimeout: 30 * time.Second,
+	}
+	for _, pair := range [][3]string{
+		{EnvAccessKeyID, EnvSecretAccessKey, EnvSessionToken},
+		{EnvMinioRootUser, EnvMinioRootPass, ""},
+		{EnvMinioAccessKey, EnvMinioSecretKey, ""},
+	} {
+		ak, sk := getenv(pair[0]), getenv(pair[1])
+		if ak != "" && sk != "" {
+			o.AccessKey, o.SecretKey = ak, sk
+			if pair[2] != "" {
+				o.SessionToken = getenv(pair[2])
+			}
+			o.credSource = pair[0] + "/" + pair[1]
+			break
+		}
+	}
+	return o
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// Validate reports every problem with o at once (errors.Join), or nil.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("storage options: "+format, args...))
+	}
+	if o.Endpoint != "" {
+		if _, _, err := parseEndpoint(o.Endpoint); err != nil {
+			bad("%v", err)
+		}
+	}
+	if (o.AccessKey == "") != (o.SecretKey == "") {
+		bad("AccessKey and SecretKey must be set together (or both empty for anonymous access)")
+	}
+	if o.SessionToken != "" && o.AccessKey == "" {
+		bad("SessionToken needs AccessKey and SecretKey")
+	}
+	if o.FetchConcurrency < 0 {
+		bad("FetchConcurrency %d is negative", o.FetchConcurrency)
+	}
+	if o.MaxRetries < 0 {
+		bad("MaxRetries %d is negative", o.MaxRetries)
+	}
+	if o.RetryBase < 0 {
+		bad("RetryBase %v is negative", o.RetryBase)
+	}
+	if o.RetryCap < 0 {
+		bad("RetryCap %v is negative", o.RetryCap)
+	}
+	if o.RetryCap > 0 && o.RetryBase > o.RetryCap {
+		bad("RetryBase %v is above RetryCap %v", o.RetryBase, o.RetryCap)
+	}
+	if o.ResponseHeaderTimeout < 0 {
+		bad("ResponseHeaderTimeout %v is negative", o.ResponseHeaderTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// parseEndpoint splits an endpoint URL into minio-go's host and TLS flag.
+func parseEndpoint(endpoint string) (host string, secure bool, err error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", false, fmt.Errorf("endpoint %q: %v", endpoint, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", false, fmt.Errorf("endpoint %q: want an http:// or https:// URL (the scheme decides TLS)", endpoint)
+	case u.Host == "":
+		return "", false, fmt.Errorf("endpoint %q: no host", endpoint)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.User != nil:
+		return "", false, fmt.Errorf("endpoint %q: want scheme://host[:port] only, without path, query or user", endpoint)
+	}
+	return u.Host, u.Scheme == "https", nil
+}
+
+// endpoint returns the effective endpoint URL.
+func (o Options) endpoint() string {
+	if o.Endpoint == "" {
+		return AWSEndpoint
+	}
+	return o.Endpoint
+}
+
+// credHint says what to check when the service refuses the credentials.
+func (o Options) credHint() string {
+	switch {
+	case o.credSource != "":
+		return "check " + o.credSource
+	case o.AccessKey == "":
+		return "no credentials were given: set " + EnvAccessKeyID + "/" + EnvSecretAccessKey
+	}
+	return "check the access key and secret key (or " + EnvAccessKeyID + "/" + EnvSecretAccessKey + ")"
+}
