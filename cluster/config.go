@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Balance says how the coordinator divides an epoch among ranks.
+type Balance int
+
+const (
+	// EqualSteps gives every rank that is a member of an epoch the same
+	// number of positions in it (so the same number of batches): what
+	// data-parallel training needs, because a rank that runs out of data
+	// early leaves the others hanging in their collective ops. Work is
+	// still pulled (faster loaders fetch ahead), but no rank is leased more
+	// than its quota, so leases are never stolen in this mode.
+	EqualSteps Balance = iota
+	// Dynamic gives each rank as much as it asks for and splits a
+	// straggler's lease so an idle rank can take its tail. Ranks end the
+	// epoch with different numbers of steps: for consumers that do not
+	// synchronize (evaluation, preprocessing, independent trainers).
+	Dynamic
+)
+
+func (b Balance) String() string {
+	switch b {
+	case EqualSteps:
+		return "equal-steps"
+	case Dynamic:
+		return "dynamic"
+	}
+	return fmt.Sprintf("Balance(%d)", int(b))
+}
+
+// Config is the coordinator's job description. The zero value is not
+// valid (a job needs Samples and Epochs); start from DefaultConfig.
+type Config struct {
+	// Samples is N, the manifest's length: epochs permute [0, Samples).
+	Samples int64
+	// Seed fixes every epoch's order together with the epoch number.
+	Seed uint64
+	// Epochs is how many epochs the job runs; the job is done when all
+	// are committed. Must be >= 1.
+	Epochs int
+	// ShardSize is the most positions one lease covers; leases never
+	// cross a multiple of ShardSize. In positions (samples), >= 1.
+	ShardSize int
+	// Block is the locality block of the epoch order (see Order), in
+	// samples, >= 1.
+	Block int
+	// Balance: EqualSteps (the zero value) or Dynamic.
+	Balance Balance
+	// DropRemainder, with EqualSteps, drops the tail of the epoch's order
+	// that does not divide evenly among ranks (PyTorch's
+	// DistributedSampler(drop_last=True)) instead of padding with repeats.
+	// False (the zero value) pads.
+	DropRemainder bool
+	// Incarnation numbers this coordinator's life; every Fence it issues
+	// carries it, so messages about an earlier life's leases are fenced.
+	// A restarted coordinator must use a larger one (Restore does).
+	Incarnation uint64
+	// StealMin, with Dynamic, is the fewest undelivered positions a rank
+	// must hold for an idle rank to take half of them. In positions, >= 1.
+	StealMin int
+	// RevokeTimeout is how many Ticks a rank may leave a revoke
+	// unanswered before its node is evicted (fenced and its uncommitted
+	// work re-issued). 0 means never.
+	RevokeTimeout int
+}
+
+// DefaultConfig returns a Config with every tunable set; the caller fills
+// Samples, Seed and Epochs.
+func DefaultConfig() Config {
+	return Config{
+		Epochs: 1,
+		// 256 positions: at a few hundred images/s per rank a lease lasts
+		// about a second, so a dead node costs at most ~a second of
+		// uncommitted-lease work beyond its commits, while a 10 M sample
+		// epoch is still only ~39 k leases of coordinator state.
+		ShardSize: 256,
+		// 1 (no blocking): samples here are one object each, so
+		// consecutive indices gain nothing by being fetched together,
+		// and manifests are usually sorted by class (ImageFolder), where
+		// large blocks would give class-skewed batches. Raise it for
+		// packed shards (tar/WebDataset), where neighbours share an object.
+		Block:   1,
+		Balance: EqualSteps,
+		// Pad, as PyTorch's DistributedSampler does by default: no sample
+		// is skipped in any epoch, at the cost of < ranks repeats.
+		DropRemainder: false,
+		Incarnation:   1,
+		// A quarter shard: splitting off fewer positions than that costs
+		// more in messages than it saves in tail latency.
+		StealMin: 64,
+		// A node answers a revoke on its next message loop turn; 30 ticks
+		// (30 s at the shells' 1 s tick) means it is wedged.
+		RevokeTimeout: 30,
+	}
+}
+
+// ErrConfig is wrapped by every error Validate returns.
+var ErrConfig = errors.New("cluster: invalid config")
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
+	}
+	if c.Samples < 0 {
+		bad("Samples = %d, want >= 0", c.Samples)
+	}
+	if c.Epochs < 1 {
+		bad("Epochs = %d, want >= 1", c.Epochs)
+	}
+	if c.ShardSize < 1 {
+		bad("ShardSize = %d, want >= 1", c.ShardSize)
+	}
+	if c.Block < 1 {
+		bad("Block = %d, want >= 1", c.Block)
+	}
+	if c.Balance != EqualSteps && c.Balance != Dynamic {
+		bad("Balance = %v, want EqualSteps or Dynamic", c.Balance)
+	}
+	if c.DropRemainder && c.Balance != EqualSteps {
+		bad("DropRemainder needs Balance EqualSteps (Dynamic neither pads nor drops)")
+	}
+	if c.StealMin < 1 {
+		bad("StealMin = %d, want >= 1", c.StealMin)
+	}
+	if c.RevokeTimeout < 0 {
+		bad("RevokeTimeout = %d ticks, want >= 0 (0: never)", c.RevokeTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// Order returns epoch's order under c.
+func (c Config) Order(epoch int) Order {
+	return NewOrder(c.Seed, epoch, c.Samples, c.Block)
+}

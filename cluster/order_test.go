@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"testing/quick"
+)
+
+// checkPermutation fails t unless o is a permutation of [0, o.Len()) and
+// Fill agrees with At.
+func checkPermutation(t *testing.T, o Order) {
+	t.Helper()
+	n := o.Len()
+	seen := make([]bool, n)
+	for pos := int64(0); pos < n; pos++ {
+		i := o.At(pos)
+		if i < 0 || i >= n {
+			t.Fatalf("At(%d) = %d outside [0, %d)", pos, i, n)
+		}
+		if seen[i] {
+			t.Fatalf("At(%d) = %d repeats an earlier position", pos, i)
+		}
+		seen[i] = true
+	}
+	all := make([]int64, n)
+	o.Fill(0, all)
+	for pos, i := range all {
+		if want := o.At(int64(pos)); i != want {
+			t.Fatalf("Fill[%d] = %d, At = %d", pos, i, want)
+		}
+	}
+}
+
+func TestOrderIsPermutation(t *testing.T) {
+	for _, tc := range []struct {
+		n     int64
+		block int
+	}{
+		{0, 1}, {0, 64}, {1, 1}, {1, 64}, {2, 1}, {2, 2}, {3, 2},
+		{7, 64},       // n < block: one short block
+		{64, 64},      // exactly one block
+		{65, 64},      // a one-sample last block
+		{97, 10},      // prime n
+		{1009, 1},     // prime n, block 1: pure block shuffle
+		{1009, 1009},  // one block: pure within-block shuffle
+		{1009, 32},    // prime n, short last block
+		{4096, 256},   // even
+		{10007, 500},  // prime
+		{65537, 4096}, // 2^16+1: domain just over a power of two
+	} {
+		for _, seed := range []uint64{0, 1, 42, 1 << 63} {
+			for _, epoch := range []int{0, 1, 7} {
+				t.Run(fmt.Sprintf("n=%d/block=%d/seed=%d/epoch=%d", tc.n, tc.block, seed, epoch), func(t *testing.T) {
+					checkPermutation(t, NewOrder(seed, epoch, tc.n, tc.block))
+				})
+			}
+		}
+	}
+}
+
+// naiveOrder materializes the same order the obvious way: list the blocks
+// in shuffled order, then each block's samples in shuffled order. It shares
+// only the keyed bijections with Order, so it checks the position
+// arithmetic around the short block.
+func naiveOrder(o Order) []int64 {
+	out := make([]int64, 0, o.n)
+	for slot := int64(0); slot < o.nBlocks; slot++ {
+		b := int64(o.blocks.permute(uint64(slot)))
+		w := o.within(b)
+		for off := uint64(0); off < w.m; off++ {
+			out = append(out, b*o.block+int64(w.permute(off)))
+		}
+	}
+	return out
+}
+
+func TestOrderMatchesNaive(t *testing.T) {
+	f := func(seed uint64, epoch uint8, n uint16, block uint8) bool {
+		n %= 3000 // enough for many blocks; keeps the naive side quick
+		o := NewOrder(seed, int(epoch), int64(n), int(block)+1)
+		want := naiveOrder(o)
+		got := make([]int64, o.Len())
+		o.Fill(0, got)
+		for pos := range want {
+			if o.At(int64(pos)) != want[pos] || got[pos] != want[pos] {
+				t.Logf("seed=%d epoch=%d n=%d block=%d: pos %d: At=%d Fill=%d naive=%d",
+					seed, epoch, n, block+1, pos, o.At(int64(pos)), got[pos], want[pos])
+				return false
+			}
+		}
+		return true
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 500}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOrderFillRanges(t *testing.T) {
+	o := NewOrder(3, 2, 1000, 37)
+	all := make([]int64, o.Len())
+	o.Fill(0, all)
+	f := func(from, length uint16) bool {
+		a := int64(from) % o.Len()
+		l := int64(length) % (o.Len() - a + 1)
+		dst := make([]int64, l)
+		o.Fill(a, dst)
+		for i := range dst {
+			if dst[i] != all[a+int64(i)] {
+				return false
+			}
+		}
+		return true
+	}
+	if err := quick.Check(f, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFeistelInvert(t *testing.T) {
+	f := func(m uint32, key uint64, x uint32) bool {
+		if m == 0 {
+			return true
+		}
+		fe := newFeistel(uint64(m), key)
+		x %= m
+		y := fe.permute(uint64(x))
+		return y < uint64(m) && fe.invert(y) == uint64(x)
+	}
+	if err := quick.Check(f, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOrderDeterministicAndEpochsDiffer(t *testing.T) {
+	const n, block = 5000, 100
+	seq := func(seed uint64, epoch int) []int64 {
+		s := make([]int64, n)
+		NewOrder(seed, epoch, n, block).Fill(0, s)
+		return s
+	}
+	a, b := seq(9, 0), seq(9, 0)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("same (seed, epoch) differs at %d", i)
+		}
+	}
+	for _, other := range [][]int64{seq(9, 1), seq(10, 0)} {
+		same := 0
+		for i := range a {
+			if a[i] == other[i] {
+				same++
+			}
+		}
+		// A random permutation has about one fixed point relative to
+		// another; allow plenty of slack, fail on "barely shuffled".
+		if same > n/50 {
+			t.Errorf("%d of %d positions agree between different keys", same, n)
+		}
+	}
+	identity := 0
+	for i := range a {
+		if a[i] == int64(i) {
+			identity++
+		}
+	}
+	if identity > n/50 {
+		t.Errorf("%d of %d positions unshuffled", identity, n)
+	}
+}
+
+// TestOrderLocality checks the reason for blocks: a run of block positions
+// touches at most two blocks of the manifest.
+func TestOrderLocality(t *testing.T) {
+	const n, block = 10000, 250
+	o := NewOrder(1, 0, n, block)
+	buf := make([]int64, block)
+	for from := int64(0); from+block <= n; from += 97 {
+		o.Fill(from, buf)
+		blocks := map[int64]bool{}
+		for _, i := range buf {
+			blocks[i/block] = true
+		}
+		if len(blocks) > 2 {
+			t.Fatalf("positions [%d, %d) touch %d blocks", from, from+block, len(blocks))
+		}
+	}
+}
+
+// TestOrderGolden pins the order: a change here changes every job's data
+// order and breaks resume of running jobs, so it must be deliberate.
+func TestOrderGolden(t *testing.T) {
+	o := NewOrder(42, 3, 20, 6)
+	got := make([]int64, 20)
+	o.Fill(0, got)
+	want := goldenOrder
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order changed:\n got %v\nwant %v", got, want)
+		}
+	}
+}
+
+var goldenOrder = []int64{1, 4, 0, 2, 3, 5, 8, 11, 7, 9, 6, 10, 19, 18, 16, 14, 13, 17, 15, 12}
+
+func TestNewOrderPanics(t *testing.T) {
+	for _, tc := range []struct {
+		n     int64
+		block int
+		epoch int
+	}{{-1, 1, 0}, {1, 0, 0}, {1, 1, -1}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewOrder(n=%d, block=%d, epoch=%d) did not panic", tc.n, tc.block, tc.epoch)
+				}
+			}()
+			NewOrder(0, tc.epoch, tc.n, tc.block)
+		}()
+	}
+}
+
+func BenchmarkOrderAt(b *testing.B) {
+	o := NewOrder(1, 0, 10_000_000, 4096)
+	var sink int64
+	pos := int64(0)
+	for b.Loop() {
+		sink += o.At(pos)
+		pos += 7919
+		if pos >= o.Len() {
+			pos -= o.Len()
+		}
+	}
+	_ = sink
+}
+
+func BenchmarkOrderFill(b *testing.B) {
+	o := NewOrder(1, 0, 10_000_000, 4096)
+	dst := make([]int64, 256)
+	from := int64(0)
+	for b.Loop() {
+		o.Fill(from, dst)
+		from += 256
+		if from+256 > o.Len() {
+			from = 0
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(dst)), "ns/sample")
+}
+
+// TestOrderUniform checks a marginal of the shuffle: over many seeds,
+// where a given sample lands (and which sample lands first) is close to
+// uniform, for a small domain where a weak bijection would show.
+func TestOrderUniform(t *testing.T) {
+	const n, trials = 10, 20000
+	var where, first [n]int
+	for seed := range uint64(trials) {
+		o := NewOrder(seed, 0, n, 1)
+		first[o.At(0)]++
+		for pos := range int64(n) {
+			if o.At(pos) == 3 {
+				where[pos]++
+			}
+		}
+	}
+	// Expected 2000 each, sd ~42: 6 sd is a bias, not bad luck.
+	for i := range n {
+		for _, c := range []struct {
+			name  string
+			count int
+		}{{"sample 3 at position", where[i]}, {"first sample is", first[i]}} {
+			if c.count < 2000-250 || c.count > 2000+250 {
+				t.Errorf("%s %d: %d of %d, want ~%d", c.name, i, c.count, trials, trials/n)
+			}
+		}
+	}
+}

@@ -1,0 +1,844 @@
+package cluster
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The simulation drives one Coordinator and N simulated nodes, each with
+// ranks that deliver samples and trainers that commit, through a network
+// that delays, reorders and duplicates every message, under a seeded
+// schedule of node crashes, false failure reports, joins mid-epoch, slow
+// ranks and coordinator crashes (restored from the last persisted
+// Snapshot). Everything is a function of the seed: a failing seed prints
+// itself and replays with -seed.
+//
+// After each run it checks the promise:
+//   - per epoch, the samples in acknowledged commits of every rank session
+//     that ever lived are exactly the dataset (less what DropRemainder
+//     dropped): none missing, none twice, padding excluded;
+//   - with EqualSteps, every member of an epoch during which membership
+//     did not change ends it with the same stream length (the same number
+//     of batches), and delivers exactly that;
+//   - no message from a fenced session is ever accepted, and no Ack goes
+//     to one;
+//   - the job finishes (liveness) once faults stop.
+var (
+	simSeed  = flag.Uint64("seed", 0, "run only this simulation seed (0: run -seeds seeds from 1)")
+	simSeeds = flag.Int("seeds", 2000, "how many simulation seeds TestSimulation runs")
+	simTrace = flag.Bool("simtrace", false, "log every simulation event (with -seed)")
+)
+
+var raceEnabled bool
+
+func seedsFlagSet() (set bool) {
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "seeds" })
+	return set
+}
+
+func TestSimulation(t *testing.T) {
+	if *simSeed != 0 {
+		var log func(string, ...any)
+		if *simTrace {
+			log = t.Logf
+		}
+		st, err := simulate(*simSeed, log)
+		if err != nil {
+			t.Fatalf("seed %d: %v", *simSeed, err)
+		}
+		t.Logf("seed %d: %+v", *simSeed, st)
+		return
+	}
+	n := *simSeeds
+	if testing.Short() || raceEnabled && !seedsFlagSet() {
+		n = min(n, 200)
+	}
+	start := time.Now()
+	var total simStats
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		st, err := simulate(seed, nil)
+		if err != nil {
+			t.Fatalf("seed %d: %v\nreproduce: go test ./cluster/ -run 'TestSimulation$' -seed %d -simtrace", seed, err, seed)
+		}
+		total.add(st)
+	}
+	t.Logf("%d seeds in %v: %+v", n, time.Since(start).Round(time.Millisecond), total)
+}
+
+type simStats struct {
+	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
+	Fenced, Revokes, EqualEpochs, Held int
+}
+
+func (s *simStats) add(o simStats) {
+	s.Steps += o.Steps
+	s.Delivered += o.Delivered
+	s.Grants += o.Grants
+	s.Commits += o.Commits
+	s.Acks += o.Acks
+	s.Crashes += o.Crashes
+	s.FalseFails += o.FalseFails
+	s.Joins += o.Joins
+	s.CoordCrashes += o.CoordCrashes
+	s.Fenced += o.Fenced
+	s.Revokes += o.Revokes
+	s.EqualEpochs += o.EqualEpochs
+	s.Held += o.Held
+}
+
+type simMsg struct {
+	due  int64
+	ev   Event       // to the coordinator, when non-nil
+	from *simSession // its sender, nil for gossip
+	node string      // else to this node life
+	inc  uint64
+	body any
+}
+
+type simNode struct {
+	id      string
+	inc     uint64
+	alive   bool
+	speed   int  // samples per turn
+	slow    bool // acts a fifth as often
+	nRank   int
+	rankIDs []string
+	sess    map[string]*simSession // current session per rank
+}
+
+type simSession struct {
+	rank      string
+	node      *simNode
+	inc       uint64
+	fence     Fence
+	rl        *RankLeases
+	items     map[int][]simItem // delivered, per epoch, in stream order
+	durable   map[int]int64     // largest Ack the coordinator sent: the committed prefix
+	lookahead int64
+	dead      bool // its node life ended (crash, eviction, new coordinator)
+	fenced    bool // the coordinator fenced it: nothing it sends may be accepted
+}
+
+type simItem struct {
+	sample int64
+	pad    bool
+	lease  Fence
+	pos    int64
+}
+
+type sim struct {
+	seed   uint64
+	rng    *rand.Rand
+	log    func(string, ...any)
+	cfg    Config
+	batch  int64
+	every  int64 // commit every this many batches
+	c      *Coordinator
+	now    int64
+	net    []*simMsg
+	nodes  map[string]*simNode
+	order  []*simNode
+	nextID int
+
+	sessions  []*simSession
+	bySession map[Fence]*simSession
+	durable   State
+
+	dupP, crashP, falseP, joinP, coordP float64
+	maxDelay                            int64
+
+	disturbed map[int]bool
+	open      map[int]bool
+	finalLen  map[int]map[*simSession]int64
+	members   map[int]int
+	stats     simStats
+	err       error
+}
+
+func (s *sim) logf(format string, args ...any) {
+	if s.log != nil {
+		s.log("t=%d "+format, append([]any{s.now}, args...)...)
+	}
+}
+
+func (s *sim) fail(format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("t=%d: "+format, append([]any{s.now}, args...)...)
+	}
+}
+
+func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	s := &sim{
+		seed: seed, rng: rng, log: log,
+		nodes: map[string]*simNode{}, bySession: map[Fence]*simSession{},
+		disturbed: map[int]bool{}, open: map[int]bool{}, finalLen: map[int]map[*simSession]int64{}, members: map[int]int{},
+	}
+	cfg := DefaultConfig()
+	switch p := rng.IntN(100); {
+	case p < 2:
+		cfg.Samples = 0
+	case p < 5:
+		cfg.Samples = 1
+	case p < 30:
+		cfg.Samples = 2 + rng.Int64N(19)
+	default:
+		cfg.Samples = 21 + rng.Int64N(380)
+	}
+	cfg.Seed = rng.Uint64()
+	cfg.Epochs = 1 + rng.IntN(3)
+	cfg.ShardSize = []int{1, 2, 3, 5, 8, 16, 32, 64}[rng.IntN(8)]
+	if cfg.Samples/int64(cfg.ShardSize) > 100 {
+		cfg.ShardSize = int(cfg.Samples/100) + 1
+	}
+	cfg.Block = []int{1, 2, 7, 64, int(cfg.Samples) + 1}[rng.IntN(5)]
+	if rng.IntN(10) < 3 {
+		cfg.Balance = Dynamic
+	} else {
+		cfg.DropRemainder = rng.IntN(10) < 3
+	}
+	cfg.StealMin = 1 + rng.IntN(4)
+	cfg.RevokeTimeout = 0
+	if rng.IntN(2) == 0 {
+		cfg.RevokeTimeout = 5 + rng.IntN(30)
+	}
+	s.cfg = cfg
+	s.batch = 1 + rng.Int64N(8)
+	s.every = 1 + rng.Int64N(4)
+	s.maxDelay = rng.Int64N(25)
+	s.dupP = []float64{0, 0.02, 0.1}[rng.IntN(3)]
+	faulty := rng.IntN(10) < 8
+	if faulty {
+		s.crashP = []float64{0, 0.002, 0.01}[rng.IntN(3)]
+		s.falseP = []float64{0, 0.002, 0.01}[rng.IntN(3)]
+		s.joinP = []float64{0, 0.002, 0.01}[rng.IntN(3)]
+		if rng.IntN(5) == 0 {
+			s.coordP = 0.002
+		}
+	}
+	var err error
+	if s.c, err = NewCoordinator(cfg); err != nil {
+		return s.stats, err
+	}
+	s.durable = s.c.Snapshot()
+	s.logf("config %+v batch=%d every=%d delay=%d dup=%v crash=%v false=%v join=%v coord=%v",
+		cfg, s.batch, s.every, s.maxDelay, s.dupP, s.crashP, s.falseP, s.joinP, s.coordP)
+
+	for range 1 + rng.IntN(4) {
+		s.newNode()
+	}
+	faultSteps := 2000 + rng.IntN(4000)
+	const maxSteps = 400_000
+	doneAt := -1
+	for step := 0; step < maxSteps && s.err == nil; step++ {
+		s.now++
+		s.stats.Steps++
+		if s.c.Done() && doneAt < 0 {
+			doneAt = step
+		}
+		if doneAt >= 0 && len(s.net) == 0 {
+			break
+		}
+		faults := step < faultSteps && doneAt < 0
+		switch p := rng.Float64(); {
+		case p < 0.45:
+			s.deliver()
+		case p < 0.85:
+			if doneAt < 0 || rng.IntN(2) == 0 {
+				s.turn()
+			} else {
+				s.deliver()
+			}
+		case p < 0.88:
+			s.step(Tick{}, nil)
+		default:
+			if faults {
+				s.fault()
+			} else {
+				s.recover()
+			}
+		}
+	}
+	if s.err != nil {
+		return s.stats, s.err
+	}
+	if !s.c.Done() {
+		return s.stats, fmt.Errorf("job not done after %d steps (liveness): %s", maxSteps, s.describe())
+	}
+	// Let every live rank finish delivering what it holds (trailing
+	// padding), then check.
+	for range 10_000 {
+		if !s.turnAll() {
+			break
+		}
+	}
+	s.check()
+	s.stats.Held += int(s.c.Stats().HeldCommits)
+	return s.stats, s.err
+}
+
+func (s *sim) describe() string {
+	var b strings.Builder
+	for e := range s.cfg.Epochs {
+		fmt.Fprintf(&b, "\n epoch %d: %+v", e, s.c.Epoch(e))
+	}
+	for _, n := range s.order {
+		fmt.Fprintf(&b, "\n node %s inc %d alive %v", n.id, n.inc, n.alive)
+		for _, ss := range n.sess {
+			fmt.Fprintf(&b, "\n  %s %v epoch=%d dead=%v fenced=%v", ss.rank, ss.fence, ss.rl.Epoch(), ss.dead, ss.fenced)
+			for e, st := range ss.rl.streams {
+				fmt.Fprintf(&b, " [e%d held=%d next=%d taken=%d end=%+v complete=%v committed=%d req=%d]",
+					e, len(st.leases), st.next, st.taken, st.end, st.complete, ss.durable[e], st.requested)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\n net %d msgs", len(s.net))
+	return b.String()
+}
+
+// --- network ---
+
+func (s *sim) send(m *simMsg) {
+	m.due = s.now + s.rng.Int64N(s.maxDelay+1)
+	s.net = append(s.net, m)
+	if s.rng.Float64() < s.dupP {
+		d := *m
+		d.due = s.now + s.rng.Int64N(3*s.maxDelay+1)
+		s.net = append(s.net, &d)
+	}
+}
+
+func (s *sim) toCoord(ev Event, from *simSession) { s.send(&simMsg{ev: ev, from: from}) }
+
+func (s *sim) toNode(n *simNode, inc uint64, body any) {
+	s.send(&simMsg{node: n.id, inc: inc, body: body})
+}
+
+// deliver hands one due message, picked at random, to its receiver.
+func (s *sim) deliver() {
+	// Pick uniformly among the due messages (reservoir sampling).
+	i, k := -1, 0
+	for j, m := range s.net {
+		if m.due <= s.now {
+			k++
+			if s.rng.IntN(k) == 0 {
+				i = j
+			}
+		}
+	}
+	if i < 0 {
+		return
+	}
+	m := s.net[i]
+	s.net = slices.Delete(s.net, i, i+1)
+	if m.ev != nil {
+		s.step(m.ev, m.from)
+		return
+	}
+	n := s.nodes[m.node]
+	if n == nil || !n.alive || n.inc != m.inc {
+		return // that process is gone
+	}
+	s.nodeReceive(n, m.body)
+}
+
+// --- coordinator side ---
+
+func (s *sim) step(ev Event, from *simSession) {
+	err := s.c.Step(ev)
+	if from != nil && from.fenced {
+		if err == nil {
+			s.fail("coordinator accepted %T %+v from fenced session %s %v", ev, ev, from.rank, from.fence)
+		}
+		s.stats.Fenced++
+	}
+	if err != nil && errors.Is(err, ErrInvalid) {
+		s.fail("%T %+v: %v", ev, ev, err)
+	}
+	if err != nil {
+		s.logf("refused %T %+v: %v", ev, ev, err)
+	} else if _, tick := ev.(Tick); !tick {
+		s.logf("step %T %+v", ev, ev)
+	}
+	s.handleReady()
+}
+
+func (s *sim) handleReady() {
+	if !s.c.HasReady() {
+		return
+	}
+	rd := s.c.Ready()
+	if rd.Persist && s.coordP > 0 { // only a coordinator crash reads it
+		s.durable = s.c.Snapshot()
+	}
+	for _, w := range rd.Welcomes {
+		n := s.nodes[w.Node]
+		for _, rs := range w.Ranks {
+			ss := &simSession{
+				rank: rs.Rank, node: n, inc: w.Incarnation, fence: rs.Session,
+				rl: NewRankLeases(rs, s.cfg.Epochs), items: map[int][]simItem{}, durable: map[int]int64{},
+				lookahead: int64(1+s.rng.IntN(3)) * int64(s.cfg.ShardSize),
+			}
+			s.sessions = append(s.sessions, ss)
+			s.bySession[ss.fence] = ss
+			for e := range s.cfg.Epochs {
+				if e >= rs.FirstEpoch && s.isOpen(e, rd) {
+					s.disturbed[e] = true
+				}
+			}
+		}
+		s.toNode(n, w.Incarnation, w)
+	}
+	for _, ev := range rd.Evictions {
+		for _, ss := range s.sessions {
+			if ss.node.id == ev.Node && ss.inc == ev.Incarnation {
+				ss.fenced = true
+			}
+		}
+		for e := range s.cfg.Epochs {
+			if s.isOpen(e, rd) {
+				s.disturbed[e] = true
+			}
+		}
+		if n := s.nodes[ev.Node]; n != nil {
+			s.toNode(n, ev.Incarnation, ev)
+		}
+	}
+	for _, a := range rd.Acks {
+		ss := s.bySession[a.Session]
+		if ss == nil || ss.fenced {
+			s.fail("ack %+v to fenced or unknown session", a)
+			continue
+		}
+		s.stats.Acks++
+		// Committed history is what the coordinator made durable and
+		// acknowledged, whether or not the Ack reaches a node that may
+		// have crashed since sending the commit.
+		if k := int64(len(ss.items[a.Epoch])); a.Offset > k {
+			s.fail("ack %+v beyond the %d positions the rank delivered", a, k)
+		}
+		ss.durable[a.Epoch] = max(ss.durable[a.Epoch], a.Offset)
+		s.toNode(ss.node, ss.inc, a)
+	}
+	if s.log != nil {
+		for _, l := range rd.Grants {
+			s.logf("grant %s e%d #%d %v [%d,%d) pad=%v", l.Rank, l.Epoch, l.Index, l.Fence, l.Start, l.End, l.Pad)
+		}
+		for _, e := range rd.Ends {
+			s.logf("end %+v", e)
+		}
+		for _, a := range rd.Acks {
+			s.logf("ack %+v", a)
+		}
+		for _, r := range rd.Revokes {
+			s.logf("revoke %+v", r)
+		}
+		if len(rd.Evictions) > 0 {
+			s.logf("evict %+v", rd.Evictions)
+		}
+	}
+	for _, l := range rd.Grants {
+		s.stats.Grants++
+		ss := s.bySession[l.Session]
+		s.toNode(ss.node, ss.inc, l)
+	}
+	for _, r := range rd.Revokes {
+		s.stats.Revokes++
+		ss := s.bySession[r.Session]
+		s.toNode(ss.node, ss.inc, r)
+	}
+	for _, e := range rd.Ends {
+		ss := s.bySession[e.Session]
+		if e.EpochComplete && slices.Contains(rd.EpochsCompleted, e.Epoch) {
+			if s.finalLen[e.Epoch] == nil {
+				s.finalLen[e.Epoch] = map[*simSession]int64{}
+			}
+			s.finalLen[e.Epoch][ss] = e.Length
+		}
+		s.toNode(ss.node, ss.inc, e)
+	}
+	for _, e := range rd.EpochsCompleted {
+		s.members[e] = s.c.Epoch(e).Members
+		s.logf("epoch %d complete", e)
+	}
+	s.c.Advance()
+	for e := range s.cfg.Epochs {
+		st := s.c.Epoch(e)
+		s.open[e] = st.Started && !st.Complete
+	}
+}
+
+// isOpen reports whether epoch e was open before the step that produced
+// rd, or is open after it.
+func (s *sim) isOpen(e int, rd Ready) bool {
+	st := s.c.Epoch(e)
+	return s.open[e] || (st.Started && !st.Complete) || slices.Contains(rd.EpochsCompleted, e)
+}
+
+func (s *sim) disturbAll() {
+	for e := range s.cfg.Epochs {
+		if st := s.c.Epoch(e); st.Started && !st.Complete {
+			s.disturbed[e] = true
+		}
+	}
+}
+
+// --- faults ---
+
+func (s *sim) newNode() {
+	s.nextID++
+	n := &simNode{
+		id: fmt.Sprintf("n%d", s.nextID), inc: 1, alive: true,
+		speed: 1 + s.rng.IntN(4), slow: s.rng.IntN(6) == 0, nRank: 1 + s.rng.IntN(3),
+		sess: map[string]*simSession{},
+	}
+	for i := range n.nRank {
+		n.rankIDs = append(n.rankIDs, fmt.Sprintf("%s/%d", n.id, i))
+	}
+	s.nodes[n.id] = n
+	s.order = append(s.order, n)
+	s.stats.Joins++
+	s.gossipJoin(n)
+}
+
+func (s *sim) gossipJoin(n *simNode) {
+	s.toCoord(Join{Node: n.id, Incarnation: n.inc, Ranks: n.rankIDs}, nil)
+}
+
+// endLife ends a node's current life: its sessions can do nothing more.
+func (s *sim) endLife(n *simNode) {
+	for _, ss := range n.sess {
+		ss.dead = true
+	}
+	n.sess = map[string]*simSession{}
+}
+
+func (s *sim) fault() {
+	p := s.rng.Float64()
+	alive := s.aliveNodes()
+	switch {
+	case p < s.crashP*10 && len(alive) > 0:
+		n := alive[s.rng.IntN(len(alive))]
+		s.logf("crash %s inc %d", n.id, n.inc)
+		s.stats.Crashes++
+		n.alive = false
+		s.endLife(n)
+		// Gossip notices after a while.
+		s.send(&simMsg{ev: Fail{Node: n.id, Incarnation: n.inc}, due: 0})
+		s.net[len(s.net)-1].due = s.now + 5 + s.rng.Int64N(30)
+	case p < (s.crashP+s.falseP)*10 && len(alive) > 0:
+		n := alive[s.rng.IntN(len(alive))]
+		s.logf("false failure report for %s inc %d", n.id, n.inc)
+		s.stats.FalseFails++
+		s.toCoord(Fail{Node: n.id, Incarnation: n.inc}, nil)
+	case p < (s.crashP+s.falseP+s.joinP)*10:
+		s.newNode()
+	case p < (s.crashP+s.falseP+s.joinP+s.coordP)*10:
+		s.crashCoordinator()
+	default:
+		s.recover()
+	}
+}
+
+// recover restarts a crashed node now and then, and makes sure some node
+// is alive.
+func (s *sim) recover() {
+	alive := 0
+	for _, n := range s.order {
+		if n.alive {
+			alive++
+		}
+	}
+	if alive < len(s.order) && (s.rng.IntN(20) == 0 || alive == 0) {
+		var n *simNode
+		for k := 0; n == nil || n.alive; k++ {
+			n = s.order[s.rng.IntN(len(s.order))]
+		}
+		n.alive = true
+		n.inc++
+		s.logf("restart %s inc %d", n.id, n.inc)
+		s.gossipJoin(n)
+	}
+}
+
+func (s *sim) aliveNodes() []*simNode {
+	var out []*simNode
+	for _, n := range s.order {
+		if n.alive {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// crashCoordinator replaces the coordinator with one restored from the
+// last persisted state; gossip tells it who is alive.
+func (s *sim) crashCoordinator() {
+	s.logf("coordinator crash; restoring %d epochs", len(s.durable.Epochs))
+	s.stats.CoordCrashes++
+	s.disturbAll()
+	c, err := Restore(s.cfg, s.durable)
+	if err != nil {
+		s.fail("restore: %v", err)
+		return
+	}
+	s.cfg.Incarnation = c.Config().Incarnation
+	s.c = c
+	for _, ss := range s.sessions {
+		ss.fenced = true
+	}
+	s.disturbAll()
+	for _, n := range s.aliveNodes() {
+		s.gossipJoin(n)
+	}
+	s.handleReady()
+}
+
+// --- node side ---
+
+func (s *sim) nodeReceive(n *simNode, body any) {
+	switch m := body.(type) {
+	case Welcome:
+		for _, rs := range m.Ranks {
+			ss := s.bySession[rs.Session]
+			if old := n.sess[rs.Rank]; old != nil && old != ss {
+				if !rs.Session.Less(old.fence) {
+					old.dead = true // a new coordinator life took over
+				} else {
+					continue // a late Welcome from an older life
+				}
+			}
+			n.sess[rs.Rank] = ss
+		}
+	case Eviction:
+		s.logf("%s inc %d evicted; rejoining", n.id, n.inc)
+		s.endLife(n)
+		n.inc++
+		s.gossipJoin(n)
+	default:
+		ss := s.sessionFor(n, body)
+		if ss == nil {
+			return
+		}
+		switch m := body.(type) {
+		case Lease:
+			ss.rl.Grant(m)
+
+		case Revoke:
+			ss.rl.Revoke(m)
+			s.logf("node %s got %+v", ss.rank, m)
+		case StreamEnd:
+			ss.rl.End(m)
+			if s.log != nil {
+				st := ss.rl.streams[m.Epoch]
+				s.logf("node %s got %+v: taken %d end %+v", ss.rank, m, st.taken, st.end)
+			}
+		case Ack:
+			if k := ss.rl.Ack(m); k > int64(len(ss.items[m.Epoch])) {
+				s.fail("ack %+v beyond %d delivered", m, len(ss.items[m.Epoch]))
+			}
+		}
+		s.flush(ss)
+	}
+}
+
+// flush sends what the session's RankLeases queued.
+func (s *sim) flush(ss *simSession) {
+	for _, ev := range ss.rl.Messages() {
+		s.toCoord(ev, ss)
+	}
+}
+
+// sessionFor returns the live session a coordinator message is for, or
+// nil if that session is over (the real node would drop the message).
+func (s *sim) sessionFor(n *simNode, body any) *simSession {
+	var f Fence
+	var rank string
+	switch m := body.(type) {
+	case Lease:
+		f, rank = m.Session, m.Rank
+	case Revoke:
+		f, rank = m.Session, m.Rank
+	case StreamEnd:
+		f, rank = m.Session, m.Rank
+	case Ack:
+		f, rank = m.Session, m.Rank
+	}
+	ss := s.bySession[f]
+	if ss == nil || ss.dead || ss.node != n || ss.rank != rank {
+		return nil
+	}
+	if cur := n.sess[rank]; cur != ss {
+		if cur != nil && ss.fence.Less(cur.fence) {
+			return nil
+		}
+		// The Welcome is still in flight; a real node would buffer.
+		if cur != nil {
+			cur.dead = true
+		}
+		n.sess[rank] = ss
+	}
+	return ss
+}
+
+// turn lets one random live session deliver and commit.
+func (s *sim) turn() {
+	n := s.order[s.rng.IntN(len(s.order))]
+	if !n.alive || n.slow && s.rng.IntN(5) != 0 {
+		return
+	}
+	if ss := n.sess[n.rankIDs[s.rng.IntN(n.nRank)]]; ss != nil {
+		s.rankTurn(ss, n.speed)
+	}
+}
+
+// turnAll runs every live session once; it reports whether any delivered.
+func (s *sim) turnAll() bool {
+	any := false
+	for _, n := range s.aliveNodes() {
+		for _, k := range n.rankIDs {
+			if ss := n.sess[k]; ss != nil {
+				before := s.stats.Delivered
+				s.rankTurn(ss, 1000)
+				any = any || s.stats.Delivered > before
+			}
+		}
+	}
+	for len(s.net) > 0 {
+		s.now += s.maxDelay + 1
+		s.deliver()
+	}
+	return any
+}
+
+// rankTurn delivers up to budget positions, commits as a trainer that
+// commits every s.every batches and at the end of its epoch stream, and
+// asks for work ahead.
+func (s *sim) rankTurn(ss *simSession, budget int) {
+	if ss.dead {
+		return
+	}
+	for ; budget > 0; budget-- {
+		p, ok := ss.rl.Take()
+		if !ok {
+			break
+		}
+		sample, pad := s.cfg.Order(p.Epoch).Sample(p.Pos)
+		if pad != p.Pad || pad != (p.Pos >= s.cfg.Samples) {
+			s.fail("position %+v: pad %v", p, pad)
+		}
+		items := append(ss.items[p.Epoch], simItem{sample: sample, pad: pad, lease: p.Lease, pos: p.Pos})
+		ss.items[p.Epoch] = items
+		if int64(len(items)) != p.Offset+1 {
+			s.fail("position %+v taken as item %d", p, len(items)-1)
+		}
+		s.stats.Delivered++
+		if k := int64(len(items)); k%(s.batch*s.every) == 0 {
+			s.commit(ss, p.Epoch, k)
+		}
+		if s.rng.IntN(8) == 0 {
+			s.toCoord(Progress{Rank: ss.rank, Session: ss.fence, Lease: p.Lease, Through: p.Pos + 1}, ss)
+		}
+	}
+	for e := range ss.items {
+		if ss.rl.Ended(e) {
+			s.commit(ss, e, int64(len(ss.items[e])))
+		}
+	}
+	ss.rl.Request(ss.lookahead, s.rng.IntN(10) == 0)
+	s.flush(ss)
+}
+
+func (s *sim) commit(ss *simSession, e int, k int64) {
+	before := len(ss.rl.out)
+	if err := ss.rl.Commit(e, k, (k+s.batch-1)/s.batch-1); err != nil {
+		s.fail("commit: %v", err)
+	}
+	if len(ss.rl.out) > before {
+		s.stats.Commits++
+	}
+	s.flush(ss)
+}
+
+// --- the checks ---
+
+func (s *sim) check() {
+	for e := range s.cfg.Epochs {
+		seen := make([]int, s.cfg.Samples)
+		for _, ss := range s.sessions {
+			if st := ss.rl.streams[e]; st != nil && st.acked > ss.durable[e] {
+				s.fail("rank %s received ack %d, coordinator sent %d", ss.rank, st.acked, ss.durable[e])
+			}
+			for _, it := range ss.items[e][:ss.durable[e]] {
+				if !it.pad {
+					seen[it.sample]++
+				}
+			}
+		}
+		dropped := map[int64]bool{}
+		order := s.cfg.Order(e)
+		for _, r := range s.c.Epoch(e).Dropped {
+			for p := r.Start; p < r.End; p++ {
+				dropped[order.At(p)] = true
+			}
+		}
+		for i, k := range seen {
+			want := 1
+			if dropped[int64(i)] {
+				want = 0
+			}
+			if k != want {
+				var where []string
+				for _, ss := range s.sessions {
+					for j, it := range ss.items[e] {
+						if it.sample == int64(i) && !it.pad {
+							where = append(where, fmt.Sprintf("%s %v offset %d (committed %d) lease %v pos %d", ss.rank, ss.fence, j, ss.durable[e], it.lease, it.pos))
+						}
+					}
+				}
+				s.fail("epoch %d: sample %d consumed %d times in committed steps, want %d; delivered at: %s",
+					e, i, k, want, strings.Join(where, "; "))
+				return
+			}
+		}
+		if s.cfg.Balance != EqualSteps || s.disturbed[e] {
+			continue
+		}
+		s.stats.EqualEpochs++
+		w := int64(len(s.finalLen[e]))
+		var want int64
+		if w > 0 {
+			want = (s.cfg.Samples + w - 1) / w
+			if s.cfg.DropRemainder {
+				want = s.cfg.Samples / w
+			}
+		}
+		for ss, l := range s.finalLen[e] {
+			if l != want {
+				s.fail("epoch %d (membership stable, %d ranks): rank %s stream %d long, want %d", e, w, ss.rank, l, want)
+				return
+			}
+			if ss.dead || ss.fenced || !ss.node.alive || ss.node.sess[ss.rank] != ss {
+				continue
+			}
+			if got := int64(len(ss.items[e])); got != l {
+				s.fail("epoch %d: rank %s delivered %d positions, its stream is %d", e, ss.rank, got, l)
+			}
+		}
+		if s.cfg.DropRemainder && s.cfg.Samples > 0 && w > 0 {
+			var nd int64
+			for _, r := range s.c.Epoch(e).Dropped {
+				nd += r.Len()
+			}
+			if nd != s.cfg.Samples%w {
+				s.fail("epoch %d: dropped %d, want %d mod %d", e, nd, s.cfg.Samples, w)
+			}
+		}
+	}
+}
