@@ -1,0 +1,203 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Decode wraps them with detail (fmt.Errorf("%w: ...")), so
+// check with errors.Is. Every one of them is a per-sample data error: the
+// caller records and counts it and moves on to the next sample.
+var (
+	// ErrTooLarge: the header declares more than Config.MaxPixels pixels.
+	// Nothing was decoded. Raise MaxPixels only if such images are expected.
+	ErrTooLarge = errors.New("decode: image too large")
+	// ErrUnsupported: not a JPEG, PNG or WebP file, or a variant FFmpeg's
+	// decoders here cannot read (arithmetic-coded or hierarchical JPEG,
+	// animated WebP).
+	ErrUnsupported = errors.New("decode: unsupported image format")
+	// ErrCorrupt: the bytes look like a supported format but the header or
+	// the bitstream is damaged or truncated.
+	ErrCorrupt = errors.New("decode: corrupt image")
+)
+
+// Kind selects the geometric transform applied to every sample.
+type Kind int
+
+const (
+	// Train is torchvision's RandomResizedCrop(Size, scale, ratio) followed
+	// by RandomHorizontalFlip(FlipProb).
+	Train Kind = iota
+	// Eval is torchvision's Resize(ResizeShort) followed by CenterCrop(Size).
+	Eval
+	// Resize stretches the whole image to Size×Size (Resize((Size, Size))).
+	Resize
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Train:
+		return "train"
+	case Eval:
+		return "eval"
+	case Resize:
+		return "resize"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Layout is the memory order of one sample in the destination slot.
+type Layout int
+
+const (
+	// NCHW: three planes R, G, B, each Size rows of Size bytes (what a
+	// PyTorch model takes after a permute-free reshape). The zero value.
+	NCHW Layout = iota
+	// NHWC: Size rows of Size interleaved R, G, B pixels (what PIL and
+	// PILToTensor-before-permute give).
+	NHWC
+)
+
+func (l Layout) String() string {
+	switch l {
+	case NCHW:
+		return "NCHW"
+	case NHWC:
+		return "NHWC"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// Transform describes the geometry from source image to the Size×Size
+// output. ParseTransform fills the defaults; fields that a Kind does not use
+// are ignored by it.
+type Transform struct {
+	Kind Kind
+	// Size is the side of the square output in pixels (all kinds).
+	// Default 224, the ImageNet convention.
+	Size int
+	// ResizeShort (Eval) is the side the short side is resized to before the
+	// center crop of Size. Default 256 (the 0.875 crop ratio of ResNet
+	// evaluation). Must be >= Size.
+	ResizeShort int
+	// ScaleMin, ScaleMax (Train) bound the crop area as a fraction of the
+	// image area. Defaults 0.08 and 1.0, torchvision's.
+	ScaleMin, ScaleMax float64
+	// RatioMin, RatioMax (Train) bound the crop aspect ratio (width/height),
+	// drawn log-uniformly. Defaults 3/4 and 4/3, torchvision's.
+	RatioMin, RatioMax float64
+	// FlipProb (Train) is the probability of a horizontal flip. Default 0.5;
+	// 0 disables flipping.
+	FlipProb float64
+}
+
+// ParseTransform returns the transform named "train", "eval" or "resize"
+// with its defaults filled in.
+func ParseTransform(name string) (Transform, error) {
+	t := Transform{
+		Size:        224,
+		ResizeShort: 256,
+		ScaleMin:    0.08,
+		ScaleMax:    1.0,
+		RatioMin:    3.0 / 4.0,
+		RatioMax:    4.0 / 3.0,
+		FlipProb:    0.5,
+	}
+	switch name {
+	case "train":
+		t.Kind = Train
+	case "eval":
+		t.Kind = Eval
+	case "resize":
+		t.Kind = Resize
+	default:
+		return Transform{}, fmt.Errorf("decode: unknown transform %q (want train, eval or resize)", name)
+	}
+	return t, nil
+}
+
+// DefaultMaxPixels is PIL's Image.MAX_IMAGE_PIXELS (1024*1024*1024/4/3): the
+// decompression-bomb limit the Python ecosystem already lives with.
+const DefaultMaxPixels = 89478485
+
+// Config configures a Decoder. Build one with DefaultConfig and change what
+// you need; the zero Config is not valid (Size 0).
+type Config struct {
+	// Transform is the geometry (default: train, 224).
+	Transform Transform
+	// Layout of the output sample (default NCHW, the zero value).
+	Layout Layout
+	// MaxPixels refuses images whose header declares width*height above it,
+	// before any decoding (default DefaultMaxPixels). Decoder memory grows
+	// with it: FFmpeg holds the whole decoded frame (up to 3 bytes/pixel
+	// for 4:4:4, more for progressive JPEG coefficients).
+	MaxPixels int64
+	// Lowres lets the JPEG decoder decode at 1/2, 1/4 or 1/8 scale (FFmpeg
+	// "lowres", a scaled IDCT) when the crop at that scale still has both
+	// sides >= Size. Default true: it saves about a quarter of Eval and
+	// Resize time on large photos and never applies to ImageNet-sized
+	// Train crops. Its output is a little sharper than the full-size path
+	// on textured content (see the package doc for figures).
+	Lowres bool
+}
+
+// DefaultConfig returns the ImageNet training defaults.
+func DefaultConfig() Config {
+	t, _ := ParseTransform("train")
+	return Config{
+		Transform: t,
+		Layout:    NCHW,
+		MaxPixels: DefaultMaxPixels,
+		Lowres:    true,
+	}
+}
+
+// maxSize bounds Transform.Size so that 3*Size*Size fits comfortably in an
+// int32 (swscale works in int) and a slot stays a sane size.
+const maxSize = 8192
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("decode: config: "+format, args...))
+	}
+	t := c.Transform
+	switch t.Kind {
+	case Train, Eval, Resize:
+	default:
+		bad("unknown transform kind %d", int(t.Kind))
+	}
+	if t.Size < 1 || t.Size > maxSize {
+		bad("Transform.Size %d out of range [1, %d]", t.Size, maxSize)
+	}
+	switch c.Layout {
+	case NCHW, NHWC:
+	default:
+		bad("unknown layout %d", int(c.Layout))
+	}
+	if c.MaxPixels < 1 {
+		bad("MaxPixels %d must be positive", c.MaxPixels)
+	}
+	switch t.Kind {
+	case Eval:
+		if t.ResizeShort < t.Size {
+			bad("Transform.ResizeShort %d must be >= Size %d", t.ResizeShort, t.Size)
+		}
+	case Train:
+		// The negated comparisons also catch NaN.
+		if !(t.ScaleMin > 0 && t.ScaleMin <= t.ScaleMax) {
+			bad("Transform.ScaleMin %v, ScaleMax %v: want 0 < min <= max", t.ScaleMin, t.ScaleMax)
+		}
+		if !(t.RatioMin > 0 && t.RatioMin <= t.RatioMax) {
+			bad("Transform.RatioMin %v, RatioMax %v: want 0 < min <= max", t.RatioMin, t.RatioMax)
+		}
+		if !(t.FlipProb >= 0 && t.FlipProb <= 1) {
+			bad("Transform.FlipProb %v out of [0, 1]", t.FlipProb)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SampleBytes is the size of one output sample: 3*Size*Size bytes.
+func (c Config) SampleBytes() int { return 3 * c.Transform.Size * c.Transform.Size }

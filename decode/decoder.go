@@ -1,0 +1,238 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/asticode/go-astiav"
+)
+
+// Info describes one decoded sample.
+type Info struct {
+	// Width, Height: the image size its header declares.
+	Width, Height int
+	// Format: "jpeg", "png" or "webp".
+	Format string
+	// Crop and Flip: what CropFor chose, in source pixels.
+	Crop Rect
+	Flip bool
+	// Lowres: the FFmpeg lowres level used (0: full size; l: 1/2^l).
+	Lowres int
+	// Region: the part of the decoded frame handed to swscale, in that
+	// frame's pixels: Crop, or Crop divided by 2^Lowres and rounded (and
+	// for 1-bit images, moved to a byte boundary). For tests and debugging.
+	Region Rect
+}
+
+// Decoder decodes images into sample slots. Use one per goroutine and reuse
+// it: it keeps its FFmpeg state (one codec context per format, and per
+// lowres level for JPEG; a packet buffer; a frame; a swscale context) so
+// that a warm Decoder allocates nothing per sample. Not safe for
+// concurrent use.
+type Decoder struct {
+	cfg    Config
+	size   int
+	bytes  int
+	ctx    [formatWebP + 1][4]*astiav.CodecContext // [format][lowres]
+	pkt    *astiav.Packet
+	frame  *astiav.Frame
+	sws    scaler
+	closed bool
+}
+
+// NewDecoder validates c and opens the JPEG, PNG and WebP decoders (the
+// JPEG lowres variants open on first use).
+func NewDecoder(c Config) (*Decoder, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkAstiavLayout(); err != nil {
+		return nil, err
+	}
+	d := &Decoder{
+		cfg:   c,
+		size:  c.Transform.Size,
+		bytes: c.SampleBytes(),
+		pkt:   astiav.AllocPacket(),
+		frame: astiav.AllocFrame(),
+	}
+	if d.pkt == nil || d.frame == nil {
+		d.Close()
+		return nil, errors.New("decode: allocating FFmpeg packet/frame failed")
+	}
+	for _, f := range []format{formatJPEG, formatPNG, formatWebP} {
+		if _, err := d.codec(f, 0); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// maxFileBytes: FFmpeg packet sizes are C ints, padding included.
+const maxFileBytes = math.MaxInt32 - 1024
+
+var codecIDs = [...]astiav.CodecID{
+	formatJPEG: astiav.CodecIDMjpeg,
+	formatPNG:  astiav.CodecIDPng,
+	formatWebP: astiav.CodecIDWebp,
+}
+
+// codec returns the open codec context for format f at lowres level l,
+// opening it on first use. lowres is an open-time option in FFmpeg, hence a
+// context per level.
+func (d *Decoder) codec(f format, l int) (*astiav.CodecContext, error) {
+	if cc := d.ctx[f][l]; cc != nil {
+		return cc, nil
+	}
+	codec := astiav.FindDecoder(codecIDs[f])
+	if codec == nil {
+		return nil, fmt.Errorf("%w: this FFmpeg has no %s decoder", ErrUnsupported, f)
+	}
+	cc := astiav.AllocCodecContext(codec)
+	if cc == nil {
+		return nil, fmt.Errorf("decode: allocating %s codec context failed", f)
+	}
+	// One thread: parallelism comes from one Decoder per goroutine. (mjpeg
+	// has no threads; PNG frame threading would only add latency.)
+	cc.SetThreadCount(1)
+	opts := astiav.NewDictionary()
+	defer opts.Free()
+	// FFmpeg's own size check backs up parseHeader's: should the two ever
+	// read a file differently, FFmpeg still refuses to allocate a frame
+	// above the limit.
+	if err := opts.Set("max_pixels", strconv.FormatInt(d.cfg.MaxPixels, 10), 0); err != nil {
+		cc.Free()
+		return nil, fmt.Errorf("decode: setting max_pixels: %w", err)
+	}
+	// PNG: verify chunk CRCs, as PIL does; without it FFmpeg decodes a
+	// damaged IDAT into a damaged picture and reports success.
+	if f == formatPNG {
+		if err := opts.Set("err_detect", "crccheck+explode", 0); err != nil {
+			cc.Free()
+			return nil, fmt.Errorf("decode: setting err_detect: %w", err)
+		}
+	}
+	if l > 0 {
+		if err := opts.Set("lowres", strconv.Itoa(l), 0); err != nil {
+			cc.Free()
+			return nil, fmt.Errorf("decode: setting lowres: %w", err)
+		}
+	}
+	if err := cc.Open(codec, opts); err != nil {
+		cc.Free()
+		return nil, fmt.Errorf("decode: opening %s decoder (lowres %d): %w", f, l, err)
+	}
+	d.ctx[f][l] = cc
+	return cc, nil
+}
+
+// Decode decodes the image in data, applies the configured transform with
+// the randomness of sampleSeed (see SampleSeed) and writes the uint8 RGB
+// result into dst, which must be exactly SampleBytes() long. data is only
+// read during the call and dst only written during it; neither is kept.
+//
+// On error dst may hold partial output and must not be used; the error
+// wraps ErrTooLarge, ErrUnsupported or ErrCorrupt for bad data, and the
+// Info returned holds what was learned before the failure.
+func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, error) {
+	if d.closed {
+		return Info{}, errors.New("decode: Decoder is closed")
+	}
+	if len(dst) != d.bytes {
+		return Info{}, fmt.Errorf("decode: dst has %d bytes, want %d (Config.SampleBytes)", len(dst), d.bytes)
+	}
+	if len(data) > maxFileBytes {
+		return Info{}, fmt.Errorf("%w: %d-byte file (FFmpeg takes packets under 2 GiB)", ErrTooLarge, len(data))
+	}
+	h, err := parseHeader(data)
+	if err != nil {
+		return Info{}, err
+	}
+	info := Info{Width: h.width, Height: h.height, Format: h.format.String()}
+	if h.maxArea > d.cfg.MaxPixels {
+		return info, fmt.Errorf("%w: %s header declares %d pixels (%dx%d), limit %d",
+			ErrTooLarge, h.format, h.maxArea, h.width, h.height, d.cfg.MaxPixels)
+	}
+	info.Crop, info.Flip = CropFor(d.cfg.Transform, h.width, h.height, sampleSeed)
+	if h.format == formatJPEG && h.lowresOK && d.cfg.Lowres {
+		info.Lowres = lowresLevel(info.Crop, d.size)
+	}
+	cc, err := d.codec(h.format, info.Lowres)
+	if err != nil {
+		return info, err
+	}
+
+	// Image decoders keep no state between pictures that we want, and a
+	// previous failure may have left some: start clean every time. The
+	// deferred flush drops the decoder's reference to the packet (mjpeg
+	// keeps one), so that the next sample refills the buffer in place
+	// whichever context it uses.
+	flushCodec(cc)
+	defer flushCodec(cc)
+	if err := fillPacket(d.pkt, data); err != nil {
+		return info, err
+	}
+	if err := cc.SendPacket(d.pkt); err != nil {
+		return info, codecError(h.format, err)
+	}
+	if err := cc.ReceiveFrame(d.frame); err != nil {
+		return info, codecError(h.format, err)
+	}
+	defer d.frame.Unref() // give the picture back to the decoder's pool
+
+	fw, fh := d.frame.Width(), d.frame.Height()
+	if fw < 1 || fh < 1 {
+		return info, fmt.Errorf("%w: %s decoder returned a %dx%d frame", ErrCorrupt, h.format, fw, fh)
+	}
+	region := scaleRect(info.Crop, h.width, h.height, fw, fh)
+	info.Region, err = d.sws.scale(d.frame, region, dst, d.size, d.cfg.Layout)
+	if err != nil {
+		return info, err
+	}
+	if info.Flip {
+		flipHorizontal(dst, d.size, d.cfg.Layout)
+	}
+	return info, nil
+}
+
+// codecError classifies an FFmpeg decoding error.
+func codecError(f format, err error) error {
+	switch {
+	case errors.Is(err, errENOMEM):
+		return fmt.Errorf("decode: %s decoder out of memory: %w", f, err)
+	case errors.Is(err, astiav.ErrPatchwelcome), errors.Is(err, errENOSYS):
+		return fmt.Errorf("%w: %s decoder: %w", ErrUnsupported, f, err)
+	case errors.Is(err, astiav.ErrEagain):
+		return fmt.Errorf("%w: %s decoder produced no picture", ErrCorrupt, f)
+	}
+	return fmt.Errorf("%w: %s decoder: %w", ErrCorrupt, f, err)
+}
+
+// Close frees the FFmpeg state. It is idempotent; Decode fails afterwards.
+func (d *Decoder) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	for f := range d.ctx {
+		for l, cc := range d.ctx[f] {
+			if cc != nil {
+				cc.Free()
+				d.ctx[f][l] = nil
+			}
+		}
+	}
+	if d.pkt != nil {
+		d.pkt.Free()
+		d.pkt = nil
+	}
+	if d.frame != nil {
+		d.frame.Free()
+		d.frame = nil
+	}
+	d.sws.free()
+	return nil
+}

@@ -1,0 +1,81 @@
+// Package decode turns one encoded image (JPEG, PNG or WebP bytes in
+// memory) into one training sample: uint8 RGB, Size×Size, cropped and
+// resized the way torchvision's transforms would, written straight into a
+// slot of a batch buffer that the caller owns.
+//
+// # Who calls it
+//
+// The node's decoder stage (actors/) runs one Decoder per worker goroutine
+// and calls Decode once per sample, with the bytes the fetcher got and the
+// slot the batcher lent:
+//
+//	d, err := decode.NewDecoder(cfg) // once per goroutine
+//	defer d.Close()
+//	...
+//	seed := decode.SampleSeed(jobSeed, epoch, index)
+//	info, err := d.Decode(data, seed, slot) // len(slot) == cfg.SampleBytes()
+//	if err != nil { /* a per-sample error: count it, skip the sample */ }
+//
+// # Contract
+//
+//   - Concurrency: a Decoder is not safe for concurrent use; use one per
+//     goroutine. Different Decoders run fully in parallel (FFmpeg's mjpeg,
+//     png and webp decoders and swscale keep no global state here; the
+//     decoders run single-threaded, so parallelism is the caller's number
+//     of goroutines).
+//   - Blocking: Decode is CPU-bound (about 2.5-3.5 ms for an ImageNet-sized
+//     JPEG on one core of this project's machines) and never blocks on
+//     I/O. It takes no context: a call cannot be interrupted, so size the
+//     work, not the wait.
+//   - Ownership: data is read only during the call and not retained. dst is
+//     written only during the call; on success it holds the whole sample
+//     (every byte written), on error its content is unspecified. The
+//     Decoder keeps no reference to either.
+//   - Output: uint8 RGB, full range. NCHW is three Size×Size planes R, G,
+//     B; NHWC is Size rows of Size RGB triplets. No normalisation (mean/std)
+//     is applied: that belongs on the GPU.
+//   - Determinism: the output is a pure function of (Config, data,
+//     sampleSeed); CropFor gives the geometry without decoding.
+//   - Errors: bad data gives an error wrapping ErrCorrupt, ErrUnsupported
+//     or ErrTooLarge (decompression bombs are refused from the header,
+//     before decoding, by Config.MaxPixels). Other errors (out of memory, a
+//     closed Decoder, a dst of the wrong size) are the caller's or the
+//     machine's problem.
+//   - Memory: a warm Decoder allocates nothing in Go per sample. In C it
+//     holds, per format and lowres level used, FFmpeg's frame pool sized for
+//     the largest image seen (about 1.5-3 bytes per pixel; progressive JPEG
+//     adds 6 bytes per pixel of coefficients), a packet buffer as large as
+//     the largest file, and up to four swscale contexts. With ImageNet-sized
+//     images that is a few MB per Decoder; the worst case is bounded by
+//     MaxPixels (about 1 GB at the default 89 Mpixel limit, so lower it for
+//     nodes with many decoders).
+//
+// # What the output is
+//
+// Alpha is dropped without compositing: a transparent pixel gives the
+// colour stored under it (PIL's convert("RGB") does the same). EXIF
+// orientation is not applied (PIL does not either unless asked). JPEG
+// CMYK/YCCK (Adobe) is converted to RGB naively, as FFmpeg, Go and PIL do;
+// ICC profiles are ignored. A JPEG without its EOI marker is refused as
+// truncated, and PNG chunk CRCs are checked, as PIL does; damage inside a
+// JPEG or WebP bitstream that the decoder can conceal is not detected.
+//
+// Geometry: the crop is computed in source pixels (CropFor), then only that
+// region is scaled to Size×Size by swscale's bilinear filter, which, like
+// PIL's and torchvision's antialiased bilinear, widens with the downscale
+// factor. The region is whole source pixels: Eval's center crop can sit up
+// to half a source pixel away from torchvision's Resize-then-CenterCrop.
+// For 4:2:0 images swscale spreads the chroma of an odd-sized region
+// slightly (up to one source pixel at the far edge).
+//
+// Lowres (Config.Lowres): FFmpeg decodes JPEGs at 1/2, 1/4 or 1/8 size when
+// the crop still has Size pixels per side at that scale. It cuts Eval and
+// Resize time on large photos by about a quarter (1/4 scale on 1280x1024);
+// Train crops on ImageNet-sized images are never large enough to use it,
+// and on large images Train saw no measurable gain (mostly 1/2 scale,
+// where Huffman decoding, not the IDCT, dominates). The scaled IDCT is a
+// sharper low-pass than antialiased bilinear, so lowres output is not the
+// full-size output: mean |difference| 0.5 levels on a portrait, 1.0-2.4 on
+// a grass photo (worst sample 4.9). Turn it off where matching
+// torchvision's pixels matters more than Eval speed.
+package decode

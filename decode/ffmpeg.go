@@ -1,0 +1,364 @@
+package decode
+
+// The few things go-astiav v0.16.0 cannot do, in C: filling a reusable,
+// padded packet buffer in place, flushing a codec context, and pointing
+// swscale at a crop of a frame (astiav's SoftwareScaleContext only scales
+// whole frames into frames) with the destination planes inside the
+// caller's slot.
+
+/*
+#cgo pkg-config: libavcodec libavutil libswscale
+#include <errno.h>
+#include <string.h>
+#include <libavcodec/avcodec.h>
+#include <libavutil/opt.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+// ls_packet_fill copies n bytes into pkt's own reference-counted buffer,
+// followed by AV_INPUT_BUFFER_PADDING_SIZE zero bytes (FFmpeg's bitstream
+// readers read past the end). The buffer is kept across calls and only
+// reallocated when too small or still referenced by a decoder; being
+// reference-counted, avcodec_send_packet references it instead of copying.
+static int ls_packet_fill(AVPacket *pkt, const uint8_t *data, int n) {
+	size_t need = (size_t)n + AV_INPUT_BUFFER_PADDING_SIZE;
+	if (!pkt->buf || pkt->buf->size < need || !av_buffer_is_writable(pkt->buf)) {
+		size_t c = need + need / 4;
+		if (c < 256 << 10) c = 256 << 10;
+		AVBufferRef *b = av_buffer_alloc(c);
+		if (!b) return AVERROR(ENOMEM);
+		av_buffer_unref(&pkt->buf);
+		pkt->buf = b;
+	}
+	if (n > 0) memcpy(pkt->buf->data, data, (size_t)n);
+	memset(pkt->buf->data + n, 0, AV_INPUT_BUFFER_PADDING_SIZE);
+	pkt->data = pkt->buf->data;
+	pkt->size = n;
+	// Every image is a key frame. Without the flag FFmpeg 5.1's PNG
+	// decoder treats a picture of the same size and format as the
+	// previous one as an MPNG inter frame and adds the previous picture
+	// to it.
+	pkt->flags |= AV_PKT_FLAG_KEY;
+	return 0;
+}
+
+static void ls_flush(AVCodecContext *c) { avcodec_flush_buffers(c); }
+
+// ls_full_range maps the deprecated "J" (full-range) YUV formats to their
+// plain twins and reports the range, so that swscale does not warn on every
+// context it creates.
+static enum AVPixelFormat ls_full_range(enum AVPixelFormat f, int *full) {
+	switch (f) {
+	case AV_PIX_FMT_YUVJ420P: *full = 1; return AV_PIX_FMT_YUV420P;
+	case AV_PIX_FMT_YUVJ422P: *full = 1; return AV_PIX_FMT_YUV422P;
+	case AV_PIX_FMT_YUVJ444P: *full = 1; return AV_PIX_FMT_YUV444P;
+	case AV_PIX_FMT_YUVJ440P: *full = 1; return AV_PIX_FMT_YUV440P;
+	case AV_PIX_FMT_YUVJ411P: *full = 1; return AV_PIX_FMT_YUV411P;
+	default: return f;
+	}
+}
+
+// ls_sws is a swscale context and the parameters it was made for.
+// sws_getCachedContext cannot set the source range and chroma siting, which
+// matter here (JPEG: full range, chroma centred), hence this cache.
+typedef struct {
+	struct SwsContext *c;
+	unsigned long used; // LRU clock
+	int sw, sh, sfmt, size, dfmt, flags, full, hpos, vpos;
+} ls_sws;
+
+// LS_SWS_CACHE contexts are kept: building one costs about 0.1 ms (a few %
+// of a sample); Train crops rarely repeat, but Eval and Resize see the
+// same few source sizes over and over (ImageNet: 500x375, 375x500, ...).
+#define LS_SWS_CACHE 4
+
+typedef struct {
+	ls_sws e[LS_SWS_CACHE];
+	unsigned long clock;
+	uint8_t *planes; // 3*planes_size bytes of GBRP scratch, see ls_scale
+	int planes_size;
+} ls_sws_cache;
+
+static void ls_sws_free(ls_sws_cache *k) {
+	for (int i = 0; i < LS_SWS_CACHE; i++) {
+		sws_freeContext(k->e[i].c);
+		k->e[i].c = NULL;
+	}
+	av_freep(&k->planes);
+	k->planes_size = 0;
+}
+
+static struct SwsContext *ls_sws_get(ls_sws_cache *k, int sw, int sh, int sfmt, int size,
+		int dfmt, int flags, int full, int hpos, int vpos) {
+	ls_sws *victim = &k->e[0];
+	k->clock++;
+	for (int i = 0; i < LS_SWS_CACHE; i++) {
+		ls_sws *s = &k->e[i];
+		if (s->c && s->sw == sw && s->sh == sh && s->sfmt == sfmt && s->size == size &&
+				s->dfmt == dfmt && s->flags == flags && s->full == full &&
+				s->hpos == hpos && s->vpos == vpos) {
+			s->used = k->clock;
+			return s->c;
+		}
+		if (!s->c || (victim->c && s->used < victim->used))
+			victim = s;
+	}
+	sws_freeContext(victim->c);
+	victim->c = NULL;
+	struct SwsContext *c = sws_alloc_context();
+	if (!c) return NULL;
+	if (av_opt_set_int(c, "srcw", sw, 0) < 0 ||
+			av_opt_set_int(c, "srch", sh, 0) < 0 ||
+			av_opt_set_int(c, "src_format", sfmt, 0) < 0 ||
+			av_opt_set_int(c, "dstw", size, 0) < 0 ||
+			av_opt_set_int(c, "dsth", size, 0) < 0 ||
+			av_opt_set_int(c, "dst_format", dfmt, 0) < 0 ||
+			av_opt_set_int(c, "sws_flags", flags, 0) < 0 ||
+			av_opt_set_int(c, "src_range", full, 0) < 0 ||
+			av_opt_set_int(c, "dst_range", 1, 0) < 0 ||
+			av_opt_set_int(c, "src_h_chr_pos", hpos, 0) < 0 ||
+			av_opt_set_int(c, "src_v_chr_pos", vpos, 0) < 0 ||
+			sws_init_context(c, NULL, NULL) < 0) {
+		sws_freeContext(c);
+		return NULL;
+	}
+	*victim = (ls_sws){c, k->clock, sw, sh, sfmt, size, dfmt, flags, full, hpos, vpos};
+	return c;
+}
+
+typedef struct {
+	int err;
+	int x, y, w, h; // the region actually scaled, in frame coordinates
+} ls_scaled;
+
+// ls_scale scales the w×h region of f at (x, y) to size×size into dst: as
+// GBRP planes at dst+size², dst+2size², dst (so R, G, B planes in that
+// order) when nhwc is 0, as packed RGB24 otherwise. It returns the region
+// it read, which differs from the one asked only for 1-bit formats (moved
+// to a byte boundary).
+static ls_scaled ls_scale(ls_sws_cache *s, const AVFrame *f,
+		int x, int y, int w, int h, uint8_t *dst, int size, int nhwc, int flags) {
+	ls_scaled r = {0, x, y, w, h};
+	enum AVPixelFormat in = (enum AVPixelFormat)f->format;
+	const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(in);
+	if (!d || (d->flags & AV_PIX_FMT_FLAG_HWACCEL) || !sws_isSupportedInput(in)) {
+		r.err = AVERROR(ENOSYS);
+		return r;
+	}
+	int full = f->color_range == AVCOL_RANGE_JPEG;
+	enum AVPixelFormat fmt = ls_full_range(in, &full);
+	int yuv = !(d->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL)) && d->nb_components >= 3;
+	int bitstream = (d->flags & AV_PIX_FMT_FLAG_BITSTREAM) != 0;
+	if (!yuv) full = 0; // RGB is always full range; swscale knows gray is
+	// Chroma siting, in 1/256 luma pixel of chroma sample 0's centre from
+	// luma sample 0's (swscale's src_h/v_chr_pos): centred (JPEG, WebP,
+	// and swscale's default) unless the decoder says co-sited.
+	int sx = yuv ? d->log2_chroma_w : 0, sy = yuv ? d->log2_chroma_h : 0;
+	int hpos = (128 << sx) - 128, vpos = (128 << sy) - 128;
+	switch (f->chroma_location) {
+	case AVCHROMA_LOC_LEFT: hpos = 0; break;
+	case AVCHROMA_LOC_TOPLEFT: hpos = vpos = 0; break;
+	case AVCHROMA_LOC_TOP: vpos = 0; break;
+	default: break;
+	}
+	// A region that starts between chroma samples keeps its exact luma
+	// origin; its first chroma sample then starts before it, which the
+	// siting expresses. (Moving the origin onto the chroma grid instead
+	// would shift or stretch the crop by up to a pixel, which shows on
+	// small, upscaled crops.) 1-bit formats start on a byte.
+	int ox = r.x & ((1 << sx) - 1), oy = r.y & ((1 << sy) - 1);
+	hpos -= 256 * ox;
+	vpos -= 256 * oy;
+	if (bitstream && (r.x & 7)) {
+		r.w += r.x & 7;
+		r.x &= ~7;
+	}
+	if (!sx) hpos = -513; // swscale's default where there is no
+	if (!sy) vpos = -513; // subsampling: keeps the context key stable
+
+	// Per-plane offset of the region's origin.
+	const uint8_t *src[4] = {0};
+	int stride[4] = {0};
+	int step[4] = {0}, sub[4] = {0};
+	for (int c = 0; c < d->nb_components; c++) {
+		int p = d->comp[c].plane;
+		step[p] = d->comp[c].step;
+		sub[p] = yuv && (c == 1 || c == 2);
+	}
+	for (int p = 0; p < 4; p++) {
+		if (!f->data[p]) continue;
+		stride[p] = f->linesize[p];
+		if (p == 1 && (d->flags & AV_PIX_FMT_FLAG_PAL)) { // the palette
+			src[p] = f->data[p];
+			continue;
+		}
+		int px = sub[p] ? r.x >> sx : r.x;
+		int py = sub[p] ? r.y >> sy : r.y;
+		long off = bitstream ? px * step[p] / 8 : (long)px * step[p];
+		src[p] = f->data[p] + (long)py * f->linesize[p] + off;
+	}
+
+	// swscale's packed-RGB output interpolates vertically subsampled
+	// chroma coarsely (nearest line, or a 50/50 blend) when the rows are
+	// not rescaled: then scale to planes in scratch memory and interleave.
+	int via_planes = nhwc && yuv && d->log2_chroma_h > 0 && r.h == size;
+	struct SwsContext *c = ls_sws_get(s, r.w, r.h, fmt, size,
+		nhwc && !via_planes ? AV_PIX_FMT_RGB24 : AV_PIX_FMT_GBRP, flags, full, hpos, vpos);
+	if (!c) {
+		r.err = AVERROR(EINVAL);
+		return r;
+	}
+	uint8_t *planes = dst;
+	if (via_planes) {
+		if (s->planes_size != size) {
+			av_freep(&s->planes);
+			s->planes_size = 0;
+			if (!(s->planes = av_malloc((size_t)3 * size * size))) {
+				r.err = AVERROR(ENOMEM);
+				return r;
+			}
+			s->planes_size = size;
+		}
+		planes = s->planes;
+	}
+	uint8_t *dp[4] = {0};
+	int ds[4] = {0};
+	size_t plane = (size_t)size * size;
+	if (nhwc && !via_planes) {
+		dp[0] = dst;
+		ds[0] = 3 * size;
+	} else {
+		dp[0] = planes + plane;     // G
+		dp[1] = planes + 2 * plane; // B
+		dp[2] = planes;             // R
+		ds[0] = ds[1] = ds[2] = size;
+	}
+	int ret = sws_scale(c, src, stride, 0, r.h, dp, ds);
+	if (ret < 0) r.err = ret;
+	else if (ret != size) r.err = AVERROR(EINVAL);
+	else if (via_planes) {
+		const uint8_t *R = planes, *G = planes + plane, *B = planes + 2 * plane;
+		for (size_t i = 0; i < plane; i++) {
+			dst[3 * i] = R[i];
+			dst[3 * i + 1] = G[i];
+			dst[3 * i + 2] = B[i];
+		}
+	}
+	return r;
+}
+
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/asticode/go-astiav"
+)
+
+// Scaler flags. Bilinear because torchvision's default (and PIL's) is
+// bilinear with antialias, and swscale's bilinear is antialiased in the same
+// way: when downscaling it widens the triangle filter to the scale factor.
+// FULL_CHR_H_INT interpolates chroma at full resolution for the RGB24 output
+// (GBRP forces it anyway), so both layouts see the same chroma; ACCURATE_RND
+// trades a little speed for rounding that does not depend on the SIMD path.
+const swsFlags = C.SWS_BILINEAR | C.SWS_FULL_CHR_H_INT | C.SWS_FULL_CHR_H_INP | C.SWS_ACCURATE_RND
+
+// go-astiav v0.16.0 exports the AVFrame pointer (Frame.UnsafePointer) but
+// not the AVPacket or AVCodecContext ones. Both wrappers hold the C pointer
+// as their first field; checkAstiavLayout verifies that once per process
+// before any Decoder uses it, so an astiav upgrade that changes the layout
+// fails NewDecoder instead of corrupting memory.
+
+// FFmpeg error codes astiav v0.16.0 does not name.
+var (
+	errENOMEM = astiav.Error(-C.ENOMEM)
+	errENOSYS = astiav.Error(-C.ENOSYS)
+)
+
+func cPacket(p *astiav.Packet) *C.AVPacket {
+	return *(**C.AVPacket)(unsafe.Pointer(p))
+}
+
+func cCodecContext(cc *astiav.CodecContext) *C.AVCodecContext {
+	return *(**C.AVCodecContext)(unsafe.Pointer(cc))
+}
+
+func cFrame(f *astiav.Frame) *C.AVFrame { return (*C.AVFrame)(f.UnsafePointer()) }
+
+var layoutOnce struct {
+	sync.Once
+	err error
+}
+
+func checkAstiavLayout() error {
+	layoutOnce.Do(func() {
+		p := astiav.AllocPacket()
+		defer p.Free()
+		if err := p.AllocPayload(37); err != nil {
+			layoutOnce.err = fmt.Errorf("decode: astiav layout check: %w", err)
+			return
+		}
+		p.SetStreamIndex(5)
+		cp := cPacket(p)
+		if cp == nil || int(cp.size) != 37 || int(cp.stream_index) != 5 || p.Size() != 37 {
+			layoutOnce.err = errors.New("decode: go-astiav's Packet layout changed; update cPacket")
+			return
+		}
+		cc := astiav.AllocCodecContext(nil)
+		defer cc.Free()
+		cc.SetWidth(321)
+		cc.SetHeight(123)
+		if c := cCodecContext(cc); c == nil || int(c.width) != 321 || int(c.height) != 123 {
+			layoutOnce.err = errors.New("decode: go-astiav's CodecContext layout changed; update cCodecContext")
+		}
+	})
+	return layoutOnce.err
+}
+
+// fillPacket copies data into the packet's reusable padded buffer.
+func fillPacket(p *astiav.Packet, data []byte) error {
+	var ptr *C.uint8_t
+	if len(data) > 0 {
+		ptr = (*C.uint8_t)(unsafe.Pointer(&data[0]))
+	}
+	if ret := C.ls_packet_fill(cPacket(p), ptr, C.int(len(data))); ret < 0 {
+		return fmt.Errorf("decode: packet buffer: %w", astiav.Error(int(ret)))
+	}
+	return nil
+}
+
+func flushCodec(cc *astiav.CodecContext) { C.ls_flush(cCodecContext(cc)) }
+
+// scaler wraps the swscale contexts one Decoder reuses across samples. It
+// holds only C pointers, so it may be passed to C.
+type scaler struct{ s C.ls_sws_cache }
+
+// scale scales region r of frame f into dst (len 3*size*size) and returns
+// the region actually read (chroma-aligned).
+func (s *scaler) scale(f *astiav.Frame, r Rect, dst []byte, size int, layout Layout) (Rect, error) {
+	nhwc := C.int(0)
+	if layout == NHWC {
+		nhwc = 1
+	}
+	res := C.ls_scale(&s.s, cFrame(f), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H),
+		(*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(size), nhwc, C.int(swsFlags))
+	got := Rect{int(res.x), int(res.y), int(res.w), int(res.h)}
+	switch {
+	case res.err == 0:
+		return got, nil
+	case res.err == -C.ENOSYS:
+		return got, fmt.Errorf("%w: decoded pixel format %s cannot be scaled", ErrUnsupported, f.PixelFormat())
+	case res.err == -C.ENOMEM:
+		return got, fmt.Errorf("decode: scaling: %w", errENOMEM)
+	default:
+		// swscale refuses some geometries (extreme sizes or ratios).
+		return got, fmt.Errorf("%w: scaling a %dx%d %s region to %d: %w",
+			ErrUnsupported, got.W, got.H, f.PixelFormat(), size, astiav.Error(int(res.err)))
+	}
+}
+
+func (s *scaler) free() { C.ls_sws_free(&s.s) }
