@@ -1,0 +1,274 @@
+package actors
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// rankActor is the rank's scheduler and batcher: it owns the core (what to
+// do next), the fetch buffers and the slots' metadata, and carries out the
+// core's effects by messaging its children. It is the parent of every
+// other actor of the rank, so stopping it stops them all.
+type rankActor struct {
+	p        *Pipeline
+	core     *core
+	fetchers []*actor.PID
+	decoders []*actor.PID
+	uploader *actor.PID
+	self     *actor.PID
+
+	bufs     [][]byte    // fetch buffers by id, reused
+	openedAt []time.Time // by slot: when its batch's first fetch started
+	meta     []slotMeta  // by slot
+	keep     []int
+	dead     bool // the run ended; nothing more is scheduled
+}
+
+type slotMeta struct {
+	labels    []int32
+	keys      []string
+	indices   []int64
+	positions []int64
+	pads      []bool
+}
+
+func (a *rankActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.start(c)
+	case *workMsg:
+		effs, err := a.core.work(m.w)
+		if err != nil {
+			a.fatal(c, fmt.Errorf("actors: rank %d: %w", a.p.rank, err))
+			return
+		}
+		a.run(c, effs)
+	case *fetchedMsg:
+		a.bufs[m.buf] = m.data
+		a.p.rec.task(StageFetch, m.dur, m.err != nil)
+		a.run(c, a.core.fetchDone(m.fetcher, m.slot, m.idx, m.buf, m.err))
+	case *decodedMsg:
+		a.p.rec.task(StageDecode, m.dur, m.err != nil)
+		a.run(c, a.core.decodeDone(m.decoder, m.slot, m.idx, m.buf, m.err))
+	case *releaseMsg:
+		a.run(c, a.core.release(m.slot))
+	case *fatalMsg:
+		a.fatal(c, m.err)
+	}
+}
+
+func (a *rankActor) start(c actor.Context) {
+	p := a.p
+	a.self = c.Self()
+	a.bufs = make([][]byte, a.core.maxBufs)
+	a.openedAt = make([]time.Time, p.cfg.Slots)
+	a.meta = make([]slotMeta, p.cfg.Slots)
+	for i := range a.meta {
+		b := p.cfg.BatchSize
+		a.meta[i] = slotMeta{labels: make([]int32, b), keys: make([]string, b), indices: make([]int64, b),
+			positions: make([]int64, b), pads: make([]bool, b)}
+	}
+	feed := c.Spawn(p.props("feed", func() actor.Actor { return &feedActor{p: p} }))
+	a.uploader = c.Spawn(p.props("uploader", func() actor.Actor { return &uploaderActor{p: p, feed: feed} }))
+	for i := 0; i < p.cfg.FetchConcurrency; i++ {
+		a.fetchers = append(a.fetchers, c.Spawn(p.props("fetcher", func() actor.Actor { return &fetcherActor{p: p, id: i} })))
+	}
+	for i, d := range p.decoders {
+		a.decoders = append(a.decoders, c.Spawn(p.props("decoder", func() actor.Actor { return &decoderActor{p: p, id: i, dec: d} })))
+	}
+	a.run(c, a.core.start())
+}
+
+// fatal ends the run with err: nothing more is scheduled, and the consumer
+// gets err after the batches already shipped.
+func (a *rankActor) fatal(c actor.Context, err error) {
+	if a.dead {
+		return
+	}
+	a.dead = true
+	a.core.stop()
+	c.Send(a.uploader, &endMsg{err: err})
+}
+
+func (a *rankActor) run(c actor.Context, effs []effect) {
+	p := a.p
+	for i := range effs {
+		e := &effs[i]
+		switch e.kind {
+		case effWant:
+			self, root := a.self, p.root
+			p.src.Want(e.n, func(w Work) { root.Send(self, &workMsg{w: w}) })
+		case effFetch:
+			if a.openedAt[e.slot].IsZero() {
+				a.openedAt[e.slot] = p.clock.Now()
+			}
+			p.book.attempt(1)
+			c.Send(a.fetchers[e.worker], &fetchMsg{buf: e.buf, slot: e.slot, idx: e.idx, key: e.item.Key, data: a.bufs[e.buf]})
+		case effDecode:
+			sb := p.cfg.Sample.SampleBytes()
+			dst := p.pool.Slot(e.slot).Bytes()[e.idx*sb : (e.idx+1)*sb : (e.idx+1)*sb]
+			c.Send(a.decoders[e.worker], &decodeMsg{buf: e.buf, slot: e.slot, idx: e.idx, data: a.bufs[e.buf], dst: dst,
+				seed: p.seedFn(p.cfg.Seed, e.epoch, e.item.Index)})
+		case effFail:
+			if p.ctx.Err() != nil {
+				continue // closing: canceled reads are not the data's fault
+			}
+			f := Failure{Rank: p.rank, Epoch: e.epoch, Index: e.item.Index, Key: e.item.Key, Stage: e.stage,
+				Class: classify(e.stage, e.err), Reason: e.err.Error()}
+			if p.book.record(f) && !a.dead {
+				a.fatal(c, &BudgetError{Report: p.book.report()})
+			}
+		case effShip:
+			a.batchDone(e.slot)
+			p.rec.queueAdd(StageBatch, +1)
+			c.Send(a.uploader, &uploadMsg{b: a.assemble(e.batch)})
+		case effDrop:
+			a.batchDone(e.slot)
+		case effEnd:
+			if !a.dead {
+				a.dead = true
+				c.Send(a.uploader, &endMsg{err: io.EOF})
+			}
+		}
+	}
+	// A node's ranks share one failure book: another rank's breach stops
+	// this one too.
+	if !a.dead && p.book.breached() {
+		a.fatal(c, &BudgetError{Report: p.book.report()})
+	}
+	queued := a.core.fetched.len()
+	for _, u := range a.core.decUsed {
+		queued += max(u-1, 0)
+	}
+	p.bufsMade.Store(int64(a.core.bufsMade))
+	p.rec.schedQueues(p.clock.Now(), queued, a.core.decodedOpen)
+}
+
+func (a *rankActor) batchDone(slot int) {
+	if !a.openedAt[slot].IsZero() {
+		a.p.rec.task(StageBatch, a.p.clock.Now().Sub(a.openedAt[slot]), false)
+		a.openedAt[slot] = time.Time{}
+	}
+}
+
+// assemble turns a complete batch into a Batch: failed samples are left
+// out and the rest compacted in order, in the slot itself.
+func (a *rankActor) assemble(b *batch) *Batch {
+	p := a.p
+	sb := p.cfg.Sample.SampleBytes()
+	mem := p.pool.Slot(b.slot).Bytes()
+	m := &a.meta[b.slot]
+	a.keep = b.keep(a.keep)
+	for j, i := range a.keep {
+		if i != j {
+			copy(mem[j*sb:(j+1)*sb], mem[i*sb:(i+1)*sb])
+		}
+		it := &b.items[i]
+		m.labels[j], m.keys[j], m.indices[j], m.positions[j], m.pads[j] = it.Label, it.Key, it.Index, it.Pos, it.Pad
+	}
+	n := len(a.keep)
+	return &Batch{
+		Rank: p.rank, Epoch: b.epoch, Step: b.step,
+		Images: mem[: n*sb : n*sb], Dims: p.cfg.Sample.Dims(n), Layout: p.cfg.Sample.Layout,
+		Labels: m.labels[:n:n], Keys: m.keys[:n:n], Indices: m.indices[:n:n], Positions: m.positions[:n:n], Pads: m.pads[:n:n],
+		Failed: b.expected - b.ok, p: p, slot: b.slot,
+	}
+}
+
+// fetcherActor reads one object at a time into the buffer it is given.
+// A blocking read in Receive is the point: one fetcher = one read in flight.
+type fetcherActor struct {
+	p  *Pipeline
+	id int
+}
+
+func (f *fetcherActor) Receive(c actor.Context) {
+	m, ok := c.Message().(*fetchMsg)
+	if !ok {
+		return
+	}
+	t0 := f.p.clock.Now()
+	data, err := f.p.deps.Store.Get(f.p.ctx, m.key, m.data)
+	c.Send(c.Parent(), &fetchedMsg{fetcher: f.id, buf: m.buf, slot: m.slot, idx: m.idx, data: data, err: err, dur: f.p.clock.Now().Sub(t0)})
+}
+
+// decoderActor owns one SampleDecoder and decodes into slot regions.
+type decoderActor struct {
+	p   *Pipeline
+	id  int
+	dec SampleDecoder
+}
+
+func (d *decoderActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *decodeMsg:
+		t0 := d.p.clock.Now()
+		err := d.decode(m)
+		c.Send(c.Parent(), &decodedMsg{decoder: d.id, buf: m.buf, slot: m.slot, idx: m.idx, err: err, dur: d.p.clock.Now().Sub(t0)})
+	case *actor.Stopped:
+		d.dec.Close()
+	}
+}
+
+// decode runs the decoder, turning a panic on hostile input into a
+// per-sample failure.
+func (d *decoderActor) decode(m *decodeMsg) (err error) {
+	if err := d.p.ctx.Err(); err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = WithFailureClass(fmt.Errorf("decoder panicked: %v", r), "panic")
+		}
+	}()
+	return d.dec.Decode(m.data, m.seed, m.dst)
+}
+
+// uploaderActor hands full slots to the gpu.Uploader, in order.
+type uploaderActor struct {
+	p    *Pipeline
+	feed *actor.PID
+	dead bool
+}
+
+func (u *uploaderActor) Receive(c actor.Context) {
+	p := u.p
+	switch m := c.Message().(type) {
+	case *uploadMsg:
+		p.rec.queueAdd(StageBatch, -1)
+		if u.dead {
+			return
+		}
+		t0 := p.clock.Now()
+		err := p.uploader.Upload(p.ctx, p.pool.Slot(m.b.slot), len(m.b.Images))
+		p.rec.task(StageUpload, p.clock.Now().Sub(t0), err != nil)
+		if err != nil {
+			u.dead = true
+			err = fmt.Errorf("actors: rank %d: upload batch %d of epoch %d: %w", p.rank, m.b.Step, m.b.Epoch, err)
+			c.Send(c.Parent(), &fatalMsg{err: err})
+			return
+		}
+		p.rec.queueAdd(StageUpload, +1)
+		c.Send(u.feed, &readyMsg{b: m.b})
+	case *endMsg:
+		c.Send(u.feed, m)
+	case *actor.Stopped:
+		p.uploader.Close()
+	}
+}
+
+// feedActor delivers batches to Next. The ready channel holds Slots
+// batches, one per slot, so the send never blocks.
+type feedActor struct{ p *Pipeline }
+
+func (f *feedActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *readyMsg:
+		f.p.ready <- m.b
+	case *endMsg:
+		f.p.end(m.err)
+	}
+}

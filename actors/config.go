@@ -1,0 +1,339 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// Layout is the memory order of a batch's pixels.
+type Layout int
+
+const (
+	// NCHW: [N, 3, H, W], channel planes; what PyTorch models take.
+	NCHW Layout = iota
+	// NHWC: [N, H, W, 3], interleaved RGB.
+	NHWC
+)
+
+func (l Layout) String() string {
+	switch l {
+	case NCHW:
+		return "NCHW"
+	case NHWC:
+		return "NHWC"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// MarshalText writes "NCHW" or "NHWC".
+func (l Layout) MarshalText() ([]byte, error) {
+	if l != NCHW && l != NHWC {
+		return nil, fmt.Errorf("actors: unknown layout %d", int(l))
+	}
+	return []byte(l.String()), nil
+}
+
+// UnmarshalText reads "NCHW" or "NHWC" (any case).
+func (l *Layout) UnmarshalText(b []byte) error {
+	switch strings.ToUpper(string(b)) {
+	case "NCHW":
+		*l = NCHW
+	case "NHWC":
+		*l = NHWC
+	default:
+		return fmt.Errorf("actors: layout %q: want NCHW or NHWC", b)
+	}
+	return nil
+}
+
+// Shape is the geometry of one decoded sample: 3-channel uint8 RGB.
+type Shape struct {
+	Height, Width int // pixels
+	Layout        Layout
+}
+
+// Channels is always 3 (RGB).
+const Channels = 3
+
+// SampleBytes is the size of one decoded sample in a slot.
+func (s Shape) SampleBytes() int { return Channels * s.Height * s.Width }
+
+// Dims returns the shape of a batch of n samples in s.Layout.
+func (s Shape) Dims(n int) [4]int {
+	if s.Layout == NHWC {
+		return [4]int{n, s.Height, s.Width, Channels}
+	}
+	return [4]int{n, Channels, s.Height, s.Width}
+}
+
+// Config is one rank pipeline's configuration. Every field has a unit and a
+// zero-value meaning: zero means "the default" (DefaultConfig's value), so
+// the zero Config is valid. Flags and config files fill it.
+type Config struct {
+	// BatchSize is samples per batch. 0: 32, the ImageNet ResNet/ViT per-GPU
+	// batch most recipes use.
+	BatchSize int
+	// Slots is how many batch buffers each rank owns: the final bound on
+	// memory and on how far the loader runs ahead of the trainer. 0: 4, one
+	// held by the trainer, one being uploaded, two being assembled, so
+	// decoders never wait for a slot while the trainer computes.
+	Slots int
+	// FetchConcurrency is the number of object reads in flight per rank
+	// (one fetcher actor each). 0: 16, enough to hide ~20 ms S3 latency
+	// at ~800 objects/s; a local disk needs fewer but is not hurt.
+	FetchConcurrency int
+	// Decoders is the number of decoder actors per rank, each with its own
+	// decoder. 0: runtime.NumCPU(), decoding is CPU-bound (NewNode divides
+	// this among ranks).
+	Decoders int
+	// DecodeQueue is the credit each decoder grants: tasks queued at a
+	// decoder including the one it is decoding. 0: 2, SPDL's queue depth:
+	// one decoding, one waiting, so a decoder never idles for a round trip.
+	DecodeQueue int
+	// DropLast drops an epoch's final short batch instead of delivering it
+	// (PyTorch's drop_last). Default false: every sample is delivered.
+	DropLast bool
+	// Seed fixes the epoch order and every random transform. 0 is a seed
+	// like any other.
+	Seed uint64
+	// Epochs is how many epochs to run, starting at FirstEpoch. 0: 1.
+	Epochs int
+	// FirstEpoch is the first epoch's number (to resume at an epoch
+	// boundary). Default 0.
+	FirstEpoch int
+	// Sample is the decoded sample geometry. Zero Height/Width: 224, the
+	// ImageNet training crop; zero Layout is NCHW, what PyTorch takes.
+	Sample Shape
+	// MaxFailures is the failure budget (a count, or a fraction of the
+	// run's samples). Zero value: 1%, a few bad objects in a large dataset
+	// are normal, more than 1% means the dataset or the store is broken.
+	MaxFailures FailureBudget
+	// MaxFailureRecords caps the per-sample failure records kept for the
+	// report (counts by reason stay exact). 0: 1000; negative: keep none.
+	MaxFailureRecords int
+}
+
+// DefaultConfig returns the defaults, each explained on its Config field.
+func DefaultConfig() Config {
+	return Config{
+		BatchSize:         32,
+		Slots:             4,
+		FetchConcurrency:  16,
+		Decoders:          runtime.NumCPU(),
+		DecodeQueue:       2,
+		Epochs:            1,
+		Sample:            Shape{Height: 224, Width: 224, Layout: NCHW},
+		MaxFailures:       FailureBudget{kind: budgetFraction, fraction: 0.01},
+		MaxFailureRecords: 1000,
+	}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	if c.BatchSize == 0 {
+		c.BatchSize = d.BatchSize
+	}
+	if c.Slots == 0 {
+		c.Slots = d.Slots
+	}
+	if c.FetchConcurrency == 0 {
+		c.FetchConcurrency = d.FetchConcurrency
+	}
+	if c.Decoders == 0 {
+		c.Decoders = d.Decoders
+	}
+	if c.DecodeQueue == 0 {
+		c.DecodeQueue = d.DecodeQueue
+	}
+	if c.Epochs == 0 {
+		c.Epochs = d.Epochs
+	}
+	if c.Sample.Height == 0 {
+		c.Sample.Height = d.Sample.Height
+	}
+	if c.Sample.Width == 0 {
+		c.Sample.Width = d.Sample.Width
+	}
+	if c.MaxFailures.kind == budgetUnset {
+		c.MaxFailures = d.MaxFailures
+	}
+	if c.MaxFailureRecords == 0 {
+		c.MaxFailureRecords = d.MaxFailureRecords
+	}
+	return c
+}
+
+// maxSlotBytes keeps a misconfigured batch (say 4096 samples of 4K video
+// frames) from asking the OS for terabytes.
+const maxSlotBytes = 16 << 30
+
+// Validate reports every problem with c (after WithDefaults) at once.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("actors: "+format, args...)) }
+	if c.BatchSize < 1 {
+		bad("BatchSize %d: need at least 1", c.BatchSize)
+	}
+	if c.Slots < 1 {
+		bad("Slots %d: need at least 1 (2 or more lets the loader work while the trainer holds a batch)", c.Slots)
+	}
+	if c.FetchConcurrency < 1 {
+		bad("FetchConcurrency %d: need at least 1", c.FetchConcurrency)
+	}
+	if c.Decoders < 1 {
+		bad("Decoders %d: need at least 1", c.Decoders)
+	}
+	if c.DecodeQueue < 1 {
+		bad("DecodeQueue %d: need at least 1", c.DecodeQueue)
+	}
+	if c.Epochs < 1 {
+		bad("Epochs %d: need at least 1", c.Epochs)
+	}
+	if c.FirstEpoch < 0 {
+		bad("FirstEpoch %d: need 0 or more", c.FirstEpoch)
+	}
+	if c.Sample.Height < 1 || c.Sample.Width < 1 {
+		bad("Sample %dx%d: need positive height and width", c.Sample.Height, c.Sample.Width)
+	}
+	if c.Sample.Layout != NCHW && c.Sample.Layout != NHWC {
+		bad("Sample.Layout %d: want NCHW or NHWC", int(c.Sample.Layout))
+	}
+	if err := c.MaxFailures.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.BatchSize >= 1 && c.Sample.Height >= 1 && c.Sample.Width >= 1 {
+		if sb := float64(c.BatchSize) * float64(c.Sample.SampleBytes()); sb > maxSlotBytes {
+			bad("a batch of %d samples of %dx%d is %.0f bytes, over the %d-byte slot limit: lower BatchSize or the sample size", c.BatchSize, c.Sample.Height, c.Sample.Width, sb, int64(maxSlotBytes))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SlotBytes is the size of one batch slot: BatchSize decoded samples.
+func (c Config) SlotBytes() int { return c.BatchSize * c.Sample.SampleBytes() }
+
+type budgetKind uint8
+
+const (
+	budgetUnset budgetKind = iota
+	budgetCount
+	budgetFraction
+)
+
+// FailureBudget is how many samples may fail before a run stops: a count
+// ("100"), or a fraction of the run's samples ("0.01" or "1%"). A run stops
+// when failures exceed the budget: "0" tolerates none. The zero value means
+// the default (1%). It implements encoding.TextUnmarshaler, so flag.TextVar
+// and config files fill it.
+type FailureBudget struct {
+	kind     budgetKind
+	count    int64
+	fraction float64
+}
+
+// MaxFailureCount is a budget of n failed samples.
+func MaxFailureCount(n int64) FailureBudget { return FailureBudget{kind: budgetCount, count: n} }
+
+// MaxFailureFraction is a budget of fraction f (in [0, 1]) of the run's
+// samples.
+func MaxFailureFraction(f float64) FailureBudget {
+	return FailureBudget{kind: budgetFraction, fraction: f}
+}
+
+// ParseFailureBudget reads "100" (a count), "0.01" (a fraction: any number
+// with a point or an exponent) or "1%" (a percentage).
+func ParseFailureBudget(s string) (FailureBudget, error) {
+	var b FailureBudget
+	err := b.UnmarshalText([]byte(s))
+	return b, err
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler; see ParseFailureBudget.
+func (b *FailureBudget) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	fail := func(why string) error {
+		return fmt.Errorf("actors: failure budget %q: %s (want a count like 100, a fraction like 0.01, or a percentage like 1%%)", s, why)
+	}
+	if s == "" {
+		return fail("empty")
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil {
+			return fail("not a number")
+		}
+		nb := MaxFailureFraction(f / 100)
+		if err := nb.validate(); err != nil {
+			return fail("percentage outside [0%, 100%]")
+		}
+		*b = nb
+		return nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 {
+			return fail("negative count")
+		}
+		*b = MaxFailureCount(n)
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fail("not a number")
+	}
+	nb := MaxFailureFraction(f)
+	if err := nb.validate(); err != nil {
+		return fail("fraction outside [0, 1]")
+	}
+	*b = nb
+	return nil
+}
+
+// MarshalText writes the budget the way UnmarshalText reads it.
+func (b FailureBudget) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+func (b FailureBudget) String() string {
+	switch b.kind {
+	case budgetCount:
+		return strconv.FormatInt(b.count, 10)
+	case budgetFraction:
+		return strconv.FormatFloat(b.fraction*100, 'g', -1, 64) + "%"
+	}
+	return "default"
+}
+
+func (b FailureBudget) validate() error {
+	switch b.kind {
+	case budgetCount:
+		if b.count < 0 {
+			return fmt.Errorf("actors: MaxFailures count %d: need 0 or more", b.count)
+		}
+	case budgetFraction:
+		if math.IsNaN(b.fraction) || b.fraction < 0 || b.fraction > 1 {
+			return fmt.Errorf("actors: MaxFailures fraction %v: need a value in [0, 1]", b.fraction)
+		}
+	}
+	return nil
+}
+
+// Allowed is how many failures the budget allows. total is the number of
+// samples the run will attempt when known (> 0), else attempted so far is
+// used: a fraction budget then judges the rate seen so far.
+func (b FailureBudget) Allowed(attempted, total int64) int64 {
+	switch b.kind {
+	case budgetCount:
+		return b.count
+	case budgetFraction:
+		base := total
+		if base <= 0 {
+			base = attempted
+		}
+		return int64(math.Floor(b.fraction * float64(base)))
+	}
+	return math.MaxInt64
+}

@@ -1,0 +1,623 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/storage"
+)
+
+// TestNodeDeliversEverySampleOnceMultiRankMultiEpoch: over 3 ranks and 3
+// epochs, every sample of each epoch is delivered exactly once (padding
+// aside), batches come in order, and every sample's pixels are its own.
+func TestNodeDeliversEverySampleOnceMultiRankMultiEpoch(t *testing.T) {
+	checkNoLeaks(t)
+	const n, ranks, epochs = 103, 3, 3
+	st, ds := makeDataset(t, n, 5, 64)
+	cfg := smallConfig()
+	cfg.Epochs = epochs
+	node, err := NewNode(cfg, ds, ranks, testDeps(st, fakeDecoders(0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+
+	var mu sync.Mutex
+	byRank := make([][]batchRecord, ranks)
+	err = node.Run(context.Background(), func(b *Batch) error {
+		r := checkBatch(t, st, cfg, b)
+		mu.Lock()
+		byRank[b.Rank] = append(byRank[b.Rank], r)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRank := (n + ranks - 1) / ranks // 35
+	wantSteps := (perRank + cfg.BatchSize - 1) / cfg.BatchSize
+	for e := 0; e < epochs; e++ {
+		seen := make(map[int64]int)
+		pads := 0
+		for r := 0; r < ranks; r++ {
+			steps := 0
+			for _, b := range byRank[r] {
+				if b.Epoch != e {
+					continue
+				}
+				if int(b.Step) != steps {
+					t.Fatalf("rank %d epoch %d: step %d delivered after %d steps", r, e, b.Step, steps)
+				}
+				steps++
+				for i, idx := range b.Indices {
+					if b.Pads[i] {
+						pads++
+						continue
+					}
+					seen[idx]++
+				}
+			}
+			if steps != wantSteps {
+				t.Errorf("rank %d epoch %d: %d steps, want %d (equal across ranks)", r, e, steps, wantSteps)
+			}
+		}
+		for i := int64(0); i < n; i++ {
+			if seen[i] != 1 {
+				t.Errorf("epoch %d: sample %d delivered %d times", e, i, seen[i])
+			}
+		}
+		if want := perRank*ranks - n; pads != want {
+			t.Errorf("epoch %d: %d pads, want %d", e, pads, want)
+		}
+	}
+	// Epochs are shuffled differently.
+	if reflect.DeepEqual(byRank[0][0].Indices, byRank[0][wantSteps].Indices) {
+		t.Errorf("epochs 0 and 1 start with the same batch: %v", byRank[0][0].Indices)
+	}
+	st0 := node.Stats()
+	if st0.Samples != int64(perRank*ranks*epochs) {
+		t.Errorf("stats: %d samples delivered, want %d", st0.Samples, perRank*ranks*epochs)
+	}
+	if got := st0.Stage(StageDecode).Items; got != int64(perRank*ranks*epochs) {
+		t.Errorf("stats: decode items %d", got)
+	}
+}
+
+// run drives a single-rank loader to the end and returns its batches.
+func runLoader(t *testing.T, cfg Config, st storage.Store, ds *storage.Dataset, dec DecoderFactory) ([]batchRecord, Report, error) {
+	t.Helper()
+	p, err := NewLoader(cfg, ds, testDeps(st, dec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	recs, err := drainAll(t, st, cfg, p)
+	return recs, p.Failures(), err
+}
+
+// TestBatchesAreDeterministic: the same seed gives the same batches whatever
+// the decoder count, fetch concurrency and completion order (random delays
+// in the store and the decoders), failures included.
+func TestBatchesAreDeterministic(t *testing.T) {
+	checkNoLeaks(t)
+	const n = 150
+	mem, ds := makeDataset(t, n, 4, 32)
+	bad := map[string]error{ds.Samples[7].Key: storage.ErrNotFound, ds.Samples[90].Key: storage.ErrAccess}
+	ctx := context.Background()
+	mem.Put(ctx, ds.Samples[33].Key, []byte("BAD object"), storage.Cond{})
+
+	type variant struct {
+		decoders, fetchers, slots int
+		delay                     time.Duration
+	}
+	var first []batchRecord
+	for i, v := range []variant{{1, 1, 1, 0}, {4, 8, 3, 2 * time.Millisecond}, {3, 16, 5, 1 * time.Millisecond}, {2, 3, 2, 3 * time.Millisecond}} {
+		cfg := smallConfig()
+		cfg.Epochs = 2
+		cfg.Decoders, cfg.FetchConcurrency, cfg.Slots = v.decoders, v.fetchers, v.slots
+		cfg.MaxFailures = MaxFailureCount(10)
+		st := &faultStore{Store: mem, fail: bad, delay: v.delay, rng: seededRand(uint64(i))}
+		recs, rep, err := runLoader(t, cfg, st, ds, fakeDecoders(v.delay, uint64(i)))
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("variant %+v: %v", v, err)
+		}
+		if rep.Failed != 6 { // 3 per epoch
+			t.Errorf("variant %+v: %d failures, want 6", v, rep.Failed)
+		}
+		if i == 0 {
+			first = recs
+			continue
+		}
+		if !reflect.DeepEqual(recs, first) {
+			for j := range min(len(recs), len(first)) {
+				if !reflect.DeepEqual(recs[j], first[j]) {
+					t.Fatalf("variant %+v differs at batch %d:\n got %v\nwant %v", v, j, recs[j], first[j])
+				}
+			}
+			t.Fatalf("variant %+v: %d batches, want %d", v, len(recs), len(first))
+		}
+	}
+	// A different seed gives a different order.
+	cfg := smallConfig()
+	cfg.Epochs, cfg.Seed, cfg.MaxFailures = 2, 43, MaxFailureCount(10)
+	recs, _, _ := runLoader(t, cfg, &faultStore{Store: mem, fail: bad}, ds, fakeDecoders(0, 9))
+	if reflect.DeepEqual(recs, first) {
+		t.Error("seeds 42 and 43 gave the same batches")
+	}
+}
+
+// TestDropLast: the final short batch of each epoch is not delivered; every
+// full batch is.
+func TestDropLast(t *testing.T) {
+	st, ds := makeDataset(t, 37, 2, 16) // 4 full batches of 8, 5 left over
+	cfg := smallConfig()
+	cfg.Epochs, cfg.DropLast = 2, true
+	recs, _, err := runLoader(t, cfg, st, ds, fakeDecoders(0, 1))
+	if !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if len(recs) != 8 {
+		t.Fatalf("%d batches, want 8: %v", len(recs), recs)
+	}
+	for _, r := range recs {
+		if len(r.Keys) != 8 {
+			t.Errorf("short batch delivered: %v", r)
+		}
+	}
+	cfg.DropLast = false
+	recs, _, _ = runLoader(t, cfg, st, ds, fakeDecoders(0, 1))
+	if len(recs) != 10 || len(recs[4].Keys) != 5 {
+		t.Fatalf("without DropLast: %d batches, last of epoch 0 has %d samples", len(recs), len(recs[4].Keys))
+	}
+}
+
+// TestFailuresUnderBudgetAreSkippedAndRecorded: failing samples are left
+// out, their batches delivered short and compacted, and the report groups
+// them by reason.
+func TestFailuresUnderBudgetAreSkippedAndRecorded(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 64, 4, 32)
+	ctx := context.Background()
+	fail := map[string]error{}
+	for _, i := range []int{3, 20, 41} {
+		fail[ds.Samples[i].Key] = storage.ErrNotFound
+	}
+	for _, i := range []int{10, 11} {
+		mem.Put(ctx, ds.Samples[i].Key, []byte("BAD"), storage.Cond{})
+	}
+	mem.Put(ctx, ds.Samples[50].Key, []byte("PANIC"), storage.Cond{})
+	cfg := smallConfig()
+	cfg.MaxFailures = MaxFailureCount(6)
+	recs, rep, err := runLoader(t, cfg, &faultStore{Store: mem, fail: fail}, ds, fakeDecoders(0, 1))
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("under budget: %v", err)
+	}
+	delivered, failed := 0, 0
+	seen := map[int64]bool{}
+	for _, r := range recs {
+		delivered += len(r.Keys)
+		failed += r.Failed
+		if len(r.Keys)+r.Failed != cfg.BatchSize {
+			t.Errorf("batch %v: %d samples + %d failed != %d", r, len(r.Keys), r.Failed, cfg.BatchSize)
+		}
+		for _, i := range r.Indices {
+			seen[i] = true
+		}
+	}
+	if delivered != 58 || failed != 6 {
+		t.Errorf("delivered %d, failed %d; want 58, 6", delivered, failed)
+	}
+	for _, i := range []int64{3, 20, 41, 10, 11, 50} {
+		if seen[i] {
+			t.Errorf("failed sample %d was delivered", i)
+		}
+	}
+	if rep.Failed != 6 || rep.Attempted != 64 || len(rep.Records) != 6 {
+		t.Fatalf("report: %+v", rep)
+	}
+	groups := map[string]int64{}
+	for _, g := range rep.Groups {
+		groups[g.Stage.String()+"/"+g.Class] = g.Count
+	}
+	want := map[string]int64{"fetch/not_found": 3, "decode/corrupt": 2, "decode/panic": 1}
+	if !reflect.DeepEqual(groups, want) {
+		t.Errorf("groups %v, want %v", groups, want)
+	}
+	for _, f := range rep.Records {
+		if f.Key == "" || f.Reason == "" {
+			t.Errorf("record without key or reason: %+v", f)
+		}
+	}
+}
+
+// TestFailureBudgetExceededStopsWithReport: past the budget, Next returns a
+// *BudgetError carrying the report, and keeps returning it.
+func TestFailureBudgetExceededStopsWithReport(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 200, 4, 32)
+	fail := map[string]error{}
+	for i := 0; i < 200; i += 10 {
+		fail[ds.Samples[i].Key] = storage.ErrNotFound
+	}
+	for _, budget := range []string{"3", "5%"} { // 20 failures of 200: 10%
+		t.Run(budget, func(t *testing.T) {
+			cfg := smallConfig()
+			var err error
+			if cfg.MaxFailures, err = ParseFailureBudget(budget); err != nil {
+				t.Fatal(err)
+			}
+			p, err := NewLoader(cfg, ds, testDeps(&faultStore{Store: mem, fail: fail}, fakeDecoders(0, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			_, err = drainAll(t, mem, cfg, p)
+			var be *BudgetError
+			if !errors.Is(err, ErrFailureBudget) || !errors.As(err, &be) {
+				t.Fatalf("Next = %v, want a budget error", err)
+			}
+			if be.Report.Failed <= be.Report.Allowed || len(be.Report.Groups) != 1 || be.Report.Groups[0].Class != "not_found" {
+				t.Fatalf("report: %+v", be.Report)
+			}
+			t.Logf("error: %v", err)
+			if _, err2 := p.Next(context.Background()); !errors.Is(err2, ErrFailureBudget) {
+				t.Fatalf("second Next = %v", err2)
+			}
+		})
+	}
+	// The same failures within a 10% budget finish the run.
+	cfg := smallConfig()
+	cfg.MaxFailures = MaxFailureFraction(0.10)
+	if _, _, err := runLoader(t, cfg, &faultStore{Store: mem, fail: fail}, ds, fakeDecoders(0, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("10%% budget: %v", err)
+	}
+}
+
+// TestSlowConsumerKeepsMemoryFlat stalls the consumer on a large dataset:
+// the pipeline must stop (no reads, no growth) with memory flat, never more
+// reads in flight than FetchConcurrency, never more fetch buffers than
+// FetchConcurrency + Decoders*DecodeQueue, and the source asked for no more
+// than the slots can take.
+func TestSlowConsumerKeepsMemoryFlat(t *testing.T) {
+	checkNoLeaks(t)
+	const n = 20000
+	mem, ds := makeDataset(t, n, 10, 2048)
+	st := &faultStore{Store: mem, delay: 200 * time.Microsecond, rng: seededRand(1)}
+	cfg := Config{BatchSize: 16, Slots: 3, FetchConcurrency: 6, Decoders: 2, DecodeQueue: 2,
+		Sample: Shape{Height: 16, Width: 16}, MaxFailures: MaxFailureCount(0)}
+	feeder, err := NewFeeder(ds, cfg, 0, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &countingSource{Source: feeder}
+	deps := testDeps(st, fakeDecoders(0, 1))
+	deps.Allocator = nil // default: mmap slots, outside the heap
+	p, err := NewPipeline(cfg, 0, src, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	held, err := p.Next(ctx) // hold one batch, take nothing more
+	if err != nil {
+		t.Fatal(err)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	time.Sleep(300 * time.Millisecond) // let it fill every slot and stall
+	h1, g1, w1 := heap(), st.gets.Load(), src.items.Load()
+	time.Sleep(time.Second)
+	h2, g2, w2 := heap(), st.gets.Load(), src.items.Load()
+	t.Logf("stalled: heap in use %d -> %d bytes, reads %d -> %d, items asked %d -> %d", h1, h2, g1, g2, w1, w2)
+	if g2 != g1 {
+		t.Errorf("reads went on while the consumer stalled: %d -> %d", g1, g2)
+	}
+	if w2 != w1 {
+		t.Errorf("work kept being requested while stalled: %d -> %d", w1, w2)
+	}
+	// Slots hold 3 batches (one held, two ready): at most 3*16 samples read,
+	// plus what was pending.
+	if maxItems := int64(2 * cfg.Slots * cfg.BatchSize); w1 > maxItems+int64(cfg.BatchSize) {
+		t.Errorf("source asked for %d items with %d slots of %d", w1, cfg.Slots, cfg.BatchSize)
+	}
+	if h2 > h1+256<<10 {
+		t.Errorf("heap grew by %d bytes while stalled", h2-h1)
+	}
+	held.Release()
+	// Now consume everything, slowly at first, and check the bounds held.
+	var got int
+	for {
+		b, err := p.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += b.Len()
+		b.Release()
+	}
+	if got != n-held.Len() {
+		t.Errorf("delivered %d samples after the held batch, want %d", got, n-held.Len())
+	}
+	if m := st.maxIn.Load(); m > int64(cfg.FetchConcurrency) {
+		t.Errorf("%d reads in flight at once, FetchConcurrency is %d", m, cfg.FetchConcurrency)
+	}
+	if m := st.maxIn.Load(); m < 2 {
+		t.Errorf("never more than %d read in flight: concurrency not used", m)
+	}
+	if b, max := p.bufsMade.Load(), int64(cfg.FetchConcurrency+cfg.Decoders*cfg.DecodeQueue); b > max {
+		t.Errorf("%d fetch buffers allocated, bound is %d", b, max)
+	}
+	if h3 := heap(); h3 > h1+1<<20 {
+		t.Errorf("heap after the run %d, stalled %d", h3, h1)
+	}
+}
+
+type countingSource struct {
+	Source
+	items atomic.Int64
+}
+
+func (c *countingSource) Want(n int, give func(Work)) {
+	c.Source.Want(n, func(w Work) {
+		c.items.Add(int64(len(w.Items)))
+		give(w)
+	})
+}
+
+// TestCloseMidEpochWithStalledConsumer: closing while the consumer holds a
+// batch and reads are blocked stops every actor and goroutine; the held
+// batch stays readable until released, and releasing after Close is fine.
+func TestCloseMidEpochWithStalledConsumer(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 500, 4, 64)
+	block := map[string]bool{}
+	for _, s := range ds.Samples[100:] {
+		block[s.Key] = true // reads that never return on their own
+	}
+	var closed atomic.Int64
+	dec := func() (SampleDecoder, error) { return &fakeDecoder{closed: &closed}, nil }
+	cfg := smallConfig()
+	deps := testDeps(&faultStore{Store: mem, block: block}, dec)
+	deps.Allocator = nil // mmap: use after free would crash the test
+	deps.Order = func(uint64, int, int64) Order { return identityOrder(500) }
+	p, err := NewLoader(cfg, ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := p.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := checkBatch(t, mem, cfg, held)
+	time.Sleep(50 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- p.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung")
+	}
+	if got := closed.Load(); got != int64(cfg.Decoders) {
+		t.Errorf("%d decoders closed, want %d", got, cfg.Decoders)
+	}
+	if _, err := p.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next after Close = %v", err)
+	}
+	if got := checkBatch(t, mem, cfg, held); !reflect.DeepEqual(got, want) {
+		t.Errorf("held batch changed after Close")
+	}
+	held.Release()
+	held.Release()
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestShutdownHonoursContext: a decode that outlasts the Shutdown context
+// makes Shutdown return ctx.Err(); the actors still stop afterwards.
+func TestShutdownHonoursContext(t *testing.T) {
+	checkNoLeaks(t)
+	st, ds := makeDataset(t, 50, 2, 16)
+	release := make(chan struct{})
+	var started sync.Once
+	startedCh := make(chan struct{})
+	dec := func() (SampleDecoder, error) {
+		return slowDecoder{wait: release, started: func() { started.Do(func() { close(startedCh) }) }}, nil
+	}
+	p, err := NewLoader(smallConfig(), ds, testDeps(st, dec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-startedCh
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want deadline exceeded", err)
+	}
+	close(release)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type slowDecoder struct {
+	wait    chan struct{}
+	started func()
+}
+
+func (d slowDecoder) Decode(data []byte, seed uint64, dst []byte) error {
+	d.started()
+	<-d.wait
+	return nil
+}
+func (slowDecoder) Close() error { return nil }
+
+// TestSourceErrorsReachTheConsumer: a broken source (a gap in positions,
+// or an error it reports) ends the run with an error from Next.
+func TestSourceErrorsReachTheConsumer(t *testing.T) {
+	checkNoLeaks(t)
+	st, ds := makeDataset(t, 20, 2, 16)
+	for name, w := range map[string]Work{
+		"gap":   {Epoch: 0, Start: 3, Items: []Item{{Pos: 3, Key: ds.Samples[0].Key}}},
+		"error": {Err: errors.New("coordinator unreachable")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := NewPipeline(smallConfig(), 0, fixedSource{w}, testDeps(st, fakeDecoders(0, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			_, err = p.Next(context.Background())
+			if err == nil || errors.Is(err, io.EOF) {
+				t.Fatalf("Next = %v", err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+type fixedSource struct{ w Work }
+
+func (s fixedSource) Want(n int, give func(Work)) { give(s.w) }
+
+// TestUploadErrorReachesTheConsumer.
+func TestUploadErrorReachesTheConsumer(t *testing.T) {
+	checkNoLeaks(t)
+	st, ds := makeDataset(t, 40, 2, 16)
+	deps := testDeps(st, fakeDecoders(0, 1))
+	deps.NewUploader = func(int) (gpu.Uploader, error) { return failingUploader{}, nil }
+	p, err := NewLoader(smallConfig(), ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Next(context.Background()); err == nil || !errors.Is(err, errDevice) {
+		t.Fatalf("Next = %v", err)
+	}
+}
+
+var errDevice = errors.New("device lost")
+
+type failingUploader struct{}
+
+func (failingUploader) Upload(context.Context, *gpu.Slot, int) error { return errDevice }
+func (failingUploader) Close() error                                 { return nil }
+
+// TestNewPipelineReportsEveryProblem.
+func TestNewPipelineReportsEveryProblem(t *testing.T) {
+	cfg := Config{BatchSize: -1, Slots: -2, Decoders: -1, Sample: Shape{Height: -3, Layout: 7}}
+	_, err := NewPipeline(cfg, 0, nil, Deps{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"BatchSize", "Slots", "Decoders", "Sample", "Layout", "Store", "NewDecoder", "Source"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s: %v", want, err)
+		}
+	}
+	// A decoder factory error is returned, and nothing leaks.
+	checkNoLeaks(t)
+	st, ds := makeDataset(t, 4, 1, 8)
+	_, err = NewLoader(smallConfig(), ds, testDeps(st, func() (SampleDecoder, error) { return nil, errors.New("no codec") }))
+	if err == nil || !strings.Contains(err.Error(), "no codec") {
+		t.Fatalf("NewLoader = %v", err)
+	}
+}
+
+// TestStatsAndBottleneck: a slow decoder shows up as the bottleneck; a slow
+// consumer makes the consumer the bottleneck; the stats JSON-encode.
+func TestStatsAndBottleneck(t *testing.T) {
+	st, ds := makeDataset(t, 96, 2, 16)
+	cfg := smallConfig()
+	cfg.Decoders = 1
+	p, err := NewLoader(cfg, ds, testDeps(st, func() (SampleDecoder, error) { return sleepDecoder(2 * time.Millisecond), nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drainAll(t, st, cfg, p); !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	s := p.Stats()
+	p.Close()
+	if s.Bottleneck.Stage != "decode" {
+		t.Errorf("bottleneck %+v, want decode", s.Bottleneck)
+	}
+	d := s.Stage(StageDecode)
+	if d.Items != 96 || d.Time.P50 < 1.5 || d.Time.P50 > 10 || d.Busy < 0.5 {
+		t.Errorf("decode stats %+v", d)
+	}
+	if s.FirstBatchSeconds <= 0 || s.FirstBatchSeconds > s.Seconds {
+		t.Errorf("first batch at %vs of %vs", s.FirstBatchSeconds, s.Seconds)
+	}
+	if s.Batches != 12 || s.Samples != 96 {
+		t.Errorf("batches %d samples %d", s.Batches, s.Samples)
+	}
+	t.Logf("slow decoder: %+v", s.Bottleneck)
+
+	// A slow trainer: 48 batches at 10 ms each, so the start-up wait for
+	// the first batch is a small part of the run even on a loaded machine.
+	st, ds = makeDataset(t, 384, 2, 16)
+	p, err = NewLoader(cfg, ds, testDeps(st, fakeDecoders(0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for {
+		b, err := p.Next(context.Background())
+		if err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+		b.Release()
+	}
+	s = p.Stats()
+	if s.Bottleneck.Stage != "consumer" {
+		t.Errorf("bottleneck %+v, want consumer", s.Bottleneck)
+	}
+	if occ := s.Stage(StageUpload).Queue.Occupancy; occ < 0.3 {
+		t.Errorf("with a slow consumer, ready-batch queue occupancy %.2f", occ)
+	}
+	t.Logf("slow consumer: %+v", s.Bottleneck)
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"stage":"decode"`, `"p99_ms"`, `"occupancy"`, `"bottleneck"`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON lacks %s: %s", want, js)
+		}
+	}
+}
+
+type sleepDecoder time.Duration
+
+func (d sleepDecoder) Decode(data []byte, seed uint64, dst []byte) error {
+	time.Sleep(time.Duration(d))
+	fillPattern(dst, data)
+	return nil
+}
+func (sleepDecoder) Close() error { return nil }
+
+type identityOrder int64
+
+func (o identityOrder) Len() int64         { return int64(o) }
+func (o identityOrder) At(pos int64) int64 { return pos }

@@ -1,0 +1,470 @@
+package actors
+
+import (
+	"fmt"
+)
+
+// This file is the pipeline's "pick" half: a plain state machine with no
+// I/O, goroutines or clocks. The rank actor feeds it events (work arrived,
+// a fetch or decode finished, a slot came back) and carries out the effects
+// it returns (fetch this, decode that, ship a batch, want more work). Tests
+// drive it directly.
+
+type effectKind uint8
+
+const (
+	effWant   effectKind = iota + 1 // ask the Source for n items
+	effFetch                        // fetcher worker: read item into buffer buf
+	effDecode                       // decoder worker: decode buffer buf into (slot, idx)
+	effFail                         // record a failed sample
+	effShip                         // batch complete: hand slot to the uploader
+	effDrop                         // batch complete but dropped (DropLast): slot is free again
+	effEnd                          // every batch of the run was shipped
+)
+
+type effect struct {
+	kind   effectKind
+	n      int    // effWant
+	worker int    // effFetch: fetcher; effDecode: decoder
+	buf    int    // fetch buffer id
+	slot   int    // batch slot
+	idx    int    // sample index within the batch
+	epoch  int    // of the item
+	item   Item   // effFetch, effDecode, effFail
+	stage  Stage  // effFail
+	err    error  // effFail
+	batch  *batch // effShip, effDrop
+}
+
+type sampleState uint8
+
+const (
+	samplePending sampleState = iota
+	sampleOK
+	sampleFailed
+	sampleDiscarded // DropLast tail, never fetched
+)
+
+// batch is one batch under assembly in a slot. It is reused for the slot's
+// next batch once the slot comes back.
+type batch struct {
+	epoch    int
+	step     int64 // k: positions [k*B, (k+1)*B)
+	slot     int
+	expected int // samples: B until the epoch's length says fewer
+	done     int // samples finished (ok, failed or discarded)
+	ok       int
+	drop     bool
+	items    []Item        // by index in the batch
+	state    []sampleState // by index in the batch
+}
+
+// keep lists the indices of the samples that made it, in order: the
+// batch's composition after compaction.
+func (b *batch) keep(dst []int) []int {
+	dst = dst[:0]
+	for i := 0; i < b.expected; i++ {
+		if b.state[i] == sampleOK {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
+type pendingItem struct {
+	epoch int
+	Item
+}
+
+type fetchedTask struct {
+	slot, idx, buf int
+}
+
+// coreConfig sizes the core.
+type coreConfig struct {
+	batchSize   int
+	slots       int
+	fetchers    int
+	decoders    int
+	decodeQueue int
+	dropLast    bool
+}
+
+// core is the scheduler state of one rank.
+type core struct {
+	cfg      coreConfig
+	wantHigh int // pending items the core asks the source to keep it at
+
+	// intake
+	wantN       int // items asked for; 0 when no Want is outstanding
+	last        bool
+	started     bool
+	intakeEpoch int
+	intakePos   int64
+	intakeEnded bool
+	epochLen    map[int]int64 // stream length of epochs whose end is known
+
+	pending ring[pendingItem]
+
+	// slots and batches
+	freeSlots []int
+	open      ring[*batch] // in delivery order
+	bySlot    []*batch
+
+	// fetch
+	idleFetchers []int
+	freeBufs     []int
+	bufsMade     int
+	maxBufs      int
+
+	// decode
+	fetched ring[fetchedTask]
+	decUsed []int
+
+	// counters (read by the shell for stats)
+	decodedOpen int // decoded samples in batches not yet complete
+	attempted   int64
+	failed      int64
+
+	stopped bool
+	ended   bool
+	out     []effect
+}
+
+func newCore(cfg coreConfig) *core {
+	c := &core{
+		cfg:      cfg,
+		wantHigh: cfg.slots * cfg.batchSize,
+		epochLen: make(map[int]int64),
+		bySlot:   make([]*batch, cfg.slots),
+		maxBufs:  cfg.fetchers + cfg.decoders*cfg.decodeQueue,
+		decUsed:  make([]int, cfg.decoders),
+	}
+	for s := cfg.slots - 1; s >= 0; s-- {
+		c.freeSlots = append(c.freeSlots, s)
+		c.bySlot[s] = &batch{slot: s, items: make([]Item, cfg.batchSize), state: make([]sampleState, cfg.batchSize)}
+	}
+	for f := cfg.fetchers - 1; f >= 0; f-- {
+		c.idleFetchers = append(c.idleFetchers, f)
+	}
+	return c
+}
+
+func (c *core) take() []effect {
+	out := c.out
+	c.out = c.out[:0]
+	return out
+}
+
+// start asks for the first work.
+func (c *core) start() []effect {
+	c.pump()
+	return c.take()
+}
+
+// stop makes the core schedule nothing more (after a fatal error).
+func (c *core) stop() { c.stopped = true }
+
+// work takes a Source's answer. An error means the source broke the
+// protocol; the pipeline must stop.
+func (c *core) work(w Work) ([]effect, error) {
+	asked := c.wantN
+	c.wantN = 0
+	if w.Err != nil {
+		return nil, w.Err
+	}
+	if err := c.intake(w, asked); err != nil {
+		return nil, fmt.Errorf("actors: bad work from source (epoch %d, start %d, %d items): %w", w.Epoch, w.Start, len(w.Items), err)
+	}
+	c.pump()
+	return c.take(), nil
+}
+
+func (c *core) intake(w Work, asked int) error {
+	switch {
+	case asked == 0:
+		return fmt.Errorf("work that was not asked for")
+	case c.last:
+		return fmt.Errorf("work after the last")
+	case len(w.Items) > asked:
+		return fmt.Errorf("%d items, %d asked for", len(w.Items), asked)
+	case len(w.Items) == 0 && !w.EpochEnd && !w.Last:
+		return fmt.Errorf("no items and no end")
+	case w.Epoch < 0:
+		return fmt.Errorf("negative epoch")
+	}
+	if !c.started {
+		c.started = true
+		c.intakeEpoch = w.Epoch
+	} else if w.Epoch != c.intakeEpoch {
+		if !c.intakeEnded || w.Epoch < c.intakeEpoch {
+			return fmt.Errorf("epoch %d while epoch %d is open", w.Epoch, c.intakeEpoch)
+		}
+		c.intakeEpoch, c.intakePos, c.intakeEnded = w.Epoch, 0, false
+	} else if c.intakeEnded {
+		return fmt.Errorf("epoch %d already ended", w.Epoch)
+	}
+	if len(w.Items) > 0 && w.Start != c.intakePos {
+		return fmt.Errorf("starts at %d, expected %d", w.Start, c.intakePos)
+	}
+	for i := range w.Items {
+		if w.Items[i].Pos != c.intakePos {
+			return fmt.Errorf("item %d at position %d, expected %d", i, w.Items[i].Pos, c.intakePos)
+		}
+		c.pending.push(pendingItem{epoch: w.Epoch, Item: w.Items[i]})
+		c.intakePos++
+	}
+	if w.EpochEnd || w.Last {
+		c.intakeEnded = true
+		c.endEpoch(w.Epoch, c.intakePos)
+	}
+	if w.Last {
+		c.last = true
+	}
+	return nil
+}
+
+// endEpoch records an epoch's stream length and shortens its last batch if
+// it is already open.
+func (c *core) endEpoch(epoch int, l int64) {
+	c.epochLen[epoch] = l
+	for i := 0; i < c.open.len(); i++ {
+		b := c.open.at(i)
+		if b.epoch == epoch {
+			c.shorten(b, l)
+		}
+	}
+}
+
+func (c *core) shorten(b *batch, l int64) {
+	bs := int64(c.cfg.batchSize)
+	if n := l - b.step*bs; n < bs {
+		b.expected = int(n)
+		if c.cfg.dropLast {
+			b.drop = true
+		}
+	}
+}
+
+// fetched takes a fetcher's result: the sample's bytes are in buf, or err.
+func (c *core) fetchDone(fetcher, slot, idx, buf int, err error) []effect {
+	c.idleFetchers = append(c.idleFetchers, fetcher)
+	b := c.bySlot[slot]
+	if err != nil {
+		c.freeBufs = append(c.freeBufs, buf)
+		c.failSample(b, idx, StageFetch, err)
+	} else if b.drop {
+		c.freeBufs = append(c.freeBufs, buf)
+		c.discard(b, idx)
+	} else {
+		c.fetched.push(fetchedTask{slot: slot, idx: idx, buf: buf})
+	}
+	c.pump()
+	return c.take()
+}
+
+// decodeDone takes a decoder's result: the sample is in its slot region, or
+// err.
+func (c *core) decodeDone(decoder, slot, idx, buf int, err error) []effect {
+	c.decUsed[decoder]--
+	c.freeBufs = append(c.freeBufs, buf)
+	b := c.bySlot[slot]
+	if err != nil {
+		c.failSample(b, idx, StageDecode, err)
+	} else {
+		b.state[idx] = sampleOK
+		b.ok++
+		b.done++
+		c.decodedOpen++
+	}
+	c.pump()
+	return c.take()
+}
+
+// release takes back a slot the consumer is done with.
+func (c *core) release(slot int) []effect {
+	c.freeSlots = append(c.freeSlots, slot)
+	c.pump()
+	return c.take()
+}
+
+func (c *core) failSample(b *batch, idx int, stage Stage, err error) {
+	b.state[idx] = sampleFailed
+	b.done++
+	c.failed++
+	c.out = append(c.out, effect{kind: effFail, slot: b.slot, idx: idx, epoch: b.epoch, item: b.items[idx], stage: stage, err: err})
+}
+
+func (c *core) discard(b *batch, idx int) {
+	b.state[idx] = sampleDiscarded
+	b.done++
+}
+
+// tailDropped says whether (epoch, pos) lies in a short last batch that
+// DropLast drops.
+func (c *core) tailDropped(epoch int, pos int64) bool {
+	if !c.cfg.dropLast {
+		return false
+	}
+	l, ok := c.epochLen[epoch]
+	if !ok {
+		return false
+	}
+	bs := int64(c.cfg.batchSize)
+	return pos >= l/bs*bs
+}
+
+// batchFor returns the open batch that pos of epoch belongs to, opening it
+// on a free slot if needed; nil when no slot is free.
+func (c *core) batchFor(epoch int, pos int64) *batch {
+	step := pos / int64(c.cfg.batchSize)
+	if c.open.len() > 0 {
+		if b := c.open.at(c.open.len() - 1); b.epoch == epoch && b.step == step {
+			return b
+		}
+	}
+	if len(c.freeSlots) == 0 {
+		return nil
+	}
+	s := c.freeSlots[len(c.freeSlots)-1]
+	c.freeSlots = c.freeSlots[:len(c.freeSlots)-1]
+	b := c.bySlot[s]
+	b.epoch, b.step, b.expected, b.done, b.ok, b.drop = epoch, step, c.cfg.batchSize, 0, 0, false
+	clear(b.state)
+	clear(b.items)
+	if l, ok := c.epochLen[epoch]; ok {
+		c.shorten(b, l)
+	}
+	c.open.push(b)
+	return b
+}
+
+func (c *core) haveBuf() bool { return len(c.freeBufs) > 0 || c.bufsMade < c.maxBufs }
+
+func (c *core) takeBuf() int {
+	if n := len(c.freeBufs); n > 0 {
+		buf := c.freeBufs[n-1]
+		c.freeBufs = c.freeBufs[:n-1]
+		return buf
+	}
+	c.bufsMade++
+	return c.bufsMade - 1
+}
+
+// pump schedules everything the current state allows.
+func (c *core) pump() {
+	if c.stopped {
+		return
+	}
+	for c.pumpOnce() {
+		// A dropped batch freed its slot: go round again.
+	}
+	if c.wantN == 0 && !c.last && c.pending.len() <= c.wantHigh/2 {
+		c.wantN = c.wantHigh - c.pending.len()
+		c.out = append(c.out, effect{kind: effWant, n: c.wantN})
+	}
+	if c.last && !c.ended && c.pending.len() == 0 && c.open.len() == 0 {
+		c.ended = true
+		c.out = append(c.out, effect{kind: effEnd})
+	}
+}
+
+// pumpOnce fetches, decodes and ships what it can; it reports whether a
+// slot was freed on the way (so another round may fetch more).
+func (c *core) pumpOnce() (freed bool) {
+	// Fetch in stream order, into open batches, while a fetcher, a buffer
+	// and (for a new batch) a slot are free.
+	for c.pending.len() > 0 {
+		it := c.pending.front()
+		if c.tailDropped(it.epoch, it.Pos) {
+			c.pending.pop()
+			if c.open.len() > 0 {
+				if b := c.open.at(c.open.len() - 1); b.epoch == it.epoch && b.step == it.Pos/int64(c.cfg.batchSize) {
+					b.items[it.Pos-b.step*int64(c.cfg.batchSize)] = it.Item
+					c.discard(b, int(it.Pos-b.step*int64(c.cfg.batchSize)))
+				}
+			}
+			continue
+		}
+		if len(c.idleFetchers) == 0 || !c.haveBuf() {
+			break
+		}
+		b := c.batchFor(it.epoch, it.Pos)
+		if b == nil {
+			break
+		}
+		c.pending.pop()
+		idx := int(it.Pos - b.step*int64(c.cfg.batchSize))
+		b.items[idx] = it.Item
+		c.attempted++
+		f := c.idleFetchers[len(c.idleFetchers)-1]
+		c.idleFetchers = c.idleFetchers[:len(c.idleFetchers)-1]
+		c.out = append(c.out, effect{kind: effFetch, worker: f, buf: c.takeBuf(), slot: b.slot, idx: idx, epoch: b.epoch, item: it.Item})
+	}
+	// Decode fetched samples on the least loaded decoder with credit.
+	for c.fetched.len() > 0 {
+		d := -1
+		for i, u := range c.decUsed {
+			if u < c.cfg.decodeQueue && (d < 0 || u < c.decUsed[d]) {
+				d = i
+			}
+		}
+		if d < 0 {
+			break
+		}
+		t := c.fetched.pop()
+		c.decUsed[d]++
+		b := c.bySlot[t.slot]
+		c.out = append(c.out, effect{kind: effDecode, worker: d, buf: t.buf, slot: t.slot, idx: t.idx, epoch: b.epoch, item: b.items[t.idx]})
+	}
+	// Ship complete batches in order.
+	for c.open.len() > 0 {
+		b := c.open.front()
+		if b.done < b.expected {
+			break
+		}
+		c.open.pop()
+		c.decodedOpen -= b.ok
+		if b.drop {
+			c.freeSlots = append(c.freeSlots, b.slot)
+			c.out = append(c.out, effect{kind: effDrop, slot: b.slot, batch: b})
+			freed = c.pending.len() > 0
+			continue
+		}
+		c.out = append(c.out, effect{kind: effShip, slot: b.slot, epoch: b.epoch, batch: b})
+	}
+	return freed
+}
+
+// ring is a FIFO on a growable circular buffer.
+type ring[T any] struct {
+	buf        []T
+	head, size int
+}
+
+func (r *ring[T]) len() int { return r.size }
+
+func (r *ring[T]) push(v T) {
+	if r.size == len(r.buf) {
+		nb := make([]T, max(8, 2*len(r.buf)))
+		for i := 0; i < r.size; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.size++
+}
+
+func (r *ring[T]) front() T { return r.buf[r.head] }
+
+func (r *ring[T]) at(i int) T { return r.buf[(r.head+i)%len(r.buf)] }
+
+func (r *ring[T]) pop() T {
+	var zero T
+	v := r.buf[r.head]
+	r.buf[r.head] = zero
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return v
+}

@@ -1,0 +1,287 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"testing/quick"
+)
+
+// simResult is what a simulated run of the core delivered.
+type simResult struct {
+	batches [][]int64 // dataset indices per shipped batch, in order
+	failed  []int64
+	maxOpen int
+}
+
+// simulate drives the core with no actors: fetch and decode completions in
+// an order chosen by rng, the consumer releasing each slot after a random
+// number of events. fail(index) says which samples fail and where.
+func simulate(t *testing.T, cfg coreConfig, feeder *Feeder, rng *rand.Rand, fail func(int64) (Stage, bool)) simResult {
+	t.Helper()
+	c := newCore(cfg)
+	type task struct {
+		e effect
+	}
+	var inflight []task // fetches and decodes, completed in random order
+	var shipped []int   // slots held by the consumer
+	var res simResult
+	var wants []int
+	exec := func(effs []effect) {
+		for _, e := range effs {
+			switch e.kind {
+			case effWant:
+				wants = append(wants, e.n)
+			case effFetch, effDecode:
+				inflight = append(inflight, task{e})
+			case effFail:
+				res.failed = append(res.failed, e.item.Index)
+			case effShip:
+				var idx []int64
+				for _, i := range e.batch.keep(nil) {
+					idx = append(idx, e.batch.items[i].Index)
+				}
+				res.batches = append(res.batches, idx)
+				shipped = append(shipped, e.slot)
+			}
+		}
+	}
+	exec(c.start())
+	for steps := 0; ; steps++ {
+		if steps > 1e6 {
+			t.Fatal("simulation does not finish")
+		}
+		res.maxOpen = max(res.maxOpen, c.open.len())
+		// Credits: each fetcher holds at most one read, each decoder at
+		// most decodeQueue tasks (their mailbox bounds), buffers at most
+		// fetchers + decoders*decodeQueue.
+		perFetcher := make([]int, cfg.fetchers)
+		perDecoder := make([]int, cfg.decoders)
+		for _, x := range inflight {
+			if x.e.kind == effFetch {
+				if perFetcher[x.e.worker]++; perFetcher[x.e.worker] > 1 {
+					t.Fatalf("fetcher %d given a second read", x.e.worker)
+				}
+			} else if perDecoder[x.e.worker]++; perDecoder[x.e.worker] > cfg.decodeQueue {
+				t.Fatalf("decoder %d given %d tasks, credit %d", x.e.worker, perDecoder[x.e.worker], cfg.decodeQueue)
+			}
+		}
+		if len(inflight) > c.maxBufs {
+			t.Fatalf("%d tasks in flight with %d buffers", len(inflight), c.maxBufs)
+		}
+		if c.bufsMade > c.maxBufs {
+			t.Fatalf("%d buffers", c.bufsMade)
+		}
+		switch {
+		case len(wants) > 0 && rng.IntN(3) == 0:
+			n := wants[0]
+			wants = wants[1:]
+			effs, err := c.work(feeder.Next(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			exec(effs)
+		case len(shipped) > 0 && rng.IntN(4) == 0:
+			i := rng.IntN(len(shipped))
+			s := shipped[i]
+			shipped = append(shipped[:i], shipped[i+1:]...)
+			exec(c.release(s))
+		case len(inflight) > 0:
+			i := rng.IntN(len(inflight))
+			e := inflight[i].e
+			inflight = append(inflight[:i], inflight[i+1:]...)
+			st, bad := fail(e.item.Index)
+			var err error
+			if e.kind == effFetch {
+				if bad && st == StageFetch {
+					err = errors.New("fetch failed")
+				}
+				exec(c.fetchDone(e.worker, e.slot, e.idx, e.buf, err))
+			} else {
+				if bad && st == StageDecode {
+					err = errors.New("corrupt")
+				}
+				exec(c.decodeDone(e.worker, e.slot, e.idx, e.buf, err))
+			}
+		case len(wants) > 0:
+			continue
+		case len(shipped) > 0:
+			continue
+		default:
+			if !c.ended {
+				t.Fatalf("stuck: pending %d open %d fetched %d free slots %d", c.pending.len(), c.open.len(), c.fetched.len(), len(c.freeSlots))
+			}
+			return res
+		}
+	}
+}
+
+func simFeeder(t *testing.T, n, epochs int, dropLast bool) *Feeder {
+	_, ds := makeDataset(t, n, 3, 1)
+	f, err := NewFeeder(ds, Config{Epochs: epochs, Seed: 7, DropLast: dropLast}, 0, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestCoreCompositionIsIndependentOfCompletionOrder: for random sizes and
+// many completion orders, the core ships the same batches: position runs
+// [kB, (k+1)B) of the stream, failures left out, in order.
+func TestCoreCompositionIsIndependentOfCompletionOrder(t *testing.T) {
+	check := func(nRaw, bRaw, slotsRaw, fRaw, dRaw, qRaw uint8, dropLast bool, seed uint64) bool {
+		n, b := int(nRaw)%90+1, int(bRaw)%9+1
+		cfg := coreConfig{batchSize: b, slots: int(slotsRaw)%4 + 1, fetchers: int(fRaw)%5 + 1,
+			decoders: int(dRaw)%3 + 1, decodeQueue: int(qRaw)%3 + 1, dropLast: dropLast}
+		fail := func(i int64) (Stage, bool) { return Stage(i % 2), i%7 == 3 }
+		// The reference: the feeder's order cut into batches, directly.
+		ref := simFeeder(t, n, 2, dropLast)
+		var want [][]int64
+		for e := 0; e < 2; e++ {
+			w := ref.Next(n)
+			for k := 0; k*b < len(w.Items); k++ {
+				items := w.Items[k*b : min((k+1)*b, len(w.Items))]
+				if dropLast && len(items) < b {
+					continue
+				}
+				batch := []int64{}
+				for _, it := range items {
+					if _, bad := fail(it.Index); !bad {
+						batch = append(batch, it.Index)
+					}
+				}
+				want = append(want, batch)
+			}
+		}
+		for r := 0; r < 3; r++ {
+			rng := rand.New(rand.NewPCG(seed, uint64(r)))
+			got := simulate(t, cfg, simFeeder(t, n, 2, dropLast), rng, fail)
+			if len(got.batches) == 0 && len(want) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(normalize(got.batches), normalize(want)) {
+				t.Logf("cfg %+v n %d seed %d:\n got %v\nwant %v", cfg, n, seed, got.batches, want)
+				return false
+			}
+			if got.maxOpen > cfg.slots {
+				t.Logf("%d batches open with %d slots", got.maxOpen, cfg.slots)
+				return false
+			}
+		}
+		return true
+	}
+	if err := quick.Check(check, &quick.Config{MaxCount: 300}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func normalize(b [][]int64) [][]int64 {
+	out := make([][]int64, len(b))
+	for i, x := range b {
+		out[i] = append([]int64{}, x...)
+	}
+	return out
+}
+
+// TestCoreRejectsBadWork: the source protocol is checked.
+func TestCoreRejectsBadWork(t *testing.T) {
+	it := func(pos int64) Item { return Item{Pos: pos, Key: fmt.Sprint(pos)} }
+	cases := []struct {
+		name string
+		seq  []Work
+	}{
+		{"unasked", nil},
+		{"gap", []Work{{Items: []Item{it(0), it(2)}}}},
+		{"start", []Work{{Start: 1, Items: []Item{it(1)}}}},
+		{"empty", []Work{{}}},
+		{"too many", []Work{{Items: make([]Item, 1000)}}},
+		{"epoch jump", []Work{{Items: []Item{it(0)}}, {Epoch: 1, Items: []Item{it(0)}}}},
+		{"after end", []Work{{Items: []Item{it(0)}, EpochEnd: true}, {Epoch: 0, EpochEnd: true}}},
+		{"backwards", []Work{{Epoch: 2, Items: []Item{it(0)}, EpochEnd: true}, {Epoch: 1, Items: []Item{it(0)}}}},
+		{"err", []Work{{Err: errors.New("boom")}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCore(coreConfig{batchSize: 4, slots: 2, fetchers: 2, decoders: 1, decodeQueue: 1})
+			if tc.seq == nil {
+				if _, err := c.work(Work{Items: []Item{it(0)}}); err == nil {
+					t.Fatal("accepted work that was not asked for")
+				}
+				return
+			}
+			c.start()
+			var err error
+			for _, w := range tc.seq {
+				c.wantN = max(c.wantN, 8) // as if asked
+				if _, err = c.work(w); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestCoreStallsWithoutSlots: with every slot held, nothing more is
+// fetched and no more work is asked for.
+func TestCoreStallsWithoutSlots(t *testing.T) {
+	f := simFeeder(t, 100, 1, false)
+	c := newCore(coreConfig{batchSize: 4, slots: 2, fetchers: 3, decoders: 1, decodeQueue: 2})
+	var want int
+	var queue []effect
+	handle := func(effs []effect) {
+		for _, e := range effs {
+			switch e.kind {
+			case effWant:
+				want = e.n
+			case effFetch, effDecode:
+				queue = append(queue, e)
+			}
+		}
+	}
+	handle(c.start())
+	shipped := 0
+	for rounds := 0; rounds < 1000; rounds++ {
+		if want > 0 {
+			n := want
+			want = 0
+			effs, err := c.work(f.Next(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			handle(effs)
+			continue
+		}
+		if len(queue) == 0 {
+			break
+		}
+		e := queue[0]
+		queue = queue[1:]
+		var effs []effect
+		if e.kind == effFetch {
+			effs = c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil)
+		} else {
+			effs = c.decodeDone(e.worker, e.slot, e.idx, e.buf, nil)
+		}
+		for _, x := range effs {
+			if x.kind == effShip {
+				shipped++
+			}
+		}
+		handle(effs)
+	}
+	if shipped != 2 {
+		t.Fatalf("shipped %d batches with 2 slots never released", shipped)
+	}
+	if c.attempted != 8 {
+		t.Fatalf("fetched %d samples with 2 slots of 4 never released", c.attempted)
+	}
+	if c.pending.len() > c.wantHigh+4 {
+		t.Fatalf("%d items pending", c.pending.len())
+	}
+}

@@ -1,0 +1,321 @@
+// Command longshore-bench measures the single-node loader against the
+// machine's decode ceiling, from a local directory and from MinIO, and
+// prints a table with ratios (make bench).
+//
+// Each configuration runs as its own process so CPU time, peak memory and
+// time to first batch are the process's own; configurations alternate
+// (ceiling, local, minio, ceiling, ...) so machine noise hits them alike,
+// and the table shows medians of the repetitions.
+//
+//	ceiling  one goroutine per core, each with its own decoder, decoding and
+//	         transforming the dataset's files from memory in a tight loop:
+//	         no store, no pipeline, no batching.
+//	local    bin/longshore-node --standalone over the directory.
+//	minio    the same over s3:// on a MinIO server on loopback (its CPU is
+//	         reported separately: it shares the machine's cores).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "ceiling" {
+		if err := ceilingMain(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "longshore-bench ceiling: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := benchMain(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "longshore-bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// result is one run of one configuration.
+type result struct {
+	Config            string  `json:"config"`
+	Images            int64   `json:"images"`
+	Seconds           float64 `json:"seconds"`
+	ImagesPerSecond   float64 `json:"images_per_second"`
+	CPUSecondsPer1000 float64 `json:"cpu_seconds_per_1000"`
+	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
+	FirstBatchSeconds float64 `json:"first_batch_seconds,omitempty"`
+	ServerCPUPer1000  float64 `json:"server_cpu_seconds_per_1000,omitempty"`
+}
+
+type row struct {
+	Config string   `json:"config"`
+	Runs   []result `json:"runs"`
+	Median result   `json:"median"`
+	// Ratios of the median images/s: to the ceiling, and (minio) to local.
+	VsCeiling float64 `json:"vs_ceiling"`
+	VsLocal   float64 `json:"vs_local,omitempty"`
+}
+
+type report struct {
+	Machine  string  `json:"machine"`
+	CPUs     int     `json:"cpus"`
+	Dataset  string  `json:"dataset"`
+	Images   int     `json:"dataset_images"`
+	MeanKB   float64 `json:"dataset_mean_kb"`
+	Reps     int     `json:"repetitions"`
+	Args     string  `json:"node_args"`
+	Rows     []row   `json:"rows"`
+	Started  string  `json:"started"`
+	Duration string  `json:"duration"`
+}
+
+func benchMain(args []string) error {
+	fs := flag.NewFlagSet("longshore-bench", flag.ContinueOnError)
+	dataset := fs.String("dataset", "", "ImageFolder directory of JPEGs (make bench makes one)")
+	node := fs.String("node", "bin/longshore-node", "the node binary")
+	reps := fs.Int("reps", 3, "repetitions of each configuration")
+	epochs := fs.Int("epochs", 1, "epochs per run")
+	out := fs.String("json", "", "also write the report as JSON here")
+	noMinio := fs.Bool("no-minio", false, "skip the MinIO configuration")
+	extra := fs.String("node-args", "", "extra flags for every node run, e.g. \"--lowres=false\"")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dataset == "" {
+		return fmt.Errorf("--dataset is required")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	files, total, err := listFiles(*dataset)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	rep := report{Machine: machine(), CPUs: runtime.NumCPU(), Dataset: *dataset, Images: len(files),
+		MeanKB: float64(total) / float64(len(files)) / 1024, Reps: *reps, Args: *extra, Started: time.Now().Format(time.RFC3339)}
+	t0 := time.Now()
+
+	var srv *minioServer
+	var s3url string
+	if !*noMinio {
+		fmt.Fprintf(os.Stderr, "bench: starting MinIO and uploading %d files\n", len(files))
+		srv, err = startMinio(ctx)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		if s3url, err = upload(ctx, srv, *dataset, files); err != nil {
+			return err
+		}
+	}
+	nodeArgs := func(ds string, statsPath string) []string {
+		a := []string{"--standalone", "--dataset", ds, "--epochs", strconv.Itoa(*epochs), "--batch-size", "32",
+			"--transform", "train", "--seed", "1", "--sink", "null", "--stats-json", statsPath, "--progress", "never"}
+		if *extra != "" {
+			a = append(a, strings.Fields(*extra)...)
+		}
+		return a
+	}
+	runs := map[string][]result{}
+	order := []string{"ceiling", "local"}
+	if srv != nil {
+		order = append(order, "minio")
+	}
+	tmp, err := os.MkdirTemp("", "longshore-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	for r := 0; r < *reps; r++ {
+		for _, cfg := range order {
+			statsPath := filepath.Join(tmp, fmt.Sprintf("%s-%d.json", cfg, r))
+			var res result
+			var err error
+			var srvCPU float64
+			switch cfg {
+			case "ceiling":
+				res, err = runProc(ctx, cfg, nil, self, "ceiling", "--dataset", *dataset, "--epochs", strconv.Itoa(*epochs), "--json", statsPath)
+			case "local":
+				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(*dataset, statsPath)...)
+			case "minio":
+				cpu0 := procCPU(srv.cmd.Process.Pid)
+				res, err = runProc(ctx, cfg, srv.env(), *node, nodeArgs(s3url, statsPath)...)
+				srvCPU = procCPU(srv.cmd.Process.Pid) - cpu0
+			}
+			if err != nil {
+				return fmt.Errorf("%s run %d: %w", cfg, r+1, err)
+			}
+			if err := mergeStats(&res, statsPath); err != nil {
+				return fmt.Errorf("%s run %d: %w", cfg, r+1, err)
+			}
+			if srvCPU > 0 {
+				res.ServerCPUPer1000 = 1000 * srvCPU / float64(res.Images)
+			}
+			fmt.Fprintf(os.Stderr, "bench: %-8s run %d: %6.0f images/s, %.2f CPU-s/1000\n", cfg, r+1, res.ImagesPerSecond, res.CPUSecondsPer1000)
+			runs[cfg] = append(runs[cfg], res)
+		}
+	}
+	for _, cfg := range order {
+		rep.Rows = append(rep.Rows, row{Config: cfg, Runs: runs[cfg], Median: median(cfg, runs[cfg])})
+	}
+	ceil := rep.Rows[0].Median.ImagesPerSecond
+	for i := range rep.Rows {
+		rep.Rows[i].VsCeiling = rep.Rows[i].Median.ImagesPerSecond / ceil
+		if rep.Rows[i].Config == "minio" {
+			rep.Rows[i].VsLocal = rep.Rows[i].Median.ImagesPerSecond / rep.Rows[1].Median.ImagesPerSecond
+		}
+	}
+	rep.Duration = time.Since(t0).Round(time.Second).String()
+	printTable(os.Stdout, rep)
+	if *out != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runProc runs one configuration as a child process and measures it.
+func runProc(ctx context.Context, cfg string, env []string, bin string, args ...string) (result, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stdout = io.Discard
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return result{}, fmt.Errorf("%v: %w\n%s", cmd.Args, err, stderr.String())
+	}
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	res := result{Config: cfg}
+	if ru != nil {
+		res.PeakRSSBytes = ru.Maxrss * 1024
+		res.CPUSecondsPer1000 = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 // total for now; per-1000 after merge
+	}
+	return res, nil
+}
+
+// mergeStats reads the run's own JSON (images, its measured seconds, first
+// batch) and turns the process CPU total into CPU-seconds per 1000 images.
+func mergeStats(res *result, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var s struct {
+		Images            int64   `json:"images"`
+		Seconds           float64 `json:"seconds"`
+		FirstBatchSeconds float64 `json:"first_batch_seconds"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s.Images == 0 || s.Seconds == 0 {
+		return fmt.Errorf("%s: no images delivered", path)
+	}
+	cpu := res.CPUSecondsPer1000
+	res.Images, res.Seconds, res.FirstBatchSeconds = s.Images, s.Seconds, s.FirstBatchSeconds
+	res.ImagesPerSecond = float64(s.Images) / s.Seconds
+	res.CPUSecondsPer1000 = 1000 * cpu / float64(s.Images)
+	return nil
+}
+
+func median(cfg string, rs []result) result {
+	m := result{Config: cfg}
+	pick := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		if len(v) == 0 {
+			return 0
+		}
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m.Images = int64(pick(func(r result) float64 { return float64(r.Images) }))
+	m.Seconds = pick(func(r result) float64 { return r.Seconds })
+	m.ImagesPerSecond = pick(func(r result) float64 { return r.ImagesPerSecond })
+	m.CPUSecondsPer1000 = pick(func(r result) float64 { return r.CPUSecondsPer1000 })
+	m.PeakRSSBytes = int64(pick(func(r result) float64 { return float64(r.PeakRSSBytes) }))
+	m.FirstBatchSeconds = pick(func(r result) float64 { return r.FirstBatchSeconds })
+	m.ServerCPUPer1000 = pick(func(r result) float64 { return r.ServerCPUPer1000 })
+	return m
+}
+
+func printTable(w io.Writer, r report) {
+	fmt.Fprintf(w, "\nlongshore bench — %s, %d CPUs; %d JPEGs (mean %.0f KB), train transform 224, batch 32; medians of %d\n\n",
+		r.Machine, r.CPUs, r.Images, r.MeanKB, r.Reps)
+	fmt.Fprintf(w, "| %-8s | %9s | %10s | %13s | %9s | %11s | %9s |\n", "config", "images/s", "vs ceiling", "CPU-s/1000 img", "peak RSS", "first batch", "vs local")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|\n", dashes(10), dashes(11), dashes(12), dashes(15), dashes(11), dashes(13), dashes(11))
+	for _, row := range r.Rows {
+		m := row.Median
+		first, vsLocal := "-", "-"
+		if m.FirstBatchSeconds > 0 {
+			first = fmt.Sprintf("%.3f s", m.FirstBatchSeconds)
+		}
+		if row.VsLocal > 0 {
+			vsLocal = fmt.Sprintf("%.2f×", row.VsLocal)
+		}
+		cpu := fmt.Sprintf("%.2f", m.CPUSecondsPer1000)
+		if m.ServerCPUPer1000 > 0 {
+			cpu += fmt.Sprintf(" +%.2f srv", m.ServerCPUPer1000)
+		}
+		fmt.Fprintf(w, "| %-8s | %9.0f | %9.2f× | %14s | %5.0f MiB | %11s | %9s |\n", row.Config, m.ImagesPerSecond, row.VsCeiling,
+			cpu, float64(m.PeakRSSBytes)/(1<<20), first, vsLocal)
+	}
+	fmt.Fprintf(w, "\n(%s; ceiling = one goroutine per core decoding+transforming from memory, no pipeline)\n", r.Duration)
+}
+
+func dashes(n int) string { return strings.Repeat("-", n) }
+
+func machine() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOOS + "/" + runtime.GOARCH
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			if i := strings.Index(line, ":"); i >= 0 {
+				return strings.TrimSpace(line[i+1:])
+			}
+		}
+	}
+	return runtime.GOOS + "/" + runtime.GOARCH
+}
+
+// procCPU is a process's user+system CPU seconds so far, from /proc.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ")")
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ is 100 on Linux
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// minioServer is a MinIO server process started for the benchmark on a free
+// loopback port, with its data in a temporary directory.
+type minioServer struct {
+	cmd       *exec.Cmd
+	dir       string
+	Endpoint  string
+	AccessKey string
+	SecretKey string
+}
+
+func findMinio() (string, error) {
+	if p := os.Getenv("LONGSHORE_MINIO"); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	home, _ := os.UserHomeDir()
+	if p := filepath.Join(home, ".cache", "longshore", "bin", "minio"); fileExists(p) {
+		return p, nil
+	}
+	if p, err := exec.LookPath("minio"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("no MinIO server binary: run `make deps` (or set LONGSHORE_MINIO)")
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func startMinio(ctx context.Context) (*minioServer, error) {
+	bin, err := findMinio()
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir, err := os.MkdirTemp("", "longshore-bench-minio-")
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 12)
+	rand.Read(key)
+	s := &minioServer{dir: dir, Endpoint: "http://" + addr, AccessKey: "bench" + hex.EncodeToString(key[:4]), SecretKey: hex.EncodeToString(key)}
+	s.cmd = exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", "127.0.0.1:0", dir)
+	s.cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s.AccessKey, "MINIO_ROOT_PASSWORD="+s.SecretKey, "MINIO_BROWSER=off")
+	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.Endpoint + "/minio/health/live")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.Stop()
+			return nil, fmt.Errorf("minio at %s did not become healthy", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *minioServer) Stop() {
+	if s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+	os.RemoveAll(s.dir)
+}
