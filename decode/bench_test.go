@@ -18,24 +18,26 @@ func BenchmarkDecode(b *testing.B) {
 		data := readFixture(b, file)
 		for _, kind := range []string{"train", "eval", "resize"} {
 			for _, lowres := range []bool{true, false} {
-				name := fmt.Sprintf("%s/%s/lowres=%v", file[:len(file)-4], kind, lowres)
-				b.Run(name, func(b *testing.B) {
-					d, c := newDecoder(b, kind, 224, NCHW, lowres)
-					dst := make([]byte, c.SampleBytes())
-					b.SetBytes(int64(len(data)))
-					b.ReportAllocs()
-					levels := 0
-					seed := uint64(0)
-					for b.Loop() {
-						seed++
-						info, err := d.Decode(data, seed, dst)
-						if err != nil {
-							b.Fatal(err)
+				for _, path := range []Path{PathTurbo, PathFFmpeg} {
+					name := fmt.Sprintf("%s/%s/lowres=%v/%v", file[:len(file)-4], kind, lowres, path)
+					b.Run(name, func(b *testing.B) {
+						d, c := newDecoderPath(b, kind, 224, NCHW, lowres, path == PathTurbo)
+						dst := make([]byte, c.SampleBytes())
+						b.SetBytes(int64(len(data)))
+						b.ReportAllocs()
+						levels := 0
+						seed := uint64(0)
+						for b.Loop() {
+							seed++
+							info, err := d.Decode(data, seed, dst)
+							if err != nil {
+								b.Fatal(err)
+							}
+							levels += info.Lowres
 						}
-						levels += info.Lowres
-					}
-					b.ReportMetric(float64(levels)/float64(b.N), "lowres/op")
-				})
+						b.ReportMetric(float64(levels)/float64(b.N), "lowres/op")
+					})
+				}
 			}
 		}
 	}

@@ -18,19 +18,29 @@ type Info struct {
 	// Crop and Flip: what CropFor chose, in source pixels.
 	Crop Rect
 	Flip bool
+	// Path: the decoder that produced the sample (PathTurbo: the
+	// libjpeg-turbo crop decoder, PathFFmpeg otherwise).
+	Path Path
+	// Fallback: why a JPEG went to FFmpeg with Config.FastJPEG on;
+	// NoFallback otherwise.
+	Fallback Fallback
 	// Lowres: the FFmpeg lowres level used (0: full size; l: 1/2^l).
 	Lowres int
-	// Region: the part of the decoded frame handed to swscale, in that
-	// frame's pixels: Crop, or Crop divided by 2^Lowres and rounded (and
-	// for 1-bit images, moved to a byte boundary). For tests and debugging.
+	// DCTScale: on PathTurbo, the M of the M/8 IDCT scaling used (8: full
+	// size); 0 on PathFFmpeg.
+	DCTScale int
+	// Region: the part of the decoded picture handed to swscale, in that
+	// picture's pixels: Crop, or Crop scaled by 1/2^Lowres or M/8 and
+	// rounded (and for 1-bit images, moved to a byte boundary). For tests
+	// and debugging.
 	Region Rect
 }
 
 // Decoder decodes images into sample slots. Use one per goroutine and reuse
 // it: it keeps its FFmpeg state (one codec context per format, and per
-// lowres level for JPEG; a packet buffer; a frame; a swscale context) so
-// that a warm Decoder allocates nothing per sample. Not safe for
-// concurrent use.
+// lowres level for JPEG; a packet buffer; a frame; swscale contexts) and
+// its libjpeg-turbo decompressor and row buffer, so that a warm Decoder
+// allocates nothing in Go per sample. Not safe for concurrent use.
 type Decoder struct {
 	cfg    Config
 	size   int
@@ -39,8 +49,13 @@ type Decoder struct {
 	pkt    *astiav.Packet
 	frame  *astiav.Frame
 	sws    scaler
+	jpeg   turbo
+	stats  Stats
 	closed bool
 }
+
+// Stats returns what d has done so far, per path.
+func (d *Decoder) Stats() Stats { return d.stats }
 
 // NewDecoder validates c and opens the JPEG, PNG and WebP decoders (the
 // JPEG lowres variants open on first use).
@@ -157,6 +172,15 @@ func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 			ErrTooLarge, h.format, h.maxArea, h.width, h.height, d.cfg.MaxPixels)
 	}
 	info.Crop, info.Flip = CropFor(d.cfg.Transform, h.width, h.height, sampleSeed)
+	if h.format == formatJPEG && d.cfg.FastJPEG {
+		ok, err := d.decodeTurbo(data, h, &info, dst)
+		if ok || err != nil {
+			d.stats.Turbo++
+			return info, err
+		}
+		d.stats.Fallbacks[info.Fallback]++
+	}
+	d.stats.FFmpeg++
 	if h.format == formatJPEG && h.lowresOK && d.cfg.Lowres {
 		info.Lowres = lowresLevel(info.Crop, d.size)
 	}
@@ -234,5 +258,6 @@ func (d *Decoder) Close() error {
 		d.frame = nil
 	}
 	d.sws.free()
+	d.jpeg.free()
 	return nil
 }

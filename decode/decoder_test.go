@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -23,13 +24,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// newDecoder makes a Decoder with the default FastJPEG (on).
 func newDecoder(t testing.TB, kind string, size int, layout Layout, lowres bool) (*Decoder, Config) {
+	t.Helper()
+	return newDecoderPath(t, kind, size, layout, lowres, true)
+}
+
+// newDecoderPath makes a Decoder with FastJPEG set to fast.
+func newDecoderPath(t testing.TB, kind string, size int, layout Layout, lowres, fast bool) (*Decoder, Config) {
 	t.Helper()
 	c := DefaultConfig()
 	c.Transform = mustTransform(t, kind)
 	c.Transform.Size = size
 	c.Layout = layout
 	c.Lowres = lowres
+	c.FastJPEG = fast
 	d, err := NewDecoder(c)
 	if err != nil {
 		t.Fatal(err)
@@ -89,33 +98,46 @@ func TestFormatsMatchGoDecoders(t *testing.T) {
 	for _, fc := range formatCases {
 		b := readFixture(t, fc.name)
 		ref := refDecode(t, b)
-		for _, layout := range []Layout{NCHW, NHWC} {
-			sizes := []int{224, 64}
-			if fc.w == fc.h {
-				sizes = append(sizes, fc.w)
-			}
-			for _, size := range sizes {
-				d, c := newDecoder(t, "resize", size, layout, false)
-				dst := make([]byte, c.SampleBytes())
-				info, err := d.Decode(b, 1, dst)
-				if err != nil {
-					t.Errorf("%s %v %d: %v", fc.name, layout, size, err)
-					continue
+		for _, fast := range []bool{true, false} {
+			for _, layout := range []Layout{NCHW, NHWC} {
+				sizes := []int{224, 64}
+				if fc.w == fc.h {
+					sizes = append(sizes, fc.w)
 				}
-				if info.Format != fc.format || info.Width != fc.w || info.Height != fc.h ||
-					info.Crop != (Rect{0, 0, fc.w, fc.h}) || info.Flip || info.Lowres != 0 {
-					t.Errorf("%s: info %+v", fc.name, info)
-				}
-				want, meanTol, p99Tol := ref, fc.identMean, fc.identP99
-				if size != fc.w {
-					want = refTransform(ref, info.Crop, size, false)
-					meanTol, p99Tol = fc.scaleMean, fc.scaleP99
-				}
-				st := compare(dst, size, layout, want)
-				if st.worstMean() > meanTol || float64(st.p99) > p99Tol {
-					t.Errorf("%s %v size %d: %v; tolerance mean %.2f p99 %.0f", fc.name, layout, size, st, meanTol, p99Tol)
-				} else if testing.Verbose() {
-					t.Logf("%-28s %v size %3d: %v", fc.name, layout, size, st)
+				for _, size := range sizes {
+					d, c := newDecoderPath(t, "resize", size, layout, false, fast)
+					dst := make([]byte, c.SampleBytes())
+					info, err := d.Decode(b, 1, dst)
+					if err != nil {
+						t.Errorf("%s %v %d: %v", fc.name, layout, size, err)
+						continue
+					}
+					if info.Format != fc.format || info.Width != fc.w || info.Height != fc.h ||
+						info.Crop != (Rect{0, 0, fc.w, fc.h}) || info.Flip || info.Lowres != 0 {
+						t.Errorf("%s: info %+v", fc.name, info)
+					}
+					wantPath := PathFFmpeg
+					if fast && fc.format == "jpeg" && !strings.Contains(fc.name, "cmyk") && !strings.Contains(fc.name, "ycck") {
+						wantPath = PathTurbo
+					}
+					if info.Path != wantPath {
+						t.Errorf("%s fast=%v: path %v, fallback %v", fc.name, fast, info.Path, info.Fallback)
+					}
+					want, meanTol, p99Tol := ref, fc.identMean, fc.identP99
+					if size != fc.w {
+						want = refTransform(ref, info.Crop, size, false)
+						meanTol, p99Tol = fc.scaleMean, fc.scaleP99
+					} else if info.Path == PathTurbo {
+						// libjpeg's "fancy" (triangle) chroma upsampling against
+						// the reference's: R and B about 0.1 level further.
+						meanTol = max(meanTol, 0.4)
+					}
+					st := compare(dst, size, layout, want)
+					if st.worstMean() > meanTol || float64(st.p99) > p99Tol {
+						t.Errorf("%s %v %v size %d: %v; tolerance mean %.2f p99 %.0f", fc.name, info.Path, layout, size, st, meanTol, p99Tol)
+					} else if testing.Verbose() {
+						t.Logf("%-28s %v %v size %3d: %v", fc.name, info.Path, layout, size, st)
+					}
 				}
 			}
 		}
@@ -188,31 +210,33 @@ func TestTrainMatchesCropThenResize(t *testing.T) {
 	for _, c := range cases {
 		b := readFixture(t, c.name)
 		ref := refDecode(t, b)
-		d, cfg := newDecoder(t, "train", c.size, NCHW, false)
-		dst := make([]byte, cfg.SampleBytes())
-		flips := 0
-		for i := range 24 {
-			seed := SampleSeed(3, 1, int64(i))
-			info, err := d.Decode(b, seed, dst)
-			if err != nil {
-				t.Fatalf("%s: %v", c.name, err)
+		for _, fast := range []bool{true, false} {
+			d, cfg := newDecoderPath(t, "train", c.size, NCHW, false, fast)
+			dst := make([]byte, cfg.SampleBytes())
+			flips := 0
+			for i := range 24 {
+				seed := SampleSeed(3, 1, int64(i))
+				info, err := d.Decode(b, seed, dst)
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				if crop, flip := CropFor(cfg.Transform, info.Width, info.Height, seed); crop != info.Crop || flip != info.Flip {
+					t.Fatalf("%s: info %+v disagrees with CropFor", c.name, info)
+				}
+				if info.Region != info.Crop {
+					t.Errorf("%s: region %+v for crop %+v without lowres", c.name, info.Region, info.Crop)
+				}
+				if info.Flip {
+					flips++
+				}
+				st := compare(dst, c.size, NCHW, refTransform(ref, info.Crop, c.size, info.Flip))
+				if st.mean[1] > c.green || st.worstMean() > c.all || st.p99 > c.p99 {
+					t.Errorf("%s %v size %d seed %d crop %+v: %v", c.name, info.Path, c.size, i, info.Crop, st)
+				}
 			}
-			if crop, flip := CropFor(cfg.Transform, info.Width, info.Height, seed); crop != info.Crop || flip != info.Flip {
-				t.Fatalf("%s: info %+v disagrees with CropFor", c.name, info)
+			if flips == 0 || flips == 24 {
+				t.Errorf("%s: %d flips in 24", c.name, flips)
 			}
-			if info.Region != info.Crop {
-				t.Errorf("%s: region %+v for crop %+v without lowres", c.name, info.Region, info.Crop)
-			}
-			if info.Flip {
-				flips++
-			}
-			st := compare(dst, c.size, NCHW, refTransform(ref, info.Crop, c.size, info.Flip))
-			if st.mean[1] > c.green || st.worstMean() > c.all || st.p99 > c.p99 {
-				t.Errorf("%s size %d seed %d crop %+v: %v", c.name, c.size, i, info.Crop, st)
-			}
-		}
-		if flips == 0 || flips == 24 {
-			t.Errorf("%s: %d flips in 24", c.name, flips)
 		}
 	}
 }
@@ -253,8 +277,8 @@ func TestTrainLowres(t *testing.T) {
 		return img
 	}
 	const size = 128
-	on, cfg := newDecoder(t, "train", size, NCHW, true)
-	off, _ := newDecoder(t, "train", size, NCHW, false)
+	on, cfg := newDecoderPath(t, "train", size, NCHW, true, false)
+	off, _ := newDecoderPath(t, "train", size, NCHW, false, false)
 	s1 := make([]byte, cfg.SampleBytes())
 	s2 := make([]byte, cfg.SampleBytes())
 	used := map[int]int{}
@@ -342,8 +366,8 @@ func TestEvalMatchesResizeThenCenterCrop(t *testing.T) {
 
 func TestLowresAgreesWithFullDecode(t *testing.T) {
 	b := readFixture(t, "large_1280x1024_q90_420.jpg")
-	on, c := newDecoder(t, "resize", 224, NCHW, true)
-	off, _ := newDecoder(t, "resize", 224, NCHW, false)
+	on, c := newDecoderPath(t, "resize", 224, NCHW, true, false)
+	off, _ := newDecoderPath(t, "resize", 224, NCHW, false, false)
 	s1 := make([]byte, c.SampleBytes())
 	s2 := make([]byte, c.SampleBytes())
 	i1, err := on.Decode(b, 0, s1)
@@ -545,27 +569,32 @@ func TestNoAllocsWhenWarm(t *testing.T) {
 	}{
 		{"bench_470x390_q96_444.jpg", "train", NCHW},
 		{"bench_470x390_q96_444.jpg", "eval", NHWC},
-		{"large_1280x1024_q90_420.jpg", "train", NCHW}, // lowres levels
+		{"large_1280x1024_q90_420.jpg", "train", NCHW}, // DCT scales
+		{"jpeg_progressive.jpg", "train", NHWC},
+		{"jpeg_gray.jpg", "eval", NCHW},
+		{"jpeg_cmyk.jpg", "train", NCHW}, // falls back to FFmpeg
 		{"png_rgba.png", "train", NHWC},
 		{"webp_lossy.webp", "train", NCHW},
 		{"webp_lossless.webp", "resize", NCHW},
 	}
 	for _, c := range cases {
-		d, cfg := newDecoder(t, c.kind, 224, c.layout, true)
-		b := readFixture(t, c.name)
-		dst := make([]byte, cfg.SampleBytes())
-		seed := uint64(0)
-		decode := func() {
-			seed++
-			if _, err := d.Decode(b, seed, dst); err != nil {
-				t.Fatal(err)
+		for _, fast := range []bool{true, false} {
+			d, cfg := newDecoderPath(t, c.kind, 224, c.layout, true, fast)
+			b := readFixture(t, c.name)
+			dst := make([]byte, cfg.SampleBytes())
+			seed := uint64(0)
+			decode := func() {
+				seed++
+				if _, err := d.Decode(b, seed, dst); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		for range 20 { // open every lowres level this image reaches
-			decode()
-		}
-		if n := testing.AllocsPerRun(50, decode); n != 0 {
-			t.Errorf("%s %s: %v allocs per Decode", c.name, c.kind, n)
+			for range 20 { // open every lowres level this image reaches
+				decode()
+			}
+			if n := testing.AllocsPerRun(50, decode); n != 0 {
+				t.Errorf("%s %s fast=%v: %v allocs per Decode", c.name, c.kind, fast, n)
+			}
 		}
 	}
 }
@@ -618,7 +647,8 @@ func TestConcurrentDecoders(t *testing.T) {
 // images and crafted headers, see testdata/make.sh) plus the small
 // fixtures.
 func FuzzDecode(f *testing.F) {
-	for _, name := range []string{"jpeg_420.jpg", "jpeg_progressive.jpg", "jpeg_gray.jpg", "png_palette.png", "webp_lossy.webp", "webp_alpha.webp"} {
+	for _, name := range []string{"jpeg_420.jpg", "jpeg_420_odd.jpg", "jpeg_422.jpg", "jpeg_progressive.jpg", "jpeg_gray.jpg",
+		"jpeg_cmyk.jpg", "png_palette.png", "webp_lossy.webp", "webp_alpha.webp"} {
 		f.Add(readFixture(f, name))
 	}
 	c := DefaultConfig()
@@ -650,7 +680,7 @@ func FuzzDecode(f *testing.F) {
 func TestPacketBufferReused(t *testing.T) {
 	for _, name := range []string{"large_1280x1024_q90_420.jpg", "png_rgb.png", "webp_lossy.webp"} {
 		b := readFixture(t, name)
-		d, c := newDecoder(t, "train", 64, NCHW, true)
+		d, c := newDecoderPath(t, "train", 64, NCHW, true, false)
 		dst := make([]byte, c.SampleBytes())
 		var first uintptr
 		levels := map[int]bool{}

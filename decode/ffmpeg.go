@@ -247,6 +247,24 @@ static ls_scaled ls_scale(ls_sws_cache *s, const AVFrame *f,
 	return r;
 }
 
+// ls_scale_packed scales the w×h region at (x, y) of a packed RGB24 (gray:
+// GRAY8) picture, as ls_scale does for frames. The picture is described by
+// a zeroed AVFrame on the stack: ls_scale reads only its format, range,
+// chroma siting, data and linesize. Gray is flagged full range like the
+// mjpeg decoder's gray frames, so both paths scale it alike.
+static ls_scaled ls_scale_packed(ls_sws_cache *s, uint8_t *data, int stride, int gray,
+		int x, int y, int w, int h, uint8_t *dst, int size, int nhwc, int flags) {
+	AVFrame f;
+	memset(&f, 0, sizeof f);
+	f.format = gray ? AV_PIX_FMT_GRAY8 : AV_PIX_FMT_RGB24;
+	f.color_range = AVCOL_RANGE_JPEG;
+	f.data[0] = data;
+	f.linesize[0] = stride;
+	f.width = x + w;
+	f.height = y + h;
+	return ls_scale(s, &f, x, y, w, h, dst, size, nhwc, flags);
+}
+
 */
 import "C"
 
@@ -358,6 +376,30 @@ func (s *scaler) scale(f *astiav.Frame, r Rect, dst []byte, size int, layout Lay
 		// swscale refuses some geometries (extreme sizes or ratios).
 		return got, fmt.Errorf("%w: scaling a %dx%d %s region to %d: %w",
 			ErrUnsupported, got.W, got.H, f.PixelFormat(), size, astiav.Error(int(res.err)))
+	}
+}
+
+// scalePacked is scale for a packed RGB24 (gray: GRAY8) picture in C
+// memory at src with stride bytes per row.
+func (s *scaler) scalePacked(src unsafe.Pointer, stride int, gray bool, r Rect, dst []byte, size int, layout Layout) (Rect, error) {
+	nhwc, g := C.int(0), C.int(0)
+	if layout == NHWC {
+		nhwc = 1
+	}
+	if gray {
+		g = 1
+	}
+	res := C.ls_scale_packed(&s.s, (*C.uint8_t)(src), C.int(stride), g, C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H),
+		(*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(size), nhwc, C.int(swsFlags))
+	got := Rect{int(res.x), int(res.y), int(res.w), int(res.h)}
+	switch {
+	case res.err == 0:
+		return got, nil
+	case res.err == -C.ENOMEM:
+		return got, fmt.Errorf("decode: scaling: %w", errENOMEM)
+	default:
+		return got, fmt.Errorf("%w: scaling a %dx%d region to %d: %w",
+			ErrUnsupported, got.W, got.H, size, astiav.Error(int(res.err)))
 	}
 }
 

@@ -36,7 +36,7 @@ need_pkgs() {
 }
 
 base() {
-	need_pkgs pkg-config gcc libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
+	need_pkgs pkg-config gcc libjpeg62-turbo-dev libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
 		libavfilter-dev libavdevice-dev libswresample-dev
 }
 
