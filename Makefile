@@ -7,13 +7,13 @@
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
+#   make proto   regenerate cluster/wire/wire.pb.go (protoc + protoc-gen-go; the output is committed)
 
 SHELL        := /bin/bash
 GO           ?= go
 CACHE        ?= $(HOME)/.cache/longshore
 export LONGSHORE_CACHE := $(CACHE)
 export LONGSHORE_MINIO ?= $(CACHE)/bin/minio
-export GOFLAGS ?= -mod=mod
 BIN          := bin
 DEMO_N       ?= 512
 DEMO_EPOCHS  ?= 1
@@ -21,7 +21,9 @@ BENCH_N      ?= 2000
 FUZZTIME     ?= 15s
 PKGS         := ./...
 
-.PHONY: all build demo test unit race bench lint fmt deps deps-base deps-demo deps-minio fuzz clean
+PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
+
+.PHONY: all build demo proto test unit race bench lint fmt deps deps-base deps-demo deps-minio fuzz clean
 
 all: build
 
@@ -61,5 +63,8 @@ test: deps lint race fuzz
 
 bench: deps build
 	@ds=$$(scripts/dataset.sh $(BENCH_N)) && $(GO) run ./cmd/longshore-bench --dataset "$$ds" --json $(BIN)/bench.json
+
+proto:
+	cd cluster/wire && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=paths=source_relative wire.proto
 
 clean: ; rm -rf $(BIN)

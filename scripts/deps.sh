@@ -13,7 +13,9 @@
 set -euo pipefail
 
 CACHE="${LONGSHORE_CACHE:-$HOME/.cache/longshore}"
-MINIO_VERSION="${MINIO_VERSION:-latest}"
+# Pinned so CI builds the same server every time (the newest the module
+# proxy served when this was written; `latest` works too).
+MINIO_VERSION="${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -55,7 +57,7 @@ minio() {
 	fi
 	echo "deps: building the MinIO server from source (once, ~9 minutes) into $bin" >&2
 	mkdir -p "$CACHE/bin"
-	CGO_ENABLED=0 GOBIN="$CACHE/bin" GOFLAGS=-mod=mod go install "github.com/minio/minio@${MINIO_VERSION}"
+	CGO_ENABLED=0 GOBIN="$CACHE/bin" GOFLAGS= go install "github.com/minio/minio@${MINIO_VERSION}"
 	test -x "$bin"
 }
 
