@@ -58,6 +58,8 @@ race: deps
 fuzz: deps-base
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./decode/
 	$(GO) test -run='^$$' -fuzz='^FuzzManifest' -fuzztime=$(FUZZTIME) ./storage/
+	$(GO) test -run='^$$' -fuzz='^FuzzClientFrames$$' -fuzztime=$(FUZZTIME) ./actors/feed/
+	$(GO) test -run='^$$' -fuzz='^FuzzLocalToken$$' -fuzztime=$(FUZZTIME) ./actors/feed/
 
 test: deps lint race fuzz
 

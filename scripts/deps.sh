@@ -4,6 +4,7 @@
 #
 #   scripts/deps.sh base    C libraries for cgo (FFmpeg 5.1 dev packages) and pkg-config
 #   scripts/deps.sh demo    base + Python/Pillow/NumPy used to make the demo dataset
+#   scripts/deps.sh python  NumPy, pytest, PyTorch and torchvision for the Python client's tests
 #   scripts/deps.sh minio   a MinIO server binary built from source into $LONGSHORE_CACHE/bin
 #   scripts/deps.sh all     everything above
 #
@@ -47,6 +48,10 @@ demo() {
 	need_pkgs python3-pil python3-numpy
 }
 
+python() {
+	need_pkgs python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
+}
+
 minio() {
 	local bin="$CACHE/bin/minio"
 	if [ -x "$bin" ]; then return 0; fi
@@ -64,7 +69,8 @@ minio() {
 case "${1:-all}" in
 base) base ;;
 demo) demo ;;
+python) python ;;
 minio) minio ;;
-all) demo; minio ;;
-*) echo "usage: $0 base|demo|minio|all" >&2; exit 2 ;;
+all) demo; python; minio ;;
+*) echo "usage: $0 base|demo|python|minio|all" >&2; exit 2 ;;
 esac

@@ -1,0 +1,430 @@
+package feed
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// DialConfig configures a trainer's connection. The zero value connects
+// without a token (resume from the server's last commit for the rank).
+type DialConfig struct {
+	// Token resumes from a checkpoint's commit (Client.State().Token).
+	Token []byte
+	// Rank, if set, must be the socket's rank.
+	Rank *int
+}
+
+// Client is a trainer's connection to one rank's feed. Next and Commit
+// must be called from one goroutine; Batch.Release, State and Close are
+// safe from any.
+type Client struct {
+	conn    *net.UnixConn
+	welcome Welcome
+
+	wmu  sync.Mutex
+	wbuf []byte
+
+	// reader state (the Next/Commit goroutine)
+	rbuf    []byte
+	r0, r1  int
+	oob     []byte
+	fds     []int
+	queue   []rawMsg
+	regions map[uint64][]byte
+	req     uint64
+	ended   error // io.EOF after End; a *RemoteError after a fatal error
+
+	smu   sync.Mutex
+	state State
+
+	closeOnce sync.Once
+}
+
+type rawMsg struct {
+	t       MsgType
+	payload []byte
+}
+
+// State is where a trainer is: what it received and committed.
+type State struct {
+	Job  string
+	Rank int
+	// Resume is where this connection's delivery started.
+	Resume Cursor
+	// Epoch and Step are the last batch received (Received false: none).
+	Epoch    int
+	Step     int64
+	Received bool
+	// EpochsEnded counts end-of-epoch messages received.
+	EpochsEnded int
+	// Token is the last commit's token (nil: none on this connection).
+	Token          []byte
+	CommittedEpoch int
+	CommittedStep  int64
+}
+
+// RemoteError is an Error message from the server.
+type RemoteError struct{ ErrorMsg }
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("feed: server: %s: %s", e.Code, e.Message) }
+
+// Is matches ErrFailureBudget for budget stops.
+func (e *RemoteError) Is(target error) bool {
+	return target == ErrFailureBudgetRemote && e.Code == CodeFailureBudget
+}
+
+// ErrFailureBudgetRemote matches (errors.Is) a RemoteError saying the
+// node stopped on its failure budget; the report is in ErrorMsg.Report.
+var ErrFailureBudgetRemote = errors.New("feed: failure budget exceeded at the node")
+
+// Batch is a batch as the trainer sees it: Images is a slice over the
+// shared mapping (no copy), valid until Release or Close.
+type Batch struct {
+	ID        uint64
+	Epoch     int
+	Step      int64
+	Images    []byte
+	Dims      [4]int
+	Layout    string
+	Labels    []int32
+	Keys      []string
+	Indices   []int64
+	Positions []int64
+	Pads      []bool
+	Failed    int
+
+	c        *Client
+	released atomic.Bool
+}
+
+// Release gives the slot back. Harmless more than once.
+func (b *Batch) Release() error {
+	if b == nil || b.c == nil || !b.released.CompareAndSwap(false, true) {
+		return nil
+	}
+	return b.c.sendMsg(MsgRelease, Release{IDs: []uint64{b.ID}})
+}
+
+// Dial connects to a rank's socket and resumes from the server's last
+// commit for the rank.
+func Dial(path string) (*Client, error) { return DialContext(context.Background(), path, DialConfig{}) }
+
+// DialContext connects, says hello and waits for the welcome.
+func DialContext(ctx context.Context, path string, cfg DialConfig) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("feed: dial %s: %w", path, err)
+	}
+	c := &Client{conn: nc.(*net.UnixConn), rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4)), regions: make(map[uint64][]byte)}
+	if err := c.sendMsg(MsgHello, Hello{Version: Version, Rank: cfg.Rank, Token: cfg.Token, Client: "go"}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	stop := c.watch(ctx)
+	defer stop()
+	m, err := c.readMsg()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("feed: handshake: %w", err)
+	}
+	switch m.t {
+	case MsgWelcome:
+		if err := json.Unmarshal(m.payload, &c.welcome); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("feed: bad welcome: %w", err)
+		}
+	case MsgError:
+		var e ErrorMsg
+		json.Unmarshal(m.payload, &e)
+		c.Close()
+		return nil, &RemoteError{e}
+	default:
+		c.Close()
+		return nil, fmt.Errorf("feed: handshake: got %s, want welcome", m.t)
+	}
+	c.state = State{Job: c.welcome.Job, Rank: c.welcome.Rank, Resume: c.welcome.Resume}
+	return c, nil
+}
+
+// Welcome is what the server said at connection.
+func (c *Client) Welcome() Welcome { return c.welcome }
+
+// State returns a snapshot of the client's position.
+func (c *Client) State() State {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	s := c.state
+	s.Token = append([]byte(nil), s.Token...)
+	return s
+}
+
+// watch makes blocking reads honour ctx: its deadline, or cancellation
+// (which sets a past read deadline).
+func (c *Client) watch(ctx context.Context) func() {
+	if dl, ok := ctx.Deadline(); ok {
+		c.conn.SetReadDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	return func() {
+		stop()
+		c.conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// Next returns the next batch. It skips end-of-epoch messages (counted in
+// State), returns io.EOF after the job's last batch, and a *RemoteError
+// if the server reported a fatal error.
+func (c *Client) Next(ctx context.Context) (*Batch, error) {
+	if c.ended != nil {
+		return nil, c.ended
+	}
+	stop := c.watch(ctx)
+	defer stop()
+	for {
+		m, err := c.nextMsg()
+		if err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+		switch m.t {
+		case MsgBatch:
+			return c.batch(m.payload)
+		case MsgEpochEnd:
+			c.smu.Lock()
+			c.state.EpochsEnded++
+			c.smu.Unlock()
+		case MsgEnd:
+			c.ended = io.EOF
+			return nil, io.EOF
+		case MsgError:
+			var e ErrorMsg
+			if err := json.Unmarshal(m.payload, &e); err != nil {
+				return nil, fmt.Errorf("feed: bad error message: %w", err)
+			}
+			if e.Fatal {
+				c.ended = &RemoteError{e}
+				return nil, c.ended
+			}
+			// a non-fatal error answers a Commit, which consumed it
+		default:
+			return nil, fmt.Errorf("feed: unexpected %s message", m.t)
+		}
+	}
+}
+
+func (c *Client) batch(payload []byte) (*Batch, error) {
+	var d BatchDesc
+	if err := json.Unmarshal(payload, &d); err != nil {
+		return nil, fmt.Errorf("feed: bad batch descriptor: %w", err)
+	}
+	b := &Batch{ID: d.ID, Epoch: d.Epoch, Step: d.Step, Dims: d.Dims, Layout: d.Layout, Labels: d.Labels, Keys: d.Keys,
+		Indices: d.Indices, Positions: d.Positions, Pads: d.Pads, Failed: d.Failed, c: c}
+	if d.NBytes > 0 {
+		mem := c.regions[d.Region]
+		if mem == nil || d.Offset < 0 || d.NBytes < 0 || d.Offset+d.NBytes > int64(len(mem)) {
+			return nil, fmt.Errorf("feed: batch %d lies outside region %d", d.ID, d.Region)
+		}
+		b.Images = mem[d.Offset : d.Offset+d.NBytes : d.Offset+d.NBytes]
+	}
+	c.smu.Lock()
+	c.state.Epoch, c.state.Step, c.state.Received = d.Epoch, d.Step, true
+	c.smu.Unlock()
+	return b, nil
+}
+
+// Commit says the trainer has saved its model through batch (epoch, step)
+// and returns the resume token for it (keep it in the checkpoint).
+func (c *Client) Commit(ctx context.Context, epoch int, step int64) ([]byte, error) {
+	if c.ended != nil && c.ended != io.EOF {
+		return nil, c.ended
+	}
+	c.req++
+	req := c.req
+	if err := c.sendMsg(MsgCommit, Commit{Req: req, Epoch: epoch, Step: step}); err != nil {
+		return nil, err
+	}
+	stop := c.watch(ctx)
+	defer stop()
+	var held []rawMsg
+	defer func() { c.queue = append(held, c.queue...) }()
+	for {
+		m, err := c.readMsg()
+		if err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+		switch m.t {
+		case MsgCommitted:
+			var r Committed
+			if err := json.Unmarshal(m.payload, &r); err != nil || r.Req != req {
+				return nil, fmt.Errorf("feed: bad commit answer")
+			}
+			c.smu.Lock()
+			c.state.Token, c.state.CommittedEpoch, c.state.CommittedStep = r.Token, r.Epoch, r.Step
+			c.smu.Unlock()
+			return r.Token, nil
+		case MsgError:
+			var e ErrorMsg
+			if err := json.Unmarshal(m.payload, &e); err != nil {
+				return nil, fmt.Errorf("feed: bad error message: %w", err)
+			}
+			if e.Fatal || e.Req == req {
+				return nil, &RemoteError{e}
+			}
+		}
+		held = append(held, m)
+	}
+}
+
+// Close says goodbye, closes the connection and unmaps the shared memory:
+// every batch's Images is invalid afterwards. The server releases the
+// batches still held.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		c.sendMsg(MsgBye, struct{}{})
+		err = c.conn.Close()
+		for id, mem := range c.regions {
+			syscall.Munmap(mem)
+			delete(c.regions, id)
+		}
+		for _, fd := range c.fds {
+			syscall.Close(fd)
+		}
+		c.fds = nil
+	})
+	return err
+}
+
+func (c *Client) sendMsg(t MsgType, v any) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var err error
+	if c.wbuf, err = appendFrame(c.wbuf[:0], t, v); err != nil {
+		return err
+	}
+	_, err = c.conn.Write(c.wbuf)
+	return err
+}
+
+// nextMsg returns a queued message or reads one.
+func (c *Client) nextMsg() (rawMsg, error) {
+	if len(c.queue) > 0 {
+		m := c.queue[0]
+		c.queue = c.queue[1:]
+		return m, nil
+	}
+	return c.readMsg()
+}
+
+// readMsg reads one frame, mapping Region frames' descriptors as it goes
+// (they are never returned).
+func (c *Client) readMsg() (rawMsg, error) {
+	for {
+		if err := c.fill(5); err != nil {
+			return rawMsg{}, err
+		}
+		n := int(binary.LittleEndian.Uint32(c.rbuf[c.r0:]))
+		if n == 0 || n > MaxServerFrame {
+			return rawMsg{}, fmt.Errorf("feed: bad frame length %d", n)
+		}
+		if err := c.fill(4 + n); err != nil {
+			return rawMsg{}, err
+		}
+		t := MsgType(c.rbuf[c.r0+4])
+		payload := append([]byte(nil), c.rbuf[c.r0+5:c.r0+4+n]...)
+		c.r0 += 4 + n
+		if t != MsgRegion {
+			return rawMsg{t: t, payload: payload}, nil
+		}
+		if err := c.mapRegion(payload); err != nil {
+			return rawMsg{}, err
+		}
+	}
+}
+
+func (c *Client) mapRegion(payload []byte) error {
+	var r Region
+	if err := json.Unmarshal(payload, &r); err != nil {
+		return fmt.Errorf("feed: bad region message: %w", err)
+	}
+	if len(c.fds) == 0 {
+		return errors.New("feed: region message without a file descriptor")
+	}
+	fd := c.fds[0]
+	c.fds = c.fds[1:]
+	defer syscall.Close(fd) // the mapping keeps the memory
+	if r.Size <= 0 || r.Size > 1<<40 {
+		return fmt.Errorf("feed: region of %d bytes", r.Size)
+	}
+	mem, err := syscall.Mmap(fd, 0, int(r.Size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("feed: map region %d: %w", r.Region, err)
+	}
+	if old := c.regions[r.Region]; old != nil {
+		syscall.Munmap(old)
+	}
+	c.regions[r.Region] = mem
+	return nil
+}
+
+// fill reads until n bytes are buffered, collecting passed descriptors.
+func (c *Client) fill(n int) error {
+	for c.r1-c.r0 < n {
+		if c.r0 > 0 {
+			c.r1 = copy(c.rbuf, c.rbuf[c.r0:c.r1])
+			c.r0 = 0
+		}
+		if n > len(c.rbuf) {
+			nb := make([]byte, max(n, 2*len(c.rbuf)))
+			copy(nb, c.rbuf[:c.r1])
+			c.rbuf = nb
+		}
+		k, oobn, _, _, err := c.conn.ReadMsgUnix(c.rbuf[c.r1:], c.oob)
+		if oobn > 0 {
+			if msgs, perr := syscall.ParseSocketControlMessage(c.oob[:oobn]); perr == nil {
+				for _, m := range msgs {
+					if fds, err := syscall.ParseUnixRights(&m); err == nil {
+						c.fds = append(c.fds, fds...)
+					}
+				}
+			}
+		}
+		c.r1 += k
+		if err != nil {
+			if err == io.EOF && c.r1-c.r0 > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if k == 0 && oobn == 0 {
+			return io.EOF
+		}
+	}
+	return nil
+}
+
+// ctxErr reports a read that failed because of ctx (its deadline set on
+// the socket, or cancellation) as ctx's error. Buffered bytes of a
+// partly read frame are kept, so the next call continues it.
+func ctxErr(ctx context.Context, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if _, ok := ctx.Deadline(); ok {
+			<-ctx.Done()
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return err
+}

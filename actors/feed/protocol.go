@@ -1,0 +1,301 @@
+package feed
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the feed protocol version this package speaks (see
+// docs/feed-protocol.md). A hello with another version is refused.
+const Version = 1
+
+// Frame limits. A frame is a 4-byte little-endian length n, then n bytes:
+// one type byte and a JSON payload.
+const (
+	// MaxClientFrame bounds what a trainer may send: control messages only
+	// (hello, release, commit, bye), none near 64 KiB.
+	MaxClientFrame = 64 << 10
+	// MaxServerFrame bounds a batch descriptor: 4096 samples with 1 KiB
+	// keys fit; pixels never travel in frames.
+	MaxServerFrame = 16 << 20
+	// MaxReleaseIDs bounds one release message.
+	MaxReleaseIDs = 4096
+	// MaxTokenBytes bounds a resume token in a hello.
+	MaxTokenBytes = 4096
+)
+
+// MsgType is a frame's type byte.
+type MsgType uint8
+
+// Trainer -> server.
+const (
+	MsgHello   MsgType = 1
+	MsgRelease MsgType = 2
+	MsgCommit  MsgType = 3
+	MsgBye     MsgType = 4
+)
+
+// Server -> trainer.
+const (
+	MsgWelcome   MsgType = 16
+	MsgRegion    MsgType = 17 // carries one file descriptor (SCM_RIGHTS)
+	MsgBatch     MsgType = 18
+	MsgCommitted MsgType = 19
+	MsgEpochEnd  MsgType = 20
+	MsgEnd       MsgType = 21
+	MsgError     MsgType = 22
+)
+
+func (t MsgType) String() string {
+	switch t {
+	case MsgHello:
+		return "hello"
+	case MsgRelease:
+		return "release"
+	case MsgCommit:
+		return "commit"
+	case MsgBye:
+		return "bye"
+	case MsgWelcome:
+		return "welcome"
+	case MsgRegion:
+		return "region"
+	case MsgBatch:
+		return "batch"
+	case MsgCommitted:
+		return "committed"
+	case MsgEpochEnd:
+		return "epoch_end"
+	case MsgEnd:
+		return "end"
+	case MsgError:
+		return "error"
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// Error codes in Error messages.
+const (
+	CodeProtocol      = "protocol"       // malformed or unexpected message; fatal
+	CodeVersion       = "version"        // unsupported protocol version; fatal
+	CodeBusy          = "busy"           // another trainer holds the rank; fatal
+	CodeBadToken      = "bad_token"      // resume token refused; fatal
+	CodeBadCommit     = "bad_commit"     // commit of a step not delivered or going back; not fatal
+	CodeCommitFailed  = "commit_failed"  // the Committer failed; not fatal
+	CodeFailureBudget = "failure_budget" // the run stopped on its failure budget; fatal
+	CodePipeline      = "pipeline"       // the rank's pipeline stopped with an error; fatal
+	CodeShutdown      = "shutdown"       // the node is shutting down; fatal
+)
+
+// Hello is the trainer's first message.
+type Hello struct {
+	Version int `json:"version"`
+	// Rank, if not -1, must match the socket's rank (a guard against a
+	// trainer opening the wrong socket).
+	Rank *int `json:"rank,omitempty"`
+	// Token resumes from a commit (a checkpoint's data cursor). Empty: the
+	// server's last commit for the rank, or the start.
+	Token  []byte `json:"token,omitempty"`
+	Client string `json:"client,omitempty"`
+}
+
+// Cursor names the next batch of a rank's stream: step Step of epoch
+// Epoch. A step past the end of its epoch means step 0 of the next.
+type Cursor struct {
+	Epoch int   `json:"epoch"`
+	Step  int64 `json:"step"`
+}
+
+// After is the cursor following batch (epoch, step).
+func After(epoch int, step int64) Cursor { return Cursor{Epoch: epoch, Step: step + 1} }
+
+// Less orders cursors (epoch, then step).
+func (c Cursor) Less(d Cursor) bool {
+	return c.Epoch < d.Epoch || c.Epoch == d.Epoch && c.Step < d.Step
+}
+
+// SampleShape is a sample's geometry in a Welcome.
+type SampleShape struct {
+	Height   int `json:"height"`
+	Width    int `json:"width"`
+	Channels int `json:"channels"`
+}
+
+// Welcome answers a Hello.
+type Welcome struct {
+	Version   int         `json:"version"`
+	Job       string      `json:"job"`
+	Rank      int         `json:"rank"`
+	BatchSize int         `json:"batch_size"`
+	Slots     int         `json:"slots"`
+	SlotBytes int         `json:"slot_bytes"`
+	Sample    SampleShape `json:"sample"`
+	Layout    string      `json:"layout"`
+	DType     string      `json:"dtype"`
+	// Resume is where delivery starts.
+	Resume Cursor `json:"resume"`
+}
+
+// Region announces a shared-memory region; the frame carries its file
+// descriptor (a memfd, sealed against shrinking) as SCM_RIGHTS.
+type Region struct {
+	Region uint64 `json:"region"`
+	Size   int64  `json:"size"`
+}
+
+// BatchDesc describes a ready batch: its pixels are bytes [Offset,
+// Offset+NBytes) of region Region, uint8, Dims in Layout.
+type BatchDesc struct {
+	ID        uint64   `json:"id"`
+	Region    uint64   `json:"region"`
+	Offset    int64    `json:"offset"`
+	NBytes    int64    `json:"nbytes"`
+	Dims      [4]int   `json:"dims"`
+	Layout    string   `json:"layout"`
+	DType     string   `json:"dtype"`
+	Epoch     int      `json:"epoch"`
+	Step      int64    `json:"step"`
+	Labels    []int32  `json:"labels"`
+	Keys      []string `json:"keys"`
+	Indices   []int64  `json:"indices"`
+	Positions []int64  `json:"positions"`
+	Pads      []bool   `json:"pads"`
+	Failed    int      `json:"failed"`
+}
+
+// Release gives batches back.
+type Release struct {
+	IDs []uint64 `json:"ids"`
+}
+
+// Commit asks for a resume token covering every batch through (Epoch,
+// Step). Req is echoed in the answer.
+type Commit struct {
+	Req   uint64 `json:"req"`
+	Epoch int    `json:"epoch"`
+	Step  int64  `json:"step"`
+}
+
+// Committed answers a Commit.
+type Committed struct {
+	Req   uint64 `json:"req"`
+	Epoch int    `json:"epoch"`
+	Step  int64  `json:"step"`
+	Token []byte `json:"token"`
+}
+
+// EpochEnd says every batch of Epoch has been sent.
+type EpochEnd struct {
+	Epoch int `json:"epoch"`
+}
+
+// End says the job's last batch has been sent.
+type End struct{}
+
+// ErrorMsg reports a problem. Fatal errors are followed by the server
+// closing the connection.
+type ErrorMsg struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Fatal   bool            `json:"fatal"`
+	Req     uint64          `json:"req,omitempty"`
+	Report  json.RawMessage `json:"report,omitempty"`
+}
+
+// Errors reading frames.
+var (
+	ErrFrameTooLarge = errors.New("feed: frame too large")
+	ErrEmptyFrame    = errors.New("feed: empty frame")
+)
+
+// appendFrame appends a frame of type t with payload v (JSON) to dst.
+func appendFrame(dst []byte, t MsgType, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return dst, fmt.Errorf("feed: encode %s: %w", t, err)
+	}
+	var hdr [5]byte
+	binary.LittleEndian.PutUint32(hdr[:4], uint32(len(body)+1))
+	hdr[4] = byte(t)
+	dst = append(dst, hdr[:]...)
+	return append(dst, body...), nil
+}
+
+// readFrame reads one frame of at most max bytes (type byte included) into
+// buf (reused when large enough) and returns its type and payload.
+func readFrame(r io.Reader, max int, buf []byte) (MsgType, []byte, []byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, buf, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[:])
+	if n == 0 {
+		return 0, nil, buf, ErrEmptyFrame
+	}
+	if uint64(n) > uint64(max) {
+		return 0, nil, buf, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, max)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, buf, err
+	}
+	return MsgType(buf[0]), buf[1:], buf, nil
+}
+
+// clientMsg is a decoded trainer message: exactly one field is set.
+type clientMsg struct {
+	t       MsgType
+	hello   *Hello
+	release *Release
+	commit  *Commit
+}
+
+// parseClientMsg validates a trainer frame. Any error is a protocol
+// violation: the server answers with an Error and closes the connection.
+func parseClientMsg(t MsgType, payload []byte) (clientMsg, error) {
+	m := clientMsg{t: t}
+	var err error
+	switch t {
+	case MsgHello:
+		m.hello = new(Hello)
+		err = json.Unmarshal(payload, m.hello)
+		if err == nil && len(m.hello.Token) > MaxTokenBytes {
+			err = fmt.Errorf("token of %d bytes, limit %d", len(m.hello.Token), MaxTokenBytes)
+		}
+		if err == nil && m.hello.Rank != nil && *m.hello.Rank < -1 {
+			err = fmt.Errorf("rank %d", *m.hello.Rank)
+		}
+	case MsgRelease:
+		m.release = new(Release)
+		err = json.Unmarshal(payload, m.release)
+		if err == nil && len(m.release.IDs) > MaxReleaseIDs {
+			err = fmt.Errorf("%d ids in one release, limit %d", len(m.release.IDs), MaxReleaseIDs)
+		}
+	case MsgCommit:
+		m.commit = new(Commit)
+		err = json.Unmarshal(payload, m.commit)
+		if err == nil && (m.commit.Epoch < 0 || m.commit.Step < 0) {
+			err = fmt.Errorf("commit of epoch %d step %d", m.commit.Epoch, m.commit.Step)
+		}
+	case MsgBye:
+		if len(payload) > 0 {
+			var v struct{}
+			err = json.Unmarshal(payload, &v)
+		}
+	default:
+		return m, fmt.Errorf("feed: unexpected message type %d from trainer", uint8(t))
+	}
+	if err != nil {
+		return m, fmt.Errorf("feed: bad %s message: %w", t, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,670 @@
+package feed
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/longshore/longshore/actors"
+)
+
+// Config configures a feed Server. The zero value is valid except Ranks.
+type Config struct {
+	// Dir is the run directory holding the sockets (rank-<r>.sock),
+	// created 0700. "": DefaultDir().
+	Dir string
+	// Ranks is how many ranks (trainers) the node serves. Required (>= 1).
+	Ranks int
+	// SocketPath, if set, names rank's socket instead of Dir/rank-<r>.sock.
+	SocketPath func(rank int) string
+	// Job names the job in standalone tokens. "": "standalone".
+	Job string
+	// Committer makes resume tokens. nil: LocalCommitter{Job, BatchSize}.
+	Committer Committer
+	// Start is where each rank's stream starts (before any commit). Zero:
+	// the first batch of the run.
+	Start Cursor
+	// HandshakeTimeout bounds how long a connection may take to say hello.
+	// 0: 10 s, generous for a trainer that connects then imports torch.
+	HandshakeTimeout time.Duration
+	// Logger gets connection-level events; nil: discarded.
+	Logger *slog.Logger
+}
+
+// DefaultDir is $LONGSHORE_FEED_DIR, else $XDG_RUNTIME_DIR/longshore, else
+// /tmp/longshore-<uid>: the directory trainers look in by default.
+func DefaultDir() string {
+	if d := os.Getenv("LONGSHORE_FEED_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "longshore")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("longshore-%d", os.Getuid()))
+}
+
+// SocketName is rank's socket file name in a run directory.
+func SocketName(rank int) string { return fmt.Sprintf("rank-%d.sock", rank) }
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Dir == "" {
+		c.Dir = DefaultDir()
+	}
+	if c.Job == "" {
+		c.Job = "standalone"
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	return c
+}
+
+func (c Config) socketPath(rank int) string {
+	if c.SocketPath != nil {
+		return c.SocketPath(rank)
+	}
+	return filepath.Join(c.Dir, SocketName(rank))
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	if c.Ranks < 1 {
+		errs = append(errs, fmt.Errorf("feed: Ranks %d: need at least 1", c.Ranks))
+	}
+	if c.HandshakeTimeout < 0 {
+		errs = append(errs, fmt.Errorf("feed: HandshakeTimeout %v: need 0 or more", c.HandshakeTimeout))
+	}
+	if c.Start.Epoch < 0 || c.Start.Step < 0 {
+		errs = append(errs, fmt.Errorf("feed: Start %+v: need epoch and step >= 0", c.Start))
+	}
+	for r := 0; r < c.Ranks && r < 1024; r++ {
+		if p := c.socketPath(r); len(p) >= 108 {
+			errs = append(errs, fmt.Errorf("feed: socket path %q is %d bytes; Unix sockets allow 107: use a shorter Dir", p, len(p)))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Server serves each rank's stream to one trainer at a time over a Unix
+// socket. See the package documentation for the contract.
+type Server struct {
+	cfg    Config
+	open   OpenFunc
+	log    *slog.Logger
+	ranks  []*rankServer
+	ctx    context.Context // canceled by Shutdown
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // accept loops and sessions
+}
+
+// ErrServerClosed is returned by operations after Shutdown.
+var ErrServerClosed = errors.New("feed: server closed")
+
+// NewServer opens every rank's stream at cfg.Start (open is called with
+// each rank's shared-memory allocator), listens on each rank's socket
+// (mode 0600, in a 0700 directory; a stale socket file is replaced) and
+// serves until Shutdown.
+func NewServer(cfg Config, open OpenFunc) (_ *Server, err error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if open == nil {
+		return nil, errors.New("feed: nil OpenFunc")
+	}
+	if cfg.SocketPath == nil {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("feed: run directory: %w", err)
+		}
+	}
+	s := &Server{cfg: cfg, open: open, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.Shutdown(context.Background())
+		}
+	}()
+	for r := 0; r < cfg.Ranks; r++ {
+		rs := &rankServer{s: s, rank: r, path: cfg.socketPath(r), alloc: NewShmAllocator(fmt.Sprintf("rank%d", r))}
+		st, err := open(r, cfg.Start, rs.alloc)
+		if err != nil {
+			return nil, fmt.Errorf("feed: open rank %d: %w", r, err)
+		}
+		rs.mu.stream, rs.mu.ledger = st, newLedger(cfg.Start)
+		s.ranks = append(s.ranks, rs)
+		if rs.ln, err = listen(rs.path); err != nil {
+			return nil, err
+		}
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); rs.acceptLoop() }()
+	}
+	return s, nil
+}
+
+func listen(path string) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("feed: %s exists and is not a socket; remove it or choose another path", path)
+		}
+		os.Remove(path) // stale socket of an earlier run
+	}
+	old := syscall.Umask(0o177) // the socket is created 0600: no window where others may connect
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("feed: listen: %w", err)
+	}
+	ln.SetUnlinkOnClose(true)
+	return ln, nil
+}
+
+// SocketPath is rank's socket.
+func (s *Server) SocketPath(rank int) string { return s.ranks[rank].path }
+
+// Allocator is rank's shared-memory allocator (for tests and stats).
+func (s *Server) Allocator(rank int) *ShmAllocator { return s.ranks[rank].alloc }
+
+// Shutdown stops accepting, tells connected trainers (an Error with code
+// "shutdown"), closes their connections (releasing their batches), and
+// shuts every rank's stream down. It returns ctx.Err() if ctx ends first
+// (the rest still stops in the background). Safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.cancel()
+	for _, r := range s.ranks {
+		if r.ln != nil {
+			r.ln.Close()
+		}
+		r.mu.Lock()
+		if r.mu.sess != nil {
+			r.mu.sess.stop()
+		}
+		r.mu.Unlock()
+	}
+	done := make(chan error, 1)
+	go func() {
+		s.wg.Wait()
+		var errs []error
+		for _, r := range s.ranks {
+			r.mu.Lock()
+			if r.mu.pending != nil {
+				r.mu.pending.Release()
+				r.mu.pending = nil
+			}
+			st := r.mu.stream
+			r.mu.stream = nil
+			r.mu.Unlock()
+			if st != nil {
+				errs = append(errs, st.Shutdown(context.Background()))
+			}
+		}
+		done <- errors.Join(errs...)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ServeNode is what a node calls to feed its trainers: it serves ranks'
+// streams (opened by open; feed.Standalone in standalone mode) on Unix
+// sockets as cfg says until ctx is done, then shuts down (waiting up to
+// 10 s) and returns nil, or the error that kept it from starting.
+func ServeNode(ctx context.Context, cfg Config, open OpenFunc) error {
+	s, err := NewServer(cfg, open)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// rankServer serves one rank. Its state is guarded by mu; while a session
+// runs, that session's goroutines are the only ones driving the stream.
+type rankServer struct {
+	s     *Server
+	rank  int
+	path  string
+	ln    *net.UnixListener
+	alloc *ShmAllocator
+	mu    struct {
+		sync.Mutex
+		stream  Stream
+		ledger  *ledger
+		pending *actors.Batch // taken from the stream, not yet delivered
+		sess    *session
+	}
+}
+
+func (r *rankServer) acceptLoop() {
+	for {
+		c, err := r.ln.AcceptUnix()
+		if err != nil {
+			if r.s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			r.s.log.Warn("feed: accept", "rank", r.rank, "err", err)
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-r.s.ctx.Done():
+				return
+			}
+			continue
+		}
+		r.s.wg.Add(1)
+		go func() {
+			defer r.s.wg.Done()
+			r.serveConn(c)
+		}()
+	}
+}
+
+// serveConn runs c's session once the rank is free. A trainer that
+// crashed and restarts at once may find its old session still tearing
+// down: wait a little for it before calling the rank busy.
+func (r *rankServer) serveConn(c *net.UnixConn) {
+	deadline := time.NewTimer(2 * time.Second)
+	defer deadline.Stop()
+	var sess *session
+	for sess == nil {
+		r.mu.Lock()
+		cur := r.mu.sess
+		if cur == nil && r.s.ctx.Err() == nil {
+			sess = newSession(r, c)
+			r.mu.sess = sess
+		}
+		r.mu.Unlock()
+		if sess != nil {
+			break
+		}
+		if cur == nil { // shutting down
+			c.Close()
+			return
+		}
+		select {
+		case <-cur.done:
+		case <-deadline.C:
+			rejectConn(c, CodeBusy, fmt.Sprintf("rank %d already has a trainer connected; one trainer per rank", r.rank))
+			return
+		case <-r.s.ctx.Done():
+			c.Close()
+			return
+		}
+	}
+	sess.run()
+	r.mu.Lock()
+	r.mu.sess = nil
+	r.mu.Unlock()
+	close(sess.done)
+}
+
+func rejectConn(c *net.UnixConn, code, msg string) {
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	if f, err := appendFrame(nil, MsgError, ErrorMsg{Code: code, Message: msg, Fatal: true}); err == nil {
+		c.Write(f)
+	}
+	c.Close()
+}
+
+// session is one connected trainer.
+type session struct {
+	r      *rankServer
+	conn   *net.UnixConn
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wmu  sync.Mutex // one frame at a time on the connection
+	wbuf []byte
+
+	hmu    sync.Mutex
+	held   map[uint64]*actors.Batch // delivered, not released
+	nextID uint64
+
+	regions map[uint64]bool // announced on this connection (writer only)
+	done    chan struct{}   // closed once the session has ended and let go of the rank
+}
+
+func newSession(r *rankServer, c *net.UnixConn) *session {
+	ctx, cancel := context.WithCancel(r.s.ctx)
+	return &session{r: r, conn: c, ctx: ctx, cancel: cancel, held: make(map[uint64]*actors.Batch), regions: make(map[uint64]bool), done: make(chan struct{})}
+}
+
+func (s *session) stop() {
+	s.cancel()
+	s.conn.Close()
+}
+
+// send writes one frame; fd >= 0 rides along as SCM_RIGHTS.
+func (s *session) send(t MsgType, v any, fd int) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var err error
+	if s.wbuf, err = appendFrame(s.wbuf[:0], t, v); err != nil {
+		return err
+	}
+	b := s.wbuf
+	if fd >= 0 {
+		n, _, err := s.conn.WriteMsgUnix(b, syscall.UnixRights(fd), nil)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	_, err = s.conn.Write(b)
+	if cap(s.wbuf) > 1<<20 {
+		s.wbuf = nil // a rare huge descriptor: do not keep its buffer
+	}
+	return err
+}
+
+func (s *session) fail(code string, err error, report any) {
+	m := ErrorMsg{Code: code, Message: err.Error(), Fatal: true}
+	if report != nil {
+		m.Report, _ = json.Marshal(report)
+	}
+	s.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	s.send(MsgError, m, -1)
+}
+
+func (s *session) run() {
+	defer func() {
+		s.stop()
+		s.hmu.Lock()
+		held := s.held
+		s.held = nil
+		s.hmu.Unlock()
+		for _, b := range held { // a trainer that left frees its slots
+			b.Release()
+		}
+	}()
+	log := s.r.s.log.With("rank", s.r.rank)
+	br := bufio.NewReaderSize(s.conn, 4096)
+	s.conn.SetReadDeadline(time.Now().Add(s.r.s.cfg.HandshakeTimeout))
+	t, payload, buf, err := readFrame(br, MaxClientFrame, nil)
+	if err != nil {
+		s.fail(CodeProtocol, fmt.Errorf("feed: reading hello: %w", err), nil)
+		return
+	}
+	m, err := parseClientMsg(t, payload)
+	if err == nil && m.hello == nil {
+		err = fmt.Errorf("feed: first message is %s, want hello", t)
+	}
+	if err != nil {
+		s.fail(CodeProtocol, err, nil)
+		return
+	}
+	h := m.hello
+	if h.Version != Version {
+		s.fail(CodeVersion, fmt.Errorf("feed: protocol version %d not supported (server speaks %d)", h.Version, Version), nil)
+		return
+	}
+	if h.Rank != nil && *h.Rank != -1 && *h.Rank != s.r.rank {
+		s.fail(CodeProtocol, fmt.Errorf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, s.r.rank), nil)
+		return
+	}
+	var tok *Cursor
+	if len(h.Token) > 0 {
+		e, k, err := s.committer().Resume(s.ctx, s.r.rank, h.Token)
+		if err != nil {
+			s.fail(CodeBadToken, err, nil)
+			return
+		}
+		c := After(e, k)
+		tok = &c
+	}
+	at, err := s.r.resume(tok)
+	if err != nil {
+		s.fail(CodePipeline, err, nil)
+		return
+	}
+	cfg := s.r.stream().Config()
+	w := Welcome{
+		Version: Version, Job: s.r.s.cfg.Job, Rank: s.r.rank, BatchSize: cfg.BatchSize, Slots: cfg.Slots,
+		SlotBytes: cfg.SlotBytes(), Layout: cfg.Sample.Layout.String(), DType: "uint8", Resume: at,
+		Sample: SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels},
+	}
+	if err := s.send(MsgWelcome, w, -1); err != nil {
+		return
+	}
+	log.Info("feed: trainer connected", "resume_epoch", at.Epoch, "resume_step", at.Step)
+	s.conn.SetReadDeadline(time.Time{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer s.cancel()
+		s.readLoop(br, buf)
+	}()
+	s.writeLoop(readerDone)
+	s.cancel()
+	s.conn.Close()
+	<-readerDone
+	log.Info("feed: trainer disconnected")
+}
+
+func (s *session) committer() Committer {
+	if c := s.r.s.cfg.Committer; c != nil {
+		return c
+	}
+	return LocalCommitter{Job: s.r.s.cfg.Job, BatchSize: s.r.stream().Config().BatchSize}
+}
+
+func (r *rankServer) stream() Stream {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.stream
+}
+
+// resume decides where the trainer starts and reopens the stream there if
+// it has run past it.
+func (r *rankServer) resume(tok *Cursor) (Cursor, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.stream == nil {
+		return Cursor{}, ErrServerClosed
+	}
+	at, reopen := r.mu.ledger.resume(tok)
+	if !reopen {
+		return at, nil
+	}
+	if r.mu.pending != nil {
+		r.mu.pending.Release()
+		r.mu.pending = nil
+	}
+	// Shutting the old stream down waits for its actors (a decode in
+	// progress finishes): milliseconds. Its slot memory is freed when its
+	// last batch is released, which has happened: the only holder was the
+	// previous session.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err := r.mu.stream.Shutdown(ctx)
+	cancel()
+	if err != nil {
+		return at, fmt.Errorf("feed: rank %d: stop stream to resume: %w", r.rank, err)
+	}
+	st, err := r.s.open(r.rank, at, r.alloc)
+	if err != nil {
+		r.mu.stream = endedStream{} // nothing to serve; the next hello retries
+		r.mu.ledger.next = Cursor{Epoch: -1}
+		return at, fmt.Errorf("feed: rank %d: reopen at epoch %d step %d: %w", r.rank, at.Epoch, at.Step, err)
+	}
+	r.mu.stream = st
+	r.mu.ledger.reopened(at)
+	return at, nil
+}
+
+func (s *session) writeLoop(readerDone <-chan struct{}) {
+	r := s.r
+	st := r.stream()
+	epoch, haveEpoch := 0, false
+	for {
+		r.mu.Lock()
+		b := r.mu.pending
+		r.mu.pending = nil
+		r.mu.Unlock()
+		var err error
+		if b == nil {
+			b, err = st.Next(s.ctx)
+		}
+		if err != nil {
+			switch {
+			case s.ctx.Err() != nil:
+				if r.s.ctx.Err() != nil {
+					s.fail(CodeShutdown, errors.New("feed: node shutting down"), nil)
+				}
+			case errors.Is(err, io.EOF):
+				if haveEpoch {
+					s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1)
+				}
+				s.send(MsgEnd, End{}, -1)
+				select { // the trainer may still commit and release
+				case <-readerDone:
+				case <-s.ctx.Done():
+				}
+			default:
+				var be *actors.BudgetError
+				if errors.As(err, &be) {
+					s.fail(CodeFailureBudget, err, be.Report)
+				} else {
+					s.fail(CodePipeline, err, nil)
+				}
+			}
+			return
+		}
+		if s.ctx.Err() != nil { // the trainer left while we waited: keep it for the next one
+			r.mu.Lock()
+			r.mu.pending = b
+			r.mu.Unlock()
+			return
+		}
+		if haveEpoch && b.Epoch != epoch {
+			if s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1) != nil {
+				s.keep(b)
+				return
+			}
+		}
+		epoch, haveEpoch = b.Epoch, true
+		d := BatchDesc{
+			Dims: b.Dims, Layout: b.Layout.String(), DType: "uint8", Epoch: b.Epoch, Step: b.Step,
+			Labels: b.Labels, Keys: b.Keys, Indices: b.Indices, Positions: b.Positions, Pads: b.Pads, Failed: b.Failed,
+			NBytes: int64(len(b.Images)),
+		}
+		if len(b.Images) > 0 {
+			loc, ok := r.alloc.Locate(b.Images)
+			if !ok {
+				b.Release()
+				s.fail(CodePipeline, fmt.Errorf("feed: rank %d: batch memory is not in this rank's shared memory (the stream must use the allocator OpenFunc was given)", r.rank), nil)
+				return
+			}
+			if !s.regions[loc.Region] {
+				if s.send(MsgRegion, Region{Region: loc.Region, Size: loc.Size}, loc.fd) != nil {
+					s.keep(b)
+					return
+				}
+				s.regions[loc.Region] = true
+			}
+			d.Region, d.Offset = loc.Region, loc.Offset
+		}
+		s.hmu.Lock()
+		if s.held == nil {
+			s.hmu.Unlock()
+			s.keep(b)
+			return
+		}
+		s.nextID++
+		d.ID = s.nextID
+		s.held[d.ID] = b
+		s.hmu.Unlock()
+		r.mu.Lock()
+		r.mu.ledger.delivered(b.Epoch, b.Step)
+		r.mu.Unlock()
+		if s.send(MsgBatch, d, -1) != nil {
+			return // held: released when the session ends
+		}
+	}
+}
+
+// keep puts an undelivered batch back for the next session.
+func (s *session) keep(b *actors.Batch) {
+	s.r.mu.Lock()
+	s.r.mu.pending = b
+	s.r.mu.Unlock()
+}
+
+func (s *session) readLoop(br *bufio.Reader, buf []byte) {
+	for {
+		t, payload, nbuf, err := readFrame(br, MaxClientFrame, buf)
+		buf = nbuf
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil {
+				return
+			}
+			s.fail(CodeProtocol, fmt.Errorf("feed: reading message: %w", err), nil)
+			return
+		}
+		m, err := parseClientMsg(t, payload)
+		if err != nil {
+			s.fail(CodeProtocol, err, nil)
+			return
+		}
+		switch {
+		case m.hello != nil:
+			s.fail(CodeProtocol, errors.New("feed: second hello on one connection"), nil)
+			return
+		case m.release != nil:
+			for _, id := range m.release.IDs {
+				s.hmu.Lock()
+				b, ok := s.held[id]
+				delete(s.held, id)
+				s.hmu.Unlock()
+				if !ok {
+					s.fail(CodeProtocol, fmt.Errorf("feed: release of batch %d, which this trainer does not hold", id), nil)
+					return
+				}
+				b.Release()
+			}
+		case m.commit != nil:
+			s.commit(m.commit)
+		case t == MsgBye:
+			return
+		}
+	}
+}
+
+func (s *session) commit(c *Commit) {
+	r := s.r
+	r.mu.Lock()
+	err := r.mu.ledger.checkCommit(c.Epoch, c.Step)
+	r.mu.Unlock()
+	if err != nil {
+		s.send(MsgError, ErrorMsg{Code: CodeBadCommit, Message: err.Error(), Req: c.Req}, -1)
+		return
+	}
+	tok, err := s.committer().Commit(s.ctx, r.rank, c.Epoch, c.Step)
+	if err != nil {
+		s.send(MsgError, ErrorMsg{Code: CodeCommitFailed, Message: fmt.Sprintf("feed: commit epoch %d step %d: %v", c.Epoch, c.Step, err), Req: c.Req}, -1)
+		return
+	}
+	r.mu.Lock()
+	r.mu.ledger.commit(c.Epoch, c.Step)
+	r.mu.Unlock()
+	s.send(MsgCommitted, Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: tok}, -1)
+}

@@ -1,0 +1,128 @@
+package feed
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/storage"
+)
+
+// Stream is one rank's batches in order: *actors.Pipeline is one. Next,
+// Config and Shutdown follow the Pipeline's contract; batches' Images must
+// lie in memory from the allocator the stream was opened with.
+type Stream interface {
+	Next(ctx context.Context) (*actors.Batch, error)
+	Config() actors.Config
+	Shutdown(ctx context.Context) error
+}
+
+var _ Stream = (*actors.Pipeline)(nil)
+
+// OpenFunc starts rank's stream so that its first batch is the one at
+// from (or, when from.Step is past the end of its epoch, step 0 of the
+// next epoch), with slot memory from alloc (set it as Deps.Allocator).
+// The server calls it once per rank at start and again when a trainer
+// resumes from a commit the running stream has gone past.
+type OpenFunc func(rank int, from Cursor, alloc gpu.Allocator) (Stream, error)
+
+// Standalone opens ranks' streams over ds the way actors.NewNode splits
+// them (rank r of world takes positions r, r+world, ...; decoders divided
+// among ranks), starting anywhere: the epoch's order is skipped to the
+// cursor's position before the pipeline starts, so nothing before it is
+// fetched or decoded. Batches carry their true Step and Positions. Unlike
+// NewNode, each rank has its own failure budget.
+func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.Deps) OpenFunc {
+	cfg = cfg.WithDefaults()
+	return func(rank int, from Cursor, alloc gpu.Allocator) (Stream, error) {
+		rcfg := cfg
+		rcfg.Decoders = (cfg.Decoders + world - 1) / world
+		f, err := actors.NewFeeder(ds, rcfg, rank, world, deps.Order)
+		if err != nil {
+			return nil, err
+		}
+		end := cfg.FirstEpoch + cfg.Epochs
+		if from.Epoch < cfg.FirstEpoch || from.Step < 0 {
+			from = Cursor{Epoch: cfg.FirstEpoch}
+		}
+		l, b := f.StreamLen(), int64(cfg.BatchSize)
+		steps := (l + b - 1) / b
+		if cfg.DropLast {
+			steps = l / b
+		}
+		if from.Step >= steps {
+			from = Cursor{Epoch: from.Epoch + 1}
+		}
+		if from.Epoch >= end || steps == 0 {
+			return endedStream{cfg: rcfg}, nil
+		}
+		rcfg.FirstEpoch, rcfg.Epochs = from.Epoch, end-from.Epoch
+		if f, err = actors.NewFeeder(ds, rcfg, rank, world, deps.Order); err != nil {
+			return nil, err
+		}
+		skip := from.Step * b
+		for left := skip; left > 0; {
+			n := min(left, 1<<16)
+			f.Next(int(n))
+			left -= n
+		}
+		d := deps
+		d.Allocator = alloc
+		src := &shiftedSource{f: f, epoch: from.Epoch, shift: skip}
+		p, err := actors.NewPipeline(rcfg, rank, src, d)
+		if err != nil {
+			return nil, fmt.Errorf("feed: open rank %d at epoch %d step %d: %w", rank, from.Epoch, from.Step, err)
+		}
+		return &shiftedStream{Pipeline: p, epoch: from.Epoch, steps: from.Step, shift: skip}, nil
+	}
+}
+
+// shiftedSource presents a Feeder that was skipped shift positions into
+// epoch as starting that epoch at position 0 (the pipeline's scheduler
+// numbers an epoch's batches from its first work); shiftedStream puts the
+// true steps and positions back on the batches. Sample seeds come from
+// (seed, epoch, index), so pixels are the same as an unshifted run's.
+type shiftedSource struct {
+	f     *actors.Feeder
+	epoch int
+	shift int64
+}
+
+func (s *shiftedSource) Want(n int, give func(actors.Work)) {
+	w := s.f.Next(n)
+	if w.Epoch == s.epoch && s.shift > 0 {
+		w.Start -= s.shift
+		for i := range w.Items {
+			w.Items[i].Pos -= s.shift
+		}
+	}
+	give(w)
+}
+
+func (s *shiftedSource) Total() int64 { return s.f.Total() - s.shift }
+
+type shiftedStream struct {
+	*actors.Pipeline
+	epoch        int
+	steps, shift int64
+}
+
+func (s *shiftedStream) Next(ctx context.Context) (*actors.Batch, error) {
+	b, err := s.Pipeline.Next(ctx)
+	if b != nil && b.Epoch == s.epoch && s.shift > 0 {
+		b.Step += s.steps
+		for i := range b.Positions {
+			b.Positions[i] += s.shift
+		}
+	}
+	return b, err
+}
+
+// endedStream is a stream opened at or past the end of the run.
+type endedStream struct{ cfg actors.Config }
+
+func (e endedStream) Next(ctx context.Context) (*actors.Batch, error) { return nil, io.EOF }
+func (e endedStream) Config() actors.Config                           { return e.cfg }
+func (e endedStream) Shutdown(ctx context.Context) error              { return nil }

@@ -1,0 +1,399 @@
+"""The feed client: framing, shared-memory regions, batches, the Loader."""
+
+import array
+import base64
+import collections
+import json
+import mmap
+import os
+import socket
+import struct
+import threading
+import weakref
+
+import numpy as np
+
+PROTOCOL_VERSION = 1
+
+# message types (docs/feed-protocol.md)
+HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
+WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR = 16, 17, 18, 19, 20, 21, 22
+
+MAX_SERVER_FRAME = 16 << 20
+_HDR = struct.Struct("<I")
+
+
+class FeedError(RuntimeError):
+    """An error message from the node (code, message, fatal, report)."""
+
+    def __init__(self, code, message, fatal=True, report=None):
+        super().__init__(f"longshore feed: {code}: {message}")
+        self.code, self.message, self.fatal, self.report = code, message, fatal, report
+
+
+def socket_path(rank=None, directory=None):
+    """The socket of `rank` (default: $LOCAL_RANK, else 0) in `directory`
+    (default: $LONGSHORE_FEED_DIR, else $XDG_RUNTIME_DIR/longshore, else
+    /tmp/longshore-<uid>), the node's defaults."""
+    if rank is None:
+        rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if directory is None:
+        directory = os.environ.get("LONGSHORE_FEED_DIR")
+    if not directory:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        directory = os.path.join(xdg, "longshore") if xdg else f"/tmp/longshore-{os.getuid()}"
+    return os.path.join(directory, f"rank-{rank}.sock")
+
+
+def _try_torch():
+    try:
+        import torch  # noqa: F401
+
+        return torch
+    except Exception:  # torch is optional
+        return None
+
+
+class Batch:
+    """One batch. `images` is a uint8 NumPy array over the node's shared
+    memory (no copy) shaped `dims` in `layout` ("NCHW" or "NHWC");
+    `tensor()` is the same memory as a torch tensor. The slot goes back to
+    the node when `release()` is called or when the images array and every
+    view of it (including tensors from `tensor()`) are gone."""
+
+    __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
+                 "positions", "pads", "failed", "layout", "_release", "__weakref__")
+
+    def __init__(self, desc, images, release):
+        self.id = desc["id"]
+        self.epoch = desc["epoch"]
+        self.step = desc["step"]
+        self.images = images
+        self.labels = np.asarray(desc.get("labels") or [], dtype=np.int64)
+        self.keys = desc.get("keys") or []
+        self.indices = desc.get("indices") or []
+        self.positions = desc.get("positions") or []
+        self.pads = desc.get("pads") or []
+        self.failed = desc.get("failed", 0)
+        self.layout = desc.get("layout", "NCHW")
+        self._release = release
+
+    def __len__(self):
+        return len(self.keys)
+
+    def tensor(self):
+        """The images as a torch uint8 tensor sharing the shared memory."""
+        import torch
+
+        return torch.from_numpy(self.images)
+
+    def release(self):
+        """Give the slot back now. The arrays must not be used afterwards."""
+        self._release()
+
+    def __repr__(self):
+        return f"Batch(epoch={self.epoch}, step={self.step}, n={len(self)}, dims={tuple(self.images.shape)})"
+
+
+class _Conn:
+    """One connection: framing over a Unix socket, descriptor passing, the
+    shared regions it announced. Reads happen on the Loader's thread;
+    releases may be queued from any thread (finalizers) and are flushed
+    before each read and write."""
+
+    def __init__(self, path, token=None, rank=None, timeout=None):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = bytearray()
+        self.rbuf = memoryview(bytearray(1 << 16))  # reused receive buffer
+        self.fds = collections.deque()
+        self.regions = {}  # id -> (mmap, memoryview)
+        self.pending_release = collections.deque()
+        self.wlock = threading.Lock()
+        self.closed = False
+        hello = {"version": PROTOCOL_VERSION, "client": "python"}
+        if rank is not None:
+            hello["rank"] = rank
+        if token:
+            hello["token"] = base64.b64encode(token).decode()
+        self.send(HELLO, hello)
+        t, w = self.read()
+        if t == ERROR:
+            raise FeedError(w.get("code"), w.get("message"), True, w.get("report"))
+        if t != WELCOME:
+            raise FeedError("protocol", f"expected welcome, got type {t}")
+        if w.get("version") != PROTOCOL_VERSION:
+            raise FeedError("version", f"server speaks version {w.get('version')}")
+        self.welcome = w
+
+    def send(self, t, obj):
+        body = json.dumps(obj, separators=(",", ":")).encode()
+        frame = _HDR.pack(len(body) + 1) + bytes([t]) + body
+        with self.wlock:
+            self.sock.sendall(frame)
+
+    def queue_release(self, bid):
+        # called from finalizers: no I/O here (it may run inside a send)
+        self.pending_release.append(bid)
+
+    def flush_releases(self):
+        ids = []
+        while True:
+            try:
+                ids.append(self.pending_release.popleft())
+            except IndexError:
+                break
+        if ids and not self.closed:
+            for i in range(0, len(ids), 4096):
+                self.send(RELEASE, {"ids": ids[i:i + 4096]})
+
+    def _fill(self, n):
+        while len(self.buf) < n:
+            k, anc, flags, _ = self.sock.recvmsg_into([self.rbuf], socket.CMSG_SPACE(16 * 4))
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds = array.array("i")
+                    fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+                    self.fds.extend(fds)
+            if not k:
+                raise EOFError("longshore feed: connection closed by the node")
+            self.buf += self.rbuf[:k]
+
+    def read(self):
+        """Next message (type, payload dict); region messages are mapped
+        here and never returned."""
+        while True:
+            self._fill(5)
+            (n,) = _HDR.unpack_from(self.buf)
+            if n == 0 or n > MAX_SERVER_FRAME:
+                raise FeedError("protocol", f"bad frame length {n}")
+            self._fill(4 + n)
+            t = self.buf[4]
+            payload = json.loads(bytes(self.buf[5:4 + n])) if n > 1 else {}
+            del self.buf[:4 + n]
+            if t != REGION:
+                return t, payload
+            self._map(payload)
+
+    def _map(self, r):
+        if not self.fds:
+            raise FeedError("protocol", "region message without a file descriptor")
+        fd = self.fds.popleft()
+        try:
+            mm = mmap.mmap(fd, r["size"], flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)  # the mapping keeps the memory
+        self.regions[r["region"]] = mm
+
+    def close(self):
+        if self.closed:
+            return
+        try:
+            self.flush_releases()
+            self.send(BYE, {})
+        except OSError:
+            pass
+        self.closed = True
+        self.sock.close()
+        while self.fds:
+            os.close(self.fds.popleft())
+        # regions are unmapped when the last array over them is gone
+        self.regions = {}
+
+
+class Loader:
+    """Iterates batches from one rank's node feed.
+
+    `socket_or_rank`: a socket path, a rank number (socket in
+    $LONGSHORE_FEED_DIR), or None (rank $LOCAL_RANK, as torchrun sets).
+    `for batch in loader` yields one epoch (the rest of the current one
+    after a resume); iterate again for the next. `batches()` yields every
+    remaining batch of the job. `commit()` after a checkpoint; `state_dict()`
+    commits and returns the position, `load_state_dict()` resumes there
+    (like torchdata's StatefulDataLoader).
+
+    Batches are released when dropped or by `Batch.release()`; with
+    `release_previous=True` each batch is released when the next one is
+    taken (for loops that never keep a batch longer).
+    """
+
+    def __init__(self, socket_or_rank=None, *, token=None, timeout=None, release_previous=False):
+        if socket_or_rank is None or isinstance(socket_or_rank, int):
+            self.path = socket_path(socket_or_rank)
+        else:
+            self.path = os.fspath(socket_or_rank)
+        self.timeout = timeout
+        self.release_previous = release_previous
+        self._token = token
+        self._conn = None
+        self._queue = collections.deque()  # messages read while waiting for a commit answer
+        self._req = 0
+        self._last = None  # (epoch, step) of the last batch handed out
+        self._committed = None  # (epoch, step, token)
+        self._ended = False
+        self._prev = None
+        self._epoch_ended = None
+
+    # -- connection ---------------------------------------------------------
+
+    def _connect(self):
+        if self._conn is None:
+            self._conn = _Conn(self.path, token=self._token, timeout=self.timeout)
+            self._ended = False
+        return self._conn
+
+    @property
+    def welcome(self):
+        """What the node said at connection (batch size, sample shape, resume point)."""
+        return self._connect().welcome
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- messages -----------------------------------------------------------
+
+    def _read(self):
+        c = self._connect()
+        if self._queue:
+            return self._queue.popleft()
+        c.flush_releases()
+        return c.read()
+
+    def _make_batch(self, c, d):
+        n = d["nbytes"]
+        dims = tuple(d["dims"])
+        if n:
+            mm = c.regions[d["region"]]
+            # The flat array is the base of every view NumPy or torch makes
+            # of the batch (NumPy collapses view chains down to it, and no
+            # further: its own base is a memoryview of the mmap). When it is
+            # collected, no view is left and the slot goes back. No pixel
+            # memory is allocated here.
+            flat = np.frombuffer(memoryview(mm)[d["offset"]:d["offset"] + n], dtype=np.uint8)
+            images = flat.reshape(dims)
+            owner = flat
+        else:
+            images = np.zeros(dims, dtype=np.uint8)
+            owner = images
+        bid = d["id"]
+        conn_ref = weakref.ref(c)
+
+        def queue_release():
+            conn = conn_ref()
+            if conn is not None and not conn.closed:
+                conn.queue_release(bid)
+
+        fin = weakref.finalize(owner, queue_release)
+        fin.atexit = False
+        return Batch(d, images, fin)
+
+    def next_batch(self):
+        """The next batch, or None at the end of an epoch (then the next
+        call continues with the next epoch) or of the job."""
+        if self._ended:
+            return None
+        if self.release_previous and self._prev is not None:
+            self._prev.release()
+            self._prev = None
+        while True:
+            t, m = self._read()
+            if t == BATCH:
+                b = self._make_batch(self._conn, m)
+                self._last = (b.epoch, b.step)
+                if self.release_previous:
+                    self._prev = b
+                return b
+            if t == EPOCH_END:
+                self._epoch_ended = m["epoch"]
+                return None
+            if t == END:
+                self._ended = True
+                return None
+            if t == ERROR:
+                if m.get("fatal", True):
+                    self.close()
+                    raise FeedError(m.get("code"), m.get("message"), True, m.get("report"))
+                continue  # a late answer to a commit
+            raise FeedError("protocol", f"unexpected message type {t}")
+
+    def __iter__(self):
+        while True:
+            b = self.next_batch()
+            if b is None:
+                return
+            yield b
+
+    def batches(self):
+        """Every remaining batch of the job, across epochs."""
+        while not self._ended:
+            yield from self
+
+    @property
+    def ended(self):
+        return self._ended
+
+    # -- commits and state --------------------------------------------------
+
+    def commit(self, step=None, epoch=None):
+        """Say the model is saved through batch (epoch, step) (default: the
+        last batch handed out) and return the node's resume token."""
+        if step is None:
+            if self._last is None:
+                return self._committed[2] if self._committed else self._token
+            epoch, step = self._last
+        elif epoch is None:
+            epoch = self._last[0] if self._last else 0
+        c = self._connect()
+        c.flush_releases()
+        self._req += 1
+        req = self._req
+        c.send(COMMIT, {"req": req, "epoch": int(epoch), "step": int(step)})
+        held = []
+        try:
+            while True:
+                t, m = c.read()
+                if t == COMMITTED and m.get("req") == req:
+                    tok = base64.b64decode(m["token"])
+                    self._committed = (m["epoch"], m["step"], tok)
+                    self._token = tok
+                    return tok
+                if t == ERROR and (m.get("req") == req or m.get("fatal", True)):
+                    if m.get("fatal", True):
+                        self.close()
+                    raise FeedError(m.get("code"), m.get("message"), m.get("fatal", True), m.get("report"))
+                held.append((t, m))
+        finally:
+            self._queue.extend(held)
+
+    def state_dict(self):
+        """Commit the last batch handed out and return the position to save
+        with the model checkpoint."""
+        tok = self.commit()
+        sd = {"version": PROTOCOL_VERSION, "token": tok}
+        if self._committed:
+            sd["epoch"], sd["step"] = self._committed[0], self._committed[1]
+        return sd
+
+    def load_state_dict(self, sd):
+        """Resume from a state_dict(): the node re-delivers from the batch
+        after its commit (reconnecting if already connected)."""
+        self._token = sd.get("token")
+        self._queue.clear()
+        self.close()
+        self._last = None
+        self._ended = False
