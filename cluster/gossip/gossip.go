@@ -43,6 +43,10 @@ type Meta struct {
 	Role      Role     `json:"role"`
 	ActorAddr string   `json:"actor"`           // host:port of the protoactor remote endpoint
 	Ranks     []string `json:"ranks,omitempty"` // rank names served by a node, e.g. "n1/0"
+	// Incarnation numbers this life of the member: a process picks a
+	// fresh one when it starts and a larger one when the coordinator
+	// evicted it, so the coordinator can tell lives apart (cluster.Join).
+	Incarnation uint64 `json:"inc,omitempty"`
 	// Leaving is set just before a graceful leave. memberlist v0.7.0 does
 	// not tell NotifyLeave whether a node left or died (it sets the state
 	// on a shadowed field), so the leaver says so in its metadata first.
@@ -255,6 +259,40 @@ func (m *Membership) Members() []Member {
 	}
 	return out
 }
+
+// UpdateMeta changes what this member advertises (under m's lock, so it
+// never races NodeMeta) and gossips the change; others see Updated. It
+// returns ctx.Err() if the update did not spread before ctx was done.
+func (m *Membership) UpdateMeta(ctx context.Context, update func(*Meta)) error {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	next := m.cfg.Meta
+	next.Ranks = append([]string(nil), next.Ranks...)
+	update(&next)
+	if _, err := next.encode(); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	m.cfg.Meta = next
+	m.mu.Unlock()
+	timeout := 2 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := m.ml.UpdateNode(timeout); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("gossip: update metadata: %w", err)
+	}
+	return nil
+}
+
+// ErrClosed is returned by calls on a Membership after Shutdown.
+var ErrClosed = errors.New("gossip: membership is shut down")
 
 // Shutdown leaves the cluster gracefully (others see Left, not Failed) and
 // stops. It is idempotent. It returns ctx.Err() if leaving did not finish

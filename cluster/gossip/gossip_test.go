@@ -97,3 +97,23 @@ func TestJoinUnreachableGivesUp(t *testing.T) {
 		t.Fatalf("want a join error, got %v", err)
 	}
 }
+
+func TestUpdateMeta(t *testing.T) {
+	a := start(t, "a")
+	defer a.Shutdown(context.Background())
+	b := start(t, "b", a.Addr())
+	waitFor(t, a, 5*time.Second, func(e Event) bool { return e.Kind == Joined && e.Name == "b" })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.UpdateMeta(ctx, func(m *Meta) { m.Incarnation = 7 }); err != nil {
+		t.Fatal(err)
+	}
+	e := waitFor(t, a, 5*time.Second, func(e Event) bool { return e.Kind == Updated && e.Name == "b" })
+	if e.Meta.Incarnation != 7 || len(e.Meta.Ranks) != 2 {
+		t.Fatalf("updated meta %+v, want incarnation 7 and the ranks kept", e.Meta)
+	}
+	b.Shutdown(context.Background())
+	if err := b.UpdateMeta(ctx, func(m *Meta) {}); err != ErrClosed {
+		t.Fatalf("UpdateMeta after Shutdown: %v, want ErrClosed", err)
+	}
+}

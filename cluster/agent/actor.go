@@ -1,0 +1,438 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/wire"
+)
+
+// nodeActor owns every rank's lease state. All of it is touched only from
+// Receive.
+type nodeActor struct {
+	n      *Node
+	inc    uint64
+	coord  *actor.PID
+	job    *wire.Job
+	done   bool // the coordinator said the job is done
+	ranks  []*rankState
+	byName map[string]*rankState
+	out    []*wire.Event
+	orders map[int]cluster.Order
+	bad    error // fatal: the job cannot be served
+}
+
+// rankState is one rank's session as the actor sees it.
+type rankState struct {
+	r       *Rank
+	rl      *cluster.RankLeases // nil between sessions
+	session cluster.Fence
+	pipe    *actors.Pipeline
+	want    *wantMsg
+	ahead   []cluster.Position // taken, not yet given to the pipeline
+	seg     *segment           // the open segment
+	segs    []*segment         // this session's segments, for commits
+	nextP   int                // next pipeline epoch number
+	steps   map[int]int64      // per epoch: the step the next segment starts at
+}
+
+type segment struct {
+	p int // pipeline epoch
+	segInfo
+}
+
+func (a *nodeActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+	case *actor.Stopping:
+		for _, rs := range a.ranks {
+			a.endSession(rs)
+		}
+		return
+	case coordMsg:
+		a.coord = m.pid
+		if a.coord == nil {
+			a.coord = actor.NewPID(m.addr, CoordinatorActor)
+		}
+	case *wire.NodeMail:
+		a.mail(m)
+	case wantMsg:
+		rs := a.ranks[m.rank]
+		if m.session != rs.session || rs.rl == nil {
+			m.give(actors.Work{Err: ErrRolledBack})
+			return
+		}
+		rs.want = &m
+	case commitMsg:
+		a.commit(m)
+	case tickMsg:
+		for _, rs := range a.ranks {
+			if rs.rl != nil {
+				rs.rl.Request(a.lookahead(), true)
+			}
+		}
+	case rejoinedMsg:
+		if m.err != nil {
+			a.n.log.Warn("rejoin failed; gossip will retry on the next eviction", "incarnation", m.inc, "err", m.err)
+		}
+	default:
+		return
+	}
+	for _, rs := range a.ranks {
+		a.pump(rs)
+	}
+	a.send(ctx)
+}
+
+func (a *nodeActor) lookahead() int64 {
+	if a.job == nil {
+		return 0
+	}
+	return int64(a.n.cfg.Lookahead) * a.job.ShardSize
+}
+
+// mail applies what the coordinator sent, in the order NodeMail lists.
+func (a *nodeActor) mail(m *wire.NodeMail) {
+	for _, w := range m.Welcomes {
+		a.welcome(w)
+	}
+	for _, e := range m.Evictions {
+		if e.Node != a.n.cfg.Node || e.Incarnation != a.inc || a.done {
+			continue // about a life already over, or the job is
+		}
+		a.n.log.Warn("evicted; rolling back and rejoining", "incarnation", a.inc)
+		for _, rs := range a.ranks {
+			a.endSession(rs)
+		}
+		a.inc++
+		inc := a.inc
+		a.n.wg.Add(1)
+		go func() {
+			defer a.n.wg.Done()
+			var err error
+			if a.n.cfg.Rejoin != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err = a.n.cfg.Rejoin(ctx, inc)
+				cancel()
+			}
+			a.n.sys.Root.Send(a.n.pid, rejoinedMsg{inc: inc, err: err})
+		}()
+	}
+	for _, f := range m.Fenced {
+		for _, rs := range a.ranks {
+			if rs.rl != nil && rs.session == f.Cluster() {
+				a.n.log.Warn("session fenced by the coordinator; rolling back", "rank", rs.r.name, "session", rs.session)
+				a.endSession(rs)
+			}
+		}
+	}
+	for _, l := range m.Grants {
+		if rs := a.byName[l.Rank]; rs != nil && rs.rl != nil {
+			rs.rl.Grant(l.Cluster())
+		}
+	}
+	for _, rv := range m.Revokes {
+		if rs := a.byName[rv.Rank]; rs != nil && rs.rl != nil {
+			rs.rl.Revoke(rv.Cluster())
+		}
+	}
+	for _, e := range m.Ends {
+		if rs := a.byName[e.Rank]; rs != nil && rs.rl != nil {
+			rs.rl.End(e.Cluster())
+		}
+	}
+	for _, ack := range m.Acks {
+		rs := a.byName[ack.Rank]
+		if rs == nil || rs.rl == nil || ack.Session.Cluster() != rs.session {
+			continue
+		}
+		ca := ack.Cluster()
+		rs.rl.Ack(ca)
+		if a.n.cfg.OnAck != nil {
+			a.n.cfg.OnAck(rs.r.name, rs.session, ca)
+		}
+	}
+	if m.Done && !a.done {
+		a.n.log.Info("job done")
+		a.done = true
+	}
+}
+
+func (a *nodeActor) welcome(w *wire.Welcome) {
+	if w.Node != a.n.cfg.Node || w.Incarnation != a.inc {
+		return // for an earlier life of this node
+	}
+	if err := a.checkJob(w.Job); err != nil {
+		a.fail(err)
+		return
+	}
+	a.job = w.Job
+	for _, s := range w.Cluster().Ranks {
+		rs := a.byName[s.Rank]
+		if rs == nil {
+			continue
+		}
+		if rs.rl != nil {
+			if rs.session == s.Session || s.Session.Less(rs.session) {
+				continue // duplicate, or late from an older coordinator life
+			}
+			a.endSession(rs) // a new coordinator life took over
+		}
+		a.startSession(rs, s)
+	}
+}
+
+func (a *nodeActor) checkJob(j *wire.Job) error {
+	switch {
+	case j == nil:
+		return fmt.Errorf("%w: the welcome carries no job", ErrJobMismatch)
+	case j.Samples != int64(len(a.n.cfg.Dataset.Samples)) || j.ManifestDigest != a.n.cfg.Digest:
+		return fmt.Errorf("%w: coordinator has %d samples (manifest %s), this node %d (%s): point both at the same dataset",
+			ErrJobMismatch, j.Samples, j.ManifestDigest, len(a.n.cfg.Dataset.Samples), a.n.cfg.Digest)
+	case j.BatchSize < 1 || j.Epochs < 1 || j.Block < 1 || j.ShardSize < 1:
+		return fmt.Errorf("%w: unusable job %v", ErrJobMismatch, j)
+	}
+	return nil
+}
+
+// fail stops serving: every rank's Next returns err.
+func (a *nodeActor) fail(err error) {
+	a.n.log.Error("cannot serve the job", "err", err)
+	a.bad = err
+	for _, rs := range a.ranks {
+		a.endSession(rs)
+		rs.r.mu.Lock()
+		rs.r.mu.err = err
+		rs.r.changedLocked()
+		rs.r.mu.Unlock()
+	}
+}
+
+func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
+	j := a.job
+	cfg := a.n.cfg.Pipeline
+	cfg.BatchSize = int(j.BatchSize)
+	cfg.Seed = j.Seed
+	cfg.Epochs = int(j.Epochs)
+	cfg.FirstEpoch = 0
+	cfg.DropLast = false
+	p, err := actors.NewPipeline(cfg, rs.r.index, source{n: a.n, rank: rs.r.index, session: s.Session}, a.n.cfg.Deps)
+	if err != nil {
+		a.fail(fmt.Errorf("agent: rank %s: pipeline: %w", rs.r.name, err))
+		return
+	}
+	rs.rl = cluster.NewRankLeases(s, int(j.Epochs))
+	rs.session = s.Session
+	rs.pipe = p
+	rs.steps = map[int]int64{}
+	a.n.log.Info("session started", "rank", rs.r.name, "session", s.Session.String(), "first_epoch", s.FirstEpoch)
+	rs.r.mu.Lock()
+	rs.r.mu.session = s.Session
+	rs.r.mu.pipe = p
+	rs.r.mu.segs = map[int]segInfo{}
+	rs.r.mu.batch = j.BatchSize
+	rs.r.changedLocked()
+	rs.r.mu.Unlock()
+	rs.rl.Request(a.lookahead(), false)
+}
+
+// endSession drops a rank's leases and pipeline: what it delivered after
+// its last acknowledged commit will be re-issued by the coordinator.
+func (a *nodeActor) endSession(rs *rankState) {
+	if rs.want != nil {
+		rs.want.give(actors.Work{Err: ErrRolledBack})
+	}
+	a.n.closePipeline(rs.pipe)
+	*rs = rankState{r: rs.r}
+	rs.r.mu.Lock()
+	rs.r.mu.session = cluster.Fence{}
+	rs.r.mu.pipe = nil
+	rs.r.mu.segs = map[int]segInfo{}
+	rs.r.changedLocked()
+	rs.r.mu.Unlock()
+}
+
+// pump gives the pipeline what it asked for, asks for more work, and
+// collects the messages to send. It also tells Next when a rank without a
+// session has nothing left to do.
+func (a *nodeActor) pump(rs *rankState) {
+	if rs.rl == nil {
+		if a.done && a.bad == nil {
+			rs.r.mu.Lock()
+			if !rs.r.mu.finished {
+				rs.r.mu.finished = true
+				rs.r.changedLocked()
+			}
+			rs.r.mu.Unlock()
+		}
+		return
+	}
+	a.fill(rs)
+	rs.rl.Request(a.lookahead(), false)
+	for _, ev := range rs.rl.Messages() {
+		we, err := wire.EventOf(ev)
+		if err != nil {
+			panic(err) // RankLeases queues only rank events
+		}
+		a.out = append(a.out, we)
+	}
+}
+
+// fill answers the pipeline's outstanding Want. It keeps one position
+// taken ahead of what it gives, so it knows whether the position it gives
+// ends the segment before the pipeline could ship that batch: a batch
+// that completes with the segment's last position must carry the end.
+func (a *nodeActor) fill(rs *rankState) {
+	if rs.want == nil {
+		return
+	}
+	b := a.job.BatchSize
+	var items []actors.Item
+	var given []cluster.Position
+	for {
+		for len(rs.ahead) < 2 {
+			p, ok := rs.rl.Take()
+			if !ok {
+				break
+			}
+			rs.ahead = append(rs.ahead, p)
+		}
+		if len(rs.ahead) == 0 || len(items) == rs.want.n {
+			break
+		}
+		p := rs.ahead[0]
+		if rs.seg == nil {
+			a.openSegment(rs, p)
+		}
+		if p.Epoch != rs.seg.epoch {
+			break // the segment ends here: an older epoch's stream grew
+		}
+		inBatch := (p.Offset - rs.seg.base) % b
+		if len(rs.ahead) == 1 && inBatch == b-1 && !rs.rl.Ended(p.Epoch) {
+			break // it would complete a batch that may be the stream's last: wait to know
+		}
+		items = append(items, a.item(rs, p))
+		given = append(given, p)
+		rs.ahead = rs.ahead[1:]
+		rs.seg.length++
+	}
+	a.progress(rs, given)
+	w := actors.Work{Items: items}
+	if rs.seg != nil {
+		w.Epoch = rs.seg.p
+		w.Start = rs.seg.length - int64(len(items))
+		switch {
+		case len(rs.ahead) > 0 && rs.ahead[0].Epoch != rs.seg.epoch:
+			// Another epoch's position is next: this one's stream ended
+			// (the usual case), or grew after the rank moved on.
+			w.EpochEnd = true
+			rs.seg.endOfStream = rs.rl.Ended(rs.seg.epoch)
+		case len(rs.ahead) == 0 && rs.rl.Ended(rs.seg.epoch):
+			w.EpochEnd = true
+			rs.seg.endOfStream = true
+		}
+	}
+	if w.EpochEnd && a.done && len(rs.ahead) == 0 {
+		w.Last = true
+	}
+	if rs.seg == nil && a.done && len(rs.ahead) == 0 {
+		// Nothing open, nothing held, and every epoch is committed: the
+		// coordinator sent this rank's last grants before Done.
+		w.Epoch, w.EpochEnd, w.Last = rs.nextP, true, true
+	}
+	if len(items) == 0 && !w.EpochEnd {
+		return // wait for grants
+	}
+	if w.EpochEnd && rs.seg != nil {
+		rs.seg.ended = true
+		rs.steps[rs.seg.epoch] = rs.seg.firstStep + (rs.seg.length+b-1)/b
+		a.publish(rs, rs.seg)
+		rs.seg = nil
+	}
+	give := rs.want.give
+	rs.want = nil
+	give(w)
+}
+
+// progress tells the coordinator how far the rank has taken the leases in
+// ps: those positions are the pipeline's now, so a split can only take
+// what lies beyond (RankLeases stops a revoked lease there), and the
+// coordinator picks steal victims by what is really left.
+func (a *nodeActor) progress(rs *rankState, ps []cluster.Position) {
+	for i, p := range ps {
+		if i+1 < len(ps) && ps[i+1].Lease == p.Lease {
+			continue
+		}
+		we, _ := wire.EventOf(cluster.Progress{Rank: rs.r.name, Session: rs.session, Lease: p.Lease, Through: p.Pos + 1})
+		a.out = append(a.out, we)
+	}
+}
+
+func (a *nodeActor) openSegment(rs *rankState, p cluster.Position) {
+	rs.seg = &segment{p: rs.nextP, segInfo: segInfo{epoch: p.Epoch, firstStep: rs.steps[p.Epoch], base: p.Offset}}
+	rs.nextP++
+	rs.segs = append(rs.segs, rs.seg)
+	a.publish(rs, rs.seg)
+}
+
+func (a *nodeActor) publish(rs *rankState, sg *segment) {
+	rs.r.mu.Lock()
+	rs.r.mu.segs[sg.p] = sg.segInfo
+	rs.r.mu.Unlock()
+}
+
+func (a *nodeActor) item(rs *rankState, p cluster.Position) actors.Item {
+	o, ok := a.orders[p.Epoch]
+	if !ok {
+		if a.orders == nil {
+			a.orders = map[int]cluster.Order{}
+		}
+		o = cluster.NewOrder(a.job.Seed, p.Epoch, a.job.Samples, int(a.job.Block))
+		a.orders[p.Epoch] = o
+	}
+	idx, pad := o.Sample(p.Pos)
+	s := a.n.cfg.Dataset.Samples[idx]
+	return actors.Item{Pos: p.Offset - rs.seg.base, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}
+}
+
+// commit turns a trainer's step into a stream offset for RankLeases.
+func (a *nodeActor) commit(m commitMsg) {
+	rs := a.ranks[m.rank]
+	if rs.rl == nil || rs.session != m.session {
+		return // the session is over; Next tells the trainer
+	}
+	b := a.job.BatchSize
+	for _, sg := range rs.segs {
+		if sg.epoch != m.epoch || m.step < sg.firstStep {
+			continue
+		}
+		end := (m.step - sg.firstStep + 1) * b
+		if sg.ended {
+			if m.step >= sg.firstStep+(sg.length+b-1)/b {
+				continue
+			}
+			end = min(end, sg.length)
+		} else if end > sg.length {
+			break
+		}
+		if err := rs.rl.Commit(m.epoch, sg.base+end, m.step); err != nil {
+			a.n.log.Error("commit refused", "rank", rs.r.name, "epoch", m.epoch, "step", m.step, "err", err)
+		}
+		return
+	}
+	a.n.log.Error("commit of a step never delivered", "rank", rs.r.name, "epoch", m.epoch, "step", m.step)
+}
+
+// send flushes the queued events to the coordinator in one message.
+func (a *nodeActor) send(ctx actor.Context) {
+	if len(a.out) == 0 || a.coord == nil {
+		return
+	}
+	ctx.Send(a.coord, &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out})
+	a.out = nil
+}

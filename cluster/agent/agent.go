@@ -1,0 +1,459 @@
+// Package agent is the node side of the cluster: one protoactor actor per
+// node process that holds a cluster.RankLeases per rank, feeds each rank's
+// pipeline (it implements actors.Source) and gives trainers a Go API:
+// Rank.Next for batches and Rank.Commit for "my model includes every batch
+// through this step".
+//
+// The actor does what the simulated node in cluster/sim_test.go does: it
+// takes positions from RankLeases only when the pipeline asks (so a revoke
+// can still shorten what is not yet taken), maps them to samples with the
+// epoch order, turns a trainer's step into a stream offset for
+// RankLeases.Commit, asks for two shards ahead about every second, and
+// sends what RankLeases queued. On an Eviction, a Fenced reply, or a
+// Welcome from a new coordinator life it drops the rank's leases and
+// pipeline; the trainer's next Next returns ErrRolledBack, and it must
+// restore its last acknowledged checkpoint. After an eviction it rejoins
+// with a larger incarnation (Config.Rejoin).
+//
+// Pipeline epochs are segments. actors.Pipeline numbers batches from each
+// epoch's start and refuses work for an epoch it has ended, but a rank's
+// stream can grow after it ended (a node died and the survivors take over
+// its uncommitted work), and a rank may have to go back to an older epoch
+// for it. So each run of one epoch's stream handed to the pipeline is a
+// pipeline epoch of its own, numbered 0, 1, 2, ... per session, and Next
+// translates batches back: Batch.Epoch is the job's epoch, Batch.Step
+// counts the rank's batches of that epoch in its session, Positions are
+// stream offsets. A segment ends mid-batch only when membership changed.
+//
+// Concurrency: Rank.Next and Rank.Commit are for the rank's trainer
+// goroutine (one per rank); everything else is safe for concurrent use.
+// The actor owns all lease state; Next only reads a per-rank table of
+// segments under a mutex.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/storage"
+)
+
+// ActorName is the name of the node actor on every node's remote endpoint.
+const ActorName = "longshore-node"
+
+// CoordinatorActor is the name of the coordinator actor on its endpoint.
+const CoordinatorActor = "longshore-coordinator"
+
+var (
+	// ErrRolledBack: the rank's session ended (its node was evicted or the
+	// coordinator restarted). Batches delivered after the rank's last
+	// acknowledged commit will be delivered again, to it or another rank:
+	// restore the model from that commit and call Next again.
+	ErrRolledBack = errors.New("agent: session over; roll back to the last acknowledged commit")
+	// ErrJobMismatch: the coordinator's job names a dataset other than the
+	// node's (a different manifest). The node cannot serve it.
+	ErrJobMismatch = errors.New("agent: the coordinator's dataset differs from this node's")
+)
+
+// Config configures a node agent. Node, Ranks, Dataset and Deps are
+// required.
+type Config struct {
+	// Node is the node's id, unique in the cluster; rank i is "<Node>/<i>".
+	Node string
+	// Ranks is how many trainer ranks the node serves, >= 1.
+	Ranks int
+	// Incarnation is this process life's nonce; 0: the start time in ns,
+	// which grows across restarts.
+	Incarnation uint64
+	// Dataset is the node's view of the manifest; Digest identifies it
+	// (ManifestDigest) and must match the coordinator's.
+	Dataset *storage.Dataset
+	Digest  string
+	// Pipeline configures each rank's pipeline. BatchSize, Seed and
+	// Epochs come from the coordinator's job; DropLast is forced off (a
+	// dropped batch could never be committed and the epoch would never
+	// complete; the coordinator's DropRemainder drops instead).
+	Pipeline actors.Config
+	// Deps are the pipelines' collaborators (Store, NewDecoder, ...).
+	Deps actors.Deps
+	// Rejoin is called (off the actor) after an eviction with the new
+	// incarnation: it must re-advertise the node with it (gossip.UpdateMeta).
+	Rejoin func(ctx context.Context, incarnation uint64) error
+	// OnAck is called from the actor for every acknowledged commit of a
+	// rank's current session; it must not block for long.
+	OnAck func(rank string, session cluster.Fence, a cluster.Ack)
+	// RequestEvery is how often each rank re-asks for work (a lost
+	// message costs at most this). 0: 1 s.
+	RequestEvery time.Duration
+	// Lookahead is how many shards ahead of what it took a rank asks
+	// for. 0: 2.
+	Lookahead int
+	// NewTicker makes the request clock; nil: time.NewTicker.
+	NewTicker func(time.Duration) (<-chan time.Time, func())
+	// Logger receives the agent's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// ManifestDigest identifies a dataset: a hash of its keys and labels in
+// index order. Coordinator and nodes compare it before serving a job.
+func ManifestDigest(ds *storage.Dataset) string {
+	// FNV-1a 64 over key, NUL, label, NUL: cheap, and a mismatch here is
+	// a misconfiguration, not an attack.
+	h := uint64(14695981039346656037)
+	add := func(b []byte) {
+		for _, c := range b {
+			h ^= uint64(c)
+			h *= 1099511628211
+		}
+	}
+	for _, s := range ds.Samples {
+		add([]byte(s.Key))
+		add([]byte{0})
+		add([]byte(fmt.Sprint(s.Label)))
+		add([]byte{0})
+	}
+	return fmt.Sprintf("%d:%016x", len(ds.Samples), h)
+}
+
+// Node is a running node agent.
+type Node struct {
+	cfg    Config
+	sys    *actor.ActorSystem
+	pid    *actor.PID
+	ranks  []*Rank
+	log    *slog.Logger
+	stopCh chan struct{}
+	wg     sync.WaitGroup // ticker and rejoin goroutines, pipeline shutdowns
+	once   sync.Once
+}
+
+// Start spawns the node actor as ActorName on sys (which must have its
+// remote started, so the coordinator can reach it).
+func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
+	var errs []error
+	if cfg.Node == "" {
+		errs = append(errs, errors.New("agent: Node is required"))
+	}
+	if cfg.Ranks < 1 {
+		errs = append(errs, fmt.Errorf("agent: Ranks = %d, want >= 1", cfg.Ranks))
+	}
+	if cfg.Dataset == nil {
+		errs = append(errs, errors.New("agent: Dataset is required"))
+	}
+	if cfg.Deps.Store == nil || cfg.Deps.NewDecoder == nil {
+		errs = append(errs, errors.New("agent: Deps.Store and Deps.NewDecoder are required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Incarnation == 0 {
+		cfg.Incarnation = uint64(time.Now().UnixNano())
+	}
+	if cfg.Digest == "" {
+		cfg.Digest = ManifestDigest(cfg.Dataset)
+	}
+	if cfg.RequestEvery <= 0 {
+		cfg.RequestEvery = time.Second
+	}
+	if cfg.Lookahead <= 0 {
+		cfg.Lookahead = 2
+	}
+	if cfg.NewTicker == nil {
+		cfg.NewTicker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, sys: sys, log: log, stopCh: make(chan struct{})}
+	for i := range cfg.Ranks {
+		r := &Rank{name: fmt.Sprintf("%s/%d", cfg.Node, i), index: i, node: n}
+		r.mu.changed = make(chan struct{})
+		r.mu.segs = map[int]segInfo{}
+		n.ranks = append(n.ranks, r)
+	}
+	a := &nodeActor{n: n, inc: cfg.Incarnation, byName: map[string]*rankState{}}
+	for _, r := range n.ranks {
+		rs := &rankState{r: r}
+		a.ranks = append(a.ranks, rs)
+		a.byName[r.name] = rs
+	}
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), ActorName)
+	if err != nil {
+		return nil, fmt.Errorf("agent: spawn %s: %w", ActorName, err)
+	}
+	n.pid = pid
+	tick, stop := cfg.NewTicker(cfg.RequestEvery)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer stop()
+		for {
+			select {
+			case <-tick:
+				sys.Root.Send(pid, tickMsg{})
+			case <-n.stopCh:
+				return
+			}
+		}
+	}()
+	return n, nil
+}
+
+// Incarnation is the node's first incarnation (what to advertise at start).
+func (n *Node) Incarnation() uint64 { return n.cfg.Incarnation }
+
+// RankNames lists the ranks' names, "<node>/<i>".
+func (n *Node) RankNames() []string {
+	out := make([]string, len(n.ranks))
+	for i, r := range n.ranks {
+		out[i] = r.name
+	}
+	return out
+}
+
+// Name is the node's id.
+func (n *Node) Name() string { return n.cfg.Node }
+
+// PID is the node actor.
+func (n *Node) PID() *actor.PID { return n.pid }
+
+// SetCoordinatorPID is SetCoordinator for a coordinator in the same
+// process (tests).
+func (n *Node) SetCoordinatorPID(pid *actor.PID) { n.sys.Root.Send(n.pid, coordMsg{pid: pid}) }
+
+// Rank returns rank i's trainer handle.
+func (n *Node) Rank(i int) *Rank { return n.ranks[i] }
+
+// SetCoordinator tells the node where the coordinator's remote endpoint
+// is (from gossip: the coordinator member's ActorAddr).
+func (n *Node) SetCoordinator(addr string) { n.sys.Root.Send(n.pid, coordMsg{addr: addr}) }
+
+// Shutdown stops the actor and every pipeline. It returns ctx.Err() if
+// that did not finish in time.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.once.Do(func() {
+		close(n.stopCh)
+		_ = n.sys.Root.StopFuture(n.pid).Wait()
+	})
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closePipeline shuts p down off the actor.
+func (n *Node) closePipeline(p *actors.Pipeline) {
+	if p == nil {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+	}()
+}
+
+// --- the trainer's side ---
+
+// Rank is one rank's trainer handle.
+type Rank struct {
+	name  string
+	index int
+	node  *Node
+
+	mu struct {
+		sync.Mutex
+		session  cluster.Fence
+		pipe     *actors.Pipeline
+		segs     map[int]segInfo // by pipeline epoch, this session
+		batch    int64
+		finished bool          // the job is done and this rank has no stream
+		err      error         // fatal: the node cannot serve the job
+		changed  chan struct{} // closed and replaced on every change
+	}
+
+	// The trainer goroutine's own state.
+	trainerSession cluster.Fence
+	stash          *Batch
+}
+
+// segInfo is what Next needs to translate a pipeline epoch's batches.
+type segInfo struct {
+	epoch       int
+	firstStep   int64
+	base        int64 // stream offset of the segment's first position
+	length      int64 // positions; valid once ended
+	ended       bool
+	endOfStream bool // ended because the rank's stream, as planned, ended
+}
+
+// Batch is a delivered batch in the job's terms.
+type Batch struct {
+	*actors.Batch // Epoch, Step and Positions are rewritten: see the package doc
+	// RankName is "<node>/<i>".
+	RankName string
+	// Session is the rank session the batch belongs to; a commit counts
+	// only within it.
+	Session cluster.Fence
+	// EndOfStream says this is the last batch of the rank's stream for
+	// Epoch as the coordinator plans it now: commit here. More batches
+	// of the epoch may still follow if membership changes.
+	EndOfStream bool
+}
+
+// Name returns "<node>/<i>".
+func (r *Rank) Name() string { return r.name }
+
+func (r *Rank) changedLocked() {
+	close(r.mu.changed)
+	r.mu.changed = make(chan struct{})
+}
+
+// Next returns the rank's next batch. It blocks until one is ready, the
+// job is over for this rank (io.EOF), the session ended (ErrRolledBack,
+// once per session change; then call Next again), or ctx is done.
+func (r *Rank) Next(ctx context.Context) (*Batch, error) {
+	if b := r.stash; b != nil {
+		r.stash = nil
+		r.trainerSession = b.Session
+		return b, nil
+	}
+	for {
+		r.mu.Lock()
+		p, sess, finished, ferr, ch := r.mu.pipe, r.mu.session, r.mu.finished, r.mu.err, r.mu.changed
+		r.mu.Unlock()
+		if ferr != nil {
+			return nil, ferr
+		}
+		if p == nil {
+			if finished {
+				return nil, io.EOF
+			}
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		b, err := p.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			r.mu.Lock()
+			moved := r.mu.session != sess || r.mu.pipe != p
+			r.mu.Unlock()
+			if moved {
+				continue
+			}
+			return nil, err
+		}
+		out, ok := r.translate(b, p, sess)
+		if !ok {
+			b.Release()
+			continue
+		}
+		if !r.trainerSession.IsZero() && r.trainerSession != sess {
+			r.stash = out
+			r.trainerSession = cluster.Fence{}
+			return nil, ErrRolledBack
+		}
+		r.trainerSession = sess
+		return out, nil
+	}
+}
+
+func (r *Rank) translate(b *actors.Batch, p *actors.Pipeline, sess cluster.Fence) (*Batch, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.pipe != p || r.mu.session != sess {
+		return nil, false
+	}
+	sg, ok := r.mu.segs[b.Epoch]
+	if !ok {
+		return nil, false
+	}
+	k := b.Step
+	out := &Batch{Batch: b, RankName: r.name, Session: sess}
+	b.Epoch = sg.epoch
+	b.Step = sg.firstStep + k
+	for i := range b.Positions {
+		b.Positions[i] += sg.base
+	}
+	out.EndOfStream = sg.ended && sg.endOfStream && (k+1)*r.mu.batch >= sg.length
+	return out, true
+}
+
+// Commit tells the coordinator that the trainer's model includes every
+// batch of epoch through step, as numbered by the batches Next returned.
+// It returns at once; the coordinator's acknowledgement arrives through
+// Config.OnAck. A commit about an earlier session is dropped (Next
+// reports ErrRolledBack).
+func (r *Rank) Commit(epoch int, step int64) error {
+	if r.trainerSession.IsZero() {
+		return ErrRolledBack
+	}
+	r.node.sys.Root.Send(r.node.pid, commitMsg{rank: r.index, session: r.trainerSession, epoch: epoch, step: step})
+	return nil
+}
+
+// --- the pipeline's side ---
+
+// source is one session's actors.Source: it forwards Want to the actor.
+type source struct {
+	n       *Node
+	rank    int
+	session cluster.Fence
+}
+
+func (s source) Want(n int, give func(actors.Work)) {
+	s.n.sys.Root.Send(s.n.pid, wantMsg{rank: s.rank, session: s.session, n: n, give: give})
+}
+
+// --- messages to the actor ---
+
+type tickMsg struct{}
+
+type coordMsg struct {
+	addr string
+	pid  *actor.PID
+}
+
+type wantMsg struct {
+	rank    int
+	session cluster.Fence
+	n       int
+	give    func(actors.Work)
+}
+
+type commitMsg struct {
+	rank    int
+	session cluster.Fence
+	epoch   int
+	step    int64
+}
+
+type rejoinedMsg struct {
+	inc uint64
+	err error
+}

@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+)
+
+// StartRemote starts protoactor remote on sys, listening on listen
+// (host:port; port 0 picks one) and advertising advertise (empty: the
+// address it listens on, which must then be reachable by the others). It
+// returns the remote and the address others reach this process at.
+//
+// remote.Start panics when it cannot listen; the port is probed first so
+// a taken port is an error instead.
+func StartRemote(sys *actor.ActorSystem, listen, advertise string) (*remote.Remote, string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("agent: listen address %q: %w", listen, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, "", fmt.Errorf("agent: listen port %q: %w", port, err)
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("agent: listen on %s: %w", listen, err)
+	}
+	if p == 0 {
+		p = l.Addr().(*net.TCPAddr).Port
+	}
+	l.Close()
+	var opts []remote.ConfigOption
+	if advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(advertise))
+	}
+	r := remote.NewRemote(sys, remote.Configure(host, p, opts...))
+	r.Start()
+	return r, sys.Address(), nil
+}
