@@ -1,0 +1,235 @@
+// Command longshore-coordinator runs a job's coordinator: it reads the
+// dataset's manifest, hands out leases of each epoch's order to the ranks
+// of the nodes that join by gossip, tracks their commits, re-issues what a
+// lost node had not committed, and exits 0 once every epoch is committed
+// everywhere and the nodes have left.
+//
+//	longshore-coordinator --dataset DIR|s3://bucket/prefix --listen HOST:PORT --gossip HOST:PORT \
+//	    --epochs N --seed S --batch-size B [--shard-size K] [--drop-last] [--balance equal|dynamic] \
+//	    [--commit-log PATH]
+//
+// Nodes join with `longshore-node --join <this --gossip address> ...`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/agent"
+	"github.com/longshore/longshore/cluster/coord"
+	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/storage"
+)
+
+type options struct {
+	dataset, manifest, s3Endpoint string
+	listen, advertise             string
+	gossip, gossipAdvertise       string
+	gossipProfile                 string
+	commitLog                     string
+	balance                       string
+	batchSize                     int
+	minRanks                      int
+	linger                        time.Duration
+	tick                          time.Duration
+	cluster                       cluster.Config
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	o.cluster = cluster.DefaultConfig()
+	c := &o.cluster
+	fs := flag.NewFlagSet("longshore-coordinator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (the nodes must see the same manifest)")
+	fs.StringVar(&o.manifest, "manifest", "", "manifest object relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
+	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	fs.StringVar(&o.listen, "listen", "", "control-message (protoactor remote) bind address host:port")
+	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
+	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
+	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address others use, if not --gossip")
+	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node) or local (loopback, ~1-2 s)")
+	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>), written before the ack is sent")
+	fs.IntVar(&c.Epochs, "epochs", 1, "number of epochs")
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of every epoch's order (with the epoch number)")
+	fs.IntVar(&o.batchSize, "batch-size", 32, "samples per batch (every node uses it)")
+	fs.IntVar(&c.ShardSize, "shard-size", c.ShardSize, "most positions one lease covers")
+	fs.IntVar(&c.Block, "block", c.Block, "locality block of the epoch order, in samples")
+	fs.BoolVar(&c.DropRemainder, "drop-last", false, "drop the tail of each epoch that does not divide among the ranks, instead of padding with repeats (equal balance only)")
+	fs.StringVar(&o.balance, "balance", "equal", "equal: every rank gets the same number of steps per epoch (data-parallel training); dynamic: ranks take what they can, a straggler's leases are split")
+	fs.IntVar(&c.StealMin, "steal-min", c.StealMin, "dynamic: fewest undelivered positions worth splitting off a straggler")
+	fs.IntVar(&c.RevokeTimeout, "revoke-timeout", c.RevokeTimeout, "ticks a rank may leave a revoke unanswered before its node is evicted (0: never)")
+	fs.IntVar(&o.minRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
+	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
+	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	if o.dataset == "" {
+		errs = append(errs, errors.New("--dataset is required"))
+	}
+	if o.listen == "" {
+		errs = append(errs, errors.New("--listen HOST:PORT is required"))
+	}
+	if o.gossip == "" {
+		errs = append(errs, errors.New("--gossip HOST:PORT is required"))
+	}
+	if o.batchSize < 1 {
+		errs = append(errs, fmt.Errorf("--batch-size %d: need at least 1", o.batchSize))
+	}
+	switch o.balance {
+	case "equal":
+		c.Balance = cluster.EqualSteps
+	case "dynamic":
+		c.Balance = cluster.Dynamic
+	default:
+		errs = append(errs, fmt.Errorf("--balance %q: want equal or dynamic", o.balance))
+	}
+	if o.gossipProfile != "lan" && o.gossipProfile != "local" {
+		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+	}
+	c.Samples = 0 // from the dataset; validated then
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return o, errors.Join(errs...)
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "longshore-coordinator: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := coordinate(ctx, o, stderr); err != nil {
+		fmt.Fprintf(stderr, "longshore-coordinator: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func coordinate(ctx context.Context, o options, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sopts := storage.DefaultOptions()
+	if o.s3Endpoint != "" {
+		sopts.Endpoint = o.s3Endpoint
+	}
+	store, err := storage.Open(ctx, o.dataset, sopts)
+	if err != nil {
+		return err
+	}
+	if c, ok := store.(io.Closer); ok {
+		defer c.Close()
+	}
+	dopts := storage.DefaultDiscoverOptions()
+	if o.manifest != "" {
+		dopts.Layout = storage.LayoutManifest
+		dopts.Manifest = o.manifest
+	}
+	ds, err := storage.Discover(ctx, store, dopts)
+	if err != nil {
+		return fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	o.cluster.Samples = int64(len(ds.Samples))
+
+	var commitLog io.Writer
+	if o.commitLog != "" {
+		f, err := os.OpenFile(o.commitLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--commit-log: %w", err)
+		}
+		defer f.Close()
+		commitLog = f
+	}
+
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	rem, actorAddr, err := agent.StartRemote(sys, o.listen, o.advertise)
+	if err != nil {
+		return err
+	}
+	defer rem.Shutdown(false)
+	co, err := coord.Start(sys, coord.Config{
+		Cluster: o.cluster, BatchSize: o.batchSize, Digest: agent.ManifestDigest(ds),
+		MinRanks: o.minRanks, TickEvery: o.tick, CommitLog: commitLog, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer co.Shutdown(context.Background())
+
+	m, err := gossip.Start(ctx, gossip.Config{
+		Meta:          gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
+		BindAddr:      o.gossip,
+		AdvertiseAddr: o.gossipAdvertise,
+		Profile:       o.gossipProfile,
+	})
+	if err != nil {
+		return err
+	}
+	defer m.Shutdown(context.Background())
+	logger.Info("coordinating", "dataset", store.String(), "samples", len(ds.Samples), "epochs", o.cluster.Epochs,
+		"batch", o.batchSize, "shard", o.cluster.ShardSize, "balance", o.cluster.Balance.String(),
+		"gossip", m.Addr(), "actor", actorAddr)
+	go func() {
+		for ev := range m.Events() {
+			co.Membership(ev)
+		}
+	}()
+
+	select {
+	case <-co.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Let the nodes deliver their last padding and leave.
+	deadline := time.Now().Add(o.linger)
+	for time.Now().Before(deadline) && liveNodes(m) > 0 {
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if n := liveNodes(m); n > 0 {
+		logger.Warn("nodes still present after --linger; exiting anyway", "nodes", n)
+	}
+	return nil
+}
+
+func liveNodes(m *gossip.Membership) int {
+	k := 0
+	for _, mem := range m.Members() {
+		if mem.Meta.Role == gossip.RoleNode && !mem.Meta.Leaving {
+			k++
+		}
+	}
+	return k
+}

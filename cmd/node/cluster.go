@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/agent"
+	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/decode"
+)
+
+// clusterNode runs the node in a cluster: it joins by gossip, gets its
+// ranks' sessions and leases from the coordinator, and runs one stand-in
+// trainer per rank that logs what it is given to the sink and commits
+// every --commit-every steps and at the end of each epoch stream. It
+// returns nil once the coordinator said the job is done and every rank
+// has delivered what it holds.
+func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	dc, err := o.decodeConfig()
+	if err != nil {
+		return err
+	}
+	ac, err := o.actorsConfig(dc)
+	if err != nil {
+		return err
+	}
+	// The node's decoders are shared out among its ranks.
+	ac.Decoders = max(1, ac.Decoders/o.ranks)
+	slow, err := parseSlowRanks(o.slowRanks, o.ranks)
+	if err != nil {
+		return err
+	}
+	id := o.id
+	if id == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(o.gossip)
+		id = host + "-" + port
+	}
+	snk, err := parseSink(o.sink)
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
+	store, ds, err := openDataset(ctx, o)
+	if err != nil {
+		return err
+	}
+	if c, ok := store.(io.Closer); ok {
+		defer c.Close()
+	}
+
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	rem, actorAddr, err := agent.StartRemote(sys, o.listen, o.advertise)
+	if err != nil {
+		return err
+	}
+	defer rem.Shutdown(false)
+
+	var mem atomic.Pointer[gossip.Membership]
+	node, err := agent.Start(sys, agent.Config{
+		Node:     id,
+		Ranks:    o.ranks,
+		Dataset:  ds,
+		Pipeline: ac,
+		Deps: actors.Deps{
+			Store:      store,
+			NewDecoder: decoderFactory(dc),
+			SampleSeed: decode.SampleSeed,
+		},
+		Rejoin: func(ctx context.Context, inc uint64) error {
+			m := mem.Load()
+			if m == nil {
+				return errors.New("not in gossip yet")
+			}
+			return m.UpdateMeta(ctx, func(meta *gossip.Meta) { meta.Incarnation = inc })
+		},
+		OnAck: func(rank string, _ cluster.Fence, a cluster.Ack) {
+			_ = snk.Line(fmt.Sprintf("commit\t%d\t%s\t%d", a.Epoch, rank, a.Step))
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if err := node.Shutdown(sctx); err != nil {
+			logger.Warn("node shutdown", "err", err)
+		}
+	}()
+
+	jctx, cancel := context.WithTimeout(ctx, time.Minute)
+	m, err := gossip.Start(jctx, gossip.Config{
+		Meta: gossip.Meta{ID: id, Role: gossip.RoleNode, ActorAddr: actorAddr, Ranks: node.RankNames(),
+			Incarnation: node.Incarnation()},
+		BindAddr:      o.gossip,
+		AdvertiseAddr: o.gossipAdvertise,
+		Join:          []string{o.join},
+		Profile:       o.gossipProfile,
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	mem.Store(m)
+	logger.Info("joined", "node", id, "gossip", m.Addr(), "actor", actorAddr, "ranks", node.RankNames())
+	var gwg sync.WaitGroup
+	gwg.Add(1)
+	go func() {
+		defer gwg.Done()
+		for ev := range m.Events() {
+			if ev.Meta.Role == gossip.RoleCoordinator && (ev.Kind == gossip.Joined || ev.Kind == gossip.Updated) {
+				node.SetCoordinator(ev.Meta.ActorAddr)
+			}
+		}
+	}()
+	defer gwg.Wait()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.Shutdown(sctx)
+	}()
+
+	errs := make([]error, o.ranks)
+	var twg sync.WaitGroup
+	for i := range o.ranks {
+		twg.Add(1)
+		go func() {
+			defer twg.Done()
+			t := trainer{rank: node.Rank(i), sink: snk, every: int64(o.commitEvery), step: o.stepTime}
+			if slow[i] {
+				t.step = time.Duration(float64(o.stepTime) * o.slowFactor)
+			}
+			errs[i] = t.run(ctx)
+			if errs[i] != nil {
+				logger.Error("rank stopped", "rank", node.Rank(i).Name(), "err", errs[i])
+			}
+		}()
+	}
+	twg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	logger.Info("job done; leaving")
+	return snk.Flush()
+}
+
+// trainer stands in for a rank's trainer: it logs each batch's samples,
+// "trains" for step, and commits every `every` steps and at the end of
+// its epoch stream, after flushing the log so a committed step's lines
+// survive a crash.
+type trainer struct {
+	rank  *agent.Rank
+	sink  sink
+	every int64
+	step  time.Duration
+}
+
+func (t trainer) run(ctx context.Context) error {
+	var session cluster.Fence
+	for {
+		b, err := t.rank.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.Is(err, agent.ErrRolledBack):
+			continue // the log's next session line starts over
+		case err != nil:
+			return err
+		}
+		if b.Session != session {
+			session = b.Session
+			if err := t.sink.Line(fmt.Sprintf("session\t%s\t%s", b.RankName, session)); err != nil {
+				b.Release()
+				return err
+			}
+		}
+		for i, key := range b.Keys {
+			if err := t.sink.Deliver(b.Epoch, b.RankName, b.Step, key, b.Pads[i]); err != nil {
+				b.Release()
+				return err
+			}
+		}
+		epoch, step, end := b.Epoch, b.Step, b.EndOfStream
+		b.Release()
+		if t.step > 0 {
+			select {
+			case <-time.After(t.step):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if (step+1)%t.every == 0 || end {
+			if err := t.sink.Flush(); err != nil {
+				return err
+			}
+			_ = t.rank.Commit(epoch, step) // ErrRolledBack: Next says so next
+		}
+	}
+}
+
+func parseSlowRanks(spec string, ranks int) (map[int]bool, error) {
+	out := map[int]bool{}
+	if spec == "" {
+		return out, nil
+	}
+	for _, f := range strings.Split(spec, ",") {
+		i, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || i < 0 || i >= ranks {
+			return nil, fmt.Errorf("--slow-ranks %q: want rank indices in [0, %d)", spec, ranks)
+		}
+		out[i] = true
+	}
+	return out, nil
+}

@@ -1,0 +1,247 @@
+// Command longshore-node is the per-host daemon: it fetches samples from an
+// object store or directory, decodes and transforms them, assembles batches
+// in slot buffers and hands them to the trainer.
+//
+// Standalone mode runs one machine's whole job without a coordinator:
+//
+//	longshore-node --standalone --dataset DIR|s3://bucket/prefix --epochs N \
+//	    --batch-size 32 --transform train --seed S --sink null|log:PATH --stats-json PATH
+//
+// Cluster mode joins a job run by longshore-coordinator; epochs, seed and
+// batch size come from the coordinator:
+//
+//	longshore-node --join COORD_GOSSIP_HOST:PORT --gossip HOST:PORT --listen HOST:PORT \
+//	    --ranks R --dataset DIR|s3://bucket/prefix --sink log:PATH --commit-every K
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/storage"
+)
+
+// options are the command line, gathered before anything starts so that
+// every mistake is reported at once.
+type options struct {
+	standalone       bool
+	dataset          string
+	manifest         string
+	s3Endpoint       string
+	epochs           int
+	batchSize        int
+	transform        string
+	size             int
+	layout           string
+	seed             uint64
+	ranks            int
+	sink             string
+	statsJSON        string
+	maxFailures      string
+	maxPixels        int64
+	fetchConcurrency int
+	decoders         int
+	slots            int
+	dropLast         bool
+	lowres           bool
+	progress         string
+
+	// cluster mode
+	id              string
+	join            string
+	gossip          string
+	gossipAdvertise string
+	gossipProfile   string
+	listen          string
+	advertise       string
+	commitEvery     int
+	stepTime        time.Duration
+	slowRanks       string
+	slowFactor      float64
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("longshore-node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := actors.DefaultConfig()
+	fs.BoolVar(&o.standalone, "standalone", false, "run one machine's job without a coordinator")
+	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (ImageFolder layout or a manifest)")
+	fs.StringVar(&o.manifest, "manifest", "", "manifest object (CSV key,label or JSON lines) relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
+	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	fs.IntVar(&o.epochs, "epochs", 1, "number of epochs")
+	fs.IntVar(&o.batchSize, "batch-size", def.BatchSize, "samples per batch")
+	fs.StringVar(&o.transform, "transform", "train", "train (RandomResizedCrop+flip), eval (resize 256 + center crop) or resize")
+	fs.IntVar(&o.size, "size", 224, "output side in pixels")
+	fs.StringVar(&o.layout, "layout", "nchw", "sample layout: nchw or nhwc")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed for the epoch order and the random transforms")
+	fs.IntVar(&o.ranks, "ranks", 1, "trainer ranks served by this node")
+	fs.StringVar(&o.sink, "sink", "null", "where delivered batches go without a trainer: null or log:PATH")
+	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
+	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%)")
+	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "refuse images whose header claims more pixels")
+	fs.IntVar(&o.fetchConcurrency, "fetch-concurrency", def.FetchConcurrency, "object reads in flight per rank")
+	fs.IntVar(&o.decoders, "decoders", def.Decoders, "decoders for the whole node (default: one per core)")
+	fs.IntVar(&o.slots, "slots", def.Slots, "batch slots per rank (bounds memory and read-ahead)")
+	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
+	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows")
+	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
+	fs.StringVar(&o.id, "id", "", "cluster mode: this node's id, unique in the cluster; ranks are <id>/<i> (default: host-port of --gossip)")
+	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
+	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
+	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "cluster mode: gossip address others use, if not --gossip (containers, NAT)")
+	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node) or local (loopback, ~1-2 s)")
+	fs.StringVar(&o.listen, "listen", "", "cluster mode: control-message (protoactor remote) bind address host:port")
+	fs.StringVar(&o.advertise, "advertise", "", "cluster mode: control-message address others use, if not --listen")
+	fs.IntVar(&o.commitEvery, "commit-every", 1, "cluster mode, log sink: act as a trainer that commits every K steps and at the end of each epoch stream")
+	fs.DurationVar(&o.stepTime, "step-time", 0, "cluster mode, debug: simulated training time per batch")
+	fs.StringVar(&o.slowRanks, "slow-ranks", "", "cluster mode, debug: comma-separated rank indices that train --slow-factor times slower")
+	fs.Float64Var(&o.slowFactor, "slow-factor", 5, "cluster mode, debug: the slowdown of --slow-ranks")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var errs []error
+	if !o.standalone {
+		if o.join == "" {
+			errs = append(errs, errors.New("cluster mode needs --join (the coordinator's gossip address); or pass --standalone"))
+		}
+		if o.gossip == "" {
+			errs = append(errs, errors.New("cluster mode needs --gossip HOST:PORT"))
+		}
+		if o.listen == "" {
+			errs = append(errs, errors.New("cluster mode needs --listen HOST:PORT"))
+		}
+		if o.commitEvery < 1 {
+			errs = append(errs, fmt.Errorf("--commit-every %d: need at least 1", o.commitEvery))
+		}
+		if o.gossipProfile != "lan" && o.gossipProfile != "local" {
+			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+		}
+		if o.dropLast {
+			errs = append(errs, errors.New("--drop-last is the coordinator's in cluster mode (it drops the remainder so every rank's steps match)"))
+		}
+	}
+	if o.dataset == "" {
+		errs = append(errs, errors.New("--dataset is required"))
+	}
+	if o.epochs < 1 {
+		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", o.epochs))
+	}
+	if o.ranks < 1 {
+		errs = append(errs, fmt.Errorf("--ranks %d: need at least 1", o.ranks))
+	}
+	switch o.progress {
+	case "auto", "always", "never":
+	default:
+		errs = append(errs, fmt.Errorf("--progress %q: want auto, always or never", o.progress))
+	}
+	return o, errors.Join(errs...)
+}
+
+func (o options) decodeConfig() (decode.Config, error) {
+	c := decode.DefaultConfig()
+	t, err := decode.ParseTransform(o.transform)
+	if err != nil {
+		return c, err
+	}
+	t.Size = o.size
+	c.Transform = t
+	switch strings.ToLower(o.layout) {
+	case "nchw":
+		c.Layout = decode.NCHW
+	case "nhwc":
+		c.Layout = decode.NHWC
+	default:
+		return c, fmt.Errorf("--layout %q: want nchw or nhwc", o.layout)
+	}
+	c.MaxPixels = o.maxPixels
+	c.Lowres = o.lowres
+	return c, c.Validate()
+}
+
+func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
+	c := actors.DefaultConfig()
+	c.BatchSize = o.batchSize
+	c.Slots = o.slots
+	c.FetchConcurrency = o.fetchConcurrency
+	c.Decoders = o.decoders
+	c.DropLast = o.dropLast
+	c.Seed = o.seed
+	c.Epochs = o.epochs
+	c.Sample = actors.Shape{Height: dc.Transform.Size, Width: dc.Transform.Size, Layout: actors.NCHW}
+	if dc.Layout == decode.NHWC {
+		c.Sample.Layout = actors.NHWC
+	}
+	b, err := actors.ParseFailureBudget(o.maxFailures)
+	if err != nil {
+		return c, fmt.Errorf("--max-failures: %w", err)
+	}
+	c.MaxFailures = b
+	return c, c.Validate()
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runMode := standalone
+	if !o.standalone {
+		runMode = clusterNode
+	}
+	if err := runMode(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func openDataset(ctx context.Context, o options) (storage.Store, *storage.Dataset, error) {
+	sopts := storage.DefaultOptions()
+	if o.s3Endpoint != "" {
+		sopts.Endpoint = o.s3Endpoint
+	}
+	if o.fetchConcurrency*o.ranks > sopts.FetchConcurrency {
+		sopts.FetchConcurrency = o.fetchConcurrency * o.ranks
+	}
+	store, err := storage.Open(ctx, o.dataset, sopts)
+	if err != nil {
+		return nil, nil, err
+	}
+	dopts := storage.DefaultDiscoverOptions()
+	if o.manifest != "" {
+		dopts.Layout = storage.LayoutManifest
+		dopts.Manifest = o.manifest
+	}
+	ds, err := storage.Discover(ctx, store, dopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	return store, ds, nil
+}
+
+// wait is how long a stopped run gives its pipelines to drain.
+const shutdownGrace = 10 * time.Second

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+)
+
+// A sink is where standalone mode hands delivered batches when no trainer is
+// attached: it stands in for the trainer so a run can be checked from
+// outside.
+type sink interface {
+	// Deliver records one delivered sample.
+	Deliver(epoch int, rank string, step int64, key string, pad bool) error
+	// Line appends a line as is (cluster mode's session and commit lines).
+	Line(s string) error
+	// Flush makes what was delivered so far reach the file (before a
+	// commit is sent, so committed steps are never lost to a crash).
+	Flush() error
+	Close() error
+}
+
+// parseSink understands "null" and "log:PATH".
+func parseSink(spec string) (sink, error) {
+	switch {
+	case spec == "" || spec == "null":
+		return nullSink{}, nil
+	case strings.HasPrefix(spec, "log:"):
+		path := strings.TrimPrefix(spec, "log:")
+		if path == "" {
+			return nil, fmt.Errorf("--sink log:PATH needs a path")
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("--sink %s: %w", spec, err)
+		}
+		return &logSink{f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
+	default:
+		return nil, fmt.Errorf("--sink %q: want null or log:PATH", spec)
+	}
+}
+
+type nullSink struct{}
+
+func (nullSink) Deliver(int, string, int64, string, bool) error { return nil }
+func (nullSink) Line(string) error                              { return nil }
+func (nullSink) Flush() error                                   { return nil }
+func (nullSink) Close() error                                   { return nil }
+
+// logSink appends one line per delivered sample:
+//
+//	<epoch>\t<rank>\t<step>\t<key>
+//
+// with a fifth column "pad" for padding samples. In cluster mode <rank> is
+// the rank's name, "<node>/<i>", and two more kinds of line appear:
+//
+//	session\t<rank>\t<session>      the rank's next lines belong to this session
+//	commit\t<epoch>\t<rank>\t<step>  the coordinator acknowledged this commit
+//
+// Safe for concurrent use. Lines are buffered and
+// flushed at Close (and whenever the buffer fills), so a crashed process may
+// lose its tail: what matters for the guarantee is committed history, which
+// is logged after the commit is acknowledged.
+type logSink struct {
+	mu sync.Mutex
+	f  *os.File
+	w  *bufio.Writer
+}
+
+func (s *logSink) Deliver(epoch int, rank string, step int64, key string, pad bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	if pad {
+		_, err = fmt.Fprintf(s.w, "%d\t%s\t%d\t%s\tpad\n", epoch, rank, step, key)
+	} else {
+		_, err = fmt.Fprintf(s.w, "%d\t%s\t%d\t%s\n", epoch, rank, step, key)
+	}
+	return err
+}
+
+func (s *logSink) Line(line string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := fmt.Fprintln(s.w, line)
+	return err
+}
+
+func (s *logSink) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Flush()
+}
+
+func (s *logSink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.w.Flush()
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

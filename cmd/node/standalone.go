@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/decode"
+)
+
+// started is when the process began: first_batch_seconds counts from here,
+// so it includes opening the store and discovering the dataset.
+var started = time.Now()
+
+// Summary is what --stats-json writes: the figures of one run.
+type Summary struct {
+	Dataset           string         `json:"dataset"`
+	Samples           int            `json:"dataset_samples"`
+	Classes           int            `json:"dataset_classes"`
+	Epochs            int            `json:"epochs"`
+	Ranks             int            `json:"ranks"`
+	BatchSize         int            `json:"batch_size"`
+	Transform         string         `json:"transform"`
+	Images            int64          `json:"images"` // delivered, padding included
+	Pads              int64          `json:"pads"`
+	Batches           int64          `json:"batches"`
+	Seconds           float64        `json:"seconds"` // from the first fetch to the last batch
+	ImagesPerSecond   float64        `json:"images_per_second"`
+	FirstBatchSeconds float64        `json:"first_batch_seconds"` // from process start
+	CPUSeconds        float64        `json:"cpu_seconds"`         // whole process, user+system
+	CPUMsPerImage     float64        `json:"cpu_ms_per_image"`
+	PeakRSSBytes      int64          `json:"peak_rss_bytes"`
+	Failures          FailureSummary `json:"failures"`
+	Bottleneck        string         `json:"bottleneck"`
+	BottleneckReason  string         `json:"bottleneck_reason"`
+	Stages            actors.Stats   `json:"stages"`
+	Error             string         `json:"error,omitempty"`
+}
+
+// FailureSummary is the failure part of Summary.
+type FailureSummary struct {
+	Total    int64            `json:"total"`
+	ByReason map[string]int64 `json:"by_reason"` // "<stage>/<class>"
+	Report   actors.Report    `json:"report"`
+}
+
+// progress draws a bar on a terminal and otherwise prints a line every
+// few seconds, so logs of non-interactive runs still show life.
+type progress struct {
+	mu    sync.Mutex
+	bar   *progressbar.ProgressBar
+	w     io.Writer
+	total int64
+	done  int64
+	last  time.Time
+	start time.Time
+}
+
+func newProgress(mode string, total int64, w io.Writer) *progress {
+	p := &progress{w: w, total: total, start: time.Now(), last: time.Now()}
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	if mode == "always" || (mode == "auto" && tty) {
+		p.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("loading"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("img"),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+		)
+	} else if mode == "never" {
+		p.w = nil
+	}
+	return p
+}
+
+func (p *progress) add(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done += int64(n)
+	if p.bar != nil {
+		p.bar.Add(n)
+		return
+	}
+	if p.w != nil && time.Since(p.last) >= 5*time.Second {
+		p.last = time.Now()
+		el := time.Since(p.start).Seconds()
+		fmt.Fprintf(p.w, "loading: %d/%d images, %.0f img/s\n", p.done, p.total, float64(p.done)/el)
+	}
+}
+
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil && p.done < p.total {
+		// Failed or dropped samples never arrive: close the bar cleanly.
+		p.bar.Exit()
+		fmt.Fprintln(p.w)
+	}
+}
+
+// decoderFactory adapts decode.Decoder to the pipeline's seam and classes
+// its errors for the failure report.
+func decoderFactory(c decode.Config) actors.DecoderFactory {
+	return func() (actors.SampleDecoder, error) {
+		d, err := decode.NewDecoder(c)
+		if err != nil {
+			return nil, err
+		}
+		return ffmpegDecoder{d}, nil
+	}
+}
+
+type ffmpegDecoder struct{ d *decode.Decoder }
+
+func (f ffmpegDecoder) Decode(data []byte, seed uint64, dst []byte) error {
+	_, err := f.d.Decode(data, seed, dst)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, decode.ErrTooLarge):
+		return actors.WithFailureClass(err, "too_large")
+	case errors.Is(err, decode.ErrUnsupported):
+		return actors.WithFailureClass(err, "unsupported")
+	case errors.Is(err, decode.ErrCorrupt):
+		return actors.WithFailureClass(err, "corrupt")
+	}
+	return err
+}
+
+func (f ffmpegDecoder) Close() error { return f.d.Close() }
+
+// orderBlock is how many consecutive samples stay together when an epoch
+// is shuffled (cluster.NewOrder): keeps some locality for sharded datasets
+// while mixing well over a few thousand samples.
+const orderBlock = 256
+
+func clusterOrder(seed uint64, epoch int, n int64) actors.Order {
+	return cluster.NewOrder(seed, epoch, n, orderBlock)
+}
+
+func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	dc, err := o.decodeConfig()
+	if err != nil {
+		return err
+	}
+	ac, err := o.actorsConfig(dc)
+	if err != nil {
+		return err
+	}
+	snk, err := parseSink(o.sink)
+	if err != nil {
+		return err
+	}
+	store, ds, err := openDataset(ctx, o)
+	if err != nil {
+		snk.Close()
+		return err
+	}
+	node, err := actors.NewNode(ac, ds, o.ranks, actors.Deps{
+		Store:      store,
+		NewDecoder: decoderFactory(dc),
+		SampleSeed: decode.SampleSeed,
+		Order:      clusterOrder,
+	})
+	if err != nil {
+		snk.Close()
+		return err
+	}
+	n := int64(len(ds.Samples))
+	perRank := (n + int64(o.ranks) - 1) / int64(o.ranks)
+	total := perRank * int64(o.ranks) * int64(o.epochs)
+	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s %d, %s\n",
+		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.transform, o.size, strings.ToUpper(o.layout))
+	bar := newProgress(o.progress, total, stderr)
+
+	var (
+		mu         sync.Mutex // serializes the sink
+		firstBatch time.Duration
+		firstOnce  sync.Once
+		sinkErr    error
+	)
+	runStart := time.Now()
+	runErr := node.Run(ctx, func(b *actors.Batch) error {
+		firstOnce.Do(func() { firstBatch = time.Since(started) })
+		mu.Lock()
+		for i, key := range b.Keys {
+			if err := snk.Deliver(b.Epoch, strconv.Itoa(b.Rank), b.Step, key, b.Pads[i]); err != nil && sinkErr == nil {
+				sinkErr = err
+			}
+		}
+		err := sinkErr
+		mu.Unlock()
+		bar.add(b.Len())
+		return err
+	})
+	elapsed := time.Since(runStart)
+	bar.finish()
+	stats := node.Stats()
+	report := node.Failures()
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	shutErr := node.Shutdown(shutCtx)
+	cancel()
+	if err := snk.Close(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("sink: %w", err)
+	}
+	if closer, ok := store.(io.Closer); ok {
+		closer.Close()
+	}
+	use := readUsage()
+
+	s := Summary{
+		Dataset: store.String(), Samples: len(ds.Samples), Classes: len(ds.Classes),
+		Epochs: o.epochs, Ranks: o.ranks, BatchSize: o.batchSize, Transform: o.transform,
+		Images: stats.Samples, Pads: stats.Pads, Batches: stats.Batches,
+		Seconds:           elapsed.Seconds(),
+		FirstBatchSeconds: firstBatch.Seconds(),
+		CPUSeconds:        use.CPU.Seconds(),
+		PeakRSSBytes:      use.PeakRSS,
+		Bottleneck:        stats.Bottleneck.Stage,
+		BottleneckReason:  stats.Bottleneck.Reason,
+		Stages:            stats,
+		Failures:          FailureSummary{Total: report.Failed, ByReason: map[string]int64{}, Report: report},
+	}
+	if s.Seconds > 0 {
+		s.ImagesPerSecond = float64(s.Images) / s.Seconds
+	}
+	if s.Images > 0 {
+		s.CPUMsPerImage = 1000 * s.CPUSeconds / float64(s.Images)
+	}
+	for _, g := range report.Groups {
+		s.Failures.ByReason[fmt.Sprintf("%s/%s", g.Stage, g.Class)] += g.Count
+	}
+	if runErr != nil {
+		s.Error = runErr.Error()
+	}
+	printSummary(stdout, s)
+	if o.statsJSON != "" {
+		if err := writeJSON(o.statsJSON, s); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if runErr == nil && shutErr != nil {
+		runErr = fmt.Errorf("shutdown: %w", shutErr)
+	}
+	return runErr
+}
+
+func printSummary(w io.Writer, s Summary) {
+	fmt.Fprintf(w, "\nlongshore: %d images (%d padding) in %d batches, %.2f s: %.0f images/s\n",
+		s.Images, s.Pads, s.Batches, s.Seconds, s.ImagesPerSecond)
+	fmt.Fprintf(w, "  first batch   %.3f s after start\n", s.FirstBatchSeconds)
+	fmt.Fprintf(w, "  CPU           %.2f s (%.2f ms per image)\n", s.CPUSeconds, s.CPUMsPerImage)
+	fmt.Fprintf(w, "  peak memory   %.1f MiB RSS\n", float64(s.PeakRSSBytes)/(1<<20))
+	fmt.Fprintf(w, "  failures      %d", s.Failures.Total)
+	if len(s.Failures.ByReason) > 0 {
+		keys := make([]string, 0, len(s.Failures.ByReason))
+		for k := range s.Failures.ByReason {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, s.Failures.ByReason[k]))
+		}
+		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  bottleneck    %s: %s\n", s.Bottleneck, s.BottleneckReason)
+	fmt.Fprintf(w, "  %-8s %8s %6s %8s %8s %8s %6s %6s\n", "stage", "items", "fail", "p50 ms", "p90 ms", "p99 ms", "busy", "queue")
+	for _, st := range s.Stages.Stages {
+		fmt.Fprintf(w, "  %-8s %8d %6d %8.2f %8.2f %8.2f %5.0f%% %5.0f%%\n", st.Stage, st.Items, st.Failures,
+			st.Time.P50, st.Time.P90, st.Time.P99, 100*st.Busy, 100*st.Queue.Occupancy)
+	}
+	if s.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", s.Error)
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--stats-json: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--stats-json: %w", err)
+	}
+	return nil
+}
