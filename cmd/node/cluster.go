@@ -17,10 +17,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
-	"github.com/longshore/longshore/decode"
 )
 
 // clusterNode runs the node in a cluster: it joins by gossip, gets its
@@ -74,17 +74,17 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	defer rem.Shutdown(false)
 
+	deps := actors.Deps{Store: store}
+	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
+		return err
+	}
 	var mem atomic.Pointer[gossip.Membership]
 	node, err := agent.Start(sys, agent.Config{
 		Node:     id,
 		Ranks:    o.ranks,
 		Dataset:  ds,
 		Pipeline: ac,
-		Deps: actors.Deps{
-			Store:      store,
-			NewDecoder: decoderFactory(dc),
-			SampleSeed: decode.SampleSeed,
-		},
+		Deps:     deps,
 		Rejoin: func(ctx context.Context, inc uint64) error {
 			m := mem.Load()
 			if m == nil {

@@ -46,6 +46,8 @@ type options struct {
 	seed             uint64
 	ranks            int
 	sink             string
+	feedDir          string
+	job              string
 	statsJSON        string
 	maxFailures      string
 	maxPixels        int64
@@ -86,7 +88,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.layout, "layout", "nchw", "sample layout: nchw or nhwc")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for the epoch order and the random transforms")
 	fs.IntVar(&o.ranks, "ranks", 1, "trainer ranks served by this node")
-	fs.StringVar(&o.sink, "sink", "null", "where delivered batches go without a trainer: null or log:PATH")
+	fs.StringVar(&o.sink, "sink", "null", "where batches go: null, log:PATH (no trainer), or feed (serve trainers over Unix sockets, standalone)")
+	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
+	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
 	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "refuse images whose header claims more pixels")

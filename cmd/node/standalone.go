@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,8 +16,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/decode"
 )
 
 // started is when the process began: first_batch_seconds counts from here,
@@ -117,37 +116,6 @@ func (p *progress) finish() {
 	}
 }
 
-// decoderFactory adapts decode.Decoder to the pipeline's seam and classes
-// its errors for the failure report.
-func decoderFactory(c decode.Config) actors.DecoderFactory {
-	return func() (actors.SampleDecoder, error) {
-		d, err := decode.NewDecoder(c)
-		if err != nil {
-			return nil, err
-		}
-		return ffmpegDecoder{d}, nil
-	}
-}
-
-type ffmpegDecoder struct{ d *decode.Decoder }
-
-func (f ffmpegDecoder) Decode(data []byte, seed uint64, dst []byte) error {
-	_, err := f.d.Decode(data, seed, dst)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, decode.ErrTooLarge):
-		return actors.WithFailureClass(err, "too_large")
-	case errors.Is(err, decode.ErrUnsupported):
-		return actors.WithFailureClass(err, "unsupported")
-	case errors.Is(err, decode.ErrCorrupt):
-		return actors.WithFailureClass(err, "corrupt")
-	}
-	return err
-}
-
-func (f ffmpegDecoder) Close() error { return f.d.Close() }
-
 // orderBlock is how many consecutive samples stay together when an epoch
 // is shuffled (cluster.NewOrder): keeps some locality for sharded datasets
 // while mixing well over a few thousand samples.
@@ -166,6 +134,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if o.sink == "feed" {
+		return serveFeed(ctx, o, ac, dc, stderr)
+	}
 	snk, err := parseSink(o.sink)
 	if err != nil {
 		return err
@@ -175,12 +146,12 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		snk.Close()
 		return err
 	}
-	node, err := actors.NewNode(ac, ds, o.ranks, actors.Deps{
-		Store:      store,
-		NewDecoder: decoderFactory(dc),
-		SampleSeed: decode.SampleSeed,
-		Order:      clusterOrder,
-	})
+	deps := actors.Deps{Store: store, Order: clusterOrder}
+	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
+		snk.Close()
+		return err
+	}
+	node, err := actors.NewNode(ac, ds, o.ranks, deps)
 	if err != nil {
 		snk.Close()
 		return err
