@@ -88,6 +88,10 @@ type Ack struct {
 	Epoch   int
 	Offset  int64
 	Step    int64
+	// Token is the commit's resume token. The core leaves it empty; the
+	// shell fills it in once the journal write that made the commit
+	// durable has returned (package journal).
+	Token string
 }
 
 // Eviction tells a node that its life Incarnation is over: its sessions

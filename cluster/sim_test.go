@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -15,9 +16,17 @@ import (
 // ranks that deliver samples and trainers that commit, through a network
 // that delays, reorders and duplicates every message, under a seeded
 // schedule of node crashes, false failure reports, joins mid-epoch, slow
-// ranks and coordinator crashes (restored from the last persisted
-// Snapshot). Everything is a function of the seed: a failing seed prints
-// itself and replays with -seed.
+// ranks and coordinator crashes. The coordinator persists to a model of
+// the journal (cluster/journal: numbered generations, each written once,
+// the generation number doubling as the next incarnation), and the
+// schedule also loses journal writes (the coordinator stops; a write may
+// have landed although it reported failure), races a stale coordinator
+// against its replacement (the stale one keeps sending until its next
+// journal write fails; or the replacement loses the race and stops), and
+// restores older tokens: a generation other than the newest, whereupon
+// committed history is what that generation held — the trainer loaded
+// the model saved beside that token. Everything is a function of the
+// seed: a failing seed prints itself and replays with -seed.
 //
 // After each run it checks the promise:
 //   - per epoch, the samples in acknowledged commits of every rank session
@@ -73,7 +82,7 @@ func TestSimulation(t *testing.T) {
 
 type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
-	Fenced, Revokes, EqualEpochs, Held int
+	Fenced, Revokes, EqualEpochs, Held, LostWrites, LandedLost, Races, StaleSteps, Rewinds int
 }
 
 func (s *simStats) add(o simStats) {
@@ -90,6 +99,11 @@ func (s *simStats) add(o simStats) {
 	s.Revokes += o.Revokes
 	s.EqualEpochs += o.EqualEpochs
 	s.Held += o.Held
+	s.LostWrites += o.LostWrites
+	s.LandedLost += o.LandedLost
+	s.Races += o.Races
+	s.StaleSteps += o.StaleSteps
+	s.Rewinds += o.Rewinds
 }
 
 type simMsg struct {
@@ -119,7 +133,8 @@ type simSession struct {
 	fence     Fence
 	rl        *RankLeases
 	items     map[int][]simItem // delivered, per epoch, in stream order
-	durable   map[int]int64     // largest Ack the coordinator sent: the committed prefix
+	durable   map[int]int64     // committed prefix: acks made durable, less any rewind
+	maxAck    map[int]int64     // largest Ack the coordinator sent
 	lookahead int64
 	dead      bool // its node life ended (crash, eviction, new coordinator)
 	fenced    bool // the coordinator fenced it: nothing it sends may be accepted
@@ -148,9 +163,18 @@ type sim struct {
 
 	sessions  []*simSession
 	bySession map[Fence]*simSession
-	durable   State
+
+	// The journal model: how many generations were written, and the
+	// newest few with the committed history each held.
+	nGens int
+	gens  []simGen
+	// stale is a replaced coordinator still running until its next
+	// journal write fails or staleUntil.
+	stale      *Coordinator
+	staleUntil int64
 
 	dupP, crashP, falseP, joinP, coordP float64
+	lostP, rewindP, raceP               float64
 	maxDelay                            int64
 
 	disturbed map[int]bool
@@ -160,6 +184,14 @@ type sim struct {
 	stats     simStats
 	err       error
 }
+
+type simGen struct {
+	state   State
+	durable map[*simSession]map[int]int64
+}
+
+// simKeep is how many generations the journal model keeps for rewinds.
+const simKeep = 16
 
 func (s *sim) logf(format string, args ...any) {
 	if s.log != nil {
@@ -221,14 +253,23 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 		if rng.IntN(5) == 0 {
 			s.coordP = 0.002
 		}
+		if rng.IntN(4) == 0 {
+			s.lostP = []float64{0.002, 0.01}[rng.IntN(2)]
+		}
+		if rng.IntN(4) == 0 {
+			s.rewindP = 0.002
+		}
+		if rng.IntN(4) == 0 {
+			s.raceP = 0.002
+		}
 	}
 	var err error
 	if s.c, err = NewCoordinator(cfg); err != nil {
 		return s.stats, err
 	}
-	s.durable = s.c.Snapshot()
-	s.logf("config %+v batch=%d every=%d delay=%d dup=%v crash=%v false=%v join=%v coord=%v",
-		cfg, s.batch, s.every, s.maxDelay, s.dupP, s.crashP, s.falseP, s.joinP, s.coordP)
+	s.logf("config %+v batch=%d every=%d delay=%d dup=%v crash=%v false=%v join=%v coord=%v lost=%v rewind=%v race=%v",
+		cfg, s.batch, s.every, s.maxDelay, s.dupP, s.crashP, s.falseP, s.joinP, s.coordP, s.lostP, s.rewindP, s.raceP)
+	s.handleReady() // the initial generation
 
 	for range 1 + rng.IntN(4) {
 		s.newNode()
@@ -239,6 +280,10 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	for step := 0; step < maxSteps && s.err == nil; step++ {
 		s.now++
 		s.stats.Steps++
+		if s.stale != nil && s.now > s.staleUntil {
+			s.logf("stale coordinator's journal check fails; it stops")
+			s.stale = nil
+		}
 		if s.c.Done() && doneAt < 0 {
 			doneAt = step
 		}
@@ -338,6 +383,18 @@ func (s *sim) deliver() {
 	m := s.net[i]
 	s.net = slices.Delete(s.net, i, i+1)
 	if m.ev != nil {
+		if s.stale != nil {
+			// Gossip reaches both coordinators; a rank's message goes to
+			// the coordinator life that gave it its session, which may be
+			// the stale one.
+			if m.from == nil || m.from.fence.Incarnation == s.stale.Config().Incarnation {
+				s.stats.StaleSteps++
+				s.stepOn(s.stale, m.ev, m.from)
+				if m.from != nil {
+					return
+				}
+			}
+		}
 		s.step(m.ev, m.from)
 		return
 	}
@@ -350,9 +407,14 @@ func (s *sim) deliver() {
 
 // --- coordinator side ---
 
-func (s *sim) step(ev Event, from *simSession) {
-	err := s.c.Step(ev)
-	if from != nil && from.fenced {
+func (s *sim) step(ev Event, from *simSession) { s.stepOn(s.c, ev, from) }
+
+func (s *sim) stepOn(c *Coordinator, ev Event, from *simSession) {
+	if c == nil {
+		return
+	}
+	err := c.Step(ev)
+	if from != nil && from.fenced && c == s.c {
 		if err == nil {
 			s.fail("coordinator accepted %T %+v from fenced session %s %v", ev, ev, from.rank, from.fence)
 		}
@@ -364,31 +426,80 @@ func (s *sim) step(ev Event, from *simSession) {
 	if err != nil {
 		s.logf("refused %T %+v: %v", ev, ev, err)
 	} else if _, tick := ev.(Tick); !tick {
-		s.logf("step %T %+v", ev, ev)
+		s.logf("step %T %+v (stale=%v)", ev, ev, c != s.c)
 	}
-	s.handleReady()
+	s.handleReadyOf(c)
 }
 
-func (s *sim) handleReady() {
-	if !s.c.HasReady() {
+func (s *sim) handleReady() { s.handleReadyOf(s.c) }
+
+// persist writes c's state as the next generation, with the committed
+// history it makes durable.
+func (s *sim) persist(c *Coordinator, rd Ready) {
+	for _, a := range rd.Acks {
+		if ss := s.bySession[a.Session]; ss != nil {
+			ss.durable[a.Epoch] = max(ss.durable[a.Epoch], a.Offset)
+		}
+	}
+	s.nGens++
+	g := simGen{state: c.Snapshot()}
+	if s.rewindP > 0 {
+		g.durable = map[*simSession]map[int]int64{}
+		for _, ss := range s.sessions {
+			if len(ss.durable) > 0 {
+				g.durable[ss] = maps.Clone(ss.durable)
+			}
+		}
+	}
+	s.gens = append(s.gens, g)
+	if len(s.gens) > simKeep {
+		s.gens = slices.Delete(s.gens, 0, len(s.gens)-simKeep)
+	}
+}
+
+func (s *sim) handleReadyOf(c *Coordinator) {
+	if !c.HasReady() {
 		return
 	}
-	rd := s.c.Ready()
-	if rd.Persist && s.coordP > 0 { // only a coordinator crash reads it
-		s.durable = s.c.Snapshot()
+	rd := c.Ready()
+	stale := c != s.c
+	if rd.Persist {
+		switch {
+		case stale:
+			// The replacement has written since: the stale one's write
+			// fails its condition and it stops, sending nothing of rd.
+			s.logf("stale coordinator's journal write loses; it steps down")
+			s.stale = nil
+			return
+		case len(s.gens) > 0 && s.rng.Float64() < s.lostP:
+			landed := s.rng.IntN(2) == 0
+			s.stats.LostWrites++
+			if landed {
+				s.stats.LandedLost++
+				s.persist(c, rd)
+			}
+			s.logf("journal write lost (landed=%v); the coordinator stops and is restarted", landed)
+			s.restore(len(s.gens) - 1)
+			return
+		}
+		s.persist(c, rd)
+	}
+	if stale {
+		s.disturbAll()
 	}
 	for _, w := range rd.Welcomes {
 		n := s.nodes[w.Node]
 		for _, rs := range w.Ranks {
 			ss := &simSession{
 				rank: rs.Rank, node: n, inc: w.Incarnation, fence: rs.Session,
-				rl: NewRankLeases(rs, s.cfg.Epochs), items: map[int][]simItem{}, durable: map[int]int64{},
+				rl: NewRankLeases(rs, s.cfg.Epochs), items: map[int][]simItem{}, durable: map[int]int64{}, maxAck: map[int]int64{},
 				lookahead: int64(1+s.rng.IntN(3)) * int64(s.cfg.ShardSize),
+				fenced:    stale, // the current coordinator never heard of it
 			}
 			s.sessions = append(s.sessions, ss)
 			s.bySession[ss.fence] = ss
 			for e := range s.cfg.Epochs {
-				if e >= rs.FirstEpoch && s.isOpen(e, rd) {
+				if !stale && e >= rs.FirstEpoch && s.isOpen(e, rd) {
 					s.disturbed[e] = true
 				}
 			}
@@ -397,12 +508,12 @@ func (s *sim) handleReady() {
 	}
 	for _, ev := range rd.Evictions {
 		for _, ss := range s.sessions {
-			if ss.node.id == ev.Node && ss.inc == ev.Incarnation {
+			if !stale && ss.node.id == ev.Node && ss.inc == ev.Incarnation {
 				ss.fenced = true
 			}
 		}
 		for e := range s.cfg.Epochs {
-			if s.isOpen(e, rd) {
+			if !stale && s.isOpen(e, rd) {
 				s.disturbed[e] = true
 			}
 		}
@@ -412,8 +523,8 @@ func (s *sim) handleReady() {
 	}
 	for _, a := range rd.Acks {
 		ss := s.bySession[a.Session]
-		if ss == nil || ss.fenced {
-			s.fail("ack %+v to fenced or unknown session", a)
+		if ss == nil || ss.fenced || stale {
+			s.fail("ack %+v to fenced or unknown session (stale coordinator: %v)", a, stale)
 			continue
 		}
 		s.stats.Acks++
@@ -423,7 +534,7 @@ func (s *sim) handleReady() {
 		if k := int64(len(ss.items[a.Epoch])); a.Offset > k {
 			s.fail("ack %+v beyond the %d positions the rank delivered", a, k)
 		}
-		ss.durable[a.Epoch] = max(ss.durable[a.Epoch], a.Offset)
+		ss.maxAck[a.Epoch] = max(ss.maxAck[a.Epoch], a.Offset)
 		s.toNode(ss.node, ss.inc, a)
 	}
 	if s.log != nil {
@@ -455,7 +566,7 @@ func (s *sim) handleReady() {
 	}
 	for _, e := range rd.Ends {
 		ss := s.bySession[e.Session]
-		if e.EpochComplete && slices.Contains(rd.EpochsCompleted, e.Epoch) {
+		if !stale && e.EpochComplete && slices.Contains(rd.EpochsCompleted, e.Epoch) {
 			if s.finalLen[e.Epoch] == nil {
 				s.finalLen[e.Epoch] = map[*simSession]int64{}
 			}
@@ -463,11 +574,14 @@ func (s *sim) handleReady() {
 		}
 		s.toNode(ss.node, ss.inc, e)
 	}
+	c.Advance()
+	if stale {
+		return
+	}
 	for _, e := range rd.EpochsCompleted {
 		s.members[e] = s.c.Epoch(e).Members
 		s.logf("epoch %d complete", e)
 	}
-	s.c.Advance()
 	for e := range s.cfg.Epochs {
 		st := s.c.Epoch(e)
 		s.open[e] = st.Started && !st.Complete
@@ -541,6 +655,12 @@ func (s *sim) fault() {
 		s.newNode()
 	case p < (s.crashP+s.falseP+s.joinP+s.coordP)*10:
 		s.crashCoordinator()
+	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP)*10 && len(s.gens) > 1:
+		// Restore an older token: any kept generation.
+		s.stats.Rewinds++
+		s.restore(s.rng.IntN(len(s.gens)))
+	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP+s.raceP)*10 && s.stale == nil:
+		s.race()
 	default:
 		s.recover()
 	}
@@ -578,12 +698,38 @@ func (s *sim) aliveNodes() []*simNode {
 }
 
 // crashCoordinator replaces the coordinator with one restored from the
-// last persisted state; gossip tells it who is alive.
+// newest generation; gossip tells it who is alive.
 func (s *sim) crashCoordinator() {
-	s.logf("coordinator crash; restoring %d epochs", len(s.durable.Epochs))
 	s.stats.CoordCrashes++
+	s.restore(len(s.gens) - 1)
+}
+
+// restore starts a coordinator from kept generation i, as the journal
+// does: its incarnation is the generation it will write first. Restoring
+// an older generation than the newest rewinds committed history to it.
+func (s *sim) restore(i int) {
+	g := s.gens[i]
+	s.logf("coordinator restored from generation %d of %d (%d epochs)", s.nGens-len(s.gens)+i+1, s.nGens, len(g.state.Epochs))
+	if i != len(s.gens)-1 {
+		for _, ss := range s.sessions {
+			ss.durable = maps.Clone(g.durable[ss])
+			if ss.durable == nil {
+				ss.durable = map[int]int64{}
+			}
+		}
+		s.gens = s.gens[:i+1] // the abandoned future is never restored here
+		// Epochs the rewind reopens run again with other sessions: their
+		// equal-steps check would mix two runs.
+		for e := range s.cfg.Epochs {
+			if e >= len(g.state.Epochs) || !g.state.Epochs[e].Complete {
+				s.disturbed[e] = true
+			}
+		}
+	}
 	s.disturbAll()
-	c, err := Restore(s.cfg, s.durable)
+	cfg := s.cfg
+	cfg.Incarnation = uint64(s.nGens) + 1
+	c, err := Restore(cfg, g.state)
 	if err != nil {
 		s.fail("restore: %v", err)
 		return
@@ -598,6 +744,25 @@ func (s *sim) crashCoordinator() {
 		s.gossipJoin(n)
 	}
 	s.handleReady()
+}
+
+// race starts a replacement coordinator while the current one still
+// runs. Whichever writes the next generation first wins: the replacement
+// (the old one turns stale and keeps sending until its next write fails)
+// or the old one (the replacement's first write fails; it sent nothing).
+func (s *sim) race() {
+	s.stats.Races++
+	if s.rng.IntN(3) == 0 {
+		s.logf("replacement coordinator loses the journal race; it stops having sent nothing")
+		return
+	}
+	old := s.c
+	s.restore(len(s.gens) - 1)
+	if s.c != old {
+		s.stale = old
+		s.staleUntil = s.now + 20 + s.rng.Int64N(200)
+		s.logf("old coordinator is stale until t=%d", s.staleUntil)
+	}
 }
 
 // --- node side ---
@@ -772,8 +937,8 @@ func (s *sim) check() {
 	for e := range s.cfg.Epochs {
 		seen := make([]int, s.cfg.Samples)
 		for _, ss := range s.sessions {
-			if st := ss.rl.streams[e]; st != nil && st.acked > ss.durable[e] {
-				s.fail("rank %s received ack %d, coordinator sent %d", ss.rank, st.acked, ss.durable[e])
+			if st := ss.rl.streams[e]; st != nil && st.acked > ss.maxAck[e] {
+				s.fail("rank %s received ack %d, coordinator sent %d", ss.rank, st.acked, ss.maxAck[e])
 			}
 			for _, it := range ss.items[e][:ss.durable[e]] {
 				if !it.pad {

@@ -1,8 +1,18 @@
 // Package coord is the coordinator's shell: one protoactor actor that owns
 // a cluster.Coordinator and does its I/O. Per message it runs the Ready
-// loop of package cluster: Step the event, then take Ready — persist (the
-// commit log, and issue 4's journal), only then send the acks, send the
-// rest to the nodes, and Advance.
+// loop of package cluster: Step the event, then take Ready and Advance;
+// at the end of the actor's turn it persists (one journal write for every
+// Ready of the turn that said Persist — group commit), only then writes
+// the commit log and sends the acks, each with its resume token, and the
+// rest of the turn's mail.
+//
+// If a journal write fails the coordinator stops at once and sends
+// nothing more: ErrSuperseded means another coordinator of the job wrote
+// first (this one is stale); any other error leaves the write in doubt,
+// and a restart restores whatever generation is newest. Fatal reports it.
+// Every CheckEvery ticks the actor also asks the journal whether another
+// coordinator has written since, so a stale coordinator steps down even
+// when it has nothing to write.
 //
 // Events come from gossip (Membership: a node's join, update with a larger
 // incarnation, leave, failure) and from nodes (wire.NodeEvents over
@@ -23,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -31,6 +42,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
 )
 
@@ -61,7 +73,39 @@ type Config struct {
 	CommitLog io.Writer
 	// Logger receives the coordinator's logs; nil discards them.
 	Logger *slog.Logger
+	// Journal, if set, makes the state durable (package journal): the
+	// initial state is written by Start, and every later Ready that says
+	// Persist before its acks are sent. nil: nothing is durable (tests,
+	// throwaway jobs), and acks carry no token.
+	Journal Journal
+	// Restore, if set, is the state to continue from (cluster.Restore),
+	// read from the journal by the caller; Cluster.Incarnation must be
+	// the journal's (Journal.Incarnation). nil: a fresh job.
+	Restore *cluster.State
+	// CheckEvery is how many ticks pass between journal checks for a
+	// newer coordinator. 0: 10 (10 s at the default tick), so a stale
+	// coordinator that has nothing to write stops within seconds.
+	CheckEvery int
+	// Peers, if set, returns the gossip addresses to record in the
+	// journal for a restarted coordinator to rejoin (package gossip's
+	// Members); nil: the node addresses gossip events carried.
+	Peers func() []string
 }
+
+// Journal is the coordinator's durable store; *journal.Journal
+// implements it. Called only from the actor.
+type Journal interface {
+	// Write makes s durable and returns its generation.
+	Write(ctx context.Context, s cluster.State, peers []string) (gen uint64, err error)
+	// Check returns an error wrapping journal.ErrSuperseded if another
+	// coordinator has written since.
+	Check(ctx context.Context) error
+	// Token returns the resume token of a commit made durable by gen.
+	Token(gen uint64, epoch int, step int64) journal.Token
+}
+
+// ErrStopped is wrapped by what Fatal reports.
+var ErrStopped = errors.New("coord: coordinator stopped")
 
 // Coordinator is the running coordinator actor.
 type Coordinator struct {
@@ -71,13 +115,23 @@ type Coordinator struct {
 	stopCh chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+	fatal  chan error
 }
 
 // Start spawns the coordinator actor as agent.CoordinatorActor on sys.
 func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
-	core, err := cluster.NewCoordinator(cfg.Cluster)
+	var core *cluster.Coordinator
+	var err error
+	if cfg.Restore != nil {
+		core, err = cluster.Restore(cfg.Cluster, *cfg.Restore)
+	} else {
+		core, err = cluster.NewCoordinator(cfg.Cluster)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if cfg.CheckEvery <= 0 {
+		cfg.CheckEvery = 10
 	}
 	if cfg.BatchSize < 1 {
 		return nil, fmt.Errorf("coord: BatchSize = %d, want >= 1", cfg.BatchSize)
@@ -98,7 +152,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Coordinator{sys: sys, done: make(chan struct{}), stopCh: make(chan struct{})}
+	c := &Coordinator{sys: sys, done: make(chan struct{}), stopCh: make(chan struct{}), fatal: make(chan error, 1)}
 	cc := cfg.Cluster
 	a := &coordActor{
 		cfg: cfg, c: core, log: log, done: c.done,
@@ -108,7 +162,27 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 			Balance: cc.Balance.String(),
 		},
 		nodes: map[string]*nodeInfo{}, rankNode: map[string]string{},
-		epochStart: map[int]time.Time{},
+		epochStart: map[int]time.Time{}, fatal: c.fatal, startedAt: cfg.Now(),
+	}
+	// The incarnation (and a restored state) must be durable before any
+	// fence carrying it is sent; a journal that refuses now is an error
+	// for the caller, not a coordinator that starts and stops.
+	if core.HasReady() {
+		rd := core.Ready()
+		if rd.Persist && cfg.Journal != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			gen, err := cfg.Journal.Write(ctx, core.Snapshot(), nil)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("coord: initial journal write: %w", err)
+			}
+			log.Info("journal written", "gen", gen, "incarnation", cc.Incarnation, "restored", cfg.Restore != nil)
+		}
+		core.Advance()
+	}
+	if core.Done() {
+		a.finished = true
+		close(c.done)
 	}
 	if cfg.CommitLog != nil {
 		a.commitLog = bufio.NewWriter(cfg.CommitLog)
@@ -152,6 +226,12 @@ type nodePIDMsg struct {
 	pid  *actor.PID
 }
 
+// Fatal yields the error that stopped the coordinator (a journal write
+// that failed, or another coordinator that took over); it yields at most
+// once. The caller should exit: nothing this coordinator would send now
+// could be trusted.
+func (c *Coordinator) Fatal() <-chan error { return c.fatal }
+
 // Done is closed once every epoch is committed.
 func (c *Coordinator) Done() <-chan struct{} { return c.done }
 
@@ -181,6 +261,7 @@ type Status struct {
 	Epochs []cluster.EpochStatus
 	Ranks  []string
 	Done   bool
+	Err    error // what stopped the coordinator, if it stopped
 }
 
 // Shutdown stops the actor and its clock. It returns ctx.Err() if that did
@@ -205,10 +286,11 @@ type tickMsg struct{}
 type statusReq struct{}
 
 type nodeInfo struct {
-	addr string
-	pid  *actor.PID
-	inc  uint64 // the life the state machine knows; 0 once it is gone
-	gone uint64 // the largest life that left or failed
+	addr   string
+	gossip string // gossip address, recorded in the journal
+	pid    *actor.PID
+	inc    uint64 // the life the state machine knows; 0 once it is gone
+	gone   uint64 // the largest life that left or failed
 }
 
 type coordActor struct {
@@ -224,6 +306,16 @@ type coordActor struct {
 	mail      map[string]*wire.NodeMail
 	commitLog *bufio.Writer
 
+	// Persistence: what the turn's Readies asked for, done in flush.
+	dirty   bool
+	pending []cluster.Ack // acks held back until the journal write returns
+	failed  error
+	fatal   chan error
+	ticks   int
+
+	startedAt  time.Time
+	firstLease bool
+
 	epochStart   map[int]time.Time
 	evictedAt    time.Time // the last eviction not yet followed by a grant
 	evictedNode  string
@@ -231,6 +323,12 @@ type coordActor struct {
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
+	if a.failed != nil {
+		if _, ok := ctx.Message().(statusReq); ok {
+			ctx.Respond(a.status())
+		}
+		return // stopped: a stale or doubtful coordinator sends nothing
+	}
 	switch m := ctx.Message().(type) {
 	case gossip.Event:
 		a.membership(m)
@@ -240,6 +338,16 @@ func (a *coordActor) Receive(ctx actor.Context) {
 		a.node(m.node).pid = m.pid
 	case tickMsg:
 		a.step(cluster.Tick{})
+		a.ticks++
+		if j := a.cfg.Journal; j != nil && a.ticks%a.cfg.CheckEvery == 0 && !a.dirty {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := j.Check(cctx)
+			cancel()
+			if err != nil {
+				a.fail(err)
+				return
+			}
+		}
 		if a.finished {
 			// Keep telling the nodes: one may have missed it.
 			for id, n := range a.nodes {
@@ -249,16 +357,32 @@ func (a *coordActor) Receive(ctx actor.Context) {
 			}
 		}
 	case statusReq:
-		st := Status{Stats: a.c.Stats(), Ranks: a.c.Ranks(), Done: a.c.Done()}
-		for e := range a.cfg.Cluster.Epochs {
-			st.Epochs = append(st.Epochs, a.c.Epoch(e))
-		}
-		ctx.Respond(st)
+		ctx.Respond(a.status())
 		return
 	default:
 		return
 	}
 	a.flush(ctx)
+}
+
+func (a *coordActor) status() Status {
+	st := Status{Stats: a.c.Stats(), Ranks: a.c.Ranks(), Done: a.c.Done(), Err: a.failed}
+	for e := range a.cfg.Cluster.Epochs {
+		st.Epochs = append(st.Epochs, a.c.Epoch(e))
+	}
+	return st
+}
+
+// fail stops the coordinator: nothing queued is sent, nothing more is
+// done, and Fatal reports why.
+func (a *coordActor) fail(err error) {
+	a.failed = fmt.Errorf("%w: %w", ErrStopped, err)
+	a.mail, a.pending = nil, nil
+	a.log.Error("coordinator stopping", "err", err)
+	select {
+	case a.fatal <- a.failed:
+	default:
+	}
 }
 
 func (a *coordActor) node(id string) *nodeInfo {
@@ -283,6 +407,9 @@ func (a *coordActor) membership(ev gossip.Event) {
 	case gossip.Joined, gossip.Updated:
 		if ev.Meta.Leaving || inc <= n.gone || inc <= n.inc {
 			return // leaving, a life already over, or nothing new
+		}
+		if ev.Addr != "" {
+			n.gossip = ev.Addr
 		}
 		if ev.Meta.ActorAddr != "" {
 			n.addr = ev.Meta.ActorAddr
@@ -363,8 +490,8 @@ func sessionOf(ev cluster.Event) *wire.Fence {
 	return &wire.Fence{}
 }
 
-// step runs one event and then the Ready loop's first half: persist, log
-// commits, and queue mail per node.
+// step runs one event and then the Ready loop's first half: note what to
+// persist, hold the acks back, and queue the rest of the mail per node.
 func (a *coordActor) step(ev cluster.Event) error {
 	err := a.c.Step(ev)
 	if !a.c.HasReady() {
@@ -372,17 +499,11 @@ func (a *coordActor) step(ev cluster.Event) error {
 	}
 	rd := a.c.Ready()
 	now := a.cfg.Now()
-	// 1. Persist. The journal is issue 4's; the commit log is durable
-	// enough for a checker (the coordinator is not killed here).
-	if len(rd.Acks) > 0 && a.commitLog != nil {
-		for _, ack := range rd.Acks {
-			fmt.Fprintf(a.commitLog, "ack\t%d\t%s\t%s\t%d\t%d\n", ack.Epoch, ack.Rank, ack.Session, ack.Step, ack.Offset)
-		}
-		if err := a.commitLog.Flush(); err != nil {
-			a.log.Error("commit log", "err", err)
-		}
-	}
-	// 2. Then send: acks only after the persist above.
+	// 1. Persist: in flush, once per turn, before any mail goes out; the
+	// acks wait for it there.
+	a.dirty = a.dirty || rd.Persist
+	a.pending = append(a.pending, rd.Acks...)
+	// 2. Queue the rest.
 	for _, w := range rd.Welcomes {
 		for _, rs := range w.Ranks {
 			a.rankNode[rs.Rank] = w.Node
@@ -400,6 +521,10 @@ func (a *coordActor) step(ev cluster.Event) error {
 			a.epochStart[l.Epoch] = now
 			a.log.Info("epoch started", "epoch", l.Epoch)
 		}
+		if !a.firstLease {
+			a.firstLease = true
+			a.log.Info("first lease", "seconds_since_start", now.Sub(a.startedAt).Seconds(), "rank", l.Rank, "epoch", l.Epoch)
+		}
 		if !a.evictedAt.IsZero() {
 			a.log.Info("reassigned", "after_node", a.evictedNode, "rank", l.Rank, "epoch", l.Epoch,
 				"seconds", now.Sub(a.evictedAt).Seconds())
@@ -415,10 +540,6 @@ func (a *coordActor) step(ev cluster.Event) error {
 	for _, e := range rd.Ends {
 		m := a.to(a.rankNode[e.Rank])
 		m.Ends = append(m.Ends, wire.StreamEndOf(e))
-	}
-	for _, ack := range rd.Acks {
-		m := a.to(a.rankNode[ack.Rank])
-		m.Acks = append(m.Acks, wire.AckOf(ack))
 	}
 	for _, e := range rd.EpochsCompleted {
 		st := a.c.Epoch(e)
@@ -452,9 +573,53 @@ func (a *coordActor) to(node string) *wire.NodeMail {
 	return m
 }
 
-// flush sends each node its mail: one message per node per actor turn,
-// so a node applies a Ready's effects together and in order.
+// flush persists what the turn's Readies asked for, then logs and queues
+// the acks with their tokens, then sends each node its mail: one message
+// per node per actor turn, so a node applies a Ready's effects together
+// and in order.
 func (a *coordActor) flush(ctx actor.Context) {
+	if a.failed != nil {
+		return
+	}
+	var gen uint64
+	if a.dirty && a.cfg.Journal != nil {
+		var peers []string
+		if a.cfg.Peers != nil {
+			peers = a.cfg.Peers()
+		} else {
+			for _, n := range a.nodes {
+				if n.inc != 0 && n.gossip != "" {
+					peers = append(peers, n.gossip)
+				}
+			}
+			sort.Strings(peers)
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		g, err := a.cfg.Journal.Write(wctx, a.c.Snapshot(), peers)
+		cancel()
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		gen = g
+	}
+	a.dirty = false
+	if len(a.pending) > 0 && a.commitLog != nil {
+		for _, ack := range a.pending {
+			fmt.Fprintf(a.commitLog, "ack\t%d\t%s\t%s\t%d\t%d\n", ack.Epoch, ack.Rank, ack.Session, ack.Step, ack.Offset)
+		}
+		if err := a.commitLog.Flush(); err != nil {
+			a.log.Error("commit log", "err", err)
+		}
+	}
+	for _, ack := range a.pending {
+		if gen != 0 {
+			ack.Token = a.cfg.Journal.Token(gen, ack.Epoch, ack.Step).String()
+		}
+		m := a.to(a.rankNode[ack.Rank])
+		m.Acks = append(m.Acks, wire.AckOf(ack))
+	}
+	a.pending = nil
 	for id, m := range a.mail {
 		if n := a.nodes[id]; n != nil && n.pid != nil && !m.IsEmpty() {
 			ctx.Send(n.pid, m)

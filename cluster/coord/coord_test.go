@@ -19,6 +19,7 @@ import (
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -46,13 +47,17 @@ func TestInProcess(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = n, 2, 8, 5
+	jstore := storage.NewMemStore("journal")
+	jn := openJournal(t, jstore)
+	cfg.Incarnation = jn.Incarnation()
 	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(ds), MinRanks: 2,
-		TickEvery: 20 * time.Millisecond})
+		TickEvery: 20 * time.Millisecond, Journal: jn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	acked := map[string]int64{} // rank@session/epoch -> step
+	var badTokens []string
 	delivered := map[string][]string{}
 	var nodes []*agent.Node
 	// One node: agents are named actors, and two systems in one process
@@ -67,6 +72,9 @@ func TestInProcess(t *testing.T) {
 				mu.Lock()
 				k := fmt.Sprintf("%s@%s/%d", rank, s, a.Epoch)
 				acked[k] = max(acked[k], a.Step)
+				if tok, err := journal.ParseToken(a.Token); err != nil || tok.Epoch != a.Epoch || tok.Step != a.Step || tok.Gen < 2 {
+					badTokens = append(badTokens, fmt.Sprintf("%q (%+v, %v)", a.Token, tok, err))
+				}
 				mu.Unlock()
 			},
 			RequestEvery: 20 * time.Millisecond,
@@ -148,6 +156,23 @@ func TestInProcess(t *testing.T) {
 			}
 		}
 	}
+	if len(badTokens) > 0 {
+		t.Errorf("acks with bad tokens: %v", badTokens)
+	}
+	// The journal's newest generation has the job done.
+	j2, err := journal.Open(ctx, journal.Config{Store: jstore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := j2.Start(ctx, journal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, es := range last.State.Epochs {
+		if !es.Complete {
+			t.Errorf("journal generation %d: epoch %d not complete", last.Gen, e)
+		}
+	}
 	for _, nd := range nodes {
 		if err := nd.Shutdown(ctx); err != nil {
 			t.Fatal(err)
@@ -164,5 +189,60 @@ func TestInProcess(t *testing.T) {
 	if g := runtime.NumGoroutine(); g > before+2 {
 		buf := make([]byte, 1<<16)
 		t.Errorf("%d goroutines left (before: %d):\n%s", g, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func openJournal(t *testing.T, store storage.Store) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(context.Background(), journal.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Start(context.Background(), journal.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestStaleStepsDown: a coordinator whose journal another coordinator has
+// written since stops — at start, or on its next check — and says why.
+func TestStaleStepsDown(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	store := storage.NewMemStore("journal")
+	cfg := cluster.DefaultConfig()
+	cfg.Samples, cfg.Epochs = 10, 1
+
+	// Two coordinators opened the journal at once; b writes first, so a
+	// fails at start.
+	a, b := openJournal(t, store), openJournal(t, store)
+	cfg.Incarnation = b.Incarnation()
+	if _, err := b.Write(context.Background(), cluster.State{Incarnation: cfg.Incarnation, Samples: 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Incarnation = a.Incarnation()
+	if _, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 1, Journal: a}); !errors.Is(err, journal.ErrSuperseded) {
+		t.Fatalf("start over a newer generation: err %v, want ErrSuperseded", err)
+	}
+
+	// A running coordinator is superseded: its next check stops it.
+	c := openJournal(t, store)
+	cfg.Incarnation = c.Incarnation()
+	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 1, Journal: c, TickEvery: 5 * time.Millisecond, CheckEvery: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Shutdown(context.Background())
+	d := openJournal(t, store)
+	if _, err := d.Write(context.Background(), cluster.State{Incarnation: d.Incarnation(), Samples: 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-co.Fatal():
+		if !errors.Is(err, journal.ErrSuperseded) || !errors.Is(err, coord.ErrStopped) {
+			t.Fatalf("Fatal: %v, want ErrStopped and ErrSuperseded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stale coordinator did not step down")
 	}
 }

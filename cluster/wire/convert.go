@@ -144,12 +144,12 @@ func (e *StreamEnd) Cluster() cluster.StreamEnd {
 
 // AckOf converts an Ack.
 func AckOf(a cluster.Ack) *Ack {
-	return &Ack{Rank: a.Rank, Session: FenceOf(a.Session), Epoch: int64(a.Epoch), Offset: a.Offset, Step: a.Step}
+	return &Ack{Rank: a.Rank, Session: FenceOf(a.Session), Epoch: int64(a.Epoch), Offset: a.Offset, Step: a.Step, Token: a.Token}
 }
 
 // Cluster converts back.
 func (a *Ack) Cluster() cluster.Ack {
-	return cluster.Ack{Rank: a.GetRank(), Session: a.GetSession().Cluster(), Epoch: int(a.GetEpoch()), Offset: a.GetOffset(), Step: a.GetStep()}
+	return cluster.Ack{Rank: a.GetRank(), Session: a.GetSession().Cluster(), Epoch: int(a.GetEpoch()), Offset: a.GetOffset(), Step: a.GetStep(), Token: a.GetToken()}
 }
 
 // EvictionOf converts an Eviction.

@@ -1213,12 +1213,15 @@ func (x *StreamEnd) GetEpochComplete() bool {
 }
 
 type Ack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rank          string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
-	Session       *Fence                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
-	Epoch         int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
-	Step          int64                  `protobuf:"varint,5,opt,name=step,proto3" json:"step,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Rank    string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Session *Fence                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	Epoch   int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Offset  int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Step    int64                  `protobuf:"varint,5,opt,name=step,proto3" json:"step,omitempty"`
+	// token is the commit's resume token (package journal), "" without a
+	// journal: the trainer saves it beside its model checkpoint.
+	Token         string `protobuf:"bytes,6,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1286,6 +1289,13 @@ func (x *Ack) GetStep() int64 {
 		return x.Step
 	}
 	return 0
+}
+
+func (x *Ack) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
 }
 
 type Eviction struct {
@@ -1543,13 +1553,14 @@ const file_wire_proto_rawDesc = "" +
 	"\x06length\x18\x04 \x01(\x03R\x06length\x12\x16\n" +
 	"\x06leases\x18\x05 \x01(\x03R\x06leases\x12+\n" +
 	"\x05fence\x18\x06 \x01(\v2\x15.longshore.wire.FenceR\x05fence\x12%\n" +
-	"\x0eepoch_complete\x18\a \x01(\bR\repochComplete\"\x8c\x01\n" +
+	"\x0eepoch_complete\x18\a \x01(\bR\repochComplete\"\xa2\x01\n" +
 	"\x03Ack\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x12\n" +
-	"\x04step\x18\x05 \x01(\x03R\x04step\"@\n" +
+	"\x04step\x18\x05 \x01(\x03R\x04step\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\tR\x05token\"@\n" +
 	"\bEviction\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"\xf3\x02\n" +

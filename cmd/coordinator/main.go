@@ -6,9 +6,19 @@
 //
 //	longshore-coordinator --dataset DIR|s3://bucket/prefix --listen HOST:PORT --gossip HOST:PORT \
 //	    --epochs N --seed S --batch-size B [--shard-size K] [--drop-last] [--balance equal|dynamic] \
-//	    [--commit-log PATH]
+//	    [--commit-log PATH] [--checkpoint DIR|s3://bucket/jobs/<job> [--resume TOKEN | --fresh]]
 //
 // Nodes join with `longshore-node --join <this --gossip address> ...`.
+//
+// With --checkpoint the coordinator keeps its state in a journal there
+// (package cluster/journal), written before every commit is acknowledged;
+// each ack carries a resume token. Started again with the same flags it
+// continues from the journal's newest generation (and rejoins the gossip
+// members it recorded there); --resume TOKEN continues from the commit
+// the token names instead (an older one rewinds the data cursor to it);
+// --fresh starts the job over although a journal exists. A journal that
+// cannot be read — corrupt, missing bucket, refused credentials — is an
+// error, never a silent fresh start.
 package main
 
 import (
@@ -20,7 +30,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +42,7 @@ import (
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -39,6 +52,10 @@ type options struct {
 	gossip, gossipAdvertise       string
 	gossipProfile                 string
 	commitLog                     string
+	checkpoint, resume            string
+	fresh                         bool
+	journalKeep, checkEvery       int
+	join                          string
 	balance                       string
 	batchSize                     int
 	minRanks                      int
@@ -62,6 +79,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address others use, if not --gossip")
 	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node) or local (loopback, ~1-2 s)")
 	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>), written before the ack is sent")
+	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
+	fs.StringVar(&o.resume, "resume", "", "resume token (from a trainer's checkpoint): continue from that commit instead of the journal's newest")
+	fs.BoolVar(&o.fresh, "fresh", false, "start the job from scratch even though --checkpoint holds a journal")
+	fs.IntVar(&o.journalKeep, "journal-keep", journal.DefaultConfig().Keep, "journal generations kept, so older resume tokens still restore")
+	fs.IntVar(&o.checkEvery, "journal-check-every", 10, "ticks between checks that no other coordinator took over the journal")
+	fs.StringVar(&o.join, "join", "", "gossip addresses (comma-separated) of cluster members to rejoin at start; the journal's recorded members are tried too")
 	fs.IntVar(&c.Epochs, "epochs", 1, "number of epochs")
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of every epoch's order (with the epoch number)")
 	fs.IntVar(&o.batchSize, "batch-size", 32, "samples per batch (every node uses it)")
@@ -100,6 +123,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		c.Balance = cluster.Dynamic
 	default:
 		errs = append(errs, fmt.Errorf("--balance %q: want equal or dynamic", o.balance))
+	}
+	if o.checkpoint == "" && (o.fresh || o.resume != "") {
+		errs = append(errs, errors.New("--fresh and --resume need --checkpoint"))
+	}
+	if o.fresh && o.resume != "" {
+		errs = append(errs, errors.New("--fresh and --resume contradict each other: choose one"))
+	}
+	if o.journalKeep < 2 {
+		errs = append(errs, fmt.Errorf("--journal-keep %d: need at least 2", o.journalKeep))
+	}
+	if o.checkEvery < 1 {
+		errs = append(errs, fmt.Errorf("--journal-check-every %d: need at least 1", o.checkEvery))
 	}
 	if o.gossipProfile != "lan" && o.gossipProfile != "local" {
 		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
@@ -167,6 +202,19 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		commitLog = f
 	}
 
+	var jn *journal.Journal
+	var restore *cluster.State
+	var peers []string
+	if o.checkpoint != "" {
+		var err error
+		jn, restore, peers, err = openJournal(ctx, o, sopts, logger)
+		if err != nil {
+			return err
+		}
+		o.cluster.Incarnation = jn.Incarnation()
+	}
+	var mem atomic.Pointer[gossip.Membership]
+
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
@@ -176,24 +224,48 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		return err
 	}
 	defer rem.Shutdown(false)
-	co, err := coord.Start(sys, coord.Config{
+	ccfg := coord.Config{
 		Cluster: o.cluster, BatchSize: o.batchSize, Digest: agent.ManifestDigest(ds),
 		MinRanks: o.minRanks, TickEvery: o.tick, CommitLog: commitLog, Logger: logger,
-	})
+		Restore: restore, CheckEvery: o.checkEvery,
+		Peers: func() []string {
+			m := mem.Load()
+			if m == nil {
+				return nil
+			}
+			var out []string
+			for _, mb := range m.Members() {
+				if mb.Meta.Role == gossip.RoleNode && !mb.Meta.Leaving {
+					out = append(out, mb.Addr)
+				}
+			}
+			sort.Strings(out)
+			return out
+		},
+	}
+	if jn != nil {
+		ccfg.Journal = jn
+	}
+	co, err := coord.Start(sys, ccfg)
 	if err != nil {
 		return err
 	}
 	defer co.Shutdown(context.Background())
 
-	m, err := gossip.Start(ctx, gossip.Config{
+	gcfg := gossip.Config{
 		Meta:          gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
 		BindAddr:      o.gossip,
 		AdvertiseAddr: o.gossipAdvertise,
 		Profile:       o.gossipProfile,
-	})
+	}
+	if o.join != "" {
+		peers = append(strings.Split(o.join, ","), peers...)
+	}
+	m, err := startGossip(ctx, gcfg, peers, logger)
 	if err != nil {
 		return err
 	}
+	mem.Store(m)
 	defer m.Shutdown(context.Background())
 	logger.Info("coordinating", "dataset", store.String(), "samples", len(ds.Samples), "epochs", o.cluster.Epochs,
 		"batch", o.batchSize, "shard", o.cluster.ShardSize, "balance", o.cluster.Balance.String(),
@@ -206,6 +278,8 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 
 	select {
 	case <-co.Done():
+	case err := <-co.Fatal():
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -222,6 +296,66 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		logger.Warn("nodes still present after --linger; exiting anyway", "nodes", n)
 	}
 	return nil
+}
+
+// openJournal opens the journal at --checkpoint and decides where the job
+// starts: the state to restore (nil: fresh) and the gossip members the
+// journal recorded.
+func openJournal(ctx context.Context, o options, sopts storage.Options, logger *slog.Logger) (*journal.Journal, *cluster.State, []string, error) {
+	loc, err := storage.ParseURL(o.checkpoint)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--checkpoint: %w", err)
+	}
+	if loc.Scheme == "file" {
+		// A directory is created; a bucket must exist (a typo in a bucket
+		// name must not start a job whose journal nobody will find).
+		if err := os.MkdirAll(loc.Path, 0o755); err != nil {
+			return nil, nil, nil, fmt.Errorf("--checkpoint: %w", err)
+		}
+	}
+	store, err := storage.Open(ctx, o.checkpoint, sopts)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+	}
+	jc := journal.DefaultConfig()
+	jc.Store, jc.Keep, jc.Logger = store, o.journalKeep, logger
+	jn, err := journal.Open(ctx, jc)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--checkpoint: %w", err)
+	}
+	e, err := jn.Start(ctx, journal.StartOptions{Fresh: o.fresh, Resume: o.resume})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+	}
+	if e == nil {
+		logger.Info("journal: starting the job fresh", "checkpoint", store.String(), "job", fmt.Sprintf("%016x", jn.Job()),
+			"generations_before", len(jn.Generations()), "incarnation", jn.Incarnation())
+		return jn, nil, nil, nil
+	}
+	logger.Info("journal: continuing", "checkpoint", store.String(), "job", fmt.Sprintf("%016x", jn.Job()), "gen", e.Gen,
+		"written", e.Written.Format(time.RFC3339Nano), "epochs_started", len(e.State.Epochs),
+		"newest_gen", jn.Incarnation()-1, "incarnation", jn.Incarnation(), "resume_token", o.resume != "")
+	return jn, &e.State, e.Peers, nil
+}
+
+// startGossip starts the coordinator's membership, joining peers if any
+// answers: after a restart they are the nodes the journal recorded, which
+// would otherwise never hear of the new coordinator. If none answers (the
+// whole cluster restarts, nodes come later and --join us), it starts alone.
+func startGossip(ctx context.Context, c gossip.Config, peers []string, logger *slog.Logger) (*gossip.Membership, error) {
+	if len(peers) > 0 {
+		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c.Join = peers
+		m, err := gossip.Start(jctx, c)
+		cancel()
+		if err == nil {
+			logger.Info("rejoined gossip", "peers", peers)
+			return m, nil
+		}
+		logger.Warn("no recorded member answered; waiting for nodes to join", "peers", peers, "err", err)
+		c.Join = nil
+	}
+	return gossip.Start(ctx, c)
 }
 
 func liveNodes(m *gossip.Membership) int {

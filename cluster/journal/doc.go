@@ -1,0 +1,59 @@
+// Package journal keeps the coordinator's durable state (cluster.State)
+// in an object store — the --checkpoint location, a directory or
+// s3://bucket/jobs/<job> — and turns it into resume tokens and back. It
+// is a shell: the coordinator actor (cluster/coord) calls Write after
+// every Ready that says Persist and before it sends the Ready's acks;
+// the binary (cmd/coordinator) calls Open and Start once, at start.
+//
+// # Layout
+//
+// One object per generation, never overwritten:
+//
+//	<root>/gen/00000000000000000042
+//
+// The generation number is 20 zero-padded digits, so a listing (lexical
+// on every store) is in generation order. A coordinator writes generation
+// g+1 with a conditional put, If-None-Match: * (storage.Cond{IfAbsent:
+// true}): of two coordinators that both believe g is the newest, exactly
+// one creates g+1; the other gets storage.ErrPrecondition, and Write
+// returns ErrSuperseded — the loser steps down before it acknowledges
+// anything. There is no head pointer to keep in step with the objects:
+// the newest generation is the largest key, and a generation number is
+// used at most once, so it doubles as the coordinator's incarnation (a
+// coordinator's fences carry the first generation it writes; see Start).
+//
+// A put whose answer is lost (it landed but reported failure) is retried;
+// the retry finds the key taken, reads it back, and counts it as written
+// if the bytes are its own.
+//
+// # Encoding
+//
+// A generation is a small binary object: a magic and version, the job id
+// (random, chosen when the journal is created; tokens carry it), the
+// generation, the writer's incarnation, the write time, the job's shape
+// (samples, seed, block), then per started epoch its flags and its
+// committed and dropped positions as delta-encoded varint ranges — O(open
+// ranges), which is O(ranks) per open epoch in practice and never
+// O(samples) — then the gossip addresses of the members the coordinator
+// knew (so a restarted coordinator can rejoin them), and a CRC-32C of
+// everything before it. A truncated, torn or altered object fails the
+// checksum (ErrCorrupt); Latest then falls back to the previous good
+// generation and says so in the log. If no generation is readable, Start
+// fails: a journal that exists is never silently replaced by a fresh job.
+//
+// # History and tokens
+//
+// The last Config.Keep generations are kept (older ones are deleted after
+// each write, best effort). A resume token (Token) names the job, the
+// generation that made an acknowledged commit durable, and the commit's
+// epoch and step; restoring it restores that generation's committed
+// state — older than the newest is allowed while it is kept — so the data
+// cursor matches the model the trainer saved beside the token. A token
+// whose generation was pruned fails with ErrPruned, never with a guess.
+//
+// # Concurrency
+//
+// A Journal is owned by one goroutine (the coordinator actor); it is not
+// safe for concurrent use. Every method that does I/O takes a context and
+// may block on the store.
+package journal

@@ -1,0 +1,216 @@
+package journal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/longshore/longshore/cluster"
+)
+
+// Entry is one generation of the journal.
+type Entry struct {
+	// Gen is the generation number (the object's key).
+	Gen uint64
+	// Job identifies the job the journal belongs to; tokens carry it.
+	Job uint64
+	// Written is when the writer encoded the entry (its clock).
+	Written time.Time
+	// State is the coordinator's durable state.
+	State cluster.State
+	// Peers are the gossip addresses of the members the writer knew, so
+	// a restarted coordinator can rejoin the cluster without a --join.
+	Peers []string
+}
+
+const (
+	magic   = "LSJ"
+	version = 1
+	// maxCount bounds every count in a decoded entry, so a damaged object
+	// that passes the checksum by chance (or a hostile one) cannot make
+	// Decode allocate without bound.
+	maxCount = 1 << 24
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Encode appends e's encoding to dst.
+func Encode(dst []byte, e Entry) []byte {
+	start := len(dst)
+	b := append(dst, magic...)
+	b = append(b, version)
+	b = binary.LittleEndian.AppendUint64(b, e.Job)
+	b = binary.AppendUvarint(b, e.Gen)
+	b = binary.AppendUvarint(b, e.State.Incarnation)
+	b = binary.AppendUvarint(b, e.State.Seq)
+	b = binary.AppendVarint(b, e.Written.UnixNano())
+	b = binary.AppendVarint(b, e.State.Samples)
+	b = binary.LittleEndian.AppendUint64(b, e.State.Seed)
+	b = binary.AppendUvarint(b, uint64(e.State.Block))
+	b = binary.AppendUvarint(b, uint64(len(e.State.Epochs)))
+	for _, ep := range e.State.Epochs {
+		var flags byte
+		if ep.Complete {
+			flags |= 1
+		}
+		b = append(b, flags)
+		b = appendRanges(b, ep.Committed)
+		b = appendRanges(b, ep.Dropped)
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.Peers)))
+	for _, p := range e.Peers {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// appendRanges writes sorted ranges as (gap from the previous end, length)
+// pairs: small numbers, so a few bytes a range.
+func appendRanges(b []byte, rs []cluster.Range) []byte {
+	b = binary.AppendUvarint(b, uint64(len(rs)))
+	var prev int64
+	for _, r := range rs {
+		b = binary.AppendVarint(b, r.Start-prev)
+		b = binary.AppendVarint(b, r.End-r.Start)
+		prev = r.End
+	}
+	return b
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u64(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail(what)
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) count(what string) int {
+	n := d.uvarint(what)
+	if n > maxCount || n > uint64(len(d.b)) {
+		d.fail(what + ": count out of range")
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) ranges(what string) []cluster.Range {
+	n := d.count(what)
+	if n == 0 {
+		return nil
+	}
+	out := make([]cluster.Range, 0, n)
+	var prev int64
+	for range n {
+		gap, l := d.varint(what), d.varint(what)
+		if d.err != nil {
+			return nil
+		}
+		if gap < 0 || l <= 0 || prev+gap < prev {
+			d.fail(what + ": ranges not sorted and disjoint")
+			return nil
+		}
+		r := cluster.Range{Start: prev + gap, End: prev + gap + l}
+		out = append(out, r)
+		prev = r.End
+	}
+	return out
+}
+
+// Decode parses an encoded entry, checking its checksum first. Every
+// failure wraps ErrCorrupt.
+func Decode(b []byte) (Entry, error) {
+	if len(b) < len(magic)+1+4 || string(b[:len(magic)]) != magic {
+		return Entry{}, fmt.Errorf("%w: not a longshore journal entry (%d bytes)", ErrCorrupt, len(b))
+	}
+	if b[len(magic)] != version {
+		return Entry{}, fmt.Errorf("%w: entry version %d, this build reads %d", ErrCorrupt, b[len(magic)], version)
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return Entry{}, fmt.Errorf("%w: checksum mismatch (torn or damaged object)", ErrCorrupt)
+	}
+	d := &decoder{b: body[len(magic)+1:]}
+	var e Entry
+	e.Job = d.u64("job")
+	e.Gen = d.uvarint("generation")
+	e.State.Incarnation = d.uvarint("incarnation")
+	e.State.Seq = d.uvarint("seq")
+	e.Written = time.Unix(0, d.varint("time"))
+	e.State.Samples = d.varint("samples")
+	e.State.Seed = d.u64("seed")
+	e.State.Block = int(d.uvarint("block"))
+	n := d.count("epochs")
+	for range n {
+		if d.err != nil || len(d.b) == 0 {
+			d.fail("epoch flags")
+			break
+		}
+		flags := d.b[0]
+		d.b = d.b[1:]
+		es := cluster.EpochState{Complete: flags&1 != 0}
+		es.Committed = d.ranges("committed")
+		es.Dropped = d.ranges("dropped")
+		e.State.Epochs = append(e.State.Epochs, es)
+	}
+	np := d.count("peers")
+	for range np {
+		l := d.count("peer")
+		if d.err != nil {
+			break
+		}
+		e.Peers = append(e.Peers, string(d.b[:l]))
+		d.b = d.b[l:]
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
+	}
+	if d.err != nil {
+		return Entry{}, d.err
+	}
+	return e, nil
+}

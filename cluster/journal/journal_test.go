@@ -1,0 +1,380 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/faulty"
+)
+
+func randState(rng *rand.Rand) cluster.State {
+	s := cluster.State{
+		Incarnation: rng.Uint64N(1 << 40), Seq: rng.Uint64N(1 << 40),
+		Samples: rng.Int64N(1 << 34), Seed: rng.Uint64(), Block: 1 + rng.IntN(1000),
+	}
+	for range rng.IntN(4) {
+		var es cluster.EpochState
+		es.Complete = rng.IntN(3) == 0
+		p := int64(0)
+		for range rng.IntN(20) {
+			p += rng.Int64N(1000)
+			l := 1 + rng.Int64N(1000)
+			es.Committed = append(es.Committed, cluster.Range{Start: p, End: p + l})
+			p += l
+		}
+		if rng.IntN(2) == 0 {
+			es.Dropped = []cluster.Range{{Start: p + 1, End: p + 1 + rng.Int64N(5) + 1}}
+		}
+		s.Epochs = append(s.Epochs, es)
+	}
+	return s
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		e := Entry{Gen: 1 + rng.Uint64N(1<<50), Job: rng.Uint64(), Written: time.Unix(0, rng.Int64()), State: randState(rng)}
+		for range rng.IntN(3) {
+			e.Peers = append(e.Peers, "127.0.0.1:7946")
+		}
+		b := Encode(nil, e)
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%d: decode: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, e) {
+			t.Fatalf("%d: round trip:\n got %+v\nwant %+v", i, got, e)
+		}
+		// Every truncation and every single-bit flip is detected.
+		for k := range len(b) {
+			if _, err := Decode(b[:k]); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%d: truncated to %d bytes: err %v, want ErrCorrupt", i, k, err)
+			}
+		}
+		c := append([]byte(nil), b...)
+		bit := rng.IntN(8 * len(c))
+		c[bit/8] ^= 1 << (bit % 8)
+		if _, err := Decode(c); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%d: bit %d flipped: err %v, want ErrCorrupt", i, bit, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 4 {
+		f.Add(Encode(nil, Entry{Gen: 7, Job: 9, State: randState(rng), Peers: []string{"a:1"}}))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if _, err := Decode(Encode(nil, e)); err != nil {
+			t.Fatalf("re-encoding a decoded entry: %v", err)
+		}
+	})
+}
+
+func FuzzParseToken(f *testing.F) {
+	f.Add(Token{Job: 1, Gen: 2, Epoch: 3, Step: 4}.String())
+	f.Add("lsr1.")
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, err := ParseToken(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadToken) {
+				t.Fatalf("error %v does not wrap ErrBadToken", err)
+			}
+			return
+		}
+		if back, err := ParseToken(tok.String()); err != nil || back != tok {
+			t.Fatalf("round trip %+v: %+v, %v", tok, back, err)
+		}
+	})
+}
+
+func TestToken(t *testing.T) {
+	tok := Token{Job: 0xfeedface12345678, Gen: 123456, Epoch: 7, Step: 98765}
+	s := tok.String()
+	if len(s) > 40 {
+		t.Errorf("token %q is %d characters; want a small one", s, len(s))
+	}
+	got, err := ParseToken(s)
+	if err != nil || got != tok {
+		t.Fatalf("ParseToken(%q) = %+v, %v", s, got, err)
+	}
+	bad := []byte(s)
+	bad[len(bad)-3] ^= 1
+	for _, b := range []string{"", "lsr1.", "hello", string(bad), s[:len(s)-2]} {
+		if _, err := ParseToken(b); !errors.Is(err, ErrBadToken) {
+			t.Errorf("ParseToken(%q): err %v, want ErrBadToken", b, err)
+		}
+	}
+}
+
+func quick(s storage.Store) Config {
+	c := DefaultConfig()
+	c.Store = s
+	c.Backoff = time.Millisecond
+	return c
+}
+
+func open(t *testing.T, cfg Config, o StartOptions) (*Journal, *Entry) {
+	t.Helper()
+	j, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := j.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, e
+}
+
+func state(inc uint64, committed int64) cluster.State {
+	s := cluster.State{Incarnation: inc, Samples: 1000, Seed: 5, Block: 1, Epochs: []cluster.EpochState{{}}}
+	if committed > 0 {
+		s.Epochs[0].Committed = []cluster.Range{{Start: 0, End: committed}}
+	}
+	return s
+}
+
+func TestStartFreshThenRestore(t *testing.T) {
+	ctx := context.Background()
+	store := storage.NewMemStore("j")
+	j, e := open(t, quick(store), StartOptions{})
+	if e != nil {
+		t.Fatalf("empty location: got entry %+v, want a fresh start", e)
+	}
+	if j.Incarnation() != 1 {
+		t.Fatalf("incarnation %d, want 1", j.Incarnation())
+	}
+	var toks []Token
+	for k := range int64(5) {
+		g, err := j.Write(ctx, state(1, k*10), []string{"10.0.0.1:7946"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, j.Token(g, 0, k))
+	}
+	// Restart: the newest generation, and a larger incarnation.
+	j2, e := open(t, quick(store), StartOptions{})
+	if e == nil || e.Gen != 5 || e.State.Epochs[0].Committed[0].End != 40 || e.Peers[0] != "10.0.0.1:7946" {
+		t.Fatalf("restart: entry %+v", e)
+	}
+	if j2.Incarnation() != 6 || j2.Job() != j.Job() {
+		t.Fatalf("restart: incarnation %d job %x, want 6 and %x", j2.Incarnation(), j2.Job(), j.Job())
+	}
+	// An older token rewinds.
+	j3, e := open(t, quick(store), StartOptions{Resume: toks[2].String()})
+	if e.Gen != toks[2].Gen || e.State.Epochs[0].Committed[0].End != 20 {
+		t.Fatalf("resume %+v: entry %+v", toks[2], e)
+	}
+	if j3.Incarnation() != 6 {
+		t.Fatalf("resume: incarnation %d, want 6 (above every writer)", j3.Incarnation())
+	}
+	// Fresh over an existing journal: a new job, numbering continues.
+	j4, e := open(t, quick(store), StartOptions{Fresh: true})
+	if e != nil || j4.Job() == j.Job() || j4.Incarnation() != 6 {
+		t.Fatalf("fresh: entry %v job %x incarnation %d", e, j4.Job(), j4.Incarnation())
+	}
+	if _, err := j4.Write(ctx, state(6, 0), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The old job's token is refused now.
+	j5, err := Open(ctx, quick(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j5.Start(ctx, StartOptions{Resume: Token{Job: 42, Gen: 6}.String()}); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("another job's token: err %v, want ErrBadToken", err)
+	}
+	j5, _ = Open(ctx, quick(store))
+	if _, err := j5.Start(ctx, StartOptions{Fresh: true, Resume: toks[0].String()}); err == nil {
+		t.Fatal("--fresh with --resume: no error")
+	}
+}
+
+func TestTokenWithoutJournal(t *testing.T) {
+	j, err := Open(context.Background(), quick(storage.NewMemStore("j")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Start(context.Background(), StartOptions{Resume: Token{Job: 1, Gen: 3}.String()}); !errors.Is(err, ErrNoJournal) {
+		t.Fatalf("err %v, want ErrNoJournal", err)
+	}
+}
+
+func TestPruneAndPrunedToken(t *testing.T) {
+	ctx := context.Background()
+	store := storage.NewMemStore("j")
+	cfg := quick(store)
+	cfg.Keep = 3
+	j, _ := open(t, cfg, StartOptions{})
+	var first Token
+	for k := range int64(10) {
+		g, err := j.Write(ctx, state(1, k+1), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			first = j.Token(g, 0, 0)
+		}
+	}
+	j2, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j2.Generations(); !reflect.DeepEqual(got, []uint64{8, 9, 10}) {
+		t.Fatalf("kept %v, want [8 9 10]", got)
+	}
+	if _, err := j2.Start(ctx, StartOptions{Resume: first.String()}); !errors.Is(err, ErrPruned) {
+		t.Fatalf("pruned token: err %v, want ErrPruned", err)
+	}
+}
+
+// TestCorruptFallsBack: a torn or damaged newest generation is detected and
+// the previous good one used; with none good, Start refuses (no silent
+// fresh start) unless Fresh.
+func TestCorruptFallsBack(t *testing.T) {
+	ctx := context.Background()
+	store := storage.NewMemStore("j")
+	j, _ := open(t, quick(store), StartOptions{})
+	for k := range int64(3) {
+		if _, err := j.Write(ctx, state(1, 10*(k+1)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, _ := store.Get(ctx, genKey(3), nil)
+	// Torn: the first half of the object.
+	if _, err := store.Put(ctx, genKey(3), good[:len(good)/2], storage.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	j2, e := open(t, quick(store), StartOptions{})
+	if e.Gen != 2 || e.State.Epochs[0].Committed[0].End != 20 {
+		t.Fatalf("fell back to %+v, want generation 2", e)
+	}
+	if j2.Incarnation() != 4 {
+		t.Fatalf("incarnation %d, want 4: past the corrupt generation too", j2.Incarnation())
+	}
+	// A token naming the corrupt generation is an error, not a fallback.
+	j3, _ := Open(ctx, quick(store))
+	if _, err := j3.Start(ctx, StartOptions{Resume: j.Token(3, 0, 0).String()}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("token of a corrupt generation: err %v, want ErrCorrupt", err)
+	}
+	// Every generation damaged: refuse.
+	for g := uint64(1); g <= 2; g++ {
+		b, _ := store.Get(ctx, genKey(g), nil)
+		b[len(b)/2] ^= 0x40
+		if _, err := store.Put(ctx, genKey(g), b, storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j4, _ := Open(ctx, quick(store))
+	if _, err := j4.Start(ctx, StartOptions{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("all corrupt: err %v, want ErrCorrupt", err)
+	}
+	j5, _ := Open(ctx, quick(store))
+	if e, err := j5.Start(ctx, StartOptions{Fresh: true}); err != nil || e != nil {
+		t.Fatalf("all corrupt, --fresh: %v, %v", e, err)
+	}
+}
+
+// TestLandedButFailed: a put that lands but reports failure is retried;
+// the retry finds its own bytes and counts the write as done.
+func TestLandedButFailed(t *testing.T) {
+	ctx := context.Background()
+	mem := storage.NewMemStore("j")
+	store := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpPut, FirstN: 1, After: true})
+	j, _ := open(t, quick(store), StartOptions{})
+	g, err := j.Write(ctx, state(1, 5), nil)
+	if err != nil || g != 1 {
+		t.Fatalf("Write = %d, %v; want 1, nil", g, err)
+	}
+	if g, err := j.Write(ctx, state(1, 6), nil); err != nil || g != 2 {
+		t.Fatalf("second Write = %d, %v; want 2, nil", g, err)
+	}
+}
+
+// TestWriteFails: a store that keeps failing makes Write fail (the
+// coordinator must not ack), after its retries.
+func TestWriteFails(t *testing.T) {
+	store := faulty.Wrap(storage.NewMemStore("j"), faulty.Rule{Ops: faulty.OpPut})
+	j, _ := open(t, quick(store), StartOptions{})
+	if _, err := j.Write(context.Background(), state(1, 5), nil); !errors.Is(err, faulty.ErrInjected) {
+		t.Fatalf("err %v, want the store's error", err)
+	}
+}
+
+// TestRace: two coordinators that both restored the same generation write
+// at once; exactly one wins, the other gets ErrSuperseded, and then the
+// loser's Check says so too.
+func TestRace(t *testing.T) {
+	testRace(t, func(t *testing.T) storage.Store { return storage.NewMemStore("j") }, 200)
+}
+
+func testRace(t *testing.T, newStore func(*testing.T) storage.Store, rounds int) {
+	ctx := context.Background()
+	for round := range rounds {
+		store := newStore(t)
+		j0, _ := open(t, quick(store), StartOptions{})
+		if _, err := j0.Write(ctx, state(1, 1), nil); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := open(t, quick(store), StartOptions{})
+		b, _ := open(t, quick(store), StartOptions{})
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, j := range []*Journal{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = j.Write(ctx, state(j.Incarnation(), int64(10+i)), nil)
+			}()
+		}
+		wg.Wait()
+		won := 0
+		var loser *Journal
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, ErrSuperseded):
+				loser = []*Journal{a, b}[i]
+			default:
+				t.Fatalf("round %d: writer %d: %v", round, i, err)
+			}
+		}
+		if won != 1 || loser == nil {
+			t.Fatalf("round %d: %d writers won (errors %v), want exactly one", round, won, errs)
+		}
+		// A stale one (j0, never told) finds out on its interval check.
+		if err := j0.Check(ctx); !errors.Is(err, ErrSuperseded) {
+			t.Fatalf("round %d: stale Check: %v", round, err)
+		}
+		if _, err := j0.Write(ctx, state(1, 2), nil); !errors.Is(err, ErrSuperseded) {
+			t.Fatalf("round %d: stale Write: %v", round, err)
+		}
+	}
+}
+
+func TestDirStore(t *testing.T) {
+	testRace(t, func(t *testing.T) storage.Store {
+		s, err := storage.NewDirStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, 20)
+}
