@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,7 @@ type options struct {
 	dropLast         bool
 	lowres           bool
 	progress         string
+	cpuProfile       string
 
 	// cluster mode
 	id              string
@@ -100,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
 	fs.StringVar(&o.id, "id", "", "cluster mode: this node's id, unique in the cluster; ranks are <id>/<i> (default: host-port of --gossip)")
 	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
@@ -111,6 +114,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.stepTime, "step-time", 0, "cluster mode, debug: simulated training time per batch")
 	fs.StringVar(&o.slowRanks, "slow-ranks", "", "cluster mode, debug: comma-separated rank indices that train --slow-factor times slower")
 	fs.Float64Var(&o.slowFactor, "slow-factor", 5, "cluster mode, debug: the slowdown of --slow-ranks")
+	if err := flagsFromEnv(fs, os.LookupEnv); err != nil {
+		return o, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -215,6 +221,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	runMode := standalone
 	if !o.standalone {
 		runMode = clusterNode
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "longshore-node: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "longshore-node: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if err := runMode(ctx, o, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
