@@ -4,6 +4,7 @@
 #   make test    install what is missing (FFmpeg dev packages, MinIO), vet, unit tests with -race, fuzz smoke
 #   make build   bin/longshore-node and bin/longshore-coordinator
 #   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
+#   make bench-peer  longshore (Go in process, Python client) vs PyTorch's DataLoader, side by side
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
@@ -18,12 +19,13 @@ BIN          := bin
 DEMO_N       ?= 512
 DEMO_EPOCHS  ?= 1
 BENCH_N      ?= 2000
+BENCH_PEER_N ?= 4000
 FUZZTIME     ?= 15s
 PKGS         := ./...
 
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
-.PHONY: all build demo proto test unit race bench lint fmt deps deps-base deps-demo deps-minio fuzz clean
+.PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
 
 all: build
 
@@ -65,6 +67,11 @@ test: deps lint race fuzz
 
 bench: deps build
 	@ds=$$(scripts/dataset.sh $(BENCH_N)) && $(GO) run ./cmd/longshore-bench --dataset "$$ds" --json $(BIN)/bench.json
+
+# Needs Debian's python3-torch, python3-torchvision, python3-pil, python3-numpy.
+bench-peer: deps build
+	$(GO) build -o $(BIN)/feed_server ./examples/feed_server
+	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_peer.py --dataset "$$ds" --json $(BIN)/bench-peer.json
 
 proto:
 	cd cluster/wire && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=paths=source_relative wire.proto

@@ -12,11 +12,8 @@ import (
 // copy, checksums against the Go pipeline, kill -9 and resume, torch
 // views. It needs /usr/bin/python3 with numpy, pytest and torch (Debian:
 // python3-numpy python3-pytest python3-torch); it fails, not skips, when
-// they are missing, unless LONGSHORE_SKIP_PYTHON=1.
+// they are missing.
 func TestPythonClient(t *testing.T) {
-	if os.Getenv("LONGSHORE_SKIP_PYTHON") == "1" {
-		t.Skip("LONGSHORE_SKIP_PYTHON=1")
-	}
 	if testing.Short() {
 		t.Skip("-short")
 	}

@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""Train torchvision's ResNet-18 on batches from longshore, with commits and resume.
+
+A node (or examples/feed_server) serves each rank's batches over a Unix
+socket; this trainer maps them (no copy), trains, and every --commit-every
+steps saves a checkpoint: the model and optimizer in model.pt, and beside it
+each rank's loader position (loader.state_dict(), which commits at the node)
+in loader-rank<R>-step<S>.json. --resume continues from the newest model
+checkpoint with exactly the batches after it, even if the trainer was
+killed.
+
+    go run ./examples/feed_server --dataset "$(scripts/dataset.sh 512)" --dir /tmp/lsfeed &
+    LONGSHORE_FEED_DIR=/tmp/lsfeed /usr/bin/python3 examples/pytorch_train.py --steps 20 --ckpt /tmp/ckpt
+    LONGSHORE_FEED_DIR=/tmp/lsfeed /usr/bin/python3 examples/pytorch_train.py --steps 40 --ckpt /tmp/ckpt --resume
+
+DDP: start the node with --ranks N and the trainer with torchrun
+(torchrun --nproc-per-node N examples/pytorch_train.py ...): each process
+reads LOCAL_RANK (its socket), joins the process group (gloo on CPU, nccl
+on GPUs) and wraps the model in DistributedDataParallel. Rank 0 writes
+model.pt after every rank has written its loader position.
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+import torchvision
+
+try:
+    import longshore
+except ImportError:  # run from a checkout without `pip install ./clients/python`
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+    import longshore
+
+# ImageNet's channel statistics, scaled to uint8.
+MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
+STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=40, help="train until this many optimizer steps in all")
+    ap.add_argument("--commit-every", type=int, default=10, help="checkpoint and commit every N steps")
+    ap.add_argument("--ckpt", default="checkpoints", help="checkpoint directory")
+    ap.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --ckpt")
+    ap.add_argument("--socket", help="feed socket (default: rank $LOCAL_RANK in $LONGSHORE_FEED_DIR)")
+    ap.add_argument("--num-classes", type=int, default=1000)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    return ap.parse_args(argv)
+
+
+def atomic_write(path, write):
+    tmp = path + ".tmp"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def loader_state_path(ckpt, rank, step):
+    return os.path.join(ckpt, f"loader-rank{rank}-step{step}.json")
+
+
+def save(args, rank, world, step, model, opt, loader):
+    """Commit this rank's position at the node, write it beside the model
+    checkpoint, then (rank 0, once every rank has) the model itself. A crash
+    anywhere leaves the previous model.pt and its loader files intact, and
+    a newer loader file without a model.pt naming it is never used."""
+    sd = loader.state_dict()  # commits the last batch handed out at the node
+    sd = dict(sd, token=sd["token"].hex() if sd.get("token") else None)
+    atomic_write(loader_state_path(args.ckpt, rank, step), lambda p: json.dump(sd, open(p, "w")))
+    if world > 1:
+        dist.barrier()
+    if rank == 0:
+        net = model.module if hasattr(model, "module") else model
+        atomic_write(os.path.join(args.ckpt, "model.pt"),
+                     lambda p: torch.save({"step": step, "model": net.state_dict(), "opt": opt.state_dict()}, p))
+        # keep the loader files of this checkpoint only
+        for f in glob.glob(os.path.join(args.ckpt, "loader-rank*-step*.json")):
+            if not f.endswith(f"-step{step}.json"):
+                os.unlink(f)
+    if world > 1:
+        dist.barrier()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    device = torch.device(f"cuda:{rank}" if torch.cuda.is_available() else "cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.makedirs(args.ckpt, exist_ok=True)
+
+    model = torchvision.models.resnet18(num_classes=args.num_classes).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
+    loader = longshore.Loader(args.socket if args.socket else rank, timeout=300)
+
+    step = 0
+    if args.resume and os.path.exists(os.path.join(args.ckpt, "model.pt")):
+        ck = torch.load(os.path.join(args.ckpt, "model.pt"), map_location=device)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step = ck["step"]
+        with open(loader_state_path(args.ckpt, rank, step)) as f:
+            sd = json.load(f)
+        loader.load_state_dict(dict(sd, token=bytes.fromhex(sd["token"]) if sd.get("token") else None))
+        print(f"rank {rank}: resumed at step {step} (loader after epoch {sd.get('epoch')} step {sd.get('step')})",
+              flush=True)
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None)
+    mean, std = MEAN.to(device), STD.to(device)
+
+    w = loader.welcome
+    print(f"rank {rank}/{world}: feed {loader.path}: batch {w['batch_size']}, sample {w['sample']}, "
+          f"{w['layout']}, resume at {w['resume']}", flush=True)
+    model.train()
+    t0, seen, trained = time.time(), 0, False
+    while step < args.steps:  # check before taking a batch: a taken batch is trained before any commit
+        batch = loader.next_batch()
+        if batch is None:
+            if loader.ended:
+                break
+            continue  # end of an epoch; the next call starts the next one
+        x = batch.tensor()  # uint8 view of the shared slot: no copy
+        if batch.layout == "NHWC":
+            x = x.permute(0, 3, 1, 2)
+        # to(device) on GPU, or the float conversion on CPU, makes the one copy
+        x = (x.to(device, non_blocking=True).float() - mean) / std
+        y = torch.from_numpy(batch.labels).to(device)
+        batch.release()  # the pixels are in x now: the slot goes back to the node
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        seen += len(batch)
+        trained = True
+        print(f"rank {rank}: step {step} (epoch {batch.epoch} batch {batch.step}) loss {loss.item():.4f} "
+              f"{seen / (time.time() - t0):.1f} img/s", flush=True)
+        if step % args.commit_every == 0:
+            save(args, rank, world, step, model, opt, loader)
+            print(f"rank {rank}: checkpoint at step {step}", flush=True)
+    if trained and step % args.commit_every != 0:
+        save(args, rank, world, step, model, opt, loader)
+        print(f"rank {rank}: checkpoint at step {step}", flush=True)
+    loader.close()
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
