@@ -14,7 +14,7 @@ import (
 // and at the end, then --resume to step 4, which must start from the batch
 // after step 3's commit. Small crops and batches keep it to seconds. It
 // needs /usr/bin/python3 with torch and torchvision (Debian:
-// python3-torch python3-torchvision); skipped with LONGSHORE_SKIP_PYTHON=1.
+// python3-torch python3-torchvision); it fails, not skips, when they are missing.
 func TestPytorchTrainExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
