@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/longshore/longshore/cluster/journal"
 )
 
 // history is what the logs say happened.
@@ -17,18 +19,42 @@ import (
 //	<epoch>\t<rank>\t<step>\t<key>[\tpad]
 //	commit\t<epoch>\t<rank>\t<step>
 //
-// and the coordinator's commit log
+// and the coordinator's commit log, appended to by every coordinator life
 //
-//	ack\t<epoch>\t<rank>\t<session>\t<step>\t<offset>
+//	life\t<incarnation>\t<generation restored, 0: fresh>
+//	ack\t<epoch>\t<rank>\t<session>\t<step>\t<offset>[\t<token>]
 //
 // Committed history is what the coordinator acknowledged: a node killed
 // after its commit was acknowledged but before it wrote its commit line
 // never writes it, so acks come from the coordinator's log; the nodes'
-// commit lines must be a subset of it.
+// commit lines must be a subset of it. A life that restored generation G
+// rewinds committed history to G: earlier acks whose token names a later
+// generation are no longer committed (their samples are issued again),
+// and a fresh life (0) rewinds it to nothing.
 type history struct {
 	delivered map[stepKey][]sample   // by rank session, epoch and step
-	acked     map[sessionEpoch]int64 // largest acknowledged step
+	acked     map[sessionEpoch]int64 // largest acknowledged step still committed
+	allAcked  map[sessionEpoch]int64 // largest acknowledged step, rewound or not
 	nodeAcked map[sessionEpoch]int64 // from the nodes' commit lines
+	lives     []life
+	rewound   int // acks a later life rewound
+}
+
+// life is one coordinator life as its commit log begins it.
+type life struct {
+	incarnation uint64
+	restored    uint64 // generation restored; 0: fresh
+	// committedBefore is committed history (after this life's rewind) as
+	// the life found it, per epoch: keys of real samples.
+	committedBefore map[int]map[string]bool
+	acks            int // acks this life wrote
+}
+
+type ackRec struct {
+	k    sessionEpoch
+	step int64
+	gen  uint64 // from the token; 0: none
+	life int
 }
 
 type sessionEpoch struct {
@@ -47,7 +73,8 @@ type sample struct {
 }
 
 func readHistory(nodeLogs []string, coordLog string) (*history, error) {
-	h := &history{delivered: map[stepKey][]sample{}, acked: map[sessionEpoch]int64{}, nodeAcked: map[sessionEpoch]int64{}}
+	h := &history{delivered: map[stepKey][]sample{}, acked: map[sessionEpoch]int64{},
+		allAcked: map[sessionEpoch]int64{}, nodeAcked: map[sessionEpoch]int64{}}
 	bump := func(m map[sessionEpoch]int64, k sessionEpoch, step int64) {
 		if v, ok := m[k]; !ok || step > v {
 			m[k] = step
@@ -91,17 +118,119 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 		return nil, err
 	}
 	defer f.Close()
+	var acks []ackRec
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Split(sc.Text(), "\t")
-		if len(fs) != 6 || fs[0] != "ack" {
+		switch {
+		case len(fs) == 3 && fs[0] == "life":
+			inc, err1 := strconv.ParseUint(fs[1], 10, 64)
+			g, err2 := strconv.ParseUint(fs[2], 10, 64)
+			if err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("coordinator commit log: bad line %q", sc.Text())
+			}
+			kept := acks[:0]
+			for _, a := range acks {
+				if g != 0 && a.gen <= g {
+					kept = append(kept, a)
+				} else {
+					h.rewound++
+				}
+			}
+			acks = kept
+			l := life{incarnation: inc, restored: g}
+			l.committedBefore = h.committedKeys(acks)
+			h.lives = append(h.lives, l)
+		case (len(fs) == 6 || len(fs) == 7) && fs[0] == "ack":
+			e, err1 := strconv.Atoi(fs[1])
+			s, err2 := strconv.ParseInt(fs[4], 10, 64)
+			if err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("coordinator commit log: bad line %q", sc.Text())
+			}
+			a := ackRec{k: sessionEpoch{fs[2], fs[3], e}, step: s, life: len(h.lives) - 1}
+			if len(fs) == 7 {
+				tok, err := journal.ParseToken(fs[6])
+				if err != nil {
+					return nil, fmt.Errorf("coordinator commit log: %w", err)
+				}
+				a.gen = tok.Gen
+			}
+			acks = append(acks, a)
+			bump(h.allAcked, a.k, s)
+			if len(h.lives) > 0 {
+				h.lives[len(h.lives)-1].acks++
+			}
+		default:
 			return nil, fmt.Errorf("coordinator commit log: bad line %q", sc.Text())
 		}
-		e, _ := strconv.Atoi(fs[1])
-		s, _ := strconv.ParseInt(fs[4], 10, 64)
-		bump(h.acked, sessionEpoch{fs[2], fs[3], e}, s)
+	}
+	for _, a := range acks {
+		bump(h.acked, a.k, a.step)
 	}
 	return h, sc.Err()
+}
+
+// committedKeys returns, per epoch, the real samples in the steps acks
+// commit.
+func (h *history) committedKeys(acks []ackRec) map[int]map[string]bool {
+	through := map[sessionEpoch]int64{}
+	for _, a := range acks {
+		if v, ok := through[a.k]; !ok || a.step > v {
+			through[a.k] = a.step
+		}
+	}
+	out := map[int]map[string]bool{}
+	for k, ss := range h.delivered {
+		if t, ok := through[k.sessionEpoch]; ok && k.step <= t {
+			for _, s := range ss {
+				if s.pad {
+					continue
+				}
+				if out[k.epoch] == nil {
+					out[k.epoch] = map[string]bool{}
+				}
+				out[k.epoch][s.key] = true
+			}
+		}
+	}
+	return out
+}
+
+// checkResume checks that every coordinator life after the first resumed
+// exactly at the committed cursor it restored: no sample committed before
+// it was delivered again — committed or not — by a session of that life.
+func (h *history) checkResume() []string {
+	var problems []string
+	for i, l := range h.lives {
+		if i == 0 || l.restored == 0 {
+			continue
+		}
+		again := map[int]int{}
+		var example string
+		for k, ss := range h.delivered {
+			if sessionLife(k.session) != l.incarnation {
+				continue
+			}
+			for _, s := range ss {
+				if !s.pad && l.committedBefore[k.epoch][s.key] {
+					again[k.epoch]++
+					example = fmt.Sprintf("%s in epoch %d step %d of %s@%s", s.key, k.epoch, k.step, k.rank, k.session)
+				}
+			}
+		}
+		for e, n := range again {
+			problems = append(problems, fmt.Sprintf("life %d (restored gen %d): %d samples committed before it were delivered again in epoch %d (e.g. %s)",
+				i, l.restored, n, e, example))
+		}
+	}
+	return problems
+}
+
+// sessionLife is the coordinator incarnation of a session "<inc>.<seq>".
+func sessionLife(session string) uint64 {
+	inc, _, _ := strings.Cut(session, ".")
+	v, _ := strconv.ParseUint(inc, 10, 64)
+	return v
 }
 
 // check verifies the promise for every epoch: the real samples in
@@ -110,7 +239,7 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 func (h *history) check(keys []string, epochs int) []string {
 	var problems []string
 	for k, s := range h.nodeAcked {
-		if a, ok := h.acked[k]; !ok || a < s {
+		if a, ok := h.allAcked[k]; !ok || a < s {
 			problems = append(problems, fmt.Sprintf("node logged commit %v step %d, coordinator acknowledged %d", k, s, a))
 		}
 	}
@@ -150,7 +279,7 @@ func (h *history) check(keys []string, epochs int) []string {
 			problems = append(problems, fmt.Sprintf("epoch %d: %d keys not in the dataset", e, len(count)))
 		}
 	}
-	return problems
+	return append(problems, h.checkResume()...)
 }
 
 // steps returns, for epoch e, each rank session's number of delivered

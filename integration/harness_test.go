@@ -199,14 +199,18 @@ type job struct {
 }
 
 type cluster struct {
-	t        *testing.T
-	dir      string
-	nodeBin  string
-	job      job
-	coord    *proc
-	join     string
-	nodes    []*proc
-	nodeLogs []string
+	t         *testing.T
+	dir       string
+	nodeBin   string
+	job       job
+	coord     *proc
+	join      string
+	nodes     []*proc
+	nodeLogs  []string
+	coordBin  string
+	coordArgs []string
+	nodeArgs  [][]string // node i's flags, to start it again the same way
+	coords    []*proc    // every coordinator life, the current one last
 }
 
 func startCluster(t *testing.T, j job) *cluster {
@@ -224,8 +228,59 @@ func startCluster(t *testing.T, j job) *cluster {
 		args = append(args, "--steal-min", strconv.Itoa(j.stealMin))
 	}
 	args = append(args, j.extraCoord...)
+	c.coordBin, c.coordArgs = coordBin, args
+	t.Cleanup(func() { // before t.TempDir's: the logs are still there
+		// LONGSHORE_INTEG_LOGS=1: dump the logs of a failed test; =all:
+		// of every test.
+		if v := os.Getenv("LONGSHORE_INTEG_LOGS"); v == "" || v != "all" && !t.Failed() {
+			return
+		}
+		ents, _ := os.ReadDir(c.dir)
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".err") {
+				t.Logf("--- %s:\n%s", e.Name(), tail(filepath.Join(c.dir, e.Name()), 60))
+			}
+		}
+	})
 	c.coord = startProc(t, c.dir, "coordinator", coordBin, j.env, args...)
+	c.coords = []*proc{c.coord}
 	return c
+}
+
+// restartCoordinator starts another coordinator life with the same flags
+// (so the same --checkpoint, --commit-log, addresses) plus extra; flags
+// given again in extra win. Its stderr is coordinator-<life>.err.
+func (c *cluster) restartCoordinator(extra ...string) *proc {
+	c.t.Helper()
+	name := fmt.Sprintf("coordinator-%d", len(c.coords)+1)
+	c.coord = startProc(c.t, c.dir, name, c.coordBin, c.job.env, append(append([]string(nil), c.coordArgs...), extra...)...)
+	c.coords = append(c.coords, c.coord)
+	return c.coord
+}
+
+// restartNode starts node i again with the flags it first had; it appends
+// to the same delivery log.
+func (c *cluster) restartNode(i int) *proc {
+	c.t.Helper()
+	name := fmt.Sprintf("n%d", i+1)
+	for k := 2; ; k++ {
+		if _, err := os.Stat(filepath.Join(c.dir, fmt.Sprintf("n%d-%d.err", i+1, k))); os.IsNotExist(err) {
+			name = fmt.Sprintf("n%d-%d", i+1, k)
+			break
+		}
+	}
+	p := startProc(c.t, c.dir, name, c.nodeBin, c.job.env, c.nodeArgs[i]...)
+	c.nodes[i] = p
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
 }
 
 // addNode starts node i on 127.0.0.(i+2) with two ranks.
@@ -241,8 +296,10 @@ func (c *cluster) addNode(extra ...string) *proc {
 		"--decoders", "1", "--fetch-concurrency", "2", "--slots", "2", "--progress", "never",
 		"--step-time", c.job.stepTime.String(),
 	}
-	p := startProc(c.t, c.dir, name, c.nodeBin, c.job.env, append(args, extra...)...)
+	args = append(args, extra...)
+	p := startProc(c.t, c.dir, name, c.nodeBin, c.job.env, args...)
 	c.nodes = append(c.nodes, p)
+	c.nodeArgs = append(c.nodeArgs, args)
 	c.nodeLogs = append(c.nodeLogs, filepath.Join(c.dir, log))
 	return p
 }
@@ -288,9 +345,15 @@ func (c *cluster) finish(killed ...*proc) {
 // coordEvents returns the coordinator's log lines with msg=<msg>, as
 // attribute maps.
 func (c *cluster) coordEvents(msg string) []map[string]string {
-	f, err := os.Open(c.coord.stderr)
+	return procEvents(c.t, c.coord, msg)
+}
+
+// procEvents returns p's log lines with msg=<msg>, as attribute maps.
+func procEvents(t *testing.T, p *proc, msg string) []map[string]string {
+	t.Helper()
+	f, err := os.Open(p.stderr)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	var out []map[string]string

@@ -433,6 +433,8 @@ func (a *nodeActor) send(ctx actor.Context) {
 	if len(a.out) == 0 || a.coord == nil {
 		return
 	}
-	ctx.Send(a.coord, &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out})
+	// As a request, so the coordinator can answer a node gossip has not
+	// introduced to it yet (a restarted coordinator, coord.nodeEvents).
+	ctx.Request(a.coord, &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out})
 	a.out = nil
 }

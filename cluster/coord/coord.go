@@ -66,7 +66,8 @@ type Config struct {
 	Now func() time.Time
 	// CommitLog, if set, gets one line per acknowledged commit, written
 	// before the ack is sent:
-	//	ack\t<epoch>\t<rank>\t<session>\t<step>\t<offset>
+	//	ack\t<epoch>\t<rank>\t<session>\t<step>\t<offset>[\t<token>]
+	// with the ack's resume token when there is a Journal.
 	// Committed history is what the coordinator acknowledged, so a
 	// checker reads commits here (a node killed between the ack and its
 	// own log line never writes its line).
@@ -333,7 +334,7 @@ func (a *coordActor) Receive(ctx actor.Context) {
 	case gossip.Event:
 		a.membership(m)
 	case *wire.NodeEvents:
-		a.nodeEvents(m)
+		a.nodeEvents(m, ctx.Sender())
 	case nodePIDMsg:
 		a.node(m.node).pid = m.pid
 	case tickMsg:
@@ -439,7 +440,10 @@ func (a *coordActor) membership(ev gossip.Event) {
 	}
 }
 
-func (a *coordActor) nodeEvents(m *wire.NodeEvents) {
+// nodeEvents steps a node's events. sender is the node actor when the
+// node sent them as a request (agent does): the way to answer a node that
+// gossip has not introduced yet.
+func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 	n := a.node(m.Node)
 	var fenced []*wire.Fence
 	for _, we := range m.Events {
@@ -449,6 +453,12 @@ func (a *coordActor) nodeEvents(m *wire.NodeEvents) {
 		}
 		if _, ok := ev.(cluster.Request); ok && !a.started {
 			if len(a.c.Ranks()) < a.cfg.MinRanks {
+				if n.inc != m.Incarnation {
+					// From a session of a life of the node this one does
+					// not know (an earlier coordinator life's): evict it
+					// below, or it would wait here unheard.
+					fenced = append(fenced, sessionOf(ev))
+				}
 				continue // not enough ranks yet; the node asks again
 			}
 			a.started = true
@@ -464,8 +474,19 @@ func (a *coordActor) nodeEvents(m *wire.NodeEvents) {
 			a.log.Error("refused message", "node", m.Node, "event", fmt.Sprintf("%T %+v", ev, ev), "err", err)
 		}
 	}
-	if len(fenced) == 0 || n.pid == nil {
+	if len(fenced) == 0 {
 		return
+	}
+	if n.pid == nil {
+		if sender == nil {
+			return
+		}
+		// A node this life has not heard of in gossip, talking from a
+		// session of an earlier life: a restarted coordinator whose
+		// journal did not name it, and that it still sees as alive (the
+		// new life answers its pings at the old address). Evict it so
+		// it rejoins with a new incarnation, which gossip spreads here.
+		n.pid = sender
 	}
 	mail := a.to(m.Node)
 	mail.Fenced = append(mail.Fenced, fenced...)
@@ -604,18 +625,25 @@ func (a *coordActor) flush(ctx actor.Context) {
 		gen = g
 	}
 	a.dirty = false
+	if gen != 0 {
+		for i := range a.pending {
+			ack := &a.pending[i]
+			ack.Token = a.cfg.Journal.Token(gen, ack.Epoch, ack.Step).String()
+		}
+	}
 	if len(a.pending) > 0 && a.commitLog != nil {
 		for _, ack := range a.pending {
-			fmt.Fprintf(a.commitLog, "ack\t%d\t%s\t%s\t%d\t%d\n", ack.Epoch, ack.Rank, ack.Session, ack.Step, ack.Offset)
+			fmt.Fprintf(a.commitLog, "ack\t%d\t%s\t%s\t%d\t%d", ack.Epoch, ack.Rank, ack.Session, ack.Step, ack.Offset)
+			if ack.Token != "" {
+				fmt.Fprintf(a.commitLog, "\t%s", ack.Token)
+			}
+			a.commitLog.WriteByte('\n')
 		}
 		if err := a.commitLog.Flush(); err != nil {
 			a.log.Error("commit log", "err", err)
 		}
 	}
 	for _, ack := range a.pending {
-		if gen != 0 {
-			ack.Token = a.cfg.Journal.Token(gen, ack.Epoch, ack.Step).String()
-		}
 		m := a.to(a.rankNode[ack.Rank])
 		m.Acks = append(m.Acks, wire.AckOf(ack))
 	}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -164,6 +165,11 @@ type Membership struct {
 		sync.Mutex
 		queue  []Event
 		closed bool
+		// members is the live view built from the events. memberlist's
+		// own Members returns pointers into its state that it goes on
+		// mutating under its lock (a data race to read), so Members
+		// answers from this copy, taken inside the callbacks.
+		members map[string]Member
 	}
 	wake chan struct{}
 	done chan struct{}
@@ -240,6 +246,20 @@ func (m *Membership) join(ctx context.Context, addrs []string) error {
 	}
 }
 
+// Join contacts the members at addrs, retrying until one answers or ctx
+// is done. A member that lost sight of the cluster's other side (the
+// coordinator restarted somewhere that does not know this member) calls
+// it to find its way back; memberlist merges the two views.
+func (m *Membership) Join(ctx context.Context, addrs []string) error {
+	m.mu.Lock()
+	closed := m.mu.closed
+	m.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return m.join(ctx, addrs)
+}
+
 // Addr is the gossip address this member advertises.
 func (m *Membership) Addr() string {
 	n := m.ml.LocalNode()
@@ -251,12 +271,17 @@ func (m *Membership) Addr() string {
 // closed by Shutdown.
 func (m *Membership) Events() <-chan Event { return m.events }
 
-// Members lists the members memberlist currently believes alive.
+// Members lists the members memberlist currently believes alive, this
+// one included, in name order.
 func (m *Membership) Members() []Member {
-	var out []Member
-	for _, n := range m.ml.Members() {
-		out = append(out, toMember(n))
+	m.mu.Lock()
+	out := make([]Member, 0, len(m.mu.members))
+	for _, mb := range m.mu.members {
+		mb.Meta.Ranks = append([]string(nil), mb.Meta.Ranks...)
+		out = append(out, mb)
 	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -344,6 +369,15 @@ func (m *Membership) markClosed() bool {
 
 func (m *Membership) push(e Event) {
 	m.mu.Lock()
+	if m.mu.members == nil {
+		m.mu.members = map[string]Member{}
+	}
+	switch e.Kind {
+	case Joined, Updated:
+		m.mu.members[e.Name] = Member{Name: e.Name, Addr: e.Addr, Meta: e.Meta}
+	case Left, Failed:
+		delete(m.mu.members, e.Name)
+	}
 	if !m.mu.closed {
 		m.mu.queue = append(m.mu.queue, e)
 	}

@@ -78,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address others use, if not --gossip")
 	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node) or local (loopback, ~1-2 s)")
-	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>), written before the ack is sent")
+	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>[\\t<token>]), written before the ack is sent; each coordinator life first appends life\\t<incarnation>\\t<generation restored, 0: fresh>")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
 	fs.StringVar(&o.resume, "resume", "", "resume token (from a trainer's checkpoint): continue from that commit instead of the journal's newest")
 	fs.BoolVar(&o.fresh, "fresh", false, "start the job from scratch even though --checkpoint holds a journal")
@@ -97,6 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
+	if err := flagsFromEnv(fs, os.LookupEnv); err != nil {
+		return o, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -192,6 +195,19 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	o.cluster.Samples = int64(len(ds.Samples))
 
+	var jn *journal.Journal
+	var restore *cluster.State
+	var restoredGen uint64
+	var peers []string
+	if o.checkpoint != "" {
+		var err error
+		jn, restore, restoredGen, peers, err = openJournal(ctx, o, sopts, logger)
+		if err != nil {
+			return err
+		}
+		o.cluster.Incarnation = jn.Incarnation()
+	}
+
 	var commitLog io.Writer
 	if o.commitLog != "" {
 		f, err := os.OpenFile(o.commitLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -199,19 +215,13 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			return fmt.Errorf("--commit-log: %w", err)
 		}
 		defer f.Close()
-		commitLog = f
-	}
-
-	var jn *journal.Journal
-	var restore *cluster.State
-	var peers []string
-	if o.checkpoint != "" {
-		var err error
-		jn, restore, peers, err = openJournal(ctx, o, sopts, logger)
-		if err != nil {
-			return err
+		// Each coordinator life starts with the generation it continues
+		// from (0: a fresh job), so a reader can tell which earlier acks
+		// a restore rewound: those of later generations.
+		if _, err := fmt.Fprintf(f, "life\t%d\t%d\n", o.cluster.Incarnation, restoredGen); err != nil {
+			return fmt.Errorf("--commit-log: %w", err)
 		}
-		o.cluster.Incarnation = jn.Incarnation()
+		commitLog = f
 	}
 	var mem atomic.Pointer[gossip.Membership]
 
@@ -299,43 +309,43 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 }
 
 // openJournal opens the journal at --checkpoint and decides where the job
-// starts: the state to restore (nil: fresh) and the gossip members the
-// journal recorded.
-func openJournal(ctx context.Context, o options, sopts storage.Options, logger *slog.Logger) (*journal.Journal, *cluster.State, []string, error) {
+// starts: the state to restore (nil: fresh), the generation it comes
+// from (0: fresh) and the gossip members the journal recorded.
+func openJournal(ctx context.Context, o options, sopts storage.Options, logger *slog.Logger) (*journal.Journal, *cluster.State, uint64, []string, error) {
 	loc, err := storage.ParseURL(o.checkpoint)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--checkpoint: %w", err)
+		return nil, nil, 0, nil, fmt.Errorf("--checkpoint: %w", err)
 	}
 	if loc.Scheme == "file" {
 		// A directory is created; a bucket must exist (a typo in a bucket
 		// name must not start a job whose journal nobody will find).
 		if err := os.MkdirAll(loc.Path, 0o755); err != nil {
-			return nil, nil, nil, fmt.Errorf("--checkpoint: %w", err)
+			return nil, nil, 0, nil, fmt.Errorf("--checkpoint: %w", err)
 		}
 	}
 	store, err := storage.Open(ctx, o.checkpoint, sopts)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+		return nil, nil, 0, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
 	}
 	jc := journal.DefaultConfig()
 	jc.Store, jc.Keep, jc.Logger = store, o.journalKeep, logger
 	jn, err := journal.Open(ctx, jc)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--checkpoint: %w", err)
+		return nil, nil, 0, nil, fmt.Errorf("--checkpoint: %w", err)
 	}
 	e, err := jn.Start(ctx, journal.StartOptions{Fresh: o.fresh, Resume: o.resume})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+		return nil, nil, 0, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
 	}
 	if e == nil {
 		logger.Info("journal: starting the job fresh", "checkpoint", store.String(), "job", fmt.Sprintf("%016x", jn.Job()),
 			"generations_before", len(jn.Generations()), "incarnation", jn.Incarnation())
-		return jn, nil, nil, nil
+		return jn, nil, 0, nil, nil
 	}
 	logger.Info("journal: continuing", "checkpoint", store.String(), "job", fmt.Sprintf("%016x", jn.Job()), "gen", e.Gen,
 		"written", e.Written.Format(time.RFC3339Nano), "epochs_started", len(e.State.Epochs),
 		"newest_gen", jn.Incarnation()-1, "incarnation", jn.Incarnation(), "resume_token", o.resume != "")
-	return jn, &e.State, e.Peers, nil
+	return jn, &e.State, e.Gen, e.Peers, nil
 }
 
 // startGossip starts the coordinator's membership, joining peers if any

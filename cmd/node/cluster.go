@@ -114,7 +114,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			Incarnation: node.Incarnation()},
 		BindAddr:      o.gossip,
 		AdvertiseAddr: o.gossipAdvertise,
-		Join:          []string{o.join},
+		Join:          joinAddrs(o.join),
 		Profile:       o.gossipProfile,
 	})
 	cancel()
@@ -124,16 +124,34 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	mem.Store(m)
 	logger.Info("joined", "node", id, "gossip", m.Addr(), "actor", actorAddr, "ranks", node.RankNames())
 	var gwg sync.WaitGroup
+	wctx, stopWatch := context.WithCancel(ctx)
 	gwg.Add(1)
 	go func() {
 		defer gwg.Done()
 		for ev := range m.Events() {
-			if ev.Meta.Role == gossip.RoleCoordinator && (ev.Kind == gossip.Joined || ev.Kind == gossip.Updated) {
+			if ev.Meta.Role != gossip.RoleCoordinator {
+				continue
+			}
+			switch ev.Kind {
+			case gossip.Joined, gossip.Updated:
 				node.SetCoordinator(ev.Meta.ActorAddr)
+			case gossip.Failed, gossip.Left:
+				logger.Warn("coordinator gone from gossip", "event", ev.Kind.String(), "gossip", ev.Addr)
 			}
 		}
 	}()
+	if o.rejoinAfter > 0 {
+		gwg.Add(1)
+		go func() {
+			defer gwg.Done()
+			t := time.NewTicker(min(o.rejoinAfter/2, 500*time.Millisecond))
+			defer t.Stop()
+			w := newCoordWatch(time.Now(), o.rejoinAfter, max(o.rejoinAfter, time.Second))
+			watchCoordinator(wctx, m, joinAddrs(o.join), w, t.C, time.Now, logger)
+		}()
+	}
 	defer gwg.Wait()
+	defer stopWatch() // runs before gwg.Wait
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -66,6 +66,7 @@ type options struct {
 	gossip          string
 	gossipAdvertise string
 	gossipProfile   string
+	rejoinAfter     time.Duration
 	listen          string
 	advertise       string
 	commitEvery     int
@@ -108,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "cluster mode: gossip address others use, if not --gossip (containers, NAT)")
 	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node) or local (loopback, ~1-2 s)")
+	fs.DurationVar(&o.rejoinAfter, "rejoin-after", 5*time.Second, "cluster mode: re-join --join when no coordinator has been alive in gossip this long (a restarted coordinator may not know this node); 0: never")
 	fs.StringVar(&o.listen, "listen", "", "cluster mode: control-message (protoactor remote) bind address host:port")
 	fs.StringVar(&o.advertise, "advertise", "", "cluster mode: control-message address others use, if not --listen")
 	fs.IntVar(&o.commitEvery, "commit-every", 1, "cluster mode, log sink: act as a trainer that commits every K steps and at the end of each epoch stream")

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/longshore/longshore/cluster/gossip"
+)
+
+// A restarted coordinator finds the nodes by rejoining the gossip members
+// its journal recorded. That list can miss a node (the coordinator died
+// before it wrote one naming it, or it restarted on another host whose
+// journal copy is older), and a node that nobody contacts never hears of
+// the new coordinator: it waits forever. So a node that has seen no live
+// coordinator in gossip for a while re-joins its --join addresses — the
+// coordinator's well-known gossip address — until one is back.
+
+// coordWatch decides when to re-join: once no coordinator has been alive
+// for after, and then every every while that lasts. It is pure; the
+// caller feeds it what gossip says and the time.
+type coordWatch struct {
+	after time.Duration // silence before the first re-join
+	every time.Duration // between re-joins while the silence lasts
+
+	lastSeen time.Time // a coordinator was alive then (or the watch began)
+	lastTry  time.Time // the last re-join; zero: none in this silence
+}
+
+func newCoordWatch(now time.Time, after, every time.Duration) *coordWatch {
+	return &coordWatch{after: after, every: every, lastSeen: now}
+}
+
+// observe records whether a coordinator is alive at now and says whether
+// to re-join now.
+func (w *coordWatch) observe(now time.Time, alive bool) bool {
+	if alive {
+		w.lastSeen, w.lastTry = now, time.Time{}
+		return false
+	}
+	if now.Sub(w.lastSeen) < w.after {
+		return false
+	}
+	if !w.lastTry.IsZero() && now.Sub(w.lastTry) < w.every {
+		return false
+	}
+	w.lastTry = now
+	return true
+}
+
+// coordinatorAlive reports whether ms lists a coordinator that is not
+// leaving.
+func coordinatorAlive(ms []gossip.Member) bool {
+	for _, m := range ms {
+		if m.Meta.Role == gossip.RoleCoordinator && !m.Meta.Leaving {
+			return true
+		}
+	}
+	return false
+}
+
+// membership is what watchCoordinator needs of a gossip.Membership.
+type membership interface {
+	Members() []gossip.Member
+	Join(ctx context.Context, addrs []string) error
+}
+
+// watchCoordinator re-joins join whenever w says so, checking on every
+// tick, until ctx is done. A re-join waits at most one tick for an answer.
+func watchCoordinator(ctx context.Context, m membership, join []string, w *coordWatch,
+	tick <-chan time.Time, now func() time.Time, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+		if !w.observe(now(), coordinatorAlive(m.Members())) {
+			continue
+		}
+		log.Info("no coordinator in gossip; re-joining", "join", join, "silent_for", now().Sub(w.lastSeen).Round(time.Millisecond).String())
+		jctx, cancel := context.WithTimeout(ctx, w.every)
+		err := m.Join(jctx, join)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			log.Warn("re-join found nobody; trying again", "join", join, "in", w.every.String(), "err", err)
+		}
+	}
+}
+
+// joinAddrs splits --join's comma-separated addresses.
+func joinAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
