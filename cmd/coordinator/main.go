@@ -43,6 +43,7 @@ import (
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/cmd/internal/flagenv"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -97,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
-	if err := flagsFromEnv(fs, os.LookupEnv); err != nil {
+	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
 	if err := fs.Parse(args); err != nil {

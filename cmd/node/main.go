@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cmd/internal/flagenv"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
 )
@@ -116,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.stepTime, "step-time", 0, "cluster mode, debug: simulated training time per batch")
 	fs.StringVar(&o.slowRanks, "slow-ranks", "", "cluster mode, debug: comma-separated rank indices that train --slow-factor times slower")
 	fs.Float64Var(&o.slowFactor, "slow-factor", 5, "cluster mode, debug: the slowdown of --slow-ranks")
-	if err := flagsFromEnv(fs, os.LookupEnv); err != nil {
+	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
 	if err := fs.Parse(args); err != nil {
