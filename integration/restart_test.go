@@ -151,8 +151,13 @@ func TestClusterRestartCoordinatorNoPeers(t *testing.T) {
 				rejoins += len(procEvents(t, n, "no coordinator in gossip; re-joining"))
 				evictions += len(procEvents(t, n, "evicted; rolling back and rejoining"))
 			}
-			if late && rejoins == 0 {
-				t.Errorf("no node re-joined its --join address")
+			// Late, the nodes usually come back through their re-join
+			// watcher; but when gossip still held the old life as suspect,
+			// the new one refutes it at the same gossip address and the
+			// nodes reach it (and are evicted) without re-joining. Either
+			// path is correct; the watcher itself is tested in cmd/node.
+			if late && rejoins+evictions == 0 {
+				t.Errorf("no node re-joined its --join address or was evicted by the new life")
 			}
 			if !late && evictions == 0 {
 				t.Errorf("no node was evicted by the new life")
