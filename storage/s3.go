@@ -273,7 +273,10 @@ func isConnError(err error) bool {
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
-		return dnsErr.IsTemporary || dnsErr.IsTimeout
+		// "No such host" too: an orchestrator's DNS (Docker's, a Kubernetes
+		// Service without ready endpoints) answers it while the store
+		// restarts. MaxRetries bounds what a mistyped endpoint costs.
+		return dnsErr.IsTemporary || dnsErr.IsTimeout || dnsErr.IsNotFound
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
