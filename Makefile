@@ -9,6 +9,8 @@
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
 #   make proto   regenerate cluster/wire/wire.pb.go (protoc + protoc-gen-go; the output is committed)
+#   make images  the docker-compose images, FROM scratch (integration/images/build.sh; skipped when unchanged)
+#   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
 
 SHELL        := /bin/bash
 GO           ?= go
@@ -22,10 +24,13 @@ BENCH_N      ?= 2000
 BENCH_PEER_N ?= 4000
 FUZZTIME     ?= 15s
 PKGS         := ./...
+INTEG_RUN    ?= ^TestChaos
+INTEG_TIMEOUT ?= 30m
 
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
+.PHONY: images integ
 
 all: build
 
@@ -77,3 +82,10 @@ proto:
 	cd cluster/wire && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=paths=source_relative wire.proto
 
 clean: ; rm -rf $(BIN)
+
+images: build deps-minio
+	integration/images/build.sh
+
+# Each chaos test runs its own compose project and removes it afterwards.
+integ: images
+	$(GO) test -tags integration -count=1 -v -timeout $(INTEG_TIMEOUT) -run '$(INTEG_RUN)' ./integration/
