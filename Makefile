@@ -26,6 +26,10 @@ FUZZTIME     ?= 15s
 PKGS         := ./...
 INTEG_RUN    ?= ^TestChaos
 INTEG_TIMEOUT ?= 30m
+# INTEG_SKIP: a -skip regexp. CI skips TestChaosKillCoordinator while the
+# known journal bug stands (a commit persisted but never acknowledged
+# before the coordinator dies is lost; see the resume issue's notes).
+INTEG_SKIP    ?=
 
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
@@ -88,4 +92,4 @@ images: build deps-minio
 
 # Each chaos test runs its own compose project and removes it afterwards.
 integ: images
-	$(GO) test -tags integration -count=1 -v -timeout $(INTEG_TIMEOUT) -run '$(INTEG_RUN)' ./integration/
+	$(GO) test -tags integration -count=1 -v -timeout $(INTEG_TIMEOUT) -run '$(INTEG_RUN)' $(if $(INTEG_SKIP),-skip '$(INTEG_SKIP)') ./integration/
