@@ -38,26 +38,29 @@ need_pkgs() {
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-base() {
+install_base() {
 	need_pkgs pkg-config gcc libjpeg62-turbo-dev libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
 		libavfilter-dev libavdevice-dev libswresample-dev
 }
 
-demo() {
-	base
+install_demo() {
+	install_base
 	need_pkgs python3-pil python3-numpy
 }
 
-python() {
+install_python() {
 	need_pkgs python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
 }
 
-minio() {
+install_minio() {
 	local bin="$CACHE/bin/minio"
 	if [ -x "$bin" ]; then return 0; fi
-	if command -v minio >/dev/null 2>&1; then
+	# type -P searches PATH only (a shell function of the same name must
+	# not count).
+	local onpath
+	if onpath="$(type -P minio)"; then
 		mkdir -p "$CACHE/bin"
-		ln -sf "$(command -v minio)" "$bin"
+		ln -sf "$onpath" "$bin"
 		return 0
 	fi
 	echo "deps: building the MinIO server from source (once, ~9 minutes) into $bin" >&2
@@ -67,10 +70,10 @@ minio() {
 }
 
 case "${1:-all}" in
-base) base ;;
-demo) demo ;;
-python) python ;;
-minio) minio ;;
-all) demo; python; minio ;;
+base) install_base ;;
+demo) install_demo ;;
+python) install_python ;;
+minio) install_minio ;;
+all) install_demo; install_python; install_minio ;;
 *) echo "usage: $0 base|demo|python|minio|all" >&2; exit 2 ;;
 esac
