@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/storage"
 )
 
 // ceilingMain decodes and transforms the dataset's files from memory with
@@ -90,37 +89,30 @@ func ceilingMain(args []string) error {
 	return os.WriteFile(*out, b, 0o644)
 }
 
-// listFiles lists the image files under dir, relative and sorted, with
-// their total size.
+// listFiles lists the dataset's samples exactly as the node discovers them
+// (storage.Discover over the directory), with their total size, so the
+// ceiling and the pipeline decode the same files.
 func listFiles(dir string) ([]string, int64, error) {
-	var files []string
+	ctx := context.Background()
+	store, err := storage.NewDirStore(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	ds, err := storage.Discover(ctx, store, storage.DefaultDiscoverOptions())
+	if err != nil {
+		return nil, 0, err
+	}
+	files := make([]string, len(ds.Samples))
 	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	for i, smp := range ds.Samples {
+		files[i] = smp.Key
+		info, err := os.Stat(filepath.Join(dir, filepath.FromSlash(smp.Key)))
 		if err != nil {
-			return err
-		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(p)) {
-		case ".jpg", ".jpeg", ".png", ".webp":
-		default:
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		total += info.Size()
-		rel, _ := filepath.Rel(dir, p)
-		files = append(files, filepath.ToSlash(rel))
-		return nil
-	})
-	if err == nil && len(files) == 0 {
-		err = fmt.Errorf("no images under %s", dir)
 	}
-	sort.Strings(files)
-	return files, total, err
+	return files, total, nil
 }
 
 func (s *minioServer) env() []string {

@@ -9,8 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
+
+	"github.com/longshore/longshore/storage/miniotest"
 )
 
 // minioServer is a MinIO server process started for the benchmark on a free
@@ -23,26 +24,8 @@ type minioServer struct {
 	SecretKey string
 }
 
-func findMinio() (string, error) {
-	if p := os.Getenv("LONGSHORE_MINIO"); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	home, _ := os.UserHomeDir()
-	if p := filepath.Join(home, ".cache", "longshore", "bin", "minio"); fileExists(p) {
-		return p, nil
-	}
-	if p, err := exec.LookPath("minio"); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("no MinIO server binary: run `make deps` (or set LONGSHORE_MINIO)")
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
 func startMinio(ctx context.Context) (*minioServer, error) {
-	bin, err := findMinio()
+	bin, err := miniotest.Binary() // the same search the tests use
 	if err != nil {
 		return nil, err
 	}
