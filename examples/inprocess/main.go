@@ -1,0 +1,66 @@
+// Command inprocess is the README's in-process trainer, compiled so the
+// snippet cannot rot: it loads a dataset (directory or s3://) through the
+// pipeline in this process and prints what a trainer would see.
+//
+//	go run ./examples/inprocess --dataset "$(scripts/dataset.sh 512)"
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/ffdecode"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/storage"
+)
+
+func main() {
+	dataset := flag.String("dataset", "", "directory or s3://bucket/prefix")
+	epochs := flag.Int("epochs", 1, "epochs")
+	flag.Parse()
+	ctx := context.Background()
+
+	store, err := storage.Open(ctx, *dataset, storage.DefaultOptions())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ds, err := storage.Discover(ctx, store, storage.DefaultDiscoverOptions())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	cfg := actors.DefaultConfig() // batch 32, 4 slots, 16 fetches, a decoder per core, 1% failure budget
+	cfg.Seed, cfg.Epochs = 1, *epochs
+	deps := actors.Deps{Store: store, Order: func(seed uint64, epoch int, n int64) actors.Order {
+		return cluster.NewOrder(seed, epoch, n, 256) // the same order the cluster uses
+	}}
+	if err := ffdecode.Use(&cfg, &deps, decode.DefaultConfig()); err != nil { // train transform, 224, NCHW
+		log.Fatal(err)
+	}
+
+	loader, err := actors.NewLoader(cfg, ds, deps)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer loader.Close()
+	images := 0
+	for {
+		b, err := loader.Next(ctx) // io.EOF after the last epoch; a *actors.BudgetError carries the failure report
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		// b.Images: uint8 [N,3,224,224] over the batch slot; b.Labels, b.Keys, b.Epoch, b.Step
+		images += b.Len()
+		b.Release() // gives the slot back: the trainer's pace is the pipeline's back-pressure
+	}
+	fmt.Printf("%d images in %d epoch(s)\n", images, *epochs)
+}
