@@ -37,6 +37,9 @@ type Coordinator struct {
 	epochs    []*epoch // started epochs, by number
 	completed int      // how many of them are complete
 	firstOpen int      // every epoch below it is complete
+	// lastClosed is the epoch that completed last (-1: none): it keeps
+	// its ranks' last commits (epoch.commits) until another completes.
+	lastClosed int
 
 	ready Ready
 	stats Stats
@@ -96,7 +99,12 @@ type epoch struct {
 	// are forgotten, their commits are not.
 	departedCommitted  []Range
 	departedCommittedN int64
-	revokes            []revokeRef // pending revokes, oldest first
+	// commits holds, by rank name, the last commit of a rank session that
+	// is gone (departed, or of an earlier coordinator life), until a new
+	// session of the rank commits in the epoch. Once the epoch is
+	// complete it holds every rank's last commit (see lastClosed).
+	commits map[string]RankCommit
+	revokes []revokeRef // pending revokes, oldest first
 	// noVictim records that a steal found nothing to split; only a new
 	// grant can change that, so idle ranks do not rescan every stream.
 	noVictim bool
@@ -124,10 +132,12 @@ type stream struct {
 	// wholly committed segment never shrinks, so these never move back.
 	cseg       int
 	csegOff    int64
-	committedN int64 // committed real positions
-	demand     int64 // largest Request.Through
-	endSent    int64 // Length of the last StreamEnd sent; -1: none
-	endLeases  int   // and its Leases
+	committedN int64  // committed real positions
+	step       int64  // the Step of the last commit applied
+	gen        uint64 // the journal generation that made it durable; 0: not yet
+	demand     int64  // largest Request.Through
+	endSent    int64  // Length of the last StreamEnd sent; -1: none
+	endLeases  int    // and its Leases
 	held       *Commit
 	revoking   int // segments with a pending revoke
 }
@@ -147,9 +157,10 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{
-		cfg:   cfg,
-		nodes: make(map[string]*node),
-		ranks: make(map[string]*rank),
+		cfg:        cfg,
+		nodes:      make(map[string]*node),
+		ranks:      make(map[string]*rank),
+		lastClosed: -1,
 	}
 	// The incarnation must be durable before any fence carrying it is
 	// sent: a coordinator that crashed before persisting would otherwise
@@ -265,7 +276,7 @@ func (c *Coordinator) join(ev Join) error {
 			}
 		}
 		r.requested = first
-		w.Ranks = append(w.Ranks, RankSession{Rank: id, Session: r.session, FirstEpoch: first})
+		w.Ranks = append(w.Ranks, RankSession{Rank: id, Session: r.session, FirstEpoch: first, Committed: c.pastCommits(id)})
 	}
 	c.ready.Welcomes = append(c.ready.Welcomes, w)
 	c.replanAll()
@@ -295,6 +306,7 @@ func (c *Coordinator) depart(n *node) {
 			ep.departedCommitted = append(ep.departedCommitted, st.committedRanges()...)
 			ep.departedCommitted = mergeRanges(ep.departedCommitted)
 			ep.departedCommittedN += st.committedN
+			ep.keepCommit(r, st)
 			for i := st.cseg; i < len(st.segs); i++ {
 				seg := &st.segs[i]
 				from := seg.start
@@ -825,6 +837,7 @@ func (c *Coordinator) commit(ev Commit) error {
 			st.csegOff = segEnd
 		}
 	}
+	st.step, st.gen = ev.Step, 0
 	c.stats.Commits++
 	c.ready.Acks = append(c.ready.Acks, Ack{Rank: r.id, Session: r.session, Epoch: ep.n, Offset: off, Step: ev.Step})
 	c.ready.Persist = true
@@ -856,12 +869,17 @@ func (c *Coordinator) checkComplete(ep *epoch) {
 			}
 		}
 		c.sendEnd(r, ep, st, true)
+		ep.keepCommit(r, st)
 		delete(r.streams, ep.n)
 		r.closed[ep.n] = true
 	}
 	ep.pool = rangeSet{}
 	ep.revokes = nil
 	ep.departedCommitted = nil
+	if c.lastClosed >= 0 {
+		c.epochs[c.lastClosed].commits = nil
+	}
+	c.lastClosed = ep.n
 	c.completed++
 	for c.firstOpen < len(c.epochs) && c.epochs[c.firstOpen].complete {
 		c.firstOpen++

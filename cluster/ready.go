@@ -48,6 +48,13 @@ type RankSession struct {
 	Rank       string
 	Session    Fence
 	FirstEpoch int
+	// Committed are the last commits of the rank's earlier sessions that
+	// the coordinator holds, one per epoch still open (or just closed).
+	// A node that ran such a session acknowledges each one to its trainer
+	// if it had not heard the Ack: the coordinator made it durable, so
+	// the trainer's last acknowledged commit is at least that (see
+	// RankCommit).
+	Committed []RankCommit
 }
 
 // Revoke asks a rank to stop lease Lease at From or as soon after as it

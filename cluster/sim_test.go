@@ -443,6 +443,7 @@ func (s *sim) persist(c *Coordinator, rd Ready) {
 	}
 	s.nGens++
 	g := simGen{state: c.Snapshot()}
+	c.Persisted(uint64(s.nGens))
 	if s.rewindP > 0 {
 		g.durable = map[*simSession]map[int]int64{}
 		for _, ss := range s.sessions {
@@ -490,6 +491,9 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 	for _, w := range rd.Welcomes {
 		n := s.nodes[w.Node]
 		for _, rs := range w.Ranks {
+			if !stale {
+				s.checkWelcomeCommits(c, rs)
+			}
 			ss := &simSession{
 				rank: rs.Rank, node: n, inc: w.Incarnation, fence: rs.Session,
 				rl: NewRankLeases(rs, s.cfg.Epochs), items: map[int][]simItem{}, durable: map[int]int64{}, maxAck: map[int]int64{},
@@ -590,6 +594,49 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 
 // isOpen reports whether epoch e was open before the step that produced
 // rd, or is open after it.
+// checkWelcomeCommits checks that a Welcome hands rank rs.Rank exactly the
+// durable last commit of each of its earlier sessions' that the
+// coordinator keeps: for every open epoch, the newest session that made a
+// commit durable there, at the offset it made durable.
+func (s *sim) checkWelcomeCommits(c *Coordinator, rs RankSession) {
+	got := map[int]RankCommit{}
+	for _, rc := range rs.Committed {
+		ss := s.bySession[rc.Session]
+		switch {
+		case ss == nil || ss.rank != rs.Rank:
+			s.fail("welcome of %s carries %+v, not one of its sessions", rs.Rank, rc)
+		case ss.durable[rc.Epoch] != rc.Offset:
+			s.fail("welcome of %s carries %+v; that session's durable commit is %d", rs.Rank, rc, ss.durable[rc.Epoch])
+		case rc.Gen == 0:
+			s.fail("welcome of %s carries %+v, not yet durable", rs.Rank, rc)
+		}
+		if _, dup := got[rc.Epoch]; dup {
+			s.fail("welcome of %s carries two records for epoch %d", rs.Rank, rc.Epoch)
+		}
+		got[rc.Epoch] = rc
+	}
+	newest := map[int]*simSession{}
+	for _, ss := range s.sessions {
+		if ss.rank != rs.Rank {
+			continue
+		}
+		for e, off := range ss.durable {
+			if off > 0 && (newest[e] == nil || newest[e].fence.Less(ss.fence)) {
+				newest[e] = ss
+			}
+		}
+	}
+	for e, ss := range newest {
+		if st := c.Epoch(e); !st.Started || st.Complete {
+			continue // kept only for the epoch that completed last
+		}
+		if rc, ok := got[e]; !ok || rc.Session != ss.fence {
+			s.fail("welcome of %s: epoch %d's newest durable commit is session %v at %d; the welcome says %+v",
+				rs.Rank, e, ss.fence, ss.durable[e], got[e])
+		}
+	}
+}
+
 func (s *sim) isOpen(e int, rd Ready) bool {
 	st := s.c.Epoch(e)
 	return s.open[e] || (st.Started && !st.Complete) || slices.Contains(rd.EpochsCompleted, e)

@@ -34,6 +34,10 @@ type EpochState struct {
 	Committed []Range
 	// Dropped are the positions DropRemainder removed from the epoch.
 	Dropped []Range
+	// Commits are the ranks' last commits in the epoch, one per rank
+	// name, sorted by it: kept while the epoch is open and, for the epoch
+	// that completed last, after (see RankCommit).
+	Commits []RankCommit
 }
 
 // Snapshot returns the durable state. It costs O(leases of open epochs).
@@ -47,6 +51,7 @@ func (c *Coordinator) Snapshot() State {
 		es := &s.Epochs[i]
 		es.Complete = ep.complete
 		es.Dropped = append([]Range(nil), ep.dropped...)
+		es.Commits = c.commitsOf(ep)
 		if ep.complete {
 			continue
 		}
@@ -92,7 +97,16 @@ func Restore(cfg Config, s State) (*Coordinator, error) {
 		for _, r := range es.Dropped {
 			ep.dropN += r.Len()
 		}
+		if err := ep.restoreCommits(es.Commits); err != nil {
+			return nil, err
+		}
 		if es.Complete {
+			if len(es.Commits) > 0 {
+				if c.lastClosed >= 0 {
+					c.epochs[c.lastClosed].commits = nil
+				}
+				c.lastClosed = n
+			}
 			c.completed++
 			if c.firstOpen == n {
 				c.firstOpen++

@@ -39,6 +39,12 @@ type rankState struct {
 	segs    []*segment         // this session's segments, for commits
 	nextP   int                // next pipeline epoch number
 	steps   map[int]int64      // per epoch: the step the next segment starts at
+	acked   map[int]int64      // per epoch: the largest offset acknowledged
+	// prev and prevAcked are the session before this one (it may be
+	// the current one's predecessor, or the last one while there is
+	// none): a Welcome may acknowledge its last commit late.
+	prev      cluster.Fence
+	prevAcked map[int]int64
 }
 
 type segment struct {
@@ -153,6 +159,7 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 		}
 		ca := ack.Cluster()
 		rs.rl.Ack(ca)
+		rs.acked[ca.Epoch] = max(rs.acked[ca.Epoch], ca.Offset)
 		if a.n.cfg.OnAck != nil {
 			a.n.cfg.OnAck(rs.r.name, rs.session, ca)
 		}
@@ -172,11 +179,12 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 		return
 	}
 	a.job = w.Job
-	for _, s := range w.Cluster().Ranks {
+	for i, s := range w.Cluster().Ranks {
 		rs := a.byName[s.Rank]
 		if rs == nil {
 			continue
 		}
+		a.lateAcks(rs, w.Ranks[i].GetCommitted())
 		if rs.rl != nil {
 			if rs.session == s.Session || s.Session.Less(rs.session) {
 				continue // duplicate, or late from an older coordinator life
@@ -184,6 +192,36 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 			a.endSession(rs) // a new coordinator life took over
 		}
 		a.startSession(rs, s)
+	}
+}
+
+// lateAcks acknowledges to the trainer the commits of its current or
+// previous session that the coordinator holds durable but whose Acks never
+// arrived: the coordinator died between its journal write and the Ack,
+// or the Ack reached a session already over. The trainer's last
+// acknowledged commit — what it restores after ErrRolledBack — must be
+// the one the coordinator will resume from, or the steps between would be
+// neither re-issued nor in its model's history.
+func (a *nodeActor) lateAcks(rs *rankState, committed []*wire.Ack) {
+	for _, wa := range committed {
+		ca := wa.Cluster()
+		var acked map[int]int64
+		switch {
+		case rs.rl != nil && ca.Session == rs.session:
+			acked = rs.acked
+		case !rs.prev.IsZero() && ca.Session == rs.prev:
+			acked = rs.prevAcked
+		default:
+			continue // a session of another process life of this node
+		}
+		if ca.Offset <= acked[ca.Epoch] {
+			continue
+		}
+		acked[ca.Epoch] = ca.Offset
+		a.n.log.Info("commit acknowledged late", "rank", rs.r.name, "session", ca.Session.String(), "epoch", ca.Epoch, "step", ca.Step)
+		if a.n.cfg.OnAck != nil {
+			a.n.cfg.OnAck(rs.r.name, ca.Session, ca)
+		}
 	}
 }
 
@@ -230,6 +268,7 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	rs.session = s.Session
 	rs.pipe = p
 	rs.steps = map[int]int64{}
+	rs.acked = map[int]int64{}
 	a.n.log.Info("session started", "rank", rs.r.name, "session", s.Session.String(), "first_epoch", s.FirstEpoch)
 	rs.r.mu.Lock()
 	rs.r.mu.session = s.Session
@@ -248,7 +287,11 @@ func (a *nodeActor) endSession(rs *rankState) {
 		rs.want.give(actors.Work{Err: ErrRolledBack})
 	}
 	a.n.closePipeline(rs.pipe)
-	*rs = rankState{r: rs.r}
+	prev, prevAcked := rs.prev, rs.prevAcked
+	if rs.rl != nil {
+		prev, prevAcked = rs.session, rs.acked
+	}
+	*rs = rankState{r: rs.r, prev: prev, prevAcked: prevAcked}
 	rs.r.mu.Lock()
 	rs.r.mu.session = cluster.Fence{}
 	rs.r.mu.pipe = nil

@@ -89,7 +89,10 @@ type Config struct {
 	// incarnation: it must re-advertise the node with it (gossip.UpdateMeta).
 	Rejoin func(ctx context.Context, incarnation uint64) error
 	// OnAck is called from the actor for every acknowledged commit of a
-	// rank's current session; it must not block for long.
+	// rank's current session, and for a commit of its current or previous
+	// session that a coordinator's Welcome reports durable although its
+	// Ack never arrived (before the session's rollback shows in Next). It
+	// must not block for long.
 	OnAck func(rank string, session cluster.Fence, a cluster.Ack)
 	// RequestEvery is how often each rank re-asks for work (a lost
 	// message costs at most this). 0: 1 s.

@@ -177,6 +177,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 			if err != nil {
 				return nil, fmt.Errorf("coord: initial journal write: %w", err)
 			}
+			core.Persisted(gen)
 			log.Info("journal written", "gen", gen, "incarnation", cc.Incarnation, "restored", cfg.Restore != nil)
 		}
 		core.Advance()
@@ -187,6 +188,20 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	}
 	if cfg.CommitLog != nil {
 		a.commitLog = bufio.NewWriter(cfg.CommitLog)
+		if cfg.Restore != nil {
+			// The restored state's commits are durable, but the life
+			// that made them may have died before logging their acks:
+			// log them now (again, usually; a reader keeps the largest).
+			var acks []cluster.Ack
+			for _, es := range cfg.Restore.Epochs {
+				for _, rc := range es.Commits {
+					acks = append(acks, cluster.Ack{Rank: rc.Rank, Session: rc.Session, Epoch: rc.Epoch, Offset: rc.Offset, Step: rc.Step, Token: a.token(rc)})
+				}
+			}
+			if err := a.logAcks(acks); err != nil {
+				return nil, fmt.Errorf("coord: commit log: %w", err)
+			}
+		}
 	}
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), agent.CoordinatorActor)
 	if err != nil {
@@ -310,9 +325,12 @@ type coordActor struct {
 	// Persistence: what the turn's Readies asked for, done in flush.
 	dirty   bool
 	pending []cluster.Ack // acks held back until the journal write returns
-	failed  error
-	fatal   chan error
-	ticks   int
+	// pendingTokens are Welcome commit records made durable by this
+	// turn's journal write: their tokens are filled in after it.
+	pendingTokens []*wire.Ack
+	failed        error
+	fatal         chan error
+	ticks         int
 
 	startedAt  time.Time
 	firstLease bool
@@ -378,7 +396,7 @@ func (a *coordActor) status() Status {
 // done, and Fatal reports why.
 func (a *coordActor) fail(err error) {
 	a.failed = fmt.Errorf("%w: %w", ErrStopped, err)
-	a.mail, a.pending = nil, nil
+	a.mail, a.pending, a.pendingTokens = nil, nil, nil
 	a.log.Error("coordinator stopping", "err", err)
 	select {
 	case a.fatal <- a.failed:
@@ -530,7 +548,17 @@ func (a *coordActor) step(ev cluster.Event) error {
 			a.rankNode[rs.Rank] = w.Node
 		}
 		m := a.to(w.Node)
-		m.Welcomes = append(m.Welcomes, wire.WelcomeOf(w, a.job))
+		ww := wire.WelcomeOf(w, a.job, a.token)
+		for i, rs := range w.Ranks {
+			for k, rc := range rs.Committed {
+				if rc.Gen == 0 && a.cfg.Journal != nil {
+					// Durable with this turn's journal write: flush
+					// fills the token in.
+					a.pendingTokens = append(a.pendingTokens, ww.Ranks[i].Committed[k])
+				}
+			}
+		}
+		m.Welcomes = append(m.Welcomes, ww)
 	}
 	for _, e := range rd.Evictions {
 		a.log.Info("evicted", "node", e.Node, "incarnation", e.Incarnation)
@@ -582,6 +610,30 @@ func (a *coordActor) step(ev cluster.Event) error {
 	return err
 }
 
+// token returns the resume token of a commit record ("" without a
+// journal, or before the record is durable).
+func (a *coordActor) token(rc cluster.RankCommit) string {
+	if a.cfg.Journal == nil || rc.Gen == 0 {
+		return ""
+	}
+	return a.cfg.Journal.Token(rc.Gen, rc.Epoch, rc.Step).String()
+}
+
+// logAcks appends acks to the commit log, if there is one.
+func (a *coordActor) logAcks(acks []cluster.Ack) error {
+	if len(acks) == 0 || a.commitLog == nil {
+		return nil
+	}
+	for _, ack := range acks {
+		fmt.Fprintf(a.commitLog, "ack\t%d\t%s\t%s\t%d\t%d", ack.Epoch, ack.Rank, ack.Session, ack.Step, ack.Offset)
+		if ack.Token != "" {
+			fmt.Fprintf(a.commitLog, "\t%s", ack.Token)
+		}
+		a.commitLog.WriteByte('\n')
+	}
+	return a.commitLog.Flush()
+}
+
 func (a *coordActor) to(node string) *wire.NodeMail {
 	if a.mail == nil {
 		a.mail = map[string]*wire.NodeMail{}
@@ -623,6 +675,7 @@ func (a *coordActor) flush(ctx actor.Context) {
 			return
 		}
 		gen = g
+		a.c.Persisted(gen)
 	}
 	a.dirty = false
 	if gen != 0 {
@@ -630,18 +683,13 @@ func (a *coordActor) flush(ctx actor.Context) {
 			ack := &a.pending[i]
 			ack.Token = a.cfg.Journal.Token(gen, ack.Epoch, ack.Step).String()
 		}
+		for _, wa := range a.pendingTokens {
+			wa.Token = a.cfg.Journal.Token(gen, int(wa.Epoch), wa.Step).String()
+		}
 	}
-	if len(a.pending) > 0 && a.commitLog != nil {
-		for _, ack := range a.pending {
-			fmt.Fprintf(a.commitLog, "ack\t%d\t%s\t%s\t%d\t%d", ack.Epoch, ack.Rank, ack.Session, ack.Step, ack.Offset)
-			if ack.Token != "" {
-				fmt.Fprintf(a.commitLog, "\t%s", ack.Token)
-			}
-			a.commitLog.WriteByte('\n')
-		}
-		if err := a.commitLog.Flush(); err != nil {
-			a.log.Error("commit log", "err", err)
-		}
+	a.pendingTokens = nil
+	if err := a.logAcks(a.pending); err != nil {
+		a.log.Error("commit log", "err", err)
 	}
 	for _, ack := range a.pending {
 		m := a.to(a.rankNode[ack.Rank])

@@ -34,131 +34,25 @@ func (zeroDecoder) Close() error                                      { return n
 // goroutine they started is gone after Shutdown.
 func TestInProcess(t *testing.T) {
 	before := runtime.NumGoroutine()
-	const n = 97
-	store := storage.NewMemStore("t")
-	ds := &storage.Dataset{Classes: []string{"a"}}
-	for i := range n {
-		key := fmt.Sprintf("k%03d", i)
-		if _, err := store.Put(context.Background(), key, []byte{1}, storage.Cond{}); err != nil {
-			t.Fatal(err)
-		}
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key})
-	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	cfg := cluster.DefaultConfig()
-	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = n, 2, 8, 5
+	h := newHarness(t, 97)
 	jstore := storage.NewMemStore("journal")
 	jn := openJournal(t, jstore)
+	cfg := h.clusterConfig(2)
 	cfg.Incarnation = jn.Incarnation()
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(ds), MinRanks: 2,
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: 2,
 		TickEvery: 20 * time.Millisecond, Journal: jn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	acked := map[string]int64{} // rank@session/epoch -> step
-	var badTokens []string
-	delivered := map[string][]string{}
-	var nodes []*agent.Node
 	// One node: agents are named actors, and two systems in one process
 	// cannot reach each other without remote (TestRemoteRoundTrip and the
 	// integration tests cover that).
-	for i := range 1 {
-		nd, err := agent.Start(sys, agent.Config{
-			Node: fmt.Sprintf("n%d", i), Ranks: 2, Dataset: ds,
-			Pipeline: actors.Config{Sample: actors.Shape{Height: 2, Width: 2}, Decoders: 1, FetchConcurrency: 2, Slots: 2},
-			Deps:     actors.Deps{Store: store, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
-			OnAck: func(rank string, s cluster.Fence, a cluster.Ack) {
-				mu.Lock()
-				k := fmt.Sprintf("%s@%s/%d", rank, s, a.Epoch)
-				acked[k] = max(acked[k], a.Step)
-				if tok, err := journal.ParseToken(a.Token); err != nil || tok.Epoch != a.Epoch || tok.Step != a.Step || tok.Gen < 2 {
-					badTokens = append(badTokens, fmt.Sprintf("%q (%+v, %v)", a.Token, tok, err))
-				}
-				mu.Unlock()
-			},
-			RequestEvery: 20 * time.Millisecond,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, nd)
-		// Coordinator and nodes find each other by PID; locally the
-		// address is the system's.
-		nd.SetCoordinatorPID(co.PID())
-		co.SetNodePID(nd.Name(), nd.PID())
-		co.Membership(gossip.Event{Kind: gossip.Joined, Name: nd.Name(), Meta: gossip.Meta{
-			ID: nd.Name(), Role: gossip.RoleNode, Ranks: nd.RankNames(), Incarnation: nd.Incarnation()}})
-	}
+	nd := h.startNode("n0")
+	h.introduce(co, nd)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, nd := range nodes {
-		for i := range 2 {
-			r := nd.Rank(i)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					b, err := r.Next(ctx)
-					if errors.Is(err, io.EOF) {
-						return
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-					mu.Lock()
-					k := fmt.Sprintf("%s@%s/%d/%d", b.RankName, b.Session, b.Epoch, b.Step)
-					for j, key := range b.Keys {
-						if !b.Pads[j] {
-							delivered[k] = append(delivered[k], key)
-						}
-					}
-					mu.Unlock()
-					epoch, step := b.Epoch, b.Step
-					b.Release()
-					r.Commit(epoch, step)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	select {
-	case <-co.Done():
-	case <-ctx.Done():
-		t.Fatal("coordinator not done")
-	}
-	for e := range 2 {
-		seen := map[string]int{}
-		for k, keys := range delivered {
-			parts := strings.Split(k, "/")
-			rs := strings.Join(parts[:len(parts)-1], "/")
-			var step int64
-			fmt.Sscan(parts[len(parts)-1], &step)
-			if !strings.HasSuffix(rs, fmt.Sprintf("/%d", e)) {
-				continue
-			}
-			if a, ok := acked[rs]; ok && step <= a {
-				for _, key := range keys {
-					seen[key]++
-				}
-			}
-		}
-		for _, s := range ds.Samples {
-			if seen[s.Key] != 1 {
-				t.Errorf("epoch %d: %s in committed steps %d times", e, s.Key, seen[s.Key])
-			}
-		}
-	}
-	if len(badTokens) > 0 {
-		t.Errorf("acks with bad tokens: %v", badTokens)
-	}
+	h.train(ctx, nd, co)
+	h.check(2)
 	// The journal's newest generation has the job done.
 	j2, err := journal.Open(ctx, journal.Config{Store: jstore})
 	if err != nil {
@@ -173,15 +67,13 @@ func TestInProcess(t *testing.T) {
 			t.Errorf("journal generation %d: epoch %d not complete", last.Gen, e)
 		}
 	}
-	for _, nd := range nodes {
-		if err := nd.Shutdown(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := nd.Shutdown(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if err := co.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sys.Shutdown()
+	h.sys.Shutdown()
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -192,13 +84,279 @@ func TestInProcess(t *testing.T) {
 	}
 }
 
-func openJournal(t *testing.T, store storage.Store) *journal.Journal {
-	t.Helper()
-	j, err := journal.Open(context.Background(), journal.Config{Store: store})
+// crashingJournal lets its n-th write land and then reports failure: the
+// coordinator stops without sending the acks the write made durable, as
+// if it died between the journal write and the send.
+type crashingJournal struct {
+	*journal.Journal
+	n      int
+	writes int
+	landed chan uint64 // the generation that landed unacknowledged
+}
+
+func (j *crashingJournal) Write(ctx context.Context, s cluster.State, peers []string) (uint64, error) {
+	gen, err := j.Journal.Write(ctx, s, peers)
+	if j.writes++; err == nil && j.writes == j.n {
+		j.landed <- gen
+		return 0, errors.New("simulated crash after the journal write landed")
+	}
+	return gen, err
+}
+
+// TestAckLostWithCoordinator: a commit the journal holds but whose ack
+// died with the coordinator is acknowledged to the trainer by the next
+// life's Welcome, so the samples of those steps are in committed history
+// exactly once: the new life does not issue them again, and the trainer
+// does not roll back past them.
+func TestAckLostWithCoordinator(t *testing.T) {
+	h := newHarness(t, 97)
+	defer h.sys.Shutdown()
+	jstore := storage.NewMemStore("journal")
+	cj := &crashingJournal{Journal: openJournal(t, jstore), n: 6, landed: make(chan uint64, 1)}
+	cfg := h.clusterConfig(1)
+	cfg.Incarnation = cj.Incarnation()
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: 2,
+		TickEvery: 20 * time.Millisecond, Journal: cj})
 	if err != nil {
 		t.Fatal(err)
 	}
+	nd := h.startNode("n0")
+	h.introduce(co, nd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	trained := make(chan struct{})
+	go func() {
+		defer close(trained)
+		h.train(ctx, nd, nil)
+	}()
+
+	var lostGen uint64
+	select {
+	case lostGen = <-cj.landed:
+	case <-ctx.Done():
+		t.Fatal("the journal write to crash after never came")
+	}
+	<-co.Fatal()
+	if err := co.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The next life restores the newest generation, the one whose acks
+	// were never sent, and the node joins it.
+	j2 := openJournalAt(t, jstore)
+	last, err := j2.Start(ctx, journal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Gen != lostGen {
+		t.Fatalf("restored generation %d, the unacknowledged one is %d", last.Gen, lostGen)
+	}
+	cfg.Incarnation = j2.Incarnation()
+	c2, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds),
+		TickEvery: 20 * time.Millisecond, Journal: j2, Restore: &last.State})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Shutdown(context.Background())
+	h.introduce(c2, nd)
+	select {
+	case <-trained:
+	case <-ctx.Done():
+		t.Fatal("trainers did not finish")
+	}
+	h.check(1)
+	h.mu.Lock()
+	late := h.tokenGens[lostGen]
+	h.mu.Unlock()
+	if late == 0 {
+		t.Errorf("no trainer got an ack made durable by generation %d: the scenario did not happen", lostGen)
+	}
+	if err := nd.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// harness is one node's trainers against in-process coordinators.
+type harness struct {
+	t   *testing.T
+	sys *actor.ActorSystem
+	ds  *storage.Dataset
+	st  storage.Store
+
+	mu        sync.Mutex
+	co        *coord.Coordinator  // the current life, for rejoins
+	acked     map[string]int64    // rank@session/epoch -> step
+	delivered map[string][]string // rank@session/epoch/step -> keys
+	tokenGens map[uint64]int      // acks per token generation
+	badTokens []string
+}
+
+func newHarness(t *testing.T, n int) *harness {
+	store := storage.NewMemStore("t")
+	ds := &storage.Dataset{Classes: []string{"a"}}
+	for i := range n {
+		key := fmt.Sprintf("k%03d", i)
+		if _, err := store.Put(context.Background(), key, []byte{1}, storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		ds.Samples = append(ds.Samples, storage.Sample{Key: key})
+	}
+	return &harness{
+		t: t, ds: ds, st: store,
+		sys:   actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
+		acked: map[string]int64{}, delivered: map[string][]string{}, tokenGens: map[uint64]int{},
+	}
+}
+
+func (h *harness) clusterConfig(epochs int) cluster.Config {
+	cfg := cluster.DefaultConfig()
+	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(h.ds.Samples)), epochs, 8, 5
+	return cfg
+}
+
+// startNode starts a node with two ranks that records every ack.
+func (h *harness) startNode(name string) *agent.Node {
+	nd, err := agent.Start(h.sys, agent.Config{
+		Node: name, Ranks: 2, Dataset: h.ds,
+		Pipeline: actors.Config{Sample: actors.Shape{Height: 2, Width: 2}, Decoders: 1, FetchConcurrency: 2, Slots: 2},
+		Deps:     actors.Deps{Store: h.st, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
+		OnAck: func(rank string, s cluster.Fence, a cluster.Ack) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			k := fmt.Sprintf("%s@%s/%d", rank, s, a.Epoch)
+			h.acked[k] = max(h.acked[k], a.Step)
+			tok, err := journal.ParseToken(a.Token)
+			if err != nil || tok.Epoch != a.Epoch || tok.Step != a.Step || tok.Gen < 2 {
+				h.badTokens = append(h.badTokens, fmt.Sprintf("%q (%+v, %v)", a.Token, tok, err))
+			}
+			h.tokenGens[tok.Gen]++
+		},
+		RequestEvery: 20 * time.Millisecond,
+		// Gossip would spread the node's new life to the coordinator.
+		Rejoin: func(_ context.Context, inc uint64) error {
+			h.mu.Lock()
+			co := h.co
+			h.mu.Unlock()
+			co.Membership(gossip.Event{Kind: gossip.Joined, Name: name, Meta: gossip.Meta{
+				ID: name, Role: gossip.RoleNode, Ranks: []string{name + "/0", name + "/1"}, Incarnation: inc}})
+			return nil
+		},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return nd
+}
+
+// introduce does what gossip would: coordinator and node learn each
+// other's PID (locally the address is the system's) and the node joins.
+func (h *harness) introduce(co *coord.Coordinator, nd *agent.Node) {
+	h.mu.Lock()
+	h.co = co
+	h.mu.Unlock()
+	nd.SetCoordinatorPID(co.PID())
+	co.SetNodePID(nd.Name(), nd.PID())
+	co.Membership(gossip.Event{Kind: gossip.Joined, Name: nd.Name(), Meta: gossip.Meta{
+		ID: nd.Name(), Role: gossip.RoleNode, Ranks: nd.RankNames(), Incarnation: nd.Incarnation()}})
+}
+
+// train runs a trainer per rank that commits every batch, until the job
+// is over for it; a rollback makes it carry on. With co, it also waits
+// for the coordinator to be done.
+func (h *harness) train(ctx context.Context, nd *agent.Node, co *coord.Coordinator) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i := range 2 {
+		r := nd.Rank(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				b, err := r.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					return
+				}
+				if errors.Is(err, agent.ErrRolledBack) {
+					continue // this trainer's model is its acks: nothing to restore
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				h.mu.Lock()
+				k := fmt.Sprintf("%s@%s/%d/%d", b.RankName, b.Session, b.Epoch, b.Step)
+				for j, key := range b.Keys {
+					if !b.Pads[j] {
+						h.delivered[k] = append(h.delivered[k], key)
+					}
+				}
+				h.mu.Unlock()
+				epoch, step := b.Epoch, b.Step
+				b.Release()
+				r.Commit(epoch, step)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		h.t.Error(err)
+	}
+	if co == nil {
+		return
+	}
+	select {
+	case <-co.Done():
+	case <-ctx.Done():
+		h.t.Error("coordinator not done")
+	}
+}
+
+// check verifies the promise: every sample is in acknowledged steps
+// exactly once per epoch, and every ack carried a good token.
+func (h *harness) check(epochs int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for e := range epochs {
+		seen := map[string]int{}
+		for k, keys := range h.delivered {
+			parts := strings.Split(k, "/")
+			rs := strings.Join(parts[:len(parts)-1], "/")
+			var step int64
+			fmt.Sscan(parts[len(parts)-1], &step)
+			if !strings.HasSuffix(rs, fmt.Sprintf("/%d", e)) {
+				continue
+			}
+			if a, ok := h.acked[rs]; ok && step <= a {
+				for _, key := range keys {
+					seen[key]++
+				}
+			}
+		}
+		for _, s := range h.ds.Samples {
+			if seen[s.Key] != 1 {
+				h.t.Errorf("epoch %d: %s in committed steps %d times", e, s.Key, seen[s.Key])
+			}
+		}
+	}
+	if len(h.badTokens) > 0 {
+		h.t.Errorf("acks with bad tokens: %v", h.badTokens)
+	}
+}
+
+func openJournal(t *testing.T, store storage.Store) *journal.Journal {
+	t.Helper()
+	j := openJournalAt(t, store)
 	if _, err := j.Start(context.Background(), journal.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// openJournalAt opens the journal in store without starting it.
+func openJournalAt(t *testing.T, store storage.Store) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(context.Background(), journal.Config{Store: store})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return j

@@ -25,8 +25,10 @@ type Entry struct {
 }
 
 const (
-	magic   = "LSJ"
-	version = 1
+	magic = "LSJ"
+	// version 2 added the ranks' last commits per epoch; version 1
+	// entries (none) are still read.
+	version = 2
 	// maxCount bounds every count in a decoded entry, so a damaged object
 	// that passes the checksum by chance (or a hostile one) cannot make
 	// Decode allocate without bound.
@@ -57,6 +59,20 @@ func Encode(dst []byte, e Entry) []byte {
 		b = append(b, flags)
 		b = appendRanges(b, ep.Committed)
 		b = appendRanges(b, ep.Dropped)
+		b = binary.AppendUvarint(b, uint64(len(ep.Commits)))
+		for _, rc := range ep.Commits {
+			gen := rc.Gen
+			if gen == 0 {
+				gen = e.Gen // made durable by this very entry
+			}
+			b = binary.AppendUvarint(b, uint64(len(rc.Rank)))
+			b = append(b, rc.Rank...)
+			b = binary.AppendUvarint(b, rc.Session.Incarnation)
+			b = binary.AppendUvarint(b, rc.Session.Seq)
+			b = binary.AppendVarint(b, rc.Step)
+			b = binary.AppendVarint(b, rc.Offset)
+			b = binary.AppendUvarint(b, gen)
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Peers)))
 	for _, p := range e.Peers {
@@ -167,8 +183,9 @@ func Decode(b []byte) (Entry, error) {
 	if len(b) < len(magic)+1+4 || string(b[:len(magic)]) != magic {
 		return Entry{}, fmt.Errorf("%w: not a longshore journal entry (%d bytes)", ErrCorrupt, len(b))
 	}
-	if b[len(magic)] != version {
-		return Entry{}, fmt.Errorf("%w: entry version %d, this build reads %d", ErrCorrupt, b[len(magic)], version)
+	v := b[len(magic)]
+	if v < 1 || v > version {
+		return Entry{}, fmt.Errorf("%w: entry version %d, this build reads 1 to %d", ErrCorrupt, v, version)
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
@@ -195,6 +212,23 @@ func Decode(b []byte) (Entry, error) {
 		es := cluster.EpochState{Complete: flags&1 != 0}
 		es.Committed = d.ranges("committed")
 		es.Dropped = d.ranges("dropped")
+		if v >= 2 {
+			nc := d.count("commits")
+			for range nc {
+				l := d.count("rank")
+				if d.err != nil {
+					break
+				}
+				rc := cluster.RankCommit{Rank: string(d.b[:l]), Epoch: len(e.State.Epochs)}
+				d.b = d.b[l:]
+				rc.Session.Incarnation = d.uvarint("session")
+				rc.Session.Seq = d.uvarint("session")
+				rc.Step = d.varint("step")
+				rc.Offset = d.varint("offset")
+				rc.Gen = d.uvarint("commit generation")
+				es.Commits = append(es.Commits, rc)
+			}
+		}
 		e.State.Epochs = append(e.State.Epochs, es)
 	}
 	np := d.count("peers")

@@ -90,20 +90,43 @@ func (f *Fail) Cluster() cluster.Fail {
 	return cluster.Fail{Node: f.GetNode(), Incarnation: f.GetIncarnation()}
 }
 
-// WelcomeOf converts a Welcome; job is attached as is.
-func WelcomeOf(w cluster.Welcome, job *Job) *Welcome {
+// WelcomeOf converts a Welcome; job is attached as is. Each rank's
+// Committed records become Acks whose Token is token(record), or "" when
+// token is nil.
+func WelcomeOf(w cluster.Welcome, job *Job, token func(cluster.RankCommit) string) *Welcome {
 	out := &Welcome{Node: w.Node, Incarnation: w.Incarnation, Job: job}
 	for _, rs := range w.Ranks {
-		out.Ranks = append(out.Ranks, &RankSession{Rank: rs.Rank, Session: FenceOf(rs.Session), FirstEpoch: int64(rs.FirstEpoch)})
+		ws := &RankSession{Rank: rs.Rank, Session: FenceOf(rs.Session), FirstEpoch: int64(rs.FirstEpoch)}
+		for _, rc := range rs.Committed {
+			a := CommitAckOf(rc)
+			if token != nil {
+				a.Token = token(rc)
+			}
+			ws.Committed = append(ws.Committed, a)
+		}
+		out.Ranks = append(out.Ranks, ws)
 	}
 	return out
 }
 
-// Cluster converts back (without the Job).
+// CommitAckOf converts a commit record to the Ack it stands for (without
+// a token).
+func CommitAckOf(rc cluster.RankCommit) *Ack {
+	return &Ack{Rank: rc.Rank, Session: FenceOf(rc.Session), Epoch: int64(rc.Epoch), Offset: rc.Offset, Step: rc.Step}
+}
+
+// Cluster converts back (without the Job; commit records without their
+// generation, which the Acks' tokens carry).
 func (w *Welcome) Cluster() cluster.Welcome {
 	out := cluster.Welcome{Node: w.GetNode(), Incarnation: w.GetIncarnation()}
 	for _, rs := range w.GetRanks() {
-		out.Ranks = append(out.Ranks, cluster.RankSession{Rank: rs.Rank, Session: rs.Session.Cluster(), FirstEpoch: int(rs.FirstEpoch)})
+		cs := cluster.RankSession{Rank: rs.Rank, Session: rs.Session.Cluster(), FirstEpoch: int(rs.FirstEpoch)}
+		for _, a := range rs.GetCommitted() {
+			cs.Committed = append(cs.Committed, cluster.RankCommit{
+				Rank: a.GetRank(), Session: a.GetSession().Cluster(), Epoch: int(a.GetEpoch()), Step: a.GetStep(), Offset: a.GetOffset(),
+			})
+		}
+		out.Ranks = append(out.Ranks, cs)
 	}
 	return out
 }

@@ -40,8 +40,10 @@ var testLease = cluster.Lease{Rank: "n1/0", Session: fence(1, 2), Fence: fence(1
 func testMail() *wire.NodeMail {
 	return &wire.NodeMail{
 		Welcomes: []*wire.Welcome{wire.WelcomeOf(cluster.Welcome{Node: "n1", Incarnation: 42,
-			Ranks: []cluster.RankSession{{Rank: "n1/0", Session: fence(1, 2), FirstEpoch: 1}}},
-			&wire.Job{Samples: 300, Seed: 7, Block: 1, Epochs: 2, ShardSize: 16, BatchSize: 8, ManifestDigest: "300:ab", Balance: "dynamic"})},
+			Ranks: []cluster.RankSession{{Rank: "n1/0", Session: fence(1, 2), FirstEpoch: 1,
+				Committed: []cluster.RankCommit{{Rank: "n1/0", Session: fence(0, 7), Epoch: 1, Step: 3, Offset: 32, Gen: 9}}}}},
+			&wire.Job{Samples: 300, Seed: 7, Block: 1, Epochs: 2, ShardSize: 16, BatchSize: 8, ManifestDigest: "300:ab", Balance: "dynamic"},
+			func(rc cluster.RankCommit) string { return fmt.Sprintf("tok-%d", rc.Gen) })},
 		Evictions: []*wire.Eviction{wire.EvictionOf(cluster.Eviction{Node: "n2", Incarnation: 5})},
 		Grants:    []*wire.Lease{wire.LeaseOf(testLease)},
 		Revokes:   []*wire.Revoke{wire.RevokeOf(cluster.Revoke{Rank: "n1/0", Session: fence(1, 2), Lease: fence(1, 11), From: 20})},
@@ -166,6 +168,12 @@ func TestRemoteRoundTrip(t *testing.T) {
 	w := gotMail.Welcomes[0].Cluster()
 	if w.Node != "n1" || w.Incarnation != 42 || len(w.Ranks) != 1 || w.Ranks[0].Session != fence(1, 2) || w.Ranks[0].FirstEpoch != 1 {
 		t.Errorf("welcome %+v", w)
+	}
+	if rc := w.Ranks[0].Committed; len(rc) != 1 || rc[0] != (cluster.RankCommit{Rank: "n1/0", Session: fence(0, 7), Epoch: 1, Step: 3, Offset: 32}) {
+		t.Errorf("welcome's commit records %+v", rc)
+	}
+	if a := gotMail.Welcomes[0].Ranks[0].Committed[0].Cluster(); a.Token != "tok-9" || a.Session != fence(0, 7) {
+		t.Errorf("welcome's commit record as an ack: %+v", a)
 	}
 	if l := gotMail.Grants[0].Cluster(); l != testLease {
 		t.Errorf("lease %+v", l)

@@ -825,10 +825,14 @@ func (x *Job) GetBalance() string {
 }
 
 type RankSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rank          string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
-	Session       *Fence                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
-	FirstEpoch    int64                  `protobuf:"varint,3,opt,name=first_epoch,json=firstEpoch,proto3" json:"first_epoch,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Rank       string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Session    *Fence                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	FirstEpoch int64                  `protobuf:"varint,3,opt,name=first_epoch,json=firstEpoch,proto3" json:"first_epoch,omitempty"`
+	// committed are the last commits of the rank's earlier sessions that
+	// the coordinator holds (cluster.RankSession.Committed), as the Acks a
+	// node may not have received; each carries its resume token.
+	Committed     []*Ack `protobuf:"bytes,4,rep,name=committed,proto3" json:"committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -882,6 +886,13 @@ func (x *RankSession) GetFirstEpoch() int64 {
 		return x.FirstEpoch
 	}
 	return 0
+}
+
+func (x *RankSession) GetCommitted() []*Ack {
+	if x != nil {
+		return x.Committed
+	}
+	return nil
 }
 
 type Welcome struct {
@@ -1521,12 +1532,13 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"batch_size\x18\x06 \x01(\x03R\tbatchSize\x12'\n" +
 	"\x0fmanifest_digest\x18\a \x01(\tR\x0emanifestDigest\x12\x18\n" +
-	"\abalance\x18\b \x01(\tR\abalance\"s\n" +
+	"\abalance\x18\b \x01(\tR\abalance\"\xa6\x01\n" +
 	"\vRankSession\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\x12\x1f\n" +
 	"\vfirst_epoch\x18\x03 \x01(\x03R\n" +
-	"firstEpoch\"\x99\x01\n" +
+	"firstEpoch\x121\n" +
+	"\tcommitted\x18\x04 \x03(\v2\x13.longshore.wire.AckR\tcommitted\"\x99\x01\n" +
 	"\aWelcome\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x121\n" +
@@ -1622,27 +1634,28 @@ var file_wire_proto_depIdxs = []int32{
 	7,  // 10: longshore.wire.Event.commit:type_name -> longshore.wire.Commit
 	8,  // 11: longshore.wire.NodeEvents.events:type_name -> longshore.wire.Event
 	0,  // 12: longshore.wire.RankSession.session:type_name -> longshore.wire.Fence
-	11, // 13: longshore.wire.Welcome.ranks:type_name -> longshore.wire.RankSession
-	10, // 14: longshore.wire.Welcome.job:type_name -> longshore.wire.Job
-	0,  // 15: longshore.wire.Lease.session:type_name -> longshore.wire.Fence
-	0,  // 16: longshore.wire.Lease.fence:type_name -> longshore.wire.Fence
-	0,  // 17: longshore.wire.Revoke.session:type_name -> longshore.wire.Fence
-	0,  // 18: longshore.wire.Revoke.lease:type_name -> longshore.wire.Fence
-	0,  // 19: longshore.wire.StreamEnd.session:type_name -> longshore.wire.Fence
-	0,  // 20: longshore.wire.StreamEnd.fence:type_name -> longshore.wire.Fence
-	0,  // 21: longshore.wire.Ack.session:type_name -> longshore.wire.Fence
-	12, // 22: longshore.wire.NodeMail.welcomes:type_name -> longshore.wire.Welcome
-	17, // 23: longshore.wire.NodeMail.evictions:type_name -> longshore.wire.Eviction
-	13, // 24: longshore.wire.NodeMail.grants:type_name -> longshore.wire.Lease
-	14, // 25: longshore.wire.NodeMail.revokes:type_name -> longshore.wire.Revoke
-	15, // 26: longshore.wire.NodeMail.ends:type_name -> longshore.wire.StreamEnd
-	16, // 27: longshore.wire.NodeMail.acks:type_name -> longshore.wire.Ack
-	0,  // 28: longshore.wire.NodeMail.fenced:type_name -> longshore.wire.Fence
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	16, // 13: longshore.wire.RankSession.committed:type_name -> longshore.wire.Ack
+	11, // 14: longshore.wire.Welcome.ranks:type_name -> longshore.wire.RankSession
+	10, // 15: longshore.wire.Welcome.job:type_name -> longshore.wire.Job
+	0,  // 16: longshore.wire.Lease.session:type_name -> longshore.wire.Fence
+	0,  // 17: longshore.wire.Lease.fence:type_name -> longshore.wire.Fence
+	0,  // 18: longshore.wire.Revoke.session:type_name -> longshore.wire.Fence
+	0,  // 19: longshore.wire.Revoke.lease:type_name -> longshore.wire.Fence
+	0,  // 20: longshore.wire.StreamEnd.session:type_name -> longshore.wire.Fence
+	0,  // 21: longshore.wire.StreamEnd.fence:type_name -> longshore.wire.Fence
+	0,  // 22: longshore.wire.Ack.session:type_name -> longshore.wire.Fence
+	12, // 23: longshore.wire.NodeMail.welcomes:type_name -> longshore.wire.Welcome
+	17, // 24: longshore.wire.NodeMail.evictions:type_name -> longshore.wire.Eviction
+	13, // 25: longshore.wire.NodeMail.grants:type_name -> longshore.wire.Lease
+	14, // 26: longshore.wire.NodeMail.revokes:type_name -> longshore.wire.Revoke
+	15, // 27: longshore.wire.NodeMail.ends:type_name -> longshore.wire.StreamEnd
+	16, // 28: longshore.wire.NodeMail.acks:type_name -> longshore.wire.Ack
+	0,  // 29: longshore.wire.NodeMail.fenced:type_name -> longshore.wire.Fence
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
