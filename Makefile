@@ -26,9 +26,7 @@ FUZZTIME     ?= 15s
 PKGS         := ./...
 INTEG_RUN    ?= ^TestChaos
 INTEG_TIMEOUT ?= 30m
-# INTEG_SKIP: a -skip regexp. CI skips TestChaosKillCoordinator while the
-# known journal bug stands (a commit persisted but never acknowledged
-# before the coordinator dies is lost; see the resume issue's notes).
+# INTEG_SKIP: a -skip regexp, to leave chaos tests out of a run.
 INTEG_SKIP    ?=
 
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)

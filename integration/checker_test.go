@@ -24,6 +24,10 @@ import (
 //	life\t<incarnation>\t<generation restored, 0: fresh>
 //	ack\t<epoch>\t<rank>\t<session>\t<step>\t<offset>[\t<token>]
 //
+// where a restored life first logs again the ranks' last commits its
+// state holds (sessions of earlier lives): they are durable, but the life
+// that made them may have died before logging them.
+//
 // Committed history is what the coordinator acknowledged: a node killed
 // after its commit was acknowledged but before it wrote its commit line
 // never writes it, so acks come from the coordinator's log; the nodes'
@@ -119,6 +123,15 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 	}
 	defer f.Close()
 	var acks []ackRec
+	// A life first logs again the commits it restored (their acks may
+	// have died with the life before): committed history as the life
+	// found it includes them, so it is taken at the life's first ack of
+	// its own sessions.
+	before := func() {
+		if l := len(h.lives) - 1; l >= 0 && h.lives[l].committedBefore == nil {
+			h.lives[l].committedBefore = h.committedKeys(acks)
+		}
+	}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Split(sc.Text(), "\t")
@@ -129,6 +142,7 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 			if err1 != nil || err2 != nil {
 				return nil, fmt.Errorf("coordinator commit log: bad line %q", sc.Text())
 			}
+			before()
 			kept := acks[:0]
 			for _, a := range acks {
 				if g != 0 && a.gen <= g {
@@ -138,9 +152,7 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 				}
 			}
 			acks = kept
-			l := life{incarnation: inc, restored: g}
-			l.committedBefore = h.committedKeys(acks)
-			h.lives = append(h.lives, l)
+			h.lives = append(h.lives, life{incarnation: inc, restored: g})
 		case (len(fs) == 6 || len(fs) == 7) && fs[0] == "ack":
 			e, err1 := strconv.Atoi(fs[1])
 			s, err2 := strconv.ParseInt(fs[4], 10, 64)
@@ -148,6 +160,9 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 				return nil, fmt.Errorf("coordinator commit log: bad line %q", sc.Text())
 			}
 			a := ackRec{k: sessionEpoch{fs[2], fs[3], e}, step: s, life: len(h.lives) - 1}
+			if n := len(h.lives); n > 0 && sessionLife(fs[3]) == h.lives[n-1].incarnation {
+				before()
+			}
 			if len(fs) == 7 {
 				tok, err := journal.ParseToken(fs[6])
 				if err != nil {
@@ -164,6 +179,7 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 			return nil, fmt.Errorf("coordinator commit log: bad line %q", sc.Text())
 		}
 	}
+	before()
 	for _, a := range acks {
 		bump(h.acked, a.k, a.step)
 	}
