@@ -220,6 +220,8 @@ func (c *Coordinator) step(ev Event) error {
 		return c.leaseDone(ev)
 	case Commit:
 		return c.commit(ev)
+	case Reset:
+		return c.reset(ev)
 	case Tick:
 		c.tick()
 		return nil
@@ -257,28 +259,51 @@ func (c *Coordinator) join(ev Join) error {
 	c.nodes[n.id] = n
 	w := Welcome{Node: n.id, Incarnation: n.incarnation}
 	for _, id := range ev.Ranks {
-		r := &rank{id: id, node: n, session: c.nextFence(), streams: make(map[int]*stream), closed: make(map[int]bool)}
+		r := &rank{id: id, node: n}
 		n.ranks = append(n.ranks, r)
 		c.ranks[id] = r
 		c.rankOrder = append(c.rankOrder, r)
-		first := len(c.epochs) // the next epoch to start, unless it joins one below
-		for _, ep := range c.openEpochs() {
-			if ep.complete {
-				continue
-			}
-			// Dynamic: everyone shares every epoch. EqualSteps: a rank
-			// joins a running epoch only while it has unleased work;
-			// otherwise it would need a full quota of padding to keep
-			// steps equal, so it starts with the next epoch instead.
-			if c.cfg.Balance == Dynamic || ep.pool.len() > 0 || c.members(ep) == 0 {
-				r.streams[ep.n] = newStream()
-				first = min(first, ep.n)
-			}
-		}
-		r.requested = first
-		w.Ranks = append(w.Ranks, RankSession{Rank: id, Session: r.session, FirstEpoch: first, Committed: c.pastCommits(id)})
+		w.Ranks = append(w.Ranks, c.startSession(r))
 	}
 	c.ready.Welcomes = append(c.ready.Welcomes, w)
+	c.replanAll()
+	return nil
+}
+
+// startSession gives rank r a new session and makes it a member of the
+// open epochs it may join.
+func (c *Coordinator) startSession(r *rank) RankSession {
+	r.session = c.nextFence()
+	r.streams = make(map[int]*stream)
+	r.closed = make(map[int]bool)
+	first := len(c.epochs) // the next epoch to start, unless it joins one below
+	for _, ep := range c.openEpochs() {
+		if ep.complete {
+			continue
+		}
+		// Dynamic: everyone shares every epoch. EqualSteps: a rank
+		// joins a running epoch only while it has unleased work;
+		// otherwise it would need a full quota of padding to keep
+		// steps equal, so it starts with the next epoch instead.
+		if c.cfg.Balance == Dynamic || ep.pool.len() > 0 || c.members(ep) == 0 {
+			r.streams[ep.n] = newStream()
+			first = min(first, ep.n)
+		}
+	}
+	r.requested = first
+	return RankSession{Rank: r.id, Session: r.session, FirstEpoch: first, Committed: c.pastCommits(r.id)}
+}
+
+// reset ends a rank's session and starts a new one on the same node.
+func (c *Coordinator) reset(ev Reset) error {
+	r, err := c.session(ev.Rank, ev.Session)
+	if err != nil {
+		return err
+	}
+	c.release(r)
+	rs := c.startSession(r)
+	c.ready.Welcomes = append(c.ready.Welcomes, Welcome{Node: r.node.id, Incarnation: r.node.incarnation, Ranks: []RankSession{rs}})
+	c.afterDeparture()
 	c.replanAll()
 	return nil
 }
@@ -298,37 +323,49 @@ func (c *Coordinator) leave(id string, incarnation uint64) error {
 // pool to be issued again.
 func (c *Coordinator) depart(n *node) {
 	for _, r := range n.ranks {
-		for _, ep := range c.openEpochs() {
-			st := r.streams[ep.n]
-			if st == nil {
-				continue
-			}
-			ep.departedCommitted = append(ep.departedCommitted, st.committedRanges()...)
-			ep.departedCommitted = mergeRanges(ep.departedCommitted)
-			ep.departedCommittedN += st.committedN
-			ep.keepCommit(r, st)
-			for i := st.cseg; i < len(st.segs); i++ {
-				seg := &st.segs[i]
-				from := seg.start
-				if i == st.cseg {
-					from += st.committed - st.csegOff
-				}
-				if !seg.pad {
-					ep.pool.add(Range{from, seg.end})
-				}
-			}
-			if st.revoking > 0 {
-				ep.dropRevokes(r)
-			}
-		}
+		c.release(r)
 		delete(c.ranks, r.id)
 	}
 	c.rankOrder = removeRanks(c.rankOrder, n)
 	delete(c.nodes, n.id)
 	c.ready.Evictions = append(c.ready.Evictions, Eviction{Node: n.id, Incarnation: n.incarnation})
 	c.stats.Evictions++
-	// An EqualSteps epoch whose members are all gone but which still has
-	// work takes every live rank on, even those that had moved past it.
+	c.afterDeparture()
+}
+
+// release ends rank r's session in every open epoch: what it committed
+// stays committed, the rest of its leases returns to the pool.
+func (c *Coordinator) release(r *rank) {
+	for _, ep := range c.openEpochs() {
+		st := r.streams[ep.n]
+		if st == nil {
+			continue
+		}
+		ep.departedCommitted = append(ep.departedCommitted, st.committedRanges()...)
+		ep.departedCommitted = mergeRanges(ep.departedCommitted)
+		ep.departedCommittedN += st.committedN
+		ep.keepCommit(r, st)
+		for i := st.cseg; i < len(st.segs); i++ {
+			seg := &st.segs[i]
+			from := seg.start
+			if i == st.cseg {
+				from += st.committed - st.csegOff
+			}
+			if !seg.pad {
+				ep.pool.add(Range{from, seg.end})
+			}
+		}
+		if st.revoking > 0 {
+			ep.dropRevokes(r)
+		}
+		delete(r.streams, ep.n)
+	}
+}
+
+// afterDeparture runs once ranks' sessions ended: an EqualSteps epoch
+// whose members are all gone but which still has work takes every live
+// rank on, even those that had moved past it.
+func (c *Coordinator) afterDeparture() {
 	for _, ep := range c.openEpochs() {
 		if !ep.complete && ep.pool.len() > 0 && c.members(ep) == 0 {
 			for _, r := range c.rankOrder {

@@ -77,6 +77,16 @@ type Commit struct {
 	Step    int64 // echoed in the Ack, for the trainer's log
 }
 
+// Reset says the rank's trainer went back to its last acknowledged commit
+// while its node stays (the trainer process restarted and reconnected):
+// the session is fenced, what it holds beyond its commits is issued
+// again, and the rank gets a new session in a Welcome of its own, as a
+// rank of a rejoining node would.
+type Reset struct {
+	Rank    string
+	Session Fence
+}
+
 // Tick advances the coordinator's abstract clock by one.
 type Tick struct{}
 
@@ -87,4 +97,5 @@ func (Request) isEvent()   {}
 func (Progress) isEvent()  {}
 func (LeaseDone) isEvent() {}
 func (Commit) isEvent()    {}
+func (Reset) isEvent()     {}
 func (Tick) isEvent()      {}

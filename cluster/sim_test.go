@@ -82,7 +82,7 @@ func TestSimulation(t *testing.T) {
 
 type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
-	Fenced, Revokes, EqualEpochs, Held, LostWrites, LandedLost, Races, StaleSteps, Rewinds int
+	Fenced, Revokes, EqualEpochs, Held, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
 }
 
 func (s *simStats) add(o simStats) {
@@ -102,6 +102,7 @@ func (s *simStats) add(o simStats) {
 	s.LostWrites += o.LostWrites
 	s.LandedLost += o.LandedLost
 	s.Races += o.Races
+	s.Resets += o.Resets
 	s.StaleSteps += o.StaleSteps
 	s.Rewinds += o.Rewinds
 }
@@ -174,7 +175,7 @@ type sim struct {
 	staleUntil int64
 
 	dupP, crashP, falseP, joinP, coordP float64
-	lostP, rewindP, raceP               float64
+	lostP, rewindP, raceP, resetP       float64
 	maxDelay                            int64
 
 	disturbed map[int]bool
@@ -262,6 +263,7 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 		if rng.IntN(4) == 0 {
 			s.raceP = 0.002
 		}
+		s.resetP = []float64{0, 0.002, 0.01}[rng.IntN(3)]
 	}
 	var err error
 	if s.c, err = NewCoordinator(cfg); err != nil {
@@ -493,6 +495,11 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 		for _, rs := range w.Ranks {
 			if !stale {
 				s.checkWelcomeCommits(c, rs)
+				for _, old := range s.sessions {
+					if old.rank == rs.Rank && old.fence.Less(rs.Session) {
+						old.fenced = true // a rank's new session fences its older ones
+					}
+				}
 			}
 			ss := &simSession{
 				rank: rs.Rank, node: n, inc: w.Incarnation, fence: rs.Session,
@@ -708,6 +715,23 @@ func (s *sim) fault() {
 		s.restore(s.rng.IntN(len(s.gens)))
 	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP+s.raceP)*10 && s.stale == nil:
 		s.race()
+	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP+s.raceP+s.resetP)*10 && len(alive) > 0:
+		// A trainer restarts and reconnects to its node: the rank
+		// drops what it delivered past its last ack and asks for a new
+		// session.
+		n := alive[s.rng.IntN(len(alive))]
+		for _, id := range n.rankIDs {
+			if ss := n.sess[id]; ss != nil && !ss.dead {
+				s.logf("trainer of %s restarts; reset", ss.rank)
+				s.stats.Resets++
+				ss.dead = true
+				s.toCoord(Reset{Rank: ss.rank, Session: ss.fence}, ss)
+				// Steps stay equal only while membership does not change:
+				// a restarted trainer is a change.
+				s.disturbAll()
+				break
+			}
+		}
 	default:
 		s.recover()
 	}

@@ -76,6 +76,13 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 		rs.want = &m
 	case commitMsg:
 		a.commit(m)
+	case resetMsg:
+		if rs := a.ranks[m.rank]; rs.rl != nil && rs.session == m.session {
+			a.n.log.Info("trainer reset; ending the session", "rank", rs.r.name, "session", rs.session.String())
+			we, _ := wire.EventOf(cluster.Reset{Rank: rs.r.name, Session: rs.session})
+			a.out = append(a.out, we)
+			a.endSession(rs)
+		}
 	case tickMsg:
 		for _, rs := range a.ranks {
 			if rs.rl != nil {

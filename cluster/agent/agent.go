@@ -297,6 +297,7 @@ type Rank struct {
 	// The trainer goroutine's own state.
 	trainerSession cluster.Fence
 	stash          *Batch
+	resetSession   cluster.Fence // the session Reset ended: its batches are dropped
 }
 
 // segInfo is what Next needs to translate a pipeline epoch's batches.
@@ -372,7 +373,7 @@ func (r *Rank) Next(ctx context.Context) (*Batch, error) {
 			return nil, err
 		}
 		out, ok := r.translate(b, p, sess)
-		if !ok {
+		if !ok || (!r.resetSession.IsZero() && sess == r.resetSession) {
 			b.Release()
 			continue
 		}
@@ -420,6 +421,24 @@ func (r *Rank) Commit(epoch int, step int64) error {
 	return nil
 }
 
+// Reset says the rank's trainer went back to its last acknowledged commit
+// (it restarted and reconnected, or gave up on what it was given since):
+// the rank's session ends, what it delivered after that commit is issued
+// again (to it or another rank), and Next waits for the new session's
+// batches. Unlike a rollback the coordinator causes, Next does not report
+// ErrRolledBack for it. Call it from the trainer goroutine.
+func (r *Rank) Reset() {
+	if b := r.stash; b != nil {
+		b.Release()
+		r.stash = nil
+	}
+	r.trainerSession = cluster.Fence{}
+	r.mu.Lock()
+	r.resetSession = r.mu.session
+	r.mu.Unlock()
+	r.node.sys.Root.Send(r.node.pid, resetMsg{rank: r.index, session: r.resetSession})
+}
+
 // --- the pipeline's side ---
 
 // source is one session's actors.Source: it forwards Want to the actor.
@@ -454,6 +473,11 @@ type commitMsg struct {
 	session cluster.Fence
 	epoch   int
 	step    int64
+}
+
+type resetMsg struct {
+	rank    int
+	session cluster.Fence
 }
 
 type rejoinedMsg struct {

@@ -525,6 +525,8 @@ func sessionOf(ev cluster.Event) *wire.Fence {
 		return wire.FenceOf(e.Session)
 	case cluster.Commit:
 		return wire.FenceOf(e.Session)
+	case cluster.Reset:
+		return wire.FenceOf(e.Session)
 	}
 	return &wire.Fence{}
 }

@@ -175,6 +175,40 @@ func TestAckLostWithCoordinator(t *testing.T) {
 	}
 }
 
+// TestTrainerReset: a trainer that restarts from its last acknowledged
+// commit (agent Rank.Reset, as the feed does when a trainer reconnects)
+// gets what it had been given since delivered again — to it or to the
+// other rank — and committed history stays exact.
+func TestTrainerReset(t *testing.T) {
+	h := newHarness(t, 97)
+	defer h.sys.Shutdown()
+	jn := openJournal(t, storage.NewMemStore("journal"))
+	cfg := h.clusterConfig(2)
+	cfg.Incarnation = jn.Incarnation()
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: 2,
+		TickEvery: 20 * time.Millisecond, Journal: jn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Shutdown(context.Background())
+	nd := h.startNode("n0")
+	defer nd.Shutdown(context.Background())
+	h.introduce(co, nd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.resets = map[int][]int{0: {3, 9}, 1: {5}} // after these batches, uncommitted
+	h.train(ctx, nd, co)
+	h.check(2)
+	st, err := co.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.resetsDone != 3 {
+		t.Errorf("%d resets done, want 3", h.resetsDone)
+	}
+	t.Logf("3 trainer resets; coordinator stats %+v", st.Stats)
+}
+
 // harness is one node's trainers against in-process coordinators.
 type harness struct {
 	t   *testing.T
@@ -188,6 +222,11 @@ type harness struct {
 	delivered map[string][]string // rank@session/epoch/step -> keys
 	tokenGens map[uint64]int      // acks per token generation
 	badTokens []string
+	// resets: per rank index, after which of its batches (counted from
+	// 1) its trainer resets instead of committing.
+	resets     map[int][]int
+	resetsDone int
+	discarded  map[string]bool // steps a reset threw away: never committed
 }
 
 func newHarness(t *testing.T, n int) *harness {
@@ -203,7 +242,7 @@ func newHarness(t *testing.T, n int) *harness {
 	return &harness{
 		t: t, ds: ds, st: store,
 		sys:   actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
-		acked: map[string]int64{}, delivered: map[string][]string{}, tokenGens: map[uint64]int{},
+		acked: map[string]int64{}, delivered: map[string][]string{}, tokenGens: map[uint64]int{}, discarded: map[string]bool{},
 	}
 }
 
@@ -267,10 +306,11 @@ func (h *harness) train(ctx context.Context, nd *agent.Node, co *coord.Coordinat
 	errs := make(chan error, 2)
 	for i := range 2 {
 		r := nd.Rank(i)
+		resets := h.resets[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for n := 1; ; n++ {
 				b, err := r.Next(ctx)
 				if errors.Is(err, io.EOF) {
 					return
@@ -292,6 +332,15 @@ func (h *harness) train(ctx context.Context, nd *agent.Node, co *coord.Coordinat
 				h.mu.Unlock()
 				epoch, step := b.Epoch, b.Step
 				b.Release()
+				if len(resets) > 0 && n == resets[0] {
+					resets = resets[1:]
+					h.mu.Lock()
+					h.resetsDone++
+					h.discarded[fmt.Sprintf("%s@%s/%d/%d", b.RankName, b.Session, epoch, step)] = true
+					h.mu.Unlock()
+					r.Reset()
+					continue
+				}
 				r.Commit(epoch, step)
 			}
 		}()
@@ -326,7 +375,7 @@ func (h *harness) check(epochs int) {
 			if !strings.HasSuffix(rs, fmt.Sprintf("/%d", e)) {
 				continue
 			}
-			if a, ok := h.acked[rs]; ok && step <= a {
+			if a, ok := h.acked[rs]; ok && step <= a && !h.discarded[k] {
 				for _, key := range keys {
 					seen[key]++
 				}

@@ -39,6 +39,8 @@ func EventOf(ev cluster.Event) (*Event, error) {
 		return &Event{Event: &Event_Commit{Commit: &Commit{
 			Rank: e.Rank, Session: FenceOf(e.Session), Epoch: int64(e.Epoch), Lease: FenceOf(e.Lease),
 			Through: e.Through, Offset: e.Offset, Step: e.Step}}}, nil
+	case cluster.Reset:
+		return &Event{Event: &Event_RankReset{RankReset: &RankReset{Rank: e.Rank, Session: FenceOf(e.Session)}}}, nil
 	}
 	return nil, fmt.Errorf("wire: %T is not a rank event", ev)
 }
@@ -59,6 +61,8 @@ func (e *Event) Cluster() cluster.Event {
 		c := m.Commit
 		return cluster.Commit{Rank: c.Rank, Session: c.Session.Cluster(), Epoch: int(c.Epoch), Lease: c.Lease.Cluster(),
 			Through: c.Through, Offset: c.Offset, Step: c.Step}
+	case *Event_RankReset:
+		return cluster.Reset{Rank: m.RankReset.Rank, Session: m.RankReset.Session.Cluster()}
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ func testEvents() []cluster.Event {
 		cluster.Progress{Rank: "n1/0", Session: fence(1, 2), Lease: fence(1, 9), Through: 77},
 		cluster.LeaseDone{Rank: "n1/1", Session: fence(1, 3), Lease: fence(1, 10), Through: 90},
 		cluster.Commit{Rank: "n1/1", Session: fence(1, 3), Epoch: 2, Lease: fence(1, 10), Through: 88, Offset: 300, Step: 9},
+		cluster.Reset{Rank: "n1/1", Session: fence(1, 3)},
 	}
 }
 

@@ -552,6 +552,7 @@ type Event struct {
 	//	*Event_Progress
 	//	*Event_LeaseDone
 	//	*Event_Commit
+	//	*Event_RankReset
 	Event         isEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -630,6 +631,15 @@ func (x *Event) GetCommit() *Commit {
 	return nil
 }
 
+func (x *Event) GetRankReset() *RankReset {
+	if x != nil {
+		if x, ok := x.Event.(*Event_RankReset); ok {
+			return x.RankReset
+		}
+	}
+	return nil
+}
+
 type isEvent_Event interface {
 	isEvent_Event()
 }
@@ -650,6 +660,10 @@ type Event_Commit struct {
 	Commit *Commit `protobuf:"bytes,4,opt,name=commit,proto3,oneof"`
 }
 
+type Event_RankReset struct {
+	RankReset *RankReset `protobuf:"bytes,5,opt,name=rank_reset,json=rankReset,proto3,oneof"`
+}
+
 func (*Event_Request) isEvent_Event() {}
 
 func (*Event_Progress) isEvent_Event() {}
@@ -657,6 +671,62 @@ func (*Event_Progress) isEvent_Event() {}
 func (*Event_LeaseDone) isEvent_Event() {}
 
 func (*Event_Commit) isEvent_Event() {}
+
+func (*Event_RankReset) isEvent_Event() {}
+
+// RankReset: the rank's trainer went back to its last acknowledged commit
+// (cluster.Reset).
+type RankReset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rank          string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Session       *Fence                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RankReset) Reset() {
+	*x = RankReset{}
+	mi := &file_wire_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RankReset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RankReset) ProtoMessage() {}
+
+func (x *RankReset) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RankReset.ProtoReflect.Descriptor instead.
+func (*RankReset) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RankReset) GetRank() string {
+	if x != nil {
+		return x.Rank
+	}
+	return ""
+}
+
+func (x *RankReset) GetSession() *Fence {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
 
 // NodeEvents is what a node sends the coordinator: the events its ranks
 // queued, in order, from one life (incarnation) of the node.
@@ -671,7 +741,7 @@ type NodeEvents struct {
 
 func (x *NodeEvents) Reset() {
 	*x = NodeEvents{}
-	mi := &file_wire_proto_msgTypes[9]
+	mi := &file_wire_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +753,7 @@ func (x *NodeEvents) String() string {
 func (*NodeEvents) ProtoMessage() {}
 
 func (x *NodeEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[9]
+	mi := &file_wire_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +766,7 @@ func (x *NodeEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvents.ProtoReflect.Descriptor instead.
 func (*NodeEvents) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{9}
+	return file_wire_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeEvents) GetNode() string {
@@ -740,7 +810,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_wire_proto_msgTypes[10]
+	mi := &file_wire_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +822,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[10]
+	mi := &file_wire_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +835,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{10}
+	return file_wire_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Job) GetSamples() int64 {
@@ -839,7 +909,7 @@ type RankSession struct {
 
 func (x *RankSession) Reset() {
 	*x = RankSession{}
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +921,7 @@ func (x *RankSession) String() string {
 func (*RankSession) ProtoMessage() {}
 
 func (x *RankSession) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +934,7 @@ func (x *RankSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankSession.ProtoReflect.Descriptor instead.
 func (*RankSession) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{11}
+	return file_wire_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RankSession) GetRank() string {
@@ -907,7 +977,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_wire_proto_msgTypes[12]
+	mi := &file_wire_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +989,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[12]
+	mi := &file_wire_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1002,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{12}
+	return file_wire_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Welcome) GetNode() string {
@@ -979,7 +1049,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_wire_proto_msgTypes[13]
+	mi := &file_wire_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1061,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[13]
+	mi := &file_wire_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1074,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{13}
+	return file_wire_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Lease) GetRank() string {
@@ -1075,7 +1145,7 @@ type Revoke struct {
 
 func (x *Revoke) Reset() {
 	*x = Revoke{}
-	mi := &file_wire_proto_msgTypes[14]
+	mi := &file_wire_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1157,7 @@ func (x *Revoke) String() string {
 func (*Revoke) ProtoMessage() {}
 
 func (x *Revoke) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[14]
+	mi := &file_wire_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1170,7 @@ func (x *Revoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
 func (*Revoke) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{14}
+	return file_wire_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Revoke) GetRank() string {
@@ -1146,7 +1216,7 @@ type StreamEnd struct {
 
 func (x *StreamEnd) Reset() {
 	*x = StreamEnd{}
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1228,7 @@ func (x *StreamEnd) String() string {
 func (*StreamEnd) ProtoMessage() {}
 
 func (x *StreamEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1241,7 @@ func (x *StreamEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEnd.ProtoReflect.Descriptor instead.
 func (*StreamEnd) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{15}
+	return file_wire_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StreamEnd) GetRank() string {
@@ -1239,7 +1309,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_wire_proto_msgTypes[16]
+	mi := &file_wire_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1321,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[16]
+	mi := &file_wire_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1334,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{16}
+	return file_wire_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Ack) GetRank() string {
@@ -1319,7 +1389,7 @@ type Eviction struct {
 
 func (x *Eviction) Reset() {
 	*x = Eviction{}
-	mi := &file_wire_proto_msgTypes[17]
+	mi := &file_wire_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1401,7 @@ func (x *Eviction) String() string {
 func (*Eviction) ProtoMessage() {}
 
 func (x *Eviction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[17]
+	mi := &file_wire_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1414,7 @@ func (x *Eviction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Eviction.ProtoReflect.Descriptor instead.
 func (*Eviction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{17}
+	return file_wire_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Eviction) GetNode() string {
@@ -1384,7 +1454,7 @@ type NodeMail struct {
 
 func (x *NodeMail) Reset() {
 	*x = NodeMail{}
-	mi := &file_wire_proto_msgTypes[18]
+	mi := &file_wire_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1466,7 @@ func (x *NodeMail) String() string {
 func (*NodeMail) ProtoMessage() {}
 
 func (x *NodeMail) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[18]
+	mi := &file_wire_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1479,7 @@ func (x *NodeMail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMail.ProtoReflect.Descriptor instead.
 func (*NodeMail) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{18}
+	return file_wire_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeMail) GetWelcomes() []*Welcome {
@@ -1509,14 +1579,19 @@ const file_wire_proto_rawDesc = "" +
 	"\x05lease\x18\x04 \x01(\v2\x15.longshore.wire.FenceR\x05lease\x12\x18\n" +
 	"\athrough\x18\x05 \x01(\x03R\athrough\x12\x16\n" +
 	"\x06offset\x18\x06 \x01(\x03R\x06offset\x12\x12\n" +
-	"\x04step\x18\a \x01(\x03R\x04step\"\xeb\x01\n" +
+	"\x04step\x18\a \x01(\x03R\x04step\"\xa7\x02\n" +
 	"\x05Event\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x17.longshore.wire.RequestH\x00R\arequest\x126\n" +
 	"\bprogress\x18\x02 \x01(\v2\x18.longshore.wire.ProgressH\x00R\bprogress\x12:\n" +
 	"\n" +
 	"lease_done\x18\x03 \x01(\v2\x19.longshore.wire.LeaseDoneH\x00R\tleaseDone\x120\n" +
-	"\x06commit\x18\x04 \x01(\v2\x16.longshore.wire.CommitH\x00R\x06commitB\a\n" +
-	"\x05event\"q\n" +
+	"\x06commit\x18\x04 \x01(\v2\x16.longshore.wire.CommitH\x00R\x06commit\x12:\n" +
+	"\n" +
+	"rank_reset\x18\x05 \x01(\v2\x19.longshore.wire.RankResetH\x00R\trankResetB\a\n" +
+	"\x05event\"P\n" +
+	"\tRankReset\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
+	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\"q\n" +
 	"\n" +
 	"NodeEvents\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
@@ -1598,7 +1673,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 	return file_wire_proto_rawDescData
 }
 
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_wire_proto_goTypes = []any{
 	(*Fence)(nil),       // 0: longshore.wire.Fence
 	(*Join)(nil),        // 1: longshore.wire.Join
@@ -1609,16 +1684,17 @@ var file_wire_proto_goTypes = []any{
 	(*LeaseDone)(nil),   // 6: longshore.wire.LeaseDone
 	(*Commit)(nil),      // 7: longshore.wire.Commit
 	(*Event)(nil),       // 8: longshore.wire.Event
-	(*NodeEvents)(nil),  // 9: longshore.wire.NodeEvents
-	(*Job)(nil),         // 10: longshore.wire.Job
-	(*RankSession)(nil), // 11: longshore.wire.RankSession
-	(*Welcome)(nil),     // 12: longshore.wire.Welcome
-	(*Lease)(nil),       // 13: longshore.wire.Lease
-	(*Revoke)(nil),      // 14: longshore.wire.Revoke
-	(*StreamEnd)(nil),   // 15: longshore.wire.StreamEnd
-	(*Ack)(nil),         // 16: longshore.wire.Ack
-	(*Eviction)(nil),    // 17: longshore.wire.Eviction
-	(*NodeMail)(nil),    // 18: longshore.wire.NodeMail
+	(*RankReset)(nil),   // 9: longshore.wire.RankReset
+	(*NodeEvents)(nil),  // 10: longshore.wire.NodeEvents
+	(*Job)(nil),         // 11: longshore.wire.Job
+	(*RankSession)(nil), // 12: longshore.wire.RankSession
+	(*Welcome)(nil),     // 13: longshore.wire.Welcome
+	(*Lease)(nil),       // 14: longshore.wire.Lease
+	(*Revoke)(nil),      // 15: longshore.wire.Revoke
+	(*StreamEnd)(nil),   // 16: longshore.wire.StreamEnd
+	(*Ack)(nil),         // 17: longshore.wire.Ack
+	(*Eviction)(nil),    // 18: longshore.wire.Eviction
+	(*NodeMail)(nil),    // 19: longshore.wire.NodeMail
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: longshore.wire.Request.session:type_name -> longshore.wire.Fence
@@ -1632,30 +1708,32 @@ var file_wire_proto_depIdxs = []int32{
 	5,  // 8: longshore.wire.Event.progress:type_name -> longshore.wire.Progress
 	6,  // 9: longshore.wire.Event.lease_done:type_name -> longshore.wire.LeaseDone
 	7,  // 10: longshore.wire.Event.commit:type_name -> longshore.wire.Commit
-	8,  // 11: longshore.wire.NodeEvents.events:type_name -> longshore.wire.Event
-	0,  // 12: longshore.wire.RankSession.session:type_name -> longshore.wire.Fence
-	16, // 13: longshore.wire.RankSession.committed:type_name -> longshore.wire.Ack
-	11, // 14: longshore.wire.Welcome.ranks:type_name -> longshore.wire.RankSession
-	10, // 15: longshore.wire.Welcome.job:type_name -> longshore.wire.Job
-	0,  // 16: longshore.wire.Lease.session:type_name -> longshore.wire.Fence
-	0,  // 17: longshore.wire.Lease.fence:type_name -> longshore.wire.Fence
-	0,  // 18: longshore.wire.Revoke.session:type_name -> longshore.wire.Fence
-	0,  // 19: longshore.wire.Revoke.lease:type_name -> longshore.wire.Fence
-	0,  // 20: longshore.wire.StreamEnd.session:type_name -> longshore.wire.Fence
-	0,  // 21: longshore.wire.StreamEnd.fence:type_name -> longshore.wire.Fence
-	0,  // 22: longshore.wire.Ack.session:type_name -> longshore.wire.Fence
-	12, // 23: longshore.wire.NodeMail.welcomes:type_name -> longshore.wire.Welcome
-	17, // 24: longshore.wire.NodeMail.evictions:type_name -> longshore.wire.Eviction
-	13, // 25: longshore.wire.NodeMail.grants:type_name -> longshore.wire.Lease
-	14, // 26: longshore.wire.NodeMail.revokes:type_name -> longshore.wire.Revoke
-	15, // 27: longshore.wire.NodeMail.ends:type_name -> longshore.wire.StreamEnd
-	16, // 28: longshore.wire.NodeMail.acks:type_name -> longshore.wire.Ack
-	0,  // 29: longshore.wire.NodeMail.fenced:type_name -> longshore.wire.Fence
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	9,  // 11: longshore.wire.Event.rank_reset:type_name -> longshore.wire.RankReset
+	0,  // 12: longshore.wire.RankReset.session:type_name -> longshore.wire.Fence
+	8,  // 13: longshore.wire.NodeEvents.events:type_name -> longshore.wire.Event
+	0,  // 14: longshore.wire.RankSession.session:type_name -> longshore.wire.Fence
+	17, // 15: longshore.wire.RankSession.committed:type_name -> longshore.wire.Ack
+	12, // 16: longshore.wire.Welcome.ranks:type_name -> longshore.wire.RankSession
+	11, // 17: longshore.wire.Welcome.job:type_name -> longshore.wire.Job
+	0,  // 18: longshore.wire.Lease.session:type_name -> longshore.wire.Fence
+	0,  // 19: longshore.wire.Lease.fence:type_name -> longshore.wire.Fence
+	0,  // 20: longshore.wire.Revoke.session:type_name -> longshore.wire.Fence
+	0,  // 21: longshore.wire.Revoke.lease:type_name -> longshore.wire.Fence
+	0,  // 22: longshore.wire.StreamEnd.session:type_name -> longshore.wire.Fence
+	0,  // 23: longshore.wire.StreamEnd.fence:type_name -> longshore.wire.Fence
+	0,  // 24: longshore.wire.Ack.session:type_name -> longshore.wire.Fence
+	13, // 25: longshore.wire.NodeMail.welcomes:type_name -> longshore.wire.Welcome
+	18, // 26: longshore.wire.NodeMail.evictions:type_name -> longshore.wire.Eviction
+	14, // 27: longshore.wire.NodeMail.grants:type_name -> longshore.wire.Lease
+	15, // 28: longshore.wire.NodeMail.revokes:type_name -> longshore.wire.Revoke
+	16, // 29: longshore.wire.NodeMail.ends:type_name -> longshore.wire.StreamEnd
+	17, // 30: longshore.wire.NodeMail.acks:type_name -> longshore.wire.Ack
+	0,  // 31: longshore.wire.NodeMail.fenced:type_name -> longshore.wire.Fence
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -1668,6 +1746,7 @@ func file_wire_proto_init() {
 		(*Event_Progress)(nil),
 		(*Event_LeaseDone)(nil),
 		(*Event_Commit)(nil),
+		(*Event_RankReset)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1675,7 +1754,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
