@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -207,6 +209,51 @@ func TestTrainerReset(t *testing.T) {
 		t.Errorf("%d resets done, want 3", h.resetsDone)
 	}
 	t.Logf("3 trainer resets; coordinator stats %+v", st.Stats)
+}
+
+// TestLostWelcome: the node never gets the first Welcome (its mail is
+// dropped on the way); the coordinator sends it again, since a node
+// without sessions has nothing to say, and the job completes.
+func TestLostWelcome(t *testing.T) {
+	h := newHarness(t, 40)
+	defer h.sys.Shutdown()
+	jn := openJournal(t, storage.NewMemStore("journal"))
+	cfg := h.clusterConfig(1)
+	cfg.Incarnation = jn.Incarnation()
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds),
+		TickEvery: 20 * time.Millisecond, Journal: jn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Shutdown(context.Background())
+	nd := h.startNode("n0")
+	defer nd.Shutdown(context.Background())
+	var welcomes atomic.Int32
+	drop, err := h.sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*wire.NodeMail); ok {
+			if len(m.Welcomes) > 0 && welcomes.Add(1) == 1 {
+				return // lost
+			}
+			c.Send(nd.PID(), m)
+		}
+	}), "dropper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// introduce, with the coordinator's mail to the node going through
+	// the dropper.
+	h.co = co
+	nd.SetCoordinatorPID(co.PID())
+	co.SetNodePID(nd.Name(), drop)
+	co.Membership(gossip.Event{Kind: gossip.Joined, Name: nd.Name(), Meta: gossip.Meta{
+		ID: nd.Name(), Role: gossip.RoleNode, Ranks: nd.RankNames(), Incarnation: nd.Incarnation()}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h.train(ctx, nd, co)
+	h.check(1)
+	if n := welcomes.Load(); n < 2 {
+		t.Errorf("%d mails with Welcomes reached the node's address, want the lost one and a resend", n)
+	}
 }
 
 // harness is one node's trainers against in-process coordinators.

@@ -124,7 +124,9 @@ type Config struct {
 	// cluster (the coordinator, usually).
 	Join []string
 	// Profile picks memberlist's timing: "lan" (default: a hard-killed node
-	// is noticed in ~7 s on 3 nodes) or "local" (loopback tests: ~1-2 s).
+	// is noticed in ~7 s on 3 nodes) or "local" (loopback and small
+	// private networks: 4-6 s measured on 3 nodes, which is memberlist's
+	// 1 s probe interval plus its minimum 3-interval suspicion timeout).
 	Profile string
 	// Logger receives memberlist's log lines; nil discards them.
 	Logger *log.Logger
