@@ -94,6 +94,12 @@ type Config struct {
 	// decoder including the one it is decoding. 0: 2, SPDL's queue depth:
 	// one decoding, one waiting, so a decoder never idles for a round trip.
 	DecodeQueue int
+	// ReadAhead is how many work items the rank takes from its Source
+	// beyond those it is fetching (it asks for more once it holds half).
+	// 0: Slots*BatchSize, so the fetchers never wait for the Source. A
+	// cluster node asks for less: what a rank has taken cannot be given
+	// to an idle rank when this one falls behind.
+	ReadAhead int
 	// DropLast drops an epoch's final short batch instead of delivering it
 	// (PyTorch's drop_last). Default false: every sample is delivered.
 	DropLast bool
@@ -150,6 +156,9 @@ func (c Config) WithDefaults() Config {
 	if c.DecodeQueue == 0 {
 		c.DecodeQueue = d.DecodeQueue
 	}
+	if c.ReadAhead == 0 {
+		c.ReadAhead = c.Slots * c.BatchSize
+	}
 	if c.Epochs == 0 {
 		c.Epochs = d.Epochs
 	}
@@ -191,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if c.DecodeQueue < 1 {
 		bad("DecodeQueue %d: need at least 1", c.DecodeQueue)
+	}
+	if c.ReadAhead < 1 {
+		bad("ReadAhead %d: need at least 1", c.ReadAhead)
 	}
 	if c.Epochs < 1 {
 		bad("Epochs %d: need at least 1", c.Epochs)

@@ -222,7 +222,7 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 
 	ra := &rankActor{p: p, core: newCore(coreConfig{
 		batchSize: cfg.BatchSize, slots: cfg.Slots, fetchers: cfg.FetchConcurrency,
-		decoders: cfg.Decoders, decodeQueue: cfg.DecodeQueue, dropLast: cfg.DropLast,
+		decoders: cfg.Decoders, decodeQueue: cfg.DecodeQueue, dropLast: cfg.DropLast, readAhead: cfg.ReadAhead,
 	})}
 	p.pid = p.root.Spawn(p.props("rank", func() actor.Actor { return ra }))
 	return p, nil

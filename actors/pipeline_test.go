@@ -621,3 +621,41 @@ type identityOrder int64
 
 func (o identityOrder) Len() int64         { return int64(o) }
 func (o identityOrder) At(pos int64) int64 { return pos }
+
+// TestReadAheadBoundsWhatIsTaken: with a stalled consumer, a rank holds
+// its slots' samples plus at most ReadAhead more items taken from the
+// source (the read-ahead a cluster node keeps small, so an idle rank can
+// be given what a straggler has not taken).
+func TestReadAheadBoundsWhatIsTaken(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 2000, 10, 256)
+	for _, readAhead := range []int{0, 4} {
+		cfg := Config{BatchSize: 16, Slots: 3, FetchConcurrency: 6, Decoders: 2, DecodeQueue: 2, ReadAhead: readAhead,
+			Sample: Shape{Height: 4, Width: 4}, MaxFailures: MaxFailureCount(0)}
+		feeder, err := NewFeeder(ds, cfg, 0, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := &countingSource{Source: feeder}
+		p, err := NewPipeline(cfg, 0, src, testDeps(mem, fakeDecoders(0, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := p.Next(context.Background()) // hold one batch, take nothing more
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // let it fill every slot and stall
+		taken := src.items.Load()
+		limit := cfg.WithDefaults().ReadAhead + cfg.Slots*cfg.BatchSize
+		t.Logf("ReadAhead %d: %d items taken with %d slots of %d", readAhead, taken, cfg.Slots, cfg.BatchSize)
+		if taken > int64(limit) {
+			t.Errorf("ReadAhead %d: %d items taken, want at most %d", readAhead, taken, limit)
+		}
+		if readAhead > 0 && taken < int64(cfg.Slots*cfg.BatchSize) {
+			t.Errorf("ReadAhead %d: only %d items taken: the slots were not filled", readAhead, taken)
+		}
+		held.Release()
+		p.Close()
+	}
+}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 )
 
@@ -88,6 +89,7 @@ type coreConfig struct {
 	decoders    int
 	decodeQueue int
 	dropLast    bool
+	readAhead   int // items to hold pending; 0: slots*batchSize
 }
 
 // core is the scheduler state of one rank.
@@ -134,7 +136,7 @@ type core struct {
 func newCore(cfg coreConfig) *core {
 	c := &core{
 		cfg:      cfg,
-		wantHigh: cfg.slots * cfg.batchSize,
+		wantHigh: cmp.Or(cfg.readAhead, cfg.slots*cfg.batchSize),
 		epochLen: make(map[int]int64),
 		bySlot:   make([]*batch, cfg.slots),
 		maxBufs:  cfg.fetchers + cfg.decoders*cfg.decodeQueue,

@@ -134,7 +134,8 @@ func TestCoreCompositionIsIndependentOfCompletionOrder(t *testing.T) {
 	check := func(nRaw, bRaw, slotsRaw, fRaw, dRaw, qRaw uint8, dropLast bool, seed uint64) bool {
 		n, b := int(nRaw)%90+1, int(bRaw)%9+1
 		cfg := coreConfig{batchSize: b, slots: int(slotsRaw)%4 + 1, fetchers: int(fRaw)%5 + 1,
-			decoders: int(dRaw)%3 + 1, decodeQueue: int(qRaw)%3 + 1, dropLast: dropLast}
+			decoders: int(dRaw)%3 + 1, decodeQueue: int(qRaw)%3 + 1, dropLast: dropLast,
+			readAhead: int(seed % 11)} // 0: the default; 1 and up: any read-ahead ships the same batches
 		fail := func(i int64) (Stage, bool) { return Stage(i % 2), i%7 == 3 }
 		// The reference: the feeder's order cut into batches, directly.
 		ref := simFeeder(t, n, 2, dropLast)
