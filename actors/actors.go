@@ -1,11 +1,15 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/storage"
 )
 
 // rankActor is the rank's scheduler and batcher: it owns the core (what to
@@ -191,8 +195,47 @@ func (f *fetcherActor) Receive(c actor.Context) {
 		return
 	}
 	t0 := f.p.clock.Now()
-	data, err := f.p.deps.Store.Get(f.p.ctx, m.key, m.data)
+	data, err := f.get(m)
 	c.Send(c.Parent(), &fetchedMsg{fetcher: f.id, buf: m.buf, slot: m.slot, idx: m.idx, data: data, err: err, dur: f.p.clock.Now().Sub(t0)})
+}
+
+// get reads the object, trying again with backoff (0.25 s doubling to 8 s)
+// while the store does not answer, for up to Config.StoreOutage.
+func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
+	var deadline time.Time
+	wait := 250 * time.Millisecond
+	for {
+		data, err := f.p.deps.Store.Get(f.p.ctx, m.key, m.data)
+		if err == nil || !storeDown(err) || f.p.ctx.Err() != nil || f.p.cfg.StoreOutage < 0 {
+			return data, err
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(f.p.cfg.StoreOutage)
+		}
+		if now.Add(wait).After(deadline) {
+			return data, fmt.Errorf("store did not answer for %v: %w", f.p.cfg.StoreOutage, err)
+		}
+		f.p.rec.storeRetries.Add(1)
+		select {
+		case <-time.After(wait):
+		case <-f.p.ctx.Done():
+			return data, err
+		}
+		wait = min(2*wait, 8*time.Second)
+	}
+}
+
+// storeDown reports whether a Get error says the store is unreachable or
+// failing, rather than answering about the object.
+func storeDown(err error) bool {
+	for _, answer := range []error{storage.ErrNotFound, storage.ErrAccess, storage.ErrInvalidKey, storage.ErrRange,
+		storage.ErrPrecondition, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, answer) {
+			return false
+		}
+	}
+	return true
 }
 
 // decoderActor owns one SampleDecoder and decodes into slot regions.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Layout is the memory order of a batch's pixels.
@@ -100,6 +101,13 @@ type Config struct {
 	// cluster node asks for less: what a rank has taken cannot be given
 	// to an idle rank when this one falls behind.
 	ReadAhead int
+	// StoreOutage is how long a fetch keeps trying a store that does not
+	// answer (refused or timed-out connections, 5xx, after the store's
+	// own retries) before the sample counts as failed: an outage is not
+	// bad data and must not use up the failure budget. Answers about the
+	// object (not found, access denied, invalid key) fail at once. 0: 5
+	// minutes; negative: no retries beyond the store's own.
+	StoreOutage time.Duration
 	// DropLast drops an epoch's final short batch instead of delivering it
 	// (PyTorch's drop_last). Default false: every sample is delivered.
 	DropLast bool
@@ -131,6 +139,7 @@ func DefaultConfig() Config {
 		FetchConcurrency:  16,
 		Decoders:          runtime.NumCPU(),
 		DecodeQueue:       2,
+		StoreOutage:       5 * time.Minute,
 		Epochs:            1,
 		Sample:            Shape{Height: 224, Width: 224, Layout: NCHW},
 		MaxFailures:       FailureBudget{kind: budgetFraction, fraction: 0.01},
@@ -155,6 +164,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DecodeQueue == 0 {
 		c.DecodeQueue = d.DecodeQueue
+	}
+	if c.StoreOutage == 0 {
+		c.StoreOutage = d.StoreOutage
 	}
 	if c.ReadAhead == 0 {
 		c.ReadAhead = c.Slots * c.BatchSize

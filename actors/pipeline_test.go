@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"runtime"
@@ -657,5 +658,64 @@ func TestReadAheadBoundsWhatIsTaken(t *testing.T) {
 		}
 		held.Release()
 		p.Close()
+	}
+}
+
+// outageStore fails every Get with a connection error (not an answer
+// about the object) until up is closed.
+type outageStore struct {
+	storage.Store
+	up    chan struct{}
+	tries atomic.Int64
+}
+
+func (s *outageStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	select {
+	case <-s.up:
+		return s.Store.Get(ctx, key, dst)
+	default:
+		s.tries.Add(1)
+		return dst[:0], fmt.Errorf("get %s: dial tcp 10.0.0.9:9000: connect: connection refused", key)
+	}
+}
+
+// TestStoreOutageIsNotBadData: while the store does not answer, fetches
+// wait and try again instead of failing samples, so an outage shorter
+// than StoreOutage costs time, not the failure budget; a longer one
+// fails the samples, saying why.
+func TestStoreOutageIsNotBadData(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 40, 2, 64)
+	cfg := smallConfig()
+	cfg.StoreOutage = 20 * time.Second
+	st := &outageStore{Store: mem, up: make(chan struct{})}
+	time.AfterFunc(700*time.Millisecond, func() { close(st.up) })
+	p, err := NewLoader(cfg, ds, testDeps(st, fakeDecoders(0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := drainAll(t, st, cfg, p)
+	if !errors.Is(err, io.EOF) {
+		p.Close()
+		t.Fatalf("after a 0.7 s outage: %v (failures %+v)", err, p.Failures())
+	}
+	n := 0
+	for _, r := range recs {
+		n += len(r.Keys)
+	}
+	if n != 40 || p.Failures().Failed != 0 {
+		t.Errorf("after a 0.7 s outage: %d samples delivered, %d failed; want 40, 0", n, p.Failures().Failed)
+	}
+	if r := p.Stats().StoreRetries; r == 0 {
+		t.Errorf("no store retries counted (%d failed attempts)", st.tries.Load())
+	}
+	p.Close()
+
+	cfg.StoreOutage = 300 * time.Millisecond
+	cfg.MaxFailures = MaxFailureCount(1000)
+	down := &outageStore{Store: mem, up: make(chan struct{})}
+	_, rep, _ := runLoader(t, cfg, down, ds, fakeDecoders(0, 1))
+	if rep.Failed != 40 || len(rep.Records) == 0 || !strings.Contains(rep.Records[0].Reason, "store did not answer for 300ms") {
+		t.Errorf("a store down for good: %d failed, records %+v; want all 40, saying the store did not answer", rep.Failed, rep.Records)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -146,6 +147,7 @@ type recorder struct {
 		samples    int64 // samples delivered
 		pads       int64
 	}
+	storeRetries atomic.Int64 // fetches repeated while the store did not answer
 }
 
 func newRecorder(clock Clock, workers, queueCaps [numStages]int) *recorder {
@@ -231,6 +233,7 @@ type rawStats struct {
 	ranks                         int
 	nextCalls, nextReady, samples int64
 	pads                          int64
+	storeRetries                  int64
 }
 
 func (r *recorder) raw(rank int) rawStats {
@@ -238,7 +241,7 @@ func (r *recorder) raw(rank int) rawStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := rawStats{rank: rank, ranks: 1, firstBatch: r.mu.firstBatch, stages: r.mu.stages, nextCalls: r.mu.nextCalls,
-		nextReady: r.mu.nextReady, samples: r.mu.samples, pads: r.mu.pads}
+		nextReady: r.mu.nextReady, samples: r.mu.samples, pads: r.mu.pads, storeRetries: r.storeRetries.Load()}
 	end := r.mu.end
 	if end.IsZero() {
 		end = now
@@ -263,6 +266,7 @@ func mergeRaw(rs []rawStats) rawStats {
 		out.nextReady += r.nextReady
 		out.samples += r.samples
 		out.pads += r.pads
+		out.storeRetries += r.storeRetries
 		for s := range out.stages {
 			o, x := &out.stages[s], &r.stages[s]
 			o.items += x.items
@@ -344,6 +348,9 @@ type Stats struct {
 	ReadyFraction float64      `json:"ready_fraction"`
 	Stages        []StageStats `json:"stages"`
 	Bottleneck    Bottleneck   `json:"bottleneck"`
+	// StoreRetries counts fetches repeated because the store did not
+	// answer (see Config.StoreOutage); they are not failures.
+	StoreRetries int64 `json:"store_retries"`
 }
 
 // Stage returns the stats of stage s.
@@ -367,7 +374,7 @@ var queueWhat = [numStages]string{
 func (r rawStats) stats() Stats {
 	secs := r.elapsed.Seconds()
 	out := Stats{Rank: r.rank, Ranks: r.ranks, Seconds: secs, Batches: r.nextCalls, Samples: r.samples, Pads: r.pads,
-		FirstBatchSeconds: r.firstBatch.Seconds()}
+		FirstBatchSeconds: r.firstBatch.Seconds(), StoreRetries: r.storeRetries}
 	if secs > 0 {
 		out.SamplesPerSecond = float64(r.samples) / secs
 	}
