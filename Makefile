@@ -78,6 +78,7 @@ bench: deps build
 # Needs Debian's python3-torch, python3-torchvision, python3-pil, python3-numpy.
 bench-peer: deps build
 	$(GO) build -o $(BIN)/feed_server ./examples/feed_server
+	$(GO) build -o $(BIN)/longshore-bench ./cmd/longshore-bench
 	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_peer.py --dataset "$$ds" --json $(BIN)/bench-peer.json
 
 proto:

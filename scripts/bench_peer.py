@@ -14,6 +14,12 @@ repetitions and ratios to the peer's best num_workers (by images/s).
                touching one byte of every batch.
     go         bin/longshore-node --standalone --transform train --batch-size 32
                --sink null: batches consumed in process, in Go.
+    go-minio   the same with the dataset in a MinIO server on loopback
+               (longshore-bench serve-minio: started once, the upload not
+               timed; its CPU is not counted, as a store on other hosts).
+    ceiling    longshore-bench ceiling: one goroutine per core decoding and
+               transforming the files from memory in a tight loop, no
+               pipeline: what this machine can do with this decoder.
     py-client  examples/feed_server (the same pipeline, serving batches over
                the feed) + a Python loop over longshore.Loader, touching one
                byte of every batch through torch.from_numpy (no copy).
@@ -256,12 +262,12 @@ def run_peer(a, workers, tmp, rep):
                 first_batch_s=r["t_first"] - r["t0"])
 
 
-def run_go(a, tmp, rep):
-    stats = os.path.join(tmp, f"go-{rep}.json")
+def run_go(a, tmp, rep, dataset=None, env=None, tag="go"):
+    stats = os.path.join(tmp, f"{tag}-{rep}.json")
     s = PSSSampler()
-    p = subprocess.Popen([a.node, "--standalone", "--dataset", a.dataset, "--epochs", "1", "--batch-size", "32",
+    p = subprocess.Popen([a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", "1", "--batch-size", "32",
                           "--transform", "train", "--seed", str(rep + 1), "--sink", "null", "--stats-json", stats,
-                          "--progress", "never"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                          "--progress", "never"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     s.add(p.pid)
     s.start()
     err = p.stderr.read()
@@ -275,6 +281,46 @@ def run_go(a, tmp, rep):
     return dict(images=n, images_per_s=n / r["seconds"], steady_images_per_s=None,
                 cpu_s_per_1000=1000 * cpu_proc / n, cpu_s_per_1000_process=1000 * cpu_proc / n,
                 peak_pss_bytes=peak, first_batch_s=r["first_batch_seconds"])
+
+
+def run_go_minio(a, tmp, rep):
+    env = os.environ.copy()
+    env.update(e.split("=", 1) for e in a.minio["env"])
+    return run_go(a, tmp, rep, dataset=a.minio["url"], env=env, tag="go-minio")
+
+
+def run_ceiling(a, tmp, rep):
+    out = os.path.join(tmp, f"ceiling-{rep}.json")
+    s = PSSSampler()
+    t0 = time.time()
+    p = subprocess.Popen([a.bench, "ceiling", "--dataset", a.dataset, "--json", out],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    s.add(p.pid)
+    s.start()
+    err = p.stderr.read()
+    cpu_proc = wait_rusage(p)
+    peak = s.stop()
+    if p.returncode != 0:
+        raise RuntimeError(f"ceiling exited {p.returncode}: {err.decode(errors='replace')}")
+    with open(out) as f:
+        r = json.load(f)
+    n = r["images"]
+    return dict(images=n, images_per_s=n / r["seconds"], steady_images_per_s=None,
+                cpu_s_per_1000=1000 * cpu_proc / n, cpu_s_per_1000_process=1000 * cpu_proc / n,
+                peak_pss_bytes=peak, first_batch_s=None, wall_s=time.time() - t0)
+
+
+def start_minio(a, tmp):
+    ready = os.path.join(tmp, "minio.json")
+    p = subprocess.Popen([a.bench, "serve-minio", "--dataset", a.dataset, "--ready", ready],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(ready):
+        if p.poll() is not None:
+            sys.exit(f"bench_peer: longshore-bench serve-minio exited {p.returncode}")
+        time.sleep(0.1)
+    with open(ready) as f:
+        a.minio = json.load(f)
+    return p
 
 
 def run_client(a, tmp, rep):
@@ -343,27 +389,51 @@ def load():
 
 def driver(a):
     for path, what in ((a.node, "go build -o bin/longshore-node ./cmd/node"),
-                       (a.feed_server, "go build -o bin/feed_server ./examples/feed_server")):
+                       (a.feed_server, "go build -o bin/feed_server ./examples/feed_server"),
+                       (a.bench, "go build -o bin/longshore-bench ./cmd/longshore-bench")):
         if not os.access(path, os.X_OK):
             sys.exit(f"bench_peer: {path} missing: {what}")
     n_files = sum(1 for _, _, fs in os.walk(a.dataset) for f in fs if not f.startswith("."))
-    configs = [f"peer-w{w}" for w in a.workers] + ["go", "py-client"]
+    configs = [f"peer-w{w}" for w in a.workers] + ["go", "py-client", "ceiling"]
+    tmp = tempfile.mkdtemp(prefix="bench-peer-")
+    minio = None
+    if not a.no_minio:
+        print("bench-peer: starting MinIO and uploading the dataset", file=sys.stderr, flush=True)
+        minio = start_minio(a, tmp)
+        configs.insert(configs.index("py-client"), "go-minio")
     runs = {c: [] for c in configs}
     load0, t_start = load(), time.time()
-    tmp = tempfile.mkdtemp(prefix="bench-peer-")
+    try:
+        run_all(a, configs, runs, tmp)
+    finally:
+        if minio is not None:
+            minio.send_signal(signal.SIGTERM)
+            minio.wait()
+    report_all(a, configs, runs, n_files, load0, t_start)
+
+
+def run_all(a, configs, runs, tmp):
     for rep in range(a.reps):
         for c in configs:
             if c.startswith("peer-w"):
                 r = run_peer(a, int(c[6:]), tmp, rep)
             elif c == "go":
                 r = run_go(a, tmp, rep)
+            elif c == "go-minio":
+                r = run_go_minio(a, tmp, rep)
+            elif c == "ceiling":
+                r = run_ceiling(a, tmp, rep)
             else:
                 r = run_client(a, tmp, rep)
             r["loadavg_1m"] = load()[0]
             runs[c].append(r)
+            fb = "-" if r["first_batch_s"] is None else f"{r['first_batch_s']:.3f}"
             print(f"bench-peer: rep {rep + 1} {c:9s} {r['images_per_s']:6.0f} images/s, "
                   f"{r['cpu_s_per_1000']:.2f} CPU-s/1000, {r['peak_pss_bytes'] / 2**20:.0f} MiB PSS, "
-                  f"first batch {r['first_batch_s']:.3f} s (load {r['loadavg_1m']:.2f})", file=sys.stderr, flush=True)
+                  f"first batch {fb} s (load {r['loadavg_1m']:.2f})", file=sys.stderr, flush=True)
+
+
+def report_all(a, configs, runs, n_files, load0, t_start):
     rows = {c: median_row(runs[c]) for c in configs}
     best = max((c for c in configs if c.startswith("peer")), key=lambda c: rows[c]["images_per_s"])
     b = rows[best]
@@ -372,11 +442,15 @@ def driver(a):
         m["vs_peer_images_per_s"] = m["images_per_s"] / b["images_per_s"]
         m["vs_peer_cpu"] = m["cpu_s_per_1000"] / b["cpu_s_per_1000"]
         m["vs_peer_pss"] = m["peak_pss_bytes"] / b["peak_pss_bytes"]
-        m["vs_peer_first_batch"] = m["first_batch_s"] / b["first_batch_s"]
+        m["vs_peer_first_batch"] = None if m["first_batch_s"] is None else m["first_batch_s"] / b["first_batch_s"]
+        if "ceiling" in rows:
+            m["vs_ceiling_images_per_s"] = m["images_per_s"] / rows["ceiling"]["images_per_s"]
+        if "go-minio" in rows:
+            rows["go-minio"]["vs_local_images_per_s"] = rows["go-minio"]["images_per_s"] / rows["go"]["images_per_s"]
     base = baseline_pss()
-    for c in configs:  # the loader's own memory: less the trainer's `import torch` (go has no trainer)
+    for c in configs:  # the loader's own memory: less the trainer's `import torch` (Go processes have no trainer)
         m = rows[c]
-        m["loader_pss_bytes"] = m["peak_pss_bytes"] - (0 if c == "go" else base)
+        m["loader_pss_bytes"] = m["peak_pss_bytes"] - (0 if c in ("go", "go-minio", "ceiling") else base)
     for c in configs:
         rows[c]["vs_peer_loader_pss"] = rows[c]["loader_pss_bytes"] / max(b["loader_pss_bytes"], 1)
     report = dict(
@@ -409,17 +483,22 @@ def print_table(rep, configs, rows):
           f"RandomResizedCrop(224)+flip, uint8, batch 32; medians of {rep['repetitions']}; "
           f"load avg {rep['loadavg_before'][0]:.2f} before, {rep['loadavg_after'][0]:.2f} after\n")
     hdr = ("config", "images/s", "steady img/s", "CPU-s/1000", "peak PSS", "loader PSS", "first batch",
-           "img/s ×", "CPU ×", "PSS ×", "loader PSS ×")
+           "img/s ×", "CPU ×", "PSS ×", "loader PSS ×", "× ceiling")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in hdr) + "|")
     for c in configs:
         m = rows[c]
         name = c + (" (peer best)" if c == rep["peer_best"] else "")
         steady = f"{m['steady_images_per_s']:.0f}" if m["steady_images_per_s"] else "-"
+        fb = "-" if m["first_batch_s"] is None else f"{m['first_batch_s']:.3f} s"
+        vc = m.get("vs_ceiling_images_per_s")
+        vc = "-" if vc is None else f"{vc:.2f}"
         print(f"| {name} | {m['images_per_s']:.0f} | {steady} | {m['cpu_s_per_1000']:.2f} | "
               f"{m['peak_pss_bytes'] / 2**20:.0f} MiB | {m['loader_pss_bytes'] / 2**20:.0f} MiB | "
-              f"{m['first_batch_s']:.3f} s | {m['vs_peer_images_per_s']:.2f} | {m['vs_peer_cpu']:.2f} | "
-              f"{m['vs_peer_pss']:.2f} | {m['vs_peer_loader_pss']:.2f} |")
+              f"{fb} | {m['vs_peer_images_per_s']:.2f} | {m['vs_peer_cpu']:.2f} | "
+              f"{m['vs_peer_pss']:.2f} | {m['vs_peer_loader_pss']:.2f} | {vc} |")
+    if "go-minio" in rows:
+        print(f"\ngo-minio / go (MinIO path vs local path): {rows['go-minio']['vs_local_images_per_s']:.2f}")
     print(f"\n(ratios to {rep['peer_best']}; loader PSS = peak PSS less a bare `import torch, torchvision, "
           f"numpy` process ({rep['trainer_import_pss_bytes'] / 2**20:.0f} MiB), which both Python trainers carry; "
           f"{rep['seconds']:.0f} s)")
@@ -433,6 +512,8 @@ def main():
     ap.add_argument("--workers", default="0,1,2,4", help="peer num_workers to try (driver), or the one (child)")
     ap.add_argument("--node", default=os.path.join(REPO, "bin", "longshore-node"))
     ap.add_argument("--feed-server", default=os.path.join(REPO, "bin", "feed_server"))
+    ap.add_argument("--bench", default=os.path.join(REPO, "bin", "longshore-bench"))
+    ap.add_argument("--no-minio", action="store_true", help="skip the go-minio configuration")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("--out")
     ap.add_argument("--socket")

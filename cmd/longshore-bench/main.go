@@ -40,6 +40,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "serve-minio" {
+		if err := serveMinioMain(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "longshore-bench serve-minio: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := benchMain(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "longshore-bench: %v\n", err)
 		os.Exit(1)

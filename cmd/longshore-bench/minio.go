@@ -4,11 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/longshore/longshore/storage/miniotest"
@@ -72,4 +77,47 @@ func (s *minioServer) Stop() {
 		s.cmd.Wait()
 	}
 	os.RemoveAll(s.dir)
+}
+
+// serveMinioMain starts MinIO on loopback, uploads the dataset, writes
+// {"url", "env", "pid"} as JSON to --ready, and serves until SIGTERM or
+// SIGINT: the MinIO configuration of scripts/bench_peer.py.
+func serveMinioMain(args []string) error {
+	fset := flag.NewFlagSet("serve-minio", flag.ContinueOnError)
+	dataset := fset.String("dataset", "", "directory of images to upload")
+	ready := fset.String("ready", "", "write the server's URL and environment here once the upload is done")
+	if err := fset.Parse(args); err != nil {
+		return err
+	}
+	if *dataset == "" || *ready == "" {
+		return errors.New("--dataset and --ready are required")
+	}
+	files, _, err := listFiles(*dataset)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := startMinio(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	url, err := upload(ctx, srv, *dataset, files)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(map[string]any{"url": url, "env": srv.env(), "pid": srv.cmd.Process.Pid})
+	if err != nil {
+		return err
+	}
+	tmp := *ready + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, *ready); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
 }
