@@ -2,6 +2,10 @@ package decode
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +84,77 @@ func BenchmarkFlip(b *testing.B) {
 				flipHorizontal(dst, 224, layout)
 			}
 		})
+	}
+}
+
+// datasetJPEGs reads every JPEG under LONGSHORE_DECODE_DATASET (see
+// TestTurboDataset), or skips.
+func datasetJPEGs(b *testing.B) [][]byte {
+	b.Helper()
+	dir := os.Getenv("LONGSHORE_DECODE_DATASET")
+	if dir == "" {
+		b.Skip("LONGSHORE_DECODE_DATASET not set")
+	}
+	var files [][]byte
+	err := filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ext := strings.ToLower(filepath.Ext(p)); ext == ".jpeg" || ext == ".jpg" {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files = append(files, data)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(files) == 0 {
+		b.Fatalf("no JPEGs under %s", dir)
+	}
+	return files
+}
+
+// BenchmarkDecodeDataset decodes a real-photo dataset with the Train
+// (default) and Eval transforms (224, NCHW), one file per iteration in
+// order, and reports this thread's CPU time per image (cpu-ms/img), which
+// other processes on a shared machine disturb less than wall time. The
+// variants are the fast path's scaler: resize.c (own, the default) or
+// swscale. Run it with -benchtime=Nx, N a multiple of the number of files,
+// and repeat the run with one variant at a time, alternating (-count runs
+// one variant's repetitions back to back):
+//
+//	export LONGSHORE_DECODE_DATASET=~/.cache/longshore/datasets/imagenet-like-n512-s1
+//	go test -c -o /tmp/decode.test ./decode/ && cd decode
+//	for i in 1 2 3 4 5 6; do for v in own swscale; do
+//	    /tmp/decode.test -test.run '^$' -test.bench "DecodeDataset/train/$v\$" -test.benchtime 1024x
+//	done; done
+func BenchmarkDecodeDataset(b *testing.B) {
+	files := datasetJPEGs(b)
+	for _, kind := range []string{"train", "eval"} {
+		for _, v := range []struct {
+			name   string
+			scaler scalerKind
+		}{{"own", scalerOwn}, {"swscale", scalerSwscale}} {
+			b.Run(kind+"/"+v.name, func(b *testing.B) {
+				d, c := newDecoder(b, kind, 224, NCHW, true)
+				d.turboScaler = v.scaler
+				dst := make([]byte, c.SampleBytes())
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				i := 0
+				t0 := threadCPU()
+				for b.Loop() {
+					if _, err := d.Decode(files[i%len(files)], SampleSeed(1, i/len(files), int64(i%len(files))), dst); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+				b.ReportMetric(float64((threadCPU()-t0).Microseconds())/1000/float64(i), "cpu-ms/img")
+			})
+		}
 	}
 }

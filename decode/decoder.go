@@ -29,7 +29,7 @@ type Info struct {
 	// DCTScale: on PathTurbo, the M of the M/8 IDCT scaling used (8: full
 	// size); 0 on PathFFmpeg.
 	DCTScale int
-	// Region: the part of the decoded picture handed to swscale, in that
+	// Region: the part of the decoded picture handed to the scaler, in that
 	// picture's pixels: Crop, or Crop scaled by 1/2^Lowres or M/8 and
 	// rounded (and for 1-bit images, moved to a byte boundary). For tests
 	// and debugging.
@@ -39,8 +39,9 @@ type Info struct {
 // Decoder decodes images into sample slots. Use one per goroutine and reuse
 // it: it keeps its FFmpeg state (one codec context per format, and per
 // lowres level for JPEG; a packet buffer; a frame; swscale contexts) and
-// its libjpeg-turbo decompressor and row buffer, so that a warm Decoder
-// allocates nothing in Go per sample. Not safe for concurrent use.
+// its libjpeg-turbo decompressor, row buffer and scaler tables, so that a
+// warm Decoder allocates nothing in Go per sample. Not safe for concurrent
+// use.
 type Decoder struct {
 	cfg    Config
 	size   int
@@ -50,9 +51,26 @@ type Decoder struct {
 	frame  *astiav.Frame
 	sws    scaler
 	jpeg   turbo
+	resize resizer
 	stats  Stats
 	closed bool
+	// turboScaler scales the fast path's output; resizeImpl picks
+	// resize.c's kernel. Only tests and benchmarks change them.
+	turboScaler scalerKind
+	resizeImpl  resizeImpl
 }
+
+// scalerKind is the scaler of the JPEG fast path.
+type scalerKind uint8
+
+const (
+	// scalerOwn: resize.c, straight from libjpeg-turbo's RGB rows (the
+	// default where it has SIMD kernels, x86-64; see resize.go).
+	scalerOwn scalerKind = iota
+	// scalerSwscale: swscale, whose context is rebuilt for each new
+	// source size (kept to compare against).
+	scalerSwscale
+)
 
 // Stats returns what d has done so far, per path.
 func (d *Decoder) Stats() Stats { return d.stats }
@@ -67,11 +85,17 @@ func NewDecoder(c Config) (*Decoder, error) {
 		return nil, err
 	}
 	d := &Decoder{
-		cfg:   c,
-		size:  c.Transform.Size,
-		bytes: c.SampleBytes(),
-		pkt:   astiav.AllocPacket(),
-		frame: astiav.AllocFrame(),
+		cfg:        c,
+		size:       c.Transform.Size,
+		bytes:      c.SampleBytes(),
+		pkt:        astiav.AllocPacket(),
+		frame:      astiav.AllocFrame(),
+		resizeImpl: resizeBest,
+	}
+	if bestResizeImpl() == resizeC {
+		// Only the portable kernel (not x86-64): not measured against
+		// swscale on such a CPU, so swscale stays.
+		d.turboScaler = scalerSwscale
 	}
 	if d.pkt == nil || d.frame == nil {
 		d.Close()
@@ -259,5 +283,6 @@ func (d *Decoder) Close() error {
 	}
 	d.sws.free()
 	d.jpeg.free()
+	d.resize.free()
 	return nil
 }

@@ -23,11 +23,10 @@
 //     png and webp decoders and swscale keep no global state here; the
 //     decoders run single-threaded, so parallelism is the caller's number
 //     of goroutines).
-//   - Blocking: Decode is CPU-bound (about 1.6-1.8 ms for an ImageNet-sized
+//   - Blocking: Decode is CPU-bound (about 1.6-1.7 ms for an ImageNet-sized
 //     JPEG on the fast path, 2.1-2.5 ms through FFmpeg, on one core of this
-//     project's machines) and never blocks on
-//     I/O. It takes no context: a call cannot be interrupted, so size the
-//     work, not the wait.
+//     project's machines) and never blocks on I/O. It takes no context: a
+//     call cannot be interrupted, so size the work, not the wait.
 //   - Ownership: data is read only during the call and not retained. dst is
 //     written only during the call; on success it holds the whole sample
 //     (every byte written), on error its content is unspecified. The
@@ -48,8 +47,9 @@
 //     adds 6 bytes per pixel of coefficients), a packet buffer as large as
 //     the largest file, and up to four swscale contexts; for the JPEG fast
 //     path, one libjpeg decompressor (its per-image tables are malloc'd and
-//     freed by libjpeg each image) and an RGB row buffer as large as the
-//     largest crop decoded (3 bytes per pixel). With ImageNet-sized
+//     freed by libjpeg each image), an RGB row buffer as large as the
+//     largest crop decoded (3 bytes per pixel) and the scaler's filter
+//     tables and row buffers (tens of KB). With ImageNet-sized
 //     images that is a few MB per Decoder; the worst case is bounded by
 //     MaxPixels (about 1 GB at the default 89 Mpixel limit, so lower it for
 //     nodes with many decoders).
@@ -65,12 +65,14 @@
 // JPEG or WebP bitstream that the decoder can conceal is not detected.
 //
 // Geometry: the crop is computed in source pixels (CropFor), then only that
-// region is scaled to Size×Size by swscale's bilinear filter, which, like
-// PIL's and torchvision's antialiased bilinear, widens with the downscale
-// factor. The region is whole source pixels: Eval's center crop can sit up
-// to half a source pixel away from torchvision's Resize-then-CenterCrop.
-// For 4:2:0 images swscale spreads the chroma of an odd-sized region
-// slightly (up to one source pixel at the far edge).
+// region is scaled to Size×Size by a bilinear filter that, like PIL's and
+// torchvision's antialiased bilinear, widens with the downscale factor:
+// swscale's on the FFmpeg path, the package's own (resize.c: that
+// triangle filter in fixed point, SIMD on x86-64) on the JPEG fast path.
+// The region is whole source pixels: Eval's center crop can sit up to half
+// a source pixel away from torchvision's Resize-then-CenterCrop. For 4:2:0
+// images swscale spreads the chroma of an odd-sized region slightly (up to
+// one source pixel at the far edge).
 //
 // The JPEG fast path (Config.FastJPEG, on by default): 8-bit Huffman-coded
 // YCbCr and grayscale JPEGs, baseline or progressive, are decoded by
@@ -78,12 +80,17 @@
 // (jpeg_skip_scanlines still Huffman-decodes them, but does no IDCT or
 // colour conversion), decodes only the iMCU columns that cover it
 // (jpeg_crop_scanline), stops after its last row, and converts YCbCr to
-// RGB itself; swscale then scales the packed RGB region into the slot. On
-// 470x390 quality-96 4:4:4 photos that is about 1.5x faster for Train
-// (1.64 against 2.46 CPU-ms per image over a 512-image ImageNet-like set)
-// and 1.25x for Eval. Its pixels match the FFmpeg path's within the IDCT's
-// rounding for 4:4:4 and gray (mean |difference| about 0.2 levels, 99th
-// percentile 1); for 4:2:0 and 4:2:2 it is the more exact of the two
+// RGB itself; resize.c then scales the packed RGB region straight into
+// the slot, flipping as it goes. On 470x390 quality-96 4:4:4 photos that
+// is about 1.5x faster for Train (1.64 against 2.46 CPU-ms per image over
+// a 512-image ImageNet-like set, with swscale as its scaler) and 1.25x for
+// Eval; resize.c instead of swscale (which needs a new context for each
+// source size) took another 17% off Train and 14-19% off Eval (see
+// docs/performance.md). Its pixels match the FFmpeg path's within the
+// IDCT's and the scalers' rounding for 4:4:4 and gray (mean |difference|
+// about 0.2 levels, 99th percentile 1), and the reference pipeline's (Go's
+// decoder, x/image/draw's bilinear) within 0.25-0.35 levels; for 4:2:0
+// and 4:2:2 it is the more exact of the two
 // (libjpeg upsamples the chroma before the crop; swscale misregisters it
 // on odd-sized regions). CMYK, YCCK, Adobe-RGB, 12-bit, lossless and
 // arithmetic-coded JPEGs, and any file libjpeg raises an error on, go to

@@ -2,9 +2,10 @@ package decode
 
 // The JPEG fast path: libjpeg-turbo decodes only the rows and the
 // (iMCU-aligned) columns of the crop, stops after its last row, and scales
-// by M/8 in the IDCT where the crop stays >= Size; swscale then scales that
-// packed RGB (or gray) region into the slot, as the FFmpeg path does with
-// its frames. See Config.FastJPEG.
+// by M/8 in the IDCT where the crop stays >= Size; resize.c then scales
+// that packed RGB region into the slot (or, with Decoder.turboScaler set
+// to scalerSwscale, swscale does, as the FFmpeg path does with its
+// frames). See Config.FastJPEG.
 
 /*
 #cgo pkg-config: libjpeg
@@ -15,6 +16,7 @@ package decode
 #include <string.h>
 #include <jpeglib.h>
 #include <jerror.h>
+#include "resize.h"
 
 // libjpeg's default error_exit calls exit(): longjmp back to ls_turbo_decode
 // instead. Warnings (corrupt entropy data that libjpeg conceals) are
@@ -96,8 +98,9 @@ typedef struct {
 
 // ls_turbo_decode decodes rows [ry, ry+rh) and at least columns
 // [rx, rx+rw) of data scaled by m/8 (whose size Go computed as ow×oh) into
-// t->buf, packed RGB for YCbCr and gray for grayscale JPEGs. w, h: the
-// image size parseHeader read.
+// t->buf, packed RGB for YCbCr JPEGs, and for grayscale ones gray, or RGB
+// when rgb is set. w, h: the image size parseHeader read. The buffer
+// extends LS_RESIZE_SLACK initialised bytes past the region.
 // ls_turbo_done resets d for the next image and drops its pointer to the
 // caller's (Go) bytes, which must not outlive the call.
 static void ls_turbo_done(struct jpeg_decompress_struct *d) {
@@ -109,7 +112,7 @@ static void ls_turbo_done(struct jpeg_decompress_struct *d) {
 }
 
 static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned long n,
-		int w, int h, int m, int ow, int oh, int rx, int ry, int rw, int rh) {
+		int w, int h, int m, int ow, int oh, int rx, int ry, int rw, int rh, int rgb) {
 	ls_turbo_res r = {0};
 	struct jpeg_decompress_struct *d = &t->d;
 	// Everything that changes after setjmp and is read after a longjmp
@@ -142,8 +145,8 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 		d->out_color_space = JCS_EXT_RGB;
 		r.comps = 3;
 	} else if (d->jpeg_color_space == JCS_GRAYSCALE && d->num_components == 1) {
-		d->out_color_space = JCS_GRAYSCALE;
-		r.comps = 1;
+		d->out_color_space = rgb ? JCS_EXT_RGB : JCS_GRAYSCALE;
+		r.comps = rgb ? 3 : 1;
 	} else {
 		r.reason = LS_REFUSE_COLOR;
 		goto refuse;
@@ -168,10 +171,10 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 	}
 	r.x = (int)cx;
 	r.stride = (int)cw * r.comps;
-	size_t need = (size_t)r.stride * (size_t)rh;
+	size_t need = (size_t)r.stride * (size_t)rh + LS_RESIZE_SLACK;
 	if (need > t->cap) {
 		size_t c = need + need / 4;
-		uint8_t *b = malloc(c);
+		uint8_t *b = calloc(c, 1); // the slack is read, so initialised
 		if (!b) {
 			r.status = LS_TURBO_NOMEM;
 			ls_turbo_done(d);
@@ -346,9 +349,13 @@ func (d *Decoder) decodeTurbo(data []byte, h header, info *Info, dst []byte) (ok
 		return false, err
 	}
 	m, ow, oh, region := turboScale(info.Crop, h.width, h.height, d.size, d.cfg.Lowres)
+	own := C.int(0)
+	if d.turboScaler == scalerOwn {
+		own = 1
+	}
 	r := C.ls_turbo_decode(d.jpeg.t, (*C.uint8_t)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
 		C.int(h.width), C.int(h.height), C.int(m), C.int(ow), C.int(oh),
-		C.int(region.X), C.int(region.Y), C.int(region.W), C.int(region.H))
+		C.int(region.X), C.int(region.Y), C.int(region.W), C.int(region.H), own)
 	switch r.status {
 	case C.LS_TURBO_OK:
 	case C.LS_TURBO_REFUSED:
@@ -371,6 +378,11 @@ func (d *Decoder) decodeTurbo(data []byte, h header, info *Info, dst []byte) (ok
 	info.Path = PathTurbo
 	info.DCTScale = m
 	info.Region = region
+	if d.turboScaler == scalerOwn {
+		// Flipping is free there: it mirrors the filter tables.
+		src := unsafe.Add(unsafe.Pointer(r.buf), 3*(region.X-int(r.x)))
+		return true, d.resize.scaleRGB(d.resizeImpl, src, int(r.stride), region.W, region.H, dst, d.size, d.cfg.Layout, info.Flip)
+	}
 	gray := r.comps == 1
 	got, err := d.sws.scalePacked(unsafe.Pointer(r.buf), int(r.stride), gray, Rect{region.X - int(r.x), 0, region.W, region.H}, dst, d.size, d.cfg.Layout)
 	if err != nil {

@@ -61,9 +61,11 @@ func reencode(t testing.TB, gray bool) []byte {
 
 // Tolerances of the fast path (8-bit levels, over all channels). Against
 // the FFmpeg path on the same crop (Lowres off, so no DCT scaling) they
-// differ in the IDCT (libjpeg's ISLOW against FFmpeg's) and in where
+// differ in the IDCT (libjpeg's ISLOW against FFmpeg's), in where
 // YCbCr->RGB happens (in libjpeg before scaling, in swscale while
-// scaling): measured 0.18-0.22 mean, p99 1 for 4:4:4 and 0.02 for gray.
+// scaling) and in the scaler (resize.c's triangle filter against
+// swscale's bilinear, both antialiased): measured 0.18-0.22 mean, p99 1
+// for 4:4:4 and 0.02 for gray.
 // With chroma subsampling the FFmpeg path is the less exact one: swscale
 // misregisters the chroma of an odd-sized region by up to a source pixel
 // (see TestTrainMatchesCropThenResize), which shows on small upscaled

@@ -1,0 +1,110 @@
+package decode
+
+// The fast path's scaler: resize.c, a fixed-point antialiased bilinear
+// (triangle) filter from libjpeg-turbo's RGB rows straight into the slot
+// (NCHW planes or NHWC rows, mirrored when the sample is flipped),
+// replacing swscale there. swscale needs a new context for every source
+// size, and Train crops rarely repeat one: rebuilding it cost 0.1-0.2 ms a
+// sample, and swscale's scaling itself was 3-4x slower than resize.c's
+// AVX2 kernel (BenchmarkResize). The portable C kernel (arm64) is not
+// measured against swscale, so there the Decoder keeps swscale.
+
+/*
+#cgo CFLAGS: -O3
+#include <errno.h>
+#include "resize.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// resizeImpl selects a kernel of resize.c; they agree bit for bit.
+type resizeImpl int
+
+const (
+	resizeBest resizeImpl = C.LS_IMPL_BEST
+	resizeC    resizeImpl = C.LS_IMPL_C
+	resizeSSE2 resizeImpl = C.LS_IMPL_SSE2
+	resizeAVX2 resizeImpl = C.LS_IMPL_AVX2
+)
+
+func (i resizeImpl) String() string {
+	switch i {
+	case resizeBest:
+		return "best"
+	case resizeC:
+		return "c"
+	case resizeSSE2:
+		return "sse2"
+	case resizeAVX2:
+		return "avx2"
+	}
+	return fmt.Sprintf("resizeImpl(%d)", int(i))
+}
+
+// bestResizeImpl is the kernel resizeBest stands for on this CPU.
+func bestResizeImpl() resizeImpl { return resizeImpl(C.ls_resize_impl()) }
+
+// resizeSlack is how many bytes after a region's last pixel the scaler may
+// read (and ignore).
+const resizeSlack = C.LS_RESIZE_SLACK
+
+// resizer is one Decoder's scaler state. It holds only a C pointer.
+type resizer struct{ r *C.ls_resize }
+
+func (z *resizer) init() error {
+	if z.r == nil {
+		z.r = C.ls_resize_new()
+		if z.r == nil {
+			return errors.New("decode: allocating the scaler failed")
+		}
+	}
+	return nil
+}
+
+func (z *resizer) free() {
+	C.ls_resize_free(z.r)
+	z.r = nil
+}
+
+// scaleRGB scales the w×h RGB region at src (stride bytes per row, and
+// resizeSlack readable bytes after its last pixel) into dst, a
+// size×size sample in layout, mirrored if flip.
+func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int, dst []byte, size int, layout Layout, flip bool) error {
+	if err := z.init(); err != nil {
+		return err
+	}
+	nhwc, fl := C.int(0), C.int(0)
+	if layout == NHWC {
+		nhwc = 1
+	}
+	if flip {
+		fl = 1
+	}
+	ret := C.ls_resize_rgb(z.r, C.int(impl), (*C.uint8_t)(src), C.ptrdiff_t(stride), C.int(w), C.int(h),
+		(*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(size), nhwc, fl)
+	switch ret {
+	case 0:
+		return nil
+	case -C.ENOMEM:
+		return fmt.Errorf("decode: scaler tables for a %dx%d region: %w", w, h, errENOMEM)
+	case -C.ENOSYS:
+		return fmt.Errorf("decode: scaler kernel %v: not supported by this CPU", impl)
+	default:
+		return fmt.Errorf("decode: scaling a %dx%d region (stride %d) to %d: invalid arguments", w, h, stride, size)
+	}
+}
+
+// scaleRGBBytes is scaleRGB for a region in Go memory (tests): src
+// holds the region from its first pixel and must extend resizeSlack bytes
+// past its last.
+func (z *resizer) scaleRGBBytes(impl resizeImpl, src []byte, stride, w, h int, dst []byte, size int, layout Layout, flip bool) error {
+	if w < 1 || h < 1 || stride < 3*w || len(src) < (h-1)*stride+3*w+resizeSlack || len(dst) != 3*size*size {
+		return fmt.Errorf("decode: scaleRGBBytes: %d-byte source for %dx%d (stride %d), %d-byte destination for %d", len(src), w, h, stride, len(dst), size)
+	}
+	return z.scaleRGB(impl, unsafe.Pointer(&src[0]), stride, w, h, dst, size, layout, flip)
+}
