@@ -41,6 +41,11 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	// The node's decoders are shared out among its ranks.
 	ac.Decoders = max(1, ac.Decoders/o.ranks)
+	if o.readAhead == 0 {
+		// What a rank has taken from its leases cannot be split off for
+		// an idle rank: take no more than keeps the fetchers busy.
+		ac.ReadAhead = max(ac.BatchSize, ac.FetchConcurrency)
+	}
 	slow, err := parseSlowRanks(o.slowRanks, o.ranks)
 	if err != nil {
 		return err
@@ -158,6 +163,15 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		_ = m.Shutdown(sctx)
 	}()
 
+	ctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	if o.giveUpAfter > 0 {
+		gwg.Add(1)
+		go func() {
+			defer gwg.Done()
+			watchGiveUp(wctx, m, o.giveUpAfter, giveUp)
+		}()
+	}
 	errs := make([]error, o.ranks)
 	var twg sync.WaitGroup
 	for i := range o.ranks {
@@ -175,6 +189,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}()
 	}
 	twg.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, errGaveUp) {
+		return cause
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

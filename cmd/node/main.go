@@ -60,6 +60,8 @@ type options struct {
 	lowres           bool
 	progress         string
 	cpuProfile       string
+	readAhead        int
+	storeOutage      time.Duration
 
 	// cluster mode
 	id              string
@@ -68,6 +70,7 @@ type options struct {
 	gossipAdvertise string
 	gossipProfile   string
 	rejoinAfter     time.Duration
+	giveUpAfter     time.Duration
 	listen          string
 	advertise       string
 	commitEvery     int
@@ -101,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.fetchConcurrency, "fetch-concurrency", def.FetchConcurrency, "object reads in flight per rank")
 	fs.IntVar(&o.decoders, "decoders", def.Decoders, "decoders for the whole node (default: one per core)")
 	fs.IntVar(&o.slots, "slots", def.Slots, "batch slots per rank (bounds memory and read-ahead)")
+	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: slots x batch-size standalone; in cluster mode max(batch-size, fetch-concurrency), since what a rank has taken cannot be handed to an idle rank)")
+	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
@@ -109,8 +114,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "cluster mode: gossip address others use, if not --gossip (containers, NAT)")
-	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node) or local (loopback, ~1-2 s)")
+	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node) or local (loopback and small private networks, 4-6 s)")
 	fs.DurationVar(&o.rejoinAfter, "rejoin-after", 5*time.Second, "cluster mode: re-join --join when no coordinator has been alive in gossip this long (a restarted coordinator may not know this node); 0: never")
+	fs.DurationVar(&o.giveUpAfter, "give-up-after", 10*time.Minute, "cluster mode: exit with an error when no coordinator has been alive in gossip this long (the job ended while this node was cut off, or the coordinator is down); 0: wait forever")
 	fs.StringVar(&o.listen, "listen", "", "cluster mode: control-message (protoactor remote) bind address host:port")
 	fs.StringVar(&o.advertise, "advertise", "", "cluster mode: control-message address others use, if not --listen")
 	fs.IntVar(&o.commitEvery, "commit-every", 1, "cluster mode, log sink: act as a trainer that commits every K steps and at the end of each epoch stream")
@@ -191,6 +197,8 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 	c.Slots = o.slots
 	c.FetchConcurrency = o.fetchConcurrency
 	c.Decoders = o.decoders
+	c.ReadAhead = o.readAhead
+	c.StoreOutage = o.storeOutage
 	c.DropLast = o.dropLast
 	c.Seed = o.seed
 	c.Epochs = o.epochs

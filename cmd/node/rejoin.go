@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -98,4 +100,30 @@ func joinAddrs(s string) []string {
 		}
 	}
 	return out
+}
+
+// errGaveUp is why a node stops when no coordinator came back in time.
+var errGaveUp = errors.New("no coordinator in gossip")
+
+// watchGiveUp calls giveUp once no coordinator has been alive in m for
+// after (checked every second): the job ended while this node was cut off
+// (its coordinator and peers are gone), or the coordinator is down for
+// good. Its journal holds what was committed; nothing is lost by leaving.
+func watchGiveUp(ctx context.Context, m membership, after time.Duration, giveUp context.CancelCauseFunc) {
+	t := time.NewTicker(min(after, time.Second))
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if coordinatorAlive(m.Members()) {
+				last = now
+			} else if now.Sub(last) >= after {
+				giveUp(fmt.Errorf("%w for %v: giving up (the job may have ended while this node was cut off, or the coordinator is down; its journal keeps what was committed)", errGaveUp, after))
+				return
+			}
+		}
+	}
 }

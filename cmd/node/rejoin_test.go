@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -128,5 +129,46 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// members is a membership whose member list a test sets.
+type members struct {
+	mu sync.Mutex
+	ms []gossip.Member
+}
+
+func (m *members) Members() []gossip.Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ms
+}
+
+func (m *members) Join(context.Context, []string) error { return nil }
+
+// TestGiveUp: a node gives up once no coordinator has been alive for
+// --give-up-after, not while one is.
+func TestGiveUp(t *testing.T) {
+	m := &members{ms: []gossip.Member{{Name: "c", Meta: gossip.Meta{ID: "c", Role: gossip.RoleCoordinator}}}}
+	ctx, giveUp := context.WithCancelCause(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchGiveUp(t.Context(), m, 100*time.Millisecond, giveUp)
+	}()
+	time.Sleep(400 * time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatalf("gave up with a coordinator alive: %v", context.Cause(ctx))
+	}
+	m.mu.Lock()
+	m.ms = nil
+	m.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not give up without a coordinator")
+	}
+	if err := context.Cause(ctx); !errors.Is(err, errGaveUp) {
+		t.Fatalf("cause %v, want errGaveUp", err)
 	}
 }
