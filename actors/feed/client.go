@@ -71,6 +71,12 @@ type State struct {
 	Token          []byte
 	CommittedEpoch int
 	CommittedStep  int64
+	// Era is the delivery era of the last batch received (cluster mode;
+	// at first the welcome's): Commit names it, so a commit of a batch
+	// from before a rollback is refused rather than taken for another.
+	Era uint64
+	// Rollbacks counts rollback messages received.
+	Rollbacks int
 }
 
 // RemoteError is an Error message from the server.
@@ -78,9 +84,12 @@ type RemoteError struct{ ErrorMsg }
 
 func (e *RemoteError) Error() string { return fmt.Sprintf("feed: server: %s: %s", e.Code, e.Message) }
 
-// Is matches ErrFailureBudget for budget stops.
+// Is matches ErrFailureBudgetRemote for budget stops and ErrRolledBack
+// for commits refused (or, to a version-1 trainer, a rollback reported)
+// because the rank rolled back.
 func (e *RemoteError) Is(target error) bool {
-	return target == ErrFailureBudgetRemote && e.Code == CodeFailureBudget
+	return target == ErrFailureBudgetRemote && e.Code == CodeFailureBudget ||
+		target == ErrRolledBack && e.Code == CodeRolledBack
 }
 
 // ErrFailureBudgetRemote matches (errors.Is) a RemoteError saying the
@@ -102,6 +111,12 @@ type Batch struct {
 	Positions []int64
 	Pads      []bool
 	Failed    int
+	// Era is the batch's delivery era (cluster mode).
+	Era uint64
+	// EndOfStream: the last batch of the rank's stream for Epoch as the
+	// cluster plans it now; commit it (an epoch completes only when every
+	// rank committed its stream).
+	EndOfStream bool
 
 	c        *Client
 	released atomic.Bool
@@ -153,7 +168,10 @@ func DialContext(ctx context.Context, path string, cfg DialConfig) (*Client, err
 		c.Close()
 		return nil, fmt.Errorf("feed: handshake: got %s, want welcome", m.t)
 	}
-	c.state = State{Job: c.welcome.Job, Rank: c.welcome.Rank, Resume: c.welcome.Resume}
+	c.state = State{Job: c.welcome.Job, Rank: c.welcome.Rank, Resume: c.welcome.Resume, Era: c.welcome.Era}
+	if cm := c.welcome.Committed; cm != nil && cm.Committed {
+		c.state.Token, c.state.CommittedEpoch, c.state.CommittedStep = cm.Token, cm.Epoch, cm.Step
+	}
 	return c, nil
 }
 
@@ -184,7 +202,10 @@ func (c *Client) watch(ctx context.Context) func() {
 
 // Next returns the next batch. It skips end-of-epoch messages (counted in
 // State), returns io.EOF after the job's last batch, and a *RemoteError
-// if the server reported a fatal error.
+// if the server reported a fatal error. In cluster mode it returns a
+// *RollbackError (errors.Is ErrRolledBack) when the rank rolled back:
+// restore the model of the commit it names, then call Next again; the
+// next batches continue right after that commit.
 func (c *Client) Next(ctx context.Context) (*Batch, error) {
 	if c.ended != nil {
 		return nil, c.ended
@@ -206,6 +227,18 @@ func (c *Client) Next(ctx context.Context) (*Batch, error) {
 		case MsgEnd:
 			c.ended = io.EOF
 			return nil, io.EOF
+		case MsgRollback:
+			var rb Rollback
+			if err := json.Unmarshal(m.payload, &rb); err != nil {
+				return nil, fmt.Errorf("feed: bad rollback message: %w", err)
+			}
+			c.smu.Lock()
+			c.state.Rollbacks++
+			if rb.Committed {
+				c.state.Token, c.state.CommittedEpoch, c.state.CommittedStep = rb.Token, rb.Epoch, rb.Step
+			}
+			c.smu.Unlock()
+			return nil, &RollbackError{rb}
 		case MsgError:
 			var e ErrorMsg
 			if err := json.Unmarshal(m.payload, &e); err != nil {
@@ -228,7 +261,7 @@ func (c *Client) batch(payload []byte) (*Batch, error) {
 		return nil, fmt.Errorf("feed: bad batch descriptor: %w", err)
 	}
 	b := &Batch{ID: d.ID, Epoch: d.Epoch, Step: d.Step, Dims: d.Dims, Layout: d.Layout, Labels: d.Labels, Keys: d.Keys,
-		Indices: d.Indices, Positions: d.Positions, Pads: d.Pads, Failed: d.Failed, c: c}
+		Indices: d.Indices, Positions: d.Positions, Pads: d.Pads, Failed: d.Failed, Era: d.Era, EndOfStream: d.EndOfStream, c: c}
 	if d.NBytes > 0 {
 		mem := c.regions[d.Region]
 		if mem == nil || d.Offset < 0 || d.NBytes < 0 || d.Offset+d.NBytes > int64(len(mem)) {
@@ -238,25 +271,35 @@ func (c *Client) batch(payload []byte) (*Batch, error) {
 	}
 	c.smu.Lock()
 	c.state.Epoch, c.state.Step, c.state.Received = d.Epoch, d.Step, true
+	if d.Era != 0 {
+		c.state.Era = d.Era
+	}
 	c.smu.Unlock()
 	return b, nil
 }
 
 // Commit says the trainer has saved its model through batch (epoch, step)
-// and returns the resume token for it (keep it in the checkpoint).
+// and returns the resume token for it (keep it in the checkpoint). In
+// cluster mode it blocks until the coordinator acknowledges the commit;
+// if the rank rolled back first the error is a *RemoteError that
+// errors.Is ErrRolledBack (Next then reports the rollback). The commit
+// names the era of the last batch Next returned.
 func (c *Client) Commit(ctx context.Context, epoch int, step int64) ([]byte, error) {
 	if c.ended != nil && c.ended != io.EOF {
 		return nil, c.ended
 	}
 	c.req++
 	req := c.req
-	if err := c.sendMsg(MsgCommit, Commit{Req: req, Epoch: epoch, Step: step}); err != nil {
+	c.smu.Lock()
+	era := c.state.Era
+	c.smu.Unlock()
+	if err := c.sendMsg(MsgCommit, Commit{Req: req, Epoch: epoch, Step: step, Era: era}); err != nil {
 		return nil, err
 	}
 	stop := c.watch(ctx)
 	defer stop()
 	var held []rawMsg
-	defer func() { c.queue = append(held, c.queue...) }()
+	defer func() { c.queue = append(c.queue, held...) }() // after what earlier reads queued: order kept
 	for {
 		m, err := c.readMsg()
 		if err != nil {

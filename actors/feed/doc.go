@@ -24,8 +24,11 @@
 // skips the epoch order to the cursor before starting the pipeline). The
 // server calls the OpenFunc once per rank at start and again when a
 // trainer resumes from a commit the running stream has gone past. Commits
-// go through a Committer: LocalCommitter standalone, the cluster's agent
-// later.
+// go through a Committer: LocalCommitter standalone. In cluster mode
+// ClusterFeed's OpenFunc returns SessionStreams over the agent's ranks:
+// the server then lets the stream decide where a trainer resumes
+// (Attach), sends commits to the coordinator and answers them on its ack
+// (Commit), and turns a rollback into a rollback message.
 //
 // # Concurrency and failure contract
 //

@@ -9,8 +9,14 @@ import (
 )
 
 // Version is the feed protocol version this package speaks (see
-// docs/feed-protocol.md). A hello with another version is refused.
-const Version = 1
+// docs/feed-protocol.md). Version 2 adds rollbacks (cluster mode): the
+// rollback message, eras on batches and commits, end_of_stream. The
+// server also accepts MinVersion: a version-1 trainer is told of a
+// rollback by a fatal rolled_back error instead.
+const Version = 2
+
+// MinVersion is the oldest hello version the server accepts.
+const MinVersion = 1
 
 // Frame limits. A frame is a 4-byte little-endian length n, then n bytes:
 // one type byte and a JSON payload.
@@ -47,6 +53,7 @@ const (
 	MsgEpochEnd  MsgType = 20
 	MsgEnd       MsgType = 21
 	MsgError     MsgType = 22
+	MsgRollback  MsgType = 23 // version 2
 )
 
 func (t MsgType) String() string {
@@ -73,6 +80,8 @@ func (t MsgType) String() string {
 		return "end"
 	case MsgError:
 		return "error"
+	case MsgRollback:
+		return "rollback"
 	}
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
@@ -88,6 +97,15 @@ const (
 	CodeFailureBudget = "failure_budget" // the run stopped on its failure budget; fatal
 	CodePipeline      = "pipeline"       // the rank's pipeline stopped with an error; fatal
 	CodeShutdown      = "shutdown"       // the node is shutting down; fatal
+	// CodeRolledBack answers a commit (not fatal) whose batch belongs to a
+	// delivery era that ended: the rank rolled back; the trainer restores
+	// its last acknowledged commit. To a version-1 trainer it also reports
+	// the rollback itself (fatal: reconnect after restoring).
+	CodeRolledBack = "rolled_back"
+	// CodeStaleToken: the hello's token is not the rank's last
+	// acknowledged commit; a running cluster cannot go back to it: restart
+	// the job with the coordinator's --resume TOKEN. Fatal.
+	CodeStaleToken = "stale_token"
 )
 
 // Hello is the trainer's first message.
@@ -137,6 +155,14 @@ type Welcome struct {
 	DType     string      `json:"dtype"`
 	// Resume is where delivery starts.
 	Resume Cursor `json:"resume"`
+	// Mode is "standalone" or "cluster" (version 2).
+	Mode string `json:"mode,omitempty"`
+	// Era is the rank's delivery era (version 2, cluster mode): it grows
+	// at every rollback or reset; batches carry it and commits name it.
+	Era uint64 `json:"era,omitempty"`
+	// Committed is the rank's last acknowledged commit, if the node knows
+	// one (version 2, cluster mode).
+	Committed *Rollback `json:"committed,omitempty"`
 }
 
 // Region announces a shared-memory region; the frame carries its file
@@ -164,6 +190,11 @@ type BatchDesc struct {
 	Positions []int64  `json:"positions"`
 	Pads      []bool   `json:"pads"`
 	Failed    int      `json:"failed"`
+	// Era is the delivery era the batch belongs to (version 2).
+	Era uint64 `json:"era,omitempty"`
+	// EndOfStream: the last batch of the rank's stream for Epoch as
+	// planned now (cluster mode): commit it, or the epoch never completes.
+	EndOfStream bool `json:"end_of_stream,omitempty"`
 }
 
 // Release gives batches back.
@@ -177,6 +208,9 @@ type Commit struct {
 	Req   uint64 `json:"req"`
 	Epoch int    `json:"epoch"`
 	Step  int64  `json:"step"`
+	// Era is the era of the batch committed (version 2; 0: the current
+	// one). A commit of an era that ended is answered rolled_back.
+	Era uint64 `json:"era,omitempty"`
 }
 
 // Committed answers a Commit.
@@ -194,6 +228,21 @@ type EpochEnd struct {
 
 // End says the job's last batch has been sent.
 type End struct{}
+
+// Rollback (version 2, cluster mode) says the rank's delivery era ended
+// under the trainer (the coordinator restarted, the node was evicted):
+// batches after the rank's last acknowledged commit will be delivered
+// again. The trainer restores the model of that commit (Epoch, Step,
+// Token; Committed false: none, restore the initial model) and reads on:
+// the next batches are of era Era and continue at Step+1.
+type Rollback struct {
+	Epoch     int    `json:"epoch"`
+	Step      int64  `json:"step"`
+	Token     []byte `json:"token,omitempty"`
+	Committed bool   `json:"committed"`
+	Era       uint64 `json:"era,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
 
 // ErrorMsg reports a problem. Fatal errors are followed by the server
 // closing the connection.

@@ -39,6 +39,10 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Logger gets connection-level events; nil: discarded.
 	Logger *slog.Logger
+	// Allocator, if set, is rank's shared-memory allocator (cluster mode:
+	// ClusterFeed.Allocator, which the agent's pipelines also use). nil:
+	// a new one per rank.
+	Allocator func(rank int) *ShmAllocator
 }
 
 // DefaultDir is $LONGSHORE_FEED_DIR, else $XDG_RUNTIME_DIR/longshore, else
@@ -109,6 +113,11 @@ type Server struct {
 	ctx    context.Context // canceled by Shutdown
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops and sessions
+
+	emu      sync.Mutex
+	ended    int           // ranks whose stream ended (End sent)
+	endedCh  chan struct{} // closed when every rank's stream ended
+	finished chan struct{} // closed when, also, no trainer is connected
 }
 
 // ErrServerClosed is returned by operations after Shutdown.
@@ -131,7 +140,7 @@ func NewServer(cfg Config, open OpenFunc) (_ *Server, err error) {
 			return nil, fmt.Errorf("feed: run directory: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, open: open, log: cfg.Logger}
+	s := &Server{cfg: cfg, open: open, log: cfg.Logger, endedCh: make(chan struct{}), finished: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -142,7 +151,13 @@ func NewServer(cfg Config, open OpenFunc) (_ *Server, err error) {
 		}
 	}()
 	for r := 0; r < cfg.Ranks; r++ {
-		rs := &rankServer{s: s, rank: r, path: cfg.socketPath(r), alloc: NewShmAllocator(fmt.Sprintf("rank%d", r))}
+		rs := &rankServer{s: s, rank: r, path: cfg.socketPath(r)}
+		if cfg.Allocator != nil {
+			rs.alloc = cfg.Allocator(r)
+		}
+		if rs.alloc == nil {
+			rs.alloc = NewShmAllocator(fmt.Sprintf("rank%d", r))
+		}
 		st, err := open(r, cfg.Start, rs.alloc)
 		if err != nil {
 			return nil, fmt.Errorf("feed: open rank %d: %w", r, err)
@@ -181,6 +196,50 @@ func (s *Server) SocketPath(rank int) string { return s.ranks[rank].path }
 // Allocator is rank's shared-memory allocator (for tests and stats).
 func (s *Server) Allocator(rank int) *ShmAllocator { return s.ranks[rank].alloc }
 
+// Ended is closed once every rank's stream has ended and its End was
+// sent to a trainer.
+func (s *Server) Ended() <-chan struct{} { return s.endedCh }
+
+// Finished is closed once every rank's stream has ended and no trainer is
+// connected any more: the job is over for this node.
+func (s *Server) Finished() <-chan struct{} { return s.finished }
+
+// rankEnded records that rank's End went out (once per rank).
+func (s *Server) rankEnded(r *rankServer) {
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	if r.endedOnce {
+		return
+	}
+	r.endedOnce = true
+	if s.ended++; s.ended == len(s.ranks) {
+		close(s.endedCh)
+	}
+}
+
+// checkFinished closes Finished when every rank ended and none has a
+// trainer.
+func (s *Server) checkFinished() {
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	if s.ended < len(s.ranks) {
+		return
+	}
+	for _, r := range s.ranks {
+		r.mu.Lock()
+		busy := r.mu.sess != nil
+		r.mu.Unlock()
+		if busy {
+			return
+		}
+	}
+	select {
+	case <-s.finished:
+	default:
+		close(s.finished)
+	}
+}
+
 // Shutdown stops accepting, tells connected trainers (an Error with code
 // "shutdown"), closes their connections (releasing their batches), and
 // shuts every rank's stream down. It returns ctx.Err() if ctx ends first
@@ -204,7 +263,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		for _, r := range s.ranks {
 			r.mu.Lock()
 			if r.mu.pending != nil {
-				r.mu.pending.Release()
+				r.mu.pending.Batch.Release()
 				r.mu.pending = nil
 			}
 			st := r.mu.stream
@@ -251,9 +310,10 @@ type rankServer struct {
 		sync.Mutex
 		stream  Stream
 		ledger  *ledger
-		pending *actors.Batch // taken from the stream, not yet delivered
+		pending *Delivery // taken from the stream, not yet delivered
 		sess    *session
 	}
+	endedOnce bool // guarded by s.emu
 }
 
 func (r *rankServer) acceptLoop() {
@@ -316,6 +376,7 @@ func (r *rankServer) serveConn(c *net.UnixConn) {
 	r.mu.sess = nil
 	r.mu.Unlock()
 	close(sess.done)
+	r.s.checkFinished()
 }
 
 func rejectConn(c *net.UnixConn, code, msg string) {
@@ -342,6 +403,9 @@ type session struct {
 
 	regions map[uint64]bool // announced on this connection (writer only)
 	done    chan struct{}   // closed once the session has ended and let go of the rank
+	version int             // the protocol version agreed in the hello
+	era     uint64          // cluster mode: the delivery era (writer only, after the hello)
+	commits sync.WaitGroup  // cluster mode: commits waiting for their ack
 }
 
 func newSession(r *rankServer, c *net.UnixConn) *session {
@@ -414,34 +478,58 @@ func (s *session) run() {
 		return
 	}
 	h := m.hello
-	if h.Version != Version {
-		s.fail(CodeVersion, fmt.Errorf("feed: protocol version %d not supported (server speaks %d)", h.Version, Version), nil)
+	if h.Version < MinVersion || h.Version > Version {
+		s.fail(CodeVersion, fmt.Errorf("feed: protocol version %d not supported (server speaks %d to %d)", h.Version, MinVersion, Version), nil)
 		return
 	}
+	s.version = h.Version
 	if h.Rank != nil && *h.Rank != -1 && *h.Rank != s.r.rank {
 		s.fail(CodeProtocol, fmt.Errorf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, s.r.rank), nil)
 		return
 	}
-	var tok *Cursor
-	if len(h.Token) > 0 {
-		e, k, err := s.committer().Resume(s.ctx, s.r.rank, h.Token)
-		if err != nil {
-			s.fail(CodeBadToken, err, nil)
+	var at Cursor
+	var att Attachment
+	ss, clustered := s.r.stream().(SessionStream)
+	if clustered {
+		if att, err = s.r.attach(ss, h.Token); err != nil {
+			code := CodeBadToken
+			if errors.Is(err, ErrStaleToken) {
+				code = CodeStaleToken
+			}
+			s.fail(code, err, nil)
 			return
 		}
-		c := After(e, k)
-		tok = &c
-	}
-	at, err := s.r.resume(tok)
-	if err != nil {
-		s.fail(CodePipeline, err, nil)
-		return
+		at, s.era = att.Resume, att.Era
+		if att.Reset {
+			log.Info("feed: trainer reconnected after uncommitted batches; rank reset to its last acknowledged commit", "resume_epoch", at.Epoch, "resume_step", at.Step)
+		}
+	} else {
+		var tok *Cursor
+		if len(h.Token) > 0 {
+			e, k, err := s.committer().Resume(s.ctx, s.r.rank, h.Token)
+			if err != nil {
+				s.fail(CodeBadToken, err, nil)
+				return
+			}
+			c := After(e, k)
+			tok = &c
+		}
+		if at, err = s.r.resume(tok); err != nil {
+			s.fail(CodePipeline, err, nil)
+			return
+		}
 	}
 	cfg := s.r.stream().Config()
 	w := Welcome{
-		Version: Version, Job: s.r.s.cfg.Job, Rank: s.r.rank, BatchSize: cfg.BatchSize, Slots: cfg.Slots,
+		Version: s.version, Job: s.r.s.cfg.Job, Rank: s.r.rank, BatchSize: cfg.BatchSize, Slots: cfg.Slots,
 		SlotBytes: cfg.SlotBytes(), Layout: cfg.Sample.Layout.String(), DType: "uint8", Resume: at,
 		Sample: SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels},
+	}
+	if s.version >= 2 {
+		w.Mode = "standalone"
+		if clustered {
+			w.Mode, w.Era, w.Committed = "cluster", att.Era, att.Committed
+		}
 	}
 	if err := s.send(MsgWelcome, w, -1); err != nil {
 		return
@@ -458,6 +546,7 @@ func (s *session) run() {
 	s.cancel()
 	s.conn.Close()
 	<-readerDone
+	s.commits.Wait()
 	log.Info("feed: trainer disconnected")
 }
 
@@ -474,6 +563,19 @@ func (r *rankServer) stream() Stream {
 	return r.mu.stream
 }
 
+// attach lets a cluster stream decide where a connecting trainer starts;
+// a reset voids the batch kept from the last connection.
+func (r *rankServer) attach(ss SessionStream, token []byte) (Attachment, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	att, err := ss.Attach(token)
+	if err == nil && att.Reset && r.mu.pending != nil {
+		r.mu.pending.Batch.Release()
+		r.mu.pending = nil
+	}
+	return att, err
+}
+
 // resume decides where the trainer starts and reopens the stream there if
 // it has run past it.
 func (r *rankServer) resume(tok *Cursor) (Cursor, error) {
@@ -487,7 +589,7 @@ func (r *rankServer) resume(tok *Cursor) (Cursor, error) {
 		return at, nil
 	}
 	if r.mu.pending != nil {
-		r.mu.pending.Release()
+		r.mu.pending.Batch.Release()
 		r.mu.pending = nil
 	}
 	// Shutting the old stream down waits for its actors (a decode in
@@ -514,15 +616,35 @@ func (r *rankServer) resume(tok *Cursor) (Cursor, error) {
 func (s *session) writeLoop(readerDone <-chan struct{}) {
 	r := s.r
 	st := r.stream()
-	epoch, haveEpoch := 0, false
+	ss, clustered := st.(SessionStream)
+	epoch, haveEpoch, epochEnded := 0, false, false
 	for {
 		r.mu.Lock()
-		b := r.mu.pending
+		pd := r.mu.pending
 		r.mu.pending = nil
 		r.mu.Unlock()
+		var d Delivery
 		var err error
-		if b == nil {
-			b, err = st.Next(s.ctx)
+		switch {
+		case pd != nil:
+			d = *pd
+		case clustered:
+			d, err = ss.NextDelivery(s.ctx)
+		default:
+			d.Batch, err = st.Next(s.ctx)
+		}
+		var rb *RollbackError
+		if errors.As(err, &rb) && s.ctx.Err() == nil {
+			s.era = rb.Era
+			if s.version < 2 {
+				s.fail(CodeRolledBack, rb, nil)
+				return
+			}
+			if s.send(MsgRollback, rb.Rollback, -1) != nil {
+				return
+			}
+			haveEpoch, epochEnded = false, false
+			continue
 		}
 		if err != nil {
 			switch {
@@ -531,10 +653,12 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 					s.fail(CodeShutdown, errors.New("feed: node shutting down"), nil)
 				}
 			case errors.Is(err, io.EOF):
-				if haveEpoch {
+				if haveEpoch && !epochEnded {
 					s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1)
 				}
-				s.send(MsgEnd, End{}, -1)
+				if s.send(MsgEnd, End{}, -1) == nil {
+					r.s.rankEnded(r)
+				}
 				select { // the trainer may still commit and release
 				case <-readerDone:
 				case <-s.ctx.Done():
@@ -549,23 +673,28 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			}
 			return
 		}
+		b := d.Batch
 		if s.ctx.Err() != nil { // the trainer left while we waited: keep it for the next one
-			r.mu.Lock()
-			r.mu.pending = b
-			r.mu.Unlock()
+			s.keep(d)
 			return
 		}
-		if haveEpoch && b.Epoch != epoch {
+		if haveEpoch && b.Epoch != epoch && !epochEnded {
 			if s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1) != nil {
-				s.keep(b)
+				s.keep(d)
 				return
 			}
 		}
+		if !haveEpoch || b.Epoch != epoch {
+			epochEnded = false
+		}
 		epoch, haveEpoch = b.Epoch, true
-		d := BatchDesc{
+		bd := BatchDesc{
 			Dims: b.Dims, Layout: b.Layout.String(), DType: "uint8", Epoch: b.Epoch, Step: b.Step,
 			Labels: b.Labels, Keys: b.Keys, Indices: b.Indices, Positions: b.Positions, Pads: b.Pads, Failed: b.Failed,
 			NBytes: int64(len(b.Images)),
+		}
+		if s.version >= 2 {
+			bd.Era, bd.EndOfStream = d.Era, d.EndOfStream
 		}
 		if len(b.Images) > 0 {
 			loc, ok := r.alloc.Locate(b.Images)
@@ -576,36 +705,45 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			}
 			if !s.regions[loc.Region] {
 				if s.send(MsgRegion, Region{Region: loc.Region, Size: loc.Size}, loc.fd) != nil {
-					s.keep(b)
+					s.keep(d)
 					return
 				}
 				s.regions[loc.Region] = true
 			}
-			d.Region, d.Offset = loc.Region, loc.Offset
+			bd.Region, bd.Offset = loc.Region, loc.Offset
 		}
 		s.hmu.Lock()
 		if s.held == nil {
 			s.hmu.Unlock()
-			s.keep(b)
+			s.keep(d)
 			return
 		}
 		s.nextID++
-		d.ID = s.nextID
-		s.held[d.ID] = b
+		bd.ID = s.nextID
+		s.held[bd.ID] = b
 		s.hmu.Unlock()
 		r.mu.Lock()
 		r.mu.ledger.delivered(b.Epoch, b.Step)
 		r.mu.Unlock()
-		if s.send(MsgBatch, d, -1) != nil {
+		if s.send(MsgBatch, bd, -1) != nil {
 			return // held: released when the session ends
+		}
+		if d.EndOfStream {
+			// The rank's stream for the epoch ends here as planned: say so
+			// now, so a trainer that commits at epoch ends commits it (the
+			// epoch cannot complete without that commit).
+			if s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1) != nil {
+				return
+			}
+			epochEnded = true
 		}
 	}
 }
 
 // keep puts an undelivered batch back for the next session.
-func (s *session) keep(b *actors.Batch) {
+func (s *session) keep(d Delivery) {
 	s.r.mu.Lock()
-	s.r.mu.pending = b
+	s.r.mu.pending = &d
 	s.r.mu.Unlock()
 }
 
@@ -651,6 +789,10 @@ func (s *session) readLoop(br *bufio.Reader, buf []byte) {
 
 func (s *session) commit(c *Commit) {
 	r := s.r
+	if ss, ok := r.stream().(SessionStream); ok {
+		s.clusterCommit(ss, c)
+		return
+	}
 	r.mu.Lock()
 	err := r.mu.ledger.checkCommit(c.Epoch, c.Step)
 	r.mu.Unlock()
@@ -667,4 +809,40 @@ func (s *session) commit(c *Commit) {
 	r.mu.ledger.commit(c.Epoch, c.Step)
 	r.mu.Unlock()
 	s.send(MsgCommitted, Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: tok}, -1)
+}
+
+// clusterCommit sends a commit to the cluster and answers it when the
+// coordinator acknowledges it (or the rank rolls back) without holding up
+// the reader: releases keep flowing while the commit waits.
+func (s *session) clusterCommit(ss SessionStream, c *Commit) {
+	era := c.Era
+	if s.version < 2 {
+		era = 0 // version 1 has no eras; its connection ends at a rollback
+	}
+	ch, err := ss.Commit(era, c.Epoch, c.Step)
+	if err != nil {
+		code := CodeBadCommit
+		if errors.Is(err, ErrRolledBack) {
+			code = CodeRolledBack
+		}
+		s.send(MsgError, ErrorMsg{Code: code, Message: err.Error(), Req: c.Req}, -1)
+		return
+	}
+	s.commits.Add(1)
+	go func() {
+		defer s.commits.Done()
+		select {
+		case res := <-ch:
+			if res.Err != nil {
+				code := CodeCommitFailed
+				if errors.Is(res.Err, ErrRolledBack) {
+					code = CodeRolledBack
+				}
+				s.send(MsgError, ErrorMsg{Code: code, Message: res.Err.Error(), Req: c.Req}, -1)
+				return
+			}
+			s.send(MsgCommitted, Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: res.Token}, -1)
+		case <-s.ctx.Done():
+		}
+	}()
 }

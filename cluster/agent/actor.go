@@ -156,7 +156,11 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 	}
 	for _, e := range m.Ends {
 		if rs := a.byName[e.Rank]; rs != nil && rs.rl != nil {
-			rs.rl.End(e.Cluster())
+			ce := e.Cluster()
+			rs.rl.End(ce)
+			if ce.EpochComplete && ce.Session == rs.session && a.n.cfg.OnEpochComplete != nil {
+				a.n.cfg.OnEpochComplete(rs.r.name, rs.session, ce.Epoch)
+			}
 		}
 	}
 	for _, ack := range m.Acks {
@@ -266,7 +270,11 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	cfg.Epochs = int(j.Epochs)
 	cfg.FirstEpoch = 0
 	cfg.DropLast = false
-	p, err := actors.NewPipeline(cfg, rs.r.index, source{n: a.n, rank: rs.r.index, session: s.Session}, a.n.cfg.Deps)
+	deps := a.n.cfg.Deps
+	if a.n.cfg.RankDeps != nil {
+		deps = a.n.cfg.RankDeps(rs.r.index)
+	}
+	p, err := actors.NewPipeline(cfg, rs.r.index, source{n: a.n, rank: rs.r.index, session: s.Session}, deps)
 	if err != nil {
 		a.fail(fmt.Errorf("agent: rank %s: pipeline: %w", rs.r.name, err))
 		return

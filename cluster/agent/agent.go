@@ -85,6 +85,11 @@ type Config struct {
 	Pipeline actors.Config
 	// Deps are the pipelines' collaborators (Store, NewDecoder, ...).
 	Deps actors.Deps
+	// RankDeps, if set, gives rank i's pipelines their collaborators
+	// instead of Deps (Deps is still validated): the feed uses it so each
+	// rank's slots come from that rank's shared-memory allocator. Called
+	// from the actor whenever a session of the rank starts; must not block.
+	RankDeps func(rank int) actors.Deps
 	// Rejoin is called (off the actor) after an eviction with the new
 	// incarnation: it must re-advertise the node with it (gossip.UpdateMeta).
 	Rejoin func(ctx context.Context, incarnation uint64) error
@@ -94,6 +99,14 @@ type Config struct {
 	// Ack never arrived (before the session's rollback shows in Next). It
 	// must not block for long.
 	OnAck func(rank string, session cluster.Fence, a cluster.Ack)
+	// OnEpochComplete, if set, is called from the actor when the
+	// coordinator tells a rank's current session that an epoch is
+	// complete (every real sample committed): commits of that epoch made
+	// after it are never acknowledged (the coordinator calls them stale;
+	// what the rank still had of it was padding). A trainer waiting for
+	// such an ack learns here that its commit needs none. It must not
+	// block for long.
+	OnEpochComplete func(rank string, session cluster.Fence, epoch int)
 	// RequestEvery is how often each rank re-asks for work (a lost
 	// message costs at most this). 0: 1 s.
 	RequestEvery time.Duration
@@ -419,6 +432,27 @@ func (r *Rank) Commit(epoch int, step int64) error {
 	}
 	r.node.sys.Root.Send(r.node.pid, commitMsg{rank: r.index, session: r.trainerSession, epoch: epoch, step: step})
 	return nil
+}
+
+// CommitAt is Commit for a batch of session (Batch.Session) and is safe
+// to call from any goroutine (a feed server reads commits on another
+// goroutine than the one calling Next). A commit naming a session that
+// is over is dropped by the actor. It returns ErrRolledBack for a zero
+// session.
+func (r *Rank) CommitAt(session cluster.Fence, epoch int, step int64) error {
+	if session.IsZero() {
+		return ErrRolledBack
+	}
+	r.node.sys.Root.Send(r.node.pid, commitMsg{rank: r.index, session: session, epoch: epoch, step: step})
+	return nil
+}
+
+// BatchSize is the job's batch size once the coordinator's job is known
+// (a session started), else 0. Safe for concurrent use.
+func (r *Rank) BatchSize() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.batch
 }
 
 // Reset says the rank's trainer went back to its last acknowledged commit

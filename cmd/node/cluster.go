@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/agent"
@@ -56,8 +57,11 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		_, port, _ := net.SplitHostPort(o.gossip)
 		id = host + "-" + port
 	}
-	snk, err := parseSink(o.sink)
-	if err != nil {
+	var cf *feed.ClusterFeed // --sink feed: real trainers over the feed
+	var snk sink = nullSink{}
+	if o.sink == "feed" {
+		cf = feed.NewClusterFeed(o.ranks)
+	} else if snk, err = parseSink(o.sink); err != nil {
 		return err
 	}
 	defer snk.Close()
@@ -84,7 +88,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 	var mem atomic.Pointer[gossip.Membership]
-	node, err := agent.Start(sys, agent.Config{
+	acfg := agent.Config{
 		Node:     id,
 		Ranks:    o.ranks,
 		Dataset:  ds,
@@ -101,7 +105,13 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			_ = snk.Line(fmt.Sprintf("commit\t%d\t%s\t%d", a.Epoch, rank, a.Step))
 		},
 		Logger: logger,
-	})
+	}
+	if cf != nil {
+		acfg.RankDeps = cf.RankDeps(deps)
+		acfg.OnAck = cf.OnAck
+		acfg.OnEpochComplete = cf.OnEpochComplete
+	}
+	node, err := agent.Start(sys, acfg)
 	if err != nil {
 		return err
 	}
@@ -171,6 +181,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			defer gwg.Done()
 			watchGiveUp(wctx, m, o.giveUpAfter, giveUp)
 		}()
+	}
+	if cf != nil {
+		return serveClusterFeed(ctx, o, node, cf, ac, logger, stderr)
 	}
 	errs := make([]error, o.ranks)
 	var twg sync.WaitGroup

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"time"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/ffdecode"
+	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/decode"
 )
 
@@ -46,4 +49,51 @@ func feedDirOf(o options) string {
 		return o.feedDir
 	}
 	return feed.DefaultDir()
+}
+
+// feedGrace is how long a cluster node waits, once every rank's stream
+// has ended, for its trainers to commit their last steps and leave.
+const feedGrace = 30 * time.Second
+
+// serveClusterFeed is cluster mode with --sink feed: each rank's batches,
+// as the coordinator assigns them, are served zero-copy to a trainer
+// process over the rank's Unix socket; commits block until the
+// coordinator acknowledges them and return its journal token; rollbacks
+// reach the trainer as rollback messages; a trainer that reconnects after
+// uncommitted batches resets its rank (feed.ClusterFeed). It returns nil
+// once the job is done and every trainer has left (or feedGrace after the
+// last rank's end), ctx.Err() if stopped before.
+func serveClusterFeed(ctx context.Context, o options, node *agent.Node, cf *feed.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
+	s, err := feed.NewServer(feed.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger},
+		cf.Open(node, pipeline))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "longshore-node: serving %d rank(s) of the cluster's job to trainers:\n", o.ranks)
+	for r := 0; r < o.ranks; r++ {
+		fmt.Fprintf(stderr, "  rank %d (%s): %s\n", r, node.Rank(r).Name(), s.SocketPath(r))
+	}
+	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader())\n", feedDirOf(o))
+	var runErr error
+	select {
+	case <-s.Finished():
+		logger.Info("job done; every trainer has left")
+	case <-s.Ended():
+		select {
+		case <-s.Finished():
+			logger.Info("job done; every trainer has left")
+		case <-time.After(feedGrace):
+			logger.Warn("job done; trainers still connected after the grace period, leaving", "grace", feedGrace)
+		case <-ctx.Done():
+			runErr = context.Cause(ctx)
+		}
+	case <-ctx.Done():
+		runErr = context.Cause(ctx)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
 }

@@ -12,6 +12,9 @@
 //
 //	longshore-node --join COORD_GOSSIP_HOST:PORT --gossip HOST:PORT --listen HOST:PORT \
 //	    --ranks R --dataset DIR|s3://bucket/prefix --sink log:PATH --commit-every K
+//
+// With --sink feed (either mode) each rank's batches go to a trainer
+// process over a Unix socket in --feed-dir (docs/feed-protocol.md).
 package main
 
 import (
@@ -95,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.layout, "layout", "nchw", "sample layout: nchw or nhwc")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for the epoch order and the random transforms")
 	fs.IntVar(&o.ranks, "ranks", 1, "trainer ranks served by this node")
-	fs.StringVar(&o.sink, "sink", "null", "where batches go: null, log:PATH (no trainer), or feed (serve trainers over Unix sockets, standalone)")
+	fs.StringVar(&o.sink, "sink", "null", "where batches go: null, log:PATH (no trainer; cluster mode: a stand-in trainer), or feed (serve real trainers over Unix sockets, zero copy; docs/feed-protocol.md)")
 	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
 	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")

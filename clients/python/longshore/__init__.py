@@ -17,7 +17,8 @@ from ._feed import (  # noqa: F401
     Batch,
     FeedError,
     Loader,
+    RolledBack,
     socket_path,
 )
 
-__all__ = ["Loader", "Batch", "FeedError", "socket_path", "PROTOCOL_VERSION"]
+__all__ = ["Loader", "Batch", "FeedError", "RolledBack", "socket_path", "PROTOCOL_VERSION"]

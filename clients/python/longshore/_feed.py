@@ -13,11 +13,11 @@ import weakref
 
 import numpy as np
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2 adds rollbacks (cluster mode); the node also accepts 1
 
 # message types (docs/feed-protocol.md)
 HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
-WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR = 16, 17, 18, 19, 20, 21, 22
+WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR, ROLLBACK = 16, 17, 18, 19, 20, 21, 22, 23
 
 MAX_SERVER_FRAME = 16 << 20
 _HDR = struct.Struct("<I")
@@ -29,6 +29,24 @@ class FeedError(RuntimeError):
     def __init__(self, code, message, fatal=True, report=None):
         super().__init__(f"longshore feed: {code}: {message}")
         self.code, self.message, self.fatal, self.report = code, message, fatal, report
+
+
+class RolledBack(FeedError):
+    """The rank rolled back (cluster mode: the coordinator restarted or
+    the node was evicted): batches after the rank's last acknowledged
+    commit will be delivered again. Restore the model saved with that
+    commit -- `epoch`, `step`, `token` (`committed` False: there is none,
+    restore the initial model) -- then keep iterating: the next batches
+    continue at `step + 1`. Also raised by `commit()` when the commit's
+    batch belongs to a delivery era that ended (then `epoch`/`step` are
+    None until the loader reads the rollback itself)."""
+
+    def __init__(self, epoch=None, step=None, token=None, committed=False, message=None):
+        if message is None:
+            message = (f"rolled back: restore the checkpoint of epoch {epoch} step {step}"
+                       if committed else "rolled back before any acknowledged commit: restore the initial model")
+        super().__init__("rolled_back", message, fatal=False)
+        self.epoch, self.step, self.token, self.committed = epoch, step, token, committed
 
 
 def socket_path(rank=None, directory=None):
@@ -123,7 +141,7 @@ class _Conn:
             raise FeedError(w.get("code"), w.get("message"), True, w.get("report"))
         if t != WELCOME:
             raise FeedError("protocol", f"expected welcome, got type {t}")
-        if w.get("version") != PROTOCOL_VERSION:
+        if w.get("version") not in (1, PROTOCOL_VERSION):
             raise FeedError("version", f"server speaks version {w.get('version')}")
         self.welcome = w
 
@@ -208,7 +226,10 @@ class Loader:
     `socket_or_rank`: a socket path, a rank number (socket in
     $LONGSHORE_FEED_DIR), or None (rank $LOCAL_RANK, as torchrun sets).
     `for batch in loader` yields one epoch (the rest of the current one
-    after a resume); iterate again for the next. `batches()` yields every
+    after a resume); iterate again for the next. In cluster mode iteration
+    raises `RolledBack` when the rank rolls back: restore the checkpoint it
+    names and iterate again; `commit()` blocks until the coordinator
+    acknowledges the commit. `batches()` yields every
     remaining batch of the job. `commit()` after a checkpoint; `state_dict()`
     commits and returns the position, `load_state_dict()` resumes there
     (like torchdata's StatefulDataLoader).
@@ -234,6 +255,8 @@ class Loader:
         self._ended = False
         self._prev = None
         self._epoch_ended = None
+        self._era = 0  # delivery era of the last batch handed out (cluster mode)
+        self.rollbacks = 0
 
     # -- connection ---------------------------------------------------------
 
@@ -241,6 +264,11 @@ class Loader:
         if self._conn is None:
             self._conn = _Conn(self.path, token=self._token, timeout=self.timeout)
             self._ended = False
+            w = self._conn.welcome
+            self._era = w.get("era", 0)
+            c = w.get("committed")
+            if c and c.get("committed"):
+                self._committed = (c["epoch"], c["step"], base64.b64decode(c.get("token") or b""))
         return self._conn
 
     @property
@@ -315,6 +343,7 @@ class Loader:
             if t == BATCH:
                 b = self._make_batch(self._conn, m)
                 self._last = (b.epoch, b.step)
+                self._era = m.get("era", self._era)
                 if self.release_previous:
                     self._prev = b
                 return b
@@ -324,6 +353,14 @@ class Loader:
             if t == END:
                 self._ended = True
                 return None
+            if t == ROLLBACK:
+                tok = base64.b64decode(m["token"]) if m.get("token") else None
+                self.rollbacks += 1
+                self._last = None
+                if m.get("committed"):
+                    self._committed = (m["epoch"], m["step"], tok)
+                    self._token = tok
+                raise RolledBack(m.get("epoch"), m.get("step"), tok, bool(m.get("committed")))
             if t == ERROR:
                 if m.get("fatal", True):
                     self.close()
@@ -362,7 +399,10 @@ class Loader:
         c.flush_releases()
         self._req += 1
         req = self._req
-        c.send(COMMIT, {"req": req, "epoch": int(epoch), "step": int(step)})
+        msg = {"req": req, "epoch": int(epoch), "step": int(step)}
+        if self._era:
+            msg["era"] = self._era
+        c.send(COMMIT, msg)
         held = []
         try:
             while True:
@@ -375,6 +415,8 @@ class Loader:
                 if t == ERROR and (m.get("req") == req or m.get("fatal", True)):
                     if m.get("fatal", True):
                         self.close()
+                    if m.get("code") == "rolled_back":
+                        raise RolledBack(message=m.get("message"))
                     raise FeedError(m.get("code"), m.get("message"), m.get("fatal", True), m.get("report"))
                 held.append((t, m))
         finally:

@@ -1,0 +1,453 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/agent"
+	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/gpu"
+)
+
+// SessionStream is a Stream whose position the server does not choose:
+// a cluster rank, where the coordinator decides what the rank gets and a
+// session can end under the trainer (ClusterFeed's streams are the
+// implementation). The server uses NextDelivery instead of Next, Attach
+// instead of its ledger and Committer, and Commit instead of a Committer.
+// NextDelivery and Attach are called from one goroutine at a time (the
+// connected trainer's writer, or a connecting trainer before its writer
+// starts); Commit from the reader, concurrently with NextDelivery.
+type SessionStream interface {
+	Stream
+	// NextDelivery is Next with the batch's era and end-of-stream flag.
+	// A rollback is an error wrapping *RollbackError; then call again.
+	NextDelivery(ctx context.Context) (Delivery, error)
+	// Attach is called when a trainer connects, with its hello token
+	// (nil: none). When the rank delivered batches after its last
+	// acknowledged commit it resets the rank (they are delivered again)
+	// and says so: batches taken from NextDelivery before are void.
+	Attach(token []byte) (Attachment, error)
+	// Commit sends the commit of the trainer's batch (era, epoch, step)
+	// and returns a channel that answers once: with the journal's token
+	// when the coordinator acknowledges it, or an error (errors.Is
+	// ErrRolledBack when its era ended first). An error returned at once
+	// means the commit is invalid and was not sent.
+	Commit(era uint64, epoch int, step int64) (<-chan CommitResult, error)
+}
+
+// Delivery is a batch with what a session stream knows about it.
+type Delivery struct {
+	Batch       *actors.Batch
+	Era         uint64
+	EndOfStream bool
+}
+
+// Attachment is where a connecting trainer starts.
+type Attachment struct {
+	Resume    Cursor
+	Era       uint64
+	Committed *Rollback // the last acknowledged commit; nil: none known
+	Reset     bool
+}
+
+// CommitResult answers a SessionStream commit.
+type CommitResult struct {
+	Token []byte
+	Err   error
+}
+
+// ErrRolledBack is matched (errors.Is) by a *RollbackError, by a
+// RemoteError with code rolled_back, and by a cluster stream's answer to
+// a commit whose era ended: the rank rolled back to its last
+// acknowledged commit.
+var ErrRolledBack = errors.New("feed: rolled back to the last acknowledged commit")
+
+// ErrStaleToken is wrapped by Attach errors for a token the running
+// cluster cannot resume from.
+var ErrStaleToken = errors.New("feed: resume token is not the rank's last acknowledged commit")
+
+// RollbackError carries a rollback: restore the model of the last
+// acknowledged commit it names, then call Next again.
+type RollbackError struct{ Rollback }
+
+func (e *RollbackError) Error() string {
+	if !e.Committed {
+		return "feed: rolled back: the rank's session ended before any acknowledged commit; restore the initial model and read on"
+	}
+	return fmt.Sprintf("feed: rolled back: restore the checkpoint of epoch %d step %d (token %s) and read on", e.Epoch, e.Step, e.Token)
+}
+
+// Is matches ErrRolledBack.
+func (e *RollbackError) Is(target error) bool { return target == ErrRolledBack }
+
+// ClusterFeed serves a cluster node agent's ranks through a Server:
+//
+//	cf := feed.NewClusterFeed(ranks)
+//	node, _ := agent.Start(sys, agent.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck})
+//	srv, _ := feed.NewServer(feed.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(node, pipelineCfg))
+//
+// Steps as the trainer sees them are continuous per epoch across the
+// agent's sessions: a session's step k of epoch e is the trainer's step
+// (last acknowledged step of e in this node process, + 1) + k, so after
+// a rollback or a reset the trainer continues right after its
+// checkpoint; commits are translated back. Each rollback or reset starts
+// a new era; commits name the era of their batch, so a commit of a batch
+// of an era that ended can never be taken for a later batch with the
+// same step.
+//
+// A trainer that reconnects with batches delivered after its last
+// acknowledged commit makes the rank Reset: they are delivered again. A
+// hello token other than the rank's last acknowledged commit is refused
+// (ErrStaleToken: a running cluster cannot go back; restart the job with
+// the coordinator's --resume TOKEN), except when this node process has
+// acknowledged nothing for the rank yet (it restarted): then the
+// coordinator's state is authoritative.
+type ClusterFeed struct {
+	allocs []*ShmAllocator
+	ranks  []*clusterRank
+}
+
+// NewClusterFeed makes the feed side of a node with ranks ranks.
+func NewClusterFeed(ranks int) *ClusterFeed {
+	f := &ClusterFeed{}
+	for i := range ranks {
+		f.allocs = append(f.allocs, NewShmAllocator(fmt.Sprintf("rank%d", i)))
+		cr := &clusterRank{index: i}
+		cr.mu.era = 1
+		cr.mu.bases = map[sessEpoch]int64{}
+		cr.mu.sent = map[sessEpoch]int64{}
+		cr.mu.acked = map[int]int64{}
+		cr.mu.ackedIn = map[sessEpoch]ackRec{}
+		cr.mu.tokens = map[string]bool{}
+		cr.mu.complete = map[sessEpoch]bool{}
+		f.ranks = append(f.ranks, cr)
+	}
+	return f
+}
+
+// Allocator is rank's shared-memory allocator: set it as Config.Allocator.
+func (f *ClusterFeed) Allocator(rank int) *ShmAllocator { return f.allocs[rank] }
+
+// RankDeps gives rank's pipelines deps with rank's allocator: set it as
+// agent.Config.RankDeps.
+func (f *ClusterFeed) RankDeps(deps actors.Deps) func(rank int) actors.Deps {
+	return func(rank int) actors.Deps {
+		d := deps
+		d.Allocator = f.allocs[rank]
+		return d
+	}
+}
+
+// OnAck records an acknowledged commit: set it as agent.Config.OnAck
+// (wrap it to log as well).
+func (f *ClusterFeed) OnAck(rank string, session cluster.Fence, a cluster.Ack) {
+	i := strings.LastIndexByte(rank, '/')
+	n, err := strconv.Atoi(rank[i+1:])
+	if err != nil || n < 0 || n >= len(f.ranks) {
+		return
+	}
+	f.ranks[n].onAck(session, a)
+}
+
+// OnEpochComplete answers commits of an epoch the coordinator completed:
+// set it as agent.Config.OnEpochComplete.
+func (f *ClusterFeed) OnEpochComplete(rank string, session cluster.Fence, epoch int) {
+	i := strings.LastIndexByte(rank, '/')
+	n, err := strconv.Atoi(rank[i+1:])
+	if err != nil || n < 0 || n >= len(f.ranks) {
+		return
+	}
+	f.ranks[n].onEpochComplete(session, epoch)
+}
+
+// Open returns the OpenFunc serving node's ranks; pipeline is the
+// agent's Config.Pipeline (the job's batch size comes from the
+// coordinator). The server must use the feed's allocators.
+func (f *ClusterFeed) Open(node *agent.Node, pipeline actors.Config) OpenFunc {
+	return func(rank int, _ Cursor, alloc gpu.Allocator) (Stream, error) {
+		if rank < 0 || rank >= len(f.ranks) {
+			return nil, fmt.Errorf("feed: cluster feed has %d ranks, asked for rank %d", len(f.ranks), rank)
+		}
+		if a, ok := alloc.(*ShmAllocator); !ok || a != f.allocs[rank] {
+			return nil, errors.New("feed: cluster mode: set Config.Allocator to ClusterFeed.Allocator (the agent's pipelines allocate from it)")
+		}
+		cr := f.ranks[rank]
+		cr.mu.Lock()
+		cr.mu.r, cr.mu.cfg = node.Rank(rank), pipeline.WithDefaults()
+		cr.mu.Unlock()
+		return cr, nil
+	}
+}
+
+type sessEpoch struct {
+	session cluster.Fence
+	epoch   int
+}
+
+type ackRec struct {
+	step  int64 // session step
+	token []byte
+}
+
+type batchAt struct {
+	sessEpoch
+	step int64 // session step
+}
+
+// clusterRank is one rank of a ClusterFeed: a SessionStream over an
+// agent.Rank.
+type clusterRank struct {
+	index int
+	mu    struct {
+		sync.Mutex
+		r        *agent.Rank
+		cfg      actors.Config
+		era      uint64
+		cur      cluster.Fence        // session of this era's batches; zero: none yet
+		bases    map[sessEpoch]int64  // trainer step of the session's step 0 of the epoch
+		sent     map[sessEpoch]int64  // last session step returned
+		acked    map[int]int64        // per epoch: last acknowledged trainer step
+		ackedIn  map[sessEpoch]ackRec // last acknowledged per session and epoch
+		last     *Rollback            // the last acknowledged commit
+		lastAck  batchAt              // ... in session terms
+		lastSent *batchAt             // the last batch returned this era
+		tokens   map[string]bool      // every token acknowledged
+		complete map[sessEpoch]bool   // epochs the coordinator completed, per session
+		waiters  map[*commitWaiter]struct{}
+	}
+}
+
+type commitWaiter struct {
+	at    batchAt
+	ch    chan CommitResult
+	tstep int64
+}
+
+var _ SessionStream = (*clusterRank)(nil)
+
+func (c *clusterRank) rank() *agent.Rank {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.r
+}
+
+func (c *clusterRank) Config() actors.Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg := c.mu.cfg
+	if b := c.mu.r.BatchSize(); b > 0 {
+		cfg.BatchSize = int(b)
+	}
+	cfg.DropLast = false
+	return cfg
+}
+
+// Shutdown does nothing: the agent's node owns the pipelines.
+func (c *clusterRank) Shutdown(ctx context.Context) error { return nil }
+
+func (c *clusterRank) Next(ctx context.Context) (*actors.Batch, error) {
+	d, err := c.NextDelivery(ctx)
+	return d.Batch, err
+}
+
+func (c *clusterRank) NextDelivery(ctx context.Context) (Delivery, error) {
+	b, err := c.rank().Next(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if errors.Is(err, agent.ErrRolledBack) {
+		c.mu.era++
+		c.mu.cur = cluster.Fence{}
+		c.mu.lastSent = nil
+		c.failWaitersLocked(nil)
+		rb := Rollback{Era: c.mu.era}
+		if c.mu.last != nil {
+			rb = *c.mu.last
+			rb.Era = c.mu.era
+		}
+		return Delivery{}, &RollbackError{rb}
+	}
+	if err != nil {
+		return Delivery{}, err
+	}
+	if b.Session != c.mu.cur {
+		c.mu.cur = b.Session
+		c.failWaitersLocked(&b.Session)
+	}
+	key := sessEpoch{b.Session, b.Epoch}
+	base, ok := c.mu.bases[key]
+	if !ok {
+		if a, ok := c.mu.acked[b.Epoch]; ok {
+			base = a + 1
+		}
+		c.mu.bases[key] = base
+	}
+	c.mu.sent[key] = max(c.mu.sent[key], b.Step)
+	c.mu.lastSent = &batchAt{key, b.Step}
+	b.Batch.Step += base
+	return Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
+}
+
+// failWaitersLocked answers rolled_back to every commit waiting on a
+// session other than keep (nil: all).
+func (c *clusterRank) failWaitersLocked(keep *cluster.Fence) {
+	for w := range c.mu.waiters {
+		if keep == nil || w.at.session != *keep {
+			w.ch <- CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", ErrRolledBack, w.at.epoch, w.tstep)}
+			delete(c.mu.waiters, w)
+		}
+	}
+}
+
+func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := sessEpoch{session, a.Epoch}
+	base, ok := c.mu.bases[key]
+	if !ok {
+		return // a session this process never delivered from
+	}
+	ts := base + a.Step
+	if old, ok := c.mu.acked[a.Epoch]; !ok || ts > old {
+		c.mu.acked[a.Epoch] = ts
+	}
+	tok := []byte(a.Token)
+	c.mu.last = &Rollback{Epoch: a.Epoch, Step: ts, Token: tok, Committed: true}
+	c.mu.lastAck = batchAt{key, a.Step}
+	c.mu.ackedIn[key] = ackRec{step: a.Step, token: tok}
+	c.mu.tokens[a.Token] = true
+	for w := range c.mu.waiters {
+		if w.at.sessEpoch == key && w.at.step <= a.Step {
+			w.ch <- CommitResult{Token: tok}
+			delete(c.mu.waiters, w)
+		}
+	}
+}
+
+// onEpochComplete: the coordinator completed epoch (every real sample
+// committed) and will acknowledge no more commits of it; what the rank
+// still has of it is padding. Waiting commits of it are answered with the
+// rank's newest token, and count as acknowledged.
+func (c *clusterRank) onEpochComplete(session cluster.Fence, epoch int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := sessEpoch{session, epoch}
+	c.mu.complete[key] = true
+	for w := range c.mu.waiters {
+		if w.at.sessEpoch == key {
+			w.ch <- CommitResult{Token: c.ackCompleteLocked(w.at, w.tstep)}
+			delete(c.mu.waiters, w)
+		}
+	}
+}
+
+// ackCompleteLocked records a commit of a completed epoch as
+// acknowledged and returns the token that stands for it.
+func (c *clusterRank) ackCompleteLocked(at batchAt, tstep int64) []byte {
+	var tok []byte
+	if c.mu.last != nil {
+		tok = c.mu.last.Token
+	}
+	if rec, ok := c.mu.ackedIn[at.sessEpoch]; ok && rec.step >= at.step {
+		return rec.token
+	}
+	if old, ok := c.mu.acked[at.epoch]; !ok || tstep > old {
+		c.mu.acked[at.epoch] = tstep
+	}
+	c.mu.last = &Rollback{Epoch: at.epoch, Step: tstep, Token: tok, Committed: true}
+	c.mu.lastAck = at
+	c.mu.ackedIn[at.sessEpoch] = ackRec{step: at.step, token: tok}
+	return tok
+}
+
+func (c *clusterRank) Attach(token []byte) (Attachment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(token) > 0 {
+		if _, err := journal.ParseToken(string(token)); err != nil {
+			return Attachment{}, fmt.Errorf("%w: %v", ErrBadToken, err)
+		}
+		switch {
+		case c.mu.last == nil:
+			// This node process acknowledged nothing for the rank (it
+			// restarted): the coordinator's state is the authority.
+		case string(token) == string(c.mu.last.Token):
+		case c.mu.tokens[string(token)]:
+			return Attachment{}, fmt.Errorf("%w: it is older than rank %d's last acknowledged commit (epoch %d step %d, token %s), and a running cluster cannot go back: restart the job with the coordinator's --resume %s",
+				ErrStaleToken, c.index, c.mu.last.Epoch, c.mu.last.Step, c.mu.last.Token, token)
+		default:
+			return Attachment{}, fmt.Errorf("%w: this node never acknowledged it for rank %d (last: epoch %d step %d, token %s); to go back to it, restart the job with the coordinator's --resume %s",
+				ErrStaleToken, c.index, c.mu.last.Epoch, c.mu.last.Step, c.mu.last.Token, token)
+		}
+	}
+	at := Attachment{}
+	if ls := c.mu.lastSent; ls != nil && (c.mu.last == nil || *ls != c.mu.lastAck) {
+		// The last trainer got batches after its last acknowledged
+		// commit: they are delivered again, from a new session.
+		c.mu.r.Reset()
+		c.mu.era++
+		c.mu.cur = cluster.Fence{}
+		c.mu.lastSent = nil
+		c.failWaitersLocked(nil)
+		at.Reset = true
+	}
+	at.Era = c.mu.era
+	if c.mu.last != nil {
+		l := *c.mu.last
+		at.Committed = &l
+		at.Resume = After(l.Epoch, l.Step)
+	}
+	return at, nil
+}
+
+func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan CommitResult, error) {
+	c.mu.Lock()
+	if (era != 0 && era != c.mu.era) || c.mu.cur.IsZero() {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: the commit of epoch %d step %d names a batch of an era that ended (rollback); restore the last acknowledged commit", ErrRolledBack, epoch, step)
+	}
+	key := sessEpoch{c.mu.cur, epoch}
+	base, ok := c.mu.bases[key]
+	k := step - base
+	if !ok || k > c.mu.sent[key] {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("feed: commit of epoch %d step %d, which was not delivered", epoch, step)
+	}
+	if k < 0 {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, base-1)
+	}
+	ch := make(chan CommitResult, 1)
+	if rec, ok := c.mu.ackedIn[key]; ok && k <= rec.step {
+		c.mu.Unlock()
+		if k < rec.step {
+			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, base+rec.step)
+		}
+		ch <- CommitResult{Token: rec.token}
+		return ch, nil
+	}
+	if c.mu.complete[key] {
+		ch <- CommitResult{Token: c.ackCompleteLocked(batchAt{key, k}, step)}
+		c.mu.Unlock()
+		return ch, nil
+	}
+	w := &commitWaiter{at: batchAt{key, k}, ch: ch, tstep: step}
+	if c.mu.waiters == nil {
+		c.mu.waiters = map[*commitWaiter]struct{}{}
+	}
+	c.mu.waiters[w] = struct{}{}
+	r, sess := c.mu.r, c.mu.cur
+	c.mu.Unlock()
+	if err := r.CommitAt(sess, epoch, k); err != nil {
+		c.mu.Lock()
+		delete(c.mu.waiters, w)
+		c.mu.Unlock()
+		return nil, err
+	}
+	return ch, nil
+}

@@ -1,0 +1,463 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/agent"
+	"github.com/longshore/longshore/cluster/coord"
+	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/storage"
+)
+
+// clusterEnv is a coordinator and one node agent with two ranks in one
+// actor system (memory store, pattern decoder), the node's ranks served
+// by a feed Server in cluster mode: what longshore-node --sink feed runs,
+// without gossip and remote.
+type clusterEnv struct {
+	t      *testing.T
+	sys    *actor.ActorSystem
+	ds     *storage.Dataset
+	st     storage.Store
+	jstore storage.Store
+	cfg    cluster.Config
+	cf     *ClusterFeed
+	nd     *agent.Node
+	srv    *Server
+
+	mu sync.Mutex
+	co *coord.Coordinator
+}
+
+const clusterBatch = 4
+
+func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
+	t.Helper()
+	e := &clusterEnv{t: t, st: storage.NewMemStore("t"), jstore: storage.NewMemStore("journal"),
+		sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))}
+	e.ds = &storage.Dataset{Classes: []string{"a"}}
+	for i := range samples {
+		key := fmt.Sprintf("k%03d", i)
+		if _, err := e.st.Put(context.Background(), key, []byte(key), storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		e.ds.Samples = append(e.ds.Samples, storage.Sample{Key: key})
+	}
+	e.cfg = cluster.DefaultConfig()
+	e.cfg.Samples, e.cfg.Epochs, e.cfg.ShardSize, e.cfg.Seed = int64(samples), epochs, 8, 5
+	jn := e.openJournal()
+	if _, err := jn.Start(context.Background(), journal.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.startCoordinator(jn, nil)
+
+	e.cf = NewClusterFeed(2)
+	pcfg := actors.Config{Sample: actors.Shape{Height: 4, Width: 4}, Decoders: 1, FetchConcurrency: 2, Slots: 2}
+	deps := actors.Deps{Store: e.st, NewDecoder: func() (actors.SampleDecoder, error) { return patternDecoder{}, nil }}
+	name := "n0"
+	nd, err := agent.Start(e.sys, agent.Config{
+		Node: name, Ranks: 2, Dataset: e.ds, Pipeline: pcfg, Deps: deps,
+		RankDeps:        e.cf.RankDeps(deps),
+		OnAck:           e.cf.OnAck,
+		OnEpochComplete: e.cf.OnEpochComplete,
+		RequestEvery:    20 * time.Millisecond,
+		Logger:          testLogger(),
+		Rejoin: func(_ context.Context, inc uint64) error {
+			e.mu.Lock()
+			co := e.co
+			e.mu.Unlock()
+			co.Membership(gossip.Event{Kind: gossip.Joined, Name: name, Meta: gossip.Meta{
+				ID: name, Role: gossip.RoleNode, Ranks: []string{name + "/0", name + "/1"}, Incarnation: inc}})
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.nd = nd
+	dir, err := os.MkdirTemp("", "lsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = srv
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("feed shutdown: %v", err)
+		}
+		if err := nd.Shutdown(ctx); err != nil {
+			t.Errorf("node shutdown: %v", err)
+		}
+		e.mu.Lock()
+		co := e.co
+		e.mu.Unlock()
+		co.Shutdown(ctx)
+		e.sys.Shutdown()
+		os.RemoveAll(dir)
+	})
+	e.introduce()
+	return e
+}
+
+func (e *clusterEnv) openJournal() *journal.Journal {
+	j, err := journal.Open(context.Background(), journal.Config{Store: e.jstore})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return j
+}
+
+func (e *clusterEnv) startCoordinator(jn *journal.Journal, restore *cluster.State) {
+	cfg := e.cfg
+	cfg.Incarnation = jn.Incarnation()
+	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: agent.ManifestDigest(e.ds),
+		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore}
+	if restore == nil {
+		cc.MinRanks = 2
+	}
+	co, err := coord.Start(e.sys, cc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.co = co
+	e.mu.Unlock()
+}
+
+// introduce does what gossip would.
+func (e *clusterEnv) introduce() {
+	e.mu.Lock()
+	co := e.co
+	e.mu.Unlock()
+	e.nd.SetCoordinatorPID(co.PID())
+	co.SetNodePID(e.nd.Name(), e.nd.PID())
+	co.Membership(gossip.Event{Kind: gossip.Joined, Name: e.nd.Name(), Meta: gossip.Meta{
+		ID: e.nd.Name(), Role: gossip.RoleNode, Ranks: e.nd.RankNames(), Incarnation: e.nd.Incarnation()}})
+}
+
+// restartCoordinator stops the coordinator (as if killed) and starts its
+// next life from the journal's newest generation.
+func (e *clusterEnv) restartCoordinator(ctx context.Context) {
+	e.mu.Lock()
+	co := e.co
+	e.mu.Unlock()
+	if err := co.Shutdown(ctx); err != nil {
+		e.t.Error(err)
+	}
+	jn := e.openJournal()
+	last, err := jn.Start(ctx, journal.StartOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.startCoordinator(jn, &last.State)
+	e.introduce()
+}
+
+// entry is one batch in a simulated model's history.
+type entry struct {
+	epoch int
+	step  int64
+	keys  []string
+}
+
+// model is a trainer's model as far as data goes: the batches it trained
+// on, of which the first committed are in its last acknowledged
+// checkpoint. A rollback truncates it to those.
+type model struct {
+	hist      []entry
+	committed int
+	token     []byte
+	rollbacks int
+}
+
+// trainer drives one rank through the feed with the Go client. hooks may
+// act after each batch (n counts batches, from 1): return commit false to
+// skip the commit, or reconnect a replacement client.
+type trainer struct {
+	t    *testing.T
+	e    *clusterEnv
+	rank int
+	m    model
+	// after, if set, runs after batch n is trained on and before it is
+	// committed; it returns whether to commit it.
+	after func(tr *trainer, n int) bool
+	c     *Client
+}
+
+func (tr *trainer) dial(tok []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := DialContext(ctx, tr.e.srv.SocketPath(tr.rank), DialConfig{Token: tok})
+	if err != nil {
+		return err
+	}
+	tr.c = c
+	return nil
+}
+
+// restore truncates the model to its checkpoint: what a trainer does
+// when it restarts or rolls back.
+func (tr *trainer) restore() { tr.m.hist = tr.m.hist[:tr.m.committed] }
+
+func (tr *trainer) run(ctx context.Context) error {
+	if err := tr.dial(nil); err != nil {
+		return err
+	}
+	defer func() { tr.c.Close() }()
+	for n := 1; ; n++ {
+		b, err := tr.c.Next(ctx)
+		var rb *RollbackError
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.As(err, &rb):
+			if !errors.Is(err, ErrRolledBack) {
+				return fmt.Errorf("rollback error does not match ErrRolledBack")
+			}
+			tr.m.rollbacks++
+			// It names the checkpoint the trainer has: its last ack.
+			if tr.m.committed > 0 {
+				last := tr.m.hist[tr.m.committed-1]
+				if !rb.Committed || rb.Epoch != last.epoch || rb.Step != last.step || string(rb.Token) != string(tr.m.token) {
+					return fmt.Errorf("rank %d: rollback to %+v, but the last ack was epoch %d step %d token %s", tr.rank, rb.Rollback, last.epoch, last.step, tr.m.token)
+				}
+			} else if rb.Committed {
+				return fmt.Errorf("rank %d: rollback to a commit %+v the trainer never had acknowledged", tr.rank, rb.Rollback)
+			}
+			tr.restore()
+			n--
+			continue
+		case err != nil:
+			return fmt.Errorf("rank %d: next: %w", tr.rank, err)
+		}
+		// Zero copy: the pixels lie inside a region mapped from the memfd.
+		if len(b.Images) > 0 {
+			p := uintptr(unsafe.Pointer(unsafe.SliceData(b.Images)))
+			inside := false
+			for _, mem := range tr.c.regions {
+				base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+				if p >= base && p+uintptr(len(b.Images)) <= base+uintptr(len(mem)) {
+					inside = true
+				}
+			}
+			if !inside {
+				return fmt.Errorf("rank %d batch %d/%d: images not inside the shared mapping", tr.rank, b.Epoch, b.Step)
+			}
+		}
+		var keys []string
+		for i, k := range b.Keys {
+			if !b.Pads[i] {
+				keys = append(keys, k)
+			}
+		}
+		tr.m.hist = append(tr.m.hist, entry{b.Epoch, b.Step, keys})
+		epoch, step := b.Epoch, b.Step
+		b.Release()
+		if tr.after != nil && !tr.after(tr, n) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tok, err := tr.c.Commit(cctx, epoch, step)
+		cancel()
+		switch {
+		case errors.Is(err, ErrRolledBack):
+			continue // Next reports the rollback
+		case err != nil:
+			tr.e.mu.Lock()
+			co := tr.e.co
+			tr.e.mu.Unlock()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, serr := co.Status(sctx)
+			cancel()
+			return fmt.Errorf("rank %d: commit %d/%d: %w (coordinator: %+v %v)", tr.rank, epoch, step, err, st.Stats, serr)
+		}
+		if _, err := journal.ParseToken(string(tok)); err != nil {
+			return fmt.Errorf("rank %d: commit token: %w", tr.rank, err)
+		}
+		tr.m.committed, tr.m.token = len(tr.m.hist), tok
+	}
+}
+
+// runTrainers runs both ranks' trainers to the end of the job and checks
+// the promise on their models.
+func (e *clusterEnv) runTrainers(ctx context.Context, after func(tr *trainer, n int) bool) []*trainer {
+	trs := []*trainer{{t: e.t, e: e, rank: 0, after: after}, {t: e.t, e: e, rank: 1, after: after}}
+	var wg sync.WaitGroup
+	errs := make([]error, len(trs))
+	for i, tr := range trs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = tr.run(ctx) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.check(trs)
+	return trs
+}
+
+// check: every sample is in the ranks' committed histories exactly once
+// per epoch, and each rank's steps of an epoch are 0, 1, 2, ... in its
+// history (continuous across rollbacks and resets).
+func (e *clusterEnv) check(trs []*trainer) {
+	e.t.Helper()
+	for _, tr := range trs {
+		if tr.m.committed != len(tr.m.hist) {
+			e.t.Errorf("rank %d: %d batches trained after its last commit at the end", tr.rank, len(tr.m.hist)-tr.m.committed)
+		}
+		next := map[int]int64{}
+		for _, en := range tr.m.hist {
+			if en.step != next[en.epoch] {
+				e.t.Errorf("rank %d epoch %d: step %d follows step %d in the model's history", tr.rank, en.epoch, en.step, next[en.epoch]-1)
+			}
+			next[en.epoch] = en.step + 1
+		}
+	}
+	for ep := range e.cfg.Epochs {
+		seen := map[string]int{}
+		for _, tr := range trs {
+			for _, en := range tr.m.hist[:tr.m.committed] {
+				if en.epoch == ep {
+					for _, k := range en.keys {
+						seen[k]++
+					}
+				}
+			}
+		}
+		for _, s := range e.ds.Samples {
+			if seen[s.Key] != 1 {
+				e.t.Errorf("epoch %d: %s in committed history %d times", ep, s.Key, seen[s.Key])
+			}
+		}
+	}
+}
+
+func (e *clusterEnv) waitFinished(ctx context.Context) {
+	select {
+	case <-e.srv.Finished():
+	case <-ctx.Done():
+		e.t.Error("feed server not finished after the job and the trainers' goodbyes")
+	}
+}
+
+// TestClusterFeed: trainers that commit every batch get the whole job
+// through the feed, exactly once in committed history, zero copy.
+func TestClusterFeed(t *testing.T) {
+	e := newClusterEnv(t, 61, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	trs := e.runTrainers(ctx, nil)
+	for _, tr := range trs {
+		if len(tr.m.hist) == 0 || tr.m.rollbacks != 0 {
+			t.Errorf("rank %d: %d batches, %d rollbacks", tr.rank, len(tr.m.hist), tr.m.rollbacks)
+		}
+	}
+	e.waitFinished(ctx)
+}
+
+// TestClusterFeedReconnect: a trainer that crashes mid-epoch with
+// uncommitted batches and reconnects (with its checkpoint's token, or
+// with none) gets them delivered again; an older token is refused with
+// stale_token.
+func TestClusterFeedReconnect(t *testing.T) {
+	e := newClusterEnv(t, 61, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var firstTok []byte
+	crashes := 0
+	e.runTrainers(ctx, func(tr *trainer, n int) bool {
+		if tr.rank != 0 {
+			return true
+		}
+		if n == 2 {
+			firstTok = tr.m.token // the commit of batch 1
+		}
+		if n != 6 && n != 13 {
+			return true
+		}
+		// Batch n is trained but not committed: crash (no bye).
+		tr.c.conn.Close()
+		tr.c.Close()
+		tr.restore()
+		crashes++
+		tok := tr.m.token
+		if n == 6 {
+			if err := tr.dial(firstTok); !isCode(err, CodeStaleToken) {
+				t.Errorf("reconnect with an older token: %v, want a stale_token error", err)
+			}
+			if err := tr.dial([]byte("garbage")); !isCode(err, CodeBadToken) {
+				t.Errorf("reconnect with a garbage token: %v, want bad_token", err)
+			}
+		} else {
+			tok = nil // the node knows the rank's last commit
+		}
+		if err := tr.dial(tok); err != nil {
+			t.Errorf("reconnect: %v", err)
+			return false
+		}
+		w := tr.c.Welcome()
+		last := tr.m.hist[tr.m.committed-1]
+		if w.Mode != "cluster" || w.Resume != After(last.epoch, last.step) || w.Committed == nil || string(w.Committed.Token) != string(tr.m.token) {
+			t.Errorf("welcome after reconnect: %+v; last commit %d/%d %s", w, last.epoch, last.step, tr.m.token)
+		}
+		return false
+	})
+	if crashes != 2 {
+		t.Errorf("%d crashes, want 2", crashes)
+	}
+	e.waitFinished(ctx)
+}
+
+// TestClusterFeedCoordinatorRestart: the coordinator restarts under the
+// trainers; each sees a rollback naming its last acknowledged commit,
+// restores it, and continues right after it.
+func TestClusterFeedCoordinatorRestart(t *testing.T) {
+	e := newClusterEnv(t, 61, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var once sync.Once
+	restarted := make(chan struct{})
+	trs := e.runTrainers(ctx, func(tr *trainer, n int) bool {
+		if tr.rank == 0 && n == 5 {
+			once.Do(func() {
+				e.restartCoordinator(ctx)
+				close(restarted)
+			})
+		}
+		return true
+	})
+	<-restarted
+	for _, tr := range trs {
+		if tr.m.rollbacks == 0 {
+			t.Errorf("rank %d: no rollback surfaced after the coordinator restart", tr.rank)
+		}
+	}
+	e.waitFinished(ctx)
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("LONGSHORE_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
