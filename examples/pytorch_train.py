@@ -13,6 +13,18 @@ killed.
     LONGSHORE_FEED_DIR=/tmp/lsfeed /usr/bin/python3 examples/pytorch_train.py --steps 20 --ckpt /tmp/ckpt
     LONGSHORE_FEED_DIR=/tmp/lsfeed /usr/bin/python3 examples/pytorch_train.py --steps 40 --ckpt /tmp/ckpt --resume
 
+Cluster mode (a node started with --join ... --sink feed): commits block
+until the coordinator acknowledges them. When the coordinator restarts or
+the node is evicted, the loader raises longshore.RolledBack naming the
+rank's last acknowledged commit (epoch, step, token); the trainer restores
+the checkpoint saved with that commit (model.pt and the loader file whose
+token it names; none: the model it started with) and reads on: the next
+batches continue right after that commit. Under DDP every rank must roll
+back to the same checkpoint (a coordinator restart rolls back every rank;
+a rollback of one node's ranks alone needs the job restarted with the
+coordinator's --resume), and the token saved in the loader files is the
+job-wide cut (longshore.cut_token) of the ranks' tokens.
+
 DDP: start the node with --ranks N and the trainer with torchrun
 (torchrun --nproc-per-node N examples/pytorch_train.py ...): each process
 reads LOCAL_RANK (its socket), joins the process group (gloo on CPU, nccl
@@ -21,6 +33,7 @@ model.pt after every rank has written its loader position.
 """
 
 import argparse
+import copy
 import glob
 import json
 import os
@@ -71,8 +84,8 @@ def save(args, rank, world, step, model, opt, loader):
     checkpoint, then (rank 0, once every rank has) the model itself. A crash
     anywhere leaves the previous model.pt and its loader files intact, and
     a newer loader file without a model.pt naming it is never used."""
-    sd = loader.state_dict()  # commits the last batch handed out at the node
-    sd = dict(sd, token=sd["token"].hex() if sd.get("token") else None)
+    sd = loader.state_dict()  # commits the last batch handed out at the node (cluster mode: RolledBack if it cannot)
+    sd = {k: v.hex() if isinstance(v, bytes) else v for k, v in sd.items()}
     atomic_write(loader_state_path(args.ckpt, rank, step), lambda p: json.dump(sd, open(p, "w")))
     if world > 1:
         dist.barrier()
@@ -86,6 +99,39 @@ def save(args, rank, world, step, model, opt, loader):
                 os.unlink(f)
     if world > 1:
         dist.barrier()
+
+
+def checkpoint(args, rank, world, step, model, opt, loader):
+    try:
+        save(args, rank, world, step, model, opt, loader)
+    except longshore.RolledBack:
+        # the commit's batch belongs to a delivery era that ended: nothing
+        # is saved; the next read reports the rollback and restores
+        print(f"rank {rank}: checkpoint at step {step} rolled back", flush=True)
+        return False
+    print(f"rank {rank}: checkpoint at step {step}", flush=True)
+    return True
+
+
+def restore(args, rank, model, opt, rb, initial, device):
+    """Roll back to the checkpoint of rb (a longshore.RolledBack): model.pt
+    and this rank's loader file, which must hold the commit rb names;
+    rb.committed False: the state this run started from. Returns the step."""
+    net = model.module if hasattr(model, "module") else model
+    if not rb.committed:
+        net.load_state_dict(initial["model"])
+        opt.load_state_dict(initial["opt"])
+        return initial["step"]
+    ck = torch.load(os.path.join(args.ckpt, "model.pt"), map_location=device)
+    with open(loader_state_path(args.ckpt, rank, ck["step"])) as f:
+        sd = json.load(f)
+    mine = sd.get("rank_token") or sd.get("token")
+    if mine != rb.token.hex():
+        raise RuntimeError(f"rollback to epoch {rb.epoch} step {rb.step}, but the newest checkpoint "
+                           f"(step {ck['step']}) holds another commit; restart the job from a checkpoint")
+    net.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["opt"])
+    return ck["step"]
 
 
 def main(argv=None):
@@ -111,20 +157,29 @@ def main(argv=None):
         step = ck["step"]
         with open(loader_state_path(args.ckpt, rank, step)) as f:
             sd = json.load(f)
-        loader.load_state_dict(dict(sd, token=bytes.fromhex(sd["token"]) if sd.get("token") else None))
+        loader.load_state_dict({k: bytes.fromhex(v) if k.endswith("token") and v else v for k, v in sd.items()})
         print(f"rank {rank}: resumed at step {step} (loader after epoch {sd.get('epoch')} step {sd.get('step')})",
               flush=True)
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None)
     mean, std = MEAN.to(device), STD.to(device)
+    net = model.module if hasattr(model, "module") else model
+    # what a rollback before any acknowledged commit restores
+    initial = {"step": step, "model": copy.deepcopy(net.state_dict()), "opt": copy.deepcopy(opt.state_dict())}
 
     w = loader.welcome
     print(f"rank {rank}/{world}: feed {loader.path}: batch {w['batch_size']}, sample {w['sample']}, "
           f"{w['layout']}, resume at {w['resume']}", flush=True)
     model.train()
-    t0, seen, trained = time.time(), 0, False
+    t0, seen, trained, saved = time.time(), 0, False, step
     while step < args.steps:  # check before taking a batch: a taken batch is trained before any commit
-        batch = loader.next_batch()
+        try:
+            batch = loader.next_batch()
+        except longshore.RolledBack as rb:  # cluster mode: back to the last acknowledged commit
+            step = saved = restore(args, rank, model, opt, rb, initial, device)
+            print(f"rank {rank}: rolled back to epoch {rb.epoch} batch {rb.step}: restored the checkpoint "
+                  f"at step {step}", flush=True)
+            continue
         if batch is None:
             if loader.ended:
                 break
@@ -145,12 +200,12 @@ def main(argv=None):
         trained = True
         print(f"rank {rank}: step {step} (epoch {batch.epoch} batch {batch.step}) loss {loss.item():.4f} "
               f"{seen / (time.time() - t0):.1f} img/s", flush=True)
-        if step % args.commit_every == 0:
-            save(args, rank, world, step, model, opt, loader)
-            print(f"rank {rank}: checkpoint at step {step}", flush=True)
-    if trained and step % args.commit_every != 0:
-        save(args, rank, world, step, model, opt, loader)
-        print(f"rank {rank}: checkpoint at step {step}", flush=True)
+        # cluster mode: an epoch completes only once every rank committed its last batch of it
+        if step % args.commit_every == 0 or batch.end_of_stream:
+            if checkpoint(args, rank, world, step, model, opt, loader):
+                saved = step
+    if trained and saved != step:
+        checkpoint(args, rank, world, step, model, opt, loader)
     loader.close()
     if world > 1:
         dist.destroy_process_group()

@@ -17,6 +17,22 @@
 // Checkpoint order, as in the Python example: Commit at the node, write
 // loader-rank<R>-step<S>.json, then model.json naming step S. A crash at
 // any point leaves the previous model.json and its loader file intact.
+//
+// Cluster mode (a node started with --join ... --sink feed): Commit
+// blocks until the coordinator acknowledges it and returns its journal
+// token. When the coordinator restarts or the node is evicted, Next
+// returns a *feed.RollbackError (errors.Is feed.ErrRolledBack) naming the
+// rank's last acknowledged commit: go_train restores the checkpoint saved
+// with it (model.json, whose loader file must hold the same token; none
+// committed: the model this run started with) and reads on; the next
+// batches continue right after that commit. A Commit refused because its
+// batch's era ended saves nothing; the next Next reports the rollback. It
+// also commits each epoch's last batch (Batch.EndOfStream): the cluster
+// completes an epoch only when every rank has.
+//
+// --record FILE appends what the trainer did as JSON lines (batches with
+// their sample keys, acks, rollbacks), for tests that check the promise
+// from the outside (integration/feed_restart_test.go).
 package main
 
 import (
@@ -47,6 +63,7 @@ type options struct {
 	Resume      bool    // continue from the newest checkpoint in Ckpt
 	Classes     int     // output classes
 	LR          float64 // SGD learning rate
+	Record      string  // append events as JSON lines here ("": no record)
 }
 
 func main() {
@@ -58,6 +75,7 @@ func main() {
 	flag.BoolVar(&o.Resume, "resume", false, "continue from the newest checkpoint in --ckpt")
 	flag.IntVar(&o.Classes, "num-classes", 1000, "output classes")
 	flag.Float64Var(&o.LR, "lr", 0.5, "learning rate")
+	flag.StringVar(&o.Record, "record", "", "append what the trainer did (batches, acks, rollbacks) as JSON lines to this file")
 	flag.Parse()
 	rank, _ := strconv.Atoi(os.Getenv("LOCAL_RANK"))
 	if o.Socket == "" {
@@ -83,6 +101,13 @@ const grid = 4 // features: channel means over a grid×grid tiling
 func newModel(classes, channels int) *model {
 	f := channels * grid * grid
 	return &model{Classes: classes, Features: f, W: make([]float64, classes*f), B: make([]float64, classes)}
+}
+
+// clone returns a deep copy.
+func (m *model) clone() *model {
+	c := *m
+	c.W, c.B = append([]float64(nil), m.W...), append([]float64(nil), m.B...)
+	return &c
 }
 
 // features pools sample i of a uint8 batch into m.Features values in [0, 1].
@@ -212,6 +237,40 @@ type result struct {
 	ResumedStep  int          // the checkpoint's step (0: fresh start)
 	LastCommit   feed.Cursor  // (epoch, step) of the last commit
 	Checkpointed int          // checkpoints written
+	Rollbacks    int          // rollbacks restored (cluster mode)
+}
+
+// event is one line of --record.
+type event struct {
+	Ev        string   `json:"ev"` // batch, ack, commit_rolled_back, rollback, end
+	Epoch     int      `json:"epoch"`
+	Step      int64    `json:"step"`
+	Keys      []string `json:"keys,omitempty"`  // batch: its real samples (pads left out)
+	EOS       bool     `json:"eos,omitempty"`   // batch: end of the rank's stream for the epoch
+	Token     string   `json:"token,omitempty"` // ack, rollback
+	Committed bool     `json:"committed"`       // rollback: it names a commit
+}
+
+// restore rolls m back to the checkpoint of rb: model.json, whose loader
+// file must hold the commit rb names; when rb names none, initial (the
+// model this run started with, at step initialStep).
+func restore(o options, rank int, rb *feed.RollbackError, initial *model, initialStep int) (*model, int, error) {
+	if !rb.Committed {
+		return initial.clone(), initialStep, nil
+	}
+	var ck checkpoint
+	if err := readJSON(filepath.Join(o.Ckpt, "model.json"), &ck); err != nil {
+		return nil, 0, fmt.Errorf("rollback to epoch %d step %d: %w", rb.Epoch, rb.Step, err)
+	}
+	var ls loaderState
+	if err := readJSON(loaderPath(o.Ckpt, rank, ck.Step), &ls); err != nil {
+		return nil, 0, fmt.Errorf("rollback to epoch %d step %d: %w", rb.Epoch, rb.Step, err)
+	}
+	if string(ls.Token) != string(rb.Token) {
+		return nil, 0, fmt.Errorf("rollback to epoch %d step %d (token %s), but the newest checkpoint (step %d) holds epoch %d step %d (token %s): restart the job from a checkpoint",
+			rb.Epoch, rb.Step, rb.Token, ck.Step, ls.Epoch, ls.Step, ls.Token)
+	}
+	return ck.Model, ck.Step, nil
 }
 
 func run(ctx context.Context, o options, rank int, out io.Writer) (result, error) {
@@ -242,6 +301,16 @@ func run(ctx context.Context, o options, rank int, out io.Writer) (result, error
 			fmt.Fprintf(out, "rank %d: resumed at step %d (loader after epoch %d step %d)\n", rank, step, ls.Epoch, ls.Step)
 		}
 	}
+	record := func(event) {}
+	if o.Record != "" {
+		f, err := os.OpenFile(o.Record, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		enc := json.NewEncoder(f)
+		record = func(e event) { enc.Encode(e) }
+	}
 	c, err := feed.DialContext(ctx, o.Socket, dc)
 	if err != nil {
 		return res, err
@@ -251,13 +320,23 @@ func run(ctx context.Context, o options, rank int, out io.Writer) (result, error
 	if m == nil {
 		m = newModel(o.Classes, w.Sample.Channels)
 	}
+	initial, initialStep := m.clone(), step // what a rollback before any acknowledged commit restores
 	fmt.Fprintf(out, "rank %d: feed %s: batch %d, sample %+v, %s, resume at %+v\n", rank, o.Socket, w.BatchSize, w.Sample, w.Layout, w.Resume)
 
+	saved := step // the step of the last checkpoint
 	save := func(epoch int, bstep int64) error {
 		tok, err := c.Commit(ctx, epoch, bstep)
+		if errors.Is(err, feed.ErrRolledBack) {
+			// The batch's era ended: nothing is saved; Next reports the rollback.
+			fmt.Fprintf(out, "rank %d: checkpoint at step %d rolled back\n", rank, step)
+			record(event{Ev: "commit_rolled_back", Epoch: epoch, Step: bstep})
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+		cs := c.State() // the commit the node acknowledged
+		record(event{Ev: "ack", Epoch: cs.CommittedEpoch, Step: cs.CommittedStep, Token: string(tok)})
 		if err := writeJSON(loaderPath(o.Ckpt, rank, step), loaderState{Token: tok, Epoch: epoch, Step: bstep}); err != nil {
 			return err
 		}
@@ -270,7 +349,7 @@ func run(ctx context.Context, o options, rank int, out io.Writer) (result, error
 				os.Remove(f)
 			}
 		}
-		res.LastCommit, res.Checkpointed = feed.Cursor{Epoch: epoch, Step: bstep}, res.Checkpointed+1
+		res.LastCommit, res.Checkpointed, saved = feed.Cursor{Epoch: epoch, Step: bstep}, res.Checkpointed+1, step
 		fmt.Fprintf(out, "rank %d: checkpoint at step %d\n", rank, step)
 		return nil
 	}
@@ -279,6 +358,17 @@ func run(ctx context.Context, o options, rank int, out io.Writer) (result, error
 	var last *feed.Cursor
 	for step < o.Steps { // check before taking a batch: a taken batch is trained before any commit
 		b, err := c.Next(ctx)
+		var rb *feed.RollbackError
+		if errors.As(err, &rb) {
+			record(event{Ev: "rollback", Epoch: rb.Epoch, Step: rb.Step, Token: string(rb.Token), Committed: rb.Committed})
+			if m, step, err = restore(o, rank, rb, initial, initialStep); err != nil {
+				return res, err
+			}
+			saved, last = step, nil
+			res.Rollbacks++
+			fmt.Fprintf(out, "rank %d: rolled back to epoch %d batch %d: restored the checkpoint at step %d\n", rank, rb.Epoch, rb.Step, step)
+			continue
+		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -287,7 +377,16 @@ func run(ctx context.Context, o options, rank int, out io.Writer) (result, error
 		}
 		loss := m.step(b, o.LR)
 		cur := feed.Cursor{Epoch: b.Epoch, Step: b.Step}
-		n := len(b.Labels)
+		n, eos := len(b.Labels), b.EndOfStream
+		if o.Record != "" {
+			var keys []string
+			for i, k := range b.Keys {
+				if i >= len(b.Pads) || !b.Pads[i] {
+					keys = append(keys, k)
+				}
+			}
+			record(event{Ev: "batch", Epoch: b.Epoch, Step: b.Step, Keys: keys, EOS: eos})
+		}
 		b.Release()
 		if res.First == nil {
 			res.First = &cur
@@ -297,17 +396,18 @@ func run(ctx context.Context, o options, rank int, out io.Writer) (result, error
 		seen += n
 		fmt.Fprintf(out, "rank %d: step %d (epoch %d batch %d) loss %.4f %.0f img/s\n", rank, step, cur.Epoch, cur.Step, loss,
 			float64(seen)/time.Since(t0).Seconds())
-		if o.CommitEvery > 0 && step%o.CommitEvery == 0 {
+		if o.CommitEvery > 0 && step%o.CommitEvery == 0 || eos {
 			if err := save(cur.Epoch, cur.Step); err != nil {
 				return res, err
 			}
 		}
 	}
-	if last != nil && (o.CommitEvery == 0 || step%o.CommitEvery != 0) {
+	if last != nil && saved != step {
 		if err := save(last.Epoch, last.Step); err != nil {
 			return res, err
 		}
 	}
+	record(event{Ev: "end", Step: int64(step)})
 	res.Steps = step
 	return res, nil
 }

@@ -9,6 +9,14 @@
         loader.commit()                  # after saving a checkpoint; returns the resume token
     sd = loader.state_dict()             # save with the model; load_state_dict(sd) resumes there
 
+Cluster mode (a node started with --join ... --sink feed): commit() blocks
+until the coordinator acknowledges and returns a journal token ("lsr1.…");
+when the coordinator restarts or the node is evicted, iteration raises
+RolledBack naming the rank's last acknowledged commit (epoch, step, token):
+restore the model saved with it and keep iterating. Under data
+parallelism state_dict() all-gathers the ranks' tokens and keeps
+cut_token() of them, the one that restores every rank at that step.
+
 See docs/feed-protocol.md in the longshore repository for the wire protocol.
 """
 
@@ -20,5 +28,7 @@ from ._feed import (  # noqa: F401
     RolledBack,
     socket_path,
 )
+from ._token import JournalToken, cut_token, parse_token  # noqa: F401
 
-__all__ = ["Loader", "Batch", "FeedError", "RolledBack", "socket_path", "PROTOCOL_VERSION"]
+__all__ = ["Loader", "Batch", "FeedError", "RolledBack", "socket_path", "PROTOCOL_VERSION",
+           "cut_token", "parse_token", "JournalToken"]

@@ -13,6 +13,8 @@ import weakref
 
 import numpy as np
 
+from ._token import cut_token
+
 PROTOCOL_VERSION = 2  # 2 adds rollbacks (cluster mode); the node also accepts 1
 
 # message types (docs/feed-protocol.md)
@@ -63,6 +65,17 @@ def socket_path(rank=None, directory=None):
     return os.path.join(directory, f"rank-{rank}.sock")
 
 
+def _distributed():
+    """torch.distributed when it is initialized with more than one rank, else None."""
+    try:
+        import torch.distributed as dist
+    except Exception:  # torch is optional
+        return None
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist
+    return None
+
+
 def _try_torch():
     try:
         import torch  # noqa: F401
@@ -80,7 +93,7 @@ class Batch:
     view of it (including tensors from `tensor()`) are gone."""
 
     __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
-                 "positions", "pads", "failed", "layout", "_release", "__weakref__")
+                 "positions", "pads", "failed", "layout", "era", "end_of_stream", "_release", "__weakref__")
 
     def __init__(self, desc, images, release):
         self.id = desc["id"]
@@ -94,6 +107,10 @@ class Batch:
         self.pads = desc.get("pads") or []
         self.failed = desc.get("failed", 0)
         self.layout = desc.get("layout", "NCHW")
+        # cluster mode (version 2): the delivery era, and whether this is
+        # the rank's last batch of the epoch as planned now (commit it)
+        self.era = desc.get("era", 0)
+        self.end_of_stream = bool(desc.get("end_of_stream", False))
         self._release = release
 
     def __len__(self):
@@ -391,6 +408,9 @@ class Loader:
         last batch handed out) and return the node's resume token."""
         if step is None:
             if self._last is None:
+                # nothing handed out since the last commit, rollback or
+                # connection: the welcome may name the rank's last commit
+                self._connect()
                 return self._committed[2] if self._committed else self._token
             epoch, step = self._last
         elif epoch is None:
@@ -424,17 +444,38 @@ class Loader:
 
     def state_dict(self):
         """Commit the last batch handed out and return the position to save
-        with the model checkpoint."""
+        with the model checkpoint: {"version", "token", "epoch", "step"}.
+
+        Cluster mode under data parallelism (torch.distributed initialized,
+        world size > 1): a collective -- every rank must call it at the same
+        step, as DDP checkpointing does. Each rank commits, the ranks
+        all-gather their tokens, and "token" is `cut_token()` of them: the
+        token with the largest journal generation, the one that restores
+        every rank at exactly this step (a token restores the generation
+        that made *its* commit durable; other ranks' commits of the same
+        step may have landed in a later one). Give it to
+        `longshore-coordinator --resume` to restart the job at this
+        checkpoint. "rank_token" is this rank's own token: what
+        `load_state_dict()` presents to a running node (which accepts only
+        the rank's last acknowledged commit)."""
         tok = self.commit()
         sd = {"version": PROTOCOL_VERSION, "token": tok}
         if self._committed:
             sd["epoch"], sd["step"] = self._committed[0], self._committed[1]
+        dist = _distributed()
+        if dist is not None and self._conn is not None and self._conn.welcome.get("mode") == "cluster":
+            toks = [None] * dist.get_world_size()
+            dist.all_gather_object(toks, tok)
+            sd["rank_token"] = tok
+            sd["token"] = cut_token(toks)
         return sd
 
     def load_state_dict(self, sd):
         """Resume from a state_dict(): the node re-delivers from the batch
-        after its commit (reconnecting if already connected)."""
-        self._token = sd.get("token")
+        after its commit (reconnecting if already connected). A state of a
+        data-parallel cluster job presents its "rank_token" (this rank's own
+        commit), not the job-wide cut in "token"."""
+        self._token = sd.get("rank_token") or sd.get("token")
         self._queue.clear()
         self.close()
         self._last = None
