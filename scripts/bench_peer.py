@@ -262,19 +262,25 @@ def run_peer(a, workers, tmp, rep):
                 first_batch_s=r["t_first"] - r["t0"])
 
 
-def run_go(a, tmp, rep, dataset=None, env=None, tag="go"):
-    stats = os.path.join(tmp, f"{tag}-{rep}.json")
+def run_measured(argv, what, env=None):
+    """Runs argv as one process, sampling its PSS; returns (CPU seconds, peak PSS)."""
     s = PSSSampler()
-    p = subprocess.Popen([a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", "1", "--batch-size", "32",
-                          "--transform", "train", "--seed", str(rep + 1), "--sink", "null", "--stats-json", stats,
-                          "--progress", "never"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     s.add(p.pid)
     s.start()
     err = p.stderr.read()
     cpu_proc = wait_rusage(p)
     peak = s.stop()
     if p.returncode != 0:
-        raise RuntimeError(f"node exited {p.returncode}: {err.decode(errors='replace')}")
+        raise RuntimeError(f"{what} exited {p.returncode}: {err.decode(errors='replace')}")
+    return cpu_proc, peak
+
+
+def run_go(a, tmp, rep, dataset=None, env=None, tag="go"):
+    stats = os.path.join(tmp, f"{tag}-{rep}.json")
+    cpu_proc, peak = run_measured([a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", "1",
+                                   "--batch-size", "32", "--transform", "train", "--seed", str(rep + 1), "--sink", "null",
+                                   "--stats-json", stats, "--progress", "never"], "node", env)
     with open(stats) as f:
         r = json.load(f)
     n = r["images"]
@@ -291,23 +297,13 @@ def run_go_minio(a, tmp, rep):
 
 def run_ceiling(a, tmp, rep):
     out = os.path.join(tmp, f"ceiling-{rep}.json")
-    s = PSSSampler()
-    t0 = time.time()
-    p = subprocess.Popen([a.bench, "ceiling", "--dataset", a.dataset, "--json", out],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    s.add(p.pid)
-    s.start()
-    err = p.stderr.read()
-    cpu_proc = wait_rusage(p)
-    peak = s.stop()
-    if p.returncode != 0:
-        raise RuntimeError(f"ceiling exited {p.returncode}: {err.decode(errors='replace')}")
+    cpu_proc, peak = run_measured([a.bench, "ceiling", "--dataset", a.dataset, "--json", out], "ceiling")
     with open(out) as f:
         r = json.load(f)
     n = r["images"]
     return dict(images=n, images_per_s=n / r["seconds"], steady_images_per_s=None,
                 cpu_s_per_1000=1000 * cpu_proc / n, cpu_s_per_1000_process=1000 * cpu_proc / n,
-                peak_pss_bytes=peak, first_batch_s=None, wall_s=time.time() - t0)
+                peak_pss_bytes=peak, first_batch_s=None)
 
 
 def start_minio(a, tmp):

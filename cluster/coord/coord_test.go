@@ -38,14 +38,7 @@ func TestInProcess(t *testing.T) {
 	before := runtime.NumGoroutine()
 	h := newHarness(t, 97)
 	jstore := storage.NewMemStore("journal")
-	jn := openJournal(t, jstore)
-	cfg := h.clusterConfig(2)
-	cfg.Incarnation = jn.Incarnation()
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: 2,
-		TickEvery: 20 * time.Millisecond, Journal: jn})
-	if err != nil {
-		t.Fatal(err)
-	}
+	co := h.startCoordinator(2, 2, openJournal(t, jstore), nil)
 	// One node: agents are named actors, and two systems in one process
 	// cannot reach each other without remote (TestRemoteRoundTrip and the
 	// integration tests cover that).
@@ -115,13 +108,7 @@ func TestAckLostWithCoordinator(t *testing.T) {
 	defer h.sys.Shutdown()
 	jstore := storage.NewMemStore("journal")
 	cj := &crashingJournal{Journal: openJournal(t, jstore), n: 6, landed: make(chan uint64, 1)}
-	cfg := h.clusterConfig(1)
-	cfg.Incarnation = cj.Incarnation()
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: 2,
-		TickEvery: 20 * time.Millisecond, Journal: cj})
-	if err != nil {
-		t.Fatal(err)
-	}
+	co := h.startCoordinator(1, 2, cj, nil)
 	nd := h.startNode("n0")
 	h.introduce(co, nd)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -152,12 +139,7 @@ func TestAckLostWithCoordinator(t *testing.T) {
 	if last.Gen != lostGen {
 		t.Fatalf("restored generation %d, the unacknowledged one is %d", last.Gen, lostGen)
 	}
-	cfg.Incarnation = j2.Incarnation()
-	c2, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds),
-		TickEvery: 20 * time.Millisecond, Journal: j2, Restore: &last.State})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := h.startCoordinator(1, 0, j2, &last.State)
 	defer c2.Shutdown(context.Background())
 	h.introduce(c2, nd)
 	select {
@@ -184,14 +166,7 @@ func TestAckLostWithCoordinator(t *testing.T) {
 func TestTrainerReset(t *testing.T) {
 	h := newHarness(t, 97)
 	defer h.sys.Shutdown()
-	jn := openJournal(t, storage.NewMemStore("journal"))
-	cfg := h.clusterConfig(2)
-	cfg.Incarnation = jn.Incarnation()
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: 2,
-		TickEvery: 20 * time.Millisecond, Journal: jn})
-	if err != nil {
-		t.Fatal(err)
-	}
+	co := h.startCoordinator(2, 2, openJournal(t, storage.NewMemStore("journal")), nil)
 	defer co.Shutdown(context.Background())
 	nd := h.startNode("n0")
 	defer nd.Shutdown(context.Background())
@@ -217,14 +192,7 @@ func TestTrainerReset(t *testing.T) {
 func TestLostWelcome(t *testing.T) {
 	h := newHarness(t, 40)
 	defer h.sys.Shutdown()
-	jn := openJournal(t, storage.NewMemStore("journal"))
-	cfg := h.clusterConfig(1)
-	cfg.Incarnation = jn.Incarnation()
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds),
-		TickEvery: 20 * time.Millisecond, Journal: jn})
-	if err != nil {
-		t.Fatal(err)
-	}
+	co := h.startCoordinator(1, 0, openJournal(t, storage.NewMemStore("journal")), nil)
 	defer co.Shutdown(context.Background())
 	nd := h.startNode("n0")
 	defer nd.Shutdown(context.Background())
@@ -293,10 +261,23 @@ func newHarness(t *testing.T, n int) *harness {
 	}
 }
 
-func (h *harness) clusterConfig(epochs int) cluster.Config {
+// startCoordinator starts a coordinator of an epochs-epoch job over the
+// harness's dataset, batch 4, shard 8, journaling to jn (in its
+// incarnation), from restore if not nil.
+func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
+	coord.Journal
+	Incarnation() uint64
+}, restore *cluster.State) *coord.Coordinator {
+	h.t.Helper()
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(h.ds.Samples)), epochs, 8, 5
-	return cfg
+	cfg.Incarnation = jn.Incarnation()
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: minRanks,
+		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return co
 }
 
 // startNode starts a node with two ranks that records every ack.
