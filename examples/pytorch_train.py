@@ -29,7 +29,13 @@ DDP: start the node with --ranks N and the trainer with torchrun
 (torchrun --nproc-per-node N examples/pytorch_train.py ...): each process
 reads LOCAL_RANK (its socket), joins the process group (gloo on CPU, nccl
 on GPUs) and wraps the model in DistributedDataParallel. Rank 0 writes
-model.pt after every rank has written its loader position.
+model.pt after every rank has written its loader position. In cluster mode
+the ranks agree at every step whether any of them rolled back (one small
+all-reduce), so that all restore at the same step; a checkpoint whose commit
+some ranks got acknowledged and others not (the coordinator died between
+them) cannot be rolled back to in place: the trainer stops, and the job is
+restarted with longshore-coordinator --resume and the previous checkpoint's
+token.
 """
 
 import argparse
@@ -134,6 +140,34 @@ def restore(args, rank, model, opt, rb, initial, device):
     return ck["step"]
 
 
+def any_rank(world, flag, device):
+    """Whether flag is set on any rank: under DDP an all-reduce, which every
+    rank makes once per turn of the training loop."""
+    if world == 1:
+        return flag
+    t = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def await_rollback(loader, batch):
+    """Another rank rolled back, so this one will too (a coordinator restart
+    rolls back every rank) once it has read the batches of the ended era
+    still on its way: drop them (they will be delivered again) and return
+    the rollback. DDP needs the ranks to roll back at the same step: a rank
+    that trained one more stale batch than another would pair its gradient
+    all-reduce with the other's next collective and hang the job."""
+    while True:
+        if batch is not None:
+            batch.release()
+        try:
+            batch = loader.next_batch()
+        except longshore.RolledBack as rb:
+            return rb
+        if batch is None and loader.ended:
+            raise RuntimeError("another rank rolled back, but this rank's job ended; restart the job from a checkpoint")
+
+
 def main(argv=None):
     args = parse_args(argv)
     rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -173,9 +207,14 @@ def main(argv=None):
     model.train()
     t0, seen, trained, saved = time.time(), 0, False, step
     while step < args.steps:  # check before taking a batch: a taken batch is trained before any commit
+        rb = None
         try:
             batch = loader.next_batch()
-        except longshore.RolledBack as rb:  # cluster mode: back to the last acknowledged commit
+        except longshore.RolledBack as e:  # cluster mode: back to the last acknowledged commit
+            batch, rb = None, e
+        if any_rank(world, rb is not None, device) and rb is None:
+            rb = await_rollback(loader, batch)  # another rank rolled back: so does this one
+        if rb is not None:
             step = saved = restore(args, rank, model, opt, rb, initial, device)
             print(f"rank {rank}: rolled back to epoch {rb.epoch} batch {rb.step}: restored the checkpoint "
                   f"at step {step}", flush=True)

@@ -457,15 +457,36 @@ class Loader:
         `longshore-coordinator --resume` to restart the job at this
         checkpoint. "rank_token" is this rank's own token: what
         `load_state_dict()` presents to a running node (which accepts only
-        the rank's last acknowledged commit)."""
-        tok = self.commit()
+        the rank's last acknowledged commit). When any rank's commit is
+        answered `rolled_back`, every rank raises `RolledBack` (fields
+        None) after the all-gather: the checkpoint is incomplete, save
+        nothing. If some ranks' commits were acknowledged, their rollbacks
+        will name this step while the others' name an earlier one: the job
+        cannot go on in place; restart it with `--resume` and the previous
+        checkpoint's "token"."""
+        dist = _distributed()
+        try:
+            tok = self.commit()
+        except RolledBack:
+            if dist is None or self._conn is None or self._conn.welcome.get("mode") != "cluster":
+                raise
+            # the other ranks are (or will be) in the all-gather below: join
+            # it, so that every rank raises instead of the collectives of
+            # the ranks going out of step (a hang: the ranks whose commits
+            # were acknowledged wait in the all-gather, this one in its
+            # next step's gradient all-reduce)
+            tok = None
         sd = {"version": PROTOCOL_VERSION, "token": tok}
         if self._committed:
             sd["epoch"], sd["step"] = self._committed[0], self._committed[1]
-        dist = _distributed()
         if dist is not None and self._conn is not None and self._conn.welcome.get("mode") == "cluster":
             toks = [None] * dist.get_world_size()
             dist.all_gather_object(toks, tok)
+            failed = [r for r, t in enumerate(toks) if t is None]
+            if failed:
+                raise RolledBack(message=f"rolled back: the commit of rank(s) {failed} belongs to a delivery era "
+                                         "that ended, so this data-parallel checkpoint is not complete on every "
+                                         "rank; the next read raises this rank's rollback")
             sd["rank_token"] = tok
             sd["token"] = cut_token(toks)
         return sd
