@@ -316,17 +316,30 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	if old, ok := c.mu.acked[a.Epoch]; !ok || ts > old {
 		c.mu.acked[a.Epoch] = ts
 	}
-	tok := []byte(a.Token)
+	tok := []byte(trainerToken(a.Token, ts))
 	c.mu.last = &Rollback{Epoch: a.Epoch, Step: ts, Token: tok, Committed: true}
 	c.mu.lastAck = batchAt{key, a.Step}
 	c.mu.ackedIn[key] = ackRec{step: a.Step, token: tok}
-	c.mu.tokens[a.Token] = true
+	c.mu.tokens[string(tok)] = true
 	for w := range c.mu.waiters {
 		if w.at.sessEpoch == key && w.at.step <= a.Step {
 			w.ch <- CommitResult{Token: tok}
 			delete(c.mu.waiters, w)
 		}
 	}
+}
+
+// trainerToken returns the journal token tok with the trainer's step in
+// place of the coordinator's session step: the generation (what restores)
+// is the same, and a trainer reading its token sees its own step. tok
+// unchanged if it does not parse ("" without a journal).
+func trainerToken(tok string, step int64) string {
+	t, err := journal.ParseToken(tok)
+	if err != nil {
+		return tok
+	}
+	t.Step = step
+	return t.String()
 }
 
 // onEpochComplete: the coordinator completed epoch (every real sample

@@ -186,6 +186,9 @@ type model struct {
 	committed int
 	token     []byte
 	rollbacks int
+	// ownStepTokens counts commits after a rollback whose token names
+	// the trainer's own (epoch, step).
+	ownStepTokens int
 }
 
 // trainer drives one rank through the feed with the Go client. hooks may
@@ -289,8 +292,14 @@ func (tr *trainer) run(ctx context.Context) error {
 			cancel()
 			return fmt.Errorf("rank %d: commit %d/%d: %w (coordinator: %+v %v)", tr.rank, epoch, step, err, st.Stats, serr)
 		}
-		if _, err := journal.ParseToken(string(tok)); err != nil {
+		jt, err := journal.ParseToken(string(tok))
+		if err != nil {
 			return fmt.Errorf("rank %d: commit token: %w", tr.rank, err)
+		}
+		if jt.Epoch == epoch && jt.Step == step && tr.m.rollbacks > 0 {
+			// After a rollback the session's steps start past 0: the
+			// token must carry the trainer's step, not the session's.
+			tr.m.ownStepTokens++
 		}
 		tr.m.committed, tr.m.token = len(tr.m.hist), tok
 	}
@@ -448,6 +457,9 @@ func TestClusterFeedCoordinatorRestart(t *testing.T) {
 	})
 	<-restarted
 	for _, tr := range trs {
+		if tr.m.ownStepTokens == 0 {
+			t.Errorf("rank %d: no token after the rollback named the trainer's step", tr.rank)
+		}
 		if tr.m.rollbacks == 0 {
 			t.Errorf("rank %d: no rollback surfaced after the coordinator restart", tr.rank)
 		}
