@@ -316,7 +316,7 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	if old, ok := c.mu.acked[a.Epoch]; !ok || ts > old {
 		c.mu.acked[a.Epoch] = ts
 	}
-	tok := []byte(trainerToken(a.Token, ts))
+	tok := []byte(trainerToken(a.Token, a.Epoch, ts))
 	c.mu.last = &Rollback{Epoch: a.Epoch, Step: ts, Token: tok, Committed: true}
 	c.mu.lastAck = batchAt{key, a.Step}
 	c.mu.ackedIn[key] = ackRec{step: a.Step, token: tok}
@@ -329,16 +329,17 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	}
 }
 
-// trainerToken returns the journal token tok with the trainer's step in
-// place of the coordinator's session step: the generation (what restores)
-// is the same, and a trainer reading its token sees its own step. tok
-// unchanged if it does not parse ("" without a journal).
-func trainerToken(tok string, step int64) string {
+// trainerToken returns the journal token tok naming the trainer's
+// (epoch, step) in place of the coordinator's session step: the
+// generation (what restores) is the same, and a trainer reading its token
+// sees its own commit. tok unchanged if it does not parse ("" without a
+// journal).
+func trainerToken(tok string, epoch int, step int64) string {
 	t, err := journal.ParseToken(tok)
 	if err != nil {
 		return tok
 	}
-	t.Step = step
+	t.Epoch, t.Step = epoch, step
 	return t.String()
 }
 
@@ -364,7 +365,10 @@ func (c *clusterRank) onEpochComplete(session cluster.Fence, epoch int) {
 func (c *clusterRank) ackCompleteLocked(at batchAt, tstep int64) []byte {
 	var tok []byte
 	if c.mu.last != nil {
-		tok = c.mu.last.Token
+		// The newest generation holds the epoch complete, so it restores
+		// this commit too.
+		tok = []byte(trainerToken(string(c.mu.last.Token), at.epoch, tstep))
+		c.mu.tokens[string(tok)] = true
 	}
 	if rec, ok := c.mu.ackedIn[at.sessEpoch]; ok && rec.step >= at.step {
 		return rec.token

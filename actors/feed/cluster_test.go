@@ -186,8 +186,9 @@ type model struct {
 	committed int
 	token     []byte
 	rollbacks int
-	// ownStepTokens counts commits after a rollback whose token names
-	// the trainer's own (epoch, step).
+	// rolledBackIn is the epoch of the last rollback's checkpoint (-1:
+	// none); ownStepTokens counts the commits checked in it.
+	rolledBackIn  int
 	ownStepTokens int
 }
 
@@ -236,6 +237,10 @@ func (tr *trainer) run(ctx context.Context) error {
 				return fmt.Errorf("rollback error does not match ErrRolledBack")
 			}
 			tr.m.rollbacks++
+			tr.m.rolledBackIn = -1
+			if rb.Committed {
+				tr.m.rolledBackIn = rb.Epoch
+			}
 			// It names the checkpoint the trainer has: its last ack.
 			if tr.m.committed > 0 {
 				last := tr.m.hist[tr.m.committed-1]
@@ -296,9 +301,13 @@ func (tr *trainer) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("rank %d: commit token: %w", tr.rank, err)
 		}
-		if jt.Epoch == epoch && jt.Step == step && tr.m.rollbacks > 0 {
-			// After a rollback the session's steps start past 0: the
-			// token must carry the trainer's step, not the session's.
+		if tr.m.rollbacks > 0 && epoch == tr.m.rolledBackIn && step > 0 {
+			// In the epoch it rolled back in, the new session's step 0
+			// is past the trainer's 0: the token must carry the
+			// trainer's step, not the session's.
+			if jt.Epoch != epoch || jt.Step != step {
+				return fmt.Errorf("rank %d: commit of epoch %d step %d returned a token of epoch %d step %d", tr.rank, epoch, step, jt.Epoch, jt.Step)
+			}
 			tr.m.ownStepTokens++
 		}
 		tr.m.committed, tr.m.token = len(tr.m.hist), tok
@@ -458,7 +467,7 @@ func TestClusterFeedCoordinatorRestart(t *testing.T) {
 	<-restarted
 	for _, tr := range trs {
 		if tr.m.ownStepTokens == 0 {
-			t.Errorf("rank %d: no token after the rollback named the trainer's step", tr.rank)
+			t.Errorf("rank %d: no commit after the rollback, in its epoch, to check the token's step of", tr.rank)
 		}
 		if tr.m.rollbacks == 0 {
 			t.Errorf("rank %d: no rollback surfaced after the coordinator restart", tr.rank)
