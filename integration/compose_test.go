@@ -405,7 +405,7 @@ func TestChaosKillNode(t *testing.T) {
 // committed history, and the job completes.
 func TestChaosPartitionNode(t *testing.T) {
 	set := chaosSettings()
-	set["LONGSHORE_EPOCHS"] = "5" // the job must outlast the partition
+	set["LONGSHORE_EPOCHS"] = "8" // the job must outlast the partition and the rejoin
 	s := startStack(t, set)
 	s.waitDelivered("node2", 0, 3, 2*time.Minute)
 	id := s.container("node2")
@@ -418,7 +418,7 @@ func TestChaosPartitionNode(t *testing.T) {
 	healed := time.Now()
 	s.finish(3*time.Minute, "node1", "node2", "node3")
 	s.checkMidEpoch(cut, 0)
-	h := s.check(5)
+	h := s.check(8)
 	if s.firstAfter(healed, "job done", nil) < 0 {
 		t.Errorf("the job finished before the partition healed: nothing shows the stale leases were fenced")
 	}

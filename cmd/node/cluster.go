@@ -99,7 +99,17 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			if m == nil {
 				return errors.New("not in gossip yet")
 			}
-			return m.UpdateMeta(ctx, func(meta *gossip.Meta) { meta.Incarnation = inc })
+			if err := m.UpdateMeta(ctx, func(meta *gossip.Meta) { meta.Incarnation = inc }); err != nil {
+				return err
+			}
+			// An eviction usually means the others declared this node
+			// dead (a partition, a stall): they no longer gossip to it,
+			// so its new life reaches them only at memberlist's next
+			// push/pull (up to 15-30 s). Join --join to push it now.
+			if err := m.Join(ctx, joinAddrs(o.join)); err != nil {
+				logger.Warn("re-join after eviction failed; gossip will carry the new incarnation", "join", o.join, "err", err)
+			}
+			return nil
 		},
 		OnAck: func(rank string, _ cluster.Fence, a cluster.Ack) {
 			_ = snk.Line(fmt.Sprintf("commit\t%d\t%s\t%d", a.Epoch, rank, a.Step))
