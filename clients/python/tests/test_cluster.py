@@ -41,11 +41,11 @@ def wait_record(path, pred, proc, c, timeout=60):
     raise AssertionError(f"trainer record never satisfied the wait\n{c.logs()}")
 
 
-def check_promise(events, keys, epochs):
-    """Replays the trainer's record: rollbacks name the last ack, steps
+def replay(events):
+    """Replays one trainer's record: rollbacks name the last ack, steps
     continue without gaps in the model's history, nothing is left
-    uncommitted at the end, and every key is in exactly one committed
-    step of each epoch. Returns (acks, rollbacks)."""
+    uncommitted at the end. Returns (committed history [(epoch, step,
+    keys)], acks, rollbacks)."""
     hist, committed, last_ack = [], 0, None
     acks = rollbacks = 0
     for ev in events:
@@ -68,6 +68,13 @@ def check_promise(events, keys, epochs):
     for e, s, _ in hist:
         assert s == nxt[e], f"epoch {e}: step {s} follows step {nxt[e] - 1} in the model's history"
         nxt[e] = s + 1
+    return hist, acks, rollbacks
+
+
+def check_promise(events, keys, epochs):
+    """replay(events), then: every key is in exactly one committed step of
+    each epoch. Returns (acks, rollbacks)."""
+    hist, acks, rollbacks = replay(events)
     for e in range(epochs):
         seen = collections.Counter(k for ep, _, ks in hist if ep == e for k in ks)
         wrong = {k: seen[k] for k in set(keys) | set(seen) if seen[k] != 1}

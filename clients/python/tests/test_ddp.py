@@ -31,7 +31,7 @@ import sys
 import time
 
 import longshore
-from test_cluster import read_record
+from test_cluster import read_record, replay
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "..", "examples", "pytorch_train.py")
@@ -128,38 +128,6 @@ class DDPRun:
             assert self.c.coord.wait(60) == 0, f"coordinator failed:\n{self.c.logs()}"
         except subprocess.TimeoutExpired:
             raise AssertionError(f"the cluster did not finish:\n{self.c.logs()}") from None
-
-
-def replay(events):
-    """One rank's record replayed as test_cluster.check_promise does, less
-    its per-rank sample check (here the samples split between the ranks):
-    rollbacks name the rank's last acknowledged commit, the model's
-    history continues without gaps, nothing trained after the last commit
-    at the end. Returns (committed history [(epoch, step, keys)], acks,
-    rollbacks)."""
-    hist, committed, last_ack = [], 0, None
-    acks = rollbacks = 0
-    for ev in events:
-        if ev["ev"] == "batch":
-            hist.append((ev["epoch"], ev["step"], ev["keys"]))
-        elif ev["ev"] == "ack":
-            longshore.parse_token(ev["token"])
-            committed, last_ack = len(hist), (ev["epoch"], ev["step"], ev["token"])
-            acks += 1
-        elif ev["ev"] == "rollback":
-            rollbacks += 1
-            if last_ack is None:
-                assert not ev["committed"], ev
-            else:
-                assert ev["committed"] and (ev["epoch"], ev["step"], ev["token"]) == last_ack, (ev, last_ack)
-            del hist[committed:]
-    assert events and events[-1]["ev"] == "end", "the trainer did not reach the end of the job"
-    assert committed == len(hist), f"{len(hist) - committed} batches trained after the last commit"
-    nxt = collections.Counter()
-    for e, s, _ in hist:
-        assert s == nxt[e], f"epoch {e}: step {s} follows step {nxt[e] - 1} in the model's history"
-        nxt[e] = s + 1
-    return hist, acks, rollbacks
 
 
 def check_ddp(recs, keys, epochs):
