@@ -270,6 +270,11 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	cfg.Epochs = int(j.Epochs)
 	cfg.FirstEpoch = 0
 	cfg.DropLast = false
+	if cfg.ReadAhead == 0 {
+		// What a rank has taken from its leases cannot be split off for
+		// an idle rank: take no more than keeps the fetchers busy.
+		cfg.ReadAhead = max(cfg.BatchSize, cfg.WithDefaults().FetchConcurrency)
+	}
 	deps := a.n.cfg.Deps
 	if a.n.cfg.RankDeps != nil {
 		deps = a.n.cfg.RankDeps(rs.r.index)

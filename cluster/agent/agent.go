@@ -81,7 +81,10 @@ type Config struct {
 	// Pipeline configures each rank's pipeline. BatchSize, Seed and
 	// Epochs come from the coordinator's job; DropLast is forced off (a
 	// dropped batch could never be committed and the epoch would never
-	// complete; the coordinator's DropRemainder drops instead).
+	// complete; the coordinator's DropRemainder drops instead). A zero
+	// ReadAhead means max(the job's batch size, FetchConcurrency), not
+	// the standalone Slots*BatchSize: what a rank has taken cannot be
+	// given to an idle rank when it falls behind.
 	Pipeline actors.Config
 	// Deps are the pipelines' collaborators (Store, NewDecoder, ...).
 	Deps actors.Deps

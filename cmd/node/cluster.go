@@ -42,11 +42,6 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	// The node's decoders are shared out among its ranks.
 	ac.Decoders = max(1, ac.Decoders/o.ranks)
-	if o.readAhead == 0 {
-		// What a rank has taken from its leases cannot be split off for
-		// an idle rank: take no more than keeps the fetchers busy.
-		ac.ReadAhead = max(ac.BatchSize, ac.FetchConcurrency)
-	}
 	slow, err := parseSlowRanks(o.slowRanks, o.ranks)
 	if err != nil {
 		return err
