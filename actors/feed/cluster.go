@@ -124,7 +124,6 @@ func NewClusterFeed(ranks int) *ClusterFeed {
 		cr.mu.sent = map[sessEpoch]int64{}
 		cr.mu.acked = map[int]int64{}
 		cr.mu.ackedIn = map[sessEpoch]ackRec{}
-		cr.mu.tokens = map[string]bool{}
 		cr.mu.complete = map[sessEpoch]bool{}
 		f.ranks = append(f.ranks, cr)
 	}
@@ -217,7 +216,6 @@ type clusterRank struct {
 		last     *Rollback            // the last acknowledged commit
 		lastAck  batchAt              // ... in session terms
 		lastSent *batchAt             // the last batch returned this era
-		tokens   map[string]bool      // every token acknowledged
 		complete map[sessEpoch]bool   // epochs the coordinator completed, per session
 		waiters  map[*commitWaiter]struct{}
 	}
@@ -320,7 +318,6 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	c.mu.last = &Rollback{Epoch: a.Epoch, Step: ts, Token: tok, Committed: true}
 	c.mu.lastAck = batchAt{key, a.Step}
 	c.mu.ackedIn[key] = ackRec{step: a.Step, token: tok}
-	c.mu.tokens[string(tok)] = true
 	for w := range c.mu.waiters {
 		if w.at.sessEpoch == key && w.at.step <= a.Step {
 			w.ch <- CommitResult{Token: tok}
@@ -368,7 +365,6 @@ func (c *clusterRank) ackCompleteLocked(at batchAt, tstep int64) []byte {
 		// The newest generation holds the epoch complete, so it restores
 		// this commit too.
 		tok = []byte(trainerToken(string(c.mu.last.Token), at.epoch, tstep))
-		c.mu.tokens[string(tok)] = true
 	}
 	if rec, ok := c.mu.ackedIn[at.sessEpoch]; ok && rec.step >= at.step {
 		return rec.token
@@ -394,11 +390,8 @@ func (c *clusterRank) Attach(token []byte) (Attachment, error) {
 			// This node process acknowledged nothing for the rank (it
 			// restarted): the coordinator's state is the authority.
 		case string(token) == string(c.mu.last.Token):
-		case c.mu.tokens[string(token)]:
-			return Attachment{}, fmt.Errorf("%w: it is older than rank %d's last acknowledged commit (epoch %d step %d, token %s), and a running cluster cannot go back: restart the job with the coordinator's --resume %s",
-				ErrStaleToken, c.index, c.mu.last.Epoch, c.mu.last.Step, c.mu.last.Token, token)
 		default:
-			return Attachment{}, fmt.Errorf("%w: this node never acknowledged it for rank %d (last: epoch %d step %d, token %s); to go back to it, restart the job with the coordinator's --resume %s",
+			return Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
 				ErrStaleToken, c.index, c.mu.last.Epoch, c.mu.last.Step, c.mu.last.Token, token)
 		}
 	}
