@@ -303,6 +303,15 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 // endSession drops a rank's leases and pipeline: what it delivered after
 // its last acknowledged commit will be re-issued by the coordinator.
 func (a *nodeActor) endSession(rs *rankState) {
+	// Next must see the session gone before the old pipeline can fail:
+	// an error from a pipeline that is still the rank's current one is
+	// the trainer's to see, one from a replaced pipeline is not.
+	rs.r.mu.Lock()
+	rs.r.mu.session = cluster.Fence{}
+	rs.r.mu.pipe = nil
+	rs.r.mu.segs = map[int]segInfo{}
+	rs.r.changedLocked()
+	rs.r.mu.Unlock()
 	if rs.want != nil {
 		rs.want.give(actors.Work{Err: ErrRolledBack})
 	}
@@ -312,12 +321,6 @@ func (a *nodeActor) endSession(rs *rankState) {
 		prev, prevAcked = rs.session, rs.acked
 	}
 	*rs = rankState{r: rs.r, prev: prev, prevAcked: prevAcked}
-	rs.r.mu.Lock()
-	rs.r.mu.session = cluster.Fence{}
-	rs.r.mu.pipe = nil
-	rs.r.mu.segs = map[int]segInfo{}
-	rs.r.changedLocked()
-	rs.r.mu.Unlock()
 }
 
 // pump gives the pipeline what it asked for, asks for more work, and
