@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +81,14 @@ func TestRemotePeer(t *testing.T) {
 	time.Sleep(30 * time.Second) // the parent kills this process when done
 }
 
+// parentRemote is TestRemoteRoundTrip's end, started once per process
+// so that -count=N does not start a second remote (see below).
+var parentRemote = sync.OnceValues(func() (*actor.ActorSystem, error) {
+	sys := actor.NewActorSystem(quiet())
+	_, _, err := agent.StartRemote(sys, "127.0.0.1:0", "")
+	return sys, err
+})
+
 // TestRemoteRoundTrip sends every message kind between two actor systems
 // over protoactor remote on loopback and checks they arrive intact and
 // convert back to the same cluster values. The peer runs in a child
@@ -90,12 +99,10 @@ func TestRemoteRoundTrip(t *testing.T) {
 	if os.Getenv(peerEnv) != "" {
 		t.Skip("this process is the peer")
 	}
-	sys := actor.NewActorSystem(quiet())
-	rem, _, err := agent.StartRemote(sys, "127.0.0.1:0", "")
+	sys, err := parentRemote()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rem.Shutdown(false)
 	peer := exec.Command(os.Args[0], "-test.run=^TestRemotePeer$")
 	peer.Env = append(os.Environ(), peerEnv+"=1")
 	out, err := peer.StdoutPipe()
@@ -129,15 +136,13 @@ func TestRemoteRoundTrip(t *testing.T) {
 		ne.Events = append(ne.Events, we)
 	}
 	got := make(chan any, 4)
-	sink, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+	sink := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *wire.NodeEvents, *wire.NodeMail:
 			got <- m
 		}
-	}), "sink")
-	if err != nil {
-		t.Fatal(err)
-	}
+	}))
+	defer sys.Root.Stop(sink)
 	sys.Root.RequestWithCustomSender(actor.NewPID(peerAddr, "echo"), ne, sink)
 
 	var gotMail *wire.NodeMail
