@@ -466,7 +466,10 @@ func TestClusterFeedCoordinatorRestart(t *testing.T) {
 	})
 	<-restarted
 	for _, tr := range trs {
-		if tr.m.ownStepTokens == 0 {
+		// Rank 0 restarted the coordinator after its 5th batch, mid
+		// epoch 0, so it commits again in the epoch it rolled back in.
+		// Rank 1 may have been anywhere, even at its epoch's last step.
+		if tr.rank == 0 && tr.m.ownStepTokens == 0 {
 			t.Errorf("rank %d: no commit after the rollback, in its epoch, to check the token's step of", tr.rank)
 		}
 		if tr.m.rollbacks == 0 {
