@@ -212,11 +212,19 @@ func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error
 		return ds, nil
 	}
 	for i := range ds.Samples {
-		k := dir + "/" + ds.Samples[i].Key
+		s := &ds.Samples[i]
+		k := dir + "/" + s.Key
 		if len(k) > MaxKeyLen {
 			return nil, fmt.Errorf("sample %d: key %q: longer than %d bytes with the manifest's directory: %w", i, k, MaxKeyLen, ErrInvalidKey)
 		}
-		ds.Samples[i].Key = k
+		s.Key = k
+		if s.Packed() {
+			o := dir + "/" + s.Object
+			if len(o) > MaxKeyLen {
+				return nil, fmt.Errorf("sample %d: object %q: longer than %d bytes with the manifest's directory: %w", i, o, MaxKeyLen, ErrInvalidKey)
+			}
+			s.Object = o
+		}
 	}
 	return ds, nil
 }

@@ -60,4 +60,16 @@
 // lists class prefixes with a delimiter (PrefixLister) and then the
 // classes concurrently, instead of paging through every key of the dataset
 // in one sequential listing.
+//
+// # Packed datasets
+//
+// A manifest may place samples inside bigger objects — members of tar
+// shards, as longshore-pack writes them or WebDataset publishes them —
+// with "object", "offset" and "size" beside the key (Sample.Object,
+// Offset, Size). IndexTar lists a tar's members with their exact byte
+// ranges. PackedStore wraps the dataset's store and serves a packed
+// sample's bytes under its key, reading a chunk of samples (those of one
+// epoch-order block that share a shard) with one ranged GET into a cache
+// bounded in bytes. docs/packed-datasets.md describes the format and how
+// to choose shard and block sizes.
 package storage

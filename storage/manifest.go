@@ -47,11 +47,15 @@ type ManifestFormat int
 const (
 	// ManifestCSV: one "key,label" record per line, RFC 4180 quoting,
 	// optionally a header line "key,label" (or path/file/filename for the
-	// first column, class/target for the second).
+	// first column, class/target for the second). A packed sample's
+	// record has three more fields, "key,label,object,offset,size" (the
+	// header then names them too); in a five-field record the last three
+	// are all set or all empty.
 	ManifestCSV ManifestFormat = iota + 1
 	// ManifestJSONL: one JSON object per line, {"key": "...", "label": 3}
-	// or {"key": "...", "label": "cat"}; other fields are ignored, blank
-	// lines skipped.
+	// or {"key": "...", "label": "cat"}; a packed sample adds "object",
+	// "offset" and "size" (all three or none). Other fields are ignored,
+	// blank lines skipped.
 	ManifestJSONL
 )
 
@@ -94,6 +98,11 @@ const maxManifestLine = 1 << 20
 // CSV, a column that is all integers is integers; in JSON lines, numbers
 // are integers and strings names, and mixing them is an error.
 //
+// A packed sample (see Sample) names its object, which must pass CheckKey
+// like a key, and the byte range of its data there: offset >= 0, size > 0.
+// The three come together or not at all; a manifest may mix packed and
+// plain samples.
+//
 // An empty manifest is an error wrapping ErrEmptyDataset; a malformed one
 // a *ManifestError.
 func ParseManifest(r io.Reader, format ManifestFormat) (*Dataset, error) {
@@ -118,13 +127,60 @@ type manifestRow struct {
 	key    string
 	label  string
 	number bool // the label was written as a number (JSON), or parses as one (CSV)
+
+	// A packed sample's location (packed false: none given).
+	packed       bool
+	object       string
+	offset, size int64
 }
+
+// locationFields are the names of a packed sample's extra fields, in their
+// CSV column order.
+var locationFields = [3]string{"object", "offset", "size"}
 
 func isHeader(rec []string) bool {
 	k := strings.ToLower(strings.TrimSpace(rec[0]))
 	l := strings.ToLower(strings.TrimSpace(rec[1]))
+	if len(rec) == 5 {
+		for i, name := range locationFields {
+			if strings.ToLower(strings.TrimSpace(rec[2+i])) != name {
+				return false
+			}
+		}
+	}
 	return (k == "key" || k == "path" || k == "file" || k == "filename") &&
 		(l == "label" || l == "class" || l == "target")
+}
+
+// setLocation fills row's location from the text of the three fields
+// (nil: absent), which must all be present or all absent.
+func (row *manifestRow) setLocation(object, offset, size *string) error {
+	fields := []*string{object, offset, size}
+	var have, missing []string
+	for i, f := range fields {
+		if f == nil {
+			missing = append(missing, locationFields[i])
+		} else {
+			have = append(have, locationFields[i])
+		}
+	}
+	if len(have) == 0 {
+		return nil
+	}
+	if len(missing) > 0 {
+		return badLine(row.line, "%s without %s: a packed sample needs object, offset and size together",
+			strings.Join(have, " and "), strings.Join(missing, " and "))
+	}
+	off, err := strconv.ParseInt(*offset, 10, 64)
+	if err != nil {
+		return badLine(row.line, "offset %q is not an integer", *offset)
+	}
+	n, err := strconv.ParseInt(*size, 10, 64)
+	if err != nil {
+		return badLine(row.line, "size %q is not an integer", *size)
+	}
+	row.packed, row.object, row.offset, row.size = true, *object, off, n
+	return nil
 }
 
 func parseCSV(r io.Reader) ([]manifestRow, error) {
@@ -148,15 +204,27 @@ func parseCSV(r io.Reader) ([]manifestRow, error) {
 		if first {
 			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // a UTF-8 byte order mark
 		}
-		if len(rec) != 2 {
-			return nil, badLine(line, "want 2 fields (key,label), got %d", len(rec))
+		if len(rec) != 2 && len(rec) != 5 {
+			return nil, badLine(line, "want 2 fields (key,label) or 5 (key,label,object,offset,size), got %d", len(rec))
 		}
 		if first && isHeader(rec) {
 			continue
 		}
 		key, label := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
 		_, numErr := strconv.ParseInt(label, 10, 64)
-		rows = append(rows, manifestRow{line: line, key: key, label: label, number: numErr == nil})
+		row := manifestRow{line: line, key: key, label: label, number: numErr == nil}
+		if len(rec) == 5 {
+			var loc [3]*string
+			for i := range loc {
+				if v := strings.TrimSpace(rec[2+i]); v != "" {
+					loc[i] = &v
+				}
+			}
+			if err := row.setLocation(loc[0], loc[1], loc[2]); err != nil {
+				return nil, err
+			}
+		}
+		rows = append(rows, row)
 	}
 }
 
@@ -173,8 +241,11 @@ func parseJSONL(r io.Reader) ([]manifestRow, error) {
 			continue
 		}
 		var obj struct {
-			Key   *string         `json:"key"`
-			Label json.RawMessage `json:"label"`
+			Key    *string         `json:"key"`
+			Label  json.RawMessage `json:"label"`
+			Object *string         `json:"object"`
+			Offset json.RawMessage `json:"offset"`
+			Size   json.RawMessage `json:"size"`
 		}
 		if err := json.Unmarshal(text, &obj); err != nil {
 			return nil, badLine(line, "not a JSON object: %v", err)
@@ -198,6 +269,17 @@ func parseJSONL(r io.Reader) ([]manifestRow, error) {
 		default:
 			return nil, badLine(line, "label %s: want an integer or a class name string", lab)
 		}
+		offset, err := jsonInteger(line, "offset", obj.Offset)
+		if err != nil {
+			return nil, err
+		}
+		size, err := jsonInteger(line, "size", obj.Size)
+		if err != nil {
+			return nil, err
+		}
+		if err := row.setLocation(obj.Object, offset, size); err != nil {
+			return nil, err
+		}
 		if len(rows) > 0 && rows[0].number != row.number {
 			return nil, badLine(line, "label %s mixes integer and class-name labels (line %d has %q)", row.label, rows[0].line, rows[0].label)
 		}
@@ -210,6 +292,20 @@ func parseJSONL(r io.Reader) ([]manifestRow, error) {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// jsonInteger returns the text of an integer field, nil if it is absent or
+// null.
+func jsonInteger(line int, name string, raw json.RawMessage) (*string, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || string(v) == "null" {
+		return nil, nil
+	}
+	if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+		return nil, badLine(line, "%s %s is not an integer", name, v)
+	}
+	s := string(v)
+	return &s, nil
 }
 
 func buildDataset(rows []manifestRow) (*Dataset, error) {
@@ -234,6 +330,20 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 		if !utf8.ValidString(r.label) {
 			return nil, badLine(r.line, "label %q is not valid UTF-8", r.label)
 		}
+		if r.packed {
+			if err := CheckKey(r.object); err != nil {
+				return nil, badLine(r.line, "object: %v", err)
+			}
+			if r.offset < 0 {
+				return nil, badLine(r.line, "offset %d is negative", r.offset)
+			}
+			if r.size <= 0 {
+				return nil, badLine(r.line, "size %d: want > 0", r.size)
+			}
+			if r.offset > math.MaxInt64-r.size {
+				return nil, badLine(r.line, "offset %d + size %d overflows", r.offset, r.size)
+			}
+		}
 	}
 	ds := &Dataset{Samples: make([]Sample, len(rows))}
 	integers := !slices.ContainsFunc(rows, func(r manifestRow) bool { return !r.number })
@@ -244,7 +354,7 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 			if v < 0 || v >= MaxClasses || v > math.MaxInt32 {
 				return nil, badLine(r.line, "label %d outside [0, %d)", v, MaxClasses)
 			}
-			ds.Samples[i] = Sample{Key: r.key, Label: int32(v)}
+			ds.Samples[i] = r.sample(int32(v))
 			maxLabel = max(maxLabel, v)
 		}
 		ds.Classes = make([]string, maxLabel+1)
@@ -266,7 +376,15 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 		index[name] = int32(i)
 	}
 	for i, r := range rows {
-		ds.Samples[i] = Sample{Key: r.key, Label: index[r.label]}
+		ds.Samples[i] = r.sample(index[r.label])
 	}
 	return ds, nil
+}
+
+func (r manifestRow) sample(label int32) Sample {
+	s := Sample{Key: r.key, Label: label}
+	if r.packed {
+		s.Object, s.Offset, s.Size = r.object, r.offset, r.size
+	}
+	return s
 }

@@ -29,6 +29,10 @@ func FuzzManifest(f *testing.F) {
 		{`{"key":"a","label":1}` + "\n" + `{"key":"b","label":"dog"}`, true},
 		{`{"key":"../a","label":1.5}`, true},
 		{`[1,2]`, true},
+		{"key,label,object,offset,size\na,1,s.tar,512,10\nb,1,,,\n", false},
+		{"a,1,s.tar,0,0\nb,2,s.tar,-1,3\n", false},
+		{`{"key":"s/0.tar/a","label":0,"object":"s/0.tar","offset":512,"size":9}` + "\n" + `{"key":"b","label":1}`, true},
+		{`{"key":"a","label":0,"object":"s.tar","size":9}`, true},
 		{"", true},
 	} {
 		f.Add([]byte(seed.data), seed.jsonl)
@@ -56,7 +60,11 @@ func FuzzManifest(f *testing.F) {
 			if integers {
 				label = s.Label
 			}
-			line, _ := json.Marshal(map[string]any{"key": s.Key, "label": label})
+			rec := map[string]any{"key": s.Key, "label": label}
+			if s.Packed() {
+				rec["object"], rec["offset"], rec["size"] = s.Object, s.Offset, s.Size
+			}
+			line, _ := json.Marshal(rec)
 			buf.Write(line)
 			buf.WriteByte('\n')
 		}
@@ -104,6 +112,13 @@ func checkDataset(t *testing.T, ds *Dataset) {
 		keys[s.Key] = true
 		if s.Label < 0 || int(s.Label) >= len(ds.Classes) {
 			t.Fatalf("sample %d: label %d outside %d classes", i, s.Label, len(ds.Classes))
+		}
+		if s.Packed() {
+			if err := CheckKey(s.Object); err != nil || s.Offset < 0 || s.Size <= 0 || s.Offset+s.Size < 0 {
+				t.Fatalf("sample %d: accepted location %q [%d,+%d): %v", i, s.Object, s.Offset, s.Size, err)
+			}
+		} else if s.Offset != 0 || s.Size != 0 {
+			t.Fatalf("sample %d: a plain sample with offset %d size %d", i, s.Offset, s.Size)
 		}
 	}
 }

@@ -75,6 +75,15 @@ type Store interface {
 	String() string
 }
 
+// Prefetcher is implemented by stores that can start reading an object
+// before it is asked for (PackedStore: a packed sample's chunk). The
+// pipeline calls Prefetch with each work item's key as the work arrives,
+// ahead of the fetchers. It is a hint: it must return at once, and it may
+// do nothing.
+type Prefetcher interface {
+	Prefetch(key string)
+}
+
 // PrefixLister is implemented by stores that can list the "directories"
 // below a prefix without listing every object (S3's delimiter listing).
 // Dataset discovery uses it to list a million-object ImageFolder class by

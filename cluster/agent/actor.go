@@ -190,6 +190,10 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 		return
 	}
 	a.job = w.Job
+	if a.n.cfg.OnJob != nil {
+		j := w.Job
+		a.n.cfg.OnJob(Job{Samples: j.Samples, Seed: j.Seed, Epochs: int(j.Epochs), BatchSize: int(j.BatchSize), Block: int(j.Block)})
+	}
 	for i, s := range w.Cluster().Ranks {
 		rs := a.byName[s.Rank]
 		if rs == nil {

@@ -110,6 +110,12 @@ type Config struct {
 	// such an ack learns here that its commit needs none. It must not
 	// block for long.
 	OnEpochComplete func(rank string, session cluster.Fence, epoch int)
+	// OnJob, if set, is called from the actor with the job of every
+	// coordinator Welcome the node accepts, before the sessions it brings
+	// start: parts of the node that size themselves by the job learn it
+	// here (the packed-sample store chunks by the order's Block). It must
+	// not block.
+	OnJob func(Job)
 	// RequestEvery is how often each rank re-asks for work (a lost
 	// message costs at most this). 0: 1 s.
 	RequestEvery time.Duration
@@ -122,8 +128,23 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Job is what the coordinator's job tells a node beyond its ranks'
+// sessions.
+type Job struct {
+	Samples   int64
+	Seed      uint64
+	Epochs    int
+	BatchSize int
+	// Block is the locality block of every epoch's order (cluster.Order).
+	Block int
+}
+
 // ManifestDigest identifies a dataset: a hash of its keys and labels in
-// index order. Coordinator and nodes compare it before serving a job.
+// index order, and of where each packed sample lies (object, offset,
+// size), so that a node and a coordinator reading differently packed
+// copies refuse each other. Coordinator and nodes compare it before
+// serving a job. A dataset without packed samples hashes as it did before
+// packing existed.
 func ManifestDigest(ds *storage.Dataset) string {
 	// FNV-1a 64 over key, NUL, label, NUL: cheap, and a mismatch here is
 	// a misconfiguration, not an attack.
@@ -139,6 +160,13 @@ func ManifestDigest(ds *storage.Dataset) string {
 		add([]byte{0})
 		add([]byte(fmt.Sprint(s.Label)))
 		add([]byte{0})
+		if s.Packed() {
+			// A marker, then the location: a copy packed differently
+			// (other shards or offsets) digests differently.
+			add([]byte{1})
+			add([]byte(s.Object))
+			add([]byte(fmt.Sprintf("\x00%d\x00%d\x00", s.Offset, s.Size)))
+		}
 	}
 	return fmt.Sprintf("%d:%016x", len(ds.Samples), h)
 }

@@ -1,0 +1,612 @@
+package storage
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// PackedConfig configures a PackedStore. The zero value is valid: every
+// packed sample is read with its own ranged GET and nothing is cached.
+type PackedConfig struct {
+	// Block is the locality block of the epoch order (cluster.Order), in
+	// samples: a chunk is the packed samples of dataset indices
+	// [k*Block, (k+1)*Block) that lie in the same object, read with one
+	// ranged GET. The order visits a block's samples together, so a chunk
+	// is used up soon after it is fetched. 0 or 1: no chunks, one ranged
+	// GET per sample. SetBlock changes it later.
+	Block int
+	// CacheBytes bounds the chunk cache: the chunks held plus those being
+	// fetched. A chunk that would not fit, even after evicting every idle
+	// chunk, is not cached; its samples are read one ranged GET each.
+	// 0: no cache (one ranged GET per sample).
+	CacheBytes int64
+}
+
+// DefaultPackedConfig returns what the binaries start from.
+func DefaultPackedConfig() PackedConfig {
+	return PackedConfig{
+		// The coordinator's block for packed datasets: a shard of 256
+		// ~110 KB images is one ~28 MB GET, past the point where a
+		// request's fixed cost (~1 ms of server CPU on MinIO) matters.
+		Block: 256,
+		// Room for about nine such chunks: one per rank on an 8-GPU host
+		// plus one being fetched, bounded whatever the dataset's size.
+		CacheBytes: 256 << 20,
+	}
+}
+
+// Validate reports every problem with c at once (errors.Join), or nil.
+func (c PackedConfig) Validate() error {
+	var errs []error
+	if c.Block < 0 {
+		errs = append(errs, fmt.Errorf("packed store: Block %d is negative", c.Block))
+	}
+	if c.CacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("packed store: CacheBytes %d is negative", c.CacheBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// PackedStats counts what a PackedStore did.
+type PackedStats struct {
+	Chunks        int64 `json:"chunks"`         // chunk fetches (one ranged GET each)
+	ChunkBytes    int64 `json:"chunk_bytes"`    // bytes they read
+	Hits          int64 `json:"hits"`           // samples served from a chunk
+	ReadAlone     int64 `json:"read_alone"`     // samples read with a ranged GET of their own
+	Evictions     int64 `json:"evictions"`      // chunks dropped before every sample was served
+	Overflows     int64 `json:"overflows"`      // samples read alone because the cache was full
+	Prefetches    int64 `json:"prefetches"`     // chunk fetches started by Prefetch
+	Reused        int64 `json:"reused"`         // chunk fetches into a recycled buffer
+	CachedBytes   int64 `json:"cached_bytes"`   // now: chunks held or being fetched
+	FreeBytes     int64 `json:"free_bytes"`     // now: buffers kept for reuse
+	PeakBytes     int64 `json:"peak_bytes"`     // most CachedBytes+FreeBytes ever: the memory held
+	ChunkFailures int64 `json:"chunk_failures"` // chunk fetches that failed
+}
+
+// sparseSlack is the waste allowed per member in a chunk's span before it
+// counts against fetching the span at once: a tar member's header and
+// padding (512 to 1535 bytes, more with PAX records) and a small sidecar
+// member (WebDataset's .cls or .json) between two images.
+const sparseSlack = 4 << 10
+
+// PackedStore serves the packed samples of a dataset (Sample.Object set)
+// from the objects that hold them, under their sample keys. It reads a
+// chunk at a time — the block's samples that share an object, with one
+// ranged GET spanning them — and keeps chunks in a cache bounded in bytes,
+// so that an epoch visiting samples block by block costs one request per
+// chunk instead of one per sample.
+//
+//   - Get of a packed sample's key returns its bytes; every other key and
+//     every other method go to the wrapped store unchanged.
+//   - Concurrent Gets of one chunk share one fetch. A Get whose context
+//     ends returns at once; the fetch goes on for the others and is
+//     cancelled when no Get waits for it any more.
+//   - A chunk is dropped as soon as each of its samples has been served
+//     once; other chunks are evicted least recently used when a new one
+//     needs room. Chunks being fetched count against CacheBytes too.
+//   - A chunk whose span is more than twice its samples' bytes (plus a
+//     few KiB per sample for tar headers), or that is bigger than the
+//     cache, is not fetched as a whole: its samples are read one ranged
+//     GET each.
+//   - Errors of the wrapped store come back unchanged (errors.Is works
+//     with the storage sentinels and context errors), to every Get that
+//     waited for the failed fetch; nothing failed is cached.
+//   - Prefetch starts a sample's chunk ahead of its first Get (the
+//     pipeline calls it as work arrives), so that the fetch overlaps the
+//     decoding of the chunk before.
+//   - Chunk buffers are recycled: a dropped chunk's buffer is kept for
+//     the next fetch, within CacheBytes, so the memory held stays at the
+//     cache's working set instead of growing with garbage between GCs.
+//
+// A PackedStore is safe for concurrent use. Close cancels fetches still
+// running, waits for them and closes the wrapped store if it is an
+// io.Closer.
+type PackedStore struct {
+	inner Store
+	ds    *Dataset
+	index map[string]int // packed sample key -> dataset index
+	cap   int64
+	block atomic.Int64
+	alone atomic.Int64   // PackedStats.ReadAlone
+	wg    sync.WaitGroup // chunk fetches
+	mu    struct {
+		sync.Mutex
+		chunks map[chunkKey]*chunk
+		lru    list.List // of *chunk, loaded ones only, most recent first
+		used   int64     // bytes held or being fetched
+		// served remembers which samples of an evicted chunk were
+		// served, so that the chunk fetched again is dropped once the
+		// rest have been (else it would wait for samples already gone).
+		// One bit per index of the chunk's block.
+		served map[chunkKey][]uint64
+		// free holds buffers of dropped chunks for the next fetches;
+		// freeBytes is their capacity, which with used stays within
+		// cap.
+		free      [][]byte
+		freeBytes int64
+		closed    bool
+		stats     PackedStats
+	}
+}
+
+var (
+	_ Store        = (*PackedStore)(nil)
+	_ Prefetcher   = (*PackedStore)(nil)
+	_ PrefixLister = (*PackedStore)(nil)
+	_ io.Closer    = (*PackedStore)(nil)
+)
+
+// chunkKey names a chunk: an object and a block of dataset indices. The
+// block's bounds (not its number) are the key, so a change of Block makes
+// new chunks and never mixes them with old ones.
+type chunkKey struct {
+	object string
+	lo, hi int
+}
+
+type chunk struct {
+	key     chunkKey
+	off     int64 // first byte of the span in the object
+	size    int64 // span length: what the chunk reserves in the cache
+	members map[int]bool
+	left    int // members not served yet
+	readers int // Gets copying out of data now (unlocked)
+
+	done    chan struct{} // closed when the fetch ended
+	data    []byte        // after done, on success
+	err     error         // after done, on failure
+	waiters int           // Gets waiting for the fetch
+	cancel  context.CancelFunc
+	gone    bool // removed from the cache (abandoned, failed, used up, evicted)
+	elem    *list.Element
+}
+
+// NewPackedStore wraps inner to serve ds's packed samples. ds must not
+// change while the store is in use.
+func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &PackedStore{inner: inner, ds: ds, cap: cfg.CacheBytes, index: map[string]int{}}
+	for i, s := range ds.Samples {
+		if s.Packed() {
+			p.index[s.Key] = i
+		}
+	}
+	p.block.Store(int64(cfg.Block))
+	p.mu.chunks = map[chunkKey]*chunk{}
+	p.mu.served = map[chunkKey][]uint64{}
+	return p, nil
+}
+
+// SetBlock changes the chunk block (PackedConfig.Block), for a node that
+// learns the epoch order's block from the coordinator after it opened the
+// dataset. Safe at any time: chunks already cached stay until used up or
+// evicted.
+func (p *PackedStore) SetBlock(block int) { p.block.Store(int64(max(block, 0))) }
+
+// Block returns the current chunk block.
+func (p *PackedStore) Block() int { return int(p.block.Load()) }
+
+// Stats returns the counters so far.
+func (p *PackedStore) Stats() PackedStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.mu.stats
+	s.CachedBytes = p.mu.used
+	s.FreeBytes = p.mu.freeBytes
+	s.ReadAlone = p.alone.Load()
+	return s
+}
+
+// Inner returns the wrapped store.
+func (p *PackedStore) Inner() Store { return p.inner }
+
+// Get implements Store: a packed sample's bytes, or the wrapped store's
+// object for any other key.
+func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	i, ok := p.index[key]
+	if !ok {
+		return p.inner.Get(ctx, key, dst)
+	}
+	s := &p.ds.Samples[i]
+	if err := ctx.Err(); err != nil {
+		return dst[:0], err
+	}
+	b := int(p.block.Load())
+	if b <= 1 || p.cap <= 0 {
+		return p.getMember(ctx, s, dst)
+	}
+	lo := i / b * b
+	ck := chunkKey{object: s.Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}
+
+	p.mu.Lock()
+	c := p.mu.chunks[ck]
+	if c == nil {
+		c = p.startLocked(ctx, ck)
+		if c == nil { // not worth a chunk, or no room
+			p.mu.Unlock()
+			return p.getMember(ctx, s, dst)
+		}
+	}
+	select {
+	case <-c.done:
+		if c.err == nil {
+			data := p.serveLocked(c, i)
+			p.mu.Unlock()
+			return p.copyOut(c, s, data, dst), nil
+		}
+	default:
+	}
+	c.waiters++
+	p.mu.Unlock()
+
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		p.mu.Lock()
+		p.leaveLocked(c)
+		p.mu.Unlock()
+		return dst[:0], ctx.Err()
+	}
+	p.mu.Lock()
+	c.waiters--
+	if c.err != nil {
+		err := c.err
+		p.mu.Unlock()
+		return dst[:0], err
+	}
+	data := p.serveLocked(c, i)
+	p.mu.Unlock()
+	return p.copyOut(c, s, data, dst), nil
+}
+
+// getMember reads one packed sample with a ranged GET of its own.
+func (p *PackedStore) getMember(ctx context.Context, s *Sample, dst []byte) ([]byte, error) {
+	p.alone.Add(1)
+	return p.inner.GetRange(ctx, s.Object, s.Offset, s.Size, dst)
+}
+
+// copyOut appends the sample's bytes from its chunk's data to dst[:0]. It
+// runs unlocked: a loaded chunk's data is not written while it has
+// readers (serveLocked counted this one), and its buffer is recycled only
+// once it has none.
+func (p *PackedStore) copyOut(c *chunk, s *Sample, data, dst []byte) []byte {
+	at := s.Offset - c.off
+	dst = append(dst[:0], data[at:at+s.Size]...)
+	p.mu.Lock()
+	c.readers--
+	if c.gone {
+		p.recycleLocked(c)
+	}
+	p.mu.Unlock()
+	return dst
+}
+
+// recycleLocked keeps the buffer of the dropped chunk c for a later
+// fetch, once nobody reads it, if it fits within the cache's bound.
+func (p *PackedStore) recycleLocked(c *chunk) {
+	if c.readers > 0 || c.waiters > 0 || c.data == nil {
+		return // a Get still reads it, or will once it wakes up
+	}
+	buf := c.data[:0]
+	c.data = nil
+	if p.mu.closed || p.mu.used+p.mu.freeBytes+int64(cap(buf)) > p.cap {
+		return // the garbage collector's
+	}
+	p.mu.free = append(p.mu.free, buf)
+	p.mu.freeBytes += int64(cap(buf))
+}
+
+// bufferLocked returns a recycled buffer of at least size bytes (the
+// smallest), or a new one; it also gives up free buffers as long as they
+// would push the memory held past the cache's bound once this fetch's
+// span is reserved.
+func (p *PackedStore) bufferLocked(size int64) []byte {
+	best := -1
+	for j, b := range p.mu.free {
+		if int64(cap(b)) >= size && (best < 0 || cap(b) < cap(p.mu.free[best])) {
+			best = j
+		}
+	}
+	var out []byte
+	if best >= 0 {
+		out = p.mu.free[best]
+		p.mu.free = append(p.mu.free[:best], p.mu.free[best+1:]...)
+		p.mu.freeBytes -= int64(cap(out))
+		p.mu.stats.Reused++
+	} else {
+		// Every free buffer is too small: chunks have grown (or these
+		// were the short last shard's). Let them go rather than hold
+		// memory no fetch can use, and make a new one with room to
+		// spare, so that chunks of similar size share buffers.
+		clear(p.mu.free)
+		p.mu.free, p.mu.freeBytes = p.mu.free[:0], 0
+		out = make([]byte, 0, bufferSize(size))
+	}
+	for len(p.mu.free) > 0 && p.mu.used+p.mu.freeBytes > p.cap {
+		last := len(p.mu.free) - 1
+		p.mu.freeBytes -= int64(cap(p.mu.free[last]))
+		p.mu.free[last] = nil
+		p.mu.free = p.mu.free[:last]
+	}
+	return out
+}
+
+// bufferSize is the capacity of a new chunk buffer for a span of size
+// bytes: an eighth more, in 64 KiB units, so that a buffer fits the
+// chunks of similarly sized shards after it.
+func bufferSize(size int64) int64 {
+	const unit = 64 << 10
+	return (size + size/8 + unit - 1) / unit * unit
+}
+
+// Prefetch starts fetching the chunk of a packed sample, if it is not
+// cached or being fetched and fits in the cache without evicting
+// anything: a hint, for a caller that knows which samples come soon. It
+// does nothing for other keys and never blocks on I/O.
+func (p *PackedStore) Prefetch(key string) {
+	i, ok := p.index[key]
+	if !ok {
+		return
+	}
+	b := int(p.block.Load())
+	if b <= 1 || p.cap <= 0 {
+		return
+	}
+	s := &p.ds.Samples[i]
+	lo := i / b * b
+	ck := chunkKey{object: s.Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.chunks[ck] != nil {
+		return
+	}
+	if c := p.planLocked(ck, false); c != nil {
+		p.mu.stats.Prefetches++
+		p.launchLocked(context.Background(), c)
+	}
+}
+
+// startLocked plans the chunk ck and, if it is worth fetching whole and
+// fits (evicting idle chunks as needed), reserves its bytes and starts its
+// fetch; it returns nil otherwise.
+func (p *PackedStore) startLocked(ctx context.Context, ck chunkKey) *chunk {
+	c := p.planLocked(ck, true)
+	if c != nil {
+		p.launchLocked(ctx, c)
+	}
+	return c
+}
+
+// planLocked plans the chunk ck: nil if it is not worth fetching whole or
+// does not fit (with evict, after evicting every idle chunk; without,
+// as things stand).
+func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
+	if p.mu.closed {
+		return nil
+	}
+	members := make(map[int]bool)
+	first, end, total := int64(-1), int64(0), int64(0)
+	for j := ck.lo; j < ck.hi; j++ {
+		s := &p.ds.Samples[j]
+		if s.Object != ck.object {
+			continue
+		}
+		members[j] = false
+		if first < 0 || s.Offset < first {
+			first = s.Offset
+		}
+		end = max(end, s.Offset+s.Size)
+		total += s.Size
+	}
+	span := end - first
+	if len(members) < 2 || span > 2*total+int64(len(members))*sparseSlack || span > p.cap {
+		return nil
+	}
+	if !evict && p.mu.used+span > p.cap {
+		return nil
+	}
+	for p.mu.used+span > p.cap {
+		e := p.mu.lru.Back()
+		if e == nil {
+			p.mu.stats.Overflows++
+			return nil
+		}
+		p.evictLocked(e.Value.(*chunk))
+	}
+	left := len(members)
+	if bits := p.mu.served[ck]; bits != nil {
+		for j, served := range members {
+			if b := j - ck.lo; !served && bits[b/64]&(1<<(b%64)) != 0 {
+				members[j] = true
+				left--
+			}
+		}
+		delete(p.mu.served, ck)
+	}
+	return &chunk{key: ck, off: first, size: span, members: members, left: left, done: make(chan struct{})}
+}
+
+// launchLocked reserves the planned chunk c's bytes and starts its fetch,
+// into a recycled buffer when there is one.
+func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	p.mu.chunks[c.key] = c
+	p.mu.used += c.size
+	buf := p.bufferLocked(c.size)
+	p.mu.stats.PeakBytes = max(p.mu.stats.PeakBytes, p.mu.used+p.mu.freeBytes)
+	p.mu.stats.Chunks++
+	p.mu.stats.ChunkBytes += c.size
+	p.wg.Add(1)
+	go p.fetch(fctx, c, buf)
+}
+
+// fetch reads c's span into buf (appending to buf[:0]) and publishes the
+// outcome.
+func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
+	defer p.wg.Done()
+	data, err := p.inner.GetRange(ctx, c.key.object, c.off, c.size, buf)
+	if err == nil && int64(len(data)) != c.size {
+		err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, c.key.object, c.off, c.size, len(data), ErrRange)
+	}
+	c.cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.data = data
+	if err != nil {
+		c.err = err
+		if !c.gone { // else abandoned: nobody waits for the outcome
+			p.mu.stats.ChunkFailures++
+		}
+		p.dropLocked(c) // the next Get tries again
+	} else if !c.gone {
+		c.elem = p.mu.lru.PushFront(c)
+	}
+	if c.gone {
+		p.recycleLocked(c)
+	}
+	close(c.done)
+}
+
+// serveLocked marks member i of the loaded chunk c served and returns the
+// chunk's data, counting the caller as a reader until its copyOut; a
+// chunk whose every member has been served is dropped.
+func (p *PackedStore) serveLocked(c *chunk, i int) []byte {
+	p.mu.stats.Hits++
+	data := c.data
+	c.readers++
+	if served, ok := c.members[i]; ok && !served {
+		c.members[i] = true
+		c.left--
+	}
+	if c.left == 0 {
+		p.dropLocked(c)
+	} else if c.elem != nil {
+		p.mu.lru.MoveToFront(c.elem)
+	}
+	return data
+}
+
+// leaveLocked is a Get giving up on c's fetch: the last one to leave
+// cancels it and forgets the chunk, so a later Get starts afresh rather
+// than inherit a cancelled fetch.
+func (p *PackedStore) leaveLocked(c *chunk) {
+	c.waiters--
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	if c.waiters == 0 {
+		c.cancel()
+		p.dropLocked(c)
+	}
+}
+
+// maxServedRecords bounds PackedStore.mu.served. A record outlives its
+// use only when an evicted chunk's other samples never come (their lease
+// went to another node); forgetting them all costs at most one extra
+// fetch per chunk.
+const maxServedRecords = 1 << 14
+
+// evictLocked drops the loaded chunk c to make room, remembering which of
+// its samples were served.
+func (p *PackedStore) evictLocked(c *chunk) {
+	p.mu.stats.Evictions++
+	if c.left > 0 && c.left < len(c.members) {
+		if len(p.mu.served) >= maxServedRecords {
+			clear(p.mu.served)
+		}
+		bits := make([]uint64, (c.key.hi-c.key.lo+63)/64)
+		for j, served := range c.members {
+			if b := j - c.key.lo; served {
+				bits[b/64] |= 1 << (b % 64)
+			}
+		}
+		p.mu.served[c.key] = bits
+	}
+	p.dropLocked(c)
+}
+
+// dropLocked removes c from the cache and releases its bytes. Gets that
+// waited for it still read its data; the buffer is recycled after them
+// (or at once, if nobody reads it, or when its fetch ends).
+func (p *PackedStore) dropLocked(c *chunk) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	if p.mu.chunks[c.key] == c {
+		delete(p.mu.chunks, c.key)
+	}
+	if c.elem != nil {
+		p.mu.lru.Remove(c.elem)
+		c.elem = nil
+	}
+	p.mu.used -= c.size
+	select {
+	case <-c.done:
+		p.recycleLocked(c)
+	default: // fetch still running: it recycles when it ends
+	}
+}
+
+// Close cancels the chunk fetches still running, waits for them, and
+// closes the wrapped store if it is an io.Closer. Gets after Close read
+// each sample alone.
+func (p *PackedStore) Close() error {
+	p.mu.Lock()
+	p.mu.closed = true
+	p.mu.free, p.mu.freeBytes = nil, 0
+	for _, c := range p.mu.chunks {
+		if c.cancel != nil {
+			c.cancel()
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	if c, ok := p.inner.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// List implements Store by passing through.
+func (p *PackedStore) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+	return p.inner.List(ctx, prefix, fn)
+}
+
+// ListPrefixes implements PrefixLister by passing through.
+func (p *PackedStore) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
+	return ListPrefixes(ctx, p.inner, prefix)
+}
+
+// GetRange implements Store by passing through.
+func (p *PackedStore) GetRange(ctx context.Context, key string, off, length int64, dst []byte) ([]byte, error) {
+	return p.inner.GetRange(ctx, key, off, length, dst)
+}
+
+// Stat implements Store by passing through.
+func (p *PackedStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	return p.inner.Stat(ctx, key)
+}
+
+// Put implements Store by passing through.
+func (p *PackedStore) Put(ctx context.Context, key string, data []byte, c Cond) (string, error) {
+	return p.inner.Put(ctx, key, data, c)
+}
+
+// Delete implements Store by passing through.
+func (p *PackedStore) Delete(ctx context.Context, key string) error {
+	return p.inner.Delete(ctx, key)
+}
+
+// String names the wrapped store.
+func (p *PackedStore) String() string { return p.inner.String() }

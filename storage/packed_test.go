@@ -1,0 +1,598 @@
+package storage_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/faulty"
+	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/storetest"
+)
+
+// countingStore counts the reads that reach the store below.
+type countingStore struct {
+	storage.Store
+	gets, ranges atomic.Int64
+}
+
+func (c *countingStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, key, dst)
+}
+
+func (c *countingStore) GetRange(ctx context.Context, key string, off, n int64, dst []byte) ([]byte, error) {
+	c.ranges.Add(1)
+	return c.Store.GetRange(ctx, key, off, n, dst)
+}
+
+// packFixture writes n samples into tar shards of perShard samples at
+// shards/shard-NNNNNN.tar of s, with a manifest.jsonl, and discovers the
+// packed dataset. Sample sizes are drawn from [1, maxSize]. It returns the
+// dataset and each sample key's bytes.
+func packFixture(t *testing.T, s storage.Store, seed uint64, n, perShard, maxSize int) (*storage.Dataset, map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	want := map[string][]byte{}
+	var manifest bytes.Buffer
+	for first := 0; first < n; first += perShard {
+		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		var names []string
+		var datas [][]byte
+		for i := first; i < min(first+perShard, n); i++ {
+			data := make([]byte, 1+rng.IntN(maxSize))
+			for j := range data {
+				data[j] = byte(rng.Uint32())
+			}
+			name := fmt.Sprintf("c%d/img%04d.jpg", i%3, i)
+			if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+				t.Fatal(err)
+			}
+			tw.Write(data)
+			names, datas = append(names, name), append(datas, data)
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		members, err := storage.ReadTarIndex(bytes.NewReader(buf.Bytes()))
+		if err != nil || len(members) != len(names) {
+			t.Fatalf("index: %d members, %v", len(members), err)
+		}
+		for k, m := range members {
+			key := object + "/" + m.Name
+			want[key] = datas[k]
+			line, _ := json.Marshal(map[string]any{"key": key, "label": (first + k) % 3, "object": object, "offset": m.Offset, "size": m.Size})
+			manifest.Write(append(line, '\n'))
+		}
+		if _, err := s.Put(ctx, object, buf.Bytes(), storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Put(ctx, "manifest.jsonl", manifest.Bytes(), storage.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := storage.Discover(ctx, s, storage.DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds, want
+}
+
+// blockOrder visits [0, n) the way cluster.Order does: blocks of b in a
+// random order, each block's indices shuffled.
+func blockOrder(rng *rand.Rand, n, b int) []int {
+	nb := (n + b - 1) / b
+	var out []int
+	for _, blk := range rng.Perm(nb) {
+		lo, hi := blk*b, min(blk*b+b, n)
+		for _, j := range rng.Perm(hi - lo) {
+			out = append(out, lo+j)
+		}
+	}
+	return out
+}
+
+// chunkCount is how many (block, object) pairs the dataset has: the
+// ranged GETs one pass in block order should cost.
+func chunkCount(ds *storage.Dataset, b int) (pairs, multi int) {
+	type pair struct {
+		blk int
+		obj string
+	}
+	count := map[pair]int{}
+	for i, s := range ds.Samples {
+		count[pair{i / b, s.Object}]++
+	}
+	for _, c := range count {
+		if c > 1 {
+			multi++
+		}
+	}
+	return len(count), multi
+}
+
+func packedStore(t *testing.T, inner storage.Store, ds *storage.Dataset, block int, cacheBytes int64) *storage.PackedStore {
+	t.Helper()
+	p, err := storage.NewPackedStore(inner, ds, storage.PackedConfig{Block: block, CacheBytes: cacheBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func getAll(t *testing.T, p storage.Store, ds *storage.Dataset, order []int, want map[string][]byte) {
+	t.Helper()
+	var buf []byte
+	for _, i := range order {
+		key := ds.Samples[i].Key
+		var err error
+		buf, err = p.Get(context.Background(), key, buf)
+		if err != nil {
+			t.Fatalf("Get %s: %v", key, err)
+		}
+		if !bytes.Equal(buf, want[key]) {
+			t.Fatalf("Get %s: %d bytes, not the sample's %d", key, len(buf), len(want[key]))
+		}
+	}
+}
+
+// TestPackedOneRequestPerChunk: one pass in block order costs one ranged
+// GET per (block, shard) pair, whatever the block's alignment with the
+// shards, and leaves nothing cached; block 1 is one GET per sample.
+func TestPackedOneRequestPerChunk(t *testing.T) {
+	for name, inner := range stores(t) {
+		ds, want := packFixture(t, inner, 1, 100, 16, 3000)
+		for _, b := range []int{16, 10, 32, 100, 1} {
+			t.Run(fmt.Sprintf("%s/block%d", name, b), func(t *testing.T) {
+				cs := &countingStore{Store: inner}
+				p := packedStore(t, cs, ds, b, 1<<20)
+				getAll(t, p, ds, blockOrder(rand.New(rand.NewPCG(uint64(b), 2)), len(ds.Samples), b), want)
+				pairs, multi := chunkCount(ds, b)
+				if got := cs.ranges.Load(); got != int64(pairs) {
+					t.Errorf("%d ranged GETs, want %d (one per block and shard)", got, pairs)
+				}
+				st := p.Stats()
+				if st.Chunks != int64(multi) || st.CachedBytes != 0 || st.Evictions != 0 || cs.gets.Load() != 0 {
+					t.Errorf("stats %+v, %d whole-object GETs; want %d chunks, nothing left cached", st, cs.gets.Load(), multi)
+				}
+			})
+		}
+	}
+}
+
+func TestPackedSetBlock(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 2, 64, 16, 500)
+	cs := &countingStore{Store: mem}
+	p := packedStore(t, cs, ds, 0, 1<<20)
+	getAll(t, p, ds, []int{0, 1, 2, 3}, want)
+	if got := cs.ranges.Load(); got != 4 {
+		t.Errorf("block 0: %d ranged GETs for 4 samples, want 4", got)
+	}
+	p.SetBlock(16)
+	getAll(t, p, ds, blockOrder(rand.New(rand.NewPCG(1, 1)), 64, 16), want)
+	if got := cs.ranges.Load() - 4; got != 4 {
+		t.Errorf("block 16: %d ranged GETs for 4 shards, want 4", got)
+	}
+}
+
+// TestPackedEvictionAndCap: a cache of two chunks, three chunks read
+// half each and then the rest: the least recently used chunk is evicted
+// and fetched again, the byte cap is never passed, and a chunk bigger
+// than the cache is read sample by sample.
+func TestPackedEvictionAndCap(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 3, 48, 16, 1000)
+	span := func(lo int) int64 { // bytes of the chunk of samples [lo, lo+16)
+		first, last := ds.Samples[lo], ds.Samples[lo+15]
+		return last.Offset + last.Size - first.Offset
+	}
+	capBytes := max(span(0)+span(16), span(16)+span(32), span(0)+span(32))
+	cs := &countingStore{Store: mem}
+	p := packedStore(t, cs, ds, 16, capBytes)
+	var order []int
+	for _, lo := range []int{0, 16, 32} {
+		for i := lo; i < lo+8; i++ {
+			order = append(order, i)
+		}
+	}
+	for _, lo := range []int{0, 16, 32} {
+		for i := lo + 8; i < lo+16; i++ {
+			order = append(order, i)
+		}
+	}
+	getAll(t, p, ds, order, want)
+	st := p.Stats()
+	if st.Evictions < 1 || st.PeakBytes > capBytes || st.CachedBytes != 0 {
+		t.Errorf("stats %+v: want an eviction, peak <= %d, nothing left", st, capBytes)
+	}
+	// chunk 0 evicted by chunk 2, fetched again, evicting chunk 1, ...
+	if got := cs.ranges.Load(); got < 4 || got > 6 {
+		t.Errorf("%d ranged GETs, want 4 to 6", got)
+	}
+
+	// Smaller than any chunk: one ranged GET per sample, nothing cached.
+	cs = &countingStore{Store: mem}
+	p = packedStore(t, cs, ds, 16, span(0)/2)
+	getAll(t, p, ds, []int{0, 1, 2, 3, 4}, want)
+	if st := p.Stats(); cs.ranges.Load() != 5 || st.Chunks != 0 || st.PeakBytes != 0 {
+		t.Errorf("oversized chunk: %d ranged GETs, stats %+v; want 5 and no chunk", cs.ranges.Load(), st)
+	}
+}
+
+// TestPackedSparseSpan: members far apart in their object are read one by
+// one, not with a GET of everything between them.
+func TestPackedSparseSpan(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	blob := make([]byte, 1<<20)
+	copy(blob, "first")
+	copy(blob[len(blob)-6:], "second")
+	fillData(t, mem, "blob.bin", string(blob))
+	fillData(t, mem, "manifest.csv", "key,label,object,offset,size\nblob.bin/a,0,blob.bin,0,5\nblob.bin/b,0,blob.bin,1048570,6\n")
+	ds := discover(t, mem, storage.DiscoverOptions{})
+	cs := &countingStore{Store: mem}
+	p := packedStore(t, cs, ds, 256, 64<<20)
+	getAll(t, p, ds, []int{0, 1}, map[string][]byte{"blob.bin/a": []byte("first"), "blob.bin/b": []byte("second")})
+	if st := p.Stats(); st.Chunks != 0 || st.ChunkBytes != 0 || cs.ranges.Load() != 2 {
+		t.Errorf("stats %+v, %d ranged GETs: want 2 single reads", st, cs.ranges.Load())
+	}
+}
+
+func TestPackedPassThrough(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storage.Store {
+		return packedStore(t, storage.NewMemStore(t.Name()), &storage.Dataset{}, 16, 1<<20)
+	})
+	mem := storage.NewMemStore(t.Name())
+	fillData(t, mem, "plain.jpg", "plain")
+	fillData(t, mem, "s.tar", "xxPACKEDyy")
+	fillData(t, mem, "manifest.csv", "plain.jpg,0\ns.tar/p,0,s.tar,2,6\n")
+	ds := discover(t, mem, storage.DiscoverOptions{})
+	cs := &countingStore{Store: mem}
+	p := packedStore(t, cs, ds, 16, 1<<20)
+	getAll(t, p, ds, []int{0, 1}, map[string][]byte{"plain.jpg": []byte("plain"), "s.tar/p": []byte("PACKED")})
+	if cs.gets.Load() != 1 || cs.ranges.Load() != 1 {
+		t.Errorf("%d GETs, %d ranged: want the plain sample read whole, the packed one ranged", cs.gets.Load(), cs.ranges.Load())
+	}
+	// An unknown key is the store's business.
+	if _, err := p.Get(context.Background(), "s.tar/nope", nil); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("unknown key: %v", err)
+	}
+}
+
+// TestPackedErrors: a failed chunk fetch reaches every Get that waited for
+// it unchanged, is not cached, and the next Get fetches again.
+func TestPackedErrors(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 4, 32, 16, 500)
+	fs := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, FirstN: 1, Err: storage.ErrNotFound, Delay: 300 * time.Millisecond})
+	p := packedStore(t, fs, ds, 16, 1<<20)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for g := range errs {
+		wg.Go(func() { _, errs[g] = p.Get(context.Background(), ds.Samples[g].Key, nil) })
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("waiter %d: %v, want ErrNotFound", g, err)
+		}
+	}
+	if fs.Injections() != 1 {
+		t.Errorf("%d injected failures, want the one shared fetch", fs.Injections())
+	}
+	getAll(t, p, ds, []int{0, 1, 2}, want)
+	if st := p.Stats(); st.ChunkFailures != 1 || st.Chunks != 2 {
+		t.Errorf("stats %+v: want 1 failure, then a second fetch", st)
+	}
+
+	// Plain errors of a sample read alone come back too.
+	gone := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, Err: storage.ErrAccess})
+	p = packedStore(t, gone, ds, 1, 1<<20)
+	if _, err := p.Get(context.Background(), ds.Samples[0].Key, nil); !errors.Is(err, storage.ErrAccess) {
+		t.Errorf("single read: %v, want ErrAccess", err)
+	}
+}
+
+// TestPackedCancel: a Get whose context ends returns at once without
+// spoiling the shared fetch for the others; when every waiter has gone
+// the fetch is cancelled and forgotten.
+func TestPackedCancel(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 5, 32, 16, 500)
+	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: time.Second})
+	cs := &countingStore{Store: slow}
+	p, err := storage.NewPackedStore(cs, ds, storage.PackedConfig{Block: 16, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	var patient []byte
+	var patientErr error
+	wg.Go(func() { patient, patientErr = p.Get(context.Background(), ds.Samples[1].Key, nil) })
+	t0 := time.Now()
+	_, err = p.Get(ctx, ds.Samples[0].Key, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 700*time.Millisecond {
+		t.Errorf("impatient Get: %v after %v, want DeadlineExceeded at once", err, time.Since(t0))
+	}
+	wg.Wait()
+	if patientErr != nil || !bytes.Equal(patient, want[ds.Samples[1].Key]) {
+		t.Errorf("patient Get: %v", patientErr)
+	}
+	if got := cs.ranges.Load(); got != 1 {
+		t.Errorf("%d ranged GETs, want the one shared fetch", got)
+	}
+
+	// Everyone leaves: the fetch is cancelled and its bytes released.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if _, err := p.Get(ctx2, ds.Samples[16].Key, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("abandoned Get: %v", err)
+	}
+	// Only chunk 0 (sample 1 served, the rest not) holds bytes now.
+	first, last := ds.Samples[0], ds.Samples[15]
+	if st := p.Stats(); st.CachedBytes != last.Offset+last.Size-first.Offset || st.Chunks != 2 {
+		t.Errorf("stats %+v: want chunk 0's %d bytes cached, 2 fetches", st, last.Offset+last.Size-first.Offset)
+	}
+	slow.SetEnabled(false)
+	getAll(t, p, ds, []int{16, 17}, want) // a fresh fetch, not the cancelled one
+	if got := cs.ranges.Load(); got != 3 {
+		t.Errorf("%d ranged GETs, want 3 (the abandoned fetch is not reused)", got)
+	}
+	// Chunk 0 is still cached (sample 1 served, others not); chunk 1 too.
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseline {
+		t.Errorf("%d goroutines left after Close (baseline %d)", n-baseline, baseline)
+	}
+}
+
+// TestPackedConcurrent: fetchers sharing a block order, as a rank's do,
+// over several epochs: every byte right, one ranged GET per chunk per
+// epoch with room to spare, the cap kept when tight, no goroutine left.
+func TestPackedConcurrent(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	for name, inner := range stores(t) {
+		ds, want := packFixture(t, inner, 6, 300, 24, 2000)
+		for _, tc := range []struct {
+			name  string
+			block int
+			cap   int64
+			exact bool
+		}{
+			{"roomy", 24, 64 << 20, true},
+			{"tight", 16, 40 << 10, false},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				cs := &countingStore{Store: inner}
+				p := packedStore(t, cs, ds, tc.block, tc.cap)
+				const epochs, fetchers = 3, 16
+				for e := range epochs {
+					order := blockOrder(rand.New(rand.NewPCG(uint64(e), 7)), len(ds.Samples), tc.block)
+					var next atomic.Int64
+					var wg sync.WaitGroup
+					var bad atomic.Int64
+					for range fetchers {
+						wg.Go(func() {
+							var buf []byte
+							for {
+								k := int(next.Add(1) - 1)
+								if k >= len(order) {
+									return
+								}
+								key := ds.Samples[order[k]].Key
+								var err error
+								buf, err = p.Get(context.Background(), key, buf)
+								if err != nil || !bytes.Equal(buf, want[key]) {
+									bad.Add(1)
+								}
+							}
+						})
+					}
+					wg.Wait()
+					if bad.Load() > 0 {
+						t.Fatalf("epoch %d: %d wrong reads", e, bad.Load())
+					}
+				}
+				st := p.Stats()
+				pairs, _ := chunkCount(ds, tc.block)
+				if tc.exact && cs.ranges.Load() != int64(epochs*pairs) {
+					t.Errorf("%d ranged GETs, want %d (one per chunk per epoch)", cs.ranges.Load(), epochs*pairs)
+				}
+				if st.PeakBytes > tc.cap {
+					t.Errorf("peak %d bytes over the %d cap", st.PeakBytes, tc.cap)
+				}
+				t.Logf("%d ranged GETs for %d reads; %+v", cs.ranges.Load(), epochs*len(ds.Samples), st)
+			})
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseline {
+		t.Errorf("%d goroutines left (baseline %d)", n-baseline, baseline)
+	}
+}
+
+// TestPackedMatchesNaive: random packings (shards of random sizes, plain
+// samples among them), random blocks, caches and access orders; every
+// Get must equal a plain ranged read, and the cap must hold.
+func TestPackedMatchesNaive(t *testing.T) {
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		mem := storage.NewMemStore(t.Name())
+		n := 1 + rng.IntN(120)
+		ds := &storage.Dataset{Classes: []string{"0"}}
+		var objects [][]byte
+		for len(ds.Samples) < n {
+			if rng.IntN(5) == 0 { // a plain sample
+				key := fmt.Sprintf("plain/%d", len(ds.Samples))
+				fillData(t, mem, key, key)
+				ds.Samples = append(ds.Samples, storage.Sample{Key: key})
+				continue
+			}
+			var blob []byte
+			object := fmt.Sprintf("o/%d.bin", len(objects))
+			for range 1 + rng.IntN(30) {
+				blob = append(blob, make([]byte, rng.IntN(300))...) // a gap
+				size := 1 + rng.IntN(400)
+				off := len(blob)
+				for range size {
+					blob = append(blob, byte(rng.Uint32()))
+				}
+				ds.Samples = append(ds.Samples, storage.Sample{Key: fmt.Sprintf("%s/%d", object, off), Object: object, Offset: int64(off), Size: int64(size)})
+			}
+			objects = append(objects, blob)
+			fillData(t, mem, object, string(blob))
+		}
+		block, capBytes := rng.IntN(40), int64(rng.IntN(20000))
+		p, err := storage.NewPackedStore(mem, ds, storage.PackedConfig{Block: block, CacheBytes: capBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf []byte
+		for range 3 * len(ds.Samples) {
+			i := rng.IntN(len(ds.Samples))
+			if rng.IntN(2) == 0 && block > 0 { // mostly stay near the last block
+				i = min(len(ds.Samples)-1, i/max(block, 1)*max(block, 1)+rng.IntN(max(block, 1)))
+			}
+			s := ds.Samples[i]
+			buf, err = p.Get(context.Background(), s.Key, buf)
+			var want []byte
+			if s.Packed() {
+				want, _ = mem.GetRange(context.Background(), s.Object, s.Offset, s.Size, nil)
+			} else {
+				want, _ = mem.Get(context.Background(), s.Key, nil)
+			}
+			if err != nil || !bytes.Equal(buf, want) {
+				t.Fatalf("seed %d block %d cap %d: Get %s: %v, %d bytes, want %d", seed, block, capBytes, s.Key, err, len(buf), len(want))
+			}
+		}
+		if st := p.Stats(); st.PeakBytes > capBytes {
+			t.Fatalf("seed %d: peak %d over cap %d", seed, st.PeakBytes, capBytes)
+		}
+		p.Close()
+	}
+}
+
+func TestPackedConfigValidate(t *testing.T) {
+	if err := storage.DefaultPackedConfig().Validate(); err != nil {
+		t.Error(err)
+	}
+	err := storage.PackedConfig{Block: -1, CacheBytes: -1}.Validate()
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("Block")) || !bytes.Contains([]byte(err.Error()), []byte("CacheBytes")) {
+		t.Errorf("Validate = %v, want both fields named", err)
+	}
+	if _, err := storage.NewPackedStore(storage.NewMemStore("x"), &storage.Dataset{}, storage.PackedConfig{Block: -2}); err == nil {
+		t.Error("NewPackedStore accepted a negative block")
+	}
+}
+
+// TestPackedS3: the same over S3 on a real MinIO, where a chunk is one
+// ranged GET request.
+func TestPackedS3(t *testing.T) {
+	srv := miniotest.Start(t)
+	s, err := storage.Open(context.Background(), srv.URL(srv.NewBucket(t), "packed"), srv.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, want := packFixture(t, s, 7, 100, 16, 3000)
+	cs := &countingStore{Store: s}
+	p := packedStore(t, cs, ds, 16, 1<<20)
+	getAll(t, p, ds, blockOrder(rand.New(rand.NewPCG(3, 3)), len(ds.Samples), 16), want)
+	if pairs, _ := chunkCount(ds, 16); cs.ranges.Load() != int64(pairs) {
+		t.Errorf("%d ranged GETs, want %d", cs.ranges.Load(), pairs)
+	}
+}
+
+// TestPackedPrefetch: Prefetch starts a sample's chunk before any Get,
+// once; the Gets that follow are served from it. It never evicts to make
+// room, and ignores keys it does not serve.
+func TestPackedPrefetch(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 4, 64, 16, 1000)
+	cs := &countingStore{Store: mem}
+	p := packedStore(t, cs, ds, 16, 1<<20)
+	p.Prefetch(ds.Samples[3].Key)
+	p.Prefetch(ds.Samples[5].Key) // same chunk: no second fetch
+	p.Prefetch("not/a/sample.jpg")
+	waitFor(t, func() bool { return cs.ranges.Load() == 1 })
+	getAll(t, p, ds, []int{5, 0, 15, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14}, want)
+	if got := cs.ranges.Load(); got != 1 {
+		t.Errorf("%d ranged GETs for a prefetched chunk and its 16 samples, want 1", got)
+	}
+	if st := p.Stats(); st.Prefetches != 1 || st.Chunks != 1 || st.Hits != 16 || st.CachedBytes != 0 {
+		t.Errorf("stats %+v: want 1 prefetch, 1 chunk, 16 hits, nothing left", st)
+	}
+
+	// A cache with room for one chunk, holding one half served: a
+	// prefetch does not evict it.
+	cs2 := &countingStore{Store: mem}
+	first, last := ds.Samples[16], ds.Samples[31]
+	p2 := packedStore(t, cs2, ds, 16, last.Offset+last.Size-first.Offset+1)
+	getAll(t, p2, ds, []int{16, 17}, want)
+	p2.Prefetch(ds.Samples[40].Key)
+	getAll(t, p2, ds, []int{18, 19}, want)
+	if got, st := cs2.ranges.Load(), p2.Stats(); got != 1 || st.Prefetches != 0 || st.Evictions != 0 {
+		t.Errorf("prefetch into a full cache: %d ranged GETs, stats %+v; want 1 GET, no prefetch, no eviction", got, st)
+	}
+}
+
+// TestPackedRecyclesBuffers: reading chunk after chunk reuses the
+// buffers of the chunks used up, and what each Get returns is still the
+// sample (a recycled buffer is never written while a Get copies from it:
+// TestPackedConcurrent checks that under -race).
+func TestPackedRecyclesBuffers(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 5, 160, 16, 1000)
+	// Chunks of equal spans, so that any freed buffer fits the next.
+	for i := range ds.Samples {
+		ds.Samples[i].Size = min(ds.Samples[i].Size, 200)
+		want[ds.Samples[i].Key] = want[ds.Samples[i].Key][:ds.Samples[i].Size]
+	}
+	p := packedStore(t, mem, ds, 16, 1<<20)
+	var order []int
+	for i := range ds.Samples {
+		order = append(order, i)
+	}
+	getAll(t, p, ds, order, want)
+	st := p.Stats()
+	if st.Chunks != 10 || st.Reused < 8 {
+		t.Errorf("stats %+v: want 10 chunks, at least 8 into recycled buffers", st)
+	}
+	if st.PeakBytes > 1<<20 {
+		t.Errorf("peak %d bytes held, over the cap", st.PeakBytes)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+	}
+}
