@@ -44,6 +44,11 @@ func (a *rankActor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.start(c)
 	case *workMsg:
+		if pf, ok := a.p.deps.Store.(storage.Prefetcher); ok {
+			for i := range m.w.Items {
+				pf.Prefetch(m.w.Items[i].Key)
+			}
+		}
 		effs, err := a.core.work(m.w)
 		if err != nil {
 			a.fatal(c, fmt.Errorf("actors: rank %d: %w", a.p.rank, err))

@@ -719,3 +719,45 @@ func TestStoreOutageIsNotBadData(t *testing.T) {
 		t.Errorf("a store down for good: %d failed, records %+v; want all 40, saying the store did not answer", rep.Failed, rep.Records)
 	}
 }
+
+// prefetchStore records, for a Prefetcher store, which keys were
+// announced and whether each Get came after its key's announcement.
+type prefetchStore struct {
+	storage.Store
+	mu        sync.Mutex
+	announced map[string]bool
+	early     []string // keys read before they were announced
+}
+
+func (s *prefetchStore) Prefetch(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.announced[key] = true
+}
+
+func (s *prefetchStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	s.mu.Lock()
+	if !s.announced[key] {
+		s.early = append(s.early, key)
+	}
+	s.mu.Unlock()
+	return s.Store.Get(ctx, key, dst)
+}
+
+// TestPrefetchHints: with a store that takes prefetch hints, the pipeline
+// announces every item's key when the work arrives, before its fetch.
+func TestPrefetchHints(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 100, 4, 32)
+	st := &prefetchStore{Store: mem, announced: map[string]bool{}}
+	cfg := smallConfig()
+	recs, _, err := runLoader(t, cfg, st, ds, fakeDecoders(0, 1))
+	if !errors.Is(err, io.EOF) || len(recs) == 0 {
+		t.Fatalf("%d batches, %v", len(recs), err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.announced) != len(ds.Samples) || len(st.early) > 0 {
+		t.Errorf("%d of %d keys announced; %d read before their announcement (%v)", len(st.announced), len(ds.Samples), len(st.early), st.early)
+	}
+}
