@@ -2,7 +2,7 @@
 #
 #   make demo    install what is missing, build, make a small real-photo dataset, run one epoch
 #   make test    install what is missing (FFmpeg dev packages, MinIO), vet, unit tests with -race, fuzz smoke
-#   make build   bin/longshore-node and bin/longshore-coordinator
+#   make build   bin/longshore-node, bin/longshore-coordinator and bin/longshore-pack
 #   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
 #   make bench-peer  longshore (Go in process, Python client) vs PyTorch's DataLoader, side by side
 #   make race    unit tests under the race detector only
@@ -48,6 +48,7 @@ deps-minio: ; @scripts/deps.sh minio
 build: deps-base
 	$(GO) build -o $(BIN)/longshore-node ./cmd/node
 	$(GO) build -o $(BIN)/longshore-coordinator ./cmd/coordinator
+	$(GO) build -o $(BIN)/longshore-pack ./cmd/longshore-pack
 
 demo: deps-demo build
 	@ds=$$(scripts/dataset.sh $(DEMO_N)) && \

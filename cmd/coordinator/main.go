@@ -10,6 +10,11 @@
 //
 // Nodes join with `longshore-node --join <this --gossip address> ...`.
 //
+// For a packed dataset (samples in tar shards, docs/packed-datasets.md)
+// --block defaults to 256 instead of 1: the nodes read the samples of one
+// order block that share a shard with one request, which a full shuffle
+// would reduce to a request per sample.
+//
 // With --checkpoint the coordinator keeps its state in a journal there
 // (package cluster/journal), written before every commit is acknowledged;
 // each ack carries a resume token. Started again with the same flags it
@@ -63,7 +68,16 @@ type options struct {
 	linger                        time.Duration
 	tick                          time.Duration
 	cluster                       cluster.Config
+	blockSet                      bool // --block was given
 }
+
+// packedBlock is the epoch order's block for a packed dataset when
+// --block is not given. A block's samples are visited together, and a
+// node reads the samples of one block that share a tar shard with one
+// ranged GET; with block 1 (a full shuffle) it would read a chunk per
+// sample. 256 matches longshore-pack's default --per-shard and, like
+// Mosaic Streaming's shuffle_block_size, still mixes well across blocks.
+const packedBlock = 256
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -90,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of every epoch's order (with the epoch number)")
 	fs.IntVar(&o.batchSize, "batch-size", 32, "samples per batch (every node uses it)")
 	fs.IntVar(&c.ShardSize, "shard-size", c.ShardSize, "most positions one lease covers")
-	fs.IntVar(&c.Block, "block", c.Block, "locality block of the epoch order, in samples")
+	fs.IntVar(&c.Block, "block", c.Block, fmt.Sprintf("locality block of the epoch order, in samples (default %d for a packed dataset: docs/packed-datasets.md)", packedBlock))
 	fs.BoolVar(&c.DropRemainder, "drop-last", false, "drop the tail of each epoch that does not divide among the ranks, instead of padding with repeats (equal balance only)")
 	fs.StringVar(&o.balance, "balance", "equal", "equal: every rank gets the same number of steps per epoch (data-parallel training); dynamic: ranks take what they can, a straggler's leases are split")
 	fs.IntVar(&c.StealMin, "steal-min", c.StealMin, "dynamic: fewest undelivered positions worth splitting off a straggler")
@@ -104,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.blockSet = o.blockSet || f.Name == "block" }) // the command line or LONGSHORE_BLOCK
 	var errs []error
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
@@ -148,6 +163,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)
+}
+
+// orderBlock is the job's order block for ds: --block if given, else
+// packedBlock for a packed dataset, else the default (a full shuffle).
+func (o options) orderBlock(ds *storage.Dataset) int {
+	if ds.Packed() && !o.blockSet {
+		return packedBlock
+	}
+	return o.cluster.Block
 }
 
 func main() {
@@ -195,6 +219,10 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		return fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	o.cluster.Samples = int64(len(ds.Samples))
+	if b := o.orderBlock(ds); b != o.cluster.Block {
+		o.cluster.Block = b
+		logger.Info("packed dataset: the epoch order keeps blocks together so nodes read a shard's samples in chunks (--block to choose)", "block", b)
+	}
 
 	var jn *journal.Journal
 	var restore *cluster.State

@@ -22,6 +22,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/storage"
 )
 
 // clusterNode runs the node in a cluster: it joins by gossip, gets its
@@ -60,7 +61,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 	defer snk.Close()
-	store, ds, err := openDataset(ctx, o)
+	// The order's block comes with the coordinator's job (OnJob below);
+	// until then a packed dataset's samples are read one by one.
+	store, ds, err := openDataset(ctx, o, 0)
 	if err != nil {
 		return err
 	}
@@ -110,6 +113,19 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			_ = snk.Line(fmt.Sprintf("commit\t%d\t%s\t%d", a.Epoch, rank, a.Step))
 		},
 		Logger: logger,
+	}
+	if ps, ok := store.(*storage.PackedStore); ok {
+		acfg.OnJob = func(j agent.Job) {
+			if ps.Block() != j.Block {
+				logger.Info("packed dataset: reading chunks of the job's order blocks", "block", j.Block, "pack_cache", o.packCache.String())
+			}
+			ps.SetBlock(j.Block)
+		}
+		defer func() {
+			st := ps.Stats()
+			logger.Info("packed dataset: chunk cache", "chunks", st.Chunks, "chunk_bytes", st.ChunkBytes, "hits", st.Hits,
+				"read_alone", st.ReadAlone, "evictions", st.Evictions, "peak_bytes", st.PeakBytes)
+		}()
 	}
 	if cf != nil {
 		acfg.RankDeps = cf.RankDeps(deps)

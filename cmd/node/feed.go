@@ -20,7 +20,7 @@ import (
 // commit steps and get resume tokens; a trainer that reconnects resumes
 // after its last commit (or after the token it presents).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stderr io.Writer) error {
-	store, ds, err := openDataset(ctx, o)
+	store, ds, err := openDataset(ctx, o, orderBlock)
 	if err != nil {
 		return err
 	}

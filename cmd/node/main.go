@@ -15,6 +15,11 @@
 //
 // With --sink feed (either mode) each rank's batches go to a trainer
 // process over a Unix socket in --feed-dir (docs/feed-protocol.md).
+//
+// A packed dataset (samples in tar shards, made by longshore-pack; see
+// docs/packed-datasets.md) is read a chunk at a time: the samples of one
+// block of the epoch order that share a shard, with one ranged GET, held
+// in a cache of --pack-cache bytes.
 package main
 
 import (
@@ -65,6 +70,7 @@ type options struct {
 	cpuProfile       string
 	readAhead        int
 	storeOutage      time.Duration
+	packCache        byteSize
 
 	// cluster mode
 	id              string
@@ -109,6 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.slots, "slots", def.Slots, "batch slots per rank (bounds memory and read-ahead)")
 	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: slots x batch-size standalone; in cluster mode max(batch-size, fetch-concurrency), since what a rank has taken cannot be handed to an idle rank)")
 	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
+	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
+	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 256MiB; 0: read every sample alone")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
@@ -256,7 +264,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func openDataset(ctx context.Context, o options) (storage.Store, *storage.Dataset, error) {
+// openDataset opens the store and discovers the dataset. A packed dataset
+// (samples inside tar shards) gets its store wrapped in a PackedStore that
+// reads a chunk of samples at a time: those of one block of the epoch
+// order (block, samples) that share a shard. block 0 reads every sample
+// alone until SetBlock (cluster mode learns the block from the job).
+func openDataset(ctx context.Context, o options, block int) (storage.Store, *storage.Dataset, error) {
 	sopts := storage.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
@@ -275,9 +288,22 @@ func openDataset(ctx context.Context, o options) (storage.Store, *storage.Datase
 	}
 	ds, err := storage.Discover(ctx, store, dopts)
 	if err != nil {
+		if c, ok := store.(io.Closer); ok {
+			c.Close()
+		}
 		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
-	return store, ds, nil
+	if !ds.Packed() {
+		return store, ds, nil
+	}
+	ps, err := storage.NewPackedStore(store, ds, storage.PackedConfig{Block: block, CacheBytes: int64(o.packCache)})
+	if err != nil {
+		if c, ok := store.(io.Closer); ok {
+			c.Close()
+		}
+		return nil, nil, fmt.Errorf("--pack-cache: %w", err)
+	}
+	return ps, ds, nil
 }
 
 // wait is how long a stopped run gives its pipelines to drain.

@@ -18,6 +18,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/storage"
 )
 
 // started is when the process began: first_batch_seconds counts from here,
@@ -26,27 +27,28 @@ var started = time.Now()
 
 // Summary is what --stats-json writes: the figures of one run.
 type Summary struct {
-	Dataset           string         `json:"dataset"`
-	Samples           int            `json:"dataset_samples"`
-	Classes           int            `json:"dataset_classes"`
-	Epochs            int            `json:"epochs"`
-	Ranks             int            `json:"ranks"`
-	BatchSize         int            `json:"batch_size"`
-	Transform         string         `json:"transform"`
-	Images            int64          `json:"images"` // delivered, padding included
-	Pads              int64          `json:"pads"`
-	Batches           int64          `json:"batches"`
-	Seconds           float64        `json:"seconds"` // from the first fetch to the last batch
-	ImagesPerSecond   float64        `json:"images_per_second"`
-	FirstBatchSeconds float64        `json:"first_batch_seconds"` // from process start
-	CPUSeconds        float64        `json:"cpu_seconds"`         // whole process, user+system
-	CPUMsPerImage     float64        `json:"cpu_ms_per_image"`
-	PeakRSSBytes      int64          `json:"peak_rss_bytes"`
-	Failures          FailureSummary `json:"failures"`
-	Bottleneck        string         `json:"bottleneck"`
-	BottleneckReason  string         `json:"bottleneck_reason"`
-	Stages            actors.Stats   `json:"stages"`
-	Error             string         `json:"error,omitempty"`
+	Dataset           string               `json:"dataset"`
+	Samples           int                  `json:"dataset_samples"`
+	Classes           int                  `json:"dataset_classes"`
+	Epochs            int                  `json:"epochs"`
+	Ranks             int                  `json:"ranks"`
+	BatchSize         int                  `json:"batch_size"`
+	Transform         string               `json:"transform"`
+	Images            int64                `json:"images"` // delivered, padding included
+	Pads              int64                `json:"pads"`
+	Batches           int64                `json:"batches"`
+	Seconds           float64              `json:"seconds"` // from the first fetch to the last batch
+	ImagesPerSecond   float64              `json:"images_per_second"`
+	FirstBatchSeconds float64              `json:"first_batch_seconds"` // from process start
+	CPUSeconds        float64              `json:"cpu_seconds"`         // whole process, user+system
+	CPUMsPerImage     float64              `json:"cpu_ms_per_image"`
+	PeakRSSBytes      int64                `json:"peak_rss_bytes"`
+	Failures          FailureSummary       `json:"failures"`
+	Bottleneck        string               `json:"bottleneck"`
+	BottleneckReason  string               `json:"bottleneck_reason"`
+	Stages            actors.Stats         `json:"stages"`
+	Pack              *storage.PackedStats `json:"pack,omitempty"` // a packed dataset's chunk cache
+	Error             string               `json:"error,omitempty"`
 }
 
 // FailureSummary is the failure part of Summary.
@@ -141,7 +143,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	store, ds, err := openDataset(ctx, o)
+	store, ds, err := openDataset(ctx, o, orderBlock)
 	if err != nil {
 		snk.Close()
 		return err
@@ -161,6 +163,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	total := perRank * int64(o.ranks) * int64(o.epochs)
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s %d, %s\n",
 		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.transform, o.size, strings.ToUpper(o.layout))
+	if ps, ok := store.(*storage.PackedStore); ok {
+		fmt.Fprintf(stderr, "longshore-node: packed dataset: chunks of %d-sample blocks, cache %s\n", ps.Block(), o.packCache)
+	}
 	bar := newProgress(o.progress, total, stderr)
 
 	var (
@@ -193,6 +198,11 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := snk.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("sink: %w", err)
 	}
+	var pack *storage.PackedStats
+	if ps, ok := store.(*storage.PackedStore); ok {
+		st := ps.Stats()
+		pack = &st
+	}
 	if closer, ok := store.(io.Closer); ok {
 		closer.Close()
 	}
@@ -210,6 +220,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		BottleneckReason:  stats.Bottleneck.Reason,
 		Stages:            stats,
 		Failures:          FailureSummary{Total: report.Failed, ByReason: map[string]int64{}, Report: report},
+		Pack:              pack,
 	}
 	if s.Seconds > 0 {
 		s.ImagesPerSecond = float64(s.Images) / s.Seconds
@@ -255,6 +266,10 @@ func printSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	if p := s.Pack; p != nil {
+		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions\n",
+			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)
+	}
 	fmt.Fprintf(w, "  bottleneck    %s: %s\n", s.Bottleneck, s.BottleneckReason)
 	fmt.Fprintf(w, "  %-8s %8s %6s %8s %8s %8s %6s %6s\n", "stage", "items", "fail", "p50 ms", "p90 ms", "p99 ms", "busy", "queue")
 	for _, st := range s.Stages.Stages {

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/longshore/longshore/storage"
+)
+
+// imageExts are the member extensions that hold a sample's image: what the
+// decoder reads (storage.DefaultExtensions).
+var imageExts = map[string]bool{"jpg": true, "jpeg": true, "png": true, "webp": true}
+
+// labelExt is the member extension that holds a sample's integer label,
+// as in WebDataset's ImageNet shards.
+const labelExt = "cls"
+
+// maxLabelBytes bounds a .cls member: a decimal integer and some space.
+const maxLabelBytes = 64
+
+// readWindow is how much of a tar one ranged read brings in: headers of
+// small members come many to a read; big members are skipped by seeking.
+const readWindow = 4 << 20
+
+// tarSample is one sample found in a tar.
+type tarSample struct {
+	stem  string
+	image storage.TarMember
+	label int64
+}
+
+func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	s, err := openStore(ctx, o.index, o.storeOptions(), false)
+	if err != nil {
+		return fmt.Errorf("--index: %w", err)
+	}
+	defer closeStore(s)
+	if !o.force {
+		if _, err := s.Stat(ctx, storage.ManifestJSONLName); err == nil {
+			return fmt.Errorf("%s already holds %s: pass --force to write over it", s, storage.ManifestJSONLName)
+		}
+	}
+	if _, err := s.Stat(ctx, storage.ManifestCSVName); err == nil {
+		return fmt.Errorf("%s holds a %s, which would conflict with the new %s: remove it", s, storage.ManifestCSVName, storage.ManifestJSONLName)
+	}
+	var tars []storage.ObjectInfo
+	err = s.List(ctx, "", func(info storage.ObjectInfo) error {
+		if strings.HasSuffix(info.Key, ".tar") {
+			tars = append(tars, info)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list %s: %w", s, err)
+	}
+	if len(tars) == 0 {
+		return fmt.Errorf("no *.tar objects under %s", s)
+	}
+	fmt.Fprintf(stderr, "longshore-pack: indexing %d tars under %s\n", len(tars), s)
+
+	found := make([][]tarSample, len(tars))
+	errs := make([]error, len(tars))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(o.concurrency, len(tars)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tars) || ctx.Err() != nil {
+					return
+				}
+				found[i], errs[i] = indexTar(ctx, s, tars[i])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var manifest bytes.Buffer
+	n := 0
+	for i, samples := range found {
+		for _, ts := range samples {
+			key := tars[i].Key + "/" + ts.image.Name
+			line, _ := json.Marshal(manifestLine{Key: key, Label: ts.label, Object: tars[i].Key, Offset: ts.image.Offset, Size: ts.image.Size})
+			manifest.Write(append(line, '\n'))
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("the %d tars under %s hold no samples", len(tars), s)
+	}
+	ds, err := storage.ParseManifest(bytes.NewReader(manifest.Bytes()), storage.ManifestJSONL)
+	if err != nil {
+		return fmt.Errorf("the manifest made from the tars does not parse (a bug; nothing written): %w", err)
+	}
+	if _, err := s.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
+		return fmt.Errorf("put %s: %w", storage.ManifestJSONLName, err)
+	}
+	fmt.Fprintf(stdout, "indexed %d samples in %d classes from %d tars; wrote %s\n", n, len(ds.Classes), len(tars), path.Join(s.String(), storage.ManifestJSONLName))
+	return nil
+}
+
+// indexTar lists the samples of one WebDataset-style tar: members grouped
+// by stem, each with exactly one image member and a .cls member.
+func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo) ([]tarSample, error) {
+	r := &rangeReader{ctx: ctx, s: s, key: info.Key, size: info.Size}
+	type group struct {
+		images []storage.TarMember
+		label  *int64
+		cls    string
+	}
+	groups := map[string]*group{}
+	var stems []string
+	seen := map[string]bool{}
+	err := storage.IndexTar(r, func(m storage.TarMember) error {
+		name := strings.TrimPrefix(m.Name, "./")
+		m.Name = name
+		if seen[name] {
+			return fmt.Errorf("member %q appears twice", name)
+		}
+		seen[name] = true
+		dir, base := path.Split(name)
+		dot := strings.IndexByte(base, '.')
+		if dot <= 0 {
+			return nil // no extension: not a sample's part
+		}
+		stem, ext := dir+base[:dot], strings.ToLower(base[dot+1:])
+		g := groups[stem]
+		if g == nil {
+			g = &group{}
+			groups[stem] = g
+			stems = append(stems, stem)
+		}
+		switch {
+		case imageExts[ext]:
+			key := info.Key + "/" + name
+			if err := storage.CheckKey(key); err != nil {
+				return fmt.Errorf("member %q: %w", name, err)
+			}
+			if err := checkKeyText(key); err != nil {
+				return err
+			}
+			g.images = append(g.images, m)
+		case ext == labelExt:
+			if m.Size > maxLabelBytes {
+				return fmt.Errorf("member %q: %d bytes, not an integer label", name, m.Size)
+			}
+			b, err := r.ReadAt(m.Offset, m.Size)
+			if err != nil {
+				return fmt.Errorf("member %q: %w", name, err)
+			}
+			v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil || v < 0 || v >= storage.MaxClasses {
+				return fmt.Errorf("member %q holds %q: want an integer label in [0, %d)", name, b, storage.MaxClasses)
+			}
+			g.label, g.cls = &v, name
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index %s/%s: %w", s, info.Key, err)
+	}
+	var out []tarSample
+	for _, stem := range stems {
+		g := groups[stem]
+		switch {
+		case len(g.images) == 0 && g.label == nil:
+			continue // neither image nor label: not a sample here (metadata)
+		case len(g.images) == 0:
+			return nil, fmt.Errorf("index %s/%s: sample %q has a label (%s) but no image member (.jpg, .jpeg, .png, .webp)", s, info.Key, stem, g.cls)
+		case len(g.images) > 1:
+			return nil, fmt.Errorf("index %s/%s: sample %q has %d image members (%s, %s, ...): which one is the sample?", s, info.Key, stem, len(g.images), g.images[0].Name, g.images[1].Name)
+		case g.label == nil:
+			return nil, fmt.Errorf("index %s/%s: sample %q (%s) has no .cls member holding its label", s, info.Key, stem, g.images[0].Name)
+		}
+		out = append(out, tarSample{stem: stem, image: g.images[0], label: *g.label})
+	}
+	return out, nil
+}
+
+// rangeReader reads an object sequentially through ranged GETs of
+// readWindow bytes, and seeks without I/O, so archive/tar skips the data
+// of big members instead of downloading it.
+type rangeReader struct {
+	ctx    context.Context
+	s      storage.Store
+	key    string
+	size   int64
+	pos    int64
+	buf    []byte
+	bufOff int64 // object offset of buf[0]
+}
+
+func (r *rangeReader) Read(p []byte) (int, error) {
+	if r.pos >= r.size {
+		return 0, io.EOF
+	}
+	if r.pos < r.bufOff || r.pos >= r.bufOff+int64(len(r.buf)) {
+		n := min(int64(readWindow), r.size-r.pos)
+		buf, err := r.s.GetRange(r.ctx, r.key, r.pos, n, r.buf)
+		if err != nil {
+			return 0, err
+		}
+		r.buf, r.bufOff = buf, r.pos
+	}
+	n := copy(p, r.buf[r.pos-r.bufOff:])
+	r.pos += int64(n)
+	return n, nil
+}
+
+func (r *rangeReader) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += r.pos
+	case io.SeekEnd:
+		offset += r.size
+	default:
+		return r.pos, fmt.Errorf("seek: bad whence %d", whence)
+	}
+	if offset < 0 {
+		return r.pos, fmt.Errorf("seek to %d: negative position", offset)
+	}
+	r.pos = offset
+	return offset, nil
+}
+
+// ReadAt returns n bytes at off, from the window when it holds them (a
+// small member's data comes in with its header), else with a GET of its
+// own. It does not move the read position.
+func (r *rangeReader) ReadAt(off, n int64) ([]byte, error) {
+	if off >= r.bufOff && off+n <= r.bufOff+int64(len(r.buf)) {
+		return r.buf[off-r.bufOff : off-r.bufOff+n], nil
+	}
+	return r.s.GetRange(r.ctx, r.key, off, n, nil)
+}

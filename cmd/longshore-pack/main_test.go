@@ -1,0 +1,482 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/miniotest"
+)
+
+// realImages are the decoder's test files: real JPEG, PNG and WebP bytes.
+func realImages(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, pat := range []string{"*.jpg", "*.png", "*.webp"} {
+		files, _ := filepath.Glob(filepath.Join("..", "..", "decode", "testdata", pat))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Base(f)] = b
+		}
+	}
+	if len(out) < 5 {
+		t.Fatalf("found %d images under decode/testdata", len(out))
+	}
+	return out
+}
+
+// imageFolder writes the real images into three classes, plus generated
+// files with a long name and a non-ASCII one, and returns the root and
+// every key's bytes.
+func imageFolder(t *testing.T) (string, map[string][]byte) {
+	t.Helper()
+	root := t.TempDir()
+	want := map[string][]byte{}
+	put := func(key string, data []byte) {
+		p := filepath.Join(root, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = data
+	}
+	names := make([]string, 0)
+	imgs := realImages(t)
+	for n := range imgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		put(fmt.Sprintf("class%d/%s", i%3, n), imgs[n])
+	}
+	put("class0/"+strings.Repeat("long-name-", 15)+".jpg", bytes.Repeat([]byte{0xd8}, 1000))
+	put("class2/sub/ünïcødé.png", []byte("not really a png, but bytes are bytes"))
+	return root, want
+}
+
+func runPack(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// readBack discovers the packed dataset at loc and reads every sample
+// through a PackedStore, returning each sample's bytes by its original key
+// (the member name) and the dataset.
+func readBack(t *testing.T, loc string, sopts storage.Options) (map[string][]byte, *storage.Dataset) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := storage.Open(ctx, loc, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := storage.Discover(ctx, s, storage.DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := storage.NewPackedStore(s, ds, storage.PackedConfig{Block: 4, CacheBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	got := map[string][]byte{}
+	for _, smp := range ds.Samples {
+		if !smp.Packed() || !strings.HasPrefix(smp.Key, smp.Object+"/") {
+			t.Fatalf("sample %+v: not packed under its object", smp)
+		}
+		b, err := ps.Get(ctx, smp.Key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimPrefix(smp.Key, smp.Object+"/")] = b
+	}
+	return got, ds
+}
+
+func sameBytes(t *testing.T, got, want map[string][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%d samples read back, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || !bytes.Equal(g, w) {
+			t.Errorf("%s: read back %d bytes (present %v), want the original %d", k, len(g), ok, len(w))
+		}
+	}
+}
+
+func discoverDir(t *testing.T, dir string) *storage.Dataset {
+	t.Helper()
+	s, err := storage.NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// TestPackImageFolder packs a small ImageFolder of real images into shards
+// of 4 and reads every sample back, byte for byte, through Discover and
+// PackedStore; classes and labels are the source's, in dataset order
+// (--shuffle=false; TestPackManifestSources covers the default shuffle).
+func TestPackImageFolder(t *testing.T) {
+	src, want := imageFolder(t)
+	dst := filepath.Join(t.TempDir(), "packed") // created by pack
+	out, errs, code := runPack(t, "--dataset", src, "--out", dst, "--per-shard", "4", "--shuffle=false")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(out, fmt.Sprintf("packed %d samples", len(want))) {
+		t.Errorf("stdout: %s", out)
+	}
+	got, ds := readBack(t, dst, storage.DefaultOptions())
+	sameBytes(t, got, want)
+
+	srcDS := discoverDir(t, src)
+	if !slices.Equal(ds.Classes, srcDS.Classes) {
+		t.Errorf("classes %q, source %q", ds.Classes, srcDS.Classes)
+	}
+	for i, s := range ds.Samples {
+		orig := srcDS.Samples[i]
+		if s.Key != fmt.Sprintf("shards/shard-%06d.tar/%s", i/4, orig.Key) || s.Label != orig.Label {
+			t.Errorf("sample %d: %s label %d, want source's %s label %d in shard %d", i, s.Key, s.Label, orig.Key, orig.Label, i/4)
+		}
+	}
+
+	// The shards are standard tars: GNU tar lists them.
+	if _, err := exec.LookPath("tar"); err == nil {
+		b, err := exec.Command("tar", "-tf", filepath.Join(dst, "shards", "shard-000000.tar")).Output()
+		if err != nil {
+			t.Fatalf("tar -tf: %v", err)
+		}
+		var first []string
+		for _, s := range srcDS.Samples[:4] {
+			first = append(first, s.Key)
+		}
+		if got := strings.Fields(string(b)); !slices.Equal(got, first) {
+			t.Errorf("tar -tf lists %q, want %q", got, first)
+		}
+	}
+
+	// A second run refuses to write over the first, unless forced.
+	_, errs, code = runPack(t, "--dataset", src, "--out", dst)
+	if code != 1 || !strings.Contains(errs, "already holds manifest.jsonl") || !strings.Contains(errs, "--force") {
+		t.Errorf("second run: exit %d, %s", code, errs)
+	}
+	if _, errs, code = runPack(t, "--dataset", src, "--out", dst, "--force", "--per-shard", "100"); code != 0 {
+		t.Fatalf("forced run: exit %d, %s", code, errs)
+	}
+	got, ds = readBack(t, dst, storage.DefaultOptions())
+	sameBytes(t, got, want)
+	if ds.Samples[len(ds.Samples)-1].Object != "shards/shard-000000.tar" {
+		t.Errorf("--per-shard 100: last sample in %s", ds.Samples[len(ds.Samples)-1].Object)
+	}
+}
+
+// TestPackManifestSources: a manifest with class names, one with integer
+// labels (classes "0".."max"), a packed dataset packed again, and
+// the default shuffle: each keeps the source's classes and every sample.
+func TestPackManifestSources(t *testing.T) {
+	src, want := imageFolder(t)
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var csv, jsonl strings.Builder
+	for i, k := range keys {
+		fmt.Fprintf(&csv, "%s,%s\n", k, []string{"zebra", "ant", "moth"}[i%3])
+		fmt.Fprintf(&jsonl, "{\"key\":%q,\"label\":%d}\n", k, 2*(i%4)) // labels 0,2,4,6: classes "0".."6"
+	}
+	os.WriteFile(filepath.Join(src, "names.csv"), []byte(csv.String()), 0o644)
+	os.WriteFile(filepath.Join(src, "ints.jsonl"), []byte(jsonl.String()), 0o644)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		classes []string
+	}{
+		{"names", []string{"--manifest", "names.csv", "--shuffle=false"}, []string{"ant", "moth", "zebra"}},
+		{"integers", []string{"--manifest", "ints.jsonl", "--shuffle=false"}, []string{"0", "1", "2", "3", "4", "5", "6"}},
+		{"shuffled", []string{"--manifest", "names.csv", "--seed", "7"}, []string{"ant", "moth", "zebra"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			args := append([]string{"--dataset", src, "--out", dst, "--per-shard", "3"}, tc.args...)
+			if out, errs, code := runPack(t, args...); code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out, errs)
+			}
+			got, ds := readBack(t, dst, storage.DefaultOptions())
+			sameBytes(t, got, want)
+			if !slices.Equal(ds.Classes, tc.classes) {
+				t.Errorf("classes %q, want %q", ds.Classes, tc.classes)
+			}
+			order := make([]string, len(ds.Samples))
+			for i, s := range ds.Samples {
+				order[i] = strings.TrimPrefix(s.Key, s.Object+"/")
+			}
+			if shuffled := !slices.Equal(order, keys); shuffled != (tc.name == "shuffled") {
+				t.Errorf("order %q (shuffled %v)", order, shuffled)
+			}
+
+			// Packing the packed dataset again reads it through chunks.
+			again := t.TempDir()
+			if out, errs, code := runPack(t, "--dataset", dst, "--out", again, "--per-shard", "5"); code != 0 {
+				t.Fatalf("repack: exit %d\n%s%s", code, out, errs)
+			}
+			got2, ds2 := readBack(t, again, storage.DefaultOptions())
+			if !slices.Equal(ds2.Classes, ds.Classes) || len(got2) != len(want) {
+				t.Errorf("repacked: classes %q, %d samples", ds2.Classes, len(got2))
+			}
+			for _, s := range ds2.Samples {
+				inner := strings.TrimPrefix(s.Key, s.Object+"/") // shards/shard-N.tar/<original key>
+				_, orig, _ := strings.Cut(strings.TrimPrefix(inner, "shards/"), "/")
+				if !bytes.Equal(got2[inner], want[orig]) {
+					t.Errorf("repacked %s: bytes differ from %s", s.Key, orig)
+				}
+			}
+		})
+	}
+}
+
+// TestPackS3 packs a directory into a MinIO bucket and reads it back over
+// S3, then indexes tars stored in a bucket.
+func TestPackS3(t *testing.T) {
+	srv := miniotest.Start(t)
+	opts := srv.Options()
+	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	src, want := imageFolder(t)
+	url := srv.URL(srv.NewBucket(t), "packed/imagenet")
+	if out, errs, code := runPack(t, "--dataset", src, "--out", url, "--per-shard", "4"); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	got, _ := readBack(t, url, opts)
+	sameBytes(t, got, want)
+
+	// Index WebDataset tars in a bucket.
+	bucketURL := srv.URL(srv.NewBucket(t), "wds")
+	s, err := storage.Open(context.Background(), bucketURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tars, wantWDS := webDataset(t)
+	for k, b := range tars {
+		if _, err := s.Put(context.Background(), k, b, storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, errs, code := runPack(t, "--index", bucketURL); code != 0 {
+		t.Fatalf("index: exit %d\n%s%s", code, out, errs)
+	}
+	gotWDS, _ := readBack(t, bucketURL, opts)
+	checkWDS(t, gotWDS, wantWDS)
+}
+
+type wdsSample struct {
+	data  []byte
+	label int32
+}
+
+// webDataset makes two WebDataset-style tars (one in a subdirectory):
+// per sample an image and a .cls, plus a .json sidecar and a metadata
+// member that belong to no sample. It returns the tars by key and the
+// samples by "<tar key>/<image member>".
+func webDataset(t *testing.T) (map[string][]byte, map[string]wdsSample) {
+	t.Helper()
+	imgs := realImages(t)
+	var names []string
+	for n := range imgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tars := map[string][]byte{}
+	want := map[string]wdsSample{}
+	for ti, tarKey := range []string{"train-000000.tar", "more/train-000001.tar"} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		add := func(name string, data []byte) {
+			if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+				t.Fatal(err)
+			}
+			tw.Write(data)
+		}
+		add("./README", []byte("no extension: not a sample"))
+		for i, n := range names {
+			if i%2 != ti {
+				continue
+			}
+			stem := fmt.Sprintf("n%02d/s%03d", i%2, i)
+			ext := strings.TrimPrefix(filepath.Ext(n), ".")
+			label := int32(i % 5)
+			add(stem+".cls", []byte(fmt.Sprintf("%d\n", label))) // label before the image, as some writers do
+			add(stem+"."+ext, imgs[n])
+			add(stem+".json", []byte(`{"source":"`+n+`"}`))
+			want[tarKey+"/"+stem+"."+ext] = wdsSample{imgs[n], label}
+		}
+		tw.Close()
+		tars[tarKey] = buf.Bytes()
+	}
+	return tars, want
+}
+
+func checkWDS(t *testing.T, got map[string][]byte, want map[string]wdsSample) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%d samples, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		_, member, _ := strings.Cut(k, ".tar/")
+		if !bytes.Equal(got[member], w.data) {
+			t.Errorf("%s: bytes differ", k)
+		}
+	}
+}
+
+func TestIndexWebDataset(t *testing.T) {
+	dir := t.TempDir()
+	tars, want := webDataset(t)
+	for k, b := range tars {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, k)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, k), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errs, code := runPack(t, "--index", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	got, ds := readBack(t, dir, storage.DefaultOptions())
+	checkWDS(t, got, want)
+	for _, s := range ds.Samples {
+		if w := want[s.Key]; s.Label != w.label {
+			t.Errorf("%s: label %d, want %d", s.Key, s.Label, w.label)
+		}
+	}
+	if !strings.Contains(out, fmt.Sprintf("indexed %d samples", len(want))) {
+		t.Errorf("stdout: %s", out)
+	}
+	// Again: the manifest exists; --force rewrites it.
+	if _, errs, code := runPack(t, "--index", dir); code != 1 || !strings.Contains(errs, "--force") {
+		t.Errorf("second index: exit %d %s", code, errs)
+	}
+	if _, errs, code := runPack(t, "--index", dir, "--force"); code != 0 {
+		t.Errorf("forced index: exit %d %s", code, errs)
+	}
+
+	// A tar made by GNU tar, with ./ in front of every name.
+	if _, err := exec.LookPath("tar"); err == nil {
+		gnu := t.TempDir()
+		files := t.TempDir()
+		os.WriteFile(filepath.Join(files, "a.jpg"), []byte("jpeg bytes"), 0o644)
+		os.WriteFile(filepath.Join(files, "a.cls"), []byte("3"), 0o644)
+		if b, err := exec.Command("tar", "-C", files, "-cf", filepath.Join(gnu, "x.tar"), ".").CombinedOutput(); err != nil {
+			t.Fatalf("tar: %v %s", err, b)
+		}
+		if out, errs, code := runPack(t, "--index", gnu); code != 0 {
+			t.Fatalf("GNU tar: exit %d\n%s%s", code, out, errs)
+		}
+		got, ds := readBack(t, gnu, storage.DefaultOptions())
+		if string(got["a.jpg"]) != "jpeg bytes" || ds.Samples[0].Label != 3 || ds.Samples[0].Key != "x.tar/a.jpg" {
+			t.Errorf("GNU tar: %q, %+v", got, ds.Samples)
+		}
+	}
+}
+
+func TestIndexErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		members [][2]string
+		msg     string
+	}{
+		{"NoLabel", [][2]string{{"a.jpg", "x"}, {"b.jpg", "y"}, {"b.cls", "1"}}, `sample "a" (a.jpg) has no .cls member`},
+		{"TwoImages", [][2]string{{"a.jpg", "x"}, {"a.png", "y"}, {"a.cls", "1"}}, "2 image members"},
+		{"BadLabel", [][2]string{{"a.jpg", "x"}, {"a.cls", "cat"}}, `holds "cat"`},
+		{"NegativeLabel", [][2]string{{"a.jpg", "x"}, {"a.cls", "-1"}}, "want an integer label"},
+		{"LabelOnly", [][2]string{{"a.cls", "1"}}, "no image member"},
+		{"Twice", [][2]string{{"a.jpg", "x"}, {"a.cls", "1"}, {"a.jpg", "z"}}, "appears twice"},
+		{"Tab", [][2]string{{"a\tb.jpg", "x"}, {"a\tb.cls", "1"}}, "tab or newline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for _, m := range tc.members {
+				tw.WriteHeader(&tar.Header{Name: m[0], Mode: 0o644, Size: int64(len(m[1])), Typeflag: tar.TypeReg})
+				tw.Write([]byte(m[1]))
+			}
+			tw.Close()
+			os.WriteFile(filepath.Join(dir, "shard.tar"), buf.Bytes(), 0o644)
+			_, errs, code := runPack(t, "--index", dir)
+			if code != 1 || !strings.Contains(errs, tc.msg) || !strings.Contains(errs, "shard.tar") {
+				t.Errorf("exit %d, stderr %q; want 1 and %q naming the tar", code, errs, tc.msg)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "manifest.jsonl")); err == nil {
+				t.Error("a manifest was written despite the error")
+			}
+		})
+	}
+	// No tars at all; a truncated tar.
+	if _, errs, code := runPack(t, "--index", t.TempDir()); code != 1 || !strings.Contains(errs, "no *.tar") {
+		t.Errorf("empty: exit %d %s", code, errs)
+	}
+	dir := t.TempDir()
+	tars, _ := webDataset(t)
+	os.WriteFile(filepath.Join(dir, "cut.tar"), tars["train-000000.tar"][:3000], 0o644)
+	if _, errs, code := runPack(t, "--index", dir); code != 1 || !strings.Contains(errs, "unusable tar") {
+		t.Errorf("truncated: exit %d %s", code, errs)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	out, errs, code := runPack(t, "--help")
+	if code != 0 || !strings.Contains(errs, "--index SRC") || !strings.Contains(errs, "-per-shard") {
+		t.Errorf("--help: exit %d\n%s%s", code, out, errs)
+	}
+	for _, tc := range []struct {
+		args []string
+		msgs []string
+	}{
+		{nil, []string{"want --dataset SRC --out DST"}},
+		{[]string{"--dataset", "x"}, []string{"--out DST is required"}},
+		{[]string{"--out", "x", "--per-shard", "0", "--seed", "3", "--shuffle=false"}, []string{"--dataset SRC is required", "--per-shard 0", "--seed with --shuffle=false"}},
+		{[]string{"--index", "x", "--out", "y", "--per-shard", "9"}, []string{"--out does not go with --index", "--per-shard does not go"}},
+		{[]string{"--dataset", "x", "--out", "y", "extra"}, []string{"unexpected arguments: extra"}},
+	} {
+		_, errs, code := runPack(t, tc.args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2", tc.args, code)
+		}
+		for _, m := range tc.msgs {
+			if !strings.Contains(errs, m) {
+				t.Errorf("%q: stderr lacks %q:\n%s", tc.args, m, errs)
+			}
+		}
+	}
+	// Runtime errors: a missing source, the source as destination.
+	dir := t.TempDir()
+	if _, errs, code := runPack(t, "--dataset", filepath.Join(dir, "nope"), "--out", filepath.Join(dir, "out")); code != 1 || !strings.Contains(errs, "not found") {
+		t.Errorf("missing source: exit %d %s", code, errs)
+	}
+	if _, errs, code := runPack(t, "--dataset", dir, "--out", dir); code != 1 || !strings.Contains(errs, "is the dataset itself") {
+		t.Errorf("same place: exit %d %s", code, errs)
+	}
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/agent"
+	"github.com/longshore/longshore/cluster/coord"
+	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/storage"
+)
+
+// nodeProcessEnv carries a node's arguments (one a line) to the test
+// binary run as a node process (TestNodeProcess).
+const nodeProcessEnv = "NODE_PROCESS_ARGS"
+
+// TestNodeProcess is not a test: run by another test as a process of its
+// own, it is longshore-node with the arguments in $NODE_PROCESS_ARGS.
+func TestNodeProcess(t *testing.T) {
+	args, ok := os.LookupEnv(nodeProcessEnv)
+	if !ok {
+		t.Skip("runs only as a node process started by another test")
+	}
+	os.Exit(run(strings.Split(args, "\n"), os.Stdout, os.Stderr))
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestClusterPacked runs the node in cluster mode over a packed dataset,
+// against a coordinator in this process (what longshore-coordinator
+// wires up): the node learns the order block from the job and reads the
+// packed samples in chunks of it, and delivers each sample once.
+func TestClusterPacked(t *testing.T) {
+	root, keys := makeDataset(t, 48)
+	packed, pkeys := packDataset(t, root, keys, 12)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	st, err := storage.NewDirStore(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cluster.DefaultConfig()
+	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Seed = int64(len(ds.Samples)), 1, 12, 12, 3
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	rem, actorAddr, err := agent.StartRemote(sys, freeAddr(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rem.Shutdown(false)
+	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Shutdown(context.Background())
+	m, err := gossip.Start(ctx, gossip.Config{
+		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
+		BindAddr: freeAddr(t), Profile: "local",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	go func() {
+		for ev := range m.Events() {
+			co.Membership(ev)
+		}
+	}()
+
+	// The node runs in a process of its own: protoactor's remote sets
+	// grpc's global logger when it starts, which races with a running
+	// remote in the same process.
+	logPath := filepath.Join(t.TempDir(), "d.log")
+	args := []string{"--join", m.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
+		"--dataset", packed, "--sink", "log:" + logPath, "--size", "32", "--progress", "never", "--ranks", "2"}
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
+	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node: %v\n%s%s", err, out.String(), errb.String())
+	}
+	select {
+	case <-co.Done():
+	case <-ctx.Done():
+		t.Fatal("the coordinator never saw the job done")
+	}
+
+	f, err := os.Open(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	count := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		cols := strings.Split(sc.Text(), "\t")
+		if len(cols) == 4 && cols[0] == "0" {
+			count[cols[3]]++
+		}
+	}
+	var got []string
+	for k, c := range count {
+		if c != 1 {
+			t.Errorf("%s delivered %d times", k, c)
+		}
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if strings.Join(got, ",") != strings.Join(pkeys, ",") {
+		t.Errorf("delivered %d distinct keys, want the %d packed samples", len(got), len(pkeys))
+	}
+	// The job's block (12, not the standalone 256) reached the store, and
+	// the samples came in chunks: 4 shards of 12, one read each.
+	logs := errb.String()
+	if !strings.Contains(logs, "block=12") {
+		t.Errorf("the node never logged the job's block:\n%s", logs)
+	}
+	mm := regexp.MustCompile(`chunk cache" chunks=(\d+) .* read_alone=(\d+)`).FindStringSubmatch(logs)
+	if mm == nil {
+		t.Fatalf("no chunk cache figures in the log:\n%s", logs)
+	}
+	chunks, _ := strconv.Atoi(mm[1])
+	alone, _ := strconv.Atoi(mm[2])
+	if chunks < 4 || chunks > 8 || alone > 4 {
+		t.Errorf("%d chunk reads and %d single reads for 4 shards of 12 in blocks of 12", chunks, alone)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/longshore/longshore/storage"
+)
+
+// packDataset packs the ImageFolder at root (keys) into tar shards of
+// perShard samples with a manifest.jsonl, as longshore-pack does, and
+// returns the packed dataset's directory and its sample keys.
+func packDataset(t *testing.T, root string, keys []string, perShard int) (string, []string) {
+	t.Helper()
+	out := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(out, "shards"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var manifest bytes.Buffer
+	var packed []string
+	for first := 0; first < len(keys); first += perShard {
+		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, k := range keys[first:min(first+perShard, len(keys))] {
+			data, err := os.ReadFile(filepath.Join(root, k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tw.WriteHeader(&tar.Header{Name: k, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg})
+			tw.Write(data)
+		}
+		tw.Close()
+		members, err := storage.ReadTarIndex(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range members {
+			key := object + "/" + m.Name
+			line, _ := json.Marshal(map[string]any{"key": key, "label": path.Dir(m.Name), "object": object, "offset": m.Offset, "size": m.Size})
+			manifest.Write(append(line, '\n'))
+			packed = append(packed, key)
+		}
+		if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(object)), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(out, "manifest.jsonl"), manifest.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(packed)
+	return out, packed
+}
+
+// TestStandalonePacked runs the node over a packed dataset: every sample
+// is delivered once per epoch, read a chunk at a time (one ranged GET per
+// shard and epoch, not one per sample); with --pack-cache 0 each sample is
+// read alone, and the delivery is the same.
+func TestStandalonePacked(t *testing.T) {
+	root, keys := makeDataset(t, 70)
+	packed, pkeys := packDataset(t, root, keys, 16)
+	for _, tc := range []struct {
+		cache          string
+		chunks, single func(int64) bool
+	}{
+		{"256MiB", func(n int64) bool { return n >= 10 && n <= 20 }, func(n int64) bool { return n == 0 }},
+		{"0", func(n int64) bool { return n == 0 }, func(n int64) bool { return n >= 140 }},
+	} {
+		t.Run("cache"+tc.cache, func(t *testing.T) {
+			dir := t.TempDir()
+			logPath, statsPath := filepath.Join(dir, "d.log"), filepath.Join(dir, "s.json")
+			var out, errb bytes.Buffer
+			code := run([]string{"--standalone", "--dataset", packed, "--epochs", "2", "--batch-size", "8", "--ranks", "2",
+				"--size", "32", "--seed", "5", "--sink", "log:" + logPath, "--stats-json", statsPath, "--progress", "never",
+				"--pack-cache", tc.cache}, &out, &errb)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+			}
+			seen := map[string]map[string]int{}
+			f, err := os.Open(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				cols := strings.Split(sc.Text(), "\t")
+				if len(cols) == 5 {
+					continue // padding
+				}
+				if seen[cols[0]] == nil {
+					seen[cols[0]] = map[string]int{}
+				}
+				seen[cols[0]][cols[3]]++
+			}
+			for _, ep := range []string{"0", "1"} {
+				var got []string
+				for k, c := range seen[ep] {
+					if c != 1 {
+						t.Errorf("epoch %s: %s delivered %d times", ep, k, c)
+					}
+					got = append(got, k)
+				}
+				sort.Strings(got)
+				if strings.Join(got, ",") != strings.Join(pkeys, ",") {
+					t.Errorf("epoch %s: delivered %d distinct keys, want the %d packed samples", ep, len(got), len(pkeys))
+				}
+			}
+			var s Summary
+			b, _ := os.ReadFile(statsPath)
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Pack == nil || s.Failures.Total != 0 {
+				t.Fatalf("stats: pack %+v, failures %+v", s.Pack, s.Failures)
+			}
+			if !tc.chunks(s.Pack.Chunks) || !tc.single(s.Pack.ReadAlone) || s.Pack.PeakBytes > 256<<20 {
+				t.Errorf("--pack-cache %s: %+v", tc.cache, *s.Pack)
+			}
+			if !strings.Contains(out.String(), "packed ") {
+				t.Errorf("summary lacks the packed line:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func TestPackCacheFlag(t *testing.T) {
+	o, err := parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard)
+	if err != nil || int64(o.packCache) != 256<<20 {
+		t.Errorf("default --pack-cache %d, %v; want 256 MiB", int64(o.packCache), err)
+	}
+	t.Setenv("LONGSHORE_PACK_CACHE", "1GiB")
+	if o, err = parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard); err != nil || int64(o.packCache) != 1<<30 {
+		t.Errorf("LONGSHORE_PACK_CACHE=1GiB: %d, %v", int64(o.packCache), err)
+	}
+	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "64MiB"}, io.Discard); err != nil || int64(o.packCache) != 64<<20 {
+		t.Errorf("--pack-cache 64MiB: %d, %v", int64(o.packCache), err)
+	}
+	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "256MiB") {
+		t.Errorf("--pack-cache lots: %v", err)
+	}
+}
