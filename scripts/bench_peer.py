@@ -17,6 +17,9 @@ repetitions and ratios to the peer's best num_workers (by images/s).
     go-minio   the same with the dataset in a MinIO server on loopback
                (longshore-bench serve-minio: started once, the upload not
                timed; its CPU is not counted, as a store on other hosts).
+    go-minio-packed
+               the same with the dataset packed into tar shards by
+               bin/longshore-pack (docs/packed-datasets.md), in that MinIO.
     ceiling    longshore-bench ceiling: one goroutine per core decoding and
                transforming the files from memory in a tight loop, no
                pipeline: what this machine can do with this decoder.
@@ -289,9 +292,11 @@ def run_go(a, tmp, rep, dataset=None, env=None, tag="go"):
                 peak_pss_bytes=peak, first_batch_s=r["first_batch_seconds"])
 
 
-def run_go_minio(a, tmp, rep):
+def run_go_minio(a, tmp, rep, packed=False):
     env = os.environ.copy()
     env.update(e.split("=", 1) for e in a.minio["env"])
+    if packed:
+        return run_go(a, tmp, rep, dataset=a.minio["packed_url"], env=env, tag="go-minio-packed")
     return run_go(a, tmp, rep, dataset=a.minio["url"], env=env, tag="go-minio")
 
 
@@ -308,7 +313,10 @@ def run_ceiling(a, tmp, rep):
 
 def start_minio(a, tmp):
     ready = os.path.join(tmp, "minio.json")
-    p = subprocess.Popen([a.bench, "serve-minio", "--dataset", a.dataset, "--ready", ready],
+    cmd = [a.bench, "serve-minio", "--dataset", a.dataset, "--ready", ready]
+    if a.packed:
+        cmd += ["--packed", a.packed]
+    p = subprocess.Popen(cmd,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not os.path.exists(ready):
         if p.poll() is not None:
@@ -393,10 +401,17 @@ def driver(a):
     configs = [f"peer-w{w}" for w in a.workers] + ["go", "py-client", "ceiling"]
     tmp = tempfile.mkdtemp(prefix="bench-peer-")
     minio = None
+    a.packed = None
     if not a.no_minio:
+        if os.access(a.pack, os.X_OK):
+            a.packed = os.path.join(tmp, "packed")
+            subprocess.run([a.pack, "--dataset", a.dataset, "--out", a.packed], check=True,
+                           stdout=subprocess.DEVNULL)
         print("bench-peer: starting MinIO and uploading the dataset", file=sys.stderr, flush=True)
         minio = start_minio(a, tmp)
         configs.insert(configs.index("py-client"), "go-minio")
+        if a.packed:
+            configs.insert(configs.index("py-client"), "go-minio-packed")
     runs = {c: [] for c in configs}
     load0, t_start = load(), time.time()
     try:
@@ -415,8 +430,8 @@ def run_all(a, configs, runs, tmp):
                 r = run_peer(a, int(c[6:]), tmp, rep)
             elif c == "go":
                 r = run_go(a, tmp, rep)
-            elif c == "go-minio":
-                r = run_go_minio(a, tmp, rep)
+            elif c in ("go-minio", "go-minio-packed"):
+                r = run_go_minio(a, tmp, rep, packed=c == "go-minio-packed")
             elif c == "ceiling":
                 r = run_ceiling(a, tmp, rep)
             else:
@@ -441,12 +456,13 @@ def report_all(a, configs, runs, n_files, load0, t_start):
         m["vs_peer_first_batch"] = None if m["first_batch_s"] is None else m["first_batch_s"] / b["first_batch_s"]
         if "ceiling" in rows:
             m["vs_ceiling_images_per_s"] = m["images_per_s"] / rows["ceiling"]["images_per_s"]
-        if "go-minio" in rows:
-            rows["go-minio"]["vs_local_images_per_s"] = rows["go-minio"]["images_per_s"] / rows["go"]["images_per_s"]
+        for mc in ("go-minio", "go-minio-packed"):
+            if mc in rows:
+                rows[mc]["vs_local_images_per_s"] = rows[mc]["images_per_s"] / rows["go"]["images_per_s"]
     base = baseline_pss()
     for c in configs:  # the loader's own memory: less the trainer's `import torch` (Go processes have no trainer)
         m = rows[c]
-        m["loader_pss_bytes"] = m["peak_pss_bytes"] - (0 if c in ("go", "go-minio", "ceiling") else base)
+        m["loader_pss_bytes"] = m["peak_pss_bytes"] - (0 if c in ("go", "go-minio", "go-minio-packed", "ceiling") else base)
     for c in configs:
         rows[c]["vs_peer_loader_pss"] = rows[c]["loader_pss_bytes"] / max(b["loader_pss_bytes"], 1)
     report = dict(
@@ -493,8 +509,10 @@ def print_table(rep, configs, rows):
               f"{m['peak_pss_bytes'] / 2**20:.0f} MiB | {m['loader_pss_bytes'] / 2**20:.0f} MiB | "
               f"{fb} | {m['vs_peer_images_per_s']:.2f} | {m['vs_peer_cpu']:.2f} | "
               f"{m['vs_peer_pss']:.2f} | {m['vs_peer_loader_pss']:.2f} | {vc} |")
-    if "go-minio" in rows:
-        print(f"\ngo-minio / go (MinIO path vs local path): {rows['go-minio']['vs_local_images_per_s']:.2f}")
+    for mc in ("go-minio", "go-minio-packed"):
+        if mc in rows:
+            print(f"\n{mc} / go (MinIO path vs local path): {rows[mc]['vs_local_images_per_s']:.2f}", end="")
+    print()
     print(f"\n(ratios to {rep['peer_best']}; loader PSS = peak PSS less a bare `import torch, torchvision, "
           f"numpy` process ({rep['trainer_import_pss_bytes'] / 2**20:.0f} MiB), which both Python trainers carry; "
           f"{rep['seconds']:.0f} s)")
@@ -509,7 +527,9 @@ def main():
     ap.add_argument("--node", default=os.path.join(REPO, "bin", "longshore-node"))
     ap.add_argument("--feed-server", default=os.path.join(REPO, "bin", "feed_server"))
     ap.add_argument("--bench", default=os.path.join(REPO, "bin", "longshore-bench"))
-    ap.add_argument("--no-minio", action="store_true", help="skip the go-minio configuration")
+    ap.add_argument("--pack", default=os.path.join(REPO, "bin", "longshore-pack"),
+                    help="the pack binary, for go-minio-packed (skipped when missing)")
+    ap.add_argument("--no-minio", action="store_true", help="skip the go-minio configurations")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("--out")
     ap.add_argument("--socket")

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,7 +31,7 @@ func ceilingMain(args []string) error {
 	fset := flag.NewFlagSet("ceiling", flag.ContinueOnError)
 	dataset := fset.String("dataset", "", "directory of images")
 	epochs := fset.Int("epochs", 1, "passes over the files")
-	out := fset.String("json", "", "write {images, seconds} here")
+	out := fset.String("json", "", "write {images, seconds, failed, peak_rss_bytes} here")
 	workers := fset.Int("workers", runtime.NumCPU(), "goroutines, one decoder each")
 	if err := fset.Parse(args); err != nil {
 		return err
@@ -80,7 +83,7 @@ func ceilingMain(args []string) error {
 		return err
 	default:
 	}
-	res := map[string]any{"images": total - failed.Load(), "seconds": secs, "failed": failed.Load()}
+	res := map[string]any{"images": total - failed.Load(), "seconds": secs, "failed": failed.Load(), "peak_rss_bytes": vmHWM()}
 	b, _ := json.Marshal(res)
 	if *out == "" {
 		fmt.Println(string(b))
@@ -119,17 +122,39 @@ func (s *minioServer) env() []string {
 	return []string{"AWS_ENDPOINT_URL=" + s.Endpoint, "AWS_ACCESS_KEY_ID=" + s.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s.SecretKey, "AWS_REGION=us-east-1"}
 }
 
-// upload copies the dataset into a fresh bucket and returns its s3:// URL.
-func upload(ctx context.Context, s *minioServer, dir string, files []string) (string, error) {
+// walkFiles lists every regular file under dir, as slash-separated paths
+// relative to it (a packed dataset: its tars and manifest).
+func walkFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err == nil && !strings.HasPrefix(path.Base(rel), ".") {
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	return files, err
+}
+
+// upload copies files of dir below prefix in the bench bucket (made if
+// missing) and returns the s3:// URL of the copy.
+func upload(ctx context.Context, s *minioServer, dir, prefix string, files []string) (string, error) {
 	c, err := minio.New(strings.TrimPrefix(s.Endpoint, "http://"), &minio.Options{
 		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
 	})
 	if err != nil {
 		return "", err
 	}
-	const bucket, prefix = "bench", "imagenet-like"
-	if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+	const bucket = "bench"
+	if ok, err := c.BucketExists(ctx, bucket); err != nil {
 		return "", err
+	} else if !ok {
+		if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+			return "", err
+		}
 	}
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
@@ -159,4 +184,26 @@ func upload(ctx context.Context, s *minioServer, dir string, files []string) (st
 		return "", firstErr
 	}
 	return "s3://" + bucket + "/" + prefix, nil
+}
+
+// vmHWM is this process's peak resident set size (VmHWM in
+// /proc/self/status), in bytes; 0 where unavailable. A child's rusage
+// Maxrss is no use here: Linux carries the high-water mark of the memory
+// before exec over, and os/exec forks this (big) process with vfork.
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb * 1024
+				}
+			}
+		}
+	}
+	return 0
 }

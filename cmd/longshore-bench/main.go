@@ -13,6 +13,9 @@
 //	local    bin/longshore-node --standalone over the directory.
 //	minio    the same over s3:// on a MinIO server on loopback (its CPU is
 //	         reported separately: it shares the machine's cores).
+//	local-packed, minio-packed
+//	         the same samples packed into tar shards by longshore-pack
+//	         (docs/packed-datasets.md), from the directory and from MinIO.
 package main
 
 import (
@@ -69,7 +72,8 @@ type row struct {
 	Config string   `json:"config"`
 	Runs   []result `json:"runs"`
 	Median result   `json:"median"`
-	// Ratios of the median images/s: to the ceiling, and (minio) to local.
+	// Ratios of the median images/s: to the ceiling, and (every row but
+	// ceiling and local) to local.
 	VsCeiling float64 `json:"vs_ceiling"`
 	VsLocal   float64 `json:"vs_local,omitempty"`
 }
@@ -94,7 +98,8 @@ func benchMain(args []string) error {
 	reps := fs.Int("reps", 3, "repetitions of each configuration")
 	epochs := fs.Int("epochs", 1, "epochs per run")
 	out := fs.String("json", "", "also write the report as JSON here")
-	noMinio := fs.Bool("no-minio", false, "skip the MinIO configuration")
+	noMinio := fs.Bool("no-minio", false, "skip the MinIO configurations")
+	pack := fs.String("pack", "bin/longshore-pack", "the pack binary, for the packed configurations (\"\" skips them)")
 	extra := fs.String("node-args", "", "extra flags for every node run, e.g. \"--lowres=false\"")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -115,8 +120,23 @@ func benchMain(args []string) error {
 		MeanKB: float64(total) / float64(len(files)) / 1024, Reps: *reps, Args: *extra, Started: time.Now().Format(time.RFC3339)}
 	t0 := time.Now()
 
+	tmp, err := os.MkdirTemp("", "longshore-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	// The packed copy: the same samples in tar shards (docs/packed-datasets.md).
+	packed := ""
+	if *pack != "" {
+		packed = filepath.Join(tmp, "packed")
+		fmt.Fprintf(os.Stderr, "bench: packing the dataset into tar shards\n")
+		cmd := exec.CommandContext(ctx, *pack, "--dataset", *dataset, "--out", packed)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %w\n%s", cmd.Args, err, out)
+		}
+	}
 	var srv *minioServer
-	var s3url string
+	var s3url, s3packed string
 	if !*noMinio {
 		fmt.Fprintf(os.Stderr, "bench: starting MinIO and uploading %d files\n", len(files))
 		srv, err = startMinio(ctx)
@@ -124,8 +144,17 @@ func benchMain(args []string) error {
 			return err
 		}
 		defer srv.Stop()
-		if s3url, err = upload(ctx, srv, *dataset, files); err != nil {
+		if s3url, err = upload(ctx, srv, *dataset, "imagenet-like", files); err != nil {
 			return err
+		}
+		if packed != "" {
+			pfiles, err := walkFiles(packed)
+			if err != nil {
+				return err
+			}
+			if s3packed, err = upload(ctx, srv, packed, "imagenet-like-packed", pfiles); err != nil {
+				return err
+			}
 		}
 	}
 	nodeArgs := func(ds string, statsPath string) []string {
@@ -141,11 +170,12 @@ func benchMain(args []string) error {
 	if srv != nil {
 		order = append(order, "minio")
 	}
-	tmp, err := os.MkdirTemp("", "longshore-bench-")
-	if err != nil {
-		return err
+	if packed != "" {
+		order = append(order, "local-packed")
+		if srv != nil {
+			order = append(order, "minio-packed")
+		}
 	}
-	defer os.RemoveAll(tmp)
 	for r := 0; r < *reps; r++ {
 		for _, cfg := range order {
 			statsPath := filepath.Join(tmp, fmt.Sprintf("%s-%d.json", cfg, r))
@@ -157,9 +187,15 @@ func benchMain(args []string) error {
 				res, err = runProc(ctx, cfg, nil, self, "ceiling", "--dataset", *dataset, "--epochs", strconv.Itoa(*epochs), "--json", statsPath)
 			case "local":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(*dataset, statsPath)...)
-			case "minio":
+			case "local-packed":
+				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(packed, statsPath)...)
+			case "minio", "minio-packed":
+				url := s3url
+				if cfg == "minio-packed" {
+					url = s3packed
+				}
 				cpu0 := procCPU(srv.cmd.Process.Pid)
-				res, err = runProc(ctx, cfg, srv.env(), *node, nodeArgs(s3url, statsPath)...)
+				res, err = runProc(ctx, cfg, srv.env(), *node, nodeArgs(url, statsPath)...)
 				srvCPU = procCPU(srv.cmd.Process.Pid) - cpu0
 			}
 			if err != nil {
@@ -171,7 +207,7 @@ func benchMain(args []string) error {
 			if srvCPU > 0 {
 				res.ServerCPUPer1000 = 1000 * srvCPU / float64(res.Images)
 			}
-			fmt.Fprintf(os.Stderr, "bench: %-8s run %d: %6.0f images/s, %.2f CPU-s/1000\n", cfg, r+1, res.ImagesPerSecond, res.CPUSecondsPer1000)
+			fmt.Fprintf(os.Stderr, "bench: %-12s run %d: %6.0f images/s, %.2f CPU-s/1000\n", cfg, r+1, res.ImagesPerSecond, res.CPUSecondsPer1000)
 			runs[cfg] = append(runs[cfg], res)
 		}
 	}
@@ -181,7 +217,7 @@ func benchMain(args []string) error {
 	ceil := rep.Rows[0].Median.ImagesPerSecond
 	for i := range rep.Rows {
 		rep.Rows[i].VsCeiling = rep.Rows[i].Median.ImagesPerSecond / ceil
-		if rep.Rows[i].Config == "minio" {
+		if rep.Rows[i].Config != "ceiling" && rep.Rows[i].Config != "local" {
 			rep.Rows[i].VsLocal = rep.Rows[i].Median.ImagesPerSecond / rep.Rows[1].Median.ImagesPerSecond
 		}
 	}
@@ -226,6 +262,7 @@ func mergeStats(res *result, path string) error {
 		Images            int64   `json:"images"`
 		Seconds           float64 `json:"seconds"`
 		FirstBatchSeconds float64 `json:"first_batch_seconds"`
+		PeakRSSBytes      int64   `json:"peak_rss_bytes"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
@@ -236,6 +273,11 @@ func mergeStats(res *result, path string) error {
 	cpu := res.CPUSecondsPer1000
 	res.Images, res.Seconds, res.FirstBatchSeconds = s.Images, s.Seconds, s.FirstBatchSeconds
 	res.ImagesPerSecond = float64(s.Images) / s.Seconds
+	if s.PeakRSSBytes > 0 {
+		// The run's own figure (VmHWM): rusage's Maxrss of a child
+		// includes this process's memory from before its exec.
+		res.PeakRSSBytes = s.PeakRSSBytes
+	}
 	res.CPUSecondsPer1000 = 1000 * cpu / float64(s.Images)
 	return nil
 }
@@ -269,8 +311,8 @@ func median(cfg string, rs []result) result {
 func printTable(w io.Writer, r report) {
 	fmt.Fprintf(w, "\nlongshore bench — %s, %d CPUs; %d JPEGs (mean %.0f KB), train transform 224, batch 32; medians of %d\n\n",
 		r.Machine, r.CPUs, r.Images, r.MeanKB, r.Reps)
-	fmt.Fprintf(w, "| %-8s | %9s | %10s | %13s | %9s | %11s | %9s |\n", "config", "images/s", "vs ceiling", "CPU-s/1000 img", "peak RSS", "first batch", "vs local")
-	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|\n", dashes(10), dashes(11), dashes(12), dashes(15), dashes(11), dashes(13), dashes(11))
+	fmt.Fprintf(w, "| %-12s | %9s | %10s | %13s | %9s | %11s | %9s |\n", "config", "images/s", "vs ceiling", "CPU-s/1000 img", "peak RSS", "first batch", "vs local")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|\n", dashes(14), dashes(11), dashes(12), dashes(15), dashes(11), dashes(13), dashes(11))
 	for _, row := range r.Rows {
 		m := row.Median
 		first, vsLocal := "-", "-"
@@ -284,7 +326,7 @@ func printTable(w io.Writer, r report) {
 		if m.ServerCPUPer1000 > 0 {
 			cpu += fmt.Sprintf(" +%.2f srv", m.ServerCPUPer1000)
 		}
-		fmt.Fprintf(w, "| %-8s | %9.0f | %9.2f× | %14s | %5.0f MiB | %11s | %9s |\n", row.Config, m.ImagesPerSecond, row.VsCeiling,
+		fmt.Fprintf(w, "| %-12s | %9.0f | %9.2f× | %14s | %5.0f MiB | %11s | %9s |\n", row.Config, m.ImagesPerSecond, row.VsCeiling,
 			cpu, float64(m.PeakRSSBytes)/(1<<20), first, vsLocal)
 	}
 	fmt.Fprintf(w, "\n(%s; ceiling = one goroutine per core decoding+transforming from memory, no pipeline)\n", r.Duration)

@@ -85,6 +85,7 @@ func (s *minioServer) Stop() {
 func serveMinioMain(args []string) error {
 	fset := flag.NewFlagSet("serve-minio", flag.ContinueOnError)
 	dataset := fset.String("dataset", "", "directory of images to upload")
+	packed := fset.String("packed", "", "also upload this packed copy of the dataset (longshore-pack --out)")
 	ready := fset.String("ready", "", "write the server's URL and environment here once the upload is done")
 	if err := fset.Parse(args); err != nil {
 		return err
@@ -103,11 +104,21 @@ func serveMinioMain(args []string) error {
 		return err
 	}
 	defer srv.Stop()
-	url, err := upload(ctx, srv, *dataset, files)
+	url, err := upload(ctx, srv, *dataset, "imagenet-like", files)
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(map[string]any{"url": url, "env": srv.env(), "pid": srv.cmd.Process.Pid})
+	info := map[string]any{"url": url, "env": srv.env(), "pid": srv.cmd.Process.Pid}
+	if *packed != "" {
+		pfiles, err := walkFiles(*packed)
+		if err != nil {
+			return err
+		}
+		if info["packed_url"], err = upload(ctx, srv, *packed, "imagenet-like-packed", pfiles); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(info)
 	if err != nil {
 		return err
 	}
