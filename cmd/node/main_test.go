@@ -10,7 +10,9 @@ import (
 	"image/jpeg"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,45 +62,7 @@ func TestStandaloneContract(t *testing.T) {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
 
-	f, err := os.Open(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	seen := map[string]map[string]int{} // epoch -> key -> count (padding excluded)
-	steps := map[string]map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		cols := strings.Split(sc.Text(), "\t")
-		if len(cols) != 4 && !(len(cols) == 5 && cols[4] == "pad") {
-			t.Fatalf("bad line %q", sc.Text())
-		}
-		ep, rank, step, key := cols[0], cols[1], cols[2], cols[3]
-		if steps[rank] == nil {
-			steps[rank] = map[string]bool{}
-		}
-		steps[rank][ep+"/"+step] = true
-		if len(cols) == 5 {
-			continue
-		}
-		if seen[ep] == nil {
-			seen[ep] = map[string]int{}
-		}
-		seen[ep][key]++
-	}
-	for _, ep := range []string{"0", "1"} {
-		var got []string
-		for k, c := range seen[ep] {
-			if c != 1 {
-				t.Errorf("epoch %s: %s delivered %d times", ep, k, c)
-			}
-			got = append(got, k)
-		}
-		sort.Strings(got)
-		if strings.Join(got, ",") != strings.Join(keys, ",") {
-			t.Errorf("epoch %s: delivered %d distinct keys, want the %d of the dataset", ep, len(got), len(keys))
-		}
-	}
+	steps := checkOncePerEpoch(t, logPath, 2, keys)
 	if len(steps["0"]) != len(steps["1"]) {
 		t.Errorf("ranks took different numbers of steps: %d vs %d", len(steps["0"]), len(steps["1"]))
 	}
@@ -168,4 +132,53 @@ func TestFlagErrors(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 		}
 	}
+}
+
+// checkOncePerEpoch reads a log:PATH sink's file and checks that each of
+// the first epochs delivered every key exactly once (padding aside). It
+// returns the steps each rank took, as rank -> "epoch/step" set.
+func checkOncePerEpoch(t *testing.T, logPath string, epochs int, keys []string) map[string]map[string]bool {
+	t.Helper()
+	f, err := os.Open(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seen := map[string]map[string]int{} // epoch -> key -> count (padding excluded)
+	steps := map[string]map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		cols := strings.Split(sc.Text(), "\t")
+		if len(cols) != 4 && !(len(cols) == 5 && cols[4] == "pad") {
+			t.Fatalf("bad line %q", sc.Text())
+		}
+		ep, rank, step, key := cols[0], cols[1], cols[2], cols[3]
+		if steps[rank] == nil {
+			steps[rank] = map[string]bool{}
+		}
+		steps[rank][ep+"/"+step] = true
+		if len(cols) == 5 {
+			continue
+		}
+		if seen[ep] == nil {
+			seen[ep] = map[string]int{}
+		}
+		seen[ep][key]++
+	}
+	want := slices.Sorted(slices.Values(keys))
+	for e := range epochs {
+		ep := strconv.Itoa(e)
+		var got []string
+		for k, c := range seen[ep] {
+			if c != 1 {
+				t.Errorf("epoch %s: %s delivered %d times", ep, k, c)
+			}
+			got = append(got, k)
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("epoch %s: delivered %d distinct keys, want the %d of the dataset", ep, len(got), len(want))
+		}
+	}
+	return steps
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -86,36 +85,7 @@ func TestStandalonePacked(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 			}
-			seen := map[string]map[string]int{}
-			f, err := os.Open(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				cols := strings.Split(sc.Text(), "\t")
-				if len(cols) == 5 {
-					continue // padding
-				}
-				if seen[cols[0]] == nil {
-					seen[cols[0]] = map[string]int{}
-				}
-				seen[cols[0]][cols[3]]++
-			}
-			for _, ep := range []string{"0", "1"} {
-				var got []string
-				for k, c := range seen[ep] {
-					if c != 1 {
-						t.Errorf("epoch %s: %s delivered %d times", ep, k, c)
-					}
-					got = append(got, k)
-				}
-				sort.Strings(got)
-				if strings.Join(got, ",") != strings.Join(pkeys, ",") {
-					t.Errorf("epoch %s: delivered %d distinct keys, want the %d packed samples", ep, len(got), len(pkeys))
-				}
-			}
+			checkOncePerEpoch(t, logPath, 2, pkeys)
 			var s Summary
 			b, _ := os.ReadFile(statsPath)
 			if err := json.Unmarshal(b, &s); err != nil {
