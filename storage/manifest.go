@@ -337,8 +337,10 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 			if r.offset < 0 {
 				return nil, badLine(r.line, "offset %d is negative", r.offset)
 			}
-			if r.size <= 0 {
-				return nil, badLine(r.line, "size %d: want > 0", r.size)
+			if r.size < 0 {
+				// 0 is an empty member: a bad sample to the decoder, counted
+				// like any other, not a bad manifest.
+				return nil, badLine(r.line, "size %d is negative", r.size)
 			}
 			if r.offset > math.MaxInt64-r.size {
 				return nil, badLine(r.line, "offset %d + size %d overflows", r.offset, r.size)

@@ -68,7 +68,7 @@ func TestManifestPackedErrors(t *testing.T) {
 		{"CSVObjectOnly", storage.ManifestCSV, "a,1,s.tar,,\n", 1, "object without offset and size"},
 		{"CSVNoObject", storage.ManifestCSV, "a,1,,0,10\n", 1, "offset and size without object"},
 		{"CSVOffsetText", storage.ManifestCSV, "a,1,s.tar,x,10\n", 1, `offset "x"`},
-		{"CSVSizeZero", storage.ManifestCSV, "a,1,s.tar,0,0\n", 1, "size 0"},
+		{"CSVSizeNegative", storage.ManifestCSV, "a,1,s.tar,0,-2\n", 1, "size -2"},
 		{"CSVNegativeOffset", storage.ManifestCSV, "a,1,s.tar,-1,10\n", 1, "negative"},
 		{"CSVBadObject", storage.ManifestCSV, "a,1\nb,1,../s.tar,0,10\n", 2, "object"},
 		{"CSVOverflow", storage.ManifestCSV, "a,1,s.tar,9223372036854775800,100\n", 1, "overflows"},
@@ -92,7 +92,7 @@ func TestManifestPackedErrors(t *testing.T) {
 	}
 	// Discover reports it with the manifest's name.
 	s := storage.NewMemStore(t.Name())
-	fillData(t, s, "manifest.csv", "a,1,s.tar,0,0\n")
+	fillData(t, s, "manifest.csv", "a,1,s.tar,0,-1\n")
 	if _, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{}); !errors.Is(err, storage.ErrBadManifest) || !strings.Contains(err.Error(), "manifest.csv") {
 		t.Errorf("Discover: %v", err)
 	}

@@ -124,6 +124,12 @@ type PackedStore struct {
 		// rest have been (else it would wait for samples already gone).
 		// One bit per index of the chunk's block.
 		served map[chunkKey][]uint64
+		// alone marks chunks whose samples are read one by one: not
+		// worth fetching whole (sparse, a single member, bigger than the
+		// cache), or whose fetch failed for good (a truncated or missing
+		// shard), so that one bad sample does not fail its whole block
+		// and a plan is not made again for every Get.
+		alone map[chunkKey]bool
 		// free holds buffers of dropped chunks for the next fetches;
 		// freeBytes is their capacity, which with used stays within
 		// cap.
@@ -181,6 +187,7 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 	p.block.Store(int64(cfg.Block))
 	p.mu.chunks = map[chunkKey]*chunk{}
 	p.mu.served = map[chunkKey][]uint64{}
+	p.mu.alone = map[chunkKey]bool{}
 	return p, nil
 }
 
@@ -226,6 +233,10 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	ck := chunkKey{object: s.Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}
 
 	p.mu.Lock()
+	if p.mu.alone[ck] {
+		p.mu.Unlock()
+		return p.getMember(ctx, s, dst)
+	}
 	c := p.mu.chunks[ck]
 	if c == nil {
 		c = p.startLocked(ctx, ck)
@@ -257,9 +268,14 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	p.mu.Lock()
 	c.waiters--
 	if c.err != nil {
-		err := c.err
+		// The chunk failed: read this sample alone, so that its own
+		// outcome (often fine: one bad member fails a whole span) is
+		// what the pipeline sees.
+		if c.gone {
+			p.recycleLocked(c)
+		}
 		p.mu.Unlock()
-		return dst[:0], err
+		return p.getMember(ctx, s, dst)
 	}
 	data := p.serveLocked(c, i)
 	p.mu.Unlock()
@@ -388,7 +404,7 @@ func (p *PackedStore) startLocked(ctx context.Context, ck chunkKey) *chunk {
 // does not fit (with evict, after evicting every idle chunk; without,
 // as things stand).
 func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
-	if p.mu.closed {
+	if p.mu.closed || p.mu.alone[ck] {
 		return nil
 	}
 	members := make(map[int]bool)
@@ -407,10 +423,24 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 	}
 	span := end - first
 	if len(members) < 2 || span > 2*total+int64(len(members))*sparseSlack || span > p.cap {
+		p.markAloneLocked(ck)
 		return nil
 	}
 	if !evict && p.mu.used+span > p.cap {
 		return nil
+	}
+	if p.mu.used+span > p.cap {
+		// Evict only if that makes room: chunks being fetched cannot
+		// be evicted, and evicting loaded ones for nothing would only
+		// make them be fetched again.
+		var loaded int64
+		for e := p.mu.lru.Front(); e != nil; e = e.Next() {
+			loaded += e.Value.(*chunk).size
+		}
+		if p.mu.used-loaded+span > p.cap {
+			p.mu.stats.Overflows++
+			return nil
+		}
 	}
 	for p.mu.used+span > p.cap {
 		e := p.mu.lru.Back()
@@ -465,7 +495,12 @@ func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 		if !c.gone { // else abandoned: nobody waits for the outcome
 			p.mu.stats.ChunkFailures++
 		}
-		p.dropLocked(c) // the next Get tries again
+		if errors.Is(err, ErrRange) || errors.Is(err, ErrNotFound) {
+			// The shard is short or gone: that will not mend, and a
+			// chunk read per sample would read it all again each time.
+			p.markAloneLocked(c.key)
+		}
+		p.dropLocked(c) // the next Get tries again (or reads alone)
 	} else if !c.gone {
 		c.elem = p.mu.lru.PushFront(c)
 	}
@@ -501,6 +536,9 @@ func (p *PackedStore) leaveLocked(c *chunk) {
 	c.waiters--
 	select {
 	case <-c.done:
+		if c.gone {
+			p.recycleLocked(c)
+		}
 		return
 	default:
 	}
@@ -510,7 +548,15 @@ func (p *PackedStore) leaveLocked(c *chunk) {
 	}
 }
 
-// maxServedRecords bounds PackedStore.mu.served. A record outlives its
+// markAloneLocked records that ck's samples are read one by one.
+func (p *PackedStore) markAloneLocked(ck chunkKey) {
+	if len(p.mu.alone) >= maxServedRecords {
+		clear(p.mu.alone) // forgetting costs a plan, or one failed fetch
+	}
+	p.mu.alone[ck] = true
+}
+
+// maxServedRecords bounds PackedStore.mu.served (and mu.alone). A record outlives its
 // use only when an evicted chunk's other samples never come (their lease
 // went to another node); forgetting them all costs at most one extra
 // fetch per chunk.
@@ -559,8 +605,8 @@ func (p *PackedStore) dropLocked(c *chunk) {
 }
 
 // Close cancels the chunk fetches still running, waits for them, and
-// closes the wrapped store if it is an io.Closer. Gets after Close read
-// each sample alone.
+// closes the wrapped store if it is an io.Closer. Gets after Close are
+// served from chunks still cached, and read every other sample alone.
 func (p *PackedStore) Close() error {
 	p.mu.Lock()
 	p.mu.closed = true

@@ -3,12 +3,14 @@ package storage_test
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,37 +275,93 @@ func TestPackedPassThrough(t *testing.T) {
 	}
 }
 
-// TestPackedErrors: a failed chunk fetch reaches every Get that waited for
-// it unchanged, is not cached, and the next Get fetches again.
+// TestPackedErrors: a failed chunk fetch does not fail the Gets that
+// waited for it: each reads its own sample instead, so each sees its own
+// outcome. A transient failure is not remembered (the next Get fetches
+// the chunk again); a shard that is short or missing makes its chunk read
+// sample by sample, so one bad member costs one failed sample and not a
+// chunk read per sample of its block.
 func TestPackedErrors(t *testing.T) {
 	mem := storage.NewMemStore(t.Name())
 	ds, want := packFixture(t, mem, 4, 32, 16, 500)
-	fs := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, FirstN: 1, Err: storage.ErrNotFound, Delay: 300 * time.Millisecond})
-	p := packedStore(t, fs, ds, 16, 1<<20)
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for g := range errs {
-		wg.Go(func() { _, errs[g] = p.Get(context.Background(), ds.Samples[g].Key, nil) })
+	for _, tc := range []struct {
+		name      string
+		err       error
+		chunks    int64 // after the failed fetch and a second pass
+		permanent bool
+	}{
+		{"transient", errors.New("connection refused"), 2, false},
+		{"not found", storage.ErrNotFound, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, FirstN: 1, Err: tc.err, Delay: 300 * time.Millisecond})
+			p := packedStore(t, fs, ds, 16, 1<<20)
+			var wg sync.WaitGroup
+			got := make([][]byte, 4)
+			errs := make([]error, 4)
+			for g := range errs {
+				wg.Go(func() { got[g], errs[g] = p.Get(context.Background(), ds.Samples[g].Key, nil) })
+			}
+			wg.Wait()
+			for g, err := range errs {
+				if err != nil || !bytes.Equal(got[g], want[ds.Samples[g].Key]) {
+					t.Errorf("waiter %d: %v (%d bytes), want its sample read alone", g, err, len(got[g]))
+				}
+			}
+			if fs.Injections() != 1 {
+				t.Errorf("%d injected failures, want the one shared fetch", fs.Injections())
+			}
+			getAll(t, p, ds, []int{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, want)
+			st := p.Stats()
+			if st.ChunkFailures != 1 || st.Chunks != tc.chunks {
+				t.Errorf("stats %+v: want 1 failure, %d chunk fetches", st, tc.chunks)
+			}
+			if alone := st.ReadAlone; tc.permanent != (alone > 4) {
+				t.Errorf("%d samples read alone (permanent failure %v)", alone, tc.permanent)
+			}
+		})
 	}
-	wg.Wait()
-	for g, err := range errs {
-		if !errors.Is(err, storage.ErrNotFound) {
-			t.Errorf("waiter %d: %v, want ErrNotFound", g, err)
+
+	t.Run("truncated shard", func(t *testing.T) {
+		mem := storage.NewMemStore(t.Name())
+		ds, want := packFixture(t, mem, 5, 32, 16, 500)
+		// Cut the first shard in the middle of its last member.
+		last := ds.Samples[15]
+		b, err := mem.Get(context.Background(), last.Object, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if fs.Injections() != 1 {
-		t.Errorf("%d injected failures, want the one shared fetch", fs.Injections())
-	}
-	getAll(t, p, ds, []int{0, 1, 2}, want)
-	if st := p.Stats(); st.ChunkFailures != 1 || st.Chunks != 2 {
-		t.Errorf("stats %+v: want 1 failure, then a second fetch", st)
-	}
+		mem.Put(context.Background(), last.Object, b[:last.Offset+last.Size/2], storage.Cond{})
+		cs := &countingStore{Store: mem}
+		p := packedStore(t, cs, ds, 16, 1<<20)
+		var bad int
+		for i := range 16 {
+			got, err := p.Get(context.Background(), ds.Samples[i].Key, nil)
+			switch {
+			case i == 15:
+				if !errors.Is(err, storage.ErrRange) {
+					t.Errorf("the cut sample: %v, want ErrRange", err)
+				}
+				bad++
+			case err != nil || !bytes.Equal(got, want[ds.Samples[i].Key]):
+				t.Errorf("sample %d: %v", i, err)
+			}
+		}
+		if st := p.Stats(); st.Chunks != 1 || st.ChunkFailures != 1 || cs.ranges.Load() != 17 {
+			t.Errorf("stats %+v, %d ranged GETs: want one failed chunk, then the 16 samples alone", st, cs.ranges.Load())
+		}
+	})
 
 	// Plain errors of a sample read alone come back too.
 	gone := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, Err: storage.ErrAccess})
-	p = packedStore(t, gone, ds, 1, 1<<20)
+	p := packedStore(t, gone, ds, 1, 1<<20)
 	if _, err := p.Get(context.Background(), ds.Samples[0].Key, nil); !errors.Is(err, storage.ErrAccess) {
 		t.Errorf("single read: %v, want ErrAccess", err)
+	}
+	// And of a chunk whose every read fails.
+	p = packedStore(t, gone, ds, 16, 1<<20)
+	if _, err := p.Get(context.Background(), ds.Samples[0].Key, nil); !errors.Is(err, storage.ErrAccess) {
+		t.Errorf("chunk and sample reads failing: %v, want ErrAccess", err)
 	}
 }
 
@@ -594,5 +652,41 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 10 s")
 		}
+	}
+}
+
+// TestPackedNoUselessEviction: when chunks still being fetched leave no
+// room for a new chunk even with every loaded chunk evicted, nothing is
+// evicted: the sample is read alone and the loaded chunk stays to serve
+// the rest of its samples.
+func TestPackedNoUselessEviction(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 6, 64, 16, 1000)
+	span := func(lo int) int64 {
+		first, last := ds.Samples[lo], ds.Samples[lo+15]
+		return last.Offset + last.Size - first.Offset
+	}
+	los := []int{0, 16, 32, 48}
+	slices.SortFunc(los, func(a, b int) int { return cmp.Compare(span(a), span(b)) })
+	small, b, c, large := los[0], los[1], los[2], los[3]
+	if span(large) <= span(small) {
+		t.Fatalf("fixture: spans %d and %d, want different", span(small), span(large))
+	}
+	slowObj := map[string]bool{ds.Samples[b].Object: true, ds.Samples[c].Object: true}
+	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: 2 * time.Second,
+		Key: func(k string) bool { return slowObj[k] }})
+	cs := &countingStore{Store: slow}
+	p := packedStore(t, cs, ds, 16, span(small)+span(b)+span(c))
+	getAll(t, p, ds, []int{small, small + 1}, want) // loaded, half served
+	p.Prefetch(ds.Samples[b].Key)
+	p.Prefetch(ds.Samples[c].Key)
+	getAll(t, p, ds, []int{large}, want) // no room, even evicting the small chunk
+	var rest []int
+	for i := small + 2; i < small+16; i++ {
+		rest = append(rest, i)
+	}
+	getAll(t, p, ds, rest, want)
+	if st := p.Stats(); st.Evictions != 0 || st.Overflows != 1 || st.Chunks != 3 {
+		t.Errorf("stats %+v: want no eviction, one overflow, 3 chunk fetches", st)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -478,5 +479,53 @@ func TestFlags(t *testing.T) {
 	}
 	if _, errs, code := runPack(t, "--dataset", dir, "--out", dir); code != 1 || !strings.Contains(errs, "is the dataset itself") {
 		t.Errorf("same place: exit %d %s", code, errs)
+	}
+}
+
+// TestPackEmptySample: an empty image file is packed like any sample (the
+// node's decoder will count it as failed); the manifest holds it with
+// size 0 and it reads back empty.
+func TestPackEmptySample(t *testing.T) {
+	src, want := imageFolder(t)
+	empty := "class0/empty.jpg"
+	if err := os.WriteFile(filepath.Join(src, filepath.FromSlash(empty)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want[empty] = nil
+	dst := t.TempDir()
+	if out, errs, code := runPack(t, "--dataset", src, "--out", dst, "--per-shard", "4"); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	got, _ := readBack(t, dst, storage.DefaultOptions())
+	sameBytes(t, got, want)
+}
+
+// TestPackForceFailsClean: a --force run over an earlier packing that
+// fails midway (a source object vanished) leaves no manifest, never the
+// old manifest over shards the new run rewrote.
+func TestPackForceFailsClean(t *testing.T) {
+	src, want := imageFolder(t)
+	dst := t.TempDir()
+	if out, errs, code := runPack(t, "--dataset", src, "--out", dst, "--per-shard", "2"); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	// A manifest naming every sample, the last of which is gone.
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var csv strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&csv, "%s,%s\n", k, path.Dir(k))
+	}
+	os.WriteFile(filepath.Join(src, "m.csv"), []byte(csv.String()), 0o644)
+	os.Remove(filepath.Join(src, filepath.FromSlash(keys[len(keys)-1])))
+	_, errs, code := runPack(t, "--dataset", src, "--manifest", "m.csv", "--out", dst, "--per-shard", "2", "--force", "--seed", "5")
+	if code == 0 {
+		t.Fatal("pack of a dataset with a missing object succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dst, storage.ManifestJSONLName)); !os.IsNotExist(err) {
+		t.Errorf("after a failed --force run: %s is there (%v); stderr: %s", storage.ManifestJSONLName, err, errs)
 	}
 }

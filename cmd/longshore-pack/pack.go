@@ -76,8 +76,13 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	read := src
 	if ds.Packed() {
 		// Re-packing a packed dataset: read it chunk by chunk, as the node
-		// does, in the dataset order this walk follows.
+		// does, when the walk follows the dataset order; shuffled, a chunk
+		// would serve one sample before it is evicted, so read each sample
+		// alone.
 		cfg := storage.DefaultPackedConfig()
+		if o.shuffle {
+			cfg.Block = 0
+		}
 		ps, err := storage.NewPackedStore(src, ds, cfg)
 		if err != nil {
 			closeStore(src)
@@ -102,6 +107,11 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 	} else if _, err := dst.Stat(ctx, storage.ManifestCSVName); err == nil {
 		return fmt.Errorf("--out %s holds a %s, which would hide the new %s: remove it", dst, storage.ManifestCSVName, storage.ManifestJSONLName)
+	} else if err := dst.Delete(ctx, storage.ManifestJSONLName); err != nil {
+		// The old manifest goes before its shards are overwritten: a run
+		// that fails midway must leave no dataset, not the old manifest
+		// over new shards.
+		return fmt.Errorf("--force: remove the old %s: %w", storage.ManifestJSONLName, err)
 	}
 
 	order := make([]int, len(ds.Samples))
