@@ -76,6 +76,17 @@ type sample struct {
 	pad bool
 }
 
+// unpackedKey is the key a packed sample had before longshore-pack put it
+// in a tar ("shards/shard-000003.tar/c1/x.jpg" -> "c1/x.jpg"), so that a
+// packed run is checked against the uploaded dataset's keys; other keys
+// are returned as they are.
+func unpackedKey(key string) string {
+	if _, rest, ok := strings.Cut(key, ".tar/"); ok {
+		return rest
+	}
+	return key
+}
+
 func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 	h := &history{delivered: map[stepKey][]sample{}, acked: map[sessionEpoch]int64{},
 		allAcked: map[sessionEpoch]int64{}, nodeAcked: map[sessionEpoch]int64{}}
@@ -112,7 +123,7 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 					continue // a torn last line of a killed node
 				}
 				k := stepKey{sessionEpoch{fs[1], session[fs[1]], e}, s}
-				h.delivered[k] = append(h.delivered[k], sample{fs[3], len(fs) == 5})
+				h.delivered[k] = append(h.delivered[k], sample{unpackedKey(fs[3]), len(fs) == 5})
 			}
 		}
 		f.Close()

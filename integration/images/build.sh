@@ -2,8 +2,9 @@
 # Builds the two images integration/docker-compose.yml runs, FROM scratch,
 # with no base image and no network at build time (`make images` calls it):
 #
-#   longshore/longshore:dev  bin/longshore-node and bin/longshore-coordinator
-#                            (cgo: FFmpeg 5.1, libjpeg-turbo), exactly the shared
+#   longshore/longshore:dev  bin/longshore-node, bin/longshore-coordinator and
+#                            bin/longshore-pack (cgo: FFmpeg 5.1,
+#                            libjpeg-turbo), exactly the shared
 #                            libraries `ldd` lists for them plus the dynamic
 #                            loader, at the paths ldd resolved them to; the
 #                            static helpers upload and healthcheck.
@@ -28,7 +29,7 @@ GO=${GO:-go}
 BIN=bin
 LABEL=org.longshore.inputs
 
-for b in "$BIN/longshore-node" "$BIN/longshore-coordinator"; do
+for b in "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack"; do
 	[[ -x $b ]] || { echo "build.sh: $b missing: run 'make build' first" >&2; exit 1; }
 done
 [[ -x $MINIO ]] || { echo "build.sh: no MinIO server at $MINIO: run 'scripts/deps.sh minio'" >&2; exit 1; }
@@ -76,11 +77,12 @@ ctx=$CACHE/images/longshore
 fresh_context "$ctx"
 put "$BIN/longshore-node" "$ctx/rootfs/usr/local/bin/longshore-node"
 put "$BIN/longshore-coordinator" "$ctx/rootfs/usr/local/bin/longshore-coordinator"
+put "$BIN/longshore-pack" "$ctx/rootfs/usr/local/bin/longshore-pack"
 put "$tools/upload" "$ctx/rootfs/usr/local/bin/upload"
 put "$tools/healthcheck" "$ctx/rootfs/usr/local/bin/healthcheck"
 # Every library ldd resolved ("name => /path (addr)") and the loader
 # ("/lib64/ld-linux-x86-64.so.2 (addr)"), at the same paths.
-libs=$(ldd "$BIN/longshore-node" "$BIN/longshore-coordinator" |
+libs=$(ldd "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" |
 	awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | LC_ALL=C sort -u)
 if ldd "$BIN/longshore-node" | grep -q 'not found'; then
 	echo "build.sh: ldd cannot resolve every library of longshore-node:" >&2
