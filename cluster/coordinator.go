@@ -88,6 +88,9 @@ type rank struct {
 type epoch struct {
 	n    int
 	pool rangeSet // positions not leased, not committed, not dropped
+	// shortAt and shortN place the order's short block when shards
+	// follow the order's blocks (see shardEnd); shortN 0: plain grid.
+	shortAt, shortN int64
 	// quota (EqualSteps) is the stream length every member ends with.
 	quota   int64
 	padNext int64 // padding positions issued: the next is Samples+padNext
@@ -511,7 +514,7 @@ func (c *Coordinator) serveStream(r *rank, ep *epoch, st *stream) {
 	for st.granted < limit && st.revoking == 0 {
 		if ep.pool.len() > 0 {
 			f := ep.pool.front()
-			end := min(f.End, (f.Start/shard+1)*shard)
+			end := min(f.End, c.shardEnd(ep, f.Start))
 			if eq {
 				end = min(end, f.Start+ep.quota-st.granted)
 			}
@@ -539,6 +542,36 @@ func (c *Coordinator) serveStream(r *rank, ep *epoch, st *stream) {
 	}
 	if st.granted < limit {
 		c.steal(ep, r)
+	}
+}
+
+// shardEnd returns the end of the shard that holds position pos of ep.
+// Shards are runs of ShardSize positions; when the order's Block > 1
+// divides ShardSize they follow the order's blocks, so that a lease
+// never holds part of a block another lease holds the rest of (a node
+// reading a packed dataset fetches a block's samples that share a tar
+// with one request: split between nodes, it would be fetched twice). The
+// only irregular block, the short one, is a shard of its own and shifts
+// the grid after it.
+func (c *Coordinator) shardEnd(ep *epoch, pos int64) int64 {
+	s := int64(c.cfg.ShardSize)
+	a, n := ep.shortAt, ep.shortN
+	switch {
+	case n == 0:
+		return (pos/s + 1) * s
+	case pos < a:
+		return min((pos/s+1)*s, a)
+	case pos < a+n:
+		return a + n
+	default:
+		return a + n + ((pos-a-n)/s+1)*s
+	}
+}
+
+// placeShortBlock sets ep's short block for shardEnd.
+func (c *Coordinator) placeShortBlock(ep *epoch) {
+	if b := c.cfg.Block; b > 1 && c.cfg.ShardSize%b == 0 {
+		ep.shortAt, ep.shortN = NewOrder(c.cfg.Seed, ep.n, c.cfg.Samples, b).ShortBlock()
 	}
 }
 
@@ -725,6 +758,7 @@ func (c *Coordinator) request(ev Request) error {
 
 func (c *Coordinator) startEpoch() {
 	ep := &epoch{n: len(c.epochs), endsStale: true}
+	c.placeShortBlock(ep)
 	ep.pool.add(Range{0, c.cfg.Samples})
 	c.epochs = append(c.epochs, ep)
 	for _, r := range c.rankOrder {

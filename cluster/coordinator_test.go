@@ -539,3 +539,68 @@ func BenchmarkMemory10M(b *testing.B) {
 		runtime.KeepAlive(c)
 	}
 }
+
+// TestShardsFollowBlocks: when the order's block divides the shard size,
+// no block is split between two leases, whichever slot the short block
+// lands in: a node reading a packed dataset fetches each block's chunk
+// once. With a block that does not divide the shard size the plain grid
+// stays.
+func TestShardsFollowBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		n            int64
+		block, shard int
+		aligned      bool
+	}{
+		{1000, 16, 32, true},
+		{1000, 16, 16, true},
+		{1003, 8, 64, true},
+		{1024, 16, 32, true}, // no short block
+		{1000, 16, 24, false},
+	} {
+		t.Run(fmt.Sprintf("n=%d/block=%d/shard=%d", tc.n, tc.block, tc.shard), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Samples, cfg.Block, cfg.ShardSize, cfg.Epochs, cfg.Balance = tc.n, tc.block, tc.shard, 4, Dynamic
+			h := newHarness(t, cfg)
+			ids := h.join("a", 1, 3)
+			splits := 0
+			for e := range cfg.Epochs {
+				for _, id := range ids {
+					h.must(Request{Rank: id, Session: h.session[id], Epoch: e, Through: 1 << 40})
+				}
+				o := NewOrder(cfg.Seed, e, cfg.Samples, cfg.Block)
+				owner := map[int64]Fence{} // block -> the lease holding it
+				var covered int64
+				for _, id := range ids {
+					for _, l := range h.leases[id] {
+						if l.Epoch != e || l.Pad {
+							continue
+						}
+						covered += l.Len()
+						if l.Len() > int64(cfg.ShardSize) {
+							t.Errorf("epoch %d: lease %+v longer than a shard", e, l)
+						}
+						for p := l.Start; p < l.End; p++ {
+							b := o.At(p) / int64(cfg.Block)
+							if f, ok := owner[b]; ok && f != l.Fence {
+								splits++
+							}
+							owner[b] = l.Fence
+						}
+					}
+				}
+				if covered != cfg.Samples {
+					t.Fatalf("epoch %d: leases cover %d positions, want %d", e, covered, cfg.Samples)
+				}
+				for _, id := range ids {
+					h.finish(id, e)
+				}
+			}
+			if tc.aligned && splits > 0 {
+				t.Errorf("%d block positions in a lease other than their block's first", splits)
+			}
+			if !tc.aligned && splits == 0 {
+				t.Errorf("block %d does not divide shard %d, yet no block was split: is the test blind?", tc.block, tc.shard)
+			}
+		})
+	}
+}

@@ -58,6 +58,19 @@ func (o Order) Len() int64 { return o.n }
 // Block returns the block size the order was built with.
 func (o Order) Block() int { return int(o.block) }
 
+// ShortBlock returns where the epoch's short block lies: the positions
+// [start, start+n) hold the last block of the index space, whose n <
+// Block() samples are fewer than a full block's. n is 0 when N is a
+// multiple of the block (every block is full). Before start, block k of
+// the order covers positions [k*Block, (k+1)*Block); after it, blocks
+// start at start+n+k*Block.
+func (o Order) ShortBlock() (start, n int64) {
+	if o.n == 0 || o.lastLen == o.block {
+		return 0, 0
+	}
+	return o.shortSlot * o.block, o.lastLen
+}
+
 // At returns the sample index at position pos of the epoch.
 // It panics if pos is outside [0, Len()).
 func (o Order) At(pos int64) int64 {

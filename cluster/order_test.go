@@ -274,3 +274,34 @@ func TestOrderUniform(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderShortBlock: ShortBlock places the short block; around it every
+// run of Block positions on the grid holds exactly one block.
+func TestOrderShortBlock(t *testing.T) {
+	for _, tc := range []struct{ n, block int64 }{{100, 16}, {1000, 7}, {64, 16}, {5, 8}, {1, 1}, {33, 32}} {
+		for e := range 5 {
+			o := NewOrder(3, e, tc.n, int(tc.block))
+			at, n := o.ShortBlock()
+			if want := tc.n % tc.block; n != want {
+				t.Fatalf("n=%d block=%d: short block of %d, want %d", tc.n, tc.block, n, want)
+			}
+			lastBlock := (tc.n - 1) / tc.block
+			for p := int64(0); p < tc.n; {
+				end := p + tc.block
+				if n > 0 && p == at {
+					end = at + n
+				}
+				b := o.At(p) / tc.block
+				for q := p; q < end; q++ {
+					if o.At(q)/tc.block != b {
+						t.Fatalf("n=%d block=%d epoch %d: positions [%d, %d) hold blocks %d and %d", tc.n, tc.block, e, p, end, b, o.At(q)/tc.block)
+					}
+				}
+				if (n > 0 && p == at) != (b == lastBlock && n > 0) {
+					t.Fatalf("n=%d block=%d epoch %d: short block at %d, block %d at %d", tc.n, tc.block, e, at, b, p)
+				}
+				p = end
+			}
+		}
+	}
+}

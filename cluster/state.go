@@ -92,6 +92,7 @@ func Restore(cfg Config, s State) (*Coordinator, error) {
 	}
 	for n, es := range s.Epochs {
 		ep := &epoch{n: n, complete: es.Complete}
+		c.placeShortBlock(ep)
 		c.epochs = append(c.epochs, ep)
 		ep.dropped = append([]Range(nil), es.Dropped...)
 		for _, r := range es.Dropped {
