@@ -114,7 +114,7 @@ func checkDataset(t *testing.T, ds *Dataset) {
 			t.Fatalf("sample %d: label %d outside %d classes", i, s.Label, len(ds.Classes))
 		}
 		if s.Packed() {
-			if err := CheckKey(s.Object); err != nil || s.Offset < 0 || s.Size <= 0 || s.Offset+s.Size < 0 {
+			if err := CheckKey(s.Object); err != nil || s.Offset < 0 || s.Size < 0 || s.Offset+s.Size < 0 {
 				t.Fatalf("sample %d: accepted location %q [%d,+%d): %v", i, s.Object, s.Offset, s.Size, err)
 			}
 		} else if s.Offset != 0 || s.Size != 0 {
