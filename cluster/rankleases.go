@@ -187,32 +187,49 @@ func (r *RankLeases) Take() (p Position, ok bool) {
 	}
 	sort.Ints(es)
 	for _, e := range es {
-		st := r.streams[e]
-		for {
-			l := st.leases[st.next]
-			if l == nil {
-				break
-			}
-			if st.pos < l.Start {
-				st.pos = l.Start
-			}
-			if st.pos >= l.end {
-				r.finish(st, l)
-				continue
-			}
-			p = Position{Epoch: e, Offset: st.taken, Pos: st.pos, Lease: l.Fence, Pad: l.Pad}
-			if n := len(st.segs); n == 0 || st.segs[n-1].lease != l.Fence {
-				st.segs = append(st.segs, takenSeg{lease: l.Fence, start: st.pos, offset: st.taken})
-			}
-			st.pos++
-			st.taken++
-			if st.pos >= l.end {
-				r.finish(st, l)
-			}
+		if p, ok := r.take(e, r.streams[e]); ok {
 			return p, true
 		}
 	}
 	return Position{}, false
+}
+
+// TakeFrom is Take limited to epoch e: the next position of e's stream,
+// if one is held, even when an older epoch's stream has positions too (a
+// consumer finishing a batch of e before it turns to an older epoch's
+// stream that grew).
+func (r *RankLeases) TakeFrom(e int) (Position, bool) {
+	st := r.streams[e]
+	if st == nil {
+		return Position{}, false
+	}
+	return r.take(e, st)
+}
+
+func (r *RankLeases) take(e int, st *rankStream) (p Position, ok bool) {
+	for {
+		l := st.leases[st.next]
+		if l == nil {
+			return Position{}, false
+		}
+		if st.pos < l.Start {
+			st.pos = l.Start
+		}
+		if st.pos >= l.end {
+			r.finish(st, l)
+			continue
+		}
+		p = Position{Epoch: e, Offset: st.taken, Pos: st.pos, Lease: l.Fence, Pad: l.Pad}
+		if n := len(st.segs); n == 0 || st.segs[n-1].lease != l.Fence {
+			st.segs = append(st.segs, takenSeg{lease: l.Fence, start: st.pos, offset: st.taken})
+		}
+		st.pos++
+		st.taken++
+		if st.pos >= l.end {
+			r.finish(st, l)
+		}
+		return p, true
+	}
 }
 
 func (r *RankLeases) finish(st *rankStream, l *heldLease) {

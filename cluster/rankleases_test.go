@@ -81,3 +81,29 @@ func TestRankLeases(t *testing.T) {
 		t.Fatalf("request %+v", got)
 	}
 }
+
+// TestRankLeasesTakeFrom: TakeFrom takes from one epoch's stream even
+// when an older epoch's stream holds positions (which Take would give
+// first), and each stream keeps its own order and offsets.
+func TestRankLeasesTakeFrom(t *testing.T) {
+	s := Fence{1, 1}
+	r := NewRankLeases(RankSession{Rank: "a/0", Session: s, FirstEpoch: 0}, 2)
+	r.Grant(Lease{Rank: "a/0", Session: s, Fence: Fence{1, 2}, Epoch: 0, Index: 0, Start: 0, End: 2})
+	r.Grant(Lease{Rank: "a/0", Session: s, Fence: Fence{1, 3}, Epoch: 1, Index: 0, Start: 5, End: 8})
+	if p, ok := r.TakeFrom(1); !ok || p.Epoch != 1 || p.Pos != 5 || p.Offset != 0 {
+		t.Fatalf("TakeFrom(1) = %+v, %v", p, ok)
+	}
+	if p, ok := r.Take(); !ok || p.Epoch != 0 || p.Pos != 0 || p.Offset != 0 {
+		t.Fatalf("Take after TakeFrom(1) = %+v, %v: want epoch 0's first", p, ok)
+	}
+	if p, ok := r.TakeFrom(1); !ok || p.Pos != 6 || p.Offset != 1 {
+		t.Fatalf("second TakeFrom(1) = %+v, %v", p, ok)
+	}
+	if _, ok := r.TakeFrom(2); ok {
+		t.Fatal("TakeFrom of an epoch without a stream gave a position")
+	}
+	r.TakeFrom(1)
+	if p, ok := r.TakeFrom(1); ok {
+		t.Fatalf("TakeFrom(1) past its leases = %+v", p)
+	}
+}

@@ -379,6 +379,17 @@ func (a *nodeActor) fill(rs *rankState) {
 		if rs.seg == nil {
 			a.openSegment(rs, p)
 		}
+		if p.Epoch != rs.seg.epoch && rs.seg.length%b != 0 {
+			// An older epoch's stream grew (a departed rank's work came
+			// back) while this segment is mid-batch: finish the batch
+			// from this epoch's leases first if they hold more, so the
+			// cut costs no partial batch (which would be one step more
+			// than the other ranks take).
+			if q, ok := rs.rl.TakeFrom(rs.seg.epoch); ok {
+				rs.ahead = append([]cluster.Position{q}, rs.ahead...)
+				continue
+			}
+		}
 		if p.Epoch != rs.seg.epoch {
 			break // the segment ends here: an older epoch's stream grew
 		}
