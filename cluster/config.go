@@ -44,9 +44,10 @@ type Config struct {
 	// are committed. Must be >= 1.
 	Epochs int
 	// ShardSize is the most positions one lease covers; leases never
-	// cross a multiple of ShardSize, or, when Block > 1 divides it, a
-	// boundary of the order's blocks (the short block is a shard of its
-	// own). In positions (samples), >= 1.
+	// cross a shard boundary: a multiple of ShardSize or, when Block > 1
+	// divides it, the same grid laid over the order's blocks, restarting
+	// after the short block (a shard of its own). In positions (samples),
+	// >= 1.
 	ShardSize int
 	// Block is the locality block of the epoch order (see Order), in
 	// samples, >= 1.

@@ -36,9 +36,12 @@ type Range struct {
 // Len returns End-Start.
 func (r Range) Len() int64 { return r.End - r.Start }
 
-// ShardOf returns the shard that holds position pos (0 <= pos < n): shards
-// are the runs [k*size, (k+1)*size) of an epoch's positions, the last cut
-// short at n. No lease crosses a shard boundary.
+// ShardOf returns the shard of the plain grid that holds position pos (0
+// <= pos < n): the runs [k*size, (k+1)*size) of an epoch's positions, the
+// last cut short at n. No lease crosses its boundaries when the order's
+// block is 1 or does not divide size; otherwise the coordinator lays the
+// same grid over the order's blocks, around the short block (see
+// Order.ShortBlock), and leases follow that.
 func ShardOf(pos int64, size int, n int64) Range {
 	s := int64(size)
 	start := pos / s * s
