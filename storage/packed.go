@@ -34,8 +34,10 @@ func DefaultPackedConfig() PackedConfig {
 		// ~110 KB images is one ~28 MB GET, past the point where a
 		// request's fixed cost (~1 ms of server CPU on MinIO) matters.
 		Block: 256,
-		// Room for about nine such chunks: one per rank on an 8-GPU host
-		// plus one being fetched, bounded whatever the dataset's size.
+		// Room for about nine such chunks: two per rank (the one served
+		// and the one prefetched) for four ranks, bounded whatever the
+		// dataset's size; give an 8-GPU host 512 MiB
+		// (docs/packed-datasets.md).
 		CacheBytes: 256 << 20,
 	}
 }
@@ -67,6 +69,13 @@ type PackedStats struct {
 	PeakBytes     int64 `json:"peak_bytes"`     // most CachedBytes+FreeBytes ever: the memory held
 	ChunkFailures int64 `json:"chunk_failures"` // chunk fetches that failed
 }
+
+// The prefetch budget (PackedStore.mu.budget): how many chunks Prefetch
+// may hold that no Get has asked for yet.
+const (
+	initialPrefetchBudget = 1
+	maxPrefetchBudget     = 64
+)
 
 // sparseSlack is the waste allowed per member in a chunk's span before it
 // counts against fetching the span at once: a tar member's header and
@@ -130,6 +139,16 @@ type PackedStore struct {
 		// shard), so that one bad sample does not fail its whole block
 		// and a plan is not made again for every Get.
 		alone map[chunkKey]bool
+		// spans remembers the span of chunks planned, so that a prefetch
+		// that would not fit is refused without planning again.
+		spans map[chunkKey]int64
+		// unread counts speculative chunks; Prefetch starts one only
+		// while unread < budget. A prefetch some Get then asks for adds
+		// one to the budget, one evicted before any Get asked halves it:
+		// in a cache too small for the ranks' next chunks prefetching
+		// backs off to one at a time instead of evicting chunks that are
+		// about to be read.
+		unread, budget int
 		// free holds buffers of dropped chunks for the next fetches;
 		// freeBytes is their capacity, which with used stays within
 		// cap.
@@ -162,6 +181,8 @@ type chunk struct {
 	members map[int]bool
 	left    int // members not served yet
 	readers int // Gets copying out of data now (unlocked)
+	// speculative: fetched by Prefetch, and no Get has asked for it yet.
+	speculative bool
 
 	done    chan struct{} // closed when the fetch ended
 	data    []byte        // after done, on success
@@ -188,6 +209,8 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 	p.mu.chunks = map[chunkKey]*chunk{}
 	p.mu.served = map[chunkKey][]uint64{}
 	p.mu.alone = map[chunkKey]bool{}
+	p.mu.spans = map[chunkKey]int64{}
+	p.mu.budget = initialPrefetchBudget
 	return p, nil
 }
 
@@ -244,6 +267,10 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 			p.mu.Unlock()
 			return p.getMember(ctx, s, dst)
 		}
+	} else if c.speculative {
+		c.speculative = false // a prefetch that paid
+		p.mu.unread--
+		p.mu.budget = min(p.mu.budget+1, maxPrefetchBudget)
 	}
 	select {
 	case <-c.done:
@@ -380,10 +407,15 @@ func (p *PackedStore) Prefetch(key string) {
 	ck := chunkKey{object: s.Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.chunks[ck] != nil {
+	if p.mu.chunks[ck] != nil || p.mu.alone[ck] || p.mu.unread >= p.mu.budget {
 		return
 	}
+	if span, ok := p.mu.spans[ck]; ok && p.mu.used+2*span > p.cap {
+		return // no room (see planLocked), known without planning again
+	}
 	if c := p.planLocked(ck, false); c != nil {
+		c.speculative = true
+		p.mu.unread++
 		p.mu.stats.Prefetches++
 		p.launchLocked(context.Background(), c)
 	}
@@ -426,7 +458,14 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 		p.markAloneLocked(ck)
 		return nil
 	}
-	if !evict && p.mu.used+span > p.cap {
+	if len(p.mu.spans) >= maxServedRecords {
+		clear(p.mu.spans)
+	}
+	p.mu.spans[ck] = span
+	if !evict && p.mu.used+2*span > p.cap {
+		// A prefetch leaves room for one more chunk like it: the one a
+		// Get needs now must not find the cache full of chunks that are
+		// still being fetched (those cannot be evicted).
 		return nil
 	}
 	if p.mu.used+span > p.cap {
@@ -443,7 +482,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 		}
 	}
 	for p.mu.used+span > p.cap {
-		e := p.mu.lru.Back()
+		e := p.victimLocked()
 		if e == nil {
 			p.mu.stats.Overflows++
 			return nil
@@ -548,6 +587,21 @@ func (p *PackedStore) leaveLocked(c *chunk) {
 	}
 }
 
+// victimLocked picks the loaded chunk to evict: the least recently used
+// one nobody has read from yet (a prefetch), else the least recently used
+// one. Dropping a prefetched chunk costs what not prefetching would have:
+// its rank fetches it when it gets there. Dropping a chunk a rank is
+// reading makes that rank fetch it again at once, and take room from the
+// next one: under pressure that cascades into every rank re-reading.
+func (p *PackedStore) victimLocked() *list.Element {
+	for e := p.mu.lru.Back(); e != nil; e = e.Prev() {
+		if c := e.Value.(*chunk); c.left == len(c.members) {
+			return e
+		}
+	}
+	return p.mu.lru.Back()
+}
+
 // markAloneLocked records that ck's samples are read one by one.
 func (p *PackedStore) markAloneLocked(ck chunkKey) {
 	if len(p.mu.alone) >= maxServedRecords {
@@ -566,6 +620,9 @@ const maxServedRecords = 1 << 14
 // its samples were served.
 func (p *PackedStore) evictLocked(c *chunk) {
 	p.mu.stats.Evictions++
+	if c.speculative {
+		p.mu.budget = max(p.mu.budget/2, 1) // a prefetch wasted
+	}
 	if c.left > 0 && c.left < len(c.members) {
 		if len(p.mu.served) >= maxServedRecords {
 			clear(p.mu.served)
@@ -589,6 +646,10 @@ func (p *PackedStore) dropLocked(c *chunk) {
 		return
 	}
 	c.gone = true
+	if c.speculative {
+		c.speculative = false
+		p.mu.unread--
+	}
 	if p.mu.chunks[c.key] == c {
 		delete(p.mu.chunks, c.key)
 	}

@@ -678,15 +678,84 @@ func TestPackedNoUselessEviction(t *testing.T) {
 	cs := &countingStore{Store: slow}
 	p := packedStore(t, cs, ds, 16, span(small)+span(b)+span(c))
 	getAll(t, p, ds, []int{small, small + 1}, want) // loaded, half served
-	p.Prefetch(ds.Samples[b].Key)
-	p.Prefetch(ds.Samples[c].Key)
+	var wg sync.WaitGroup
+	for _, i := range []int{b, c} { // two slow fetches in flight
+		wg.Go(func() {
+			if got, err := p.Get(context.Background(), ds.Samples[i].Key, nil); err != nil || !bytes.Equal(got, want[ds.Samples[i].Key]) {
+				t.Errorf("Get %d: %v", i, err)
+			}
+		})
+	}
+	waitFor(t, func() bool { return p.Stats().Chunks == 3 })
 	getAll(t, p, ds, []int{large}, want) // no room, even evicting the small chunk
 	var rest []int
 	for i := small + 2; i < small+16; i++ {
 		rest = append(rest, i)
 	}
 	getAll(t, p, ds, rest, want)
+	wg.Wait()
 	if st := p.Stats(); st.Evictions != 0 || st.Overflows != 1 || st.Chunks != 3 {
 		t.Errorf("stats %+v: want no eviction, one overflow, 3 chunk fetches", st)
+	}
+}
+
+// TestPackedPrefetchTightCache: eight ranks that each read their own
+// blocks, announcing the next block as each one starts. With a cache of
+// about one chunk per rank, prefetches must not crowd out the chunks
+// being read (which would then be read sample by sample, or evicted and
+// fetched again): the prefetch budget backs off. With two chunks per
+// rank, prefetching goes on and wastes nothing.
+func TestPackedPrefetchTightCache(t *testing.T) {
+	const ranks, blocksPerRank, block = 8, 6, 16
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 8, ranks*blocksPerRank*block, block, 1000)
+	var maxSpan int64
+	for lo := 0; lo < len(ds.Samples); lo += block {
+		first, last := ds.Samples[lo], ds.Samples[lo+block-1]
+		maxSpan = max(maxSpan, last.Offset+last.Size-first.Offset)
+	}
+	ideal := int64(ranks * blocksPerRank)
+	for _, tc := range []struct {
+		name          string
+		chunks        int64 // cache size, in chunks
+		maxFetches    int64
+		minPrefetches int64
+	}{
+		{"one per rank", ranks + 1, ideal + ideal/3, 0},
+		{"two per rank", 2*ranks + 1, ideal, ranks},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: 5 * time.Millisecond})
+			p := packedStore(t, slow, ds, block, tc.chunks*maxSpan)
+			var wg sync.WaitGroup
+			for r := range ranks {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(r), 7))
+					var buf []byte
+					for b := range blocksPerRank {
+						lo := (r*blocksPerRank + b) * block
+						for j, k := range rng.Perm(block) {
+							if j == 0 && b+1 < blocksPerRank {
+								p.Prefetch(ds.Samples[lo+block].Key)
+							}
+							key := ds.Samples[lo+k].Key
+							var err error
+							if buf, err = p.Get(context.Background(), key, buf); err != nil || !bytes.Equal(buf, want[key]) {
+								t.Errorf("Get %s: %v", key, err)
+								return
+							}
+							time.Sleep(500 * time.Microsecond) // decoding it
+						}
+					}
+				})
+			}
+			wg.Wait()
+			st := p.Stats()
+			t.Logf("stats %+v", st)
+			if st.Chunks > tc.maxFetches || st.ReadAlone > int64(block) || st.Prefetches < tc.minPrefetches {
+				t.Errorf("%d chunk fetches (at most %d), %d samples read alone, %d prefetches (at least %d) for %d chunks",
+					st.Chunks, tc.maxFetches, st.ReadAlone, st.Prefetches, tc.minPrefetches, ideal)
+			}
+		})
 	}
 }
