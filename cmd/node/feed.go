@@ -20,11 +20,11 @@ import (
 // commit steps and get resume tokens; a trainer that reconnects resumes
 // after its last commit (or after the token it presents).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stderr io.Writer) error {
-	store, ds, err := openDataset(ctx, o, orderBlock)
+	store, ds, err := openDataset(ctx, o, o.block)
 	if err != nil {
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: clusterOrder}
+	deps := actors.Deps{Store: store, Order: o.clusterOrder}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		return err
 	}

@@ -71,6 +71,7 @@ type options struct {
 	readAhead        int
 	storeOutage      time.Duration
 	packCache        byteSize
+	block            int // standalone: the epoch order's block
 
 	// cluster mode
 	id              string
@@ -116,6 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: slots x batch-size standalone; in cluster mode max(batch-size, fetch-concurrency), since what a rank has taken cannot be handed to an idle rank)")
 	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
 	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
+	fs.IntVar(&o.block, "block", defaultOrderBlock, "standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle). With a packed dataset a block's samples that share a tar are one read, and each rank holds about two blocks' bytes (docs/packed-datasets.md). In cluster mode the coordinator's --block rules")
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 256MiB; 0: read every sample alone")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows")
@@ -163,6 +165,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.dropLast {
 			errs = append(errs, errors.New("--drop-last is the coordinator's in cluster mode (it drops the remainder so every rank's steps match)"))
 		}
+		if o.block != defaultOrderBlock {
+			errs = append(errs, errors.New("--block is the coordinator's in cluster mode (every node must use the job's epoch order)"))
+		}
+	}
+	if o.block < 1 {
+		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
 	}
 	if o.dataset == "" {
 		errs = append(errs, errors.New("--dataset is required"))

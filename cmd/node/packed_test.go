@@ -69,19 +69,21 @@ func TestStandalonePacked(t *testing.T) {
 	root, keys := makeDataset(t, 70)
 	packed, pkeys := packDataset(t, root, keys, 16)
 	for _, tc := range []struct {
-		cache          string
+		cache, block   string
 		chunks, single func(int64) bool
 	}{
-		{"256MiB", func(n int64) bool { return n >= 10 && n <= 20 }, func(n int64) bool { return n == 0 }},
-		{"0", func(n int64) bool { return n == 0 }, func(n int64) bool { return n >= 140 }},
+		{"256MiB", "256", func(n int64) bool { return n >= 10 && n <= 20 }, func(n int64) bool { return n == 0 }},
+		{"0", "256", func(n int64) bool { return n == 0 }, func(n int64) bool { return n >= 140 }},
+		// Blocks of 4: each 16-sample shard is four chunks (18 an epoch).
+		{"256MiB", "4", func(n int64) bool { return n >= 36 && n <= 44 }, func(n int64) bool { return n == 0 }},
 	} {
-		t.Run("cache"+tc.cache, func(t *testing.T) {
+		t.Run("cache"+tc.cache+"/block"+tc.block, func(t *testing.T) {
 			dir := t.TempDir()
 			logPath, statsPath := filepath.Join(dir, "d.log"), filepath.Join(dir, "s.json")
 			var out, errb bytes.Buffer
 			code := run([]string{"--standalone", "--dataset", packed, "--epochs", "2", "--batch-size", "8", "--ranks", "2",
 				"--size", "32", "--seed", "5", "--sink", "log:" + logPath, "--stats-json", statsPath, "--progress", "never",
-				"--pack-cache", tc.cache}, &out, &errb)
+				"--pack-cache", tc.cache, "--block", tc.block}, &out, &errb)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 			}
@@ -118,5 +120,19 @@ func TestPackCacheFlag(t *testing.T) {
 	}
 	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "256MiB") {
 		t.Errorf("--pack-cache lots: %v", err)
+	}
+}
+
+func TestBlockFlag(t *testing.T) {
+	o, err := parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard)
+	if err != nil || o.block != 256 {
+		t.Errorf("default --block %d, %v; want 256", o.block, err)
+	}
+	if _, err := parseFlags([]string{"--standalone", "--dataset", "x", "--block", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--block 0") {
+		t.Errorf("--block 0: %v", err)
+	}
+	_, err = parseFlags([]string{"--dataset", "x", "--join", "h:1", "--gossip", "h:2", "--listen", "h:3", "--block", "64"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "coordinator's in cluster mode") {
+		t.Errorf("--block in cluster mode: %v", err)
 	}
 }

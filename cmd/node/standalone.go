@@ -118,13 +118,16 @@ func (p *progress) finish() {
 	}
 }
 
-// orderBlock is how many consecutive samples stay together when an epoch
-// is shuffled (cluster.NewOrder): keeps some locality for sharded datasets
-// while mixing well over a few thousand samples.
-const orderBlock = 256
+// defaultOrderBlock is the default --block: how many consecutive samples
+// stay together when an epoch is shuffled (cluster.NewOrder); keeps some
+// locality for sharded datasets while mixing well over a few thousand
+// samples.
+const defaultOrderBlock = 256
 
-func clusterOrder(seed uint64, epoch int, n int64) actors.Order {
-	return cluster.NewOrder(seed, epoch, n, orderBlock)
+// clusterOrder is the standalone epoch order: cluster.NewOrder with the
+// --block of o.
+func (o options) clusterOrder(seed uint64, epoch int, n int64) actors.Order {
+	return cluster.NewOrder(seed, epoch, n, o.block)
 }
 
 func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -143,12 +146,12 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	store, ds, err := openDataset(ctx, o, orderBlock)
+	store, ds, err := openDataset(ctx, o, o.block)
 	if err != nil {
 		snk.Close()
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: clusterOrder}
+	deps := actors.Deps{Store: store, Order: o.clusterOrder}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		snk.Close()
 		return err
