@@ -264,6 +264,11 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	if c == nil {
 		c = p.startLocked(ctx, ck)
 		if c == nil { // not worth a chunk, or no room
+			if !p.mu.alone[ck] {
+				// No room: this sample is read alone, so a fetch of its
+				// chunk later must not wait for it to be served.
+				p.markServedLocked(ck, i)
+			}
 			p.mu.Unlock()
 			return p.getMember(ctx, s, dst)
 		}
@@ -624,18 +629,28 @@ func (p *PackedStore) evictLocked(c *chunk) {
 		p.mu.budget = max(p.mu.budget/2, 1) // a prefetch wasted
 	}
 	if c.left > 0 && c.left < len(c.members) {
+		for j, served := range c.members {
+			if served {
+				p.markServedLocked(c.key, j)
+			}
+		}
+	}
+	p.dropLocked(c)
+}
+
+// markServedLocked records that sample i of the chunk ck was served
+// without ck being cached (evicted after serving it, or read alone).
+func (p *PackedStore) markServedLocked(ck chunkKey, i int) {
+	bits := p.mu.served[ck]
+	if bits == nil {
 		if len(p.mu.served) >= maxServedRecords {
 			clear(p.mu.served)
 		}
-		bits := make([]uint64, (c.key.hi-c.key.lo+63)/64)
-		for j, served := range c.members {
-			if b := j - c.key.lo; served {
-				bits[b/64] |= 1 << (b % 64)
-			}
-		}
-		p.mu.served[c.key] = bits
+		bits = make([]uint64, (ck.hi-ck.lo+63)/64)
+		p.mu.served[ck] = bits
 	}
-	p.dropLocked(c)
+	b := i - ck.lo
+	bits[b/64] |= 1 << (b % 64)
 }
 
 // dropLocked removes c from the cache and releases its bytes. Gets that

@@ -697,6 +697,18 @@ func TestPackedNoUselessEviction(t *testing.T) {
 	if st := p.Stats(); st.Evictions != 0 || st.Overflows != 1 || st.Chunks != 3 {
 		t.Errorf("stats %+v: want no eviction, one overflow, 3 chunk fetches", st)
 	}
+	// The rest of every chunk: the large one is fetched now, and dropped
+	// once its other 15 samples are served (the one read alone counts).
+	rest = nil
+	for _, lo := range []int{b, c, large} {
+		for i := lo + 1; i < lo+16; i++ {
+			rest = append(rest, i)
+		}
+	}
+	getAll(t, p, ds, rest, want)
+	if st := p.Stats(); st.Chunks != 4 || st.CachedBytes != 0 {
+		t.Errorf("stats %+v: want 4 chunk fetches and nothing left cached", st)
+	}
 }
 
 // TestPackedPrefetchTightCache: eight ranks that each read their own
