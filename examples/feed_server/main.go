@@ -68,6 +68,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if ds.Packed() {
+		log.Fatal("feed_server: packed datasets (tar shards) are served by longshore-node --standalone --sink feed, which reads them a chunk at a time")
+	}
 	cfg := actors.Config{BatchSize: *batch, Slots: *slots, Decoders: *decoders, Epochs: *epochs, Seed: *seed}
 	deps := actors.Deps{Store: store}
 	dc := decode.DefaultConfig()

@@ -34,6 +34,14 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if ds.Packed() { // tar shards (longshore-pack): a block's samples in a tar are one read
+		ps, err := storage.NewPackedStore(store, ds, storage.DefaultPackedConfig()) // blocks of 256, as the order below
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer ps.Close()
+		store = ps
+	}
 
 	cfg := actors.DefaultConfig() // batch 32, 4 slots, 16 fetches, a decoder per core, 1% failure budget
 	cfg.Seed, cfg.Epochs = 1, *epochs
