@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -176,11 +177,12 @@ type chunkKey struct {
 
 type chunk struct {
 	key     chunkKey
-	off     int64 // first byte of the span in the object
-	size    int64 // span length: what the chunk reserves in the cache
-	members map[int]bool
-	left    int // members not served yet
-	readers int // Gets copying out of data now (unlocked)
+	off     int64    // first byte of the span in the object
+	size    int64    // span length: what the chunk reserves in the cache
+	n       int      // members: the block's samples that lie in the object
+	served  []uint64 // a bit per index of the block: member served
+	left    int      // members not served yet
+	readers int      // Gets copying out of data now (unlocked)
 	// speculative: fetched by Prefetch, and no Get has asked for it yet.
 	speculative bool
 
@@ -248,12 +250,10 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	if err := ctx.Err(); err != nil {
 		return dst[:0], err
 	}
-	b := int(p.block.Load())
-	if b <= 1 || p.cap <= 0 {
+	ck, ok := p.chunkOf(i)
+	if !ok {
 		return p.getMember(ctx, s, dst)
 	}
-	lo := i / b * b
-	ck := chunkKey{object: s.Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}
 
 	p.mu.Lock()
 	if p.mu.alone[ck] {
@@ -312,6 +312,17 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	data := p.serveLocked(c, i)
 	p.mu.Unlock()
 	return p.copyOut(c, s, data, dst), nil
+}
+
+// chunkOf names the chunk of sample i under the current block; false when
+// samples are read one by one (block 0 or 1, or no cache).
+func (p *PackedStore) chunkOf(i int) (chunkKey, bool) {
+	b := int(p.block.Load())
+	if b <= 1 || p.cap <= 0 {
+		return chunkKey{}, false
+	}
+	lo := i / b * b
+	return chunkKey{object: p.ds.Samples[i].Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}, true
 }
 
 // getMember reads one packed sample with a ranged GET of its own.
@@ -403,13 +414,10 @@ func (p *PackedStore) Prefetch(key string) {
 	if !ok {
 		return
 	}
-	b := int(p.block.Load())
-	if b <= 1 || p.cap <= 0 {
+	ck, ok := p.chunkOf(i)
+	if !ok {
 		return
 	}
-	s := &p.ds.Samples[i]
-	lo := i / b * b
-	ck := chunkKey{object: s.Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.chunks[ck] != nil || p.mu.alone[ck] || p.mu.unread >= p.mu.budget {
@@ -444,14 +452,14 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 	if p.mu.closed || p.mu.alone[ck] {
 		return nil
 	}
-	members := make(map[int]bool)
+	n := 0
 	first, end, total := int64(-1), int64(0), int64(0)
 	for j := ck.lo; j < ck.hi; j++ {
 		s := &p.ds.Samples[j]
 		if s.Object != ck.object {
 			continue
 		}
-		members[j] = false
+		n++
 		if first < 0 || s.Offset < first {
 			first = s.Offset
 		}
@@ -459,8 +467,18 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 		total += s.Size
 	}
 	span := end - first
-	if len(members) < 2 || span > 2*total+int64(len(members))*sparseSlack || span > p.cap {
+	if n < 2 || span > 2*total+int64(n)*sparseSlack || span > p.cap {
 		p.markAloneLocked(ck)
+		return nil
+	}
+	// Samples served while the chunk was not cached (evicted after
+	// serving them, or read alone) are not waited for; if that is all of
+	// them, a sample delivered again is read alone.
+	served, left := p.mu.served[ck], n
+	for _, w := range served {
+		left -= bits.OnesCount64(w)
+	}
+	if left == 0 {
 		return nil
 	}
 	if len(p.mu.spans) >= maxServedRecords {
@@ -494,17 +512,12 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 		}
 		p.evictLocked(e.Value.(*chunk))
 	}
-	left := len(members)
-	if bits := p.mu.served[ck]; bits != nil {
-		for j, served := range members {
-			if b := j - ck.lo; !served && bits[b/64]&(1<<(b%64)) != 0 {
-				members[j] = true
-				left--
-			}
-		}
+	if served != nil {
 		delete(p.mu.served, ck)
+	} else {
+		served = make([]uint64, (ck.hi-ck.lo+63)/64)
 	}
-	return &chunk{key: ck, off: first, size: span, members: members, left: left, done: make(chan struct{})}
+	return &chunk{key: ck, off: first, size: span, n: n, served: served, left: left, done: make(chan struct{})}
 }
 
 // launchLocked reserves the planned chunk c's bytes and starts its fetch,
@@ -561,8 +574,8 @@ func (p *PackedStore) serveLocked(c *chunk, i int) []byte {
 	p.mu.stats.Hits++
 	data := c.data
 	c.readers++
-	if served, ok := c.members[i]; ok && !served {
-		c.members[i] = true
+	if b := i - c.key.lo; c.served[b/64]&(1<<(b%64)) == 0 {
+		c.served[b/64] |= 1 << (b % 64)
 		c.left--
 	}
 	if c.left == 0 {
@@ -600,7 +613,7 @@ func (p *PackedStore) leaveLocked(c *chunk) {
 // next one: under pressure that cascades into every rank re-reading.
 func (p *PackedStore) victimLocked() *list.Element {
 	for e := p.mu.lru.Back(); e != nil; e = e.Prev() {
-		if c := e.Value.(*chunk); c.left == len(c.members) {
+		if c := e.Value.(*chunk); c.left == c.n {
 			return e
 		}
 	}
@@ -628,12 +641,11 @@ func (p *PackedStore) evictLocked(c *chunk) {
 	if c.speculative {
 		p.mu.budget = max(p.mu.budget/2, 1) // a prefetch wasted
 	}
-	if c.left > 0 && c.left < len(c.members) {
-		for j, served := range c.members {
-			if served {
-				p.markServedLocked(c.key, j)
-			}
+	if c.left > 0 && c.left < c.n {
+		if len(p.mu.served) >= maxServedRecords {
+			clear(p.mu.served)
 		}
+		p.mu.served[c.key] = c.served
 	}
 	p.dropLocked(c)
 }
