@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/longshore/longshore/cmd/internal/procmem"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
 )
@@ -83,7 +83,7 @@ func ceilingMain(args []string) error {
 		return err
 	default:
 	}
-	res := map[string]any{"images": total - failed.Load(), "seconds": secs, "failed": failed.Load(), "peak_rss_bytes": vmHWM()}
+	res := map[string]any{"images": total - failed.Load(), "seconds": secs, "failed": failed.Load(), "peak_rss_bytes": procmem.PeakRSS()}
 	b, _ := json.Marshal(res)
 	if *out == "" {
 		fmt.Println(string(b))
@@ -184,26 +184,4 @@ func upload(ctx context.Context, s *minioServer, dir, prefix string, files []str
 		return "", firstErr
 	}
 	return "s3://" + bucket + "/" + prefix, nil
-}
-
-// vmHWM is this process's peak resident set size (VmHWM in
-// /proc/self/status), in bytes; 0 where unavailable. A child's rusage
-// Maxrss is no use here: Linux carries the high-water mark of the memory
-// before exec over, and os/exec forks this (big) process with vfork.
-func vmHWM() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 2 && f[1] == "kB" {
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return kb * 1024
-				}
-			}
-		}
-	}
-	return 0
 }
