@@ -15,7 +15,7 @@ type Sample struct {
 
 	Object string // the containing object's key; "" for a plain sample
 	Offset int64  // first byte of the sample in Object
-	Size   int64  // bytes, > 0 for a packed sample
+	Size   int64  // bytes (0: an empty member, a sample that fails to decode)
 }
 
 // Packed reports whether the sample lives inside another object.

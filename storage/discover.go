@@ -211,6 +211,7 @@ func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error
 	if dir == "." {
 		return ds, nil
 	}
+	objects := map[string]string{} // the prefixed object of each object, made once
 	for i := range ds.Samples {
 		s := &ds.Samples[i]
 		k := dir + "/" + s.Key
@@ -219,9 +220,13 @@ func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error
 		}
 		s.Key = k
 		if s.Packed() {
-			o := dir + "/" + s.Object
-			if len(o) > MaxKeyLen {
-				return nil, fmt.Errorf("sample %d: object %q: longer than %d bytes with the manifest's directory: %w", i, o, MaxKeyLen, ErrInvalidKey)
+			o, ok := objects[s.Object]
+			if !ok {
+				o = dir + "/" + s.Object
+				if len(o) > MaxKeyLen {
+					return nil, fmt.Errorf("sample %d: object %q: longer than %d bytes with the manifest's directory: %w", i, o, MaxKeyLen, ErrInvalidKey)
+				}
+				objects[s.Object] = o
 			}
 			s.Object = o
 		}

@@ -99,9 +99,10 @@ const maxManifestLine = 1 << 20
 // are integers and strings names, and mixing them is an error.
 //
 // A packed sample (see Sample) names its object, which must pass CheckKey
-// like a key, and the byte range of its data there: offset >= 0, size > 0.
-// The three come together or not at all; a manifest may mix packed and
-// plain samples.
+// like a key, and the byte range of its data there: offset >= 0, size >=
+// 0 (an empty member is a sample the decoder counts as failed). The three
+// come together or not at all; a manifest may mix packed and plain
+// samples.
 //
 // An empty manifest is an error wrapping ErrEmptyDataset; a malformed one
 // a *ManifestError.
@@ -377,8 +378,16 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 	for i, name := range ds.Classes {
 		index[name] = int32(i)
 	}
+	objects := map[string]string{} // one string per tar, not one per sample
 	for i, r := range rows {
 		ds.Samples[i] = r.sample(index[r.label])
+		if o := ds.Samples[i].Object; o != "" {
+			if same, ok := objects[o]; ok {
+				ds.Samples[i].Object = same
+			} else {
+				objects[o] = o
+			}
+		}
 	}
 	return ds, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -95,5 +96,21 @@ func TestManifestPackedErrors(t *testing.T) {
 	fillData(t, s, "manifest.csv", "a,1,s.tar,0,-1\n")
 	if _, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{}); !errors.Is(err, storage.ErrBadManifest) || !strings.Contains(err.Error(), "manifest.csv") {
 		t.Errorf("Discover: %v", err)
+	}
+}
+
+// TestManifestObjectsShared: the samples of one tar share one object
+// string (a million-sample manifest would otherwise hold a copy per
+// sample), also below a manifest's directory.
+func TestManifestObjectsShared(t *testing.T) {
+	s := storage.NewMemStore(t.Name())
+	fillData(t, s, "sub/manifest.csv", "a,1,s/0.tar,512,10\nb,1,s/0.tar,1024,10\nc,2,s/1.tar,512,10\n")
+	ds, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{Root: "sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := ds.Samples[0].Object, ds.Samples[1].Object, ds.Samples[2].Object
+	if a != "sub/s/0.tar" || c != "sub/s/1.tar" || unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("objects %q %q %q: want the first two one string", a, b, c)
 	}
 }
