@@ -33,7 +33,6 @@ const readWindow = 4 << 20
 
 // tarSample is one sample found in a tar.
 type tarSample struct {
-	stem  string
 	image storage.TarMember
 	label int64
 }
@@ -186,7 +185,7 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo) ([]
 		case g.label == nil:
 			return nil, fmt.Errorf("index %s/%s: sample %q (%s) has no .cls member holding its label", s, info.Key, stem, g.images[0].Name)
 		}
-		out = append(out, tarSample{stem: stem, image: g.images[0], label: *g.label})
+		out = append(out, tarSample{image: g.images[0], label: *g.label})
 	}
 	return out, nil
 }

@@ -237,7 +237,8 @@ func TestPackManifestSources(t *testing.T) {
 				t.Errorf("order %q (shuffled %v)", order, shuffled)
 			}
 
-			// Packing the packed dataset again reads it through chunks.
+			// Packing the packed dataset again (through a PackedStore,
+			// samples alone since the repack is shuffled) keeps every sample.
 			again := t.TempDir()
 			if out, errs, code := runPack(t, "--dataset", dst, "--out", again, "--per-shard", "5"); code != 0 {
 				t.Fatalf("repack: exit %d\n%s%s", code, out, errs)

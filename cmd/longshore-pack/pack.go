@@ -39,7 +39,6 @@ type manifestLine struct {
 
 // builtShard is a shard's tar and where each of its samples landed.
 type builtShard struct {
-	k       int
 	key     string
 	tar     []byte
 	samples []int               // dataset indices, in member order
@@ -242,8 +241,13 @@ func buildShard(ctx context.Context, s storage.Store, ds *storage.Dataset, k int
 	if err := ctx.Err(); err != nil {
 		return builtShard{}, err
 	}
-	b := builtShard{k: k, key: shardKey(k), samples: idx}
+	b := builtShard{key: shardKey(k), samples: idx}
 	var buf bytes.Buffer
+	size := 1024 // the end-of-archive blocks
+	for _, d := range datas {
+		size += 1536 + len(d) // a header (PAX records for long names), the data, padding
+	}
+	buf.Grow(size)
 	tw := tar.NewWriter(&buf)
 	for j, i := range idx {
 		h := &tar.Header{Name: ds.Samples[i].Key, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(datas[j])), ModTime: memberTime}

@@ -165,9 +165,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.dropLast {
 			errs = append(errs, errors.New("--drop-last is the coordinator's in cluster mode (it drops the remainder so every rank's steps match)"))
 		}
-		if o.block != defaultOrderBlock {
-			errs = append(errs, errors.New("--block is the coordinator's in cluster mode (every node must use the job's epoch order)"))
-		}
+		fs.Visit(func(f *flag.Flag) { // the command line or LONGSHORE_BLOCK
+			if f.Name == "block" {
+				errs = append(errs, errors.New("--block is the coordinator's in cluster mode (every node must use the job's epoch order)"))
+			}
+		})
 	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))

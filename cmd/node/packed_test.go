@@ -131,8 +131,10 @@ func TestBlockFlag(t *testing.T) {
 	if _, err := parseFlags([]string{"--standalone", "--dataset", "x", "--block", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--block 0") {
 		t.Errorf("--block 0: %v", err)
 	}
-	_, err = parseFlags([]string{"--dataset", "x", "--join", "h:1", "--gossip", "h:2", "--listen", "h:3", "--block", "64"}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "coordinator's in cluster mode") {
-		t.Errorf("--block in cluster mode: %v", err)
+	for _, b := range []string{"64", "256"} { // the default too: given is given
+		_, err = parseFlags([]string{"--dataset", "x", "--join", "h:1", "--gossip", "h:2", "--listen", "h:3", "--block", b}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "coordinator's in cluster mode") {
+			t.Errorf("--block %s in cluster mode: %v", b, err)
+		}
 	}
 }
