@@ -146,23 +146,27 @@ func (f *ClusterFeed) RankDeps(deps actors.Deps) func(rank int) actors.Deps {
 // OnAck records an acknowledged commit: set it as agent.Config.OnAck
 // (wrap it to log as well).
 func (f *ClusterFeed) OnAck(rank string, session cluster.Fence, a cluster.Ack) {
+	if r := f.byName(rank); r != nil {
+		r.onAck(session, a)
+	}
+}
+
+// byName is the feed's rank named "<node>/<i>", or nil.
+func (f *ClusterFeed) byName(rank string) *clusterRank {
 	i := strings.LastIndexByte(rank, '/')
 	n, err := strconv.Atoi(rank[i+1:])
 	if err != nil || n < 0 || n >= len(f.ranks) {
-		return
+		return nil
 	}
-	f.ranks[n].onAck(session, a)
+	return f.ranks[n]
 }
 
 // OnEpochComplete answers commits of an epoch the coordinator completed:
 // set it as agent.Config.OnEpochComplete.
 func (f *ClusterFeed) OnEpochComplete(rank string, session cluster.Fence, epoch int) {
-	i := strings.LastIndexByte(rank, '/')
-	n, err := strconv.Atoi(rank[i+1:])
-	if err != nil || n < 0 || n >= len(f.ranks) {
-		return
+	if r := f.byName(rank); r != nil {
+		r.onEpochComplete(session, epoch)
 	}
-	f.ranks[n].onEpochComplete(session, epoch)
 }
 
 // Open returns the OpenFunc serving node's ranks; pipeline is the
@@ -360,14 +364,14 @@ func (c *clusterRank) onEpochComplete(session cluster.Fence, epoch int) {
 // ackCompleteLocked records a commit of a completed epoch as
 // acknowledged and returns the token that stands for it.
 func (c *clusterRank) ackCompleteLocked(at batchAt, tstep int64) []byte {
+	if rec, ok := c.mu.ackedIn[at.sessEpoch]; ok && rec.step >= at.step {
+		return rec.token
+	}
 	var tok []byte
 	if c.mu.last != nil {
 		// The newest generation holds the epoch complete, so it restores
 		// this commit too.
 		tok = []byte(trainerToken(string(c.mu.last.Token), at.epoch, tstep))
-	}
-	if rec, ok := c.mu.ackedIn[at.sessEpoch]; ok && rec.step >= at.step {
-		return rec.token
 	}
 	if old, ok := c.mu.acked[at.epoch]; !ok || tstep > old {
 		c.mu.acked[at.epoch] = tstep

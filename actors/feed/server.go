@@ -404,7 +404,6 @@ type session struct {
 	regions map[uint64]bool // announced on this connection (writer only)
 	done    chan struct{}   // closed once the session has ended and let go of the rank
 	version int             // the protocol version agreed in the hello
-	era     uint64          // cluster mode: the delivery era (writer only, after the hello)
 	commits sync.WaitGroup  // cluster mode: commits waiting for their ack
 }
 
@@ -499,7 +498,7 @@ func (s *session) run() {
 			s.fail(code, err, nil)
 			return
 		}
-		at, s.era = att.Resume, att.Era
+		at = att.Resume
 		if att.Reset {
 			log.Info("feed: trainer reconnected after uncommitted batches; rank reset to its last acknowledged commit", "resume_epoch", at.Epoch, "resume_step", at.Step)
 		}
@@ -635,7 +634,6 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		}
 		var rb *RollbackError
 		if errors.As(err, &rb) && s.ctx.Err() == nil {
-			s.era = rb.Era
 			if s.version < 2 {
 				s.fail(CodeRolledBack, rb, nil)
 				return
@@ -722,9 +720,11 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		bd.ID = s.nextID
 		s.held[bd.ID] = b
 		s.hmu.Unlock()
-		r.mu.Lock()
-		r.mu.ledger.delivered(b.Epoch, b.Step)
-		r.mu.Unlock()
+		if !clustered { // in cluster mode the stream keeps what was delivered
+			r.mu.Lock()
+			r.mu.ledger.delivered(b.Epoch, b.Step)
+			r.mu.Unlock()
+		}
 		if s.send(MsgBatch, bd, -1) != nil {
 			return // held: released when the session ends
 		}

@@ -458,11 +458,7 @@ func (r *Rank) translate(b *actors.Batch, p *actors.Pipeline, sess cluster.Fence
 // Config.OnAck. A commit about an earlier session is dropped (Next
 // reports ErrRolledBack).
 func (r *Rank) Commit(epoch int, step int64) error {
-	if r.trainerSession.IsZero() {
-		return ErrRolledBack
-	}
-	r.node.sys.Root.Send(r.node.pid, commitMsg{rank: r.index, session: r.trainerSession, epoch: epoch, step: step})
-	return nil
+	return r.CommitAt(r.trainerSession, epoch, step)
 }
 
 // CommitAt is Commit for a batch of session (Batch.Session) and is safe
