@@ -142,7 +142,8 @@ def restore(args, rank, model, opt, rb, initial, device):
 
 def any_rank(world, flag, device):
     """Whether flag is set on any rank: under DDP an all-reduce, which every
-    rank makes once per turn of the training loop."""
+    rank makes once per turn of the training loop (in cluster mode only:
+    elsewhere no rank rolls back, and the caller skips it)."""
     if world == 1:
         return flag
     t = torch.tensor([1 if flag else 0], device=device)
@@ -204,6 +205,8 @@ def main(argv=None):
     w = loader.welcome
     print(f"rank {rank}/{world}: feed {loader.path}: batch {w['batch_size']}, sample {w['sample']}, "
           f"{w['layout']}, resume at {w['resume']}", flush=True)
+    # Only a cluster-mode feed rolls back; ranks then agree on it every step.
+    clustered = w.get("mode") == "cluster"
     model.train()
     t0, seen, trained, saved = time.time(), 0, False, step
     while step < args.steps:  # check before taking a batch: a taken batch is trained before any commit
@@ -212,7 +215,7 @@ def main(argv=None):
             batch = loader.next_batch()
         except longshore.RolledBack as e:  # cluster mode: back to the last acknowledged commit
             batch, rb = None, e
-        if any_rank(world, rb is not None, device) and rb is None:
+        if clustered and any_rank(world, rb is not None, device) and rb is None:
             rb = await_rollback(loader, batch)  # another rank rolled back: so does this one
         if rb is not None:
             step = saved = restore(args, rank, model, opt, rb, initial, device)
