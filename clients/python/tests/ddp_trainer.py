@@ -17,6 +17,10 @@ on longshore.RolledBack -- with two substitutions, both test harness:
     {"ev": "rollback", "epoch", "step", "token", "committed"}
     {"ev": "end"}                                   the job ended for the rank
 
+- LONGSHORE_TEST_HOLD_COMMIT="RANK:EPOCH:STEP:FILE" holds that rank's
+  commit of (EPOCH, STEP) until FILE exists, so a test can kill the
+  coordinator between the ranks' commits of one checkpoint every time;
+
 - the model is a tiny CNN instead of ResNet-18 (same interface:
   resnet18(num_classes=...)), so two ranks on two shared CPU cores train
   the job in seconds; DDP all-reduces its gradients all the same.
@@ -27,6 +31,7 @@ import json
 import os
 import signal
 import sys
+import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -91,6 +96,7 @@ class RecordingLoader(longshore.Loader):
         return b
 
     def commit(self, *a, **kw):
+        self._hold()
         try:
             t = super().commit(*a, **kw)
         except longshore.RolledBack:
@@ -99,6 +105,17 @@ class RecordingLoader(longshore.Loader):
         e, s, _ = self._committed
         self._log(ev="ack", epoch=e, step=s, token=tok(t))
         return t
+
+    def _hold(self):
+        hold = os.environ.get("LONGSHORE_TEST_HOLD_COMMIT")
+        if not hold or self._last is None:
+            return
+        rank, epoch, step, path = hold.split(":", 3)
+        if (self.local_rank, self._last[0], self._last[1]) != (int(rank), int(epoch), int(step)):
+            return
+        self._log(ev="held", epoch=self._last[0], step=self._last[1])
+        while not os.path.exists(path):
+            time.sleep(0.005)
 
     def state_dict(self):
         sd = super().state_dict()
