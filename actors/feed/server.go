@@ -720,6 +720,10 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		bd.ID = s.nextID
 		s.held[bd.ID] = b
 		s.hmu.Unlock()
+		// Recorded as delivered before it is written: the trainer may
+		// commit it before send returns, and a commit must name a
+		// delivered batch. A write that fails ends the session, and the
+		// next one resumes after the last commit, reopening the stream.
 		if !clustered { // in cluster mode the stream keeps what was delivered
 			r.mu.Lock()
 			r.mu.ledger.delivered(b.Epoch, b.Step)
