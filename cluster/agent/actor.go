@@ -379,16 +379,13 @@ func (a *nodeActor) fill(rs *rankState) {
 		if rs.seg == nil {
 			a.openSegment(rs, p)
 		}
-		if p.Epoch != rs.seg.epoch && rs.seg.length%b != 0 {
+		if p.Epoch != rs.seg.epoch && rs.seg.length%b != 0 && a.resumeSegment(rs) {
 			// An older epoch's stream grew (a departed rank's work came
 			// back) while this segment is mid-batch: finish the batch
 			// from this epoch's leases first if they hold more, so the
 			// cut costs no partial batch (which would be one step more
 			// than the other ranks take).
-			if q, ok := rs.rl.TakeFrom(rs.seg.epoch); ok {
-				rs.ahead = append([]cluster.Position{q}, rs.ahead...)
-				continue
-			}
+			continue
 		}
 		if p.Epoch != rs.seg.epoch {
 			break // the segment ends here: an older epoch's stream grew
@@ -409,6 +406,11 @@ func (a *nodeActor) fill(rs *rankState) {
 		w.Start = rs.seg.length - int64(len(items))
 		switch {
 		case len(rs.ahead) > 0 && rs.ahead[0].Epoch != rs.seg.epoch:
+			if rs.seg.length%b != 0 && a.resumeSegment(rs) {
+				// The Want ran out as another epoch's position came
+				// first mid-batch: the next fill finishes the batch.
+				break
+			}
 			// Another epoch's position is next: this one's stream ended
 			// (the usual case), or grew after the rank moved on.
 			w.EpochEnd = true
@@ -438,6 +440,24 @@ func (a *nodeActor) fill(rs *rankState) {
 	give := rs.want.give
 	rs.want = nil
 	give(w)
+}
+
+// resumeSegment puts the open segment's epoch's next position first in
+// rs.ahead: the one already taken behind another epoch's, else the next
+// its leases hold. It reports false when there is none.
+func (a *nodeActor) resumeSegment(rs *rankState) bool {
+	for i, q := range rs.ahead {
+		if q.Epoch == rs.seg.epoch {
+			copy(rs.ahead[1:i+1], rs.ahead[:i])
+			rs.ahead[0] = q
+			return true
+		}
+	}
+	if q, ok := rs.rl.TakeFrom(rs.seg.epoch); ok {
+		rs.ahead = append([]cluster.Position{q}, rs.ahead...)
+		return true
+	}
+	return false
 }
 
 // progress tells the coordinator how far the rank has taken the leases in

@@ -1,0 +1,294 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/storage"
+)
+
+// fillRig drives nodeActor.fill for one rank with no actor system and no
+// pipeline: it plays the coordinator (leases and stream ends, numbered as
+// Coordinator.grant and sendEnd number them, delivered through
+// nodeActor.mail) and the pipeline (a Want whose give records the Work).
+// Every Work given is checked against what the pipeline accepts
+// (actors.core.intake) and against the streams granted: each stream
+// offset exactly once, in order, mapped to the right sample.
+type fillRig struct {
+	t    *testing.T
+	a    *nodeActor
+	rs   *rankState
+	sess cluster.Fence
+	seq  uint64 // the coordinator's last fence
+
+	streams map[int][]int64 // per epoch: the positions granted, in stream order
+	leases  map[int]int     // per epoch: leases granted
+
+	intake  intake
+	next    map[int]int64 // per epoch: the stream offset the next item must have
+	asked   int           // the outstanding Want's n; 0: none
+	answers []actors.Work // given, not yet looked at
+	// strict also fails a segment cut mid-batch while its epoch's next
+	// position was already granted (and so held by the rank), and a
+	// stream's last batch given complete before its end was known (Next
+	// could not mark it EndOfStream). Both hold only without revokes.
+	strict bool
+}
+
+const rigSamples = 64
+
+func newFillRig(t *testing.T, batch int64, epochs int) *fillRig {
+	t.Helper()
+	ds := &storage.Dataset{Classes: []string{"c"}}
+	for i := range rigSamples {
+		ds.Samples = append(ds.Samples, storage.Sample{Key: fmt.Sprintf("s/%d", i)})
+	}
+	n := &Node{cfg: Config{Node: "n", Ranks: 1, Dataset: ds}, log: slog.New(slog.DiscardHandler)}
+	r := &Rank{name: "n/0", node: n}
+	r.mu.changed = make(chan struct{})
+	r.mu.segs = map[int]segInfo{}
+	r.mu.batch = batch
+	n.ranks = []*Rank{r}
+	g := &fillRig{t: t, streams: map[int][]int64{}, leases: map[int]int{}, next: map[int]int64{}}
+	g.sess = g.fence()
+	job := &wire.Job{Samples: rigSamples, Seed: 7, Block: 1, Epochs: int64(epochs), ShardSize: 8, BatchSize: batch}
+	g.rs = &rankState{r: r}
+	g.a = &nodeActor{n: n, job: job, ranks: []*rankState{g.rs}, byName: map[string]*rankState{r.name: g.rs}}
+	// What startSession does, less the pipeline.
+	g.rs.rl = cluster.NewRankLeases(cluster.RankSession{Rank: r.name, Session: g.sess}, epochs)
+	g.rs.session = g.sess
+	g.rs.steps = map[int]int64{}
+	g.rs.acked = map[int]int64{}
+	r.mu.session = g.sess
+	return g
+}
+
+func (g *fillRig) fence() cluster.Fence {
+	g.seq++
+	return cluster.Fence{Incarnation: 1, Seq: g.seq}
+}
+
+// lease issues the rank's next lease of epoch e, [start, end).
+func (g *fillRig) lease(e int, start, end int64) cluster.Lease {
+	l := cluster.Lease{Rank: "n/0", Session: g.sess, Fence: g.fence(), Epoch: e, Index: g.leases[e], Start: start, End: end, Pad: start >= rigSamples}
+	g.leases[e]++
+	for p := start; p < end; p++ {
+		g.streams[e] = append(g.streams[e], p)
+	}
+	return l
+}
+
+// end says epoch e's stream is what was leased so far.
+func (g *fillRig) end(e int) cluster.StreamEnd {
+	return cluster.StreamEnd{Rank: "n/0", Session: g.sess, Epoch: e, Length: int64(len(g.streams[e])), Leases: g.leases[e], Fence: g.fence()}
+}
+
+// send delivers leases and stream ends in one NodeMail, then fills as
+// the actor does after every message.
+func (g *fillRig) send(msgs ...any) {
+	g.t.Helper()
+	m := &wire.NodeMail{}
+	for _, x := range msgs {
+		switch x := x.(type) {
+		case cluster.Lease:
+			m.Grants = append(m.Grants, wire.LeaseOf(x))
+		case cluster.StreamEnd:
+			m.Ends = append(m.Ends, wire.StreamEndOf(x))
+		default:
+			g.t.Fatalf("send: %T", x)
+		}
+	}
+	g.a.mail(m)
+	g.a.fill(g.rs)
+}
+
+// ask is the pipeline's Want(n); it reports the Work if it was answered
+// at once, else the Want stays outstanding.
+func (g *fillRig) ask(n int) (actors.Work, bool) {
+	g.t.Helper()
+	if g.asked != 0 {
+		g.t.Fatalf("Want(%d) while Want(%d) is outstanding", n, g.asked)
+	}
+	g.asked = n
+	g.rs.want = &wantMsg{n: n, session: g.sess, give: g.give}
+	g.a.fill(g.rs)
+	return g.answer()
+}
+
+func (g *fillRig) mustAsk(n int) actors.Work {
+	g.t.Helper()
+	w, ok := g.ask(n)
+	if !ok {
+		g.t.Fatalf("Want(%d) not answered", n)
+	}
+	return w
+}
+
+// answer returns the Work given since the last look, if any.
+func (g *fillRig) answer() (actors.Work, bool) {
+	g.t.Helper()
+	switch len(g.answers) {
+	case 0:
+		return actors.Work{}, false
+	case 1:
+		w := g.answers[0]
+		g.answers = nil
+		return w, true
+	}
+	g.t.Fatalf("%d answers to one Want", len(g.answers))
+	return actors.Work{}, false
+}
+
+// drain asks for n at a time until a Want stays unanswered or the last
+// work was given.
+func (g *fillRig) drain(n int) []actors.Work {
+	g.t.Helper()
+	var out []actors.Work
+	for !g.intake.last {
+		w, ok := g.ask(n)
+		if !ok {
+			break
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func (g *fillRig) give(w actors.Work) {
+	g.t.Helper()
+	asked := g.asked
+	g.asked = 0
+	if asked == 0 {
+		g.t.Fatalf("work given with no Want outstanding: %s", workString(w))
+	}
+	if err := g.intake.take(w, asked); err != nil {
+		g.t.Fatalf("the pipeline would refuse %s: %v", workString(w), err)
+	}
+	sg, ok := g.seg(w.Epoch)
+	if !ok && len(w.Items) > 0 {
+		g.t.Fatalf("%s: pipeline epoch %d has no published segment", workString(w), w.Epoch)
+	}
+	for _, it := range w.Items {
+		e, off := sg.epoch, sg.base+it.Pos
+		if off != g.next[e] {
+			g.t.Fatalf("%s: epoch %d stream offset %d given, want %d (each offset once, in order)", workString(w), e, off, g.next[e])
+		}
+		g.next[e]++
+		if off >= int64(len(g.streams[e])) {
+			g.t.Fatalf("%s: epoch %d stream offset %d was never granted", workString(w), e, off)
+		}
+		idx, pad := cluster.NewOrder(g.a.job.Seed, e, rigSamples, 1).Sample(g.streams[e][off])
+		if it.Index != idx || it.Pad != pad || it.Key != fmt.Sprintf("s/%d", idx) {
+			g.t.Fatalf("%s: epoch %d offset %d (position %d) is %+v, want sample %d pad %v", workString(w), e, off, g.streams[e][off], it, idx, pad)
+		}
+	}
+	if g.strict && w.EpochEnd && ok {
+		e, b := sg.epoch, g.a.job.BatchSize
+		if sg.length%b != 0 && g.next[e] < int64(len(g.streams[e])) {
+			g.t.Fatalf("%s: epoch %d's segment cut after %d positions (mid-batch) while offset %d was held", workString(w), e, sg.length, g.next[e])
+		}
+		if sg.endOfStream && len(w.Items) == 0 && sg.length > 0 && sg.length%b == 0 {
+			g.t.Fatalf("%s: epoch %d's last batch was complete before the stream's end was known", workString(w), e)
+		}
+	}
+	g.answers = append(g.answers, w)
+}
+
+// seg is pipeline epoch p's segment as Next sees it.
+func (g *fillRig) seg(p int) (segInfo, bool) {
+	g.rs.r.mu.Lock()
+	defer g.rs.r.mu.Unlock()
+	sg, ok := g.rs.r.mu.segs[p]
+	return sg, ok
+}
+
+// segs lists the segments published, by pipeline epoch.
+func (g *fillRig) segs() []segInfo {
+	g.rs.r.mu.Lock()
+	defer g.rs.r.mu.Unlock()
+	out := make([]segInfo, len(g.rs.r.mu.segs))
+	for p, sg := range g.rs.r.mu.segs {
+		out[p] = sg
+	}
+	return out
+}
+
+// endOfStream reports whether Next marks pipeline epoch p's batch k
+// EndOfStream.
+func (g *fillRig) endOfStream(p int, k int64) bool {
+	g.t.Helper()
+	b, ok := g.rs.r.translate(&actors.Batch{Epoch: p, Step: k}, nil, g.sess)
+	if !ok {
+		g.t.Fatalf("batch %d of pipeline epoch %d not translated", k, p)
+	}
+	return b.EndOfStream
+}
+
+// checkAllGiven fails the test unless every granted position of every
+// epoch was given.
+func (g *fillRig) checkAllGiven() {
+	g.t.Helper()
+	for e, s := range g.streams {
+		if g.next[e] != int64(len(s)) {
+			g.t.Errorf("epoch %d: %d of %d granted positions given", e, g.next[e], len(s))
+		}
+	}
+}
+
+func workString(w actors.Work) string {
+	pos := make([]int64, len(w.Items))
+	for i, it := range w.Items {
+		pos[i] = it.Pos
+	}
+	return fmt.Sprintf("Work{Epoch: %d, Start: %d, Pos: %v, EpochEnd: %v, Last: %v}", w.Epoch, w.Start, pos, w.EpochEnd, w.Last)
+}
+
+// intake is the pipeline's check of its source's answers
+// (actors.core.intake), less the loading.
+type intake struct {
+	started, ended, last bool
+	epoch                int
+	pos                  int64
+}
+
+func (c *intake) take(w actors.Work, asked int) error {
+	switch {
+	case w.Err != nil:
+		return w.Err
+	case c.last:
+		return fmt.Errorf("work after the last")
+	case len(w.Items) > asked:
+		return fmt.Errorf("%d items, %d asked for", len(w.Items), asked)
+	case len(w.Items) == 0 && !w.EpochEnd && !w.Last:
+		return fmt.Errorf("no items and no end")
+	case w.Epoch < 0:
+		return fmt.Errorf("negative epoch")
+	}
+	if !c.started {
+		c.started = true
+		c.epoch = w.Epoch
+	} else if w.Epoch != c.epoch {
+		if !c.ended || w.Epoch < c.epoch {
+			return fmt.Errorf("epoch %d while epoch %d is open", w.Epoch, c.epoch)
+		}
+		c.epoch, c.pos, c.ended = w.Epoch, 0, false
+	} else if c.ended {
+		return fmt.Errorf("epoch %d already ended", w.Epoch)
+	}
+	if len(w.Items) > 0 && w.Start != c.pos {
+		return fmt.Errorf("starts at %d, expected %d", w.Start, c.pos)
+	}
+	for i, it := range w.Items {
+		if it.Pos != c.pos {
+			return fmt.Errorf("item %d at position %d, expected %d", i, it.Pos, c.pos)
+		}
+		c.pos++
+	}
+	c.ended = c.ended || w.EpochEnd || w.Last
+	c.last = c.last || w.Last
+	return nil
+}
