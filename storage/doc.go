@@ -8,10 +8,11 @@
 //
 // # Who calls it
 //
-// The binaries call Open (a directory, file:// or s3:// URL) and Discover
-// at start; the node's fetchers call Get and GetRange for every sample; the
-// coordinator keeps checkpoints with Put under a Cond (compare-and-swap) so
-// two coordinators can never both win.
+// The binaries call OpenDataset at start: Open (a directory, file:// or
+// s3:// URL), Discover, and a PackedStore over a packed dataset. The
+// node's fetchers call Get and GetRange for every sample; the coordinator
+// keeps checkpoints with Put under a Cond (compare-and-swap) so two
+// coordinators can never both win.
 //
 // # Contract
 //
@@ -66,10 +67,12 @@
 // A manifest may place samples inside bigger objects — members of tar
 // shards, as longshore-pack writes them or WebDataset publishes them —
 // with "object", "offset" and "size" beside the key (Sample.Object,
-// Offset, Size). IndexTar lists a tar's members with their exact byte
-// ranges. PackedStore wraps the dataset's store and serves a packed
-// sample's bytes under its key, reading a chunk of samples (those of one
-// epoch-order block that share a shard) with one ranged GET into a cache
-// bounded in bytes. docs/packed-datasets.md describes the format and how
-// to choose shard and block sizes.
+// Offset, Size). WriteTarShard writes such a tar and returns its members'
+// byte ranges, WriteManifestJSONL the manifest; IndexTar lists the
+// members of any tar with their exact byte ranges. PackedStore wraps the
+// dataset's store and serves a packed sample's bytes under its key,
+// reading a chunk of samples (those of one epoch-order block that share a
+// shard) with one ranged GET into a cache bounded in bytes.
+// docs/packed-datasets.md describes the format and how to choose shard
+// and block sizes.
 package storage

@@ -399,3 +399,75 @@ func (r manifestRow) sample(label int32) Sample {
 	}
 	return s
 }
+
+// manifestLine is one line of a JSON-lines manifest as WriteManifestJSONL
+// writes it; packedManifestLine that of a packed sample.
+type manifestLine struct {
+	Key   string `json:"key"`
+	Label any    `json:"label"` // an integer, or the class name
+}
+
+type packedManifestLine struct {
+	Key    string `json:"key"`
+	Label  any    `json:"label"`
+	Object string `json:"object"`
+	Offset int64  `json:"offset"`
+	Size   int64  `json:"size"`
+}
+
+// WriteManifestJSONL writes samples to w as the lines of a JSON-lines
+// manifest (ManifestJSONL), in order: {"key","label"}, and for a packed
+// sample "object", "offset" and "size" too. Labels are integers when
+// classes are "0", "1", ... in order (what ParseManifest makes of integer
+// labels), else the class names. Calls with the same classes append to
+// one manifest: a writer of many shards writes each shard's samples as it
+// goes.
+//
+// ParseManifest gives back the samples. It gives back classes only if
+// every class has a sample (with integer labels, the last class): a
+// manifest lists no class without samples. A label outside classes, or a
+// key, object or class name that is not valid UTF-8, is an error, before
+// anything is written.
+func WriteManifestJSONL(w io.Writer, classes []string, samples []Sample) error {
+	for i, s := range samples {
+		if s.Label < 0 || int(s.Label) >= len(classes) {
+			return fmt.Errorf("storage: manifest: sample %d (%s): label %d outside the %d classes: give every class of the labels", i, s.Key, s.Label, len(classes))
+		}
+		// JSON would replace the invalid bytes, naming another object.
+		for _, text := range []string{s.Key, s.Object, classes[s.Label]} {
+			if !utf8.ValidString(text) {
+				return fmt.Errorf("storage: manifest: sample %d: %q is not valid UTF-8, which a JSON manifest cannot carry: rename it", i, text)
+			}
+		}
+	}
+	integers := integerClasses(classes)
+	bw := bufio.NewWriter(w)
+	for _, s := range samples {
+		var label any = classes[s.Label]
+		if integers {
+			label = s.Label
+		}
+		var line any = manifestLine{Key: s.Key, Label: label}
+		if s.Packed() {
+			line = packedManifestLine{Key: s.Key, Label: label, Object: s.Object, Offset: s.Offset, Size: s.Size}
+		}
+		b, err := json.Marshal(line)
+		if err != nil {
+			return fmt.Errorf("storage: manifest: sample %s: %w", s.Key, err)
+		}
+		bw.Write(b)
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
+// integerClasses reports whether the classes are "0", "1", ...: the
+// classes ParseManifest makes of integer labels.
+func integerClasses(classes []string) bool {
+	for i, c := range classes {
+		if c != strconv.Itoa(i) {
+			return false
+		}
+	}
+	return true
+}

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 )
@@ -80,5 +81,51 @@ func Open(ctx context.Context, raw string, opts Options) (Store, error) {
 		return NewS3Store(ctx, loc.Bucket, loc.Prefix, opts)
 	default:
 		return NewDirStore(loc.Path)
+	}
+}
+
+// OpenDataset opens the store at raw (see Open) and discovers the dataset
+// in it (see Discover): what every binary does at start. When packed is
+// not nil and the dataset is packed (Dataset.Packed), the store returned
+// is a PackedStore configured by *packed over the store opened, so that
+// Get serves samples by key either way; nil packed never wraps, for a
+// caller that needs only the sample list.
+//
+// The caller closes the store returned, if it is an io.Closer (a
+// PackedStore closes the store it wraps). On error nothing is left open.
+// Errors name the dataset, "dataset <raw>: ...", and wrap those of
+// PackedConfig.Validate (checked before any I/O), Open and Discover:
+// errors.Is works with ErrNotFound, ErrAccess, ErrEmptyDataset and
+// ErrBadManifest.
+func OpenDataset(ctx context.Context, raw string, sopts Options, dopts DiscoverOptions, packed *PackedConfig) (Store, *Dataset, error) {
+	if packed != nil {
+		if err := packed.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
+		}
+	}
+	s, err := Open(ctx, raw, sopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
+	}
+	ds, err := Discover(ctx, s, dopts)
+	if err != nil {
+		closeStore(s)
+		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
+	}
+	if packed == nil || !ds.Packed() {
+		return s, ds, nil
+	}
+	ps, err := NewPackedStore(s, ds, *packed)
+	if err != nil {
+		closeStore(s)
+		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
+	}
+	return ps, ds, nil
+}
+
+// closeStore closes s if it holds anything to close.
+func closeStore(s Store) {
+	if c, ok := s.(io.Closer); ok {
+		c.Close()
 	}
 }

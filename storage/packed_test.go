@@ -1,11 +1,9 @@
 package storage_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -47,11 +45,9 @@ func packFixture(t *testing.T, s storage.Store, seed uint64, n, perShard, maxSiz
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	want := map[string][]byte{}
-	var manifest bytes.Buffer
+	var samples []storage.Sample
 	for first := 0; first < n; first += perShard {
 		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
 		var names []string
 		var datas [][]byte
 		for i := first; i < min(first+perShard, n); i++ {
@@ -59,31 +55,27 @@ func packFixture(t *testing.T, s storage.Store, seed uint64, n, perShard, maxSiz
 			for j := range data {
 				data[j] = byte(rng.Uint32())
 			}
-			name := fmt.Sprintf("c%d/img%04d.jpg", i%3, i)
-			if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-				t.Fatal(err)
-			}
-			tw.Write(data)
-			names, datas = append(names, name), append(datas, data)
+			names, datas = append(names, fmt.Sprintf("c%d/img%04d.jpg", i%3, i)), append(datas, data)
 		}
-		if err := tw.Close(); err != nil {
+		var buf bytes.Buffer
+		members, err := storage.WriteTarShard(&buf, names, datas)
+		if err != nil {
 			t.Fatal(err)
 		}
-		members, err := storage.ReadTarIndex(bytes.NewReader(buf.Bytes()))
-		if err != nil || len(members) != len(names) {
-			t.Fatalf("index: %d members, %v", len(members), err)
-		}
 		for k, m := range members {
-			key := object + "/" + m.Name
-			want[key] = datas[k]
-			line, _ := json.Marshal(map[string]any{"key": key, "label": (first + k) % 3, "object": object, "offset": m.Offset, "size": m.Size})
-			manifest.Write(append(line, '\n'))
+			smp := m.Sample(object, int32((first+k)%3))
+			want[smp.Key] = datas[k]
+			samples = append(samples, smp)
 		}
 		if _, err := s.Put(ctx, object, buf.Bytes(), storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Put(ctx, "manifest.jsonl", manifest.Bytes(), storage.Cond{}); err != nil {
+	var manifest bytes.Buffer
+	if err := storage.WriteManifestJSONL(&manifest, []string{"0", "1", "2"}, samples); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := storage.Discover(ctx, s, storage.DiscoverOptions{})

@@ -202,21 +202,17 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
-	store, err := storage.Open(ctx, o.dataset, sopts)
-	if err != nil {
-		return err
-	}
-	if c, ok := store.(io.Closer); ok {
-		defer c.Close()
-	}
 	dopts := storage.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	ds, err := storage.Discover(ctx, store, dopts)
+	store, ds, err := storage.OpenDataset(ctx, o.dataset, sopts, dopts, nil)
 	if err != nil {
-		return fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return err
+	}
+	if c, ok := store.(io.Closer); ok {
+		defer c.Close()
 	}
 	o.cluster.Samples = int64(len(ds.Samples))
 	if b := o.orderBlock(ds); b != o.cluster.Block {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +33,7 @@ const readWindow = 4 << 20
 // tarSample is one sample found in a tar.
 type tarSample struct {
 	image storage.TarMember
-	label int64
+	label int32 // in [0, storage.MaxClasses)
 }
 
 func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -88,18 +87,23 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var manifest bytes.Buffer
-	n := 0
-	for i, samples := range found {
-		for _, ts := range samples {
-			key := tars[i].Key + "/" + ts.image.Name
-			line, _ := json.Marshal(manifestLine{Key: key, Label: ts.label, Object: tars[i].Key, Offset: ts.image.Offset, Size: ts.image.Size})
-			manifest.Write(append(line, '\n'))
-			n++
+	var samples []storage.Sample
+	var classes []string // "0", "1", ...: integer labels
+	for i, inTar := range found {
+		for _, ts := range inTar {
+			samples = append(samples, ts.image.Sample(tars[i].Key, ts.label))
+			for len(classes) <= int(ts.label) {
+				classes = append(classes, strconv.Itoa(len(classes)))
+			}
 		}
 	}
+	n := len(samples)
 	if n == 0 {
 		return fmt.Errorf("the %d tars under %s hold no samples", len(tars), s)
+	}
+	var manifest bytes.Buffer
+	if err := storage.WriteManifestJSONL(&manifest, classes, samples); err != nil {
+		return fmt.Errorf("write the manifest of the tars (a bug; nothing written): %w", err)
 	}
 	ds, err := storage.ParseManifest(bytes.NewReader(manifest.Bytes()), storage.ManifestJSONL)
 	if err != nil {
@@ -118,7 +122,7 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo) ([]
 	r := &rangeReader{ctx: ctx, s: s, key: info.Key, size: info.Size}
 	type group struct {
 		images []storage.TarMember
-		label  *int64
+		label  *int32
 		cls    string
 	}
 	groups := map[string]*group{}
@@ -165,7 +169,8 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo) ([]
 			if err != nil || v < 0 || v >= storage.MaxClasses {
 				return fmt.Errorf("member %q holds %q: want an integer label in [0, %d)", name, b, storage.MaxClasses)
 			}
-			g.label, g.cls = &v, name
+			label := int32(v)
+			g.label, g.cls = &label, name
 		}
 		return nil
 	})

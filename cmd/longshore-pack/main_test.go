@@ -313,14 +313,9 @@ func webDataset(t *testing.T) (map[string][]byte, map[string]wdsSample) {
 	tars := map[string][]byte{}
 	want := map[string]wdsSample{}
 	for ti, tarKey := range []string{"train-000000.tar", "more/train-000001.tar"} {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		add := func(name string, data []byte) {
-			if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-				t.Fatal(err)
-			}
-			tw.Write(data)
-		}
+		var members []string
+		var datas [][]byte
+		add := func(name string, data []byte) { members, datas = append(members, name), append(datas, data) }
 		add("./README", []byte("no extension: not a sample"))
 		for i, n := range names {
 			if i%2 != ti {
@@ -334,7 +329,10 @@ func webDataset(t *testing.T) (map[string][]byte, map[string]wdsSample) {
 			add(stem+".json", []byte(`{"source":"`+n+`"}`))
 			want[tarKey+"/"+stem+"."+ext] = wdsSample{imgs[n], label}
 		}
-		tw.Close()
+		var buf bytes.Buffer
+		if _, err := storage.WriteTarShard(&buf, members, datas); err != nil {
+			t.Fatal(err)
+		}
 		tars[tarKey] = buf.Bytes()
 	}
 	return tars, want

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,25 +21,11 @@ const ShardDir = "shards/"
 // shardKey names shard k.
 func shardKey(k int) string { return fmt.Sprintf("%sshard-%06d.tar", ShardDir, k) }
 
-// memberTime is every member's modification time: packing the same
-// dataset twice gives the same bytes.
-var memberTime = time.Unix(0, 0)
-
-// manifestLine is one line of the packed manifest.
-type manifestLine struct {
-	Key    string `json:"key"`
-	Label  any    `json:"label"` // an integer, or the class name
-	Object string `json:"object"`
-	Offset int64  `json:"offset"`
-	Size   int64  `json:"size"`
-}
-
-// builtShard is a shard's tar and where each of its samples landed.
+// builtShard is a shard's tar and its samples as the manifest lists them.
 type builtShard struct {
 	key     string
 	tar     []byte
-	samples []int               // dataset indices, in member order
-	members []storage.TarMember // their data ranges in tar
+	samples []storage.Sample // packed in tar, in member order
 }
 
 func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -58,38 +41,24 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if srcLoc.String() == dstLoc.String() {
 		return fmt.Errorf("--out %s is the dataset itself: write the packed copy elsewhere", o.out)
 	}
-	src, err := openStore(ctx, o.dataset, sopts, false)
-	if err != nil {
-		return fmt.Errorf("--dataset: %w", err)
-	}
 	dopts := storage.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	ds, err := storage.Discover(ctx, src, dopts)
+	// Re-packing a packed dataset: read it chunk by chunk, as the node
+	// does, when the walk follows the dataset order; shuffled, a chunk
+	// would serve one sample before it is evicted, so read each sample
+	// alone.
+	cfg := storage.DefaultPackedConfig()
+	if o.shuffle {
+		cfg.Block = 0
+	}
+	src, ds, err := storage.OpenDataset(ctx, o.dataset, sopts, dopts, &cfg)
 	if err != nil {
-		closeStore(src)
-		return fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return err
 	}
-	read := src
-	if ds.Packed() {
-		// Re-packing a packed dataset: read it chunk by chunk, as the node
-		// does, when the walk follows the dataset order; shuffled, a chunk
-		// would serve one sample before it is evicted, so read each sample
-		// alone.
-		cfg := storage.DefaultPackedConfig()
-		if o.shuffle {
-			cfg.Block = 0
-		}
-		ps, err := storage.NewPackedStore(src, ds, cfg)
-		if err != nil {
-			closeStore(src)
-			return err
-		}
-		read = ps
-	}
-	defer closeStore(read)
+	defer closeStore(src)
 	for _, s := range ds.Samples {
 		if err := checkKeyText(s.Key); err != nil {
 			return fmt.Errorf("dataset %s: %w", o.dataset, err)
@@ -132,7 +101,7 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	wg.Go(func() {
 		defer close(built)
 		for k, idx := range shards {
-			b, err := buildShard(ctx, read, ds, k, idx, o.concurrency)
+			b, err := buildShard(ctx, src, ds, k, idx, o.concurrency)
 			if err != nil {
 				cancel(err)
 				return
@@ -144,7 +113,6 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 		}
 	})
-	integers := integerClasses(ds.Classes)
 	var manifest bytes.Buffer
 	var bytesOut int64
 	last := time.Now()
@@ -154,14 +122,9 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			cancel(fmt.Errorf("put %s: %w", b.key, err))
 			break
 		}
-		for j, i := range b.samples {
-			s, m := ds.Samples[i], b.members[j]
-			var label any = ds.Classes[s.Label]
-			if integers {
-				label = s.Label
-			}
-			line, _ := json.Marshal(manifestLine{Key: b.key + "/" + m.Name, Label: label, Object: b.key, Offset: m.Offset, Size: m.Size})
-			manifest.Write(append(line, '\n'))
+		if err := storage.WriteManifestJSONL(&manifest, ds.Classes, b.samples); err != nil {
+			cancel(fmt.Errorf("%s: %w", b.key, err))
+			break
 		}
 		bytesOut += int64(len(b.tar))
 		done++
@@ -241,54 +204,33 @@ func buildShard(ctx context.Context, s storage.Store, ds *storage.Dataset, k int
 	if err := ctx.Err(); err != nil {
 		return builtShard{}, err
 	}
-	b := builtShard{key: shardKey(k), samples: idx}
-	var buf bytes.Buffer
+	key := shardKey(k)
+	names := make([]string, len(idx))
 	size := 1024 // the end-of-archive blocks
-	for _, d := range datas {
-		size += 1536 + len(d) // a header (PAX records for long names), the data, padding
-	}
-	buf.Grow(size)
-	tw := tar.NewWriter(&buf)
 	for j, i := range idx {
-		h := &tar.Header{Name: ds.Samples[i].Key, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(datas[j])), ModTime: memberTime}
-		if err := tw.WriteHeader(h); err != nil {
-			return b, fmt.Errorf("%s: member %s: %w", b.key, h.Name, err)
-		}
-		if _, err := tw.Write(datas[j]); err != nil {
-			return b, fmt.Errorf("%s: member %s: %w", b.key, h.Name, err)
-		}
+		names[j] = ds.Samples[i].Key
+		size += 1536 + len(datas[j]) // a header (PAX records for long names), the data, padding
 	}
-	if err := tw.Close(); err != nil {
-		return b, fmt.Errorf("%s: %w", b.key, err)
-	}
-	b.tar = buf.Bytes()
-	// Take the offsets from the tar as a reader sees it, and check it holds
-	// what was written.
-	members, err := storage.ReadTarIndex(bytes.NewReader(b.tar))
+	var buf bytes.Buffer
+	buf.Grow(size)
+	members, err := storage.WriteTarShard(&buf, names, datas)
 	if err != nil {
-		return b, fmt.Errorf("%s: reading back: %w", b.key, err)
+		return builtShard{}, fmt.Errorf("%s: %w", key, err)
 	}
-	if len(members) != len(idx) {
-		return b, fmt.Errorf("%s: reading back: %d members, wrote %d", b.key, len(members), len(idx))
+	b := builtShard{key: key, tar: buf.Bytes(), samples: make([]storage.Sample, len(idx))}
+	// Check the ranges against the tar as a reader sees it, and that they
+	// hold what was written: a bug must not reach the manifest.
+	read, err := storage.ReadTarIndex(bytes.NewReader(b.tar))
+	if err != nil || !slices.Equal(read, members) {
+		return b, fmt.Errorf("%s: reading back: members %v (%v), wrote %v (a bug)", key, read, err, members)
 	}
 	for j, m := range members {
-		if m.Name != ds.Samples[idx[j]].Key || !bytes.Equal(b.tar[m.Offset:m.Offset+m.Size], datas[j]) {
-			return b, fmt.Errorf("%s: reading back member %d: got %q [%d,+%d), wrote %q (%d bytes)", b.key, j, m.Name, m.Offset, m.Size, ds.Samples[idx[j]].Key, len(datas[j]))
+		if !bytes.Equal(b.tar[m.Offset:m.Offset+m.Size], datas[j]) {
+			return b, fmt.Errorf("%s: reading back member %q: its range does not hold the bytes written (a bug)", key, m.Name)
 		}
+		b.samples[j] = m.Sample(key, ds.Samples[idx[j]].Label)
 	}
-	b.members = members
 	return b, nil
-}
-
-// integerClasses reports whether the classes are "0", "1", ...: a manifest
-// with integer labels gives exactly those.
-func integerClasses(classes []string) bool {
-	for i, c := range classes {
-		if c != strconv.Itoa(i) {
-			return false
-		}
-	}
-	return true
 }
 
 // checkPacked parses the manifest about to be written, as Discover will,

@@ -287,33 +287,12 @@ func openDataset(ctx context.Context, o options, block int) (storage.Store, *sto
 	if o.fetchConcurrency*o.ranks > sopts.FetchConcurrency {
 		sopts.FetchConcurrency = o.fetchConcurrency * o.ranks
 	}
-	store, err := storage.Open(ctx, o.dataset, sopts)
-	if err != nil {
-		return nil, nil, err
-	}
 	dopts := storage.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	ds, err := storage.Discover(ctx, store, dopts)
-	if err != nil {
-		if c, ok := store.(io.Closer); ok {
-			c.Close()
-		}
-		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
-	}
-	if !ds.Packed() {
-		return store, ds, nil
-	}
-	ps, err := storage.NewPackedStore(store, ds, storage.PackedConfig{Block: block, CacheBytes: int64(o.packCache)})
-	if err != nil {
-		if c, ok := store.(io.Closer); ok {
-			c.Close()
-		}
-		return nil, nil, fmt.Errorf("--pack-cache: %w", err)
-	}
-	return ps, ds, nil
+	return storage.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{Block: block, CacheBytes: int64(o.packCache)})
 }
 
 // wait is how long a stopped run gives its pipelines to drain.

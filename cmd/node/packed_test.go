@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,36 +25,43 @@ func packDataset(t *testing.T, root string, keys []string, perShard int) (string
 	if err := os.MkdirAll(filepath.Join(out, "shards"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var manifest bytes.Buffer
+	var classes []string
+	for _, k := range keys {
+		if c := path.Dir(k); !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	slices.Sort(classes)
+	var samples []storage.Sample
 	var packed []string
 	for first := 0; first < len(keys); first += perShard {
 		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		for _, k := range keys[first:min(first+perShard, len(keys))] {
-			data, err := os.ReadFile(filepath.Join(root, k))
-			if err != nil {
+		names := keys[first:min(first+perShard, len(keys))]
+		datas := make([][]byte, len(names))
+		for j, k := range names {
+			var err error
+			if datas[j], err = os.ReadFile(filepath.Join(root, k)); err != nil {
 				t.Fatal(err)
 			}
-			tw.WriteHeader(&tar.Header{Name: k, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg})
-			tw.Write(data)
 		}
-		tw.Close()
-		members, err := storage.ReadTarIndex(bytes.NewReader(buf.Bytes()))
+		var buf bytes.Buffer
+		members, err := storage.WriteTarShard(&buf, names, datas)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range members {
-			key := object + "/" + m.Name
-			line, _ := json.Marshal(map[string]any{"key": key, "label": path.Dir(m.Name), "object": object, "offset": m.Offset, "size": m.Size})
-			manifest.Write(append(line, '\n'))
-			packed = append(packed, key)
+			smp := m.Sample(object, int32(slices.Index(classes, path.Dir(m.Name))))
+			samples, packed = append(samples, smp), append(packed, smp.Key)
 		}
 		if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(object)), buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(out, "manifest.jsonl"), manifest.Bytes(), 0o644); err != nil {
+	var manifest bytes.Buffer
+	if err := storage.WriteManifestJSONL(&manifest, classes, samples); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, storage.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(packed)

@@ -26,21 +26,15 @@ func main() {
 	flag.Parse()
 	ctx := context.Background()
 
-	store, err := storage.Open(ctx, *dataset, storage.DefaultOptions())
+	// Tar shards (longshore-pack) are read through a PackedStore: a block's
+	// samples in a tar are one read.
+	packed := storage.DefaultPackedConfig() // blocks of 256, as the order below
+	store, ds, err := storage.OpenDataset(ctx, *dataset, storage.DefaultOptions(), storage.DefaultDiscoverOptions(), &packed)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ds, err := storage.Discover(ctx, store, storage.DefaultDiscoverOptions())
-	if err != nil {
-		log.Fatal(err)
-	}
-	if ds.Packed() { // tar shards (longshore-pack): a block's samples in a tar are one read
-		ps, err := storage.NewPackedStore(store, ds, storage.DefaultPackedConfig()) // blocks of 256, as the order below
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer ps.Close()
-		store = ps
+	if c, ok := store.(io.Closer); ok {
+		defer c.Close()
 	}
 
 	cfg := actors.DefaultConfig() // batch 32, 4 slots, 16 fetches, a decoder per core, 1% failure budget
