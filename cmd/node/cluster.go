@@ -70,6 +70,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if c, ok := store.(io.Closer); ok {
 		defer c.Close()
 	}
+	if err := snk.Accept(ds); err != nil {
+		return err
+	}
 
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)

@@ -182,3 +182,28 @@ func checkOncePerEpoch(t *testing.T, logPath string, epochs int, keys []string) 
 	}
 	return steps
 }
+
+// TestLogSinkRefusesUnloggableKeys: a key with a tab or a line break would
+// break the log sink's lines; the node says so before it starts, and runs
+// the same dataset with another sink.
+func TestLogSinkRefusesUnloggableKeys(t *testing.T) {
+	root, keys := makeDataset(t, 6)
+	if err := os.Rename(filepath.Join(root, keys[0]), filepath.Join(root, "c0", "bad\tname.jpg")); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "log")
+	var out, errb bytes.Buffer
+	code := run([]string{"--standalone", "--dataset", root, "--batch-size", "2", "--size", "32",
+		"--sink", "log:" + logPath, "--progress", "never"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), `"c0/bad\tname.jpg"`) || !strings.Contains(errb.String(), "rename it") {
+		t.Fatalf("exit %d, want 1 and the key named:\n%s", code, errb.String())
+	}
+	if b, _ := os.ReadFile(logPath); len(b) != 0 {
+		t.Errorf("the log got lines: %q", b)
+	}
+	errb.Reset()
+	if code := run([]string{"--standalone", "--dataset", root, "--batch-size", "2", "--size", "32",
+		"--sink", "null", "--progress", "never"}, &out, &errb); code != 0 {
+		t.Fatalf("--sink null: exit %d\n%s", code, errb.String())
+	}
+}

@@ -6,12 +6,16 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/longshore/longshore/storage"
 )
 
 // A sink is where standalone mode hands delivered batches when no trainer is
 // attached: it stands in for the trainer so a run can be checked from
 // outside.
 type sink interface {
+	// Accept refuses a dataset whose keys the sink could not record.
+	Accept(ds *storage.Dataset) error
 	// Deliver records one delivered sample.
 	Deliver(epoch int, rank string, step int64, key string, pad bool) error
 	// Line appends a line as is (cluster mode's session and commit lines).
@@ -44,6 +48,7 @@ func parseSink(spec string) (sink, error) {
 
 type nullSink struct{}
 
+func (nullSink) Accept(*storage.Dataset) error                  { return nil }
 func (nullSink) Deliver(int, string, int64, string, bool) error { return nil }
 func (nullSink) Line(string) error                              { return nil }
 func (nullSink) Flush() error                                   { return nil }
@@ -67,6 +72,17 @@ type logSink struct {
 	mu sync.Mutex
 	f  *os.File
 	w  *bufio.Writer
+}
+
+// Accept refuses a dataset with a key holding a tab or a line break: its
+// lines would not parse.
+func (s *logSink) Accept(ds *storage.Dataset) error {
+	for _, smp := range ds.Samples {
+		if strings.ContainsAny(smp.Key, "\t\n\r") {
+			return fmt.Errorf("--sink log: sample key %q holds a tab or a line break, which the log's tab-separated lines cannot carry: rename it, or use --sink null or feed", smp.Key)
+		}
+	}
+	return nil
 }
 
 func (s *logSink) Deliver(epoch int, rank string, step int64, key string, pad bool) error {

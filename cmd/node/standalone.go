@@ -151,14 +151,21 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		snk.Close()
 		return err
 	}
+	if err := snk.Accept(ds); err != nil {
+		snk.Close()
+		closeStore(store)
+		return err
+	}
 	deps := actors.Deps{Store: store, Order: o.clusterOrder}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		snk.Close()
+		closeStore(store)
 		return err
 	}
 	node, err := actors.NewNode(ac, ds, o.ranks, deps)
 	if err != nil {
 		snk.Close()
+		closeStore(store)
 		return err
 	}
 	n := int64(len(ds.Samples))
@@ -206,9 +213,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		st := ps.Stats()
 		pack = &st
 	}
-	if closer, ok := store.(io.Closer); ok {
-		closer.Close()
-	}
+	closeStore(store)
 	use := readUsage()
 
 	s := Summary{
