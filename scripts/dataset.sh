@@ -11,6 +11,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 if [ -f "$OUT/.complete" ]; then echo "$OUT"; exit 0; fi
 
+# Test packages run in parallel and each may ask for the same dataset on a
+# fresh machine: one makes it, the others wait for it.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.dataset.lock"
+flock 9
+if [ -f "$OUT/.complete" ]; then echo "$OUT"; exit 0; fi
+
 "$here/deps.sh" demo >&2
 if [ ! -f "$SRC/.complete" ]; then
 	echo "dataset: fetching photographs from Debian packages" >&2
@@ -28,6 +35,7 @@ if [ ! -f "$SRC/.complete" ]; then
 fi
 rm -rf "$OUT.tmp"
 /usr/bin/python3 "$here/mkdataset.py" --out "$OUT.tmp" --n "$N" --seed "$SEED" --sources "$SRC/tree" >&2
+touch "$OUT.tmp/.complete"
+rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
-touch "$OUT/.complete"
 echo "$OUT"
