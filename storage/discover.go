@@ -211,7 +211,7 @@ func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error
 	if dir == "." {
 		return ds, nil
 	}
-	objects := map[string]string{} // the prefixed object of each object, made once
+	prefixed := make([]bool, len(ds.Objects)+1) // by ID; each object is checked at its first sample, which errors name
 	for i := range ds.Samples {
 		s := &ds.Samples[i]
 		k := dir + "/" + s.Key
@@ -219,16 +219,13 @@ func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error
 			return nil, fmt.Errorf("sample %d: key %q: longer than %d bytes with the manifest's directory: %w", i, k, MaxKeyLen, ErrInvalidKey)
 		}
 		s.Key = k
-		if s.Packed() {
-			o, ok := objects[s.Object]
-			if !ok {
-				o = dir + "/" + s.Object
-				if len(o) > MaxKeyLen {
-					return nil, fmt.Errorf("sample %d: object %q: longer than %d bytes with the manifest's directory: %w", i, o, MaxKeyLen, ErrInvalidKey)
-				}
-				objects[s.Object] = o
+		if s.Packed() && !prefixed[s.Object] {
+			o := dir + "/" + ds.ObjectOf(*s)
+			if len(o) > MaxKeyLen {
+				return nil, fmt.Errorf("sample %d: object %q: longer than %d bytes with the manifest's directory: %w", i, o, MaxKeyLen, ErrInvalidKey)
 			}
-			s.Object = o
+			ds.Objects[s.Object-1] = o
+			prefixed[s.Object] = true
 		}
 	}
 	return ds, nil

@@ -66,8 +66,8 @@
 //
 // A manifest may place samples inside bigger objects — members of tar
 // shards, as longshore-pack writes them or WebDataset publishes them —
-// with "object", "offset" and "size" beside the key (Sample.Object,
-// Offset, Size). WriteTarShard writes such a tar and returns its members'
+// with "object", "offset" and "size" beside the key (Dataset.ObjectOf,
+// Sample.Offset, Size). WriteTarShard writes such a tar and returns its members'
 // byte ranges, WriteManifestJSONL the manifest; IndexTar lists the
 // members of any tar with their exact byte ranges. PackedStore wraps the
 // dataset's store and serves a packed sample's bytes under its key,

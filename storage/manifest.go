@@ -102,7 +102,8 @@ const maxManifestLine = 1 << 20
 // like a key, and the byte range of its data there: offset >= 0, size >=
 // 0 (an empty member is a sample the decoder counts as failed). The three
 // come together or not at all; a manifest may mix packed and plain
-// samples.
+// samples. Each object is listed once in Dataset.Objects, in order of
+// first use, and its samples hold its ID (at most MaxObjects objects).
 //
 // An empty manifest is an error wrapping ErrEmptyDataset; a malformed one
 // a *ManifestError.
@@ -349,6 +350,22 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 		}
 	}
 	ds := &Dataset{Samples: make([]Sample, len(rows))}
+	// Each object once, in order of first use; its samples hold its ID.
+	objects := map[string]ObjectID{}
+	for i, r := range rows {
+		if !r.packed {
+			continue
+		}
+		id, ok := objects[r.object]
+		if !ok {
+			if len(ds.Objects) >= MaxObjects {
+				return nil, badLine(r.line, "object %q: more than %d objects in one manifest: split the dataset", r.object, MaxObjects)
+			}
+			id = ds.AddObject(r.object)
+			objects[r.object] = id
+		}
+		ds.Samples[i] = Sample{Key: r.key, Object: id, Offset: r.offset, Size: r.size}
+	}
 	integers := !slices.ContainsFunc(rows, func(r manifestRow) bool { return !r.number })
 	if integers {
 		maxLabel := int64(-1)
@@ -357,7 +374,7 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 			if v < 0 || v >= MaxClasses || v > math.MaxInt32 {
 				return nil, badLine(r.line, "label %d outside [0, %d)", v, MaxClasses)
 			}
-			ds.Samples[i] = r.sample(int32(v))
+			ds.Samples[i].Key, ds.Samples[i].Label = r.key, int32(v)
 			maxLabel = max(maxLabel, v)
 		}
 		ds.Classes = make([]string, maxLabel+1)
@@ -378,26 +395,10 @@ func buildDataset(rows []manifestRow) (*Dataset, error) {
 	for i, name := range ds.Classes {
 		index[name] = int32(i)
 	}
-	objects := map[string]string{} // one string per tar, not one per sample
 	for i, r := range rows {
-		ds.Samples[i] = r.sample(index[r.label])
-		if o := ds.Samples[i].Object; o != "" {
-			if same, ok := objects[o]; ok {
-				ds.Samples[i].Object = same
-			} else {
-				objects[o] = o
-			}
-		}
+		ds.Samples[i].Key, ds.Samples[i].Label = r.key, index[r.label]
 	}
 	return ds, nil
-}
-
-func (r manifestRow) sample(label int32) Sample {
-	s := Sample{Key: r.key, Label: label}
-	if r.packed {
-		s.Object, s.Offset, s.Size = r.object, r.offset, r.size
-	}
-	return s
 }
 
 // manifestLine is one line of a JSON-lines manifest as WriteManifestJSONL
@@ -415,26 +416,32 @@ type packedManifestLine struct {
 	Size   int64  `json:"size"`
 }
 
-// WriteManifestJSONL writes samples to w as the lines of a JSON-lines
-// manifest (ManifestJSONL), in order: {"key","label"}, and for a packed
-// sample "object", "offset" and "size" too. Labels are integers when
-// classes are "0", "1", ... in order (what ParseManifest makes of integer
-// labels), else the class names. Calls with the same classes append to
-// one manifest: a writer of many shards writes each shard's samples as it
-// goes.
+// WriteManifestJSONL writes ds's samples to w as the lines of a
+// JSON-lines manifest (ManifestJSONL), in order: {"key","label"}, and for
+// a packed sample "object" (its key in ds.Objects), "offset" and "size"
+// too. Labels are integers when ds.Classes are "0", "1", ... in order
+// (what ParseManifest makes of integer labels), else the class names.
+// Calls with the same classes append to one manifest: a writer of many
+// shards writes each shard's samples as it goes, in a Dataset of the
+// shard's samples and its one object.
 //
-// ParseManifest gives back the samples. It gives back classes only if
-// every class has a sample (with integer labels, the last class): a
-// manifest lists no class without samples. A label outside classes, or a
-// key, object or class name that is not valid UTF-8, is an error, before
+// ParseManifest gives back the samples, and the objects they use. It
+// gives back classes only if every class has a sample (with integer
+// labels, the last class): a manifest lists no class without samples. A
+// label outside ds.Classes, an object ID outside ds.Objects, or a key,
+// object or class name that is not valid UTF-8, is an error, before
 // anything is written.
-func WriteManifestJSONL(w io.Writer, classes []string, samples []Sample) error {
-	for i, s := range samples {
+func WriteManifestJSONL(w io.Writer, ds *Dataset) error {
+	classes := ds.Classes
+	for i, s := range ds.Samples {
 		if s.Label < 0 || int(s.Label) >= len(classes) {
 			return fmt.Errorf("storage: manifest: sample %d (%s): label %d outside the %d classes: give every class of the labels", i, s.Key, s.Label, len(classes))
 		}
+		if s.Object < 0 || int(s.Object) > len(ds.Objects) {
+			return fmt.Errorf("storage: manifest: sample %d (%s): object ID %d outside the %d objects: add the sample's object to the dataset (Dataset.AddObject)", i, s.Key, s.Object, len(ds.Objects))
+		}
 		// JSON would replace the invalid bytes, naming another object.
-		for _, text := range []string{s.Key, s.Object, classes[s.Label]} {
+		for _, text := range []string{s.Key, ds.ObjectOf(s), classes[s.Label]} {
 			if !utf8.ValidString(text) {
 				return fmt.Errorf("storage: manifest: sample %d: %q is not valid UTF-8, which a JSON manifest cannot carry: rename it", i, text)
 			}
@@ -442,14 +449,14 @@ func WriteManifestJSONL(w io.Writer, classes []string, samples []Sample) error {
 	}
 	integers := integerClasses(classes)
 	bw := bufio.NewWriter(w)
-	for _, s := range samples {
+	for _, s := range ds.Samples {
 		var label any = classes[s.Label]
 		if integers {
 			label = s.Label
 		}
 		var line any = manifestLine{Key: s.Key, Label: label}
 		if s.Packed() {
-			line = packedManifestLine{Key: s.Key, Label: label, Object: s.Object, Offset: s.Offset, Size: s.Size}
+			line = packedManifestLine{Key: s.Key, Label: label, Object: ds.ObjectOf(s), Offset: s.Offset, Size: s.Size}
 		}
 		b, err := json.Marshal(line)
 		if err != nil {

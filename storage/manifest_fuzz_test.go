@@ -12,7 +12,8 @@ import (
 // FuzzManifest feeds arbitrary bytes to ParseManifest in both formats. It
 // must never panic; what it accepts must be a consistent dataset; what it
 // rejects must be a ManifestError or an empty dataset; and an accepted
-// dataset written back as JSON lines must parse to itself.
+// dataset written back as JSON lines, by hand and by WriteManifestJSONL,
+// must parse to itself.
 func FuzzManifest(f *testing.F) {
 	for _, seed := range []struct {
 		data  string
@@ -33,6 +34,7 @@ func FuzzManifest(f *testing.F) {
 		{"a,1,s.tar,0,0\nb,2,s.tar,-1,3\n", false},
 		{`{"key":"s/0.tar/a","label":0,"object":"s/0.tar","offset":512,"size":9}` + "\n" + `{"key":"b","label":1}`, true},
 		{`{"key":"a","label":0,"object":"s.tar","size":9}`, true},
+		{"a,x,t/1.tar,0,1\nb,y,t/0.tar,0,1\nc,x\nd,x,t/1.tar,1,1\n", false},
 		{"", true},
 	} {
 		f.Add([]byte(seed.data), seed.jsonl)
@@ -62,7 +64,7 @@ func FuzzManifest(f *testing.F) {
 			}
 			rec := map[string]any{"key": s.Key, "label": label}
 			if s.Packed() {
-				rec["object"], rec["offset"], rec["size"] = s.Object, s.Offset, s.Size
+				rec["object"], rec["offset"], rec["size"] = ds.ObjectOf(s), s.Offset, s.Size
 			}
 			line, _ := json.Marshal(rec)
 			buf.Write(line)
@@ -72,10 +74,25 @@ func FuzzManifest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded dataset does not parse: %v\n%s", err, buf.String())
 		}
-		if !slices.Equal(again.Samples, ds.Samples) || !slices.Equal(again.Classes, ds.Classes) {
+		if !sameDataset(again, ds) {
 			t.Fatalf("round trip changed the dataset:\n%+v\n%+v", ds, again)
 		}
+		buf.Reset()
+		if err := WriteManifestJSONL(&buf, ds); err != nil {
+			t.Fatalf("WriteManifestJSONL of a parsed dataset: %v", err)
+		}
+		again, err = ParseManifest(&buf, ManifestJSONL)
+		if err != nil {
+			t.Fatalf("WriteManifestJSONL's manifest does not parse: %v\n%s", err, buf.String())
+		}
+		if !sameDataset(again, ds) {
+			t.Fatalf("round trip through WriteManifestJSONL changed the dataset:\n%+v\n%+v", ds, again)
+		}
 	})
+}
+
+func sameDataset(a, b *Dataset) bool {
+	return slices.Equal(a.Samples, b.Samples) && slices.Equal(a.Classes, b.Classes) && slices.Equal(a.Objects, b.Objects)
 }
 
 func isIntegerClasses(classes []string) bool {
@@ -102,6 +119,7 @@ func checkDataset(t *testing.T, ds *Dataset) {
 		t.Fatalf("duplicate class names: %q", ds.Classes)
 	}
 	keys := map[string]bool{}
+	used := 0 // objects used so far
 	for i, s := range ds.Samples {
 		if err := CheckKey(s.Key); err != nil {
 			t.Fatalf("sample %d: %v", i, err)
@@ -114,11 +132,22 @@ func checkDataset(t *testing.T, ds *Dataset) {
 			t.Fatalf("sample %d: label %d outside %d classes", i, s.Label, len(ds.Classes))
 		}
 		if s.Packed() {
-			if err := CheckKey(s.Object); err != nil || s.Offset < 0 || s.Size < 0 || s.Offset+s.Size < 0 {
-				t.Fatalf("sample %d: accepted location %q [%d,+%d): %v", i, s.Object, s.Offset, s.Size, err)
+			// Objects are listed in order of first use.
+			if s.Object < 1 || int(s.Object) > used+1 || int(s.Object) > len(ds.Objects) {
+				t.Fatalf("sample %d: object ID %d after %d objects used, of %d", i, s.Object, used, len(ds.Objects))
 			}
-		} else if s.Offset != 0 || s.Size != 0 {
-			t.Fatalf("sample %d: a plain sample with offset %d size %d", i, s.Offset, s.Size)
+			used = max(used, int(s.Object))
+			if err := CheckKey(ds.ObjectOf(s)); err != nil || s.Offset < 0 || s.Size < 0 || s.Offset+s.Size < 0 {
+				t.Fatalf("sample %d: accepted location %q [%d,+%d): %v", i, ds.ObjectOf(s), s.Offset, s.Size, err)
+			}
+		} else if s.Object != NoObject || s.Offset != 0 || s.Size != 0 {
+			t.Fatalf("sample %d: a plain sample with object %d offset %d size %d", i, s.Object, s.Offset, s.Size)
 		}
+	}
+	if used != len(ds.Objects) {
+		t.Fatalf("%d objects, %d used", len(ds.Objects), used)
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(ds.Objects)))) != len(ds.Objects) {
+		t.Fatalf("an object listed twice: %q", ds.Objects)
 	}
 }

@@ -84,7 +84,7 @@ const (
 // member (WebDataset's .cls or .json) between two images.
 const sparseSlack = 4 << 10
 
-// PackedStore serves the packed samples of a dataset (Sample.Object set)
+// PackedStore serves the packed samples of a dataset (Sample.Packed)
 // from the objects that hold them, under their sample keys. It reads a
 // chunk at a time — the block's samples that share an object, with one
 // ranged GET spanning them — and keeps chunks in a cache bounded in bytes,
@@ -167,11 +167,11 @@ var (
 	_ io.Closer    = (*PackedStore)(nil)
 )
 
-// chunkKey names a chunk: an object and a block of dataset indices. The
-// block's bounds (not its number) are the key, so a change of Block makes
-// new chunks and never mixes them with old ones.
+// chunkKey names a chunk: an object of the dataset and a block of dataset
+// indices. The block's bounds (not its number) are the key, so a change
+// of Block makes new chunks and never mixes them with old ones.
 type chunkKey struct {
-	object string
+	object ObjectID
 	lo, hi int
 }
 
@@ -203,6 +203,9 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 	}
 	p := &PackedStore{inner: inner, ds: ds, cap: cfg.CacheBytes, index: map[string]int{}}
 	for i, s := range ds.Samples {
+		if s.Object < 0 || int(s.Object) > len(ds.Objects) {
+			return nil, fmt.Errorf("storage: packed store: sample %d (%s): object ID %d outside the dataset's %d objects (a bug of the dataset's maker)", i, s.Key, s.Object, len(ds.Objects))
+		}
 		if s.Packed() {
 			p.index[s.Key] = i
 		}
@@ -328,7 +331,7 @@ func (p *PackedStore) chunkOf(i int) (chunkKey, bool) {
 // getMember reads one packed sample with a ranged GET of its own.
 func (p *PackedStore) getMember(ctx context.Context, s *Sample, dst []byte) ([]byte, error) {
 	p.alone.Add(1)
-	return p.inner.GetRange(ctx, s.Object, s.Offset, s.Size, dst)
+	return p.inner.GetRange(ctx, p.ds.ObjectOf(*s), s.Offset, s.Size, dst)
 }
 
 // copyOut appends the sample's bytes from its chunk's data to dst[:0]. It
@@ -539,9 +542,10 @@ func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) {
 // outcome.
 func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 	defer p.wg.Done()
-	data, err := p.inner.GetRange(ctx, c.key.object, c.off, c.size, buf)
+	object := p.ds.Object(c.key.object)
+	data, err := p.inner.GetRange(ctx, object, c.off, c.size, buf)
 	if err == nil && int64(len(data)) != c.size {
-		err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, c.key.object, c.off, c.size, len(data), ErrRange)
+		err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, c.off, c.size, len(data), ErrRange)
 	}
 	c.cancel()
 	p.mu.Lock()

@@ -45,9 +45,10 @@ func packFixture(t *testing.T, s storage.Store, seed uint64, n, perShard, maxSiz
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	want := map[string][]byte{}
-	var samples []storage.Sample
+	packed := &storage.Dataset{Classes: []string{"0", "1", "2"}}
 	for first := 0; first < n; first += perShard {
 		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
+		id := packed.AddObject(object)
 		var names []string
 		var datas [][]byte
 		for i := first; i < min(first+perShard, n); i++ {
@@ -63,16 +64,16 @@ func packFixture(t *testing.T, s storage.Store, seed uint64, n, perShard, maxSiz
 			t.Fatal(err)
 		}
 		for k, m := range members {
-			smp := m.Sample(object, int32((first+k)%3))
+			smp := m.Sample(packed, id, int32((first+k)%3))
 			want[smp.Key] = datas[k]
-			samples = append(samples, smp)
+			packed.Samples = append(packed.Samples, smp)
 		}
 		if _, err := s.Put(ctx, object, buf.Bytes(), storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var manifest bytes.Buffer
-	if err := storage.WriteManifestJSONL(&manifest, []string{"0", "1", "2"}, samples); err != nil {
+	if err := storage.WriteManifestJSONL(&manifest, packed); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
@@ -108,7 +109,7 @@ func chunkCount(ds *storage.Dataset, b int) (pairs, multi int) {
 	}
 	count := map[pair]int{}
 	for i, s := range ds.Samples {
-		count[pair{i / b, s.Object}]++
+		count[pair{i / b, ds.ObjectOf(s)}]++
 	}
 	for _, c := range count {
 		if c > 1 {
@@ -319,11 +320,11 @@ func TestPackedErrors(t *testing.T) {
 		ds, want := packFixture(t, mem, 5, 32, 16, 500)
 		// Cut the first shard in the middle of its last member.
 		last := ds.Samples[15]
-		b, err := mem.Get(context.Background(), last.Object, nil)
+		b, err := mem.Get(context.Background(), ds.ObjectOf(last), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mem.Put(context.Background(), last.Object, b[:last.Offset+last.Size/2], storage.Cond{})
+		mem.Put(context.Background(), ds.ObjectOf(last), b[:last.Offset+last.Size/2], storage.Cond{})
 		cs := &countingStore{Store: mem}
 		p := packedStore(t, cs, ds, 16, 1<<20)
 		var bad int
@@ -506,6 +507,7 @@ func TestPackedMatchesNaive(t *testing.T) {
 			}
 			var blob []byte
 			object := fmt.Sprintf("o/%d.bin", len(objects))
+			id := ds.AddObject(object)
 			for range 1 + rng.IntN(30) {
 				blob = append(blob, make([]byte, rng.IntN(300))...) // a gap
 				size := 1 + rng.IntN(400)
@@ -513,7 +515,7 @@ func TestPackedMatchesNaive(t *testing.T) {
 				for range size {
 					blob = append(blob, byte(rng.Uint32()))
 				}
-				ds.Samples = append(ds.Samples, storage.Sample{Key: fmt.Sprintf("%s/%d", object, off), Object: object, Offset: int64(off), Size: int64(size)})
+				ds.Samples = append(ds.Samples, storage.Sample{Key: fmt.Sprintf("%s/%d", object, off), Object: id, Offset: int64(off), Size: int64(size)})
 			}
 			objects = append(objects, blob)
 			fillData(t, mem, object, string(blob))
@@ -533,7 +535,7 @@ func TestPackedMatchesNaive(t *testing.T) {
 			buf, err = p.Get(context.Background(), s.Key, buf)
 			var want []byte
 			if s.Packed() {
-				want, _ = mem.GetRange(context.Background(), s.Object, s.Offset, s.Size, nil)
+				want, _ = mem.GetRange(context.Background(), ds.ObjectOf(s), s.Offset, s.Size, nil)
 			} else {
 				want, _ = mem.Get(context.Background(), s.Key, nil)
 			}
@@ -558,6 +560,10 @@ func TestPackedConfigValidate(t *testing.T) {
 	}
 	if _, err := storage.NewPackedStore(storage.NewMemStore("x"), &storage.Dataset{}, storage.PackedConfig{Block: -2}); err == nil {
 		t.Error("NewPackedStore accepted a negative block")
+	}
+	bad := &storage.Dataset{Objects: []string{"s.tar"}, Samples: []storage.Sample{{Key: "s.tar/a", Object: 1}, {Key: "s.tar/b", Object: 2}}}
+	if _, err := storage.NewPackedStore(storage.NewMemStore("x"), bad, storage.PackedConfig{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("object ID 2 outside")) {
+		t.Errorf("NewPackedStore of a sample with an object ID past the objects: %v", err)
 	}
 }
 
@@ -664,7 +670,7 @@ func TestPackedNoUselessEviction(t *testing.T) {
 	if span(large) <= span(small) {
 		t.Fatalf("fixture: spans %d and %d, want different", span(small), span(large))
 	}
-	slowObj := map[string]bool{ds.Samples[b].Object: true, ds.Samples[c].Object: true}
+	slowObj := map[string]bool{ds.ObjectOf(ds.Samples[b]): true, ds.ObjectOf(ds.Samples[c]): true}
 	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: 2 * time.Second,
 		Key: func(k string) bool { return slowObj[k] }})
 	cs := &countingStore{Store: slow}

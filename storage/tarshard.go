@@ -48,11 +48,12 @@ func WriteTarShard(w io.Writer, names []string, datas [][]byte) ([]TarMember, er
 	return members, nil
 }
 
-// Sample returns the packed sample that member m of the tar object holds,
-// labelled label: key "<object>/<member name>", the convention of
-// longshore-pack (see Sample).
-func (m TarMember) Sample(object string, label int32) Sample {
-	return Sample{Key: object + "/" + m.Name, Label: label, Object: object, Offset: m.Offset, Size: m.Size}
+// Sample returns the packed sample that member m of the tar object
+// ds.Object(object) holds, labelled label: key "<object key>/<member
+// name>", the convention of longshore-pack (see Sample). It does not add
+// the sample to ds.
+func (m TarMember) Sample(ds *Dataset, object ObjectID, label int32) Sample {
+	return Sample{Key: ds.Object(object) + "/" + m.Name, Label: label, Object: object, Offset: m.Offset, Size: m.Size}
 }
 
 // countingWriter counts the bytes written through it.

@@ -165,7 +165,8 @@ func TestWriteTarShardErrors(t *testing.T) {
 }
 
 func TestWriteManifestJSONL(t *testing.T) {
-	packed := storage.TarMember{Name: "c/x.jpg", Offset: 512, Size: 3}.Sample("s.tar", 1)
+	objects := []string{"s.tar"}
+	packed := storage.TarMember{Name: "c/x.jpg", Offset: 512, Size: 3}.Sample(&storage.Dataset{Objects: objects}, 1, 1)
 	plain := storage.Sample{Key: "b/<y>.jpg", Label: 0}
 	for _, tc := range []struct {
 		name    string
@@ -182,7 +183,7 @@ func TestWriteManifestJSONL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			samples := []storage.Sample{plain, packed}
-			if err := storage.WriteManifestJSONL(&buf, tc.classes, samples); err != nil {
+			if err := storage.WriteManifestJSONL(&buf, &storage.Dataset{Classes: tc.classes, Samples: samples, Objects: objects}); err != nil {
 				t.Fatal(err)
 			}
 			if buf.String() != tc.want {
@@ -190,14 +191,17 @@ func TestWriteManifestJSONL(t *testing.T) {
 			}
 			// Two calls append to one manifest.
 			var parts bytes.Buffer
-			storage.WriteManifestJSONL(&parts, tc.classes, samples[:1])
-			storage.WriteManifestJSONL(&parts, tc.classes, samples[1:])
+			storage.WriteManifestJSONL(&parts, &storage.Dataset{Classes: tc.classes, Samples: samples[:1]})
+			storage.WriteManifestJSONL(&parts, &storage.Dataset{Classes: tc.classes, Samples: samples[1:], Objects: objects})
 			if parts.String() != tc.want {
 				t.Errorf("in two calls:\n%s", parts.String())
 			}
 			ds, err := storage.ParseManifest(&buf, storage.ManifestJSONL)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !slices.Equal(ds.Objects, objects) {
+				t.Errorf("objects %q, wrote %q", ds.Objects, objects)
 			}
 			// Each sample comes back with its class's name (names are
 			// sorted: "not in order" gets other label numbers).
@@ -216,17 +220,21 @@ func TestWriteManifestJSONL(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		classes []string
+		objects []string
 		sample  storage.Sample
 		msg     string
 	}{
-		{"label past the classes", []string{"0"}, storage.Sample{Key: "a", Label: 1}, "label 1 outside the 1 classes"},
-		{"negative label", []string{"0"}, storage.Sample{Key: "a", Label: -1}, "label -1 outside"},
-		{"key not UTF-8", []string{"0"}, storage.Sample{Key: "a\xff"}, "not valid UTF-8"},
-		{"class not UTF-8", []string{"c\xff"}, storage.Sample{Key: "a"}, "not valid UTF-8"},
+		{"label past the classes", []string{"0"}, nil, storage.Sample{Key: "a", Label: 1}, "label 1 outside the 1 classes"},
+		{"negative label", []string{"0"}, nil, storage.Sample{Key: "a", Label: -1}, "label -1 outside"},
+		{"key not UTF-8", []string{"0"}, nil, storage.Sample{Key: "a\xff"}, "not valid UTF-8"},
+		{"class not UTF-8", []string{"c\xff"}, nil, storage.Sample{Key: "a"}, "not valid UTF-8"},
+		{"object not UTF-8", []string{"0"}, []string{"s\xff.tar"}, storage.Sample{Key: "a", Object: 1}, "not valid UTF-8"},
+		{"object past the objects", []string{"0"}, []string{"s.tar"}, storage.Sample{Key: "a", Object: 2}, "object ID 2 outside the 1 objects"},
+		{"negative object", []string{"0"}, []string{"s.tar"}, storage.Sample{Key: "a", Object: -1}, "object ID -1 outside"},
 	} {
 		var buf bytes.Buffer
-		samples := []storage.Sample{{Key: "ok", Label: 0}, tc.sample}
-		if err := storage.WriteManifestJSONL(&buf, tc.classes, samples); err == nil || !strings.Contains(err.Error(), tc.msg) || buf.Len() != 0 {
+		ds := &storage.Dataset{Classes: tc.classes, Objects: tc.objects, Samples: []storage.Sample{{Key: "ok", Label: 0}, tc.sample}}
+		if err := storage.WriteManifestJSONL(&buf, ds); err == nil || !strings.Contains(err.Error(), tc.msg) || buf.Len() != 0 {
 			t.Errorf("%s: %v, %d bytes written; want %q and nothing written", tc.name, err, buf.Len(), tc.msg)
 		}
 	}
@@ -235,34 +243,35 @@ func TestWriteManifestJSONL(t *testing.T) {
 // packShards writes the samples into tar shards of perShard at
 // shards/NNN.tar of s with WriteTarShard, and their manifest.jsonl with
 // WriteManifestJSONL: a packed dataset made only with the package's
-// writers. It returns the samples as written.
-func packShards(t *testing.T, s storage.Store, classes, names []string, labels []int32, datas [][]byte, perShard int) []storage.Sample {
+// writers. It returns the dataset as written.
+func packShards(t *testing.T, s storage.Store, classes, names []string, labels []int32, datas [][]byte, perShard int) *storage.Dataset {
 	t.Helper()
 	ctx := context.Background()
-	var samples []storage.Sample
+	ds := &storage.Dataset{Classes: classes}
 	for first := 0; first < len(names); first += perShard {
 		last := min(first+perShard, len(names))
 		object := fmt.Sprintf("shards/%03d.tar", first/perShard)
+		id := ds.AddObject(object)
 		var buf bytes.Buffer
 		members, err := storage.WriteTarShard(&buf, names[first:last], datas[first:last])
 		if err != nil {
 			t.Fatal(err)
 		}
 		for j, m := range members {
-			samples = append(samples, m.Sample(object, labels[first+j]))
+			ds.Samples = append(ds.Samples, m.Sample(ds, id, labels[first+j]))
 		}
 		if _, err := s.Put(ctx, object, buf.Bytes(), storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var manifest bytes.Buffer
-	if err := storage.WriteManifestJSONL(&manifest, classes, samples); err != nil {
+	if err := storage.WriteManifestJSONL(&manifest, ds); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
 		t.Fatal(err)
 	}
-	return samples
+	return ds
 }
 
 // TestPackedRoundTrip: a dataset packed with WriteTarShard and
@@ -289,8 +298,8 @@ func TestPackedRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !slices.Equal(ds.Classes, classes) || !slices.Equal(ds.Samples, written) {
-					t.Fatalf("discovered %q %+v\nwrote %q %+v", ds.Classes, ds.Samples, classes, written)
+				if !slices.Equal(ds.Classes, classes) || !slices.Equal(ds.Samples, written.Samples) || !slices.Equal(ds.Objects, written.Objects) {
+					t.Fatalf("discovered %q %+v %q\nwrote %q %+v %q", ds.Classes, ds.Samples, ds.Objects, classes, written.Samples, written.Objects)
 				}
 				if _, ok := store.(*storage.PackedStore); !ok {
 					t.Fatalf("store %T, want a *storage.PackedStore", store)

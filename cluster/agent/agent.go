@@ -140,9 +140,10 @@ type Job struct {
 }
 
 // ManifestDigest identifies a dataset: a hash of its keys and labels in
-// index order, and of where each packed sample lies (object, offset,
-// size), so that a node and a coordinator reading differently packed
-// copies refuse each other. Coordinator and nodes compare it before
+// index order, and of where each packed sample lies (object key — not
+// its ID, which depends on the order objects were listed — offset, size),
+// so that a node and a coordinator reading differently packed copies
+// refuse each other. Coordinator and nodes compare it before
 // serving a job. A dataset without packed samples hashes as it did before
 // packing existed.
 func ManifestDigest(ds *storage.Dataset) string {
@@ -164,7 +165,7 @@ func ManifestDigest(ds *storage.Dataset) string {
 			// A marker, then the location: a copy packed differently
 			// (other shards or offsets) digests differently.
 			add([]byte{1})
-			add([]byte(s.Object))
+			add([]byte(ds.ObjectOf(s)))
 			add([]byte(fmt.Sprintf("\x00%d\x00%d\x00", s.Offset, s.Size)))
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 func TestOrderBlockForPackedDatasets(t *testing.T) {
 	plain := &storage.Dataset{Samples: []storage.Sample{{Key: "a.jpg"}}}
-	packed := &storage.Dataset{Samples: []storage.Sample{{Key: "s.tar/a.jpg", Object: "s.tar", Size: 1}}}
+	packed := &storage.Dataset{Objects: []string{"s.tar"}, Samples: []storage.Sample{{Key: "s.tar/a.jpg", Object: 1, Size: 1}}}
 	base := []string{"--dataset", "d", "--listen", "127.0.0.1:1", "--gossip", "127.0.0.1:2"}
 	for _, tc := range []struct {
 		name          string

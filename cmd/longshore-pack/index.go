@@ -87,22 +87,25 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var samples []storage.Sample
-	var classes []string // "0", "1", ...: integer labels
+	var packed storage.Dataset // Classes "0", "1", ...: integer labels
 	for i, inTar := range found {
+		if len(inTar) == 0 {
+			continue
+		}
+		object := packed.AddObject(tars[i].Key)
 		for _, ts := range inTar {
-			samples = append(samples, ts.image.Sample(tars[i].Key, ts.label))
-			for len(classes) <= int(ts.label) {
-				classes = append(classes, strconv.Itoa(len(classes)))
+			packed.Samples = append(packed.Samples, ts.image.Sample(&packed, object, ts.label))
+			for len(packed.Classes) <= int(ts.label) {
+				packed.Classes = append(packed.Classes, strconv.Itoa(len(packed.Classes)))
 			}
 		}
 	}
-	n := len(samples)
+	n := len(packed.Samples)
 	if n == 0 {
 		return fmt.Errorf("the %d tars under %s hold no samples", len(tars), s)
 	}
 	var manifest bytes.Buffer
-	if err := storage.WriteManifestJSONL(&manifest, classes, samples); err != nil {
+	if err := storage.WriteManifestJSONL(&manifest, &packed); err != nil {
 		return fmt.Errorf("write the manifest of the tars (a bug; nothing written): %w", err)
 	}
 	ds, err := storage.ParseManifest(bytes.NewReader(manifest.Bytes()), storage.ManifestJSONL)

@@ -97,14 +97,14 @@ func readBack(t *testing.T, loc string, sopts storage.Options) (map[string][]byt
 	defer ps.Close()
 	got := map[string][]byte{}
 	for _, smp := range ds.Samples {
-		if !smp.Packed() || !strings.HasPrefix(smp.Key, smp.Object+"/") {
+		if !smp.Packed() || !strings.HasPrefix(smp.Key, ds.ObjectOf(smp)+"/") {
 			t.Fatalf("sample %+v: not packed under its object", smp)
 		}
 		b, err := ps.Get(ctx, smp.Key, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got[strings.TrimPrefix(smp.Key, smp.Object+"/")] = b
+		got[strings.TrimPrefix(smp.Key, ds.ObjectOf(smp)+"/")] = b
 	}
 	return got, ds
 }
@@ -187,8 +187,8 @@ func TestPackImageFolder(t *testing.T) {
 	}
 	got, ds = readBack(t, dst, storage.DefaultOptions())
 	sameBytes(t, got, want)
-	if ds.Samples[len(ds.Samples)-1].Object != "shards/shard-000000.tar" {
-		t.Errorf("--per-shard 100: last sample in %s", ds.Samples[len(ds.Samples)-1].Object)
+	if last := ds.ObjectOf(ds.Samples[len(ds.Samples)-1]); last != "shards/shard-000000.tar" {
+		t.Errorf("--per-shard 100: last sample in %s", last)
 	}
 }
 
@@ -231,7 +231,7 @@ func TestPackManifestSources(t *testing.T) {
 			}
 			order := make([]string, len(ds.Samples))
 			for i, s := range ds.Samples {
-				order[i] = strings.TrimPrefix(s.Key, s.Object+"/")
+				order[i] = strings.TrimPrefix(s.Key, ds.ObjectOf(s)+"/")
 			}
 			if shuffled := !slices.Equal(order, keys); shuffled != (tc.name == "shuffled") {
 				t.Errorf("order %q (shuffled %v)", order, shuffled)
@@ -248,7 +248,7 @@ func TestPackManifestSources(t *testing.T) {
 				t.Errorf("repacked: classes %q, %d samples", ds2.Classes, len(got2))
 			}
 			for _, s := range ds2.Samples {
-				inner := strings.TrimPrefix(s.Key, s.Object+"/") // shards/shard-N.tar/<original key>
+				inner := strings.TrimPrefix(s.Key, ds2.ObjectOf(s)+"/") // shards/shard-N.tar/<original key>
 				_, orig, _ := strings.Cut(strings.TrimPrefix(inner, "shards/"), "/")
 				if !bytes.Equal(got2[inner], want[orig]) {
 					t.Errorf("repacked %s: bytes differ from %s", s.Key, orig)

@@ -23,9 +23,11 @@ func shardKey(k int) string { return fmt.Sprintf("%sshard-%06d.tar", ShardDir, k
 
 // builtShard is a shard's tar and its samples as the manifest lists them.
 type builtShard struct {
-	key     string
-	tar     []byte
-	samples []storage.Sample // packed in tar, in member order
+	key string
+	tar []byte
+	// shard lists the members of tar, in order, as packed samples of
+	// the source's classes in their one object, key.
+	shard *storage.Dataset
 }
 
 func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -122,7 +124,7 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			cancel(fmt.Errorf("put %s: %w", b.key, err))
 			break
 		}
-		if err := storage.WriteManifestJSONL(&manifest, ds.Classes, b.samples); err != nil {
+		if err := storage.WriteManifestJSONL(&manifest, b.shard); err != nil {
 			cancel(fmt.Errorf("%s: %w", b.key, err))
 			break
 		}
@@ -217,7 +219,9 @@ func buildShard(ctx context.Context, s storage.Store, ds *storage.Dataset, k int
 	if err != nil {
 		return builtShard{}, fmt.Errorf("%s: %w", key, err)
 	}
-	b := builtShard{key: key, tar: buf.Bytes(), samples: make([]storage.Sample, len(idx))}
+	shard := &storage.Dataset{Classes: ds.Classes, Samples: make([]storage.Sample, len(idx))}
+	object := shard.AddObject(key)
+	b := builtShard{key: key, tar: buf.Bytes(), shard: shard}
 	// Check the ranges against the tar as a reader sees it, and that they
 	// hold what was written: a bug must not reach the manifest.
 	read, err := storage.ReadTarIndex(bytes.NewReader(b.tar))
@@ -228,7 +232,7 @@ func buildShard(ctx context.Context, s storage.Store, ds *storage.Dataset, k int
 		if !bytes.Equal(b.tar[m.Offset:m.Offset+m.Size], datas[j]) {
 			return b, fmt.Errorf("%s: reading back member %q: its range does not hold the bytes written (a bug)", key, m.Name)
 		}
-		b.samples[j] = m.Sample(key, ds.Samples[idx[j]].Label)
+		shard.Samples[j] = m.Sample(shard, object, ds.Samples[idx[j]].Label)
 	}
 	return b, nil
 }

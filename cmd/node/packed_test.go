@@ -32,10 +32,11 @@ func packDataset(t *testing.T, root string, keys []string, perShard int) (string
 		}
 	}
 	slices.Sort(classes)
-	var samples []storage.Sample
+	ds := &storage.Dataset{Classes: classes}
 	var packed []string
 	for first := 0; first < len(keys); first += perShard {
 		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
+		id := ds.AddObject(object)
 		names := keys[first:min(first+perShard, len(keys))]
 		datas := make([][]byte, len(names))
 		for j, k := range names {
@@ -50,15 +51,15 @@ func packDataset(t *testing.T, root string, keys []string, perShard int) (string
 			t.Fatal(err)
 		}
 		for _, m := range members {
-			smp := m.Sample(object, int32(slices.Index(classes, path.Dir(m.Name))))
-			samples, packed = append(samples, smp), append(packed, smp.Key)
+			smp := m.Sample(ds, id, int32(slices.Index(classes, path.Dir(m.Name))))
+			ds.Samples, packed = append(ds.Samples, smp), append(packed, smp.Key)
 		}
 		if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(object)), buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var manifest bytes.Buffer
-	if err := storage.WriteManifestJSONL(&manifest, classes, samples); err != nil {
+	if err := storage.WriteManifestJSONL(&manifest, ds); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(out, storage.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
