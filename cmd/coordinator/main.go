@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -219,6 +220,13 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		o.cluster.Block = b
 		logger.Info("packed dataset: the epoch order keeps blocks together so nodes read a shard's samples in chunks (--block to choose)", "block", b)
 	}
+	// The sample list is needed only for its count, layout and digest: let
+	// it go, and give its memory back to the system now rather than at
+	// the runtime's leisure, so the coordinator's footprint is its state
+	// (O(shards)), not the manifest's (hundreds of bytes a sample).
+	digest := agent.ManifestDigest(ds)
+	ds = nil
+	debug.FreeOSMemory()
 
 	var jn *journal.Journal
 	var restore *cluster.State
@@ -260,7 +268,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	defer rem.Shutdown(false)
 	ccfg := coord.Config{
-		Cluster: o.cluster, BatchSize: o.batchSize, Digest: agent.ManifestDigest(ds),
+		Cluster: o.cluster, BatchSize: o.batchSize, Digest: digest,
 		MinRanks: o.minRanks, TickEvery: o.tick, CommitLog: commitLog, Logger: logger,
 		Restore: restore, CheckEvery: o.checkEvery,
 		Peers: func() []string {
@@ -302,7 +310,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	mem.Store(m)
 	defer m.Shutdown(context.Background())
-	logger.Info("coordinating", "dataset", store.String(), "samples", len(ds.Samples), "epochs", o.cluster.Epochs,
+	logger.Info("coordinating", "dataset", store.String(), "samples", o.cluster.Samples, "epochs", o.cluster.Epochs,
 		"batch", o.batchSize, "shard", o.cluster.ShardSize, "balance", o.cluster.Balance.String(),
 		"gossip", m.Addr(), "actor", actorAddr)
 	go func() {
