@@ -98,13 +98,9 @@ type core struct {
 	wantHigh int // pending items the core asks the source to keep it at
 
 	// intake
-	wantN       int // items asked for; 0 when no Want is outstanding
-	last        bool
-	started     bool
-	intakeEpoch int
-	intakePos   int64
-	intakeEnded bool
-	epochLen    map[int]int64 // stream length of epochs whose end is known
+	wantN    int // items asked for; 0 when no Want is outstanding
+	in       Intake
+	epochLen map[int]int64 // stream length of epochs whose end is known
 
 	pending ring[pendingItem]
 
@@ -183,45 +179,17 @@ func (c *core) work(w Work) ([]effect, error) {
 }
 
 func (c *core) intake(w Work, asked int) error {
-	switch {
-	case asked == 0:
+	if asked == 0 {
 		return fmt.Errorf("work that was not asked for")
-	case c.last:
-		return fmt.Errorf("work after the last")
-	case len(w.Items) > asked:
-		return fmt.Errorf("%d items, %d asked for", len(w.Items), asked)
-	case len(w.Items) == 0 && !w.EpochEnd && !w.Last:
-		return fmt.Errorf("no items and no end")
-	case w.Epoch < 0:
-		return fmt.Errorf("negative epoch")
 	}
-	if !c.started {
-		c.started = true
-		c.intakeEpoch = w.Epoch
-	} else if w.Epoch != c.intakeEpoch {
-		if !c.intakeEnded || w.Epoch < c.intakeEpoch {
-			return fmt.Errorf("epoch %d while epoch %d is open", w.Epoch, c.intakeEpoch)
-		}
-		c.intakeEpoch, c.intakePos, c.intakeEnded = w.Epoch, 0, false
-	} else if c.intakeEnded {
-		return fmt.Errorf("epoch %d already ended", w.Epoch)
-	}
-	if len(w.Items) > 0 && w.Start != c.intakePos {
-		return fmt.Errorf("starts at %d, expected %d", w.Start, c.intakePos)
+	if err := c.in.Take(w, asked); err != nil {
+		return err
 	}
 	for i := range w.Items {
-		if w.Items[i].Pos != c.intakePos {
-			return fmt.Errorf("item %d at position %d, expected %d", i, w.Items[i].Pos, c.intakePos)
-		}
 		c.pending.push(pendingItem{epoch: w.Epoch, Item: w.Items[i]})
-		c.intakePos++
 	}
 	if w.EpochEnd || w.Last {
-		c.intakeEnded = true
-		c.endEpoch(w.Epoch, c.intakePos)
-	}
-	if w.Last {
-		c.last = true
+		c.endEpoch(w.Epoch, c.in.Pos())
 	}
 	return nil
 }
@@ -361,11 +329,11 @@ func (c *core) pump() {
 	for c.pumpOnce() {
 		// A dropped batch freed its slot: go round again.
 	}
-	if c.wantN == 0 && !c.last && c.pending.len() <= c.wantHigh/2 {
+	if c.wantN == 0 && !c.in.Last() && c.pending.len() <= c.wantHigh/2 {
 		c.wantN = c.wantHigh - c.pending.len()
 		c.out = append(c.out, effect{kind: effWant, n: c.wantN})
 	}
-	if c.last && !c.ended && c.pending.len() == 0 && c.open.len() == 0 {
+	if c.in.Last() && !c.ended && c.pending.len() == 0 && c.open.len() == 0 {
 		c.ended = true
 		c.out = append(c.out, effect{kind: effEnd})
 	}

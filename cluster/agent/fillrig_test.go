@@ -16,7 +16,7 @@ import (
 // Coordinator.grant and sendEnd number them, delivered through
 // nodeActor.mail) and the pipeline (a Want whose give records the Work).
 // Every Work given is checked against what the pipeline accepts
-// (actors.core.intake) and against the streams granted: each stream
+// (actors.Intake) and against the streams granted: each stream
 // offset exactly once, in order, mapped to the right sample.
 type fillRig struct {
 	t    *testing.T
@@ -28,7 +28,7 @@ type fillRig struct {
 	streams map[int][]int64 // per epoch: the positions granted, in stream order
 	leases  map[int]int     // per epoch: leases granted
 
-	intake  intake
+	intake  actors.Intake
 	next    map[int]int64 // per epoch: the stream offset the next item must have
 	asked   int           // the outstanding Want's n; 0: none
 	answers []actors.Work // given, not yet looked at
@@ -148,7 +148,7 @@ func (g *fillRig) answer() (actors.Work, bool) {
 func (g *fillRig) drain(n int) []actors.Work {
 	g.t.Helper()
 	var out []actors.Work
-	for !g.intake.last {
+	for !g.intake.Last() {
 		w, ok := g.ask(n)
 		if !ok {
 			break
@@ -165,7 +165,7 @@ func (g *fillRig) give(w actors.Work) {
 	if asked == 0 {
 		g.t.Fatalf("work given with no Want outstanding: %s", workString(w))
 	}
-	if err := g.intake.take(w, asked); err != nil {
+	if err := g.intake.Take(w, asked); err != nil {
 		g.t.Fatalf("the pipeline would refuse %s: %v", workString(w), err)
 	}
 	sg, ok := g.seg(w.Epoch)
@@ -245,50 +245,4 @@ func workString(w actors.Work) string {
 		pos[i] = it.Pos
 	}
 	return fmt.Sprintf("Work{Epoch: %d, Start: %d, Pos: %v, EpochEnd: %v, Last: %v}", w.Epoch, w.Start, pos, w.EpochEnd, w.Last)
-}
-
-// intake is the pipeline's check of its source's answers
-// (actors.core.intake), less the loading.
-type intake struct {
-	started, ended, last bool
-	epoch                int
-	pos                  int64
-}
-
-func (c *intake) take(w actors.Work, asked int) error {
-	switch {
-	case w.Err != nil:
-		return w.Err
-	case c.last:
-		return fmt.Errorf("work after the last")
-	case len(w.Items) > asked:
-		return fmt.Errorf("%d items, %d asked for", len(w.Items), asked)
-	case len(w.Items) == 0 && !w.EpochEnd && !w.Last:
-		return fmt.Errorf("no items and no end")
-	case w.Epoch < 0:
-		return fmt.Errorf("negative epoch")
-	}
-	if !c.started {
-		c.started = true
-		c.epoch = w.Epoch
-	} else if w.Epoch != c.epoch {
-		if !c.ended || w.Epoch < c.epoch {
-			return fmt.Errorf("epoch %d while epoch %d is open", w.Epoch, c.epoch)
-		}
-		c.epoch, c.pos, c.ended = w.Epoch, 0, false
-	} else if c.ended {
-		return fmt.Errorf("epoch %d already ended", w.Epoch)
-	}
-	if len(w.Items) > 0 && w.Start != c.pos {
-		return fmt.Errorf("starts at %d, expected %d", w.Start, c.pos)
-	}
-	for i, it := range w.Items {
-		if it.Pos != c.pos {
-			return fmt.Errorf("item %d at position %d, expected %d", i, it.Pos, c.pos)
-		}
-		c.pos++
-	}
-	c.ended = c.ended || w.EpochEnd || w.Last
-	c.last = c.last || w.Last
-	return nil
 }
