@@ -414,7 +414,7 @@ func TestChaosPartitionNode(t *testing.T) {
 	ip := docker(t, "inspect", "-f", fmt.Sprintf(`{{(index .NetworkSettings.Networks %q).IPAddress}}`, s.network()), id)
 	cut := time.Now()
 	docker(t, "network", "disconnect", s.network(), id)
-	// Well past failure detection (local profile: ~1-2 s; lan: ~7 s).
+	// Well past failure detection (local profile: 4-6 s; lan: ~7 s).
 	time.Sleep(12 * time.Second)
 	docker(t, "network", "connect", "--ip", ip, "--alias", "node2", s.network(), id)
 	healed := time.Now()
