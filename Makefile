@@ -74,7 +74,10 @@ race: deps
 # Each fuzz target runs briefly on top of its committed seed corpus.
 fuzz: deps-base
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./decode/
-	$(GO) test -run='^$$' -fuzz='^FuzzManifest' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
+	$(GO) test -run='^$$' -fuzz='^FuzzManifest$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
+	$(GO) test -run='^$$' -fuzz='^FuzzManifestReference$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
+	$(GO) test -run='^$$' -fuzz='^FuzzManifestJSONLine$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
+	$(GO) test -run='^$$' -fuzz='^FuzzManifestDecimal$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
 	$(GO) test -run='^$$' -fuzz='^FuzzClientFrames$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feed/
 	$(GO) test -run='^$$' -fuzz='^FuzzLocalToken$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feed/
 

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path"
 	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -102,4 +108,124 @@ func BenchmarkManifestMemory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkManifestPeak discovers a 2,000,000-sample manifest in a
+// DirStore — CSV and JSON lines, integer labels and class names, at the
+// store's root and below a directory (keys prefixed) — and reports, per
+// sample: the heap allocated during Discover (allocB), the peak of the
+// heap's objects (peakB, sampled every 100µs: what the process's memory
+// high-water mark follows) and what the Dataset keeps after a GC
+// (retainedB), with the peak over the retained (peak/retained). Run with
+// -benchtime=1x.
+func BenchmarkManifestPeak(b *testing.B) {
+	const n, classes = 2_000_000, 1000
+	for _, tc := range []struct {
+		name, dir, file string
+		names           bool
+	}{
+		{"csv/int", "", "manifest.csv", false},
+		{"csv/names", "", "manifest.csv", true},
+		{"jsonl/int", "", "manifest.jsonl", false},
+		{"jsonl/names", "", "manifest.jsonl", true},
+		{"csv/int/dir", "train", "manifest.csv", false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			d, err := storage.NewDirStore(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			data := bigManifest(n, classes, strings.HasSuffix(tc.file, ".jsonl"), tc.names)
+			if _, err := d.Put(ctx, path.Join(tc.dir, tc.file), data, storage.Cond{}); err != nil {
+				b.Fatal(err)
+			}
+			data = nil
+			opts := storage.DiscoverOptions{Root: tc.dir}
+			for b.Loop() {
+				m := measureHeap(func() any {
+					ds, err := storage.Discover(ctx, d, opts)
+					if err != nil || len(ds.Samples) != n {
+						b.Fatal(err)
+					}
+					return ds
+				})
+				b.ReportMetric(float64(m.allocated)/n, "allocB/sample")
+				b.ReportMetric(float64(m.peak)/n, "peakB/sample")
+				b.ReportMetric(float64(m.retained)/n, "retainedB/sample")
+				b.ReportMetric(float64(m.peak)/float64(m.retained), "peak/retained")
+			}
+		})
+	}
+}
+
+// bigManifest returns a manifest of n ImageNet-like samples: keys
+// "train/n%08d/n%08d_%07d.JPEG", class i%classes, labelled by number or
+// by class name.
+func bigManifest(n, classes int, jsonl, names bool) []byte {
+	var buf bytes.Buffer
+	if !jsonl {
+		buf.WriteString("key,label\n")
+	}
+	for i := range n {
+		c := i % classes
+		key := fmt.Sprintf("train/n%08d/n%08d_%07d.JPEG", c, c, i)
+		label := strconv.Itoa(c)
+		if names {
+			label = fmt.Sprintf("n%08d", c)
+			if jsonl {
+				label = strconv.Quote(label)
+			}
+		}
+		if jsonl {
+			fmt.Fprintf(&buf, "{\"key\":%q,\"label\":%s}\n", key, label)
+		} else {
+			fmt.Fprintf(&buf, "%s,%s\n", key, label)
+		}
+	}
+	return buf.Bytes()
+}
+
+type heapUse struct {
+	allocated, peak, retained int64 // bytes, beyond the heap before
+}
+
+// measureHeap runs f and reports the heap it allocated, the peak of the
+// heap's objects above the heap before (sampled every 100µs), and what
+// f's result holds after a GC.
+func measureHeap(f func() any) heapUse {
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() (allocs, objects int64) {
+		metrics.Read(samples)
+		return int64(samples[0].Value.Uint64()), int64(samples[1].Value.Uint64())
+	}
+	runtime.GC()
+	allocs0, base := read()
+	var peak atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		objects := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(100 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(objects)
+			peak.Store(max(peak.Load(), int64(objects[0].Value.Uint64())))
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	result := f()
+	close(stop)
+	<-done
+	allocs1, objects := read()
+	use := heapUse{allocated: allocs1 - allocs0, peak: max(peak.Load(), objects) - base}
+	runtime.GC()
+	_, live := read()
+	use.retained = live - base
+	runtime.KeepAlive(result)
+	return use
 }

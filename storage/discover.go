@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"strings"
@@ -148,19 +149,19 @@ func Discover(ctx context.Context, s Store, opts DiscoverOptions) (*Dataset, err
 	if root != "" && !strings.HasSuffix(root, "/") {
 		root += "/"
 	}
-	manifest := opts.Manifest
+	manifest, size := opts.Manifest, int64(-1)
 	if manifest == "" && opts.Layout != LayoutImageFolder {
-		found, err := findManifest(ctx, s, root)
+		found, foundSize, err := findManifest(ctx, s, root)
 		if err != nil {
 			return nil, fmt.Errorf("discover %s: %w", s, err)
 		}
 		if found == "" && opts.Layout == LayoutManifest {
 			return nil, fmt.Errorf("discover %s: no %s or %s under %q: %w", s, ManifestCSVName, ManifestJSONLName, root, ErrNotFound)
 		}
-		manifest = found
+		manifest, size = found, foundSize
 	}
 	if manifest != "" {
-		ds, err := discoverManifest(ctx, s, manifest)
+		ds, err := discoverManifest(ctx, s, manifest, size)
 		if err != nil {
 			return nil, fmt.Errorf("discover %s: manifest %s: %w", s, manifest, err)
 		}
@@ -173,54 +174,73 @@ func Discover(ctx context.Context, s Store, opts DiscoverOptions) (*Dataset, err
 	return ds, nil
 }
 
-// findManifest returns the key of the manifest at root, or "".
-func findManifest(ctx context.Context, s Store, root string) (string, error) {
-	var found []string
+// findManifest returns the key and size of the manifest at root, or "".
+func findManifest(ctx context.Context, s Store, root string) (string, int64, error) {
+	var found []ObjectInfo
 	for _, name := range []string{ManifestCSVName, ManifestJSONLName} {
-		_, err := s.Stat(ctx, root+name)
+		info, err := s.Stat(ctx, root+name)
 		switch {
 		case err == nil:
-			found = append(found, root+name)
+			info.Key = root + name
+			found = append(found, info)
 		case !errors.Is(err, ErrNotFound):
-			return "", err
+			return "", 0, err
 		}
 	}
 	if len(found) > 1 {
-		return "", fmt.Errorf("both %s and %s exist: set the manifest to use", found[0], found[1])
+		return "", 0, fmt.Errorf("both %s and %s exist: set the manifest to use", found[0].Key, found[1].Key)
 	}
 	if len(found) == 0 {
-		return "", nil
+		return "", 0, nil
 	}
-	return found[0], nil
+	return found[0].Key, found[0].Size, nil
 }
 
-func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error) {
+// discoverManifest reads the manifest at key, of size bytes (-1: not
+// known yet), in pieces (objectReader): the parser keeps only what the
+// Dataset keeps, and the manifest's text is never all in memory.
+func discoverManifest(ctx context.Context, s Store, key string, size int64) (*Dataset, error) {
 	format, err := ManifestFormatOf(key)
 	if err != nil {
 		return nil, err
 	}
-	data, err := s.Get(ctx, key, nil)
-	if err != nil {
-		return nil, err
-	}
-	ds, err := ParseManifest(bytes.NewReader(data), format)
-	if err != nil {
-		return nil, err
-	}
 	dir := path.Dir(key)
-	if dir == "." {
+	prefix := ""
+	if dir != "." {
+		prefix = dir + "/"
+	}
+	var r io.Reader
+	if size < 0 {
+		if info, err := s.Stat(ctx, key); err == nil {
+			size = info.Size
+		}
+	}
+	if size >= 0 {
+		r = &objectReader{ctx: ctx, s: s, key: key, size: size, piece: manifestPiece}
+	} else {
+		// Stat failed: Get it whole, as Discover always did, so that a
+		// missing manifest fails as it did (with Get's ErrNotFound).
+		data, err := s.Get(ctx, key, nil)
+		if err != nil {
+			return nil, err
+		}
+		r = bytes.NewReader(data)
+	}
+	ds, err := parseManifest(r, format, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if prefix == "" {
 		return ds, nil
 	}
 	prefixed := make([]bool, len(ds.Objects)+1) // by ID; each object is checked at its first sample, which errors name
 	for i := range ds.Samples {
 		s := &ds.Samples[i]
-		k := dir + "/" + s.Key
-		if len(k) > MaxKeyLen {
-			return nil, fmt.Errorf("sample %d: key %q: longer than %d bytes with the manifest's directory: %w", i, k, MaxKeyLen, ErrInvalidKey)
+		if len(s.Key) > MaxKeyLen {
+			return nil, fmt.Errorf("sample %d: key %q: longer than %d bytes with the manifest's directory: %w", i, s.Key, MaxKeyLen, ErrInvalidKey)
 		}
-		s.Key = k
 		if s.Packed() && !prefixed[s.Object] {
-			o := dir + "/" + ds.ObjectOf(*s)
+			o := prefix + ds.ObjectOf(*s)
 			if len(o) > MaxKeyLen {
 				return nil, fmt.Errorf("sample %d: object %q: longer than %d bytes with the manifest's directory: %w", i, o, MaxKeyLen, ErrInvalidKey)
 			}
@@ -229,6 +249,43 @@ func discoverManifest(ctx context.Context, s Store, key string) (*Dataset, error
 		}
 	}
 	return ds, nil
+}
+
+// manifestPiece is how much of a manifest Discover reads at a time: big
+// enough that a request's latency is small beside its transfer from S3,
+// small beside the Dataset of any manifest that size.
+var manifestPiece int64 = 8 << 20
+
+// objectReader reads an object of a known size in pieces of piece bytes,
+// each a GetRange into the same buffer.
+type objectReader struct {
+	ctx       context.Context
+	s         Store
+	key       string
+	size, off int64 // off: of the next piece
+	piece     int64
+	buf       []byte
+	pos       int // in buf
+}
+
+func (o *objectReader) Read(p []byte) (int, error) {
+	if o.pos == len(o.buf) {
+		if o.off >= o.size {
+			return 0, io.EOF
+		}
+		n := min(o.piece, o.size-o.off)
+		buf, err := o.s.GetRange(o.ctx, o.key, o.off, n, o.buf[:0])
+		if err != nil {
+			return 0, err
+		}
+		if int64(len(buf)) != n {
+			return 0, fmt.Errorf("get range %s [%d,+%d): %d bytes: %w", o.key, o.off, n, len(buf), io.ErrUnexpectedEOF)
+		}
+		o.buf, o.pos, o.off = buf, 0, o.off+n
+	}
+	n := copy(p, o.buf[o.pos:])
+	o.pos += n
+	return n, nil
 }
 
 func discoverImageFolder(ctx context.Context, s Store, root string, opts DiscoverOptions) (*Dataset, error) {

@@ -60,7 +60,10 @@
 // (manifest.csv "key,label" or manifest.jsonl {"key","label"}). For S3 it
 // lists class prefixes with a delimiter (PrefixLister) and then the
 // classes concurrently, instead of paging through every key of the dataset
-// in one sequential listing.
+// in one sequential listing. A manifest is read in ranges of 8 MiB and
+// parsed straight into the Dataset, without a copy of its text or a row
+// per line: every process parses it, and its peak is little above what
+// the Dataset keeps (about 80 bytes a sample for ImageNet-like keys).
 //
 // # Packed datasets
 //
