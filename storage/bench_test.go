@@ -229,3 +229,41 @@ func measureHeap(f func() any) heapUse {
 	runtime.KeepAlive(result)
 	return use
 }
+
+// BenchmarkPackedStoreMemory reports the heap a PackedStore adds per
+// sample over a 1,000,000-sample packed dataset (its key lookup), and the
+// time of a Get that misses the packed samples (the lookup alone). Run
+// with -benchtime=1x for the memory figure.
+func BenchmarkPackedStoreMemory(b *testing.B) {
+	const n, perTar = 1_000_000, 250
+	ds := &storage.Dataset{Classes: []string{"0"}}
+	var obj storage.ObjectID
+	for i := range n {
+		if i%perTar == 0 {
+			obj = ds.AddObject(fmt.Sprintf("shards/shard-%06d.tar", i/perTar))
+		}
+		ds.Samples = append(ds.Samples, storage.Sample{
+			Key:    fmt.Sprintf("shards/shard-%06d.tar/train/n%08d_%d.JPEG", i/perTar, i%1000, i),
+			Object: obj, Offset: int64(512 + (i%perTar)*(110<<10)), Size: 100 << 10,
+		})
+	}
+	inner := storage.NewMemStore("bench")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ps, err := storage.NewPackedStore(inner, ds, storage.DefaultPackedConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := ps.Get(ctx, "not/a/packed/key.jpg", nil); err == nil {
+			b.Fatal("got a missing key")
+		}
+	}
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "storeB/sample")
+	runtime.KeepAlive(ps)
+}
