@@ -9,34 +9,53 @@ import (
 	"testing"
 )
 
+// manifestSeeds seed the manifest fuzz targets: CSV (jsonl false) and
+// JSON lines, good and bad.
+var manifestSeeds = []struct {
+	data  string
+	jsonl bool
+}{
+	{"key,label\na.jpg,0\nb.jpg,1\n", false},
+	{"a.jpg,cat\nb/c.jpg,dog\n\"q,uoted\",cat\n", false},
+	{"\ufeffpath,class\nx,1\n", false},
+	{"a,1\nb,2,3\n", false},
+	{"a,\"unterminated\n", false},
+	{"a,99999999999\n", false},
+	{"a,1\r\n\r\nb,2\r\n\"c\r\nd\",3\r\nx,4\r", false},
+	{"a,1\nb,1\na,2\nc,\n", false},
+	{"a,1\nb,\na,2\n", false},
+	{"a,1\n../b,1\na,2\n", false},
+	{"a,\"x\"\"y\"\nb,\"multi\nline\",s,1,2\n\"c\",-1\n", false},
+	{"a,1\n\"b\"x,2\n", false},
+	{"a,1\nb\"c,2\n", false},
+	{"\"\ufeffkey\",label\n", false},
+	{"key,label,object,offset,size\na,1,s.tar,512,10\nb,1,,,\n", false},
+	{"a,1,s.tar,0,0\nb,2,s.tar,-1,3\n", false},
+	{"a,x,t/1.tar,0,1\nb,y,t/0.tar,0,1\nc,x\nd,x,t/1.tar,1,1\n", false},
+	{"a,1\nb,2\na,3", false},
+	{`{"key":"a.jpg","label":0}` + "\n" + `{"key":"b.jpg","label":1}`, true},
+	{`{"key":"a","label":"cat"}` + "\n\n" + `{"key":"b","label":"dog","x":null}`, true},
+	{`{"key":"a","label":1}` + "\n" + `{"key":"b","label":"dog"}`, true},
+	{`{"key":"../a","label":1.5}`, true},
+	{`[1,2]`, true},
+	{`{"key":"s/0.tar/a","label":0,"object":"s/0.tar","offset":512,"size":9}` + "\n" + `{"key":"b","label":1}`, true},
+	{`{"key":"a","label":0,"object":"s.tar","size":9}`, true},
+	{`{"Key":"a","label":"c\u00e9"}` + "\n" + ` {"key" : "b\/c", "label":"d", "key":"e"} `, true},
+	{`{"key":"a","label":01}`, true},
+	{`{"key":"a","label":-0,"offset":null}` + "\n" + `{"key":"a","label":2}`, true},
+	{"{\"key\":\"a\xff\",\"label\":1}", true},
+	{`{"key":"a","label":"x"}` + "\n" + `{"key":"b","label":""}` + "\n" + `{"key":"a","label":"y"}`, true},
+	{"", true},
+	{"", false},
+}
+
 // FuzzManifest feeds arbitrary bytes to ParseManifest in both formats. It
 // must never panic; what it accepts must be a consistent dataset; what it
 // rejects must be a ManifestError or an empty dataset; and an accepted
 // dataset written back as JSON lines, by hand and by WriteManifestJSONL,
 // must parse to itself.
 func FuzzManifest(f *testing.F) {
-	for _, seed := range []struct {
-		data  string
-		jsonl bool
-	}{
-		{"key,label\na.jpg,0\nb.jpg,1\n", false},
-		{"a.jpg,cat\nb/c.jpg,dog\n\"q,uoted\",cat\n", false},
-		{"\ufeffpath,class\nx,1\n", false},
-		{"a,1\nb,2,3\n", false},
-		{"a,\"unterminated\n", false},
-		{"a,99999999999\n", false},
-		{`{"key":"a.jpg","label":0}` + "\n" + `{"key":"b.jpg","label":1}`, true},
-		{`{"key":"a","label":"cat"}` + "\n\n" + `{"key":"b","label":"dog","x":null}`, true},
-		{`{"key":"a","label":1}` + "\n" + `{"key":"b","label":"dog"}`, true},
-		{`{"key":"../a","label":1.5}`, true},
-		{`[1,2]`, true},
-		{"key,label,object,offset,size\na,1,s.tar,512,10\nb,1,,,\n", false},
-		{"a,1,s.tar,0,0\nb,2,s.tar,-1,3\n", false},
-		{`{"key":"s/0.tar/a","label":0,"object":"s/0.tar","offset":512,"size":9}` + "\n" + `{"key":"b","label":1}`, true},
-		{`{"key":"a","label":0,"object":"s.tar","size":9}`, true},
-		{"a,x,t/1.tar,0,1\nb,y,t/0.tar,0,1\nc,x\nd,x,t/1.tar,1,1\n", false},
-		{"", true},
-	} {
+	for _, seed := range manifestSeeds {
 		f.Add([]byte(seed.data), seed.jsonl)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, jsonl bool) {
