@@ -504,7 +504,11 @@ func TestChaosJoinMidEpoch(t *testing.T) {
 	set["LONGSHORE_MIN_RANKS"] = "4"
 	// A long epoch 0: the joiner must arrive before its last lease is
 	// granted (ranks read ahead, so that is well before it completes).
+	// node3 joins 5-7 s after `up`; at 150 ms a step the last lease of
+	// epoch 0 went out 7.3 s into it once, before node3 was in. At 300 ms
+	// that is ~14 s.
 	set["DATASET_SIZE"] = "1920"
+	set["LONGSHORE_STEP_TIME"] = "300ms"
 	s := startStack(t, set)
 	s.waitDelivered("node1", 0, 1, 2*time.Minute)
 	started := time.Now()
