@@ -109,7 +109,7 @@ func OpenDataset(ctx context.Context, raw string, sopts Options, dopts DiscoverO
 	}
 	ds, err := Discover(ctx, s, dopts)
 	if err != nil {
-		closeStore(s)
+		Close(s)
 		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
 	}
 	if packed == nil || !ds.Packed() {
@@ -117,15 +117,17 @@ func OpenDataset(ctx context.Context, raw string, sopts Options, dopts DiscoverO
 	}
 	ps, err := NewPackedStore(s, ds, *packed)
 	if err != nil {
-		closeStore(s)
+		Close(s)
 		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
 	}
 	return ps, ds, nil
 }
 
-// closeStore closes s if it holds anything to close.
-func closeStore(s Store) {
+// Close closes s if it holds anything to close (an io.Closer: the S3
+// store's connections, a PackedStore's fetches), else does nothing.
+func Close(s Store) error {
 	if c, ok := s.(io.Closer); ok {
-		c.Close()
+		return c.Close()
 	}
+	return nil
 }

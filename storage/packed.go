@@ -732,10 +732,7 @@ func (p *PackedStore) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
-	if c, ok := p.inner.(io.Closer); ok {
-		return c.Close()
-	}
-	return nil
+	return Close(p.inner)
 }
 
 // List implements Store by passing through.

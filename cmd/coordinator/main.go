@@ -212,9 +212,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if c, ok := store.(io.Closer); ok {
-		defer c.Close()
-	}
+	defer storage.Close(store)
 	o.cluster.Samples = int64(len(ds.Samples))
 	if b := o.orderBlock(ds); b != o.cluster.Block {
 		o.cluster.Block = b

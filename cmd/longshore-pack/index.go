@@ -41,7 +41,7 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--index: %w", err)
 	}
-	defer closeStore(s)
+	defer storage.Close(s)
 	if !o.force {
 		if _, err := s.Stat(ctx, storage.ManifestJSONLName); err == nil {
 			return fmt.Errorf("%s already holds %s: pass --force to write over it", s, storage.ManifestJSONLName)

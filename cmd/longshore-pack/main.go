@@ -175,12 +175,6 @@ func openStore(ctx context.Context, raw string, sopts storage.Options, create bo
 	return storage.Open(ctx, raw, sopts)
 }
 
-func closeStore(s storage.Store) {
-	if c, ok := s.(io.Closer); ok {
-		c.Close()
-	}
-}
-
 // checkKeyText refuses a sample key the node's logs and sinks could not
 // carry: they are tab-separated lines.
 func checkKeyText(key string) error {

@@ -60,7 +60,7 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer closeStore(src)
+	defer storage.Close(src)
 	for _, s := range ds.Samples {
 		if err := checkKeyText(s.Key); err != nil {
 			return fmt.Errorf("dataset %s: %w", o.dataset, err)
@@ -70,7 +70,7 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	defer closeStore(dst)
+	defer storage.Close(dst)
 	if !o.force {
 		if err := checkFresh(ctx, dst); err != nil {
 			return err

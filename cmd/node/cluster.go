@@ -67,9 +67,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if c, ok := store.(io.Closer); ok {
-		defer c.Close()
-	}
+	defer storage.Close(store)
 	if err := snk.Accept(ds); err != nil {
 		return err
 	}

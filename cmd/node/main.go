@@ -295,12 +295,5 @@ func openDataset(ctx context.Context, o options, block int) (storage.Store, *sto
 	return storage.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{Block: block, CacheBytes: int64(o.packCache)})
 }
 
-// closeStore closes a store that holds something to close.
-func closeStore(s storage.Store) {
-	if c, ok := s.(io.Closer); ok {
-		c.Close()
-	}
-}
-
 // wait is how long a stopped run gives its pipelines to drain.
 const shutdownGrace = 10 * time.Second

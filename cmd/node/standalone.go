@@ -153,19 +153,19 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 	if err := snk.Accept(ds); err != nil {
 		snk.Close()
-		closeStore(store)
+		storage.Close(store)
 		return err
 	}
 	deps := actors.Deps{Store: store, Order: o.clusterOrder}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		snk.Close()
-		closeStore(store)
+		storage.Close(store)
 		return err
 	}
 	node, err := actors.NewNode(ac, ds, o.ranks, deps)
 	if err != nil {
 		snk.Close()
-		closeStore(store)
+		storage.Close(store)
 		return err
 	}
 	n := int64(len(ds.Samples))
@@ -213,7 +213,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		st := ps.Stats()
 		pack = &st
 	}
-	closeStore(store)
+	storage.Close(store)
 	use := readUsage()
 
 	s := Summary{

@@ -33,9 +33,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if c, ok := store.(io.Closer); ok {
-		defer c.Close()
-	}
+	defer storage.Close(store)
 
 	cfg := actors.DefaultConfig() // batch 32, 4 slots, 16 fetches, a decoder per core, 1% failure budget
 	cfg.Seed, cfg.Epochs = 1, *epochs
