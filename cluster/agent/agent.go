@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -156,18 +157,24 @@ func ManifestDigest(ds *storage.Dataset) string {
 			h *= 1099511628211
 		}
 	}
+	var buf []byte // one buffer for every sample's fields: no allocation a sample
 	for _, s := range ds.Samples {
-		add([]byte(s.Key))
-		add([]byte{0})
-		add([]byte(fmt.Sprint(s.Label)))
-		add([]byte{0})
+		buf = append(buf[:0], s.Key...)
+		buf = append(buf, 0)
+		buf = strconv.AppendInt(buf, int64(s.Label), 10)
+		buf = append(buf, 0)
 		if s.Packed() {
 			// A marker, then the location: a copy packed differently
 			// (other shards or offsets) digests differently.
-			add([]byte{1})
-			add([]byte(ds.ObjectOf(s)))
-			add([]byte(fmt.Sprintf("\x00%d\x00%d\x00", s.Offset, s.Size)))
+			buf = append(buf, 1)
+			buf = append(buf, ds.ObjectOf(s)...)
+			buf = append(buf, 0)
+			buf = strconv.AppendInt(buf, s.Offset, 10)
+			buf = append(buf, 0)
+			buf = strconv.AppendInt(buf, s.Size, 10)
+			buf = append(buf, 0)
 		}
+		add(buf)
 	}
 	return fmt.Sprintf("%d:%016x", len(ds.Samples), h)
 }
