@@ -183,7 +183,7 @@ func (a *rankActor) assemble(b *batch) *Batch {
 		Rank: p.rank, Epoch: b.epoch, Step: b.step,
 		Images: mem[: n*sb : n*sb], Dims: p.cfg.Sample.Dims(n), Layout: p.cfg.Sample.Layout,
 		Labels: m.labels[:n:n], Keys: m.keys[:n:n], Indices: m.indices[:n:n], Positions: m.positions[:n:n], Pads: m.pads[:n:n],
-		Failed: b.expected - b.ok, p: p, slot: b.slot,
+		EndOfStream: b.endOfStream(p.cfg.BatchSize), Failed: b.expected - b.ok, p: p, slot: b.slot,
 	}
 }
 

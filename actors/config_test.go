@@ -113,7 +113,7 @@ func TestFeederIsDistributedSampler(t *testing.T) {
 			if first.Epoch != 0 {
 				t.Fatalf("first epoch %d", first.Epoch)
 			}
-			for !first.EpochEnd {
+			for !first.StreamEnd {
 				first = f.Next(3)
 			}
 			var items []Item
@@ -123,7 +123,7 @@ func TestFeederIsDistributedSampler(t *testing.T) {
 					t.Fatalf("epoch %d", w.Epoch)
 				}
 				items = append(items, w.Items...)
-				if w.EpochEnd {
+				if w.StreamEnd {
 					if !w.Last {
 						t.Fatal("last epoch's end is not Last")
 					}

@@ -46,11 +46,12 @@ type Deps struct {
 // Indices, Positions and Pads are valid until Release; the trainer's pace
 // is the back-pressure (an unreleased batch holds its slot).
 type Batch struct {
-	Rank  int
+	Rank int
+	// Epoch is the job's epoch.
 	Epoch int
-	// Step is the batch's number within the epoch: it holds the rank's
-	// stream positions [Step*BatchSize, (Step+1)*BatchSize), minus the
-	// samples that failed.
+	// Step is the batch's step in the epoch, as its run numbers it (see
+	// Work): standalone, it holds the stream offsets
+	// [Step*BatchSize, (Step+1)*BatchSize), minus the samples that failed.
 	Step int64
 	// Images is uint8 RGB, Dims long: [N,3,H,W] (NCHW) or [N,H,W,3].
 	Images []byte
@@ -60,10 +61,13 @@ type Batch struct {
 	Keys   []string
 	// Indices are the samples' dataset indices.
 	Indices []int64
-	// Positions are the samples' positions in the rank's stream.
+	// Positions are the samples' offsets in the rank's stream.
 	Positions []int64
 	// Pads marks repeated samples that even out ranks' shares.
 	Pads []bool
+	// EndOfStream says this is the last batch of the rank's stream of
+	// Epoch as the Source planned it (Work.StreamEnd).
+	EndOfStream bool
 	// Failed is how many of the batch's samples failed and were left out
 	// (the rest are compacted in order).
 	Failed int

@@ -46,11 +46,23 @@ const (
 	sampleDiscarded // DropLast tail, never fetched
 )
 
+// run is one run of a Source's Works (see Work): where its batches lie
+// and how they are numbered.
+type run struct {
+	epoch     int
+	base      int64 // stream offset of its first position
+	step      int64 // step of its first batch
+	length    int64 // positions, once the run ended; -1 while open
+	streamEnd bool  // the run ends the rank's stream of the epoch
+}
+
 // batch is one batch under assembly in a slot. It is reused for the slot's
 // next batch once the slot comes back.
 type batch struct {
-	epoch    int
-	step     int64 // k: positions [k*B, (k+1)*B)
+	run      *run
+	k        int64 // the run's k-th batch: offsets base+[k*B, (k+1)*B)
+	epoch    int   // run.epoch
+	step     int64 // run.step + k
 	slot     int
 	expected int // samples: B until the epoch's length says fewer
 	done     int // samples finished (ok, failed or discarded)
@@ -58,6 +70,13 @@ type batch struct {
 	drop     bool
 	items    []Item        // by index in the batch
 	state    []sampleState // by index in the batch
+}
+
+// endOfStream reports whether b is the last batch of a run that ends
+// its epoch's stream.
+func (b *batch) endOfStream(batchSize int) bool {
+	r := b.run
+	return r.streamEnd && r.length >= 0 && (b.k+1)*int64(batchSize) >= r.length
 }
 
 // keep lists the indices of the samples that made it, in order: the
@@ -73,7 +92,7 @@ func (b *batch) keep(dst []int) []int {
 }
 
 type pendingItem struct {
-	epoch int
+	run *run
 	Item
 }
 
@@ -98,9 +117,9 @@ type core struct {
 	wantHigh int // pending items the core asks the source to keep it at
 
 	// intake
-	wantN    int // items asked for; 0 when no Want is outstanding
-	in       Intake
-	epochLen map[int]int64 // stream length of epochs whose end is known
+	wantN int // items asked for; 0 when no Want is outstanding
+	in    Intake
+	cur   *run // the run the next Work continues; nil before the first
 
 	pending ring[pendingItem]
 
@@ -133,11 +152,11 @@ func newCore(cfg coreConfig) *core {
 	c := &core{
 		cfg:      cfg,
 		wantHigh: cmp.Or(cfg.readAhead, cfg.slots*cfg.batchSize),
-		epochLen: make(map[int]int64),
 		bySlot:   make([]*batch, cfg.slots),
 		maxBufs:  cfg.fetchers + cfg.decoders*cfg.decodeQueue,
 		decUsed:  make([]int, cfg.decoders),
 	}
+	c.in.BatchSize = cfg.batchSize
 	for s := cfg.slots - 1; s >= 0; s-- {
 		c.freeSlots = append(c.freeSlots, s)
 		c.bySlot[s] = &batch{slot: s, items: make([]Item, cfg.batchSize), state: make([]sampleState, cfg.batchSize)}
@@ -182,35 +201,40 @@ func (c *core) intake(w Work, asked int) error {
 	if asked == 0 {
 		return fmt.Errorf("work that was not asked for")
 	}
+	opens := !c.in.Open()
 	if err := c.in.Take(w, asked); err != nil {
 		return err
 	}
-	for i := range w.Items {
-		c.pending.push(pendingItem{epoch: w.Epoch, Item: w.Items[i]})
+	if opens {
+		c.cur = &run{epoch: w.Epoch, base: w.Start, step: w.Step, length: -1}
 	}
-	if w.EpochEnd || w.Last {
-		c.endEpoch(w.Epoch, c.in.Pos())
+	for i := range w.Items {
+		c.pending.push(pendingItem{run: c.cur, Item: w.Items[i]})
+	}
+	if w.ends() {
+		c.endRun(c.cur, c.in.Pos()-c.cur.base, w.StreamEnd)
 	}
 	return nil
 }
 
-// endEpoch records an epoch's stream length and shortens its last batch if
-// it is already open.
-func (c *core) endEpoch(epoch int, l int64) {
-	c.epochLen[epoch] = l
+// endRun records a run's length and shortens its last batch if it is
+// already open.
+func (c *core) endRun(r *run, length int64, streamEnd bool) {
+	r.length, r.streamEnd = length, streamEnd
 	for i := 0; i < c.open.len(); i++ {
-		b := c.open.at(i)
-		if b.epoch == epoch {
-			c.shorten(b, l)
+		if b := c.open.at(i); b.run == r {
+			c.shorten(b)
 		}
 	}
 }
 
-func (c *core) shorten(b *batch, l int64) {
+// shorten sets how many samples b expects from its run's length; a short
+// last batch of an epoch's stream is dropped under DropLast.
+func (c *core) shorten(b *batch) {
 	bs := int64(c.cfg.batchSize)
-	if n := l - b.step*bs; n < bs {
+	if n := b.run.length - b.k*bs; n < bs {
 		b.expected = int(n)
-		if c.cfg.dropLast {
+		if c.cfg.dropLast && b.run.streamEnd {
 			b.drop = true
 		}
 	}
@@ -270,28 +294,32 @@ func (c *core) discard(b *batch, idx int) {
 	b.done++
 }
 
-// tailDropped says whether (epoch, pos) lies in a short last batch that
-// DropLast drops.
-func (c *core) tailDropped(epoch int, pos int64) bool {
-	if !c.cfg.dropLast {
-		return false
-	}
-	l, ok := c.epochLen[epoch]
-	if !ok {
+// tailDropped says whether offset pos of run r lies in a short last batch
+// that DropLast drops.
+func (c *core) tailDropped(r *run, pos int64) bool {
+	if !c.cfg.dropLast || !r.streamEnd || r.length < 0 {
 		return false
 	}
 	bs := int64(c.cfg.batchSize)
-	return pos >= l/bs*bs
+	return pos-r.base >= r.length/bs*bs
 }
 
-// batchFor returns the open batch that pos of epoch belongs to, opening it
-// on a free slot if needed; nil when no slot is free.
-func (c *core) batchFor(epoch int, pos int64) *batch {
-	step := pos / int64(c.cfg.batchSize)
+// lastOpen returns the newest open batch if it is run r's k-th, else nil.
+func (c *core) lastOpen(r *run, k int64) *batch {
 	if c.open.len() > 0 {
-		if b := c.open.at(c.open.len() - 1); b.epoch == epoch && b.step == step {
+		if b := c.open.at(c.open.len() - 1); b.run == r && b.k == k {
 			return b
 		}
+	}
+	return nil
+}
+
+// batchFor returns the open batch that offset pos of run r belongs to,
+// opening it on a free slot if needed; nil when no slot is free.
+func (c *core) batchFor(r *run, pos int64) *batch {
+	k := (pos - r.base) / int64(c.cfg.batchSize)
+	if b := c.lastOpen(r, k); b != nil {
+		return b
 	}
 	if len(c.freeSlots) == 0 {
 		return nil
@@ -299,11 +327,12 @@ func (c *core) batchFor(epoch int, pos int64) *batch {
 	s := c.freeSlots[len(c.freeSlots)-1]
 	c.freeSlots = c.freeSlots[:len(c.freeSlots)-1]
 	b := c.bySlot[s]
-	b.epoch, b.step, b.expected, b.done, b.ok, b.drop = epoch, step, c.cfg.batchSize, 0, 0, false
+	b.run, b.k, b.epoch, b.step = r, k, r.epoch, r.step+k
+	b.expected, b.done, b.ok, b.drop = c.cfg.batchSize, 0, 0, false
 	clear(b.state)
 	clear(b.items)
-	if l, ok := c.epochLen[epoch]; ok {
-		c.shorten(b, l)
+	if r.length >= 0 {
+		c.shorten(b)
 	}
 	c.open.push(b)
 	return b
@@ -346,25 +375,25 @@ func (c *core) pumpOnce() (freed bool) {
 	// and (for a new batch) a slot are free.
 	for c.pending.len() > 0 {
 		it := c.pending.front()
-		if c.tailDropped(it.epoch, it.Pos) {
+		bs := int64(c.cfg.batchSize)
+		if c.tailDropped(it.run, it.Pos) {
 			c.pending.pop()
-			if c.open.len() > 0 {
-				if b := c.open.at(c.open.len() - 1); b.epoch == it.epoch && b.step == it.Pos/int64(c.cfg.batchSize) {
-					b.items[it.Pos-b.step*int64(c.cfg.batchSize)] = it.Item
-					c.discard(b, int(it.Pos-b.step*int64(c.cfg.batchSize)))
-				}
+			if b := c.lastOpen(it.run, (it.Pos-it.run.base)/bs); b != nil {
+				idx := int(it.Pos - it.run.base - b.k*bs)
+				b.items[idx] = it.Item
+				c.discard(b, idx)
 			}
 			continue
 		}
 		if len(c.idleFetchers) == 0 || !c.haveBuf() {
 			break
 		}
-		b := c.batchFor(it.epoch, it.Pos)
+		b := c.batchFor(it.run, it.Pos)
 		if b == nil {
 			break
 		}
 		c.pending.pop()
-		idx := int(it.Pos - b.step*int64(c.cfg.batchSize))
+		idx := int(it.Pos - it.run.base - b.k*bs)
 		b.items[idx] = it.Item
 		c.attempted++
 		f := c.idleFetchers[len(c.idleFetchers)-1]

@@ -12,14 +12,26 @@ import (
 // simResult is what a simulated run of the core delivered.
 type simResult struct {
 	batches [][]int64 // dataset indices per shipped batch, in order
+	shipped []shippedBatch
 	failed  []int64
 	maxOpen int
 }
 
+// shippedBatch is a shipped batch's numbering.
+type shippedBatch struct {
+	epoch       int
+	step        int64
+	positions   []int64
+	endOfStream bool
+}
+
+// nexter is what simulate takes work from: a Feeder, or a script.
+type nexter interface{ Next(n int) Work }
+
 // simulate drives the core with no actors: fetch and decode completions in
 // an order chosen by rng, the consumer releasing each slot after a random
 // number of events. fail(index) says which samples fail and where.
-func simulate(t *testing.T, cfg coreConfig, feeder *Feeder, rng *rand.Rand, fail func(int64) (Stage, bool)) simResult {
+func simulate(t *testing.T, cfg coreConfig, feeder nexter, rng *rand.Rand, fail func(int64) (Stage, bool)) simResult {
 	t.Helper()
 	c := newCore(cfg)
 	type task struct {
@@ -39,11 +51,14 @@ func simulate(t *testing.T, cfg coreConfig, feeder *Feeder, rng *rand.Rand, fail
 			case effFail:
 				res.failed = append(res.failed, e.item.Index)
 			case effShip:
-				var idx []int64
+				var idx, pos []int64
 				for _, i := range e.batch.keep(nil) {
 					idx = append(idx, e.batch.items[i].Index)
+					pos = append(pos, e.batch.items[i].Pos)
 				}
 				res.batches = append(res.batches, idx)
+				res.shipped = append(res.shipped, shippedBatch{epoch: e.batch.epoch, step: e.batch.step, positions: pos,
+					endOfStream: e.batch.endOfStream(cfg.batchSize)})
 				shipped = append(shipped, e.slot)
 			}
 		}
@@ -195,12 +210,13 @@ func TestCoreRejectsBadWork(t *testing.T) {
 	}{
 		{"unasked", nil},
 		{"gap", []Work{{Items: []Item{it(0), it(2)}}}},
-		{"start", []Work{{Start: 1, Items: []Item{it(1)}}}},
+		{"start", []Work{{Start: 1, Items: []Item{it(2)}}}},
 		{"empty", []Work{{}}},
 		{"too many", []Work{{Items: make([]Item, 1000)}}},
 		{"epoch jump", []Work{{Items: []Item{it(0)}}, {Epoch: 1, Items: []Item{it(0)}}}},
-		{"after end", []Work{{Items: []Item{it(0)}, EpochEnd: true}, {Epoch: 0, EpochEnd: true}}},
-		{"backwards", []Work{{Epoch: 2, Items: []Item{it(0)}, EpochEnd: true}, {Epoch: 1, Items: []Item{it(0)}}}},
+		{"run goes back", []Work{{Items: []Item{it(0), it(1)}, RunEnd: true}, {Start: 1, Items: []Item{it(1)}}}},
+		{"step goes back", []Work{{Items: []Item{it(0), it(1), it(2), it(3), it(4)}, RunEnd: true}, {Start: 5, Step: 1, Items: []Item{it(5)}}}},
+		{"negative step", []Work{{Step: -1, Items: []Item{it(0)}}}},
 		{"err", []Work{{Err: errors.New("boom")}}},
 	}
 	for _, tc := range cases {
@@ -284,5 +300,53 @@ func TestCoreStallsWithoutSlots(t *testing.T) {
 	}
 	if c.pending.len() > c.wantHigh+4 {
 		t.Fatalf("%d items pending", c.pending.len())
+	}
+}
+
+// script is a Source of fixed Works, each cut to what is asked.
+type script struct{ ws []Work }
+
+func (s *script) Next(n int) Work {
+	w := s.ws[0]
+	if len(w.Items) <= n {
+		s.ws = s.ws[1:]
+		return w
+	}
+	head := Work{Epoch: w.Epoch, Start: w.Start, Step: w.Step, Items: w.Items[:n]}
+	s.ws[0].Items = w.Items[n:]
+	s.ws[0].Start = w.Items[n].Pos
+	return head
+}
+
+// TestCoreRuns: runs start at any offset and step, an older epoch's
+// stream may come back after another's, and batches carry the job's
+// numbering: the run's step plus k, the stream offsets, EndOfStream on a
+// stream's last batch only.
+func TestCoreRuns(t *testing.T) {
+	items := func(from, to int64) []Item {
+		var out []Item
+		for p := from; p < to; p++ {
+			out = append(out, Item{Pos: p, Index: 100 + p, Key: fmt.Sprint(p)})
+		}
+		return out
+	}
+	want := []shippedBatch{
+		{1, 3, []int64{6, 7, 8, 9}, false},
+		{1, 4, []int64{10, 11, 12}, false}, // the run ends mid-batch: its epoch's stream grows later
+		{0, 2, []int64{8, 9}, true},
+		{1, 5, []int64{13, 14, 15, 16}, false},
+		{1, 6, []int64{17}, true},
+	}
+	for seed := range uint64(50) {
+		src := &script{ws: []Work{
+			{Epoch: 1, Start: 6, Step: 3, Items: items(6, 13), RunEnd: true},
+			{Epoch: 0, Start: 8, Step: 2, Items: items(8, 10), StreamEnd: true},
+			{Epoch: 1, Start: 13, Step: 5, Items: items(13, 18), StreamEnd: true, Last: true},
+		}}
+		cfg := coreConfig{batchSize: 4, slots: 3, fetchers: 2, decoders: 2, decodeQueue: 2, readAhead: 3}
+		res := simulate(t, cfg, src, rand.New(rand.NewPCG(seed, 1)), func(int64) (Stage, bool) { return 0, false })
+		if !reflect.DeepEqual(res.shipped, want) {
+			t.Fatalf("seed %d: shipped\n%v\nwant\n%v", seed, res.shipped, want)
+		}
 	}
 }

@@ -10,8 +10,7 @@ import (
 // Item is one sample to load: where it sits in the rank's stream and what
 // it is.
 type Item struct {
-	// Pos is the position in the rank's stream for the epoch, from 0.
-	// Batch k of an epoch is positions [k*BatchSize, (k+1)*BatchSize).
+	// Pos is the sample's offset in the rank's stream of its epoch.
 	Pos int64
 	// Index is the sample's index in the dataset, [0, N).
 	Index int64
@@ -22,25 +21,46 @@ type Item struct {
 	Pad bool
 }
 
-// Work is an ordered run of a rank's stream for one epoch: a lease, or a
-// piece of the standalone order.
+// Work is an ordered stretch of a rank's stream of one epoch: a lease, or
+// a piece of the standalone order. It carries the job's coordinates, and
+// no layer renumbers them: Epoch is the job's epoch (with Item.Index it
+// seeds each sample's transform), positions are stream offsets, steps
+// are the trainer's.
+//
+// Consecutive Works form a run, which ends with RunEnd (or StreamEnd or
+// Last). A run starts anywhere: at any offset of its epoch's stream, and
+// at any step; batch k of a run that opened at offset O and step S holds
+// offsets [O+k*BatchSize, O+(k+1)*BatchSize) and is step S+k. A rank's
+// stream of an epoch may come in several runs (in a cluster, work of a
+// departed rank comes back after the rank moved on), each starting at or
+// after where the last one of that epoch ended; see Intake for the rules.
 type Work struct {
+	// Epoch is the job's epoch.
 	Epoch int
-	// Start is Items[0].Pos; Items[i].Pos must be Start+i. An epoch's runs
-	// arrive in order, without gaps, from position 0.
+	// Start is Items[0].Pos; Items[i].Pos must be Start+i, continuing
+	// where the run's last Work stopped.
 	Start int64
+	// Step is the step of the run's first batch. It is read from the Work
+	// that opens a run (the first, or the first after a run's end) and
+	// ignored on the run's later Works.
+	Step  int64
 	Items []Item
-	// Fence is the lease's fencing token; the pipeline carries it and does
-	// not interpret it.
-	Fence uint64
-	// EpochEnd says the rank's stream for Epoch ends after these items.
-	EpochEnd bool
+	// RunEnd says the run ends after these items: its last batch may be
+	// short. The next Work opens a run.
+	RunEnd bool
+	// StreamEnd says the rank's stream of Epoch, as the source plans it,
+	// ends here: the run's last batch carries Batch.EndOfStream. It
+	// implies RunEnd.
+	StreamEnd bool
 	// Last says no work follows: once everything is delivered, Next
-	// returns io.EOF. Last implies EpochEnd.
+	// returns io.EOF. Last implies RunEnd.
 	Last bool
 	// Err, if set, stops the pipeline: Next returns it (wrapped).
 	Err error
 }
+
+// ends reports whether the run ends with w.
+func (w *Work) ends() bool { return w.RunEnd || w.StreamEnd || w.Last }
 
 // Source supplies a rank's work, credit-based: the pipeline asks for more
 // when it has room, so a slow rank takes less.
@@ -49,7 +69,7 @@ type Work struct {
 // one call at a time, and never again before the previous call was
 // answered. It must not block. It answers by calling give exactly once, now
 // or later and from any goroutine, with at most n items (zero items are
-// allowed only with EpochEnd, Last or Err set, else the pipeline would ask
+// allowed only with an end (RunEnd, StreamEnd, Last) or Err set, else the pipeline would ask
 // again at once).
 type Source interface {
 	Want(n int, give func(Work))
@@ -86,20 +106,23 @@ func shuffledOrder(seed uint64, epoch int, n int64) Order {
 // positions r, r+World, r+2*World, ... of each epoch's order, as PyTorch's
 // DistributedSampler does, padding with repeats from the start of the order
 // (marked Pad) so every rank gets ceil(N/World) samples and the same number
-// of steps. It is a plain state machine: no goroutines, no clocks.
+// of steps. Each epoch is one run, from offset 0 and step 0 unless Seek
+// moved it. It is a plain state machine: no goroutines, no clocks.
 type Feeder struct {
 	ds         *storage.Dataset
 	seed       uint64
 	rank       int
 	world      int
+	batch      int64
 	firstEpoch int
 	epochs     int
 	order      OrderFunc
 
-	epoch int   // current epoch
-	pos   int64 // next stream position in it
-	cur   Order
-	done  bool
+	epoch   int   // current epoch
+	pos     int64 // next stream offset in it
+	skipped int64 // offsets Seek jumped over (for Total)
+	cur     Order
+	done    bool
 }
 
 var _ Source = (*Feeder)(nil)
@@ -117,8 +140,8 @@ func NewFeeder(ds *storage.Dataset, cfg Config, rank, world int, order OrderFunc
 	if order == nil {
 		order = shuffledOrder
 	}
-	return &Feeder{ds: ds, seed: cfg.Seed, rank: rank, world: world, firstEpoch: cfg.FirstEpoch,
-		epochs: cfg.Epochs, order: order, epoch: cfg.FirstEpoch}, nil
+	return &Feeder{ds: ds, seed: cfg.Seed, rank: rank, world: world, batch: int64(cfg.BatchSize),
+		firstEpoch: cfg.FirstEpoch, epochs: cfg.Epochs, order: order, epoch: cfg.FirstEpoch}, nil
 }
 
 // StreamLen is how many samples the rank gets per epoch: ceil(N/World)
@@ -131,8 +154,23 @@ func (f *Feeder) StreamLen() int64 {
 	return (n + int64(f.world) - 1) / int64(f.world)
 }
 
-// Total is the number of samples the feeder hands out over the whole run.
-func (f *Feeder) Total() int64 { return f.StreamLen() * int64(f.epochs) }
+// Total is the number of samples the feeder hands out over the whole run
+// (after Seek: from where it moved to).
+func (f *Feeder) Total() int64 { return f.StreamLen()*int64(f.epochs) - f.skipped }
+
+// Seek moves the feeder to stream offset pos of epoch, which must lie in
+// the feeder's epochs: the next Work starts there, at step pos/BatchSize
+// (pos is normally a batch boundary: where a trainer's commit left off).
+// Nothing before it is handed out. Call it before the first Want.
+func (f *Feeder) Seek(epoch int, pos int64) error {
+	if epoch < f.firstEpoch || epoch >= f.firstEpoch+f.epochs || pos < 0 || pos > f.StreamLen() {
+		return fmt.Errorf("actors: feeder: seek to epoch %d offset %d: outside epochs [%d, %d) and offsets [0, %d]",
+			epoch, pos, f.firstEpoch, f.firstEpoch+f.epochs, f.StreamLen())
+	}
+	f.skipped = int64(epoch-f.firstEpoch)*f.StreamLen() + pos
+	f.epoch, f.pos, f.cur, f.done = epoch, pos, nil, false
+	return nil
+}
 
 // Want implements Source by answering at once with Next(n).
 func (f *Feeder) Want(n int, give func(Work)) { give(f.Next(n)) }
@@ -141,14 +179,14 @@ func (f *Feeder) Want(n int, give func(Work)) { give(f.Next(n)) }
 // epoch or the run ends here).
 func (f *Feeder) Next(max int) Work {
 	if f.done {
-		return Work{Epoch: f.epoch, EpochEnd: true, Last: true}
+		return Work{Epoch: f.epoch, StreamEnd: true, Last: true}
 	}
 	n := int64(len(f.ds.Samples))
 	if f.cur == nil || f.cur.Len() != n {
 		f.cur = f.order(f.seed, f.epoch, n)
 	}
 	l := f.StreamLen()
-	w := Work{Epoch: f.epoch, Start: f.pos}
+	w := Work{Epoch: f.epoch, Start: f.pos, Step: f.pos / f.batch}
 	for len(w.Items) < max && f.pos < l {
 		g := int64(f.rank) + f.pos*int64(f.world)
 		pad := g >= n
@@ -158,7 +196,7 @@ func (f *Feeder) Next(max int) Work {
 		f.pos++
 	}
 	if f.pos >= l {
-		w.EpochEnd = true
+		w.StreamEnd = true
 		f.epoch++
 		f.pos = 0
 		f.cur = nil

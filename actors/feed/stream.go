@@ -30,9 +30,9 @@ type OpenFunc func(rank int, from Cursor, alloc gpu.Allocator) (Stream, error)
 
 // Standalone opens ranks' streams over ds the way actors.NewNode splits
 // them (rank r of world takes positions r, r+world, ...; decoders divided
-// among ranks), starting anywhere: the epoch's order is skipped to the
-// cursor's position before the pipeline starts, so nothing before it is
-// fetched or decoded. Batches carry their true Step and Positions. Unlike
+// among ranks), starting anywhere: the feeder seeks to the cursor's
+// offset before the pipeline starts, so nothing before it is fetched or
+// decoded, and batches carry their true Step and Positions. Unlike
 // NewNode, each rank has its own failure budget.
 func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.Deps) OpenFunc {
 	cfg = cfg.WithDefaults()
@@ -58,66 +58,17 @@ func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.D
 		if from.Epoch >= end || steps == 0 {
 			return endedStream{cfg: rcfg}, nil
 		}
-		rcfg.FirstEpoch, rcfg.Epochs = from.Epoch, end-from.Epoch
-		if f, err = actors.NewFeeder(ds, rcfg, rank, world, deps.Order); err != nil {
-			return nil, err
-		}
-		skip := from.Step * b
-		for left := skip; left > 0; {
-			n := min(left, 1<<16)
-			f.Next(int(n))
-			left -= n
+		if err := f.Seek(from.Epoch, from.Step*b); err != nil {
+			return nil, fmt.Errorf("feed: open rank %d: %w", rank, err)
 		}
 		d := deps
 		d.Allocator = alloc
-		src := &shiftedSource{f: f, epoch: from.Epoch, shift: skip}
-		p, err := actors.NewPipeline(rcfg, rank, src, d)
+		p, err := actors.NewPipeline(rcfg, rank, f, d)
 		if err != nil {
 			return nil, fmt.Errorf("feed: open rank %d at epoch %d step %d: %w", rank, from.Epoch, from.Step, err)
 		}
-		return &shiftedStream{Pipeline: p, epoch: from.Epoch, steps: from.Step, shift: skip}, nil
+		return p, nil
 	}
-}
-
-// shiftedSource presents a Feeder that was skipped shift positions into
-// epoch as starting that epoch at position 0 (the pipeline's scheduler
-// numbers an epoch's batches from its first work); shiftedStream puts the
-// true steps and positions back on the batches. Sample seeds come from
-// (seed, epoch, index), so pixels are the same as an unshifted run's.
-type shiftedSource struct {
-	f     *actors.Feeder
-	epoch int
-	shift int64
-}
-
-func (s *shiftedSource) Want(n int, give func(actors.Work)) {
-	w := s.f.Next(n)
-	if w.Epoch == s.epoch && s.shift > 0 {
-		w.Start -= s.shift
-		for i := range w.Items {
-			w.Items[i].Pos -= s.shift
-		}
-	}
-	give(w)
-}
-
-func (s *shiftedSource) Total() int64 { return s.f.Total() - s.shift }
-
-type shiftedStream struct {
-	*actors.Pipeline
-	epoch        int
-	steps, shift int64
-}
-
-func (s *shiftedStream) Next(ctx context.Context) (*actors.Batch, error) {
-	b, err := s.Pipeline.Next(ctx)
-	if b != nil && b.Epoch == s.epoch && s.shift > 0 {
-		b.Step += s.steps
-		for i := range b.Positions {
-			b.Positions[i] += s.shift
-		}
-	}
-	return b, err
 }
 
 // endedStream is a stream opened at or past the end of the run.

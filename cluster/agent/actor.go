@@ -37,7 +37,6 @@ type rankState struct {
 	ahead   []cluster.Position // taken, not yet given to the pipeline
 	seg     *segment           // the open segment
 	segs    []*segment         // this session's segments, for commits
-	nextP   int                // next pipeline epoch number
 	steps   map[int]int64      // per epoch: the step the next segment starts at
 	acked   map[int]int64      // per epoch: the largest offset acknowledged
 	// prev and prevAcked are the session before this one (it may be
@@ -47,9 +46,14 @@ type rankState struct {
 	prevAcked map[int]int64
 }
 
+// segment is one run of an epoch's stream given to the pipeline.
 type segment struct {
-	p int // pipeline epoch
-	segInfo
+	epoch       int
+	firstStep   int64
+	base        int64 // stream offset of the segment's first position
+	length      int64 // positions given so far
+	ended       bool
+	endOfStream bool // ended because the rank's stream, as planned, ended
 }
 
 func (a *nodeActor) Receive(ctx actor.Context) {
@@ -297,7 +301,6 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	rs.r.mu.Lock()
 	rs.r.mu.session = s.Session
 	rs.r.mu.pipe = p
-	rs.r.mu.segs = map[int]segInfo{}
 	rs.r.mu.batch = j.BatchSize
 	rs.r.changedLocked()
 	rs.r.mu.Unlock()
@@ -313,7 +316,6 @@ func (a *nodeActor) endSession(rs *rankState) {
 	rs.r.mu.Lock()
 	rs.r.mu.session = cluster.Fence{}
 	rs.r.mu.pipe = nil
-	rs.r.mu.segs = map[int]segInfo{}
 	rs.r.changedLocked()
 	rs.r.mu.Unlock()
 	if rs.want != nil {
@@ -402,8 +404,9 @@ func (a *nodeActor) fill(rs *rankState) {
 	a.progress(rs, given)
 	w := actors.Work{Items: items}
 	if rs.seg != nil {
-		w.Epoch = rs.seg.p
-		w.Start = rs.seg.length - int64(len(items))
+		w.Epoch = rs.seg.epoch
+		w.Start = rs.seg.base + rs.seg.length - int64(len(items))
+		w.Step = rs.seg.firstStep
 		switch {
 		case len(rs.ahead) > 0 && rs.ahead[0].Epoch != rs.seg.epoch:
 			if rs.seg.length%b != 0 && a.resumeSegment(rs) {
@@ -413,28 +416,28 @@ func (a *nodeActor) fill(rs *rankState) {
 			}
 			// Another epoch's position is next: this one's stream ended
 			// (the usual case), or grew after the rank moved on.
-			w.EpochEnd = true
+			w.RunEnd = true
 			rs.seg.endOfStream = rs.rl.Ended(rs.seg.epoch)
 		case len(rs.ahead) == 0 && rs.rl.Ended(rs.seg.epoch):
-			w.EpochEnd = true
+			w.RunEnd = true
 			rs.seg.endOfStream = true
 		}
+		w.StreamEnd = w.RunEnd && rs.seg.endOfStream
 	}
-	if w.EpochEnd && a.done && len(rs.ahead) == 0 {
+	if w.RunEnd && a.done && len(rs.ahead) == 0 {
 		w.Last = true
 	}
 	if rs.seg == nil && a.done && len(rs.ahead) == 0 {
 		// Nothing open, nothing held, and every epoch is committed: the
 		// coordinator sent this rank's last grants before Done.
-		w.Epoch, w.EpochEnd, w.Last = rs.nextP, true, true
+		w.RunEnd, w.Last = true, true
 	}
-	if len(items) == 0 && !w.EpochEnd {
+	if len(items) == 0 && !w.RunEnd {
 		return // wait for grants
 	}
-	if w.EpochEnd && rs.seg != nil {
+	if w.RunEnd && rs.seg != nil {
 		rs.seg.ended = true
 		rs.steps[rs.seg.epoch] = rs.seg.firstStep + (rs.seg.length+b-1)/b
-		a.publish(rs, rs.seg)
 		rs.seg = nil
 	}
 	give := rs.want.give
@@ -475,16 +478,8 @@ func (a *nodeActor) progress(rs *rankState, ps []cluster.Position) {
 }
 
 func (a *nodeActor) openSegment(rs *rankState, p cluster.Position) {
-	rs.seg = &segment{p: rs.nextP, segInfo: segInfo{epoch: p.Epoch, firstStep: rs.steps[p.Epoch], base: p.Offset}}
-	rs.nextP++
+	rs.seg = &segment{epoch: p.Epoch, firstStep: rs.steps[p.Epoch], base: p.Offset}
 	rs.segs = append(rs.segs, rs.seg)
-	a.publish(rs, rs.seg)
-}
-
-func (a *nodeActor) publish(rs *rankState, sg *segment) {
-	rs.r.mu.Lock()
-	rs.r.mu.segs[sg.p] = sg.segInfo
-	rs.r.mu.Unlock()
 }
 
 func (a *nodeActor) item(rs *rankState, p cluster.Position) actors.Item {
@@ -498,7 +493,7 @@ func (a *nodeActor) item(rs *rankState, p cluster.Position) actors.Item {
 	}
 	idx, pad := o.Sample(p.Pos)
 	s := a.n.cfg.Dataset.Samples[idx]
-	return actors.Item{Pos: p.Offset - rs.seg.base, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}
+	return actors.Item{Pos: p.Offset, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}
 }
 
 // commit turns a trainer's step into a stream offset for RankLeases.

@@ -15,15 +15,17 @@
 // restore its last acknowledged checkpoint. After an eviction it rejoins
 // with a larger incarnation (Config.Rejoin).
 //
-// Pipeline epochs are segments. actors.Pipeline numbers batches from each
-// epoch's start and refuses work for an epoch it has ended, but a rank's
-// stream can grow after it ended (a node died and the survivors take over
-// its uncommitted work), and a rank may have to go back to an older epoch
-// for it. So each run of one epoch's stream handed to the pipeline is a
-// pipeline epoch of its own, numbered 0, 1, 2, ... per session, and Next
-// translates batches back: Batch.Epoch is the job's epoch, Batch.Step
-// counts the rank's batches of that epoch in its session, Positions are
-// stream offsets. A segment ends mid-batch only when membership changed.
+// The pipeline gets the job's coordinates: Work.Epoch is the job's epoch
+// (so a sample's crop and flip are seeded by (seed, epoch, index), on
+// whichever node and in whichever session it is served), positions are
+// the session's stream offsets, and each run of one epoch's stream handed
+// to the pipeline (a segment) says the step its first batch has. A
+// rank's stream can grow after it ended (a node died and the survivors
+// take over its uncommitted work), and a rank may have to go back to an
+// older epoch for it: that is a new segment, a new run for the pipeline,
+// numbered on from the epoch's last step. Batch.Step counts the rank's
+// batches of the epoch in its session. A segment ends mid-batch only when
+// membership changed.
 //
 // Concurrency: Rank.Next and Rank.Commit are for the rank's trainer
 // goroutine (one per rank); everything else is safe for concurrent use.
@@ -236,7 +238,6 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	for i := range cfg.Ranks {
 		r := &Rank{name: fmt.Sprintf("%s/%d", cfg.Node, i), index: i, node: n}
 		r.mu.changed = make(chan struct{})
-		r.mu.segs = map[int]segInfo{}
 		n.ranks = append(n.ranks, r)
 	}
 	a := &nodeActor{n: n, inc: cfg.Incarnation, byName: map[string]*rankState{}}
@@ -339,7 +340,6 @@ type Rank struct {
 		sync.Mutex
 		session  cluster.Fence
 		pipe     *actors.Pipeline
-		segs     map[int]segInfo // by pipeline epoch, this session
 		batch    int64
 		finished bool          // the job is done and this rank has no stream
 		err      error         // fatal: the node cannot serve the job
@@ -352,28 +352,17 @@ type Rank struct {
 	resetSession   cluster.Fence // the session Reset ended: its batches are dropped
 }
 
-// segInfo is what Next needs to translate a pipeline epoch's batches.
-type segInfo struct {
-	epoch       int
-	firstStep   int64
-	base        int64 // stream offset of the segment's first position
-	length      int64 // positions; valid once ended
-	ended       bool
-	endOfStream bool // ended because the rank's stream, as planned, ended
-}
-
-// Batch is a delivered batch in the job's terms.
+// Batch is a delivered batch and the session it belongs to. Its
+// EndOfStream says this is the last batch of the rank's stream for Epoch
+// as the coordinator plans it now: commit here. More batches of the epoch
+// may still follow if membership changes.
 type Batch struct {
-	*actors.Batch // Epoch, Step and Positions are rewritten: see the package doc
+	*actors.Batch
 	// RankName is "<node>/<i>".
 	RankName string
 	// Session is the rank session the batch belongs to; a commit counts
 	// only within it.
 	Session cluster.Fence
-	// EndOfStream says this is the last batch of the rank's stream for
-	// Epoch as the coordinator plans it now: commit here. More batches
-	// of the epoch may still follow if membership changes.
-	EndOfStream bool
 }
 
 // Name returns "<node>/<i>".
@@ -424,11 +413,11 @@ func (r *Rank) Next(ctx context.Context) (*Batch, error) {
 			}
 			return nil, err
 		}
-		out, ok := r.translate(b, p, sess)
-		if !ok || (!r.resetSession.IsZero() && sess == r.resetSession) {
+		if !r.current(p, sess) || (!r.resetSession.IsZero() && sess == r.resetSession) {
 			b.Release()
 			continue
 		}
+		out := &Batch{Batch: b, RankName: r.name, Session: sess}
 		if !r.trainerSession.IsZero() && r.trainerSession != sess {
 			r.stash = out
 			r.trainerSession = cluster.Fence{}
@@ -439,25 +428,12 @@ func (r *Rank) Next(ctx context.Context) (*Batch, error) {
 	}
 }
 
-func (r *Rank) translate(b *actors.Batch, p *actors.Pipeline, sess cluster.Fence) (*Batch, bool) {
+// current reports whether p and sess are still the rank's pipeline and
+// session: a batch of a replaced one is void.
+func (r *Rank) current(p *actors.Pipeline, sess cluster.Fence) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.pipe != p || r.mu.session != sess {
-		return nil, false
-	}
-	sg, ok := r.mu.segs[b.Epoch]
-	if !ok {
-		return nil, false
-	}
-	k := b.Step
-	out := &Batch{Batch: b, RankName: r.name, Session: sess}
-	b.Epoch = sg.epoch
-	b.Step = sg.firstStep + k
-	for i := range b.Positions {
-		b.Positions[i] += sg.base
-	}
-	out.EndOfStream = sg.ended && sg.endOfStream && (k+1)*r.mu.batch >= sg.length
-	return out, true
+	return r.mu.pipe == p && r.mu.session == sess
 }
 
 // Commit tells the coordinator that the trainer's model includes every

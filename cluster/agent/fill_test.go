@@ -9,24 +9,25 @@ import (
 	"github.com/longshore/longshore/actors"
 )
 
-// served lists a Work's items as stream offsets of its segment's epoch,
-// with its pipeline epoch and end flag: what a test expects of it.
+// served lists a Work's items as stream offsets of its epoch, with the
+// number of its segment (the pipeline's run) and its end flag: what a
+// test expects of it.
 type served struct {
-	P        int // pipeline epoch
-	Epoch    int // job epoch
-	Offsets  []int64
-	EpochEnd bool
+	P       int // segment, in the order the session opened them
+	Epoch   int // job epoch
+	Offsets []int64
+	RunEnd  bool
 }
 
 func (g *fillRig) served(w actors.Work) served {
 	g.t.Helper()
-	sg, ok := g.seg(w.Epoch)
+	p, ok := g.seg(w)
 	if !ok {
 		g.t.Fatalf("%s: no segment", workString(w))
 	}
-	out := served{P: w.Epoch, Epoch: sg.epoch, EpochEnd: w.EpochEnd}
+	out := served{P: p, Epoch: w.Epoch, RunEnd: w.RunEnd}
 	for _, it := range w.Items {
-		out.Offsets = append(out.Offsets, sg.base+it.Pos)
+		out.Offsets = append(out.Offsets, it.Pos)
 	}
 	return out
 }
@@ -39,7 +40,7 @@ func offsets(from, to int64) []int64 {
 	return out
 }
 
-func checkSegs(t *testing.T, g *fillRig, want []segInfo) {
+func checkSegs(t *testing.T, g *fillRig, want []segment) {
 	t.Helper()
 	if got := g.segs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("segments:\n got %+v\nwant %+v", got, want)
@@ -87,7 +88,7 @@ func TestFillFinishesBatchBeforeOlderEpoch(t *testing.T) {
 				}
 			}
 			g.checkAllGiven()
-			checkSegs(t, g, []segInfo{
+			checkSegs(t, g, []segment{
 				{epoch: 0, firstStep: 0, base: 0, length: 8, ended: true, endOfStream: true},
 				{epoch: 1, firstStep: 0, base: 0, length: 8, ended: true, endOfStream: false},
 				{epoch: 0, firstStep: 2, base: 8, length: 4, ended: true, endOfStream: true},
@@ -126,7 +127,7 @@ func TestFillCutsBatchWhenEpochHoldsNoMore(t *testing.T) {
 	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{3, 1, offsets(7, 8), true}) {
 		t.Fatalf("epoch 1 resumed: %+v", w)
 	}
-	checkSegs(t, g, []segInfo{
+	checkSegs(t, g, []segment{
 		{epoch: 0, firstStep: 0, base: 0, length: 8, ended: true, endOfStream: true},
 		{epoch: 1, firstStep: 0, base: 0, length: 7, ended: true},
 		{epoch: 0, firstStep: 2, base: 8, length: 4, ended: true, endOfStream: true},
@@ -168,7 +169,7 @@ func TestFillTakeFromKeepsStreamOrder(t *testing.T) {
 // TestFillWaitsToKnowStreamEnd: a position that would complete a batch
 // while nothing is taken behind it may be the stream's last; it is held
 // until a StreamEnd or more positions say which, so the Work that carries
-// it can say EpochEnd and Next can mark that batch EndOfStream.
+// it can say RunEnd and Next can mark that batch EndOfStream.
 func TestFillWaitsToKnowStreamEnd(t *testing.T) {
 	t.Run("end arrives", func(t *testing.T) {
 		g := newFillRig(t, 4, 1)
@@ -187,7 +188,7 @@ func TestFillWaitsToKnowStreamEnd(t *testing.T) {
 		if got := g.served(w); !reflect.DeepEqual(got, served{0, 0, offsets(7, 8), true}) {
 			t.Fatalf("after StreamEnd: %+v", got)
 		}
-		checkSegs(t, g, []segInfo{{epoch: 0, length: 8, ended: true, endOfStream: true}})
+		checkSegs(t, g, []segment{{epoch: 0, length: 8, ended: true, endOfStream: true}})
 		checkSteps(t, g, map[int]int64{0: 2})
 		if g.endOfStream(0, 0) || !g.endOfStream(0, 1) {
 			t.Error("EndOfStream not on the last batch alone")
@@ -215,7 +216,7 @@ func TestFillWaitsToKnowStreamEnd(t *testing.T) {
 		if w, ok := g.answer(); !ok || !reflect.DeepEqual(g.served(w), served{0, 0, offsets(15, 16), true}) {
 			t.Fatalf("after StreamEnd: %s, %v", workString(w), ok)
 		}
-		checkSegs(t, g, []segInfo{{epoch: 0, length: 16, ended: true, endOfStream: true}})
+		checkSegs(t, g, []segment{{epoch: 0, length: 16, ended: true, endOfStream: true}})
 	})
 	t.Run("batch left open", func(t *testing.T) {
 		// Offset 6 does not complete a batch: it goes at once, and the
@@ -230,10 +231,10 @@ func TestFillWaitsToKnowStreamEnd(t *testing.T) {
 		}
 		g.send(g.end(0))
 		w, ok := g.answer()
-		if !ok || len(w.Items) != 0 || !w.EpochEnd || w.Epoch != 0 || w.Start != 7 {
-			t.Fatalf("after StreamEnd: %s, %v; want an empty EpochEnd at 7", workString(w), ok)
+		if !ok || len(w.Items) != 0 || !w.RunEnd || w.Epoch != 0 || w.Start != 7 {
+			t.Fatalf("after StreamEnd: %s, %v; want an empty RunEnd at 7", workString(w), ok)
 		}
-		checkSegs(t, g, []segInfo{{epoch: 0, length: 7, ended: true, endOfStream: true}})
+		checkSegs(t, g, []segment{{epoch: 0, length: 7, ended: true, endOfStream: true}})
 		checkSteps(t, g, map[int]int64{0: 2})
 		if !g.endOfStream(0, 1) {
 			t.Error("the short last batch does not say EndOfStream")
@@ -297,7 +298,7 @@ func TestFillGivesEachPositionOnceInOrder(t *testing.T) {
 		t.Errorf("served:\n got %+v\nwant %+v", ws, want)
 	}
 	g.checkAllGiven()
-	checkSegs(t, g, []segInfo{
+	checkSegs(t, g, []segment{
 		{epoch: 0, firstStep: 0, base: 0, length: 11, ended: true, endOfStream: true},
 		{epoch: 1, firstStep: 0, base: 0, length: 6, ended: true},
 		{epoch: 0, firstStep: 4, base: 11, length: 2, ended: true, endOfStream: true},

@@ -50,10 +50,10 @@ func newFillRig(t *testing.T, batch int64, epochs int) *fillRig {
 	n := &Node{cfg: Config{Node: "n", Ranks: 1, Dataset: ds}, log: slog.New(slog.DiscardHandler)}
 	r := &Rank{name: "n/0", node: n}
 	r.mu.changed = make(chan struct{})
-	r.mu.segs = map[int]segInfo{}
 	r.mu.batch = batch
 	n.ranks = []*Rank{r}
 	g := &fillRig{t: t, streams: map[int][]int64{}, leases: map[int]int{}, next: map[int]int64{}}
+	g.intake.BatchSize = int(batch)
 	g.sess = g.fence()
 	job := &wire.Job{Samples: rigSamples, Seed: 7, Block: 1, Epochs: int64(epochs), ShardSize: 8, BatchSize: batch}
 	g.rs = &rankState{r: r}
@@ -168,12 +168,22 @@ func (g *fillRig) give(w actors.Work) {
 	if err := g.intake.Take(w, asked); err != nil {
 		g.t.Fatalf("the pipeline would refuse %s: %v", workString(w), err)
 	}
-	sg, ok := g.seg(w.Epoch)
+	p, ok := g.seg(w)
 	if !ok && len(w.Items) > 0 {
-		g.t.Fatalf("%s: pipeline epoch %d has no published segment", workString(w), w.Epoch)
+		g.t.Fatalf("%s: no segment holds it", workString(w))
+	}
+	var sg segment
+	if ok {
+		sg = *g.rs.segs[p]
+		if w.Step != sg.firstStep {
+			g.t.Fatalf("%s: step %d, its segment starts at step %d", workString(w), w.Step, sg.firstStep)
+		}
+		if w.StreamEnd != (w.RunEnd && sg.endOfStream) {
+			g.t.Fatalf("%s: StreamEnd %v, segment %+v", workString(w), w.StreamEnd, sg)
+		}
 	}
 	for _, it := range w.Items {
-		e, off := sg.epoch, sg.base+it.Pos
+		e, off := w.Epoch, it.Pos
 		if off != g.next[e] {
 			g.t.Fatalf("%s: epoch %d stream offset %d given, want %d (each offset once, in order)", workString(w), e, off, g.next[e])
 		}
@@ -186,7 +196,7 @@ func (g *fillRig) give(w actors.Work) {
 			g.t.Fatalf("%s: epoch %d offset %d (position %d) is %+v, want sample %d pad %v", workString(w), e, off, g.streams[e][off], it, idx, pad)
 		}
 	}
-	if g.strict && w.EpochEnd && ok {
+	if g.strict && w.RunEnd && ok {
 		e, b := sg.epoch, g.a.job.BatchSize
 		if sg.length%b != 0 && g.next[e] < int64(len(g.streams[e])) {
 			g.t.Fatalf("%s: epoch %d's segment cut after %d positions (mid-batch) while offset %d was held", workString(w), e, sg.length, g.next[e])
@@ -198,34 +208,38 @@ func (g *fillRig) give(w actors.Work) {
 	g.answers = append(g.answers, w)
 }
 
-// seg is pipeline epoch p's segment as Next sees it.
-func (g *fillRig) seg(p int) (segInfo, bool) {
-	g.rs.r.mu.Lock()
-	defer g.rs.r.mu.Unlock()
-	sg, ok := g.rs.r.mu.segs[p]
-	return sg, ok
+// seg returns the number of the segment that holds w: the session's
+// segment of w's epoch whose offsets include w's first item, or, for an
+// end alone, the epoch's last segment.
+func (g *fillRig) seg(w actors.Work) (int, bool) {
+	found := -1
+	for p, sg := range g.rs.segs {
+		if sg.epoch != w.Epoch {
+			continue
+		}
+		if len(w.Items) == 0 || (w.Start >= sg.base && w.Start < sg.base+sg.length) {
+			found = p
+		}
+	}
+	return found, found >= 0
 }
 
-// segs lists the segments published, by pipeline epoch.
-func (g *fillRig) segs() []segInfo {
-	g.rs.r.mu.Lock()
-	defer g.rs.r.mu.Unlock()
-	out := make([]segInfo, len(g.rs.r.mu.segs))
-	for p, sg := range g.rs.r.mu.segs {
-		out[p] = sg
+// segs lists the session's segments in the order they opened.
+func (g *fillRig) segs() []segment {
+	out := make([]segment, len(g.rs.segs))
+	for p, sg := range g.rs.segs {
+		out[p] = *sg
 	}
 	return out
 }
 
-// endOfStream reports whether Next marks pipeline epoch p's batch k
-// EndOfStream.
+// endOfStream reports whether segment p's batch k is its epoch stream's
+// last: the pipeline marks it EndOfStream (a run's last batch, when its
+// Work said StreamEnd).
 func (g *fillRig) endOfStream(p int, k int64) bool {
 	g.t.Helper()
-	b, ok := g.rs.r.translate(&actors.Batch{Epoch: p, Step: k}, nil, g.sess)
-	if !ok {
-		g.t.Fatalf("batch %d of pipeline epoch %d not translated", k, p)
-	}
-	return b.EndOfStream
+	sg := g.rs.segs[p]
+	return sg.ended && sg.endOfStream && (k+1)*g.a.job.BatchSize >= sg.length
 }
 
 // checkAllGiven fails the test unless every granted position of every
@@ -244,5 +258,5 @@ func workString(w actors.Work) string {
 	for i, it := range w.Items {
 		pos[i] = it.Pos
 	}
-	return fmt.Sprintf("Work{Epoch: %d, Start: %d, Pos: %v, EpochEnd: %v, Last: %v}", w.Epoch, w.Start, pos, w.EpochEnd, w.Last)
+	return fmt.Sprintf("Work{Epoch: %d, Start: %d, Step: %d, Pos: %v, RunEnd: %v, StreamEnd: %v, Last: %v}", w.Epoch, w.Start, w.Step, pos, w.RunEnd, w.StreamEnd, w.Last)
 }
