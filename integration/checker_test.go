@@ -16,7 +16,7 @@ import (
 // Node logs (the log:PATH sink, cluster mode) hold
 //
 //	session\t<rank>\t<session>
-//	<epoch>\t<rank>\t<step>\t<key>[\tpad]
+//	<epoch>\t<rank>\t<step>\t<key>[\tpad][\tpx:<digest>]
 //	commit\t<epoch>\t<rank>\t<step>
 //
 // and the coordinator's commit log, appended to by every coordinator life
@@ -74,6 +74,30 @@ type stepKey struct {
 type sample struct {
 	key string
 	pad bool
+	px  string // pixel digest (--log-pixels); "" if not logged
+}
+
+// parseDelivery parses a delivery line's fields: epoch, rank, step and
+// the sample. ok is false for other lines and for a torn last line of a
+// killed node.
+func parseDelivery(fs []string) (epoch int, rank string, step int64, s sample, ok bool) {
+	if n := len(fs); n >= 5 && strings.HasPrefix(fs[n-1], "px:") {
+		s.px = strings.TrimPrefix(fs[n-1], "px:")
+		if len(s.px) != 16 {
+			return 0, "", 0, s, false
+		}
+		fs = fs[:n-1]
+	}
+	if !(len(fs) == 4 || len(fs) == 5 && fs[4] == "pad") {
+		return 0, "", 0, s, false
+	}
+	e, err1 := strconv.Atoi(fs[0])
+	st, err2 := strconv.ParseInt(fs[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, "", 0, s, false
+	}
+	s.key, s.pad = unpackedKey(fs[3]), len(fs) == 5
+	return e, fs[1], st, s, true
 }
 
 // unpackedKey is the key a packed sample had before longshore-pack put it
@@ -116,14 +140,13 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 				if err1 == nil && err2 == nil {
 					bump(h.nodeAcked, sessionEpoch{fs[2], session[fs[2]], e}, s)
 				}
-			case len(fs) == 4 || len(fs) == 5 && fs[4] == "pad":
-				e, err1 := strconv.Atoi(fs[0])
-				s, err2 := strconv.ParseInt(fs[2], 10, 64)
-				if err1 != nil || err2 != nil {
+			default:
+				e, rank, st, smp, ok := parseDelivery(fs)
+				if !ok {
 					continue // a torn last line of a killed node
 				}
-				k := stepKey{sessionEpoch{fs[1], session[fs[1]], e}, s}
-				h.delivered[k] = append(h.delivered[k], sample{unpackedKey(fs[3]), len(fs) == 5})
+				k := stepKey{sessionEpoch{rank, session[rank], e}, st}
+				h.delivered[k] = append(h.delivered[k], smp)
 			}
 		}
 		f.Close()
@@ -195,6 +218,37 @@ func readHistory(nodeLogs []string, coordLog string) (*history, error) {
 		bump(h.acked, a.k, a.step)
 	}
 	return h, sc.Err()
+}
+
+// committedPixels returns the pixel digest of every real sample in
+// committed history, per epoch and key, and a problem for each sample
+// whose deliveries in committed steps disagree or carry no digest.
+func (h *history) committedPixels() (map[int]map[string]string, []string) {
+	out := map[int]map[string]string{}
+	var problems []string
+	for k, ss := range h.delivered {
+		if t, ok := h.acked[k.sessionEpoch]; !ok || k.step > t {
+			continue
+		}
+		for _, s := range ss {
+			if s.pad {
+				continue
+			}
+			if s.px == "" {
+				problems = append(problems, fmt.Sprintf("epoch %d %s: no pixel digest logged", k.epoch, s.key))
+				continue
+			}
+			if out[k.epoch] == nil {
+				out[k.epoch] = map[string]string{}
+			}
+			if old, ok := out[k.epoch][s.key]; ok && old != s.px {
+				problems = append(problems, fmt.Sprintf("epoch %d %s: committed twice with different pixels", k.epoch, s.key))
+			}
+			out[k.epoch][s.key] = s.px
+		}
+	}
+	sort.Strings(problems)
+	return out, problems
 }
 
 // committedKeys returns, per epoch, the real samples in the steps acks

@@ -57,7 +57,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	var snk sink = nullSink{}
 	if o.sink == "feed" {
 		cf = feed.NewClusterFeed(o.ranks)
-	} else if snk, err = parseSink(o.sink); err != nil {
+	} else if snk, err = parseSink(o.sink, o.logPixels); err != nil {
 		return err
 	}
 	defer snk.Close()
@@ -264,8 +264,9 @@ func (t trainer) run(ctx context.Context) error {
 				return err
 			}
 		}
+		sb := len(b.Images) / max(b.Len(), 1)
 		for i, key := range b.Keys {
-			if err := t.sink.Deliver(b.Epoch, b.RankName, b.Step, key, b.Pads[i]); err != nil {
+			if err := t.sink.Deliver(b.Epoch, b.RankName, b.Step, key, b.Pads[i], b.Images[i*sb:(i+1)*sb]); err != nil {
 				b.Release()
 				return err
 			}

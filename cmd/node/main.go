@@ -56,6 +56,7 @@ type options struct {
 	seed             uint64
 	ranks            int
 	sink             string
+	logPixels        bool
 	feedDir          string
 	job              string
 	statsJSON        string
@@ -106,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for the epoch order and the random transforms")
 	fs.IntVar(&o.ranks, "ranks", 1, "trainer ranks served by this node")
 	fs.StringVar(&o.sink, "sink", "null", "where batches go: null, log:PATH (no trainer; cluster mode: a stand-in trainer), or feed (serve real trainers over Unix sockets, zero copy; docs/feed-protocol.md)")
+	fs.BoolVar(&o.logPixels, "log-pixels", false, "with --sink log:PATH: end each sample's line with px:<digest> of its decoded pixels (FNV-1a 64), to compare runs pixel for pixel")
 	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
 	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
@@ -173,6 +175,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
+	}
+	if o.logPixels && !strings.HasPrefix(o.sink, "log:") {
+		errs = append(errs, fmt.Errorf("--log-pixels records into the log sink: it needs --sink log:PATH, not %q", o.sink))
 	}
 	if o.dataset == "" {
 		errs = append(errs, errors.New("--dataset is required"))

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strings"
 	"sync"
@@ -16,8 +17,9 @@ import (
 type sink interface {
 	// Accept refuses a dataset whose keys the sink could not record.
 	Accept(ds *storage.Dataset) error
-	// Deliver records one delivered sample.
-	Deliver(epoch int, rank string, step int64, key string, pad bool) error
+	// Deliver records one delivered sample; pixels are its decoded bytes
+	// in the batch (valid only during the call).
+	Deliver(epoch int, rank string, step int64, key string, pad bool, pixels []byte) error
 	// Line appends a line as is (cluster mode's session and commit lines).
 	Line(s string) error
 	// Flush makes what was delivered so far reach the file (before a
@@ -26,8 +28,9 @@ type sink interface {
 	Close() error
 }
 
-// parseSink understands "null" and "log:PATH".
-func parseSink(spec string) (sink, error) {
+// parseSink understands "null" and "log:PATH"; pixels makes a log sink
+// record each sample's pixel digest.
+func parseSink(spec string, pixels bool) (sink, error) {
 	switch {
 	case spec == "" || spec == "null":
 		return nullSink{}, nil
@@ -40,7 +43,7 @@ func parseSink(spec string) (sink, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--sink %s: %w", spec, err)
 		}
-		return &logSink{f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
+		return &logSink{f: f, w: bufio.NewWriterSize(f, 1<<16), pixels: pixels}, nil
 	default:
 		return nil, fmt.Errorf("--sink %q: want null or log:PATH", spec)
 	}
@@ -48,17 +51,21 @@ func parseSink(spec string) (sink, error) {
 
 type nullSink struct{}
 
-func (nullSink) Accept(*storage.Dataset) error                  { return nil }
-func (nullSink) Deliver(int, string, int64, string, bool) error { return nil }
-func (nullSink) Line(string) error                              { return nil }
-func (nullSink) Flush() error                                   { return nil }
-func (nullSink) Close() error                                   { return nil }
+func (nullSink) Accept(*storage.Dataset) error                          { return nil }
+func (nullSink) Deliver(int, string, int64, string, bool, []byte) error { return nil }
+func (nullSink) Line(string) error                                      { return nil }
+func (nullSink) Flush() error                                           { return nil }
+func (nullSink) Close() error                                           { return nil }
 
 // logSink appends one line per delivered sample:
 //
 //	<epoch>\t<rank>\t<step>\t<key>
 //
-// with a fifth column "pad" for padding samples. In cluster mode <rank> is
+// with a column "pad" for padding samples and, with --log-pixels, a last
+// column "px:<16 hex digits>": the FNV-1a 64 digest of the sample's
+// decoded bytes as the trainer got them, so runs can be compared pixel
+// for pixel (the same job standalone and in a cluster, before and after a
+// restart). In cluster mode <rank> is
 // the rank's name, "<node>/<i>", and two more kinds of line appear:
 //
 //	session\t<rank>\t<session>      the rank's next lines belong to this session
@@ -69,9 +76,10 @@ func (nullSink) Close() error                                   { return nil }
 // lose its tail: what matters for the guarantee is committed history, which
 // is logged after the commit is acknowledged.
 type logSink struct {
-	mu sync.Mutex
-	f  *os.File
-	w  *bufio.Writer
+	mu     sync.Mutex
+	f      *os.File
+	w      *bufio.Writer
+	pixels bool
 }
 
 // Accept refuses a dataset with a key holding a tab or a line break: its
@@ -85,16 +93,19 @@ func (s *logSink) Accept(ds *storage.Dataset) error {
 	return nil
 }
 
-func (s *logSink) Deliver(epoch int, rank string, step int64, key string, pad bool) error {
+func (s *logSink) Deliver(epoch int, rank string, step int64, key string, pad bool, pixels []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var err error
+	fmt.Fprintf(s.w, "%d\t%s\t%d\t%s", epoch, rank, step, key)
 	if pad {
-		_, err = fmt.Fprintf(s.w, "%d\t%s\t%d\t%s\tpad\n", epoch, rank, step, key)
-	} else {
-		_, err = fmt.Fprintf(s.w, "%d\t%s\t%d\t%s\n", epoch, rank, step, key)
+		s.w.WriteString("\tpad")
 	}
-	return err
+	if s.pixels {
+		h := fnv.New64a()
+		h.Write(pixels)
+		fmt.Fprintf(s.w, "\tpx:%016x", h.Sum64())
+	}
+	return s.w.WriteByte('\n')
 }
 
 func (s *logSink) Line(line string) error {

@@ -142,7 +142,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if o.sink == "feed" {
 		return serveFeed(ctx, o, ac, dc, stderr)
 	}
-	snk, err := parseSink(o.sink)
+	snk, err := parseSink(o.sink, o.logPixels)
 	if err != nil {
 		return err
 	}
@@ -188,8 +188,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	runErr := node.Run(ctx, func(b *actors.Batch) error {
 		firstOnce.Do(func() { firstBatch = time.Since(started) })
 		mu.Lock()
+		sb := len(b.Images) / max(b.Len(), 1)
 		for i, key := range b.Keys {
-			if err := snk.Deliver(b.Epoch, strconv.Itoa(b.Rank), b.Step, key, b.Pads[i]); err != nil && sinkErr == nil {
+			if err := snk.Deliver(b.Epoch, strconv.Itoa(b.Rank), b.Step, key, b.Pads[i], b.Images[i*sb:(i+1)*sb]); err != nil && sinkErr == nil {
 				sinkErr = err
 			}
 		}
