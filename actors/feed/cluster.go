@@ -92,12 +92,12 @@ func (e *RollbackError) Is(target error) bool { return target == ErrRolledBack }
 //	node, _ := agent.Start(sys, agent.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck})
 //	srv, _ := feed.NewServer(feed.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(node, pipelineCfg))
 //
-// Steps as the trainer sees them are continuous per epoch across the
-// agent's sessions: a session's step k of epoch e is the trainer's step
-// (last acknowledged step of e in this node process, + 1) + k, so after
-// a rollback or a reset the trainer continues right after its
-// checkpoint; commits are translated back. Each rollback or reset starts
-// a new era; commits name the era of their batch, so a commit of a batch
+// Steps are the agent's, which are the trainer's: continuous per epoch
+// across the agent's sessions (a new session numbers on from the last
+// acknowledged step), so after a rollback or a reset the trainer
+// continues right after its checkpoint, and a commit's step, its
+// acknowledgement and its journal token name the same step. Each
+// rollback or reset starts a new era; commits name the era of their batch, so a commit of a batch
 // of an era that ended can never be taken for a later batch with the
 // same step.
 //
@@ -120,9 +120,7 @@ func NewClusterFeed(ranks int) *ClusterFeed {
 		f.allocs = append(f.allocs, NewShmAllocator(fmt.Sprintf("rank%d", i)))
 		cr := &clusterRank{index: i}
 		cr.mu.era = 1
-		cr.mu.bases = map[sessEpoch]int64{}
-		cr.mu.sent = map[sessEpoch]int64{}
-		cr.mu.acked = map[int]int64{}
+		cr.mu.sent = map[sessEpoch]sentSteps{}
 		cr.mu.ackedIn = map[sessEpoch]ackRec{}
 		cr.mu.complete = map[sessEpoch]bool{}
 		f.ranks = append(f.ranks, cr)
@@ -194,13 +192,16 @@ type sessEpoch struct {
 }
 
 type ackRec struct {
-	step  int64 // session step
+	step  int64
 	token []byte
 }
 
+// sentSteps are the first and last steps of an epoch a session returned.
+type sentSteps struct{ first, last int64 }
+
 type batchAt struct {
 	sessEpoch
-	step int64 // session step
+	step int64
 }
 
 // clusterRank is one rank of a ClusterFeed: a SessionStream over an
@@ -212,23 +213,20 @@ type clusterRank struct {
 		r        *agent.Rank
 		cfg      actors.Config
 		era      uint64
-		cur      cluster.Fence        // session of this era's batches; zero: none yet
-		bases    map[sessEpoch]int64  // trainer step of the session's step 0 of the epoch
-		sent     map[sessEpoch]int64  // last session step returned
-		acked    map[int]int64        // per epoch: last acknowledged trainer step
-		ackedIn  map[sessEpoch]ackRec // last acknowledged per session and epoch
-		last     *Rollback            // the last acknowledged commit
-		lastAck  batchAt              // ... in session terms
-		lastSent *batchAt             // the last batch returned this era
-		complete map[sessEpoch]bool   // epochs the coordinator completed, per session
+		cur      cluster.Fence           // session of this era's batches; zero: none yet
+		sent     map[sessEpoch]sentSteps // steps returned per session and epoch
+		ackedIn  map[sessEpoch]ackRec    // last acknowledged per session and epoch
+		last     *Rollback               // the last acknowledged commit
+		lastAck  batchAt                 // ... and its session
+		lastSent *batchAt                // the last batch returned this era
+		complete map[sessEpoch]bool      // epochs the coordinator completed, per session
 		waiters  map[*commitWaiter]struct{}
 	}
 }
 
 type commitWaiter struct {
-	at    batchAt
-	ch    chan CommitResult
-	tstep int64
+	at batchAt
+	ch chan CommitResult
 }
 
 var _ SessionStream = (*clusterRank)(nil)
@@ -282,16 +280,12 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (Delivery, error) {
 		c.failWaitersLocked(&b.Session)
 	}
 	key := sessEpoch{b.Session, b.Epoch}
-	base, ok := c.mu.bases[key]
-	if !ok {
-		if a, ok := c.mu.acked[b.Epoch]; ok {
-			base = a + 1
-		}
-		c.mu.bases[key] = base
+	if st, ok := c.mu.sent[key]; ok {
+		c.mu.sent[key] = sentSteps{first: st.first, last: max(st.last, b.Step)}
+	} else {
+		c.mu.sent[key] = sentSteps{first: b.Step, last: b.Step}
 	}
-	c.mu.sent[key] = max(c.mu.sent[key], b.Step)
 	c.mu.lastSent = &batchAt{key, b.Step}
-	b.Batch.Step += base
 	return Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
 }
 
@@ -300,7 +294,7 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (Delivery, error) {
 func (c *clusterRank) failWaitersLocked(keep *cluster.Fence) {
 	for w := range c.mu.waiters {
 		if keep == nil || w.at.session != *keep {
-			w.ch <- CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", ErrRolledBack, w.at.epoch, w.tstep)}
+			w.ch <- CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", ErrRolledBack, w.at.epoch, w.at.step)}
 			delete(c.mu.waiters, w)
 		}
 	}
@@ -310,16 +304,11 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := sessEpoch{session, a.Epoch}
-	base, ok := c.mu.bases[key]
-	if !ok {
+	if _, ok := c.mu.sent[key]; !ok {
 		return // a session this process never delivered from
 	}
-	ts := base + a.Step
-	if old, ok := c.mu.acked[a.Epoch]; !ok || ts > old {
-		c.mu.acked[a.Epoch] = ts
-	}
-	tok := []byte(trainerToken(a.Token, a.Epoch, ts))
-	c.mu.last = &Rollback{Epoch: a.Epoch, Step: ts, Token: tok, Committed: true}
+	tok := []byte(a.Token)
+	c.mu.last = &Rollback{Epoch: a.Epoch, Step: a.Step, Token: tok, Committed: true}
 	c.mu.lastAck = batchAt{key, a.Step}
 	c.mu.ackedIn[key] = ackRec{step: a.Step, token: tok}
 	for w := range c.mu.waiters {
@@ -330,12 +319,12 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	}
 }
 
-// trainerToken returns the journal token tok naming the trainer's
-// (epoch, step) in place of the coordinator's session step: the
-// generation (what restores) is the same, and a trainer reading its token
-// sees its own commit. tok unchanged if it does not parse ("" without a
-// journal).
-func trainerToken(tok string, epoch int, step int64) string {
+// completedToken returns the journal token tok naming (epoch, step): the
+// token that stands for a commit of an epoch the coordinator completed,
+// which it acknowledges no more. The generation (what restores) is tok's,
+// and it holds the epoch complete. tok unchanged if it does not parse (""
+// without a journal).
+func completedToken(tok string, epoch int, step int64) string {
 	t, err := journal.ParseToken(tok)
 	if err != nil {
 		return tok
@@ -355,7 +344,7 @@ func (c *clusterRank) onEpochComplete(session cluster.Fence, epoch int) {
 	c.mu.complete[key] = true
 	for w := range c.mu.waiters {
 		if w.at.sessEpoch == key {
-			w.ch <- CommitResult{Token: c.ackCompleteLocked(w.at, w.tstep)}
+			w.ch <- CommitResult{Token: c.ackCompleteLocked(w.at)}
 			delete(c.mu.waiters, w)
 		}
 	}
@@ -363,7 +352,7 @@ func (c *clusterRank) onEpochComplete(session cluster.Fence, epoch int) {
 
 // ackCompleteLocked records a commit of a completed epoch as
 // acknowledged and returns the token that stands for it.
-func (c *clusterRank) ackCompleteLocked(at batchAt, tstep int64) []byte {
+func (c *clusterRank) ackCompleteLocked(at batchAt) []byte {
 	if rec, ok := c.mu.ackedIn[at.sessEpoch]; ok && rec.step >= at.step {
 		return rec.token
 	}
@@ -371,12 +360,9 @@ func (c *clusterRank) ackCompleteLocked(at batchAt, tstep int64) []byte {
 	if c.mu.last != nil {
 		// The newest generation holds the epoch complete, so it restores
 		// this commit too.
-		tok = []byte(trainerToken(string(c.mu.last.Token), at.epoch, tstep))
+		tok = []byte(completedToken(string(c.mu.last.Token), at.epoch, at.step))
 	}
-	if old, ok := c.mu.acked[at.epoch]; !ok || tstep > old {
-		c.mu.acked[at.epoch] = tstep
-	}
-	c.mu.last = &Rollback{Epoch: at.epoch, Step: tstep, Token: tok, Committed: true}
+	c.mu.last = &Rollback{Epoch: at.epoch, Step: at.step, Token: tok, Committed: true}
 	c.mu.lastAck = at
 	c.mu.ackedIn[at.sessEpoch] = ackRec{step: at.step, token: tok}
 	return tok
@@ -426,38 +412,37 @@ func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan CommitRe
 		return nil, fmt.Errorf("%w: the commit of epoch %d step %d names a batch of an era that ended (rollback); restore the last acknowledged commit", ErrRolledBack, epoch, step)
 	}
 	key := sessEpoch{c.mu.cur, epoch}
-	base, ok := c.mu.bases[key]
-	k := step - base
-	if !ok || k > c.mu.sent[key] {
+	sent, ok := c.mu.sent[key]
+	if !ok || step > sent.last {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("feed: commit of epoch %d step %d, which was not delivered", epoch, step)
 	}
-	if k < 0 {
+	if step < sent.first {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, base-1)
+		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, sent.first-1)
 	}
 	ch := make(chan CommitResult, 1)
-	if rec, ok := c.mu.ackedIn[key]; ok && k <= rec.step {
+	if rec, ok := c.mu.ackedIn[key]; ok && step <= rec.step {
 		c.mu.Unlock()
-		if k < rec.step {
-			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, base+rec.step)
+		if step < rec.step {
+			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, rec.step)
 		}
 		ch <- CommitResult{Token: rec.token}
 		return ch, nil
 	}
 	if c.mu.complete[key] {
-		ch <- CommitResult{Token: c.ackCompleteLocked(batchAt{key, k}, step)}
+		ch <- CommitResult{Token: c.ackCompleteLocked(batchAt{key, step})}
 		c.mu.Unlock()
 		return ch, nil
 	}
-	w := &commitWaiter{at: batchAt{key, k}, ch: ch, tstep: step}
+	w := &commitWaiter{at: batchAt{key, step}, ch: ch}
 	if c.mu.waiters == nil {
 		c.mu.waiters = map[*commitWaiter]struct{}{}
 	}
 	c.mu.waiters[w] = struct{}{}
 	r, sess := c.mu.r, c.mu.cur
 	c.mu.Unlock()
-	if err := r.CommitAt(sess, epoch, k); err != nil {
+	if err := r.CommitAt(sess, epoch, step); err != nil {
 		c.mu.Lock()
 		delete(c.mu.waiters, w)
 		c.mu.Unlock()

@@ -44,6 +44,23 @@ type rankState struct {
 	// none): a Welcome may acknowledge its last commit late.
 	prev      cluster.Fence
 	prevAcked map[int]int64
+	// stepsAcked is, per epoch, the last step acknowledged to the trainer
+	// in this process life, whatever the session: a new session numbers
+	// its batches of the epoch on from it, so the trainer's steps are
+	// continuous across rollbacks and resets (and its commits, the
+	// coordinator's records and the journal's tokens name them).
+	stepsAcked map[int]int64
+}
+
+// ackedStep records that the trainer's commit of step of epoch was
+// acknowledged.
+func (rs *rankState) ackedStep(epoch int, step int64) {
+	if rs.stepsAcked == nil {
+		rs.stepsAcked = map[int]int64{}
+	}
+	if old, ok := rs.stepsAcked[epoch]; !ok || step > old {
+		rs.stepsAcked[epoch] = step
+	}
 }
 
 // segment is one run of an epoch's stream given to the pipeline.
@@ -175,6 +192,7 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 		ca := ack.Cluster()
 		rs.rl.Ack(ca)
 		rs.acked[ca.Epoch] = max(rs.acked[ca.Epoch], ca.Offset)
+		rs.ackedStep(ca.Epoch, ca.Step)
 		if a.n.cfg.OnAck != nil {
 			a.n.cfg.OnAck(rs.r.name, rs.session, ca)
 		}
@@ -237,6 +255,7 @@ func (a *nodeActor) lateAcks(rs *rankState, committed []*wire.Ack) {
 			continue
 		}
 		acked[ca.Epoch] = ca.Offset
+		rs.ackedStep(ca.Epoch, ca.Step)
 		a.n.log.Info("commit acknowledged late", "rank", rs.r.name, "session", ca.Session.String(), "epoch", ca.Epoch, "step", ca.Step)
 		if a.n.cfg.OnAck != nil {
 			a.n.cfg.OnAck(rs.r.name, ca.Session, ca)
@@ -296,6 +315,9 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	rs.session = s.Session
 	rs.pipe = p
 	rs.steps = map[int]int64{}
+	for e, s := range rs.stepsAcked {
+		rs.steps[e] = s + 1
+	}
 	rs.acked = map[int]int64{}
 	a.n.log.Info("session started", "rank", rs.r.name, "session", s.Session.String(), "first_epoch", s.FirstEpoch)
 	rs.r.mu.Lock()
@@ -326,7 +348,7 @@ func (a *nodeActor) endSession(rs *rankState) {
 	if rs.rl != nil {
 		prev, prevAcked = rs.session, rs.acked
 	}
-	*rs = rankState{r: rs.r, prev: prev, prevAcked: prevAcked}
+	*rs = rankState{r: rs.r, prev: prev, prevAcked: prevAcked, stepsAcked: rs.stepsAcked}
 }
 
 // pump gives the pipeline what it asked for, asks for more work, and

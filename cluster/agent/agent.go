@@ -23,9 +23,12 @@
 // rank's stream can grow after it ended (a node died and the survivors
 // take over its uncommitted work), and a rank may have to go back to an
 // older epoch for it: that is a new segment, a new run for the pipeline,
-// numbered on from the epoch's last step. Batch.Step counts the rank's
-// batches of the epoch in its session. A segment ends mid-batch only when
-// membership changed.
+// numbered on from the epoch's last step. Steps are the trainer's: a
+// session numbers its batches of an epoch on from the last step of it
+// acknowledged in this process life (0 if none), so after a rollback or a
+// reset the trainer continues right after its checkpoint, and commits,
+// acknowledgements and journal tokens all name those steps. A segment
+// ends mid-batch only when membership changed.
 //
 // Concurrency: Rank.Next and Rank.Commit are for the rank's trainer
 // goroutine (one per rank); everything else is safe for concurrent use.
