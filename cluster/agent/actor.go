@@ -35,42 +35,16 @@ type rankState struct {
 	pipe    *actors.Pipeline
 	want    *wantMsg
 	ahead   []cluster.Position // taken, not yet given to the pipeline
-	seg     *segment           // the open segment
-	segs    []*segment         // this session's segments, for commits
-	steps   map[int]int64      // per epoch: the step the next segment starts at
-	acked   map[int]int64      // per epoch: the largest offset acknowledged
+	// steps numbers the rank's batches in the trainer's steps; it
+	// outlives sessions (a new one numbers on from the last acknowledged
+	// step), nil until the first session.
+	steps *cluster.RankSteps
+	acked map[int]int64 // per epoch: the largest offset acknowledged
 	// prev and prevAcked are the session before this one (it may be
 	// the current one's predecessor, or the last one while there is
 	// none): a Welcome may acknowledge its last commit late.
 	prev      cluster.Fence
 	prevAcked map[int]int64
-	// stepsAcked is, per epoch, the last step acknowledged to the trainer
-	// in this process life, whatever the session: a new session numbers
-	// its batches of the epoch on from it, so the trainer's steps are
-	// continuous across rollbacks and resets (and its commits, the
-	// coordinator's records and the journal's tokens name them).
-	stepsAcked map[int]int64
-}
-
-// ackedStep records that the trainer's commit of step of epoch was
-// acknowledged.
-func (rs *rankState) ackedStep(epoch int, step int64) {
-	if rs.stepsAcked == nil {
-		rs.stepsAcked = map[int]int64{}
-	}
-	if old, ok := rs.stepsAcked[epoch]; !ok || step > old {
-		rs.stepsAcked[epoch] = step
-	}
-}
-
-// segment is one run of an epoch's stream given to the pipeline.
-type segment struct {
-	epoch       int
-	firstStep   int64
-	base        int64 // stream offset of the segment's first position
-	length      int64 // positions given so far
-	ended       bool
-	endOfStream bool // ended because the rank's stream, as planned, ended
 }
 
 func (a *nodeActor) Receive(ctx actor.Context) {
@@ -192,7 +166,7 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 		ca := ack.Cluster()
 		rs.rl.Ack(ca)
 		rs.acked[ca.Epoch] = max(rs.acked[ca.Epoch], ca.Offset)
-		rs.ackedStep(ca.Epoch, ca.Step)
+		rs.steps.Acked(ca.Epoch, ca.Step)
 		if a.n.cfg.OnAck != nil {
 			a.n.cfg.OnAck(rs.r.name, rs.session, ca)
 		}
@@ -255,7 +229,7 @@ func (a *nodeActor) lateAcks(rs *rankState, committed []*wire.Ack) {
 			continue
 		}
 		acked[ca.Epoch] = ca.Offset
-		rs.ackedStep(ca.Epoch, ca.Step)
+		rs.steps.Acked(ca.Epoch, ca.Step)
 		a.n.log.Info("commit acknowledged late", "rank", rs.r.name, "session", ca.Session.String(), "epoch", ca.Epoch, "step", ca.Step)
 		if a.n.cfg.OnAck != nil {
 			a.n.cfg.OnAck(rs.r.name, ca.Session, ca)
@@ -314,10 +288,10 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	rs.rl = cluster.NewRankLeases(s, int(j.Epochs))
 	rs.session = s.Session
 	rs.pipe = p
-	rs.steps = map[int]int64{}
-	for e, s := range rs.stepsAcked {
-		rs.steps[e] = s + 1
+	if rs.steps == nil || rs.steps.BatchSize() != j.BatchSize {
+		rs.steps = cluster.NewRankSteps(j.BatchSize) // a job of another batch size has other steps
 	}
+	rs.steps.StartSession()
 	rs.acked = map[int]int64{}
 	a.n.log.Info("session started", "rank", rs.r.name, "session", s.Session.String(), "first_epoch", s.FirstEpoch)
 	rs.r.mu.Lock()
@@ -348,7 +322,7 @@ func (a *nodeActor) endSession(rs *rankState) {
 	if rs.rl != nil {
 		prev, prevAcked = rs.session, rs.acked
 	}
-	*rs = rankState{r: rs.r, prev: prev, prevAcked: prevAcked, stepsAcked: rs.stepsAcked}
+	*rs = rankState{r: rs.r, prev: prev, prevAcked: prevAcked, steps: rs.steps}
 }
 
 // pump gives the pipeline what it asked for, asks for more work, and
@@ -381,11 +355,14 @@ func (a *nodeActor) pump(rs *rankState) {
 // taken ahead of what it gives, so it knows whether the position it gives
 // ends the segment before the pipeline could ship that batch: a batch
 // that completes with the segment's last position must carry the end.
+// A segment is one run of an epoch's stream for the pipeline (RankSteps
+// numbers its steps).
 func (a *nodeActor) fill(rs *rankState) {
 	if rs.want == nil {
 		return
 	}
 	b := a.job.BatchSize
+	seg := rs.steps.Current()
 	var items []actors.Item
 	var given []cluster.Position
 	for {
@@ -400,10 +377,11 @@ func (a *nodeActor) fill(rs *rankState) {
 			break
 		}
 		p := rs.ahead[0]
-		if rs.seg == nil {
-			a.openSegment(rs, p)
+		if seg == nil {
+			rs.steps.Open(p.Epoch, p.Offset)
+			seg = rs.steps.Current()
 		}
-		if p.Epoch != rs.seg.epoch && rs.seg.length%b != 0 && a.resumeSegment(rs) {
+		if p.Epoch != seg.Epoch && seg.Length%b != 0 && a.resumeSegment(rs) {
 			// An older epoch's stream grew (a departed rank's work came
 			// back) while this segment is mid-batch: finish the batch
 			// from this epoch's leases first if they hold more, so the
@@ -411,27 +389,27 @@ func (a *nodeActor) fill(rs *rankState) {
 			// than the other ranks take).
 			continue
 		}
-		if p.Epoch != rs.seg.epoch {
+		if p.Epoch != seg.Epoch {
 			break // the segment ends here: an older epoch's stream grew
 		}
-		inBatch := (p.Offset - rs.seg.base) % b
+		inBatch := (p.Offset - seg.Base) % b
 		if len(rs.ahead) == 1 && inBatch == b-1 && !rs.rl.Ended(p.Epoch) {
 			break // it would complete a batch that may be the stream's last: wait to know
 		}
-		items = append(items, a.item(rs, p))
+		items = append(items, a.item(p))
 		given = append(given, p)
 		rs.ahead = rs.ahead[1:]
-		rs.seg.length++
+		rs.steps.Give(1)
 	}
 	a.progress(rs, given)
 	w := actors.Work{Items: items}
-	if rs.seg != nil {
-		w.Epoch = rs.seg.epoch
-		w.Start = rs.seg.base + rs.seg.length - int64(len(items))
-		w.Step = rs.seg.firstStep
+	if seg != nil {
+		w.Epoch = seg.Epoch
+		w.Start = seg.Base + seg.Length - int64(len(items))
+		w.Step = seg.FirstStep
 		switch {
-		case len(rs.ahead) > 0 && rs.ahead[0].Epoch != rs.seg.epoch:
-			if rs.seg.length%b != 0 && a.resumeSegment(rs) {
+		case len(rs.ahead) > 0 && rs.ahead[0].Epoch != seg.Epoch:
+			if seg.Length%b != 0 && a.resumeSegment(rs) {
 				// The Want ran out as another epoch's position came
 				// first mid-batch: the next fill finishes the batch.
 				break
@@ -439,17 +417,15 @@ func (a *nodeActor) fill(rs *rankState) {
 			// Another epoch's position is next: this one's stream ended
 			// (the usual case), or grew after the rank moved on.
 			w.RunEnd = true
-			rs.seg.endOfStream = rs.rl.Ended(rs.seg.epoch)
-		case len(rs.ahead) == 0 && rs.rl.Ended(rs.seg.epoch):
-			w.RunEnd = true
-			rs.seg.endOfStream = true
+			w.StreamEnd = rs.rl.Ended(seg.Epoch)
+		case len(rs.ahead) == 0 && rs.rl.Ended(seg.Epoch):
+			w.RunEnd, w.StreamEnd = true, true
 		}
-		w.StreamEnd = w.RunEnd && rs.seg.endOfStream
 	}
 	if w.RunEnd && a.done && len(rs.ahead) == 0 {
 		w.Last = true
 	}
-	if rs.seg == nil && a.done && len(rs.ahead) == 0 {
+	if seg == nil && a.done && len(rs.ahead) == 0 {
 		// Nothing open, nothing held, and every epoch is committed: the
 		// coordinator sent this rank's last grants before Done.
 		w.RunEnd, w.Last = true, true
@@ -457,10 +433,8 @@ func (a *nodeActor) fill(rs *rankState) {
 	if len(items) == 0 && !w.RunEnd {
 		return // wait for grants
 	}
-	if w.RunEnd && rs.seg != nil {
-		rs.seg.ended = true
-		rs.steps[rs.seg.epoch] = rs.seg.firstStep + (rs.seg.length+b-1)/b
-		rs.seg = nil
+	if w.RunEnd && seg != nil {
+		rs.steps.End(w.StreamEnd)
 	}
 	give := rs.want.give
 	rs.want = nil
@@ -471,14 +445,15 @@ func (a *nodeActor) fill(rs *rankState) {
 // rs.ahead: the one already taken behind another epoch's, else the next
 // its leases hold. It reports false when there is none.
 func (a *nodeActor) resumeSegment(rs *rankState) bool {
+	epoch := rs.steps.Current().Epoch
 	for i, q := range rs.ahead {
-		if q.Epoch == rs.seg.epoch {
+		if q.Epoch == epoch {
 			copy(rs.ahead[1:i+1], rs.ahead[:i])
 			rs.ahead[0] = q
 			return true
 		}
 	}
-	if q, ok := rs.rl.TakeFrom(rs.seg.epoch); ok {
+	if q, ok := rs.rl.TakeFrom(epoch); ok {
 		rs.ahead = append([]cluster.Position{q}, rs.ahead...)
 		return true
 	}
@@ -499,12 +474,7 @@ func (a *nodeActor) progress(rs *rankState, ps []cluster.Position) {
 	}
 }
 
-func (a *nodeActor) openSegment(rs *rankState, p cluster.Position) {
-	rs.seg = &segment{epoch: p.Epoch, firstStep: rs.steps[p.Epoch], base: p.Offset}
-	rs.segs = append(rs.segs, rs.seg)
-}
-
-func (a *nodeActor) item(rs *rankState, p cluster.Position) actors.Item {
+func (a *nodeActor) item(p cluster.Position) actors.Item {
 	o, ok := a.orders[p.Epoch]
 	if !ok {
 		if a.orders == nil {
@@ -524,26 +494,14 @@ func (a *nodeActor) commit(m commitMsg) {
 	if rs.rl == nil || rs.session != m.session {
 		return // the session is over; Next tells the trainer
 	}
-	b := a.job.BatchSize
-	for _, sg := range rs.segs {
-		if sg.epoch != m.epoch || m.step < sg.firstStep {
-			continue
-		}
-		end := (m.step - sg.firstStep + 1) * b
-		if sg.ended {
-			if m.step >= sg.firstStep+(sg.length+b-1)/b {
-				continue
-			}
-			end = min(end, sg.length)
-		} else if end > sg.length {
-			break
-		}
-		if err := rs.rl.Commit(m.epoch, sg.base+end, m.step); err != nil {
-			a.n.log.Error("commit refused", "rank", rs.r.name, "epoch", m.epoch, "step", m.step, "err", err)
-		}
+	through, err := rs.steps.Through(m.epoch, m.step)
+	if err != nil {
+		a.n.log.Error("commit of a step never delivered", "rank", rs.r.name, "epoch", m.epoch, "step", m.step, "err", err)
 		return
 	}
-	a.n.log.Error("commit of a step never delivered", "rank", rs.r.name, "epoch", m.epoch, "step", m.step)
+	if err := rs.rl.Commit(m.epoch, through, m.step); err != nil {
+		a.n.log.Error("commit refused", "rank", rs.r.name, "epoch", m.epoch, "step", m.step, "err", err)
+	}
 }
 
 // send flushes the queued events to the coordinator in one message.

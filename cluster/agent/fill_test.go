@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
 )
 
 // served lists a Work's items as stream offsets of its epoch, with the
@@ -40,7 +41,7 @@ func offsets(from, to int64) []int64 {
 	return out
 }
 
-func checkSegs(t *testing.T, g *fillRig, want []segment) {
+func checkSegs(t *testing.T, g *fillRig, want []cluster.StepRun) {
 	t.Helper()
 	if got := g.segs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("segments:\n got %+v\nwant %+v", got, want)
@@ -49,8 +50,12 @@ func checkSegs(t *testing.T, g *fillRig, want []segment) {
 
 func checkSteps(t *testing.T, g *fillRig, want map[int]int64) {
 	t.Helper()
-	if !reflect.DeepEqual(g.rs.steps, want) {
-		t.Errorf("steps per epoch = %v, want %v", g.rs.steps, want)
+	got := map[int]int64{}
+	for e := range want {
+		got[e] = g.rs.steps.NextStep(e)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("next step per epoch = %v, want %v", got, want)
 	}
 }
 
@@ -88,11 +93,11 @@ func TestFillFinishesBatchBeforeOlderEpoch(t *testing.T) {
 				}
 			}
 			g.checkAllGiven()
-			checkSegs(t, g, []segment{
-				{epoch: 0, firstStep: 0, base: 0, length: 8, ended: true, endOfStream: true},
-				{epoch: 1, firstStep: 0, base: 0, length: 8, ended: true, endOfStream: false},
-				{epoch: 0, firstStep: 2, base: 8, length: 4, ended: true, endOfStream: true},
-				{epoch: 1, firstStep: 2, base: 8, length: 8, ended: true, endOfStream: true},
+			checkSegs(t, g, []cluster.StepRun{
+				{Epoch: 0, FirstStep: 0, Base: 0, Length: 8, Ended: true, StreamEnd: true},
+				{Epoch: 1, FirstStep: 0, Base: 0, Length: 8, Ended: true, StreamEnd: false},
+				{Epoch: 0, FirstStep: 2, Base: 8, Length: 4, Ended: true, StreamEnd: true},
+				{Epoch: 1, FirstStep: 2, Base: 8, Length: 8, Ended: true, StreamEnd: true},
 			})
 			checkSteps(t, g, map[int]int64{0: 3, 1: 4})
 			if g.endOfStream(1, 1) {
@@ -127,11 +132,11 @@ func TestFillCutsBatchWhenEpochHoldsNoMore(t *testing.T) {
 	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{3, 1, offsets(7, 8), true}) {
 		t.Fatalf("epoch 1 resumed: %+v", w)
 	}
-	checkSegs(t, g, []segment{
-		{epoch: 0, firstStep: 0, base: 0, length: 8, ended: true, endOfStream: true},
-		{epoch: 1, firstStep: 0, base: 0, length: 7, ended: true},
-		{epoch: 0, firstStep: 2, base: 8, length: 4, ended: true, endOfStream: true},
-		{epoch: 1, firstStep: 2, base: 7, length: 1, ended: true, endOfStream: true},
+	checkSegs(t, g, []cluster.StepRun{
+		{Epoch: 0, FirstStep: 0, Base: 0, Length: 8, Ended: true, StreamEnd: true},
+		{Epoch: 1, FirstStep: 0, Base: 0, Length: 7, Ended: true},
+		{Epoch: 0, FirstStep: 2, Base: 8, Length: 4, Ended: true, StreamEnd: true},
+		{Epoch: 1, FirstStep: 2, Base: 7, Length: 1, Ended: true, StreamEnd: true},
 	})
 	checkSteps(t, g, map[int]int64{0: 3, 1: 3})
 }
@@ -188,7 +193,7 @@ func TestFillWaitsToKnowStreamEnd(t *testing.T) {
 		if got := g.served(w); !reflect.DeepEqual(got, served{0, 0, offsets(7, 8), true}) {
 			t.Fatalf("after StreamEnd: %+v", got)
 		}
-		checkSegs(t, g, []segment{{epoch: 0, length: 8, ended: true, endOfStream: true}})
+		checkSegs(t, g, []cluster.StepRun{{Epoch: 0, Length: 8, Ended: true, StreamEnd: true}})
 		checkSteps(t, g, map[int]int64{0: 2})
 		if g.endOfStream(0, 0) || !g.endOfStream(0, 1) {
 			t.Error("EndOfStream not on the last batch alone")
@@ -216,7 +221,7 @@ func TestFillWaitsToKnowStreamEnd(t *testing.T) {
 		if w, ok := g.answer(); !ok || !reflect.DeepEqual(g.served(w), served{0, 0, offsets(15, 16), true}) {
 			t.Fatalf("after StreamEnd: %s, %v", workString(w), ok)
 		}
-		checkSegs(t, g, []segment{{epoch: 0, length: 16, ended: true, endOfStream: true}})
+		checkSegs(t, g, []cluster.StepRun{{Epoch: 0, Length: 16, Ended: true, StreamEnd: true}})
 	})
 	t.Run("batch left open", func(t *testing.T) {
 		// Offset 6 does not complete a batch: it goes at once, and the
@@ -234,7 +239,7 @@ func TestFillWaitsToKnowStreamEnd(t *testing.T) {
 		if !ok || len(w.Items) != 0 || !w.RunEnd || w.Epoch != 0 || w.Start != 7 {
 			t.Fatalf("after StreamEnd: %s, %v; want an empty RunEnd at 7", workString(w), ok)
 		}
-		checkSegs(t, g, []segment{{epoch: 0, length: 7, ended: true, endOfStream: true}})
+		checkSegs(t, g, []cluster.StepRun{{Epoch: 0, Length: 7, Ended: true, StreamEnd: true}})
 		checkSteps(t, g, map[int]int64{0: 2})
 		if !g.endOfStream(0, 1) {
 			t.Error("the short last batch does not say EndOfStream")
@@ -298,11 +303,11 @@ func TestFillGivesEachPositionOnceInOrder(t *testing.T) {
 		t.Errorf("served:\n got %+v\nwant %+v", ws, want)
 	}
 	g.checkAllGiven()
-	checkSegs(t, g, []segment{
-		{epoch: 0, firstStep: 0, base: 0, length: 11, ended: true, endOfStream: true},
-		{epoch: 1, firstStep: 0, base: 0, length: 6, ended: true},
-		{epoch: 0, firstStep: 4, base: 11, length: 2, ended: true, endOfStream: true},
-		{epoch: 1, firstStep: 2, base: 6, length: 2, ended: true, endOfStream: true},
+	checkSegs(t, g, []cluster.StepRun{
+		{Epoch: 0, FirstStep: 0, Base: 0, Length: 11, Ended: true, StreamEnd: true},
+		{Epoch: 1, FirstStep: 0, Base: 0, Length: 6, Ended: true},
+		{Epoch: 0, FirstStep: 4, Base: 11, Length: 2, Ended: true, StreamEnd: true},
+		{Epoch: 1, FirstStep: 2, Base: 6, Length: 2, Ended: true, StreamEnd: true},
 	})
 	checkSteps(t, g, map[int]int64{0: 5, 1: 3})
 }
@@ -320,7 +325,7 @@ func TestFillRandomized(t *testing.T) {
 			const epochs = 3
 			g := newFillRig(t, b, epochs)
 			g.strict = true
-			var next [epochs]int64 // per epoch: the next position to lease
+			var next [epochs]int64 // per Epoch: the next position to lease
 			for range 80 {
 				switch r := rng.IntN(100); {
 				case r < 35:
@@ -353,16 +358,18 @@ func TestFillRandomized(t *testing.T) {
 			// segment ended.
 			steps := map[int]int64{}
 			for p, sg := range g.segs() {
-				if !sg.ended {
+				if !sg.Ended {
 					t.Errorf("segment %d open: %+v", p, sg)
 				}
-				if sg.firstStep != steps[sg.epoch] {
-					t.Errorf("segment %d starts at step %d, want %d", p, sg.firstStep, steps[sg.epoch])
+				if sg.FirstStep != steps[sg.Epoch] {
+					t.Errorf("segment %d starts at step %d, want %d", p, sg.FirstStep, steps[sg.Epoch])
 				}
-				steps[sg.epoch] += (sg.length + b - 1) / b
+				steps[sg.Epoch] += (sg.Length + b - 1) / b
 			}
-			if !reflect.DeepEqual(steps, g.rs.steps) {
-				t.Errorf("steps %v, segments add up to %v", g.rs.steps, steps)
+			for e, n := range steps {
+				if got := g.rs.steps.NextStep(e); got != n {
+					t.Errorf("epoch %d: next step %d, segments add up to %d", e, got, n)
+				}
 			}
 		})
 	}

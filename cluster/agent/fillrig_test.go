@@ -61,7 +61,8 @@ func newFillRig(t *testing.T, batch int64, epochs int) *fillRig {
 	// What startSession does, less the pipeline.
 	g.rs.rl = cluster.NewRankLeases(cluster.RankSession{Rank: r.name, Session: g.sess}, epochs)
 	g.rs.session = g.sess
-	g.rs.steps = map[int]int64{}
+	g.rs.steps = cluster.NewRankSteps(batch)
+	g.rs.steps.StartSession()
 	g.rs.acked = map[int]int64{}
 	r.mu.session = g.sess
 	return g
@@ -172,13 +173,13 @@ func (g *fillRig) give(w actors.Work) {
 	if !ok && len(w.Items) > 0 {
 		g.t.Fatalf("%s: no segment holds it", workString(w))
 	}
-	var sg segment
+	var sg cluster.StepRun
 	if ok {
-		sg = *g.rs.segs[p]
-		if w.Step != sg.firstStep {
-			g.t.Fatalf("%s: step %d, its segment starts at step %d", workString(w), w.Step, sg.firstStep)
+		sg = g.rs.steps.Runs()[p]
+		if w.Step != sg.FirstStep {
+			g.t.Fatalf("%s: step %d, its segment starts at step %d", workString(w), w.Step, sg.FirstStep)
 		}
-		if w.StreamEnd != (w.RunEnd && sg.endOfStream) {
+		if w.StreamEnd != (w.RunEnd && sg.StreamEnd) {
 			g.t.Fatalf("%s: StreamEnd %v, segment %+v", workString(w), w.StreamEnd, sg)
 		}
 	}
@@ -197,11 +198,11 @@ func (g *fillRig) give(w actors.Work) {
 		}
 	}
 	if g.strict && w.RunEnd && ok {
-		e, b := sg.epoch, g.a.job.BatchSize
-		if sg.length%b != 0 && g.next[e] < int64(len(g.streams[e])) {
-			g.t.Fatalf("%s: epoch %d's segment cut after %d positions (mid-batch) while offset %d was held", workString(w), e, sg.length, g.next[e])
+		e, b := sg.Epoch, g.a.job.BatchSize
+		if sg.Length%b != 0 && g.next[e] < int64(len(g.streams[e])) {
+			g.t.Fatalf("%s: epoch %d's segment cut after %d positions (mid-batch) while offset %d was held", workString(w), e, sg.Length, g.next[e])
 		}
-		if sg.endOfStream && len(w.Items) == 0 && sg.length > 0 && sg.length%b == 0 {
+		if sg.StreamEnd && len(w.Items) == 0 && sg.Length > 0 && sg.Length%b == 0 {
 			g.t.Fatalf("%s: epoch %d's last batch was complete before the stream's end was known", workString(w), e)
 		}
 	}
@@ -213,11 +214,11 @@ func (g *fillRig) give(w actors.Work) {
 // end alone, the epoch's last segment.
 func (g *fillRig) seg(w actors.Work) (int, bool) {
 	found := -1
-	for p, sg := range g.rs.segs {
-		if sg.epoch != w.Epoch {
+	for p, sg := range g.rs.steps.Runs() {
+		if sg.Epoch != w.Epoch {
 			continue
 		}
-		if len(w.Items) == 0 || (w.Start >= sg.base && w.Start < sg.base+sg.length) {
+		if len(w.Items) == 0 || (w.Start >= sg.Base && w.Start < sg.Base+sg.Length) {
 			found = p
 		}
 	}
@@ -225,21 +226,15 @@ func (g *fillRig) seg(w actors.Work) (int, bool) {
 }
 
 // segs lists the session's segments in the order they opened.
-func (g *fillRig) segs() []segment {
-	out := make([]segment, len(g.rs.segs))
-	for p, sg := range g.rs.segs {
-		out[p] = *sg
-	}
-	return out
-}
+func (g *fillRig) segs() []cluster.StepRun { return g.rs.steps.Runs() }
 
 // endOfStream reports whether segment p's batch k is its epoch stream's
 // last: the pipeline marks it EndOfStream (a run's last batch, when its
 // Work said StreamEnd).
 func (g *fillRig) endOfStream(p int, k int64) bool {
 	g.t.Helper()
-	sg := g.rs.segs[p]
-	return sg.ended && sg.endOfStream && (k+1)*g.a.job.BatchSize >= sg.length
+	sg := g.rs.steps.Runs()[p]
+	return sg.Ended && sg.StreamEnd && (k+1)*g.a.job.BatchSize >= sg.Length
 }
 
 // checkAllGiven fails the test unless every granted position of every
