@@ -70,6 +70,13 @@ type Config struct {
 	// unanswered before its node is evicted (fenced and its uncommitted
 	// work re-issued). 0 means never.
 	RevokeTimeout int
+	// MinRanks holds back the first epoch until this many ranks have
+	// joined, so a job started with its nodes gets equal shares from the
+	// first step (torchrun's --nnodes): Requests before then are held
+	// (Stats.HeldRequests) and the ranks ask again. Once the first epoch started
+	// (a restored state's included) nothing is held. 0 or 1: start with
+	// the first request.
+	MinRanks int
 }
 
 // DefaultConfig returns a Config with every tunable set; the caller fills
@@ -134,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	if c.RevokeTimeout < 0 {
 		bad("RevokeTimeout = %d ticks, want >= 0 (0: never)", c.RevokeTimeout)
+	}
+	if c.MinRanks < 0 {
+		bad("MinRanks = %d, want >= 0", c.MinRanks)
 	}
 	return errors.Join(errs...)
 }

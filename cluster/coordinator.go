@@ -54,6 +54,7 @@ type Stats struct {
 	Commits      uint64 // commits applied and acknowledged
 	HeldCommits  uint64 // commits that waited for an in-flight LeaseDone
 	Fenced       uint64 // messages refused with ErrFenced
+	HeldRequests uint64 // Requests held back until MinRanks ranks joined
 	Stale        uint64 // messages refused with ErrStale
 	Invalid      uint64 // messages refused with ErrInvalid
 	Evictions    uint64 // node lives ended (failures, leaves, revoke timeouts)
@@ -728,6 +729,10 @@ func (c *Coordinator) request(ev Request) error {
 	}
 	if ev.Epoch < 0 || ev.Epoch >= c.cfg.Epochs || ev.Epoch > len(c.epochs) {
 		return fmt.Errorf("%w: rank %q requests epoch %d; %d of %d started", ErrInvalid, r.id, ev.Epoch, len(c.epochs), c.cfg.Epochs)
+	}
+	if len(c.epochs) == 0 && len(c.ranks) < c.cfg.MinRanks {
+		c.stats.HeldRequests++ // not enough ranks yet; the rank asks again
+		return nil
 	}
 	if ev.Epoch == len(c.epochs) {
 		c.startEpoch()

@@ -322,6 +322,39 @@ func TestJoinAfterAllLeased(t *testing.T) {
 	}
 }
 
+// TestMinRanks: Requests are held until MinRanks ranks joined, so the
+// first epoch's shares are equal; a fenced session is still told so
+// while they are held; once the first epoch started nothing is held.
+func TestMinRanks(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Samples, cfg.ShardSize, cfg.Epochs, cfg.MinRanks = 20, 5, 2, 3
+	h := newHarness(t, cfg)
+	a := h.join("a", 1, 2)
+	h.must(Request{Rank: a[0], Session: h.session[a[0]], Epoch: 0, Through: 10})
+	if n, _ := h.granted(a[0], 0); n != 0 || h.c.Stats().HeldRequests != 1 {
+		t.Fatalf("granted %d positions with 2 of 3 ranks joined (held %d)", n, h.c.Stats().HeldRequests)
+	}
+	stale := Fence{Incarnation: 9, Seq: 99}
+	if err := h.step(Request{Rank: a[1], Session: stale, Epoch: 0, Through: 10}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a request from a fenced session while held: %v, want ErrFenced", err)
+	}
+	b := h.join("b", 1, 1)
+	h.must(Request{Rank: a[0], Session: h.session[a[0]], Epoch: 0, Through: 10})
+	h.must(Request{Rank: b[0], Session: h.session[b[0]], Epoch: 0, Through: 10})
+	h.must(Request{Rank: a[1], Session: h.session[a[1]], Epoch: 0, Through: 10})
+	for _, r := range append(a, b...) {
+		if n, _ := h.granted(r, 0); n == 0 {
+			t.Errorf("%s got nothing once 3 ranks joined", r)
+		}
+	}
+	h.must(Leave{Node: "b", Incarnation: 1})
+	held := h.c.Stats().HeldRequests
+	h.must(Request{Rank: a[0], Session: h.session[a[0]], Epoch: 1, Through: 10})
+	if n, _ := h.granted(a[0], 1); n == 0 || h.c.Stats().HeldRequests != held {
+		t.Errorf("after the first epoch started, a request with 2 of 3 ranks was held (granted %d)", n)
+	}
+}
+
 func TestEmptyDataset(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Epochs = 2

@@ -82,7 +82,7 @@ func TestSimulation(t *testing.T) {
 
 type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
-	Fenced, Revokes, EqualEpochs, Held, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
+	Fenced, Revokes, EqualEpochs, Held, HeldRequests, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
 }
 
 func (s *simStats) add(o simStats) {
@@ -99,6 +99,7 @@ func (s *simStats) add(o simStats) {
 	s.Revokes += o.Revokes
 	s.EqualEpochs += o.EqualEpochs
 	s.Held += o.Held
+	s.HeldRequests += o.HeldRequests
 	s.LostWrites += o.LostWrites
 	s.LandedLost += o.LandedLost
 	s.Races += o.Races
@@ -149,18 +150,19 @@ type simItem struct {
 }
 
 type sim struct {
-	seed   uint64
-	rng    *rand.Rand
-	log    func(string, ...any)
-	cfg    Config
-	batch  int64
-	every  int64 // commit every this many batches
-	c      *Coordinator
-	now    int64
-	net    []*simMsg
-	nodes  map[string]*simNode
-	order  []*simNode
-	nextID int
+	seed    uint64
+	rng     *rand.Rand
+	log     func(string, ...any)
+	cfg     Config
+	granted bool // the first grants were seen
+	batch   int64
+	every   int64 // commit every this many batches
+	c       *Coordinator
+	now     int64
+	net     []*simMsg
+	nodes   map[string]*simNode
+	order   []*simNode
+	nextID  int
 
 	sessions  []*simSession
 	bySession map[Fence]*simSession
@@ -237,6 +239,9 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 		cfg.DropRemainder = rng.IntN(10) < 3
 	}
 	cfg.StealMin = 1 + rng.IntN(4)
+	if rng.IntN(3) == 0 {
+		cfg.MinRanks = 2 + rng.IntN(5)
+	}
 	cfg.RevokeTimeout = 0
 	if rng.IntN(2) == 0 {
 		cfg.RevokeTimeout = 5 + rng.IntN(30)
@@ -275,6 +280,9 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 
 	for range 1 + rng.IntN(4) {
 		s.newNode()
+	}
+	for s.initialRanks() < cfg.MinRanks {
+		s.newNode() // a job started with its nodes: enough of them come up
 	}
 	faultSteps := 2000 + rng.IntN(4000)
 	const maxSteps = 400_000
@@ -327,6 +335,7 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	}
 	s.check()
 	s.stats.Held += int(s.c.Stats().HeldCommits)
+	s.stats.HeldRequests += int(s.c.Stats().HeldRequests)
 	return s.stats, s.err
 }
 
@@ -565,6 +574,15 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 			s.logf("evict %+v", rd.Evictions)
 		}
 	}
+	if len(rd.Grants) > 0 && !s.granted {
+		// MinRanks: the first epoch starts only once that many ranks
+		// have joined (grants follow in the Ready of the Request that
+		// started it).
+		s.granted = true
+		if n := len(c.Ranks()); n < s.cfg.MinRanks {
+			s.fail("first grants with %d ranks joined, MinRanks %d", n, s.cfg.MinRanks)
+		}
+	}
 	for _, l := range rd.Grants {
 		s.stats.Grants++
 		ss := s.bySession[l.Session]
@@ -673,6 +691,14 @@ func (s *sim) newNode() {
 	s.order = append(s.order, n)
 	s.stats.Joins++
 	s.gossipJoin(n)
+}
+
+func (s *sim) initialRanks() int {
+	n := 0
+	for _, nd := range s.nodes {
+		n += nd.nRank
+	}
+	return n
 }
 
 func (s *sim) gossipJoin(n *simNode) {

@@ -131,7 +131,7 @@ func (e *clusterEnv) startCoordinator(jn *journal.Journal, restore *cluster.Stat
 	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: agent.ManifestDigest(e.ds),
 		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore}
 	if restore == nil {
-		cc.MinRanks = 2
+		cc.Cluster.MinRanks = 2
 	}
 	co, err := coord.Start(e.sys, cc)
 	if err != nil {

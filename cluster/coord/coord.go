@@ -54,11 +54,6 @@ type Config struct {
 	// BatchSize and Digest complete the Job each node is welcomed with.
 	BatchSize int
 	Digest    string
-	// MinRanks holds back the first epoch until this many ranks have
-	// joined, so a job started with its nodes gets equal shares from the
-	// first step (torchrun's --nnodes). Requests before then are dropped;
-	// nodes re-ask every second. 0 or 1: start with the first request.
-	MinRanks int
 	// TickEvery is one cluster.Tick (RevokeTimeout counts them). 0: 1 s.
 	TickEvery time.Duration
 	// NewTicker makes the tick clock; nil: time.NewTicker.
@@ -327,7 +322,6 @@ type coordActor struct {
 	job       *wire.Job
 	done      chan struct{}
 	finished  bool
-	started   bool // MinRanks was reached
 	nodes     map[string]*nodeInfo
 	rankNode  map[string]string
 	mail      map[string]*wire.NodeMail
@@ -505,18 +499,6 @@ func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 		ev := we.Cluster()
 		if ev == nil {
 			continue
-		}
-		if _, ok := ev.(cluster.Request); ok && !a.started {
-			if len(a.c.Ranks()) < a.cfg.MinRanks {
-				if n.inc != m.Incarnation {
-					// From a session of a life of the node this one does
-					// not know (an earlier coordinator life's): evict it
-					// below, or it would wait here unheard.
-					fenced = append(fenced, sessionOf(ev))
-				}
-				continue // not enough ranks yet; the node asks again
-			}
-			a.started = true
 		}
 		err := a.step(ev)
 		switch {

@@ -272,7 +272,8 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(h.ds.Samples)), epochs, 8, 5
 	cfg.Incarnation = jn.Incarnation()
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds), MinRanks: minRanks,
+	cfg.MinRanks = minRanks
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds),
 		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore})
 	if err != nil {
 		h.t.Fatal(err)

@@ -65,7 +65,6 @@ type options struct {
 	join                          string
 	balance                       string
 	batchSize                     int
-	minRanks                      int
 	linger                        time.Duration
 	tick                          time.Duration
 	cluster                       cluster.Config
@@ -110,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.balance, "balance", "equal", "equal: every rank gets the same number of steps per epoch (data-parallel training); dynamic: ranks take what they can, a straggler's leases are split")
 	fs.IntVar(&c.StealMin, "steal-min", c.StealMin, "dynamic: fewest undelivered positions worth splitting off a straggler")
 	fs.IntVar(&c.RevokeTimeout, "revoke-timeout", c.RevokeTimeout, "ticks a rank may leave a revoke unanswered before its node is evicted (0: never)")
-	fs.IntVar(&o.minRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
+	fs.IntVar(&c.MinRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
@@ -267,7 +266,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	defer rem.Shutdown(false)
 	ccfg := coord.Config{
 		Cluster: o.cluster, BatchSize: o.batchSize, Digest: digest,
-		MinRanks: o.minRanks, TickEvery: o.tick, CommitLog: commitLog, Logger: logger,
+		TickEvery: o.tick, CommitLog: commitLog, Logger: logger,
 		Restore: restore, CheckEvery: o.checkEvery,
 		Peers: func() []string {
 			m := mem.Load()
