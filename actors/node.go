@@ -128,15 +128,6 @@ func (n *Node) Stats() Stats {
 	return mergeRaw(raws).stats()
 }
 
-// RankStats returns each rank's stats.
-func (n *Node) RankStats() []Stats {
-	out := make([]Stats, len(n.ranks))
-	for i, p := range n.ranks {
-		out[i] = p.Stats()
-	}
-	return out
-}
-
 // Failures is the node's failure report.
 func (n *Node) Failures() Report { return n.book.report() }
 

@@ -250,9 +250,6 @@ func (p *PackedStore) Stats() PackedStats {
 	return s
 }
 
-// Inner returns the wrapped store.
-func (p *PackedStore) Inner() Store { return p.inner }
-
 // Get implements Store: a packed sample's bytes, or the wrapped store's
 // object for any other key.
 func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {

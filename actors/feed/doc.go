@@ -19,9 +19,9 @@
 //
 // # Who calls what
 //
-// The node calls ServeNode (or NewServer / Shutdown) with an OpenFunc that
-// starts a rank's stream at a Cursor: Standalone in standalone mode (it
-// skips the epoch order to the cursor before starting the pipeline). The
+// The node calls NewServer (and Shutdown) with an OpenFunc that starts a
+// rank's stream at a Cursor: Standalone in standalone mode (its feeder
+// seeks to the cursor before the pipeline starts). The
 // server calls the OpenFunc once per rank at start and again when a
 // trainer resumes from a commit the running stream has gone past. Commits
 // go through a Committer: LocalCommitter standalone. In cluster mode

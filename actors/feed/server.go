@@ -283,21 +283,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// ServeNode is what a node calls to feed its trainers: it serves ranks'
-// streams (opened by open; feed.Standalone in standalone mode) on Unix
-// sockets as cfg says until ctx is done, then shuts down (waiting up to
-// 10 s) and returns nil, or the error that kept it from starting.
-func ServeNode(ctx context.Context, cfg Config, open OpenFunc) error {
-	s, err := NewServer(cfg, open)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return s.Shutdown(sctx)
-}
-
 // rankServer serves one rank. Its state is guarded by mu; while a session
 // runs, that session's goroutines are the only ones driving the stream.
 type rankServer struct {
