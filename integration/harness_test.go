@@ -1,8 +1,3 @@
-// Package integration runs longshore as real processes on loopback: a
-// coordinator and nodes as separate OS processes on 127.0.0.x, joined by
-// gossip, talking over protoactor remote, reading a local directory or a
-// MinIO bucket, and checks the promise from the outside: the delivery logs
-// of the nodes and the coordinator's ack log.
 package integration
 
 import (
