@@ -8,7 +8,7 @@ Its model is the list of batches it trained on. Every event goes to
 --record as a JSON line, for the test to check the promise (exactly once
 in committed history) independently:
 
-    {"ev": "batch", "epoch", "step", "era", "keys": [real samples], "eos"}
+    {"ev": "batch", "epoch", "step", "era", "keys": [real samples], "eos"[, "px": [digests]]}
     {"ev": "ack", "epoch", "step", "token"}        a commit acknowledged
     {"ev": "commit_rolled_back"}                   a commit's era ended
     {"ev": "rollback", "epoch", "step", "token", "committed"}
@@ -16,6 +16,7 @@ in committed history) independently:
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--record", required=True)
     ap.add_argument("--commit-every", type=int, default=3)
     ap.add_argument("--step-time", type=float, default=0.05, help="seconds of simulated training per batch")
+    ap.add_argument("--pixels", action="store_true", help="record each real sample's pixel digest (px)")
     a = ap.parse_args()
     rec = open(a.record, "a", buffering=1)
 
@@ -75,7 +77,10 @@ def main():
             continue
         keys = [k for k, pad in zip(b.keys, b.pads) if not pad]
         hist.append((b.epoch, b.step, keys))
-        log(ev="batch", epoch=b.epoch, step=b.step, era=b.era, keys=keys, eos=b.end_of_stream)
+        ev = dict(ev="batch", epoch=b.epoch, step=b.step, era=b.era, keys=keys, eos=b.end_of_stream)
+        if a.pixels:
+            ev["px"] = [pixel_digest(b.images[i]) for i, pad in enumerate(b.pads) if not pad]
+        log(**ev)
         b.release()
         time.sleep(a.step_time)
         if len(hist) - committed >= a.commit_every or b.end_of_stream:
@@ -84,6 +89,11 @@ def main():
         commit()
     log(ev="end", trained=len(hist), committed=committed)
     loader.close()
+
+
+def pixel_digest(sample):
+    """A sample's pixels as the trainer got them, digested (8 bytes hex)."""
+    return hashlib.blake2b(sample.tobytes(), digest_size=8).hexdigest()
 
 
 if __name__ == "__main__":

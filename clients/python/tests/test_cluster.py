@@ -20,7 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def start_trainer(c, record, **kw):
     argv = [sys.executable, os.path.join(HERE, "cluster_trainer.py"), "--socket", c.socket(), "--record", record]
     for k, v in kw.items():
-        argv += ["--" + k.replace("_", "-"), str(v)]
+        flag = "--" + k.replace("_", "-")
+        argv += [flag] if v is True else [flag, str(v)]
     return subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
 
 
