@@ -6,6 +6,7 @@ import (
 
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/stores"
 	"github.com/longshore/longshore/storage/storetest"
 )
 
@@ -34,7 +35,7 @@ func TestConformanceS3(t *testing.T) {
 		if n++; n%2 == 0 {
 			prefix = "some/prefix"
 		}
-		s, err := storage.Open(context.Background(), srv.URL(bucket, prefix), srv.Options())
+		s, err := stores.Open(context.Background(), srv.URL(bucket, prefix), srv.Options())
 		if err != nil {
 			t.Fatal(err)
 		}

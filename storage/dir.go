@@ -458,7 +458,7 @@ func (d *DirStore) List(ctx context.Context, prefix string, fn func(ObjectInfo) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkPrefix(prefix); err != nil {
+	if err := CheckPrefix(prefix); err != nil {
 		return fmt.Errorf("list %s: %w", d.root, err)
 	}
 	// Start at the deepest directory the prefix names.
@@ -545,7 +545,7 @@ func (d *DirStore) ListPrefixes(ctx context.Context, prefix string) ([]string, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(prefix); err != nil {
+	if err := CheckPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("list prefixes %s: %w", d.root, err)
 	}
 	dirKey := ""

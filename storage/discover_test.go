@@ -17,6 +17,7 @@ import (
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 func fill(t *testing.T, s storage.Store, keys ...string) {
@@ -52,8 +53,8 @@ func samplesString(ds *storage.Dataset) string {
 	return strings.TrimSpace(b.String())
 }
 
-// stores returns the in-memory and directory stores, fresh.
-func stores(t *testing.T) map[string]storage.Store {
+// freshStores returns the in-memory and directory stores, fresh.
+func freshStores(t *testing.T) map[string]storage.Store {
 	d, err := storage.NewDirStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func stores(t *testing.T) map[string]storage.Store {
 }
 
 func TestDiscoverImageFolder(t *testing.T) {
-	for name, s := range stores(t) {
+	for name, s := range freshStores(t) {
 		t.Run(name, func(t *testing.T) {
 			fill(t, s,
 				"train/dog/2.jpg", "train/dog/1.JPEG", "train/dog/notes.txt",
@@ -252,8 +253,8 @@ func TestDiscoverMatchesNaive(t *testing.T) {
 		}
 		slices.Sort(keys)
 		wantClasses, wantSamples := naiveImageFolder(keys, "root/")
-		all := stores(t)
-		s3, err := storage.Open(context.Background(), srv.URL(srv.NewBucket(t), "pre"), srv.Options())
+		all := freshStores(t)
+		s3, err := stores.Open(context.Background(), srv.URL(srv.NewBucket(t), "pre"), srv.Options())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,15 +1,17 @@
 // Package storage is longshore's seam to object stores: a small Store
-// interface; DirStore on a local directory; S3Store on S3 or MinIO through
-// minio-go v7; MemStore, the in-memory twin for other packages' tests; and
-// dataset discovery (ImageFolder layout or a manifest object). Sibling
-// packages add the fault-injecting wrapper (storage/faulty), the
-// conformance suite every Store passes (storage/storetest) and a real
-// MinIO for tests (storage/miniotest).
+// interface; DirStore on a local directory; MemStore, the in-memory twin
+// for other packages' tests; PackedStore over tar shards; and dataset
+// discovery (ImageFolder layout or a manifest object). It links no object
+// store client: the S3 implementation is storage/s3 (minio-go v7), and
+// storage/stores opens either by location (a directory, file:// or
+// s3:// URL). Sibling packages add the fault-injecting wrapper
+// (storage/faulty), the conformance suite every Store passes
+// (storage/storetest) and a real MinIO for tests (storage/miniotest).
 //
 // # Who calls it
 //
-// The binaries call OpenDataset at start: Open (a directory, file:// or
-// s3:// URL), Discover, and a PackedStore over a packed dataset. The
+// The binaries call stores.OpenDataset at start: stores.Open, Discover,
+// and a PackedStore over a packed dataset. The
 // node's fetchers call Get and GetRange for every sample; the coordinator
 // keeps checkpoints with Put under a Cond (compare-and-swap) so two
 // coordinators can never both win.
@@ -40,18 +42,6 @@
 //     ErrRange, ErrInvalidKey, ErrLocked; for discovery ErrEmptyDataset
 //     and ErrBadManifest) with the operation and the object's URL, and say
 //     what to check: test them with errors.Is.
-//
-// # S3
-//
-// DefaultOptions reads the environment: AWS_ENDPOINT_URL_S3 or
-// AWS_ENDPOINT_URL (http:// or https:// decides TLS), AWS_REGION or
-// AWS_DEFAULT_REGION, and credentials from AWS_ACCESS_KEY_ID /
-// AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else MINIO_ROOT_USER /
-// MINIO_ROOT_PASSWORD, else MINIO_ACCESS_KEY / MINIO_SECRET_KEY. Open
-// probes the bucket so a wrong bucket, endpoint or key fails at start. The
-// store retries 5xx, throttling and connection failures itself with
-// full-jitter exponential backoff and counts requests, retries, throttled
-// responses, errors and bytes in Stats.
 //
 // # Discovery
 //

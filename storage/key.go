@@ -56,9 +56,9 @@ func keyProblem(key string) string {
 	return ""
 }
 
-// checkPrefix validates a List prefix: everything up to its last '/' must
+// CheckPrefix validates a List prefix: everything up to its last '/' must
 // be a valid key (a "directory"); what follows is only a filter on names.
-func checkPrefix(prefix string) error {
+func CheckPrefix(prefix string) error {
 	i := strings.LastIndexByte(prefix, '/')
 	if i < 0 {
 		return nil

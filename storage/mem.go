@@ -47,7 +47,7 @@ func NewMemStore(name string) *MemStore {
 func (m *MemStore) String() string { return "mem://" + m.name }
 
 func (m *MemStore) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
-	if err := checkPrefix(prefix); err != nil {
+	if err := CheckPrefix(prefix); err != nil {
 		return fmt.Errorf("list %s/%s: %w", m, prefix, err)
 	}
 	m.mu.Lock()
@@ -179,7 +179,7 @@ func (m *MemStore) ListPrefixes(ctx context.Context, prefix string) ([]string, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(prefix); err != nil {
+	if err := CheckPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("list prefixes %s/%s: %w", m, prefix, err)
 	}
 	m.mu.Lock()
@@ -188,7 +188,7 @@ func (m *MemStore) ListPrefixes(ctx context.Context, prefix string) ([]string, e
 	var out []string
 	i, _ := slices.BinarySearch(keys, prefix)
 	for i < len(keys) && strings.HasPrefix(keys[i], prefix) {
-		p, ok := commonPrefix(keys[i], prefix)
+		p, ok := CommonPrefix(keys[i], prefix)
 		if !ok {
 			i++
 			continue

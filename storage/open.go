@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -66,61 +65,6 @@ func ParseURL(raw string) (Location, error) {
 		return Location{Scheme: "s3", Bucket: bucket, Prefix: prefix}, nil
 	}
 	return Location{}, fmt.Errorf("storage: location %q: unsupported scheme %q (want a directory, file:///dir or s3://bucket/prefix)", raw, scheme)
-}
-
-// Open opens the store at raw (see ParseURL). opts are used only for s3://
-// locations. A missing directory or bucket fails with an error wrapping
-// ErrNotFound; refused credentials with one wrapping ErrAccess.
-func Open(ctx context.Context, raw string, opts Options) (Store, error) {
-	loc, err := ParseURL(raw)
-	if err != nil {
-		return nil, err
-	}
-	switch loc.Scheme {
-	case "s3":
-		return NewS3Store(ctx, loc.Bucket, loc.Prefix, opts)
-	default:
-		return NewDirStore(loc.Path)
-	}
-}
-
-// OpenDataset opens the store at raw (see Open) and discovers the dataset
-// in it (see Discover): what every binary does at start. When packed is
-// not nil and the dataset is packed (Dataset.Packed), the store returned
-// is a PackedStore configured by *packed over the store opened, so that
-// Get serves samples by key either way; nil packed never wraps, for a
-// caller that needs only the sample list.
-//
-// The caller closes the store returned, if it is an io.Closer (a
-// PackedStore closes the store it wraps). On error nothing is left open.
-// Errors name the dataset, "dataset <raw>: ...", and wrap those of
-// PackedConfig.Validate (checked before any I/O), Open and Discover:
-// errors.Is works with ErrNotFound, ErrAccess, ErrEmptyDataset and
-// ErrBadManifest.
-func OpenDataset(ctx context.Context, raw string, sopts Options, dopts DiscoverOptions, packed *PackedConfig) (Store, *Dataset, error) {
-	if packed != nil {
-		if err := packed.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
-		}
-	}
-	s, err := Open(ctx, raw, sopts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
-	}
-	ds, err := Discover(ctx, s, dopts)
-	if err != nil {
-		Close(s)
-		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
-	}
-	if packed == nil || !ds.Packed() {
-		return s, ds, nil
-	}
-	ps, err := NewPackedStore(s, ds, *packed)
-	if err != nil {
-		Close(s)
-		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
-	}
-	return ps, ds, nil
 }
 
 // Close closes s if it holds anything to close (an io.Closer: the S3

@@ -17,6 +17,7 @@ import (
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/stores"
 	"github.com/longshore/longshore/storage/storetest"
 )
 
@@ -149,7 +150,7 @@ func getAll(t *testing.T, p storage.Store, ds *storage.Dataset, order []int, wan
 // GET per (block, shard) pair, whatever the block's alignment with the
 // shards, and leaves nothing cached; block 1 is one GET per sample.
 func TestPackedOneRequestPerChunk(t *testing.T) {
-	for name, inner := range stores(t) {
+	for name, inner := range freshStores(t) {
 		ds, want := packFixture(t, inner, 1, 100, 16, 3000)
 		for _, b := range []int{16, 10, 32, 100, 1} {
 			t.Run(fmt.Sprintf("%s/block%d", name, b), func(t *testing.T) {
@@ -425,7 +426,7 @@ func TestPackedCancel(t *testing.T) {
 // epoch with room to spare, the cap kept when tight, no goroutine left.
 func TestPackedConcurrent(t *testing.T) {
 	baseline := runtime.NumGoroutine()
-	for name, inner := range stores(t) {
+	for name, inner := range freshStores(t) {
 		ds, want := packFixture(t, inner, 6, 300, 24, 2000)
 		for _, tc := range []struct {
 			name  string
@@ -571,7 +572,7 @@ func TestPackedConfigValidate(t *testing.T) {
 // ranged GET request.
 func TestPackedS3(t *testing.T) {
 	srv := miniotest.Start(t)
-	s, err := storage.Open(context.Background(), srv.URL(srv.NewBucket(t), "packed"), srv.Options())
+	s, err := stores.Open(context.Background(), srv.URL(srv.NewBucket(t), "packed"), srv.Options())
 	if err != nil {
 		t.Fatal(err)
 	}

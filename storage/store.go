@@ -106,7 +106,7 @@ func ListPrefixes(ctx context.Context, s Store, prefix string) ([]string, error)
 	}
 	var out []string
 	err := s.List(ctx, prefix, func(info ObjectInfo) error {
-		if p, ok := commonPrefix(info.Key, prefix); ok && (len(out) == 0 || out[len(out)-1] != p) {
+		if p, ok := CommonPrefix(info.Key, prefix); ok && (len(out) == 0 || out[len(out)-1] != p) {
 			out = append(out, p)
 		}
 		return nil
@@ -114,8 +114,8 @@ func ListPrefixes(ctx context.Context, s Store, prefix string) ([]string, error)
 	return out, err
 }
 
-// commonPrefix cuts key at its first '/' after prefix, keeping the '/'.
-func commonPrefix(key, prefix string) (string, bool) {
+// CommonPrefix cuts key at its first '/' after prefix, keeping the '/'.
+func CommonPrefix(key, prefix string) (string, bool) {
 	if !strings.HasPrefix(key, prefix) {
 		return "", false
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 // shardFiles are the names and contents of tarMembers' regular files:
@@ -294,7 +296,7 @@ func TestPackedRoundTrip(t *testing.T) {
 			written := packShards(t, s, classes, names, labels, datas, 3)
 
 			for _, block := range []int{0, 3, 256} {
-				store, ds, err := storage.OpenDataset(context.Background(), dir, storage.DefaultOptions(), storage.DiscoverOptions{}, &storage.PackedConfig{Block: block, CacheBytes: 1 << 20})
+				store, ds, err := stores.OpenDataset(context.Background(), dir, s3.DefaultOptions(), storage.DiscoverOptions{}, &storage.PackedConfig{Block: block, CacheBytes: 1 << 20})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -341,7 +343,7 @@ func TestOpenDataset(t *testing.T) {
 		{"packed", packed, &cfg, true},
 		{"packed, nil config", packed, nil, false},
 	} {
-		store, ds, err := storage.OpenDataset(ctx, tc.dir, storage.DefaultOptions(), storage.DefaultDiscoverOptions(), tc.packed)
+		store, ds, err := stores.OpenDataset(ctx, tc.dir, s3.DefaultOptions(), storage.DefaultDiscoverOptions(), tc.packed)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -366,7 +368,7 @@ func TestOpenDataset(t *testing.T) {
 		// The config is checked first: no I/O for a run that cannot start.
 		{"bad config", missing, &storage.PackedConfig{CacheBytes: -1}, nil, "dataset " + missing + ": packed store: CacheBytes -1 is negative"},
 	} {
-		store, ds, err := storage.OpenDataset(ctx, tc.dir, storage.DefaultOptions(), storage.DefaultDiscoverOptions(), tc.packed)
+		store, ds, err := stores.OpenDataset(ctx, tc.dir, s3.DefaultOptions(), storage.DefaultDiscoverOptions(), tc.packed)
 		if err == nil || store != nil || ds != nil || (tc.is != nil && !errors.Is(err, tc.is)) || !strings.HasPrefix(err.Error(), tc.msg) {
 			t.Errorf("%s: %v, %v, %v; want an error starting %q (errors.Is %v)", tc.name, store, ds, err, tc.msg, tc.is)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 // benchState is a mid-epoch state of n samples on 64 ranks: "ranks"
@@ -67,7 +68,7 @@ func BenchmarkWrite(b *testing.B) {
 						if srv == nil {
 							srv = miniotest.Start(parent)
 						}
-						s3, err := storage.Open(context.Background(), srv.URL(srv.NewBucket(b), "jobs/bench"), srv.Options())
+						s3, err := stores.Open(context.Background(), srv.URL(srv.NewBucket(b), "jobs/bench"), srv.Options())
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 // TestMinIO runs the race and the corrupt fallback against a real MinIO
@@ -19,7 +20,7 @@ func TestMinIO(t *testing.T) {
 	srv := miniotest.Start(t)
 	ctx := context.Background()
 	newStore := func(t *testing.T) storage.Store {
-		s, err := storage.Open(ctx, srv.URL(srv.NewBucket(t), "jobs/j1"), srv.Options())
+		s, err := stores.Open(ctx, srv.URL(srv.NewBucket(t), "jobs/j1"), srv.Options())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,13 +42,13 @@ func TestMinIO(t *testing.T) {
 		t.Fatalf("fell back to %d, want 1", e.Gen)
 	}
 
-	if _, err := storage.Open(ctx, srv.URL("no-such-bucket", "jobs/j1"), srv.Options()); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := stores.Open(ctx, srv.URL("no-such-bucket", "jobs/j1"), srv.Options()); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("missing bucket: err %v, want ErrNotFound", err)
 	}
 	bad := srv.Options()
 	bad.SecretKey = "wrong-secret-key"
 	bad.MaxRetries = 0
-	if _, err := storage.Open(ctx, srv.URL(srv.NewBucket(t), "jobs/j1"), bad); !errors.Is(err, storage.ErrAccess) {
+	if _, err := stores.Open(ctx, srv.URL(srv.NewBucket(t), "jobs/j1"), bad); !errors.Is(err, storage.ErrAccess) {
 		t.Errorf("wrong credentials: err %v, want ErrAccess", err)
 	}
 }

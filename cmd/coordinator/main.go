@@ -51,6 +51,8 @@ import (
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 type options struct {
@@ -198,7 +200,7 @@ func run(args []string, stderr io.Writer) int {
 
 func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	sopts := storage.DefaultOptions()
+	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
@@ -207,7 +209,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	store, ds, err := storage.OpenDataset(ctx, o.dataset, sopts, dopts, nil)
+	store, ds, err := stores.OpenDataset(ctx, o.dataset, sopts, dopts, nil)
 	if err != nil {
 		return err
 	}
@@ -341,7 +343,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 // openJournal opens the journal at --checkpoint and decides where the job
 // starts: the state to restore (nil: fresh), the generation it comes
 // from (0: fresh) and the gossip members the journal recorded.
-func openJournal(ctx context.Context, o options, sopts storage.Options, logger *slog.Logger) (*journal.Journal, *cluster.State, uint64, []string, error) {
+func openJournal(ctx context.Context, o options, sopts s3.Options, logger *slog.Logger) (*journal.Journal, *cluster.State, uint64, []string, error) {
 	loc, err := storage.ParseURL(o.checkpoint)
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("--checkpoint: %w", err)
@@ -353,7 +355,7 @@ func openJournal(ctx context.Context, o options, sopts storage.Options, logger *
 			return nil, nil, 0, nil, fmt.Errorf("--checkpoint: %w", err)
 		}
 	}
-	store, err := storage.Open(ctx, o.checkpoint, sopts)
+	store, err := stores.Open(ctx, o.checkpoint, sopts)
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
 	}

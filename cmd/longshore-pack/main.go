@@ -32,6 +32,8 @@ import (
 	"syscall"
 
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 type options struct {
@@ -151,8 +153,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func (o options) storeOptions() storage.Options {
-	sopts := storage.DefaultOptions()
+func (o options) storeOptions() s3.Options {
+	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
@@ -162,7 +164,7 @@ func (o options) storeOptions() storage.Options {
 
 // openStore opens a location; create makes a missing directory first (a
 // bucket must exist: a typo must not scatter a dataset into a new one).
-func openStore(ctx context.Context, raw string, sopts storage.Options, create bool) (storage.Store, error) {
+func openStore(ctx context.Context, raw string, sopts s3.Options, create bool) (storage.Store, error) {
 	loc, err := storage.ParseURL(raw)
 	if err != nil {
 		return nil, err
@@ -172,7 +174,7 @@ func openStore(ctx context.Context, raw string, sopts storage.Options, create bo
 			return nil, err
 		}
 	}
-	return storage.Open(ctx, raw, sopts)
+	return stores.Open(ctx, raw, sopts)
 }
 
 // checkKeyText refuses a sample key the node's logs and sinks could not

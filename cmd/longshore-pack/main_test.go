@@ -16,6 +16,8 @@ import (
 
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 // realImages are the decoder's test files: real JPEG, PNG and WebP bytes.
@@ -79,10 +81,10 @@ func runPack(t *testing.T, args ...string) (string, string, int) {
 // readBack discovers the packed dataset at loc and reads every sample
 // through a PackedStore, returning each sample's bytes by its original key
 // (the member name) and the dataset.
-func readBack(t *testing.T, loc string, sopts storage.Options) (map[string][]byte, *storage.Dataset) {
+func readBack(t *testing.T, loc string, sopts s3.Options) (map[string][]byte, *storage.Dataset) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := storage.Open(ctx, loc, sopts)
+	s, err := stores.Open(ctx, loc, sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestPackImageFolder(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("packed %d samples", len(want))) {
 		t.Errorf("stdout: %s", out)
 	}
-	got, ds := readBack(t, dst, storage.DefaultOptions())
+	got, ds := readBack(t, dst, s3.DefaultOptions())
 	sameBytes(t, got, want)
 
 	srcDS := discoverDir(t, src)
@@ -185,7 +187,7 @@ func TestPackImageFolder(t *testing.T) {
 	if _, errs, code = runPack(t, "--dataset", src, "--out", dst, "--force", "--per-shard", "100"); code != 0 {
 		t.Fatalf("forced run: exit %d, %s", code, errs)
 	}
-	got, ds = readBack(t, dst, storage.DefaultOptions())
+	got, ds = readBack(t, dst, s3.DefaultOptions())
 	sameBytes(t, got, want)
 	if last := ds.ObjectOf(ds.Samples[len(ds.Samples)-1]); last != "shards/shard-000000.tar" {
 		t.Errorf("--per-shard 100: last sample in %s", last)
@@ -224,7 +226,7 @@ func TestPackManifestSources(t *testing.T) {
 			if out, errs, code := runPack(t, args...); code != 0 {
 				t.Fatalf("exit %d\n%s%s", code, out, errs)
 			}
-			got, ds := readBack(t, dst, storage.DefaultOptions())
+			got, ds := readBack(t, dst, s3.DefaultOptions())
 			sameBytes(t, got, want)
 			if !slices.Equal(ds.Classes, tc.classes) {
 				t.Errorf("classes %q, want %q", ds.Classes, tc.classes)
@@ -243,7 +245,7 @@ func TestPackManifestSources(t *testing.T) {
 			if out, errs, code := runPack(t, "--dataset", dst, "--out", again, "--per-shard", "5"); code != 0 {
 				t.Fatalf("repack: exit %d\n%s%s", code, out, errs)
 			}
-			got2, ds2 := readBack(t, again, storage.DefaultOptions())
+			got2, ds2 := readBack(t, again, s3.DefaultOptions())
 			if !slices.Equal(ds2.Classes, ds.Classes) || len(got2) != len(want) {
 				t.Errorf("repacked: classes %q, %d samples", ds2.Classes, len(got2))
 			}
@@ -276,7 +278,7 @@ func TestPackS3(t *testing.T) {
 
 	// Index WebDataset tars in a bucket.
 	bucketURL := srv.URL(srv.NewBucket(t), "wds")
-	s, err := storage.Open(context.Background(), bucketURL, opts)
+	s, err := stores.Open(context.Background(), bucketURL, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +366,7 @@ func TestIndexWebDataset(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
-	got, ds := readBack(t, dir, storage.DefaultOptions())
+	got, ds := readBack(t, dir, s3.DefaultOptions())
 	checkWDS(t, got, want)
 	for _, s := range ds.Samples {
 		if w := want[s.Key]; s.Label != w.label {
@@ -394,7 +396,7 @@ func TestIndexWebDataset(t *testing.T) {
 		if out, errs, code := runPack(t, "--index", gnu); code != 0 {
 			t.Fatalf("GNU tar: exit %d\n%s%s", code, out, errs)
 		}
-		got, ds := readBack(t, gnu, storage.DefaultOptions())
+		got, ds := readBack(t, gnu, s3.DefaultOptions())
 		if string(got["a.jpg"]) != "jpeg bytes" || ds.Samples[0].Label != 3 || ds.Samples[0].Key != "x.tar/a.jpg" {
 			t.Errorf("GNU tar: %q, %+v", got, ds.Samples)
 		}
@@ -495,7 +497,7 @@ func TestPackEmptySample(t *testing.T) {
 	if out, errs, code := runPack(t, "--dataset", src, "--out", dst, "--per-shard", "4"); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
-	got, _ := readBack(t, dst, storage.DefaultOptions())
+	got, _ := readBack(t, dst, s3.DefaultOptions())
 	sameBytes(t, got, want)
 }
 

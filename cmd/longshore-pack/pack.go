@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 // ShardDir is where pack writes its tars, relative to --out.
@@ -56,7 +57,7 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.shuffle {
 		cfg.Block = 0
 	}
-	src, ds, err := storage.OpenDataset(ctx, o.dataset, sopts, dopts, &cfg)
+	src, ds, err := stores.OpenDataset(ctx, o.dataset, sopts, dopts, &cfg)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,8 @@ import (
 	"github.com/longshore/longshore/cmd/internal/flagenv"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 // options are the command line, gathered before anything starts so that
@@ -285,7 +287,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // order (block, samples) that share a shard. block 0 reads every sample
 // alone until SetBlock (cluster mode learns the block from the job).
 func openDataset(ctx context.Context, o options, block int) (storage.Store, *storage.Dataset, error) {
-	sopts := storage.DefaultOptions()
+	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
@@ -297,7 +299,7 @@ func openDataset(ctx context.Context, o options, block int) (storage.Store, *sto
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	return storage.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{Block: block, CacheBytes: int64(o.packCache)})
+	return stores.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{Block: block, CacheBytes: int64(o.packCache)})
 }
 
 // wait is how long a stopped run gives its pipelines to drain.

@@ -18,6 +18,8 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 func main() {
@@ -29,7 +31,7 @@ func main() {
 	// Tar shards (longshore-pack) are read through a PackedStore: a block's
 	// samples in a tar are one read.
 	packed := storage.DefaultPackedConfig() // blocks of 256, as the order below
-	store, ds, err := storage.OpenDataset(ctx, *dataset, storage.DefaultOptions(), storage.DefaultDiscoverOptions(), &packed)
+	store, ds, err := stores.OpenDataset(ctx, *dataset, s3.DefaultOptions(), storage.DefaultDiscoverOptions(), &packed)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 //
 //	srv := miniotest.Start(t)            // fails the test if no binary
 //	bucket := srv.NewBucket(t)           // a fresh, empty bucket
-//	s, err := storage.Open(ctx, srv.URL(bucket, "prefix"), srv.Options())
+//	s, err := stores.Open(ctx, srv.URL(bucket, "prefix"), srv.Options())
 //
 // The server listens on a free 127.0.0.1 port, keeps its data in a
 // temporary directory, uses random root credentials, and is stopped (and
@@ -36,7 +36,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
 )
 
 // EnvBinary names the MinIO binary to use, overriding the search.
@@ -261,11 +261,11 @@ func (s *Server) Logs() string {
 	return s.logs.String()
 }
 
-// Options returns storage.Options for this server: its endpoint and root
+// Options returns s3.Options for this server: its endpoint and root
 // credentials, region us-east-1 (no location lookups), and quick retries
 // so tests of outages run in seconds.
-func (s *Server) Options() storage.Options {
-	o := storage.Options{
+func (s *Server) Options() s3.Options {
+	o := s3.Options{
 		Endpoint:              s.Endpoint,
 		Region:                "us-east-1",
 		AccessKey:             s.AccessKey,
@@ -279,14 +279,14 @@ func (s *Server) Options() storage.Options {
 	return o
 }
 
-// Env returns the environment variables that make storage.DefaultOptions
+// Env returns the environment variables that make s3.DefaultOptions
 // (and so the binaries) talk to this server.
 func (s *Server) Env() []string {
 	return []string{
-		storage.EnvEndpoint + "=" + s.Endpoint,
-		storage.EnvRegion + "=us-east-1",
-		storage.EnvAccessKeyID + "=" + s.AccessKey,
-		storage.EnvSecretAccessKey + "=" + s.SecretKey,
+		s3.EnvEndpoint + "=" + s.Endpoint,
+		s3.EnvRegion + "=us-east-1",
+		s3.EnvAccessKeyID + "=" + s.AccessKey,
+		s3.EnvSecretAccessKey + "=" + s.SecretKey,
 	}
 }
 

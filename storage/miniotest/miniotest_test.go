@@ -12,13 +12,15 @@ import (
 	"testing"
 
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
 func TestStartStopRestart(t *testing.T) {
 	srv := Start(t)
 	bucket := srv.NewBucket(t)
 	ctx := context.Background()
-	s, err := storage.Open(ctx, srv.URL(bucket, "p"), srv.Options())
+	s, err := stores.Open(ctx, srv.URL(bucket, "p"), srv.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func TestStartStopRestart(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	if _, err := storage.Open(ctx, srv.URL(bucket, ""), storage.DefaultOptions()); err != nil {
+	if _, err := stores.Open(ctx, srv.URL(bucket, ""), s3.DefaultOptions()); err != nil {
 		t.Fatalf("Open with DefaultOptions from Env(): %v", err)
 	}
 }

@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite every storage.Store must pass:
-// MemStore, DirStore, S3Store on a real MinIO, and wrappers such as the
+// MemStore, DirStore, s3.Store on a real MinIO, and wrappers such as the
 // fault-injecting store with no rules. Run it from a test:
 //
 //	storetest.Run(t, func(t *testing.T) storage.Store { return storage.NewMemStore(t.Name()) })

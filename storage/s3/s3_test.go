@@ -1,4 +1,4 @@
-package storage_test
+package s3_test
 
 import (
 	"bytes"
@@ -20,15 +20,17 @@ import (
 
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
 )
 
-func openS3(t *testing.T, srv *miniotest.Server, bucket, prefix string, opts storage.Options) *storage.S3Store {
+func openS3(t *testing.T, srv *miniotest.Server, bucket, prefix string, opts s3.Options) *s3.Store {
 	t.Helper()
-	s, err := storage.Open(context.Background(), srv.URL(bucket, prefix), opts)
+	s, err := stores.Open(context.Background(), srv.URL(bucket, prefix), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.(*storage.S3Store)
+	return s.(*s3.Store)
 }
 
 func TestS3OpenErrors(t *testing.T) {
@@ -39,7 +41,7 @@ func TestS3OpenErrors(t *testing.T) {
 	t.Run("WrongSecret", func(t *testing.T) {
 		opts := srv.Options()
 		opts.SecretKey = "not-the-secret"
-		_, err := storage.Open(ctx, srv.URL(bucket, "p"), opts)
+		_, err := stores.Open(ctx, srv.URL(bucket, "p"), opts)
 		if !errors.Is(err, storage.ErrAccess) {
 			t.Fatalf("Open with a wrong secret: %v, want ErrAccess", err)
 		}
@@ -48,12 +50,12 @@ func TestS3OpenErrors(t *testing.T) {
 		}
 	})
 	t.Run("UnknownAccessKeyFromEnv", func(t *testing.T) {
-		t.Setenv(storage.EnvEndpoint, srv.Endpoint)
-		t.Setenv(storage.EnvEndpointS3, "")
-		t.Setenv(storage.EnvRegion, "us-east-1")
-		t.Setenv(storage.EnvAccessKeyID, "nobody")
-		t.Setenv(storage.EnvSecretAccessKey, "nothing-at-all")
-		_, err := storage.Open(ctx, srv.URL(bucket, ""), storage.DefaultOptions())
+		t.Setenv(s3.EnvEndpoint, srv.Endpoint)
+		t.Setenv(s3.EnvEndpointS3, "")
+		t.Setenv(s3.EnvRegion, "us-east-1")
+		t.Setenv(s3.EnvAccessKeyID, "nobody")
+		t.Setenv(s3.EnvSecretAccessKey, "nothing-at-all")
+		_, err := stores.Open(ctx, srv.URL(bucket, ""), s3.DefaultOptions())
 		if !errors.Is(err, storage.ErrAccess) {
 			t.Fatalf("Open with an unknown access key: %v, want ErrAccess", err)
 		}
@@ -65,12 +67,12 @@ func TestS3OpenErrors(t *testing.T) {
 	t.Run("Anonymous", func(t *testing.T) {
 		opts := srv.Options()
 		opts.AccessKey, opts.SecretKey = "", ""
-		if _, err := storage.Open(ctx, srv.URL(bucket, ""), opts); !errors.Is(err, storage.ErrAccess) {
+		if _, err := stores.Open(ctx, srv.URL(bucket, ""), opts); !errors.Is(err, storage.ErrAccess) {
 			t.Fatalf("anonymous Open of a private bucket: %v, want ErrAccess", err)
 		}
 	})
 	t.Run("MissingBucket", func(t *testing.T) {
-		_, err := storage.Open(ctx, srv.URL("no-such-bucket", "x"), srv.Options())
+		_, err := stores.Open(ctx, srv.URL("no-such-bucket", "x"), srv.Options())
 		if !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("Open of a missing bucket: %v, want ErrNotFound", err)
 		}
@@ -83,7 +85,7 @@ func TestS3OpenErrors(t *testing.T) {
 		opts.Endpoint = "http://" + closedAddr(t)
 		opts.MaxRetries = 2
 		start := time.Now()
-		_, err := storage.Open(ctx, srv.URL(bucket, ""), opts)
+		_, err := stores.Open(ctx, srv.URL(bucket, ""), opts)
 		if err == nil || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrAccess) {
 			t.Fatalf("Open of a closed port: %v, want a connection error", err)
 		}
@@ -98,7 +100,7 @@ func TestS3OpenErrors(t *testing.T) {
 		opts := srv.Options()
 		opts.Endpoint = "ftp://x"
 		opts.MaxRetries = -1
-		_, err := storage.Open(ctx, srv.URL(bucket, ""), opts)
+		_, err := stores.Open(ctx, srv.URL(bucket, ""), opts)
 		if err == nil || !strings.Contains(err.Error(), "ftp://x") || !strings.Contains(err.Error(), "MaxRetries") {
 			t.Fatalf("Open with bad options: %v, want both problems reported", err)
 		}
@@ -185,7 +187,7 @@ func TestS3RetriesWhileServerDown(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		srv.Restart(t)
 	}()
-	s2, err := storage.NewS3Store(ctx, bucket, "", opts) // Open rides out the outage too
+	s2, err := s3.New(ctx, bucket, "", opts) // Open rides out the outage too
 	if err != nil {
 		t.Fatalf("Open during a brief outage: %v", err)
 	}
@@ -270,9 +272,9 @@ func TestS3RetryClassification(t *testing.T) {
 			fake := &fakeS3{objects: map[string][]byte{"k": []byte("value")}}
 			ts := httptest.NewServer(fake)
 			defer ts.Close()
-			opts := storage.Options{Endpoint: ts.URL, Region: "us-east-1", AccessKey: "a", SecretKey: "b",
+			opts := s3.Options{Endpoint: ts.URL, Region: "us-east-1", AccessKey: "a", SecretKey: "b",
 				MaxRetries: 4, RetryBase: time.Millisecond, RetryCap: 2 * time.Millisecond}
-			s, err := storage.NewS3Store(context.Background(), "bucket", "", opts)
+			s, err := s3.New(context.Background(), "bucket", "", opts)
 			if err != nil {
 				t.Fatal(err)
 			}

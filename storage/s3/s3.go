@@ -1,4 +1,4 @@
-package storage
+package s3
 
 import (
 	"bytes"
@@ -20,14 +20,16 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/longshore/longshore/storage"
 )
 
 // maxSinglePut is S3's limit for one PUT; Put never uses multipart uploads,
 // whose completion would not carry the conditional headers.
 const maxSinglePut = 5 << 30
 
-// S3Store is a Store on an S3 bucket (and optional key prefix) through
-// minio-go v7. Open or NewS3Store make one; it is safe for concurrent use.
+// Store is a Store on an S3 bucket (and optional key prefix) through
+// minio-go v7. Open or New make one; it is safe for concurrent use.
 //
 // Every operation retries retryable failures itself (see Options), with
 // full-jitter exponential backoff; minio-go's internal retries are off so
@@ -45,23 +47,23 @@ const maxSinglePut = 5 << 30
 // finds the precondition failed, the store reads the object's ETag: if it
 // is the MD5 of the data being put, the earlier attempt won and Put
 // reports success.
-type S3Store struct {
+type Store struct {
 	client *minio.Client
 	tr     *http.Transport
 	core   minio.Core
 	bucket string
 	prefix string // "" or ending in '/'
 	opts   Options
-	stats  s3Counters
+	stats  counters
 }
 
 var (
-	_ Store        = (*S3Store)(nil)
-	_ PrefixLister = (*S3Store)(nil)
+	_ storage.Store        = (*Store)(nil)
+	_ storage.PrefixLister = (*Store)(nil)
 )
 
-// S3Stats are cumulative counts since the store was made.
-type S3Stats struct {
+// Stats are cumulative counts since the store was made.
+type Stats struct {
 	// Requests is the number of HTTP requests sent (each retry, each page
 	// of a listing, and minio-go's bucket-location lookups included).
 	Requests int64
@@ -79,13 +81,13 @@ type S3Stats struct {
 	BytesWritten int64
 }
 
-type s3Counters struct {
+type counters struct {
 	requests, retries, throttled, errors, bytesRead, bytesWritten atomic.Int64
 }
 
 // Stats returns the store's counters.
-func (s *S3Store) Stats() S3Stats {
-	return S3Stats{
+func (s *Store) Stats() Stats {
+	return Stats{
 		Requests:     s.stats.requests.Load(),
 		Retries:      s.stats.retries.Load(),
 		Throttled:    s.stats.throttled.Load(),
@@ -99,7 +101,7 @@ func (s *S3Store) Stats() S3Stats {
 // layer, where every request minio-go makes passes.
 type countingTransport struct {
 	base  http.RoundTripper
-	stats *s3Counters
+	stats *counters
 }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -111,17 +113,17 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// NewS3Store opens bucket (keys under prefix) and probes it with
+// New opens bucket (keys under prefix) and probes it with
 // BucketExists, so a wrong bucket, endpoint or credential fails here, with
 // a message saying what to check, rather than at the first fetch.
-func NewS3Store(ctx context.Context, bucket, prefix string, opts Options) (*S3Store, error) {
+func New(ctx context.Context, bucket, prefix string, opts Options) (*Store, error) {
 	name := "s3://" + bucket + "/" + prefix
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", name, err)
 	}
 	if prefix != "" {
-		if err := checkPrefix(prefix); err != nil || strings.HasPrefix(prefix, "/") {
-			return nil, fmt.Errorf("open %s: bad prefix: %w", name, ErrInvalidKey)
+		if err := storage.CheckPrefix(prefix); err != nil || strings.HasPrefix(prefix, "/") {
+			return nil, fmt.Errorf("open %s: bad prefix: %w", name, storage.ErrInvalidKey)
 		}
 		if !strings.HasSuffix(prefix, "/") {
 			prefix += "/"
@@ -146,7 +148,7 @@ func NewS3Store(ctx context.Context, bucket, prefix string, opts Options) (*S3St
 	tr.MaxIdleConnsPerHost = conc + 8
 	tr.MaxIdleConns = max(tr.MaxIdleConns, conc+8)
 	tr.ResponseHeaderTimeout = opts.ResponseHeaderTimeout
-	s := &S3Store{bucket: bucket, prefix: prefix, opts: opts, tr: tr}
+	s := &Store{bucket: bucket, prefix: prefix, opts: opts, tr: tr}
 	client, err := minio.New(host, &minio.Options{
 		Creds:      credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
 		Secure:     secure,
@@ -171,16 +173,16 @@ func NewS3Store(ctx context.Context, bucket, prefix string, opts Options) (*S3St
 	}
 	if !exists {
 		return nil, fmt.Errorf("open %s: %w: bucket %q does not exist at %s (create it, or check the URL and %s)",
-			s, ErrNotFound, bucket, opts.endpoint(), EnvEndpoint)
+			s, storage.ErrNotFound, bucket, opts.endpoint(), EnvEndpoint)
 	}
 	return s, nil
 }
 
-func (s *S3Store) openError(err error) error {
+func (s *Store) openError(err error) error {
 	var er minio.ErrorResponse
 	if errors.As(err, &er) && er.Code == "NoSuchBucket" {
 		return fmt.Errorf("open %s: %w: bucket %q does not exist at %s (create it, or check the URL and %s)",
-			s, ErrNotFound, s.bucket, s.opts.endpoint(), EnvEndpoint)
+			s, storage.ErrNotFound, s.bucket, s.opts.endpoint(), EnvEndpoint)
 	}
 	if isConnError(err) {
 		return fmt.Errorf("open %s: cannot reach %s (check %s): %w", s, s.opts.endpoint(), EnvEndpoint, err)
@@ -190,26 +192,26 @@ func (s *S3Store) openError(err error) error {
 
 // Close releases the store's idle connections. Calls in flight finish; a
 // store used after Close dials anew.
-func (s *S3Store) Close() error {
+func (s *Store) Close() error {
 	s.tr.CloseIdleConnections()
 	return nil
 }
 
 // String returns "s3://bucket/prefix".
-func (s *S3Store) String() string { return "s3://" + s.bucket + "/" + s.prefix }
+func (s *Store) String() string { return "s3://" + s.bucket + "/" + s.prefix }
 
 // Bucket and Prefix return where the store is rooted.
-func (s *S3Store) Bucket() string { return s.bucket }
-func (s *S3Store) Prefix() string { return s.prefix }
+func (s *Store) Bucket() string { return s.bucket }
+func (s *Store) Prefix() string { return s.prefix }
 
 // Client returns the underlying minio-go client, for tests and tools.
-func (s *S3Store) Client() *minio.Client { return s.client }
+func (s *Store) Client() *minio.Client { return s.client }
 
-func (s *S3Store) url(key string) string { return s.String() + key }
+func (s *Store) url(key string) string { return s.String() + key }
 
 // mapError wraps err with the operation, the object URL and the matching
 // sentinel, and counts it.
-func (s *S3Store) mapError(op, key string, err error) error {
+func (s *Store) mapError(op, key string, err error) error {
 	what := s.url(key)
 	if key == "" {
 		what = s.String()
@@ -221,21 +223,21 @@ func (s *S3Store) mapError(op, key string, err error) error {
 	if errors.As(err, &er) {
 		switch er.Code {
 		case "NoSuchKey", "NoSuchBucket", "NotFound":
-			return fmt.Errorf("%s %s: %w: %w", op, what, ErrNotFound, err)
+			return fmt.Errorf("%s %s: %w: %w", op, what, storage.ErrNotFound, err)
 		case "PreconditionFailed":
-			return fmt.Errorf("%s %s: %w: %w", op, what, ErrPrecondition, err)
+			return fmt.Errorf("%s %s: %w: %w", op, what, storage.ErrPrecondition, err)
 		case "InvalidRange":
-			return fmt.Errorf("%s %s: %w: %w", op, what, ErrRange, err)
+			return fmt.Errorf("%s %s: %w: %w", op, what, storage.ErrRange, err)
 		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken":
 			s.stats.errors.Add(1)
-			return fmt.Errorf("%s %s: %w: %s (%w)", op, what, ErrAccess, s.opts.credHint(), err)
+			return fmt.Errorf("%s %s: %w: %s (%w)", op, what, storage.ErrAccess, s.opts.credHint(), err)
 		}
 		if er.StatusCode == http.StatusNotFound {
-			return fmt.Errorf("%s %s: %w: %w", op, what, ErrNotFound, err)
+			return fmt.Errorf("%s %s: %w: %w", op, what, storage.ErrNotFound, err)
 		}
 		if er.StatusCode == http.StatusForbidden {
 			s.stats.errors.Add(1)
-			return fmt.Errorf("%s %s: %w: %s (%w)", op, what, ErrAccess, s.opts.credHint(), err)
+			return fmt.Errorf("%s %s: %w: %s (%w)", op, what, storage.ErrAccess, s.opts.credHint(), err)
 		}
 	}
 	s.stats.errors.Add(1)
@@ -304,7 +306,7 @@ func isConnError(err error) bool {
 
 // retry runs attempt until it succeeds, fails for good, or runs out of
 // retries, sleeping with full-jitter exponential backoff between attempts.
-func (s *S3Store) retry(ctx context.Context, attempt func(n int) error) error {
+func (s *Store) retry(ctx context.Context, attempt func(n int) error) error {
 	for n := 0; ; n++ {
 		err := attempt(n)
 		if err == nil {
@@ -325,7 +327,7 @@ func (s *S3Store) retry(ctx context.Context, attempt func(n int) error) error {
 
 // backoff is the full-jitter wait before retry n: uniform in
 // [0, min(cap, base*2^n)].
-func (s *S3Store) backoff(n int) time.Duration {
+func (s *Store) backoff(n int) time.Duration {
 	return fullJitter(s.opts.RetryBase, s.opts.RetryCap, n)
 }
 
@@ -358,8 +360,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // Get implements Store.
-func (s *S3Store) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
-	if err := CheckKey(key); err != nil {
+func (s *Store) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	if err := storage.CheckKey(key); err != nil {
 		return dst[:0], fmt.Errorf("get %s: %w", s, err)
 	}
 	out, err := s.get(ctx, "get", key, minio.GetObjectOptions{}, -1, dst)
@@ -371,7 +373,7 @@ func (s *S3Store) Get(ctx context.Context, key string, dst []byte) ([]byte, erro
 
 // get runs one GET (ranged if opts says so) with retries, reading the body
 // into dst. want is the expected length, or -1 for "what the server says".
-func (s *S3Store) get(ctx context.Context, op, key string, opts minio.GetObjectOptions, want int64, dst []byte) ([]byte, error) {
+func (s *Store) get(ctx context.Context, op, key string, opts minio.GetObjectOptions, want int64, dst []byte) ([]byte, error) {
 	var out []byte
 	err := s.retry(ctx, func(int) error {
 		body, info, _, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
@@ -421,12 +423,12 @@ func readBody(body io.Reader, size int64, dst []byte) ([]byte, error) {
 }
 
 // GetRange implements Store with one ranged GET.
-func (s *S3Store) GetRange(ctx context.Context, key string, off, length int64, dst []byte) ([]byte, error) {
-	if err := CheckKey(key); err != nil {
+func (s *Store) GetRange(ctx context.Context, key string, off, length int64, dst []byte) ([]byte, error) {
+	if err := storage.CheckKey(key); err != nil {
 		return dst[:0], fmt.Errorf("get range %s: %w", s, err)
 	}
 	rangeErr := func(size int64, cause error) error {
-		err := fmt.Errorf("get range %s [%d,+%d) of %d bytes: %w", s.url(key), off, length, size, ErrRange)
+		err := fmt.Errorf("get range %s [%d,+%d) of %d bytes: %w", s.url(key), off, length, size, storage.ErrRange)
 		if cause != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
@@ -460,7 +462,7 @@ func (s *S3Store) GetRange(ctx context.Context, key string, off, length int64, d
 	out, err := s.get(ctx, "get range", key, opts, length, dst)
 	if err != nil {
 		mapped := s.mapError("get range", key, err)
-		if !errors.Is(mapped, ErrRange) {
+		if !errors.Is(mapped, storage.ErrRange) {
 			return dst[:0], mapped
 		}
 		// 416: off is at or past the end. At the end is a valid, empty
@@ -487,9 +489,9 @@ func (s *S3Store) GetRange(ctx context.Context, key string, off, length int64, d
 }
 
 // Stat implements Store.
-func (s *S3Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
-	if err := CheckKey(key); err != nil {
-		return ObjectInfo{}, fmt.Errorf("stat %s: %w", s, err)
+func (s *Store) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	if err := storage.CheckKey(key); err != nil {
+		return storage.ObjectInfo{}, fmt.Errorf("stat %s: %w", s, err)
 	}
 	var info minio.ObjectInfo
 	err := s.retry(ctx, func(int) error {
@@ -498,14 +500,14 @@ func (s *S3Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 		return err
 	})
 	if err != nil {
-		return ObjectInfo{}, s.mapError("stat", key, err)
+		return storage.ObjectInfo{}, s.mapError("stat", key, err)
 	}
-	return ObjectInfo{Key: key, Size: info.Size, ETag: info.ETag, ModTime: info.LastModified}, nil
+	return storage.ObjectInfo{Key: key, Size: info.Size, ETag: info.ETag, ModTime: info.LastModified}, nil
 }
 
 // Put implements Store with a single PUT (up to 5 GiB).
-func (s *S3Store) Put(ctx context.Context, key string, data []byte, c Cond) (string, error) {
-	if err := CheckKey(key); err != nil {
+func (s *Store) Put(ctx context.Context, key string, data []byte, c storage.Cond) (string, error) {
+	if err := storage.CheckKey(key); err != nil {
 		return "", fmt.Errorf("put %s: %w", s, err)
 	}
 	if len(data) > maxSinglePut {
@@ -513,7 +515,7 @@ func (s *S3Store) Put(ctx context.Context, key string, data []byte, c Cond) (str
 	}
 	if c.IfAbsent && c.IfMatch != "" {
 		// Absent and matching an ETag cannot both hold (MemStore agrees).
-		return "", fmt.Errorf("put %s if absent and if-match %q: %w", s.url(key), c.IfMatch, ErrPrecondition)
+		return "", fmt.Errorf("put %s if absent and if-match %q: %w", s.url(key), c.IfMatch, storage.ErrPrecondition)
 	}
 	sum := md5.Sum(data)
 	md5b64 := base64.StdEncoding.EncodeToString(sum[:])
@@ -546,10 +548,10 @@ func (s *S3Store) Put(ctx context.Context, key string, data []byte, c Cond) (str
 	})
 	if err != nil {
 		mapped := s.mapError("put", key, err)
-		if c.IfMatch != "" && errors.Is(mapped, ErrNotFound) && !isNoSuchBucket(err) {
+		if c.IfMatch != "" && errors.Is(mapped, storage.ErrNotFound) && !isNoSuchBucket(err) {
 			// If-Match on a missing object: AWS answers 404, the contract
 			// says the precondition failed.
-			return "", fmt.Errorf("put %s if-match %q: object missing: %w", s.url(key), c.IfMatch, ErrPrecondition)
+			return "", fmt.Errorf("put %s if-match %q: object missing: %w", s.url(key), c.IfMatch, storage.ErrPrecondition)
 		}
 		return "", mapped
 	}
@@ -560,8 +562,8 @@ func (s *S3Store) Put(ctx context.Context, key string, data []byte, c Cond) (str
 }
 
 // Delete implements Store. Deleting a missing key is not an error.
-func (s *S3Store) Delete(ctx context.Context, key string) error {
-	if err := CheckKey(key); err != nil {
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := storage.CheckKey(key); err != nil {
 		return fmt.Errorf("delete %s: %w", s, err)
 	}
 	err := s.retry(ctx, func(int) error {
@@ -569,7 +571,7 @@ func (s *S3Store) Delete(ctx context.Context, key string) error {
 	})
 	if err != nil {
 		mapped := s.mapError("delete", key, err)
-		if errors.Is(mapped, ErrNotFound) && !isNoSuchBucket(err) {
+		if errors.Is(mapped, storage.ErrNotFound) && !isNoSuchBucket(err) {
 			return nil
 		}
 		return mapped
@@ -584,8 +586,8 @@ func isNoSuchBucket(err error) bool {
 
 // List implements Store. A listing that fails mid-way is resumed after the
 // last key delivered, so a retry never repeats or skips a key.
-func (s *S3Store) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
-	if err := checkPrefix(prefix); err != nil {
+func (s *Store) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	if err := storage.CheckPrefix(prefix); err != nil {
 		return fmt.Errorf("list %s: %w", s, err)
 	}
 	fetchOwner := false
@@ -603,7 +605,7 @@ func (s *S3Store) List(ctx context.Context, prefix string, fn func(ObjectInfo) e
 				return obj.Err
 			}
 			last = obj.Key
-			info := ObjectInfo{Key: strings.TrimPrefix(obj.Key, s.prefix), Size: obj.Size, ETag: obj.ETag, ModTime: obj.LastModified}
+			info := storage.ObjectInfo{Key: strings.TrimPrefix(obj.Key, s.prefix), Size: obj.Size, ETag: obj.ETag, ModTime: obj.LastModified}
 			if fnErr = fn(info); fnErr != nil {
 				return nil
 			}
@@ -621,8 +623,8 @@ func (s *S3Store) List(ctx context.Context, prefix string, fn func(ObjectInfo) e
 
 // ListPrefixes implements PrefixLister with a delimiter listing: one
 // request per 1000 prefixes, however many objects lie below them.
-func (s *S3Store) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
-	if err := checkPrefix(prefix); err != nil {
+func (s *Store) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
+	if err := storage.CheckPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("list prefixes %s: %w", s, err)
 	}
 	fetchOwner := false
@@ -635,7 +637,7 @@ func (s *S3Store) ListPrefixes(ctx context.Context, prefix string) ([]string, er
 				return obj.Err
 			}
 			key := strings.TrimPrefix(obj.Key, s.prefix)
-			if p, ok := commonPrefix(key, prefix); ok && p == key {
+			if p, ok := storage.CommonPrefix(key, prefix); ok && p == key {
 				out = append(out, p)
 			}
 		}
