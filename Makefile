@@ -79,7 +79,7 @@ fuzz: deps-base
 	$(GO) test -run='^$$' -fuzz='^FuzzManifestJSONLine$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
 	$(GO) test -run='^$$' -fuzz='^FuzzManifestDecimal$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
 	$(GO) test -run='^$$' -fuzz='^FuzzClientFrames$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feed/
-	$(GO) test -run='^$$' -fuzz='^FuzzLocalToken$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feed/
+	$(GO) test -run='^$$' -fuzz='^FuzzLocalToken$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feedserver/
 
 test: deps lint race fuzz
 

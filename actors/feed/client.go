@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // DialConfig configures a trainer's connection. The zero value connects
@@ -121,6 +122,9 @@ type Batch struct {
 	c        *Client
 	released atomic.Bool
 }
+
+// Len is the number of samples in the batch.
+func (b *Batch) Len() int { return len(b.Labels) }
 
 // Release gives the slot back. Harmless more than once.
 func (b *Batch) Release() error {
@@ -349,11 +353,34 @@ func (c *Client) Close() error {
 	return err
 }
 
+// Abort drops the connection as a crashed trainer would: no goodbye, no
+// releases. The node reclaims the batches still held (and, in a cluster,
+// resets the rank if they were not committed). The shared memory stays
+// mapped until Close, so batches already read stay readable; call Close
+// afterwards to unmap it.
+func (c *Client) Abort() error { return c.conn.Close() }
+
+// Mapped reports whether b lies inside the shared memory this client
+// mapped from the node: a batch's Images always do (zero copy).
+func (c *Client) Mapped(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, mem := range c.regions {
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+		if p >= base && p+uintptr(len(b)) <= base+uintptr(len(mem)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Client) sendMsg(t MsgType, v any) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	var err error
-	if c.wbuf, err = appendFrame(c.wbuf[:0], t, v); err != nil {
+	if c.wbuf, err = AppendFrame(c.wbuf[:0], t, v); err != nil {
 		return err
 	}
 	_, err = c.conn.Write(c.wbuf)

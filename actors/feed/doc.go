@@ -1,47 +1,33 @@
-// Package feed hands a node's batches to trainer processes on the same
-// machine without copying pixels: the feed of the node's pipeline
-// (docs/feed-protocol.md is the wire protocol).
+// Package feed is the trainer's side of trainer delivery: the Go client
+// (Dial, Client.Next, Client.Commit) and the wire protocol a node's feed
+// server speaks (docs/feed-protocol.md), with nothing of the node: it
+// imports only the standard library, so a Go trainer that uses it links
+// none of the pipeline, the cluster or the object-store clients.
 //
 // # Shape
 //
-//	actors pipeline (per rank) --Next--> Server (per rank: Unix socket)
-//	   decoders write into                 | descriptors, commits, epoch ends
-//	   ShmAllocator's memfd                v
-//	                                     trainer (feed.Dial, or Python
-//	                                     longshore.Loader): maps the memfd
-//	                                     once; Batch.Images is a view of it
+//	node: pipeline (per rank) --> feedserver.Server (per rank: Unix socket)
+//	   decoders write into           | descriptors, commits, epoch ends
+//	   the rank's memfd              v
+//	                               trainer (feed.Dial, or Python
+//	                               longshore.Loader): maps the memfd
+//	                               once; Batch.Images is a view of it
 //
-// ShmAllocator is the pipeline's gpu.Allocator: the slot pool is one
-// sealed memfd per rank stream, so a batch's pixels are already where the
-// trainer can see them; the server sends only (region, offset, shape,
-// labels, keys, epoch, step). Release messages give slots back, so the
-// trainer's pace is the pipeline's back-pressure.
-//
-// # Who calls what
-//
-// The node calls NewServer (and Shutdown) with an OpenFunc that starts a
-// rank's stream at a Cursor: Standalone in standalone mode (its feeder
-// seeks to the cursor before the pipeline starts). The
-// server calls the OpenFunc once per rank at start and again when a
-// trainer resumes from a commit the running stream has gone past. Commits
-// go through a Committer: LocalCommitter standalone. In cluster mode
-// ClusterFeed's OpenFunc returns SessionStreams over the agent's ranks:
-// the server then lets the stream decide where a trainer resumes
-// (Attach), sends commits to the coordinator and answers them on its ack
-// (Commit), and turns a rollback into a rollback message.
+// The node's slots are one sealed memfd per rank stream, so a batch's
+// pixels are already where the trainer can see them; the server sends
+// only (region, offset, shape, labels, keys, epoch, step). Release
+// messages give slots back, so the trainer's pace is the pipeline's
+// back-pressure. The server is actors/feedserver; in cluster mode the
+// node's ranks are put behind it by agent.ClusterFeed.
 //
 // # Concurrency and failure contract
 //
-// Each rank serves one trainer at a time; ranks are independent. A
-// session runs two goroutines (one pulls batches and writes descriptors,
-// one reads releases and commits); the rank's stream, ledger and pending
-// batch are guarded by the rank's mutex. A trainer that disconnects or
-// crashes has every batch it held released. Malformed or hostile input on
-// a socket gets an Error message and a closed connection; it cannot stop
-// the node. Shutdown closes listeners and connections, waits for every
-// goroutine, then shuts the streams down; it returns ctx.Err() if ctx ends
-// first. The Client's Next and Commit are for one goroutine; Batch.Release,
-// State and Close are safe from any.
+// The Client's Next and Commit are for one goroutine; Batch.Release,
+// State and Close are safe from any. In cluster mode Next returns a
+// *RollbackError (errors.Is ErrRolledBack) naming the rank's last
+// acknowledged commit when the rank rolled back: restore that checkpoint
+// and call Next again. Errors the server reports arrive as *RemoteError
+// with one of the Code constants.
 //
 // Linux only (memfd, SCM_RIGHTS).
 package feed

@@ -260,8 +260,8 @@ var (
 	ErrEmptyFrame    = errors.New("feed: empty frame")
 )
 
-// appendFrame appends a frame of type t with payload v (JSON) to dst.
-func appendFrame(dst []byte, t MsgType, v any) ([]byte, error) {
+// AppendFrame appends a frame of type t with payload v (JSON) to dst.
+func AppendFrame(dst []byte, t MsgType, v any) ([]byte, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return dst, fmt.Errorf("feed: encode %s: %w", t, err)
@@ -273,9 +273,9 @@ func appendFrame(dst []byte, t MsgType, v any) ([]byte, error) {
 	return append(dst, body...), nil
 }
 
-// readFrame reads one frame of at most max bytes (type byte included) into
+// ReadFrame reads one frame of at most max bytes (type byte included) into
 // buf (reused when large enough) and returns its type and payload.
-func readFrame(r io.Reader, max int, buf []byte) (MsgType, []byte, []byte, error) {
+func ReadFrame(r io.Reader, max int, buf []byte) (MsgType, []byte, []byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, buf, err
@@ -300,40 +300,42 @@ func readFrame(r io.Reader, max int, buf []byte) (MsgType, []byte, []byte, error
 	return MsgType(buf[0]), buf[1:], buf, nil
 }
 
-// clientMsg is a decoded trainer message: exactly one field is set.
-type clientMsg struct {
-	t       MsgType
-	hello   *Hello
-	release *Release
-	commit  *Commit
+// ClientMsg is a decoded trainer message: T and exactly one other field
+// are set.
+type ClientMsg struct {
+	T       MsgType
+	Hello   *Hello
+	Release *Release
+	Commit  *Commit
 }
 
-// parseClientMsg validates a trainer frame. Any error is a protocol
+// ParseClientMsg validates a trainer frame (the server's side of the
+// protocol). Any error is a protocol
 // violation: the server answers with an Error and closes the connection.
-func parseClientMsg(t MsgType, payload []byte) (clientMsg, error) {
-	m := clientMsg{t: t}
+func ParseClientMsg(t MsgType, payload []byte) (ClientMsg, error) {
+	m := ClientMsg{T: t}
 	var err error
 	switch t {
 	case MsgHello:
-		m.hello = new(Hello)
-		err = json.Unmarshal(payload, m.hello)
-		if err == nil && len(m.hello.Token) > MaxTokenBytes {
-			err = fmt.Errorf("token of %d bytes, limit %d", len(m.hello.Token), MaxTokenBytes)
+		m.Hello = new(Hello)
+		err = json.Unmarshal(payload, m.Hello)
+		if err == nil && len(m.Hello.Token) > MaxTokenBytes {
+			err = fmt.Errorf("token of %d bytes, limit %d", len(m.Hello.Token), MaxTokenBytes)
 		}
-		if err == nil && m.hello.Rank != nil && *m.hello.Rank < -1 {
-			err = fmt.Errorf("rank %d", *m.hello.Rank)
+		if err == nil && m.Hello.Rank != nil && *m.Hello.Rank < -1 {
+			err = fmt.Errorf("rank %d", *m.Hello.Rank)
 		}
 	case MsgRelease:
-		m.release = new(Release)
-		err = json.Unmarshal(payload, m.release)
-		if err == nil && len(m.release.IDs) > MaxReleaseIDs {
-			err = fmt.Errorf("%d ids in one release, limit %d", len(m.release.IDs), MaxReleaseIDs)
+		m.Release = new(Release)
+		err = json.Unmarshal(payload, m.Release)
+		if err == nil && len(m.Release.IDs) > MaxReleaseIDs {
+			err = fmt.Errorf("%d ids in one release, limit %d", len(m.Release.IDs), MaxReleaseIDs)
 		}
 	case MsgCommit:
-		m.commit = new(Commit)
-		err = json.Unmarshal(payload, m.commit)
-		if err == nil && (m.commit.Epoch < 0 || m.commit.Step < 0) {
-			err = fmt.Errorf("commit of epoch %d step %d", m.commit.Epoch, m.commit.Step)
+		m.Commit = new(Commit)
+		err = json.Unmarshal(payload, m.Commit)
+		if err == nil && (m.Commit.Epoch < 0 || m.Commit.Step < 0) {
+			err = fmt.Errorf("commit of epoch %d step %d", m.Commit.Epoch, m.Commit.Step)
 		}
 	case MsgBye:
 		if len(payload) > 0 {

@@ -58,7 +58,7 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 	case coordMsg:
 		a.coord = m.pid
 		if a.coord == nil {
-			a.coord = actor.NewPID(m.addr, CoordinatorActor)
+			a.coord = actor.NewPID(m.addr, wire.CoordinatorActor)
 		}
 	case *wire.NodeMail:
 		a.mail(m)

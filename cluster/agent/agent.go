@@ -50,14 +50,9 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
-
-// ActorName is the name of the node actor on every node's remote endpoint.
-const ActorName = "longshore-node"
-
-// CoordinatorActor is the name of the coordinator actor on its endpoint.
-const CoordinatorActor = "longshore-coordinator"
 
 var (
 	// ErrRolledBack: the rank's session ended (its node was evicted or the
@@ -196,7 +191,7 @@ type Node struct {
 	once   sync.Once
 }
 
-// Start spawns the node actor as ActorName on sys (which must have its
+// Start spawns the node actor as wire.NodeActor on sys (which must have its
 // remote started, so the coordinator can reach it).
 func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	var errs []error
@@ -249,9 +244,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		a.ranks = append(a.ranks, rs)
 		a.byName[r.name] = rs
 	}
-	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), ActorName)
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), wire.NodeActor)
 	if err != nil {
-		return nil, fmt.Errorf("agent: spawn %s: %w", ActorName, err)
+		return nil, fmt.Errorf("agent: spawn %s: %w", wire.NodeActor, err)
 	}
 	n.pid = pid
 	tick, stop := cfg.NewTicker(cfg.RequestEvery)

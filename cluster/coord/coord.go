@@ -41,7 +41,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
@@ -115,7 +114,7 @@ type Coordinator struct {
 	fatal  chan error
 }
 
-// Start spawns the coordinator actor as agent.CoordinatorActor on sys.
+// Start spawns the coordinator actor as wire.CoordinatorActor on sys.
 func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	var core *cluster.Coordinator
 	var err error
@@ -199,7 +198,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 			}
 		}
 	}
-	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), agent.CoordinatorActor)
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), wire.CoordinatorActor)
 	if err != nil {
 		return nil, fmt.Errorf("coord: spawn: %w", err)
 	}
@@ -228,7 +227,7 @@ func (c *Coordinator) PID() *actor.PID { return c.pid }
 func (c *Coordinator) Membership(ev gossip.Event) { c.sys.Root.Send(c.pid, ev) }
 
 // SetNodePID names the actor of a node in the same process (tests); by
-// default a node's actor is agent.ActorName at its gossip ActorAddr.
+// default a node's actor is wire.NodeActor at its gossip ActorAddr.
 func (c *Coordinator) SetNodePID(node string, pid *actor.PID) {
 	c.sys.Root.Send(c.pid, nodePIDMsg{node: node, pid: pid})
 }
@@ -438,7 +437,7 @@ func (a *coordActor) membership(ev gossip.Event) {
 		}
 		if ev.Meta.ActorAddr != "" {
 			n.addr = ev.Meta.ActorAddr
-			n.pid = actor.NewPID(n.addr, agent.ActorName)
+			n.pid = actor.NewPID(n.addr, wire.NodeActor)
 		}
 		a.log.Info("node joined", "node", id, "incarnation", inc, "ranks", ev.Meta.Ranks, "actor", n.addr)
 		if err := a.step(cluster.Join{Node: id, Incarnation: inc, Ranks: ev.Meta.Ranks}); err == nil {

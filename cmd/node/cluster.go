@@ -17,7 +17,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/agent"
@@ -53,10 +52,10 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		_, port, _ := net.SplitHostPort(o.gossip)
 		id = host + "-" + port
 	}
-	var cf *feed.ClusterFeed // --sink feed: real trainers over the feed
+	var cf *agent.ClusterFeed // --sink feed: real trainers over the feed
 	var snk sink = nullSink{}
 	if o.sink == "feed" {
-		cf = feed.NewClusterFeed(o.ranks)
+		cf = agent.NewClusterFeed(o.ranks)
 	} else if snk, err = parseSink(o.sink, o.logPixels); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/decode"
@@ -28,8 +29,8 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		return err
 	}
-	open := feed.Standalone(ac, ds, o.ranks, deps)
-	s, err := feed.NewServer(feed.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job}, open)
+	open := feedserver.Standalone(ac, ds, o.ranks, deps)
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job}, open)
 	if err != nil {
 		return err
 	}
@@ -60,11 +61,11 @@ const feedGrace = 30 * time.Second
 // process over the rank's Unix socket; commits block until the
 // coordinator acknowledges them and return its journal token; rollbacks
 // reach the trainer as rollback messages; a trainer that reconnects after
-// uncommitted batches resets its rank (feed.ClusterFeed). It returns nil
+// uncommitted batches resets its rank (agent.ClusterFeed). It returns nil
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
-func serveClusterFeed(ctx context.Context, o options, node *agent.Node, cf *feed.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
-	s, err := feed.NewServer(feed.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger},
+func serveClusterFeed(ctx context.Context, o options, node *agent.Node, cf *agent.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger},
 		cf.Open(node, pipeline))
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
@@ -84,7 +85,7 @@ func main() {
 	if err := ffdecode.Use(&cfg, &deps, dc); err != nil {
 		log.Fatal(err)
 	}
-	open := feed.Standalone(cfg, ds, *ranks, deps)
+	open := feedserver.Standalone(cfg, ds, *ranks, deps)
 
 	if *bench {
 		runBench(ctx, open, *ranks)
@@ -95,7 +96,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	s, err := feed.NewServer(feed.Config{Dir: *dir, Ranks: *ranks, Job: *job}, open)
+	s, err := feedserver.New(feedserver.Config{Dir: *dir, Ranks: *ranks, Job: *job}, open)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func main() {
 	}
 }
 
-func drain(ctx context.Context, open feed.OpenFunc, rank int, fn func(*actors.Batch)) error {
+func drain(ctx context.Context, open feedserver.OpenFunc, rank int, fn func(*actors.Batch)) error {
 	st, err := open(rank, feed.Cursor{}, gpu.DefaultAllocator())
 	if err != nil {
 		return err
@@ -130,7 +131,7 @@ func drain(ctx context.Context, open feed.OpenFunc, rank int, fn func(*actors.Ba
 	}
 }
 
-func writeChecksums(ctx context.Context, path string, open feed.OpenFunc, ranks int) error {
+func writeChecksums(ctx context.Context, path string, open feedserver.OpenFunc, ranks int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -158,7 +159,7 @@ func writeChecksums(ctx context.Context, path string, open feed.OpenFunc, ranks 
 	return f.Close()
 }
 
-func runBench(ctx context.Context, open feed.OpenFunc, ranks int) {
+func runBench(ctx context.Context, open feedserver.OpenFunc, ranks int) {
 	var (
 		mu             sync.Mutex
 		batches, bytes int64

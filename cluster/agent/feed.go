@@ -1,4 +1,4 @@
-package feed
+package agent
 
 import (
 	"context"
@@ -9,88 +9,18 @@ import (
 	"sync"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/gpu"
 )
 
-// SessionStream is a Stream whose position the server does not choose:
-// a cluster rank, where the coordinator decides what the rank gets and a
-// session can end under the trainer (ClusterFeed's streams are the
-// implementation). The server uses NextDelivery instead of Next, Attach
-// instead of its ledger and Committer, and Commit instead of a Committer.
-// NextDelivery and Attach are called from one goroutine at a time (the
-// connected trainer's writer, or a connecting trainer before its writer
-// starts); Commit from the reader, concurrently with NextDelivery.
-type SessionStream interface {
-	Stream
-	// NextDelivery is Next with the batch's era and end-of-stream flag.
-	// A rollback is an error wrapping *RollbackError; then call again.
-	NextDelivery(ctx context.Context) (Delivery, error)
-	// Attach is called when a trainer connects, with its hello token
-	// (nil: none). When the rank delivered batches after its last
-	// acknowledged commit it resets the rank (they are delivered again)
-	// and says so: batches taken from NextDelivery before are void.
-	Attach(token []byte) (Attachment, error)
-	// Commit sends the commit of the trainer's batch (era, epoch, step)
-	// and returns a channel that answers once: with the journal's token
-	// when the coordinator acknowledges it, or an error (errors.Is
-	// ErrRolledBack when its era ended first). An error returned at once
-	// means the commit is invalid and was not sent.
-	Commit(era uint64, epoch int, step int64) (<-chan CommitResult, error)
-}
-
-// Delivery is a batch with what a session stream knows about it.
-type Delivery struct {
-	Batch       *actors.Batch
-	Era         uint64
-	EndOfStream bool
-}
-
-// Attachment is where a connecting trainer starts.
-type Attachment struct {
-	Resume    Cursor
-	Era       uint64
-	Committed *Rollback // the last acknowledged commit; nil: none known
-	Reset     bool
-}
-
-// CommitResult answers a SessionStream commit.
-type CommitResult struct {
-	Token []byte
-	Err   error
-}
-
-// ErrRolledBack is matched (errors.Is) by a *RollbackError, by a
-// RemoteError with code rolled_back, and by a cluster stream's answer to
-// a commit whose era ended: the rank rolled back to its last
-// acknowledged commit.
-var ErrRolledBack = errors.New("feed: rolled back to the last acknowledged commit")
-
-// ErrStaleToken is wrapped by Attach errors for a token the running
-// cluster cannot resume from.
-var ErrStaleToken = errors.New("feed: resume token is not the rank's last acknowledged commit")
-
-// RollbackError carries a rollback: restore the model of the last
-// acknowledged commit it names, then call Next again.
-type RollbackError struct{ Rollback }
-
-func (e *RollbackError) Error() string {
-	if !e.Committed {
-		return "feed: rolled back: the rank's session ended before any acknowledged commit; restore the initial model and read on"
-	}
-	return fmt.Sprintf("feed: rolled back: restore the checkpoint of epoch %d step %d (token %s) and read on", e.Epoch, e.Step, e.Token)
-}
-
-// Is matches ErrRolledBack.
-func (e *RollbackError) Is(target error) bool { return target == ErrRolledBack }
-
 // ClusterFeed serves a cluster node agent's ranks through a Server:
 //
-//	cf := feed.NewClusterFeed(ranks)
+//	cf := agent.NewClusterFeed(ranks)
 //	node, _ := agent.Start(sys, agent.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck})
-//	srv, _ := feed.NewServer(feed.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(node, pipelineCfg))
+//	srv, _ := feedserver.New(feedserver.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(node, pipelineCfg))
 //
 // Steps are the agent's, which are the trainer's: continuous per epoch
 // across the agent's sessions (a new session numbers on from the last
@@ -109,7 +39,7 @@ func (e *RollbackError) Is(target error) bool { return target == ErrRolledBack }
 // acknowledged nothing for the rank yet (it restarted): then the
 // coordinator's state is authoritative.
 type ClusterFeed struct {
-	allocs []*ShmAllocator
+	allocs []*feedserver.ShmAllocator
 	ranks  []*clusterRank
 }
 
@@ -117,7 +47,7 @@ type ClusterFeed struct {
 func NewClusterFeed(ranks int) *ClusterFeed {
 	f := &ClusterFeed{}
 	for i := range ranks {
-		f.allocs = append(f.allocs, NewShmAllocator(fmt.Sprintf("rank%d", i)))
+		f.allocs = append(f.allocs, feedserver.NewShmAllocator(fmt.Sprintf("rank%d", i)))
 		cr := &clusterRank{index: i}
 		cr.mu.era = 1
 		cr.mu.sent = map[sessEpoch]sentSteps{}
@@ -129,10 +59,10 @@ func NewClusterFeed(ranks int) *ClusterFeed {
 }
 
 // Allocator is rank's shared-memory allocator: set it as Config.Allocator.
-func (f *ClusterFeed) Allocator(rank int) *ShmAllocator { return f.allocs[rank] }
+func (f *ClusterFeed) Allocator(rank int) *feedserver.ShmAllocator { return f.allocs[rank] }
 
 // RankDeps gives rank's pipelines deps with rank's allocator: set it as
-// agent.Config.RankDeps.
+// Config.RankDeps.
 func (f *ClusterFeed) RankDeps(deps actors.Deps) func(rank int) actors.Deps {
 	return func(rank int) actors.Deps {
 		d := deps
@@ -141,7 +71,7 @@ func (f *ClusterFeed) RankDeps(deps actors.Deps) func(rank int) actors.Deps {
 	}
 }
 
-// OnAck records an acknowledged commit: set it as agent.Config.OnAck
+// OnAck records an acknowledged commit: set it as Config.OnAck
 // (wrap it to log as well).
 func (f *ClusterFeed) OnAck(rank string, session cluster.Fence, a cluster.Ack) {
 	if r := f.byName(rank); r != nil {
@@ -160,7 +90,7 @@ func (f *ClusterFeed) byName(rank string) *clusterRank {
 }
 
 // OnEpochComplete answers commits of an epoch the coordinator completed:
-// set it as agent.Config.OnEpochComplete.
+// set it as Config.OnEpochComplete.
 func (f *ClusterFeed) OnEpochComplete(rank string, session cluster.Fence, epoch int) {
 	if r := f.byName(rank); r != nil {
 		r.onEpochComplete(session, epoch)
@@ -170,12 +100,12 @@ func (f *ClusterFeed) OnEpochComplete(rank string, session cluster.Fence, epoch 
 // Open returns the OpenFunc serving node's ranks; pipeline is the
 // agent's Config.Pipeline (the job's batch size comes from the
 // coordinator). The server must use the feed's allocators.
-func (f *ClusterFeed) Open(node *agent.Node, pipeline actors.Config) OpenFunc {
-	return func(rank int, _ Cursor, alloc gpu.Allocator) (Stream, error) {
+func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) feedserver.OpenFunc {
+	return func(rank int, _ feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
 		if rank < 0 || rank >= len(f.ranks) {
 			return nil, fmt.Errorf("feed: cluster feed has %d ranks, asked for rank %d", len(f.ranks), rank)
 		}
-		if a, ok := alloc.(*ShmAllocator); !ok || a != f.allocs[rank] {
+		if a, ok := alloc.(*feedserver.ShmAllocator); !ok || a != f.allocs[rank] {
 			return nil, errors.New("feed: cluster mode: set Config.Allocator to ClusterFeed.Allocator (the agent's pipelines allocate from it)")
 		}
 		cr := f.ranks[rank]
@@ -205,18 +135,18 @@ type batchAt struct {
 }
 
 // clusterRank is one rank of a ClusterFeed: a SessionStream over an
-// agent.Rank.
+// Rank.
 type clusterRank struct {
 	index int
 	mu    struct {
 		sync.Mutex
-		r        *agent.Rank
+		r        *Rank
 		cfg      actors.Config
 		era      uint64
 		cur      cluster.Fence           // session of this era's batches; zero: none yet
 		sent     map[sessEpoch]sentSteps // steps returned per session and epoch
 		ackedIn  map[sessEpoch]ackRec    // last acknowledged per session and epoch
-		last     *Rollback               // the last acknowledged commit
+		last     *feed.Rollback          // the last acknowledged commit
 		lastAck  batchAt                 // ... and its session
 		lastSent *batchAt                // the last batch returned this era
 		complete map[sessEpoch]bool      // epochs the coordinator completed, per session
@@ -226,12 +156,12 @@ type clusterRank struct {
 
 type commitWaiter struct {
 	at batchAt
-	ch chan CommitResult
+	ch chan feedserver.CommitResult
 }
 
-var _ SessionStream = (*clusterRank)(nil)
+var _ feedserver.SessionStream = (*clusterRank)(nil)
 
-func (c *clusterRank) rank() *agent.Rank {
+func (c *clusterRank) rank() *Rank {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.r
@@ -256,24 +186,24 @@ func (c *clusterRank) Next(ctx context.Context) (*actors.Batch, error) {
 	return d.Batch, err
 }
 
-func (c *clusterRank) NextDelivery(ctx context.Context) (Delivery, error) {
+func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, error) {
 	b, err := c.rank().Next(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if errors.Is(err, agent.ErrRolledBack) {
+	if errors.Is(err, ErrRolledBack) {
 		c.mu.era++
 		c.mu.cur = cluster.Fence{}
 		c.mu.lastSent = nil
 		c.failWaitersLocked(nil)
-		rb := Rollback{Era: c.mu.era}
+		rb := feed.Rollback{Era: c.mu.era}
 		if c.mu.last != nil {
 			rb = *c.mu.last
 			rb.Era = c.mu.era
 		}
-		return Delivery{}, &RollbackError{rb}
+		return feedserver.Delivery{}, &feed.RollbackError{Rollback: rb}
 	}
 	if err != nil {
-		return Delivery{}, err
+		return feedserver.Delivery{}, err
 	}
 	if b.Session != c.mu.cur {
 		c.mu.cur = b.Session
@@ -286,7 +216,7 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (Delivery, error) {
 		c.mu.sent[key] = sentSteps{first: b.Step, last: b.Step}
 	}
 	c.mu.lastSent = &batchAt{key, b.Step}
-	return Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
+	return feedserver.Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
 }
 
 // failWaitersLocked answers rolled_back to every commit waiting on a
@@ -294,7 +224,7 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (Delivery, error) {
 func (c *clusterRank) failWaitersLocked(keep *cluster.Fence) {
 	for w := range c.mu.waiters {
 		if keep == nil || w.at.session != *keep {
-			w.ch <- CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", ErrRolledBack, w.at.epoch, w.at.step)}
+			w.ch <- feedserver.CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", feed.ErrRolledBack, w.at.epoch, w.at.step)}
 			delete(c.mu.waiters, w)
 		}
 	}
@@ -308,12 +238,12 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 		return // a session this process never delivered from
 	}
 	tok := []byte(a.Token)
-	c.mu.last = &Rollback{Epoch: a.Epoch, Step: a.Step, Token: tok, Committed: true}
+	c.mu.last = &feed.Rollback{Epoch: a.Epoch, Step: a.Step, Token: tok, Committed: true}
 	c.mu.lastAck = batchAt{key, a.Step}
 	c.mu.ackedIn[key] = ackRec{step: a.Step, token: tok}
 	for w := range c.mu.waiters {
 		if w.at.sessEpoch == key && w.at.step <= a.Step {
-			w.ch <- CommitResult{Token: tok}
+			w.ch <- feedserver.CommitResult{Token: tok}
 			delete(c.mu.waiters, w)
 		}
 	}
@@ -344,7 +274,7 @@ func (c *clusterRank) onEpochComplete(session cluster.Fence, epoch int) {
 	c.mu.complete[key] = true
 	for w := range c.mu.waiters {
 		if w.at.sessEpoch == key {
-			w.ch <- CommitResult{Token: c.ackCompleteLocked(w.at)}
+			w.ch <- feedserver.CommitResult{Token: c.ackCompleteLocked(w.at)}
 			delete(c.mu.waiters, w)
 		}
 	}
@@ -362,18 +292,18 @@ func (c *clusterRank) ackCompleteLocked(at batchAt) []byte {
 		// this commit too.
 		tok = []byte(completedToken(string(c.mu.last.Token), at.epoch, at.step))
 	}
-	c.mu.last = &Rollback{Epoch: at.epoch, Step: at.step, Token: tok, Committed: true}
+	c.mu.last = &feed.Rollback{Epoch: at.epoch, Step: at.step, Token: tok, Committed: true}
 	c.mu.lastAck = at
 	c.mu.ackedIn[at.sessEpoch] = ackRec{step: at.step, token: tok}
 	return tok
 }
 
-func (c *clusterRank) Attach(token []byte) (Attachment, error) {
+func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(token) > 0 {
 		if _, err := journal.ParseToken(string(token)); err != nil {
-			return Attachment{}, fmt.Errorf("%w: %v", ErrBadToken, err)
+			return feedserver.Attachment{}, fmt.Errorf("%w: %v", feed.ErrBadToken, err)
 		}
 		switch {
 		case c.mu.last == nil:
@@ -381,11 +311,11 @@ func (c *clusterRank) Attach(token []byte) (Attachment, error) {
 			// restarted): the coordinator's state is the authority.
 		case string(token) == string(c.mu.last.Token):
 		default:
-			return Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
-				ErrStaleToken, c.index, c.mu.last.Epoch, c.mu.last.Step, c.mu.last.Token, token)
+			return feedserver.Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
+				feed.ErrStaleToken, c.index, c.mu.last.Epoch, c.mu.last.Step, c.mu.last.Token, token)
 		}
 	}
-	at := Attachment{}
+	at := feedserver.Attachment{}
 	if ls := c.mu.lastSent; ls != nil && (c.mu.last == nil || *ls != c.mu.lastAck) {
 		// The last trainer got batches after its last acknowledged
 		// commit: they are delivered again, from a new session.
@@ -400,16 +330,16 @@ func (c *clusterRank) Attach(token []byte) (Attachment, error) {
 	if c.mu.last != nil {
 		l := *c.mu.last
 		at.Committed = &l
-		at.Resume = After(l.Epoch, l.Step)
+		at.Resume = feed.After(l.Epoch, l.Step)
 	}
 	return at, nil
 }
 
-func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan CommitResult, error) {
+func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan feedserver.CommitResult, error) {
 	c.mu.Lock()
 	if (era != 0 && era != c.mu.era) || c.mu.cur.IsZero() {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: the commit of epoch %d step %d names a batch of an era that ended (rollback); restore the last acknowledged commit", ErrRolledBack, epoch, step)
+		return nil, fmt.Errorf("%w: the commit of epoch %d step %d names a batch of an era that ended (rollback); restore the last acknowledged commit", feed.ErrRolledBack, epoch, step)
 	}
 	key := sessEpoch{c.mu.cur, epoch}
 	sent, ok := c.mu.sent[key]
@@ -421,17 +351,17 @@ func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan CommitRe
 		c.mu.Unlock()
 		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, sent.first-1)
 	}
-	ch := make(chan CommitResult, 1)
+	ch := make(chan feedserver.CommitResult, 1)
 	if rec, ok := c.mu.ackedIn[key]; ok && step <= rec.step {
 		c.mu.Unlock()
 		if step < rec.step {
 			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, rec.step)
 		}
-		ch <- CommitResult{Token: rec.token}
+		ch <- feedserver.CommitResult{Token: rec.token}
 		return ch, nil
 	}
 	if c.mu.complete[key] {
-		ch <- CommitResult{Token: c.ackCompleteLocked(batchAt{key, step})}
+		ch <- feedserver.CommitResult{Token: c.ackCompleteLocked(batchAt{key, step})}
 		c.mu.Unlock()
 		return ch, nil
 	}

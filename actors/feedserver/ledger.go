@@ -1,6 +1,10 @@
-package feed
+package feedserver
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/longshore/longshore/actors/feed"
+)
 
 // ledger is one rank's delivery and commit bookkeeping: a plain state
 // machine (no I/O, no goroutines) that the rank's server consults under
@@ -14,16 +18,16 @@ import "fmt"
 type ledger struct {
 	// next is the cursor after the last batch delivered from the current
 	// stream: where the stream continues.
-	next Cursor
+	next feed.Cursor
 	// committed is the cursor after the last commit: where a trainer
 	// without a token resumes.
-	committed Cursor
+	committed feed.Cursor
 	// lastStep is the last step delivered in each epoch of the current
 	// stream (a commit must name a delivered batch).
 	lastStep map[int]int64
 }
 
-func newLedger(start Cursor) *ledger {
+func newLedger(start feed.Cursor) *ledger {
 	l := &ledger{}
 	l.reopened(start)
 	l.committed = start
@@ -34,7 +38,7 @@ func newLedger(start Cursor) *ledger {
 // commit when it brings one (a checkpoint restores its own data cursor,
 // even one older than the last commit), else after the last commit — and
 // whether the stream must be reopened there (it has run past it).
-func (l *ledger) resume(token *Cursor) (at Cursor, reopen bool) {
+func (l *ledger) resume(token *feed.Cursor) (at feed.Cursor, reopen bool) {
 	at = l.committed
 	if token != nil {
 		at = *token
@@ -44,7 +48,7 @@ func (l *ledger) resume(token *Cursor) (at Cursor, reopen bool) {
 }
 
 // reopened records that the stream now starts at at.
-func (l *ledger) reopened(at Cursor) {
+func (l *ledger) reopened(at feed.Cursor) {
 	l.next = at
 	l.lastStep = make(map[int]int64)
 	if at.Step > 0 {
@@ -54,7 +58,7 @@ func (l *ledger) reopened(at Cursor) {
 
 // delivered records that batch (epoch, step) was sent to the trainer.
 func (l *ledger) delivered(epoch int, step int64) {
-	l.next = After(epoch, step)
+	l.next = feed.After(epoch, step)
 	if s, ok := l.lastStep[epoch]; !ok || step > s {
 		l.lastStep[epoch] = step
 	}
@@ -67,7 +71,7 @@ func (l *ledger) checkCommit(epoch int, step int64) error {
 	if !ok || step > last {
 		return fmt.Errorf("feed: commit of epoch %d step %d, which was not delivered", epoch, step)
 	}
-	if After(epoch, step).Less(l.committed) {
+	if feed.After(epoch, step).Less(l.committed) {
 		return fmt.Errorf("feed: commit of epoch %d step %d goes back before the last commit (next is epoch %d step %d)",
 			epoch, step, l.committed.Epoch, l.committed.Step)
 	}
@@ -75,4 +79,4 @@ func (l *ledger) checkCommit(epoch int, step int64) error {
 }
 
 // commit records a successful commit of (epoch, step).
-func (l *ledger) commit(epoch int, step int64) { l.committed = After(epoch, step) }
+func (l *ledger) commit(epoch int, step int64) { l.committed = feed.After(epoch, step) }

@@ -1,4 +1,4 @@
-package feed
+package agent
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
@@ -35,8 +36,8 @@ type clusterEnv struct {
 	jstore storage.Store
 	cfg    cluster.Config
 	cf     *ClusterFeed
-	nd     *agent.Node
-	srv    *Server
+	nd     *Node
+	srv    *feedserver.Server
 
 	mu sync.Mutex
 	co *coord.Coordinator
@@ -66,9 +67,9 @@ func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
 
 	e.cf = NewClusterFeed(2)
 	pcfg := actors.Config{Sample: actors.Shape{Height: 4, Width: 4}, Decoders: 1, FetchConcurrency: 2, Slots: 2}
-	deps := actors.Deps{Store: e.st, NewDecoder: func() (actors.SampleDecoder, error) { return patternDecoder{}, nil }}
+	deps := actors.Deps{Store: e.st, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}
 	name := "n0"
-	nd, err := agent.Start(e.sys, agent.Config{
+	nd, err := Start(e.sys, Config{
 		Node: name, Ranks: 2, Dataset: e.ds, Pipeline: pcfg, Deps: deps,
 		RankDeps:        e.cf.RankDeps(deps),
 		OnAck:           e.cf.OnAck,
@@ -92,7 +93,7 @@ func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
+	srv, err := feedserver.New(feedserver.Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func (e *clusterEnv) openJournal() *journal.Journal {
 func (e *clusterEnv) startCoordinator(jn *journal.Journal, restore *cluster.State) {
 	cfg := e.cfg
 	cfg.Incarnation = jn.Incarnation()
-	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: agent.ManifestDigest(e.ds),
+	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: ManifestDigest(e.ds),
 		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore}
 	if restore == nil {
 		cc.Cluster.MinRanks = 2
@@ -203,13 +204,13 @@ type trainer struct {
 	// after, if set, runs after batch n is trained on and before it is
 	// committed; it returns whether to commit it.
 	after func(tr *trainer, n int) bool
-	c     *Client
+	c     *feed.Client
 }
 
 func (tr *trainer) dial(tok []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := DialContext(ctx, tr.e.srv.SocketPath(tr.rank), DialConfig{Token: tok})
+	c, err := feed.DialContext(ctx, tr.e.srv.SocketPath(tr.rank), feed.DialConfig{Token: tok})
 	if err != nil {
 		return err
 	}
@@ -228,12 +229,12 @@ func (tr *trainer) run(ctx context.Context) error {
 	defer func() { tr.c.Close() }()
 	for n := 1; ; n++ {
 		b, err := tr.c.Next(ctx)
-		var rb *RollbackError
+		var rb *feed.RollbackError
 		switch {
 		case errors.Is(err, io.EOF):
 			return nil
 		case errors.As(err, &rb):
-			if !errors.Is(err, ErrRolledBack) {
+			if !errors.Is(err, feed.ErrRolledBack) {
 				return fmt.Errorf("rollback error does not match ErrRolledBack")
 			}
 			tr.m.rollbacks++
@@ -257,18 +258,8 @@ func (tr *trainer) run(ctx context.Context) error {
 			return fmt.Errorf("rank %d: next: %w", tr.rank, err)
 		}
 		// Zero copy: the pixels lie inside a region mapped from the memfd.
-		if len(b.Images) > 0 {
-			p := uintptr(unsafe.Pointer(unsafe.SliceData(b.Images)))
-			inside := false
-			for _, mem := range tr.c.regions {
-				base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
-				if p >= base && p+uintptr(len(b.Images)) <= base+uintptr(len(mem)) {
-					inside = true
-				}
-			}
-			if !inside {
-				return fmt.Errorf("rank %d batch %d/%d: images not inside the shared mapping", tr.rank, b.Epoch, b.Step)
-			}
+		if len(b.Images) > 0 && !tr.c.Mapped(b.Images) {
+			return fmt.Errorf("rank %d batch %d/%d: images not inside the shared mapping", tr.rank, b.Epoch, b.Step)
 		}
 		var keys []string
 		for i, k := range b.Keys {
@@ -286,7 +277,7 @@ func (tr *trainer) run(ctx context.Context) error {
 		tok, err := tr.c.Commit(cctx, epoch, step)
 		cancel()
 		switch {
-		case errors.Is(err, ErrRolledBack):
+		case errors.Is(err, feed.ErrRolledBack):
 			continue // Next reports the rollback
 		case err != nil:
 			tr.e.mu.Lock()
@@ -414,16 +405,16 @@ func TestClusterFeedReconnect(t *testing.T) {
 			return true
 		}
 		// Batch n is trained but not committed: crash (no bye).
-		tr.c.conn.Close()
+		tr.c.Abort()
 		tr.c.Close()
 		tr.restore()
 		crashes++
 		tok := tr.m.token
 		if n == 6 {
-			if err := tr.dial(firstTok); !isCode(err, CodeStaleToken) {
+			if err := tr.dial(firstTok); !isCode(err, feed.CodeStaleToken) {
 				t.Errorf("reconnect with an older token: %v, want a stale_token error", err)
 			}
-			if err := tr.dial([]byte("garbage")); !isCode(err, CodeBadToken) {
+			if err := tr.dial([]byte("garbage")); !isCode(err, feed.CodeBadToken) {
 				t.Errorf("reconnect with a garbage token: %v, want bad_token", err)
 			}
 		} else {
@@ -435,7 +426,7 @@ func TestClusterFeedReconnect(t *testing.T) {
 		}
 		w := tr.c.Welcome()
 		last := tr.m.hist[tr.m.committed-1]
-		if w.Mode != "cluster" || w.Resume != After(last.epoch, last.step) || w.Committed == nil || string(w.Committed.Token) != string(tr.m.token) {
+		if w.Mode != "cluster" || w.Resume != feed.After(last.epoch, last.step) || w.Committed == nil || string(w.Committed.Token) != string(tr.m.token) {
 			t.Errorf("welcome after reconnect: %+v; last commit %d/%d %s", w, last.epoch, last.step, tr.m.token)
 		}
 		return false
@@ -484,4 +475,9 @@ func testLogger() *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
+
+func isCode(err error, code string) bool {
+	var re *feed.RemoteError
+	return errors.As(err, &re) && re.Code == code
 }

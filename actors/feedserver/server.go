@@ -1,4 +1,4 @@
-package feed
+package feedserver
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feed"
 )
 
 // Config configures a feed Server. The zero value is valid except Ranks.
@@ -33,7 +34,7 @@ type Config struct {
 	Committer Committer
 	// Start is where each rank's stream starts (before any commit). Zero:
 	// the first batch of the run.
-	Start Cursor
+	Start feed.Cursor
 	// HandshakeTimeout bounds how long a connection may take to say hello.
 	// 0: 10 s, generous for a trainer that connects then imports torch.
 	HandshakeTimeout time.Duration
@@ -45,25 +46,10 @@ type Config struct {
 	Allocator func(rank int) *ShmAllocator
 }
 
-// DefaultDir is $LONGSHORE_FEED_DIR, else $XDG_RUNTIME_DIR/longshore, else
-// /tmp/longshore-<uid>: the directory trainers look in by default.
-func DefaultDir() string {
-	if d := os.Getenv("LONGSHORE_FEED_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "longshore")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("longshore-%d", os.Getuid()))
-}
-
-// SocketName is rank's socket file name in a run directory.
-func SocketName(rank int) string { return fmt.Sprintf("rank-%d.sock", rank) }
-
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
 	if c.Dir == "" {
-		c.Dir = DefaultDir()
+		c.Dir = feed.DefaultDir()
 	}
 	if c.Job == "" {
 		c.Job = "standalone"
@@ -78,7 +64,7 @@ func (c Config) socketPath(rank int) string {
 	if c.SocketPath != nil {
 		return c.SocketPath(rank)
 	}
-	return filepath.Join(c.Dir, SocketName(rank))
+	return filepath.Join(c.Dir, feed.SocketName(rank))
 }
 
 // Validate reports every problem at once.
@@ -123,11 +109,11 @@ type Server struct {
 // ErrServerClosed is returned by operations after Shutdown.
 var ErrServerClosed = errors.New("feed: server closed")
 
-// NewServer opens every rank's stream at cfg.Start (open is called with
+// New opens every rank's stream at cfg.Start (open is called with
 // each rank's shared-memory allocator), listens on each rank's socket
 // (mode 0600, in a 0700 directory; a stale socket file is replaced) and
 // serves until Shutdown.
-func NewServer(cfg Config, open OpenFunc) (_ *Server, err error) {
+func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -349,7 +335,7 @@ func (r *rankServer) serveConn(c *net.UnixConn) {
 		select {
 		case <-cur.done:
 		case <-deadline.C:
-			rejectConn(c, CodeBusy, fmt.Sprintf("rank %d already has a trainer connected; one trainer per rank", r.rank))
+			rejectConn(c, feed.CodeBusy, fmt.Sprintf("rank %d already has a trainer connected; one trainer per rank", r.rank))
 			return
 		case <-r.s.ctx.Done():
 			c.Close()
@@ -366,7 +352,7 @@ func (r *rankServer) serveConn(c *net.UnixConn) {
 
 func rejectConn(c *net.UnixConn, code, msg string) {
 	c.SetWriteDeadline(time.Now().Add(time.Second))
-	if f, err := appendFrame(nil, MsgError, ErrorMsg{Code: code, Message: msg, Fatal: true}); err == nil {
+	if f, err := feed.AppendFrame(nil, feed.MsgError, feed.ErrorMsg{Code: code, Message: msg, Fatal: true}); err == nil {
 		c.Write(f)
 	}
 	c.Close()
@@ -403,11 +389,11 @@ func (s *session) stop() {
 }
 
 // send writes one frame; fd >= 0 rides along as SCM_RIGHTS.
-func (s *session) send(t MsgType, v any, fd int) error {
+func (s *session) send(t feed.MsgType, v any, fd int) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var err error
-	if s.wbuf, err = appendFrame(s.wbuf[:0], t, v); err != nil {
+	if s.wbuf, err = feed.AppendFrame(s.wbuf[:0], t, v); err != nil {
 		return err
 	}
 	b := s.wbuf
@@ -426,12 +412,12 @@ func (s *session) send(t MsgType, v any, fd int) error {
 }
 
 func (s *session) fail(code string, err error, report any) {
-	m := ErrorMsg{Code: code, Message: err.Error(), Fatal: true}
+	m := feed.ErrorMsg{Code: code, Message: err.Error(), Fatal: true}
 	if report != nil {
 		m.Report, _ = json.Marshal(report)
 	}
 	s.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	s.send(MsgError, m, -1)
+	s.send(feed.MsgError, m, -1)
 }
 
 func (s *session) run() {
@@ -448,37 +434,37 @@ func (s *session) run() {
 	log := s.r.s.log.With("rank", s.r.rank)
 	br := bufio.NewReaderSize(s.conn, 4096)
 	s.conn.SetReadDeadline(time.Now().Add(s.r.s.cfg.HandshakeTimeout))
-	t, payload, buf, err := readFrame(br, MaxClientFrame, nil)
+	t, payload, buf, err := feed.ReadFrame(br, feed.MaxClientFrame, nil)
 	if err != nil {
-		s.fail(CodeProtocol, fmt.Errorf("feed: reading hello: %w", err), nil)
+		s.fail(feed.CodeProtocol, fmt.Errorf("feed: reading hello: %w", err), nil)
 		return
 	}
-	m, err := parseClientMsg(t, payload)
-	if err == nil && m.hello == nil {
+	m, err := feed.ParseClientMsg(t, payload)
+	if err == nil && m.Hello == nil {
 		err = fmt.Errorf("feed: first message is %s, want hello", t)
 	}
 	if err != nil {
-		s.fail(CodeProtocol, err, nil)
+		s.fail(feed.CodeProtocol, err, nil)
 		return
 	}
-	h := m.hello
-	if h.Version < MinVersion || h.Version > Version {
-		s.fail(CodeVersion, fmt.Errorf("feed: protocol version %d not supported (server speaks %d to %d)", h.Version, MinVersion, Version), nil)
+	h := m.Hello
+	if h.Version < feed.MinVersion || h.Version > feed.Version {
+		s.fail(feed.CodeVersion, fmt.Errorf("feed: protocol version %d not supported (server speaks %d to %d)", h.Version, feed.MinVersion, feed.Version), nil)
 		return
 	}
 	s.version = h.Version
 	if h.Rank != nil && *h.Rank != -1 && *h.Rank != s.r.rank {
-		s.fail(CodeProtocol, fmt.Errorf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, s.r.rank), nil)
+		s.fail(feed.CodeProtocol, fmt.Errorf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, s.r.rank), nil)
 		return
 	}
-	var at Cursor
+	var at feed.Cursor
 	var att Attachment
 	ss, clustered := s.r.stream().(SessionStream)
 	if clustered {
 		if att, err = s.r.attach(ss, h.Token); err != nil {
-			code := CodeBadToken
-			if errors.Is(err, ErrStaleToken) {
-				code = CodeStaleToken
+			code := feed.CodeBadToken
+			if errors.Is(err, feed.ErrStaleToken) {
+				code = feed.CodeStaleToken
 			}
 			s.fail(code, err, nil)
 			return
@@ -488,26 +474,26 @@ func (s *session) run() {
 			log.Info("feed: trainer reconnected after uncommitted batches; rank reset to its last acknowledged commit", "resume_epoch", at.Epoch, "resume_step", at.Step)
 		}
 	} else {
-		var tok *Cursor
+		var tok *feed.Cursor
 		if len(h.Token) > 0 {
 			e, k, err := s.committer().Resume(s.ctx, s.r.rank, h.Token)
 			if err != nil {
-				s.fail(CodeBadToken, err, nil)
+				s.fail(feed.CodeBadToken, err, nil)
 				return
 			}
-			c := After(e, k)
+			c := feed.After(e, k)
 			tok = &c
 		}
 		if at, err = s.r.resume(tok); err != nil {
-			s.fail(CodePipeline, err, nil)
+			s.fail(feed.CodePipeline, err, nil)
 			return
 		}
 	}
 	cfg := s.r.stream().Config()
-	w := Welcome{
+	w := feed.Welcome{
 		Version: s.version, Job: s.r.s.cfg.Job, Rank: s.r.rank, BatchSize: cfg.BatchSize, Slots: cfg.Slots,
 		SlotBytes: cfg.SlotBytes(), Layout: cfg.Sample.Layout.String(), DType: "uint8", Resume: at,
-		Sample: SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels},
+		Sample: feed.SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels},
 	}
 	if s.version >= 2 {
 		w.Mode = "standalone"
@@ -515,7 +501,7 @@ func (s *session) run() {
 			w.Mode, w.Era, w.Committed = "cluster", att.Era, att.Committed
 		}
 	}
-	if err := s.send(MsgWelcome, w, -1); err != nil {
+	if err := s.send(feed.MsgWelcome, w, -1); err != nil {
 		return
 	}
 	log.Info("feed: trainer connected", "resume_epoch", at.Epoch, "resume_step", at.Step)
@@ -562,11 +548,11 @@ func (r *rankServer) attach(ss SessionStream, token []byte) (Attachment, error) 
 
 // resume decides where the trainer starts and reopens the stream there if
 // it has run past it.
-func (r *rankServer) resume(tok *Cursor) (Cursor, error) {
+func (r *rankServer) resume(tok *feed.Cursor) (feed.Cursor, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.stream == nil {
-		return Cursor{}, ErrServerClosed
+		return feed.Cursor{}, ErrServerClosed
 	}
 	at, reopen := r.mu.ledger.resume(tok)
 	if !reopen {
@@ -589,7 +575,7 @@ func (r *rankServer) resume(tok *Cursor) (Cursor, error) {
 	st, err := r.s.open(r.rank, at, r.alloc)
 	if err != nil {
 		r.mu.stream = endedStream{} // nothing to serve; the next hello retries
-		r.mu.ledger.next = Cursor{Epoch: -1}
+		r.mu.ledger.next = feed.Cursor{Epoch: -1}
 		return at, fmt.Errorf("feed: rank %d: reopen at epoch %d step %d: %w", r.rank, at.Epoch, at.Step, err)
 	}
 	r.mu.stream = st
@@ -617,13 +603,13 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		default:
 			d.Batch, err = st.Next(s.ctx)
 		}
-		var rb *RollbackError
+		var rb *feed.RollbackError
 		if errors.As(err, &rb) && s.ctx.Err() == nil {
 			if s.version < 2 {
-				s.fail(CodeRolledBack, rb, nil)
+				s.fail(feed.CodeRolledBack, rb, nil)
 				return
 			}
-			if s.send(MsgRollback, rb.Rollback, -1) != nil {
+			if s.send(feed.MsgRollback, rb.Rollback, -1) != nil {
 				return
 			}
 			haveEpoch, epochEnded = false, false
@@ -633,13 +619,13 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			switch {
 			case s.ctx.Err() != nil:
 				if r.s.ctx.Err() != nil {
-					s.fail(CodeShutdown, errors.New("feed: node shutting down"), nil)
+					s.fail(feed.CodeShutdown, errors.New("feed: node shutting down"), nil)
 				}
 			case errors.Is(err, io.EOF):
 				if haveEpoch && !epochEnded {
-					s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1)
+					s.send(feed.MsgEpochEnd, feed.EpochEnd{Epoch: epoch}, -1)
 				}
-				if s.send(MsgEnd, End{}, -1) == nil {
+				if s.send(feed.MsgEnd, feed.End{}, -1) == nil {
 					r.s.rankEnded(r)
 				}
 				select { // the trainer may still commit and release
@@ -649,9 +635,9 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			default:
 				var be *actors.BudgetError
 				if errors.As(err, &be) {
-					s.fail(CodeFailureBudget, err, be.Report)
+					s.fail(feed.CodeFailureBudget, err, be.Report)
 				} else {
-					s.fail(CodePipeline, err, nil)
+					s.fail(feed.CodePipeline, err, nil)
 				}
 			}
 			return
@@ -662,7 +648,7 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			return
 		}
 		if haveEpoch && b.Epoch != epoch && !epochEnded {
-			if s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1) != nil {
+			if s.send(feed.MsgEpochEnd, feed.EpochEnd{Epoch: epoch}, -1) != nil {
 				s.keep(d)
 				return
 			}
@@ -671,7 +657,7 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			epochEnded = false
 		}
 		epoch, haveEpoch = b.Epoch, true
-		bd := BatchDesc{
+		bd := feed.BatchDesc{
 			Dims: b.Dims, Layout: b.Layout.String(), DType: "uint8", Epoch: b.Epoch, Step: b.Step,
 			Labels: b.Labels, Keys: b.Keys, Indices: b.Indices, Positions: b.Positions, Pads: b.Pads, Failed: b.Failed,
 			NBytes: int64(len(b.Images)),
@@ -683,11 +669,11 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			loc, ok := r.alloc.Locate(b.Images)
 			if !ok {
 				b.Release()
-				s.fail(CodePipeline, fmt.Errorf("feed: rank %d: batch memory is not in this rank's shared memory (the stream must use the allocator OpenFunc was given)", r.rank), nil)
+				s.fail(feed.CodePipeline, fmt.Errorf("feed: rank %d: batch memory is not in this rank's shared memory (the stream must use the allocator OpenFunc was given)", r.rank), nil)
 				return
 			}
 			if !s.regions[loc.Region] {
-				if s.send(MsgRegion, Region{Region: loc.Region, Size: loc.Size}, loc.fd) != nil {
+				if s.send(feed.MsgRegion, feed.Region{Region: loc.Region, Size: loc.Size}, loc.fd) != nil {
 					s.keep(d)
 					return
 				}
@@ -714,14 +700,14 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			r.mu.ledger.delivered(b.Epoch, b.Step)
 			r.mu.Unlock()
 		}
-		if s.send(MsgBatch, bd, -1) != nil {
+		if s.send(feed.MsgBatch, bd, -1) != nil {
 			return // held: released when the session ends
 		}
 		if d.EndOfStream {
 			// The rank's stream for the epoch ends here as planned: say so
 			// now, so a trainer that commits at epoch ends commits it (the
 			// epoch cannot complete without that commit).
-			if s.send(MsgEpochEnd, EpochEnd{Epoch: epoch}, -1) != nil {
+			if s.send(feed.MsgEpochEnd, feed.EpochEnd{Epoch: epoch}, -1) != nil {
 				return
 			}
 			epochEnded = true
@@ -738,45 +724,45 @@ func (s *session) keep(d Delivery) {
 
 func (s *session) readLoop(br *bufio.Reader, buf []byte) {
 	for {
-		t, payload, nbuf, err := readFrame(br, MaxClientFrame, buf)
+		t, payload, nbuf, err := feed.ReadFrame(br, feed.MaxClientFrame, buf)
 		buf = nbuf
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil {
 				return
 			}
-			s.fail(CodeProtocol, fmt.Errorf("feed: reading message: %w", err), nil)
+			s.fail(feed.CodeProtocol, fmt.Errorf("feed: reading message: %w", err), nil)
 			return
 		}
-		m, err := parseClientMsg(t, payload)
+		m, err := feed.ParseClientMsg(t, payload)
 		if err != nil {
-			s.fail(CodeProtocol, err, nil)
+			s.fail(feed.CodeProtocol, err, nil)
 			return
 		}
 		switch {
-		case m.hello != nil:
-			s.fail(CodeProtocol, errors.New("feed: second hello on one connection"), nil)
+		case m.Hello != nil:
+			s.fail(feed.CodeProtocol, errors.New("feed: second hello on one connection"), nil)
 			return
-		case m.release != nil:
-			for _, id := range m.release.IDs {
+		case m.Release != nil:
+			for _, id := range m.Release.IDs {
 				s.hmu.Lock()
 				b, ok := s.held[id]
 				delete(s.held, id)
 				s.hmu.Unlock()
 				if !ok {
-					s.fail(CodeProtocol, fmt.Errorf("feed: release of batch %d, which this trainer does not hold", id), nil)
+					s.fail(feed.CodeProtocol, fmt.Errorf("feed: release of batch %d, which this trainer does not hold", id), nil)
 					return
 				}
 				b.Release()
 			}
-		case m.commit != nil:
-			s.commit(m.commit)
-		case t == MsgBye:
+		case m.Commit != nil:
+			s.commit(m.Commit)
+		case t == feed.MsgBye:
 			return
 		}
 	}
 }
 
-func (s *session) commit(c *Commit) {
+func (s *session) commit(c *feed.Commit) {
 	r := s.r
 	if ss, ok := r.stream().(SessionStream); ok {
 		s.clusterCommit(ss, c)
@@ -786,35 +772,35 @@ func (s *session) commit(c *Commit) {
 	err := r.mu.ledger.checkCommit(c.Epoch, c.Step)
 	r.mu.Unlock()
 	if err != nil {
-		s.send(MsgError, ErrorMsg{Code: CodeBadCommit, Message: err.Error(), Req: c.Req}, -1)
+		s.send(feed.MsgError, feed.ErrorMsg{Code: feed.CodeBadCommit, Message: err.Error(), Req: c.Req}, -1)
 		return
 	}
 	tok, err := s.committer().Commit(s.ctx, r.rank, c.Epoch, c.Step)
 	if err != nil {
-		s.send(MsgError, ErrorMsg{Code: CodeCommitFailed, Message: fmt.Sprintf("feed: commit epoch %d step %d: %v", c.Epoch, c.Step, err), Req: c.Req}, -1)
+		s.send(feed.MsgError, feed.ErrorMsg{Code: feed.CodeCommitFailed, Message: fmt.Sprintf("feed: commit epoch %d step %d: %v", c.Epoch, c.Step, err), Req: c.Req}, -1)
 		return
 	}
 	r.mu.Lock()
 	r.mu.ledger.commit(c.Epoch, c.Step)
 	r.mu.Unlock()
-	s.send(MsgCommitted, Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: tok}, -1)
+	s.send(feed.MsgCommitted, feed.Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: tok}, -1)
 }
 
 // clusterCommit sends a commit to the cluster and answers it when the
 // coordinator acknowledges it (or the rank rolls back) without holding up
 // the reader: releases keep flowing while the commit waits.
-func (s *session) clusterCommit(ss SessionStream, c *Commit) {
+func (s *session) clusterCommit(ss SessionStream, c *feed.Commit) {
 	era := c.Era
 	if s.version < 2 {
 		era = 0 // version 1 has no eras; its connection ends at a rollback
 	}
 	ch, err := ss.Commit(era, c.Epoch, c.Step)
 	if err != nil {
-		code := CodeBadCommit
-		if errors.Is(err, ErrRolledBack) {
-			code = CodeRolledBack
+		code := feed.CodeBadCommit
+		if errors.Is(err, feed.ErrRolledBack) {
+			code = feed.CodeRolledBack
 		}
-		s.send(MsgError, ErrorMsg{Code: code, Message: err.Error(), Req: c.Req}, -1)
+		s.send(feed.MsgError, feed.ErrorMsg{Code: code, Message: err.Error(), Req: c.Req}, -1)
 		return
 	}
 	s.commits.Add(1)
@@ -823,14 +809,14 @@ func (s *session) clusterCommit(ss SessionStream, c *Commit) {
 		select {
 		case res := <-ch:
 			if res.Err != nil {
-				code := CodeCommitFailed
-				if errors.Is(res.Err, ErrRolledBack) {
-					code = CodeRolledBack
+				code := feed.CodeCommitFailed
+				if errors.Is(res.Err, feed.ErrRolledBack) {
+					code = feed.CodeRolledBack
 				}
-				s.send(MsgError, ErrorMsg{Code: code, Message: res.Err.Error(), Req: c.Req}, -1)
+				s.send(feed.MsgError, feed.ErrorMsg{Code: code, Message: res.Err.Error(), Req: c.Req}, -1)
 				return
 			}
-			s.send(MsgCommitted, Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: res.Token}, -1)
+			s.send(feed.MsgCommitted, feed.Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: res.Token}, -1)
 		case <-s.ctx.Done():
 		}
 	}()

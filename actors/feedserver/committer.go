@@ -1,12 +1,13 @@
-package feed
+package feedserver
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/longshore/longshore/actors/feed"
 )
 
 // Committer turns a trainer's commit into a resume token and back. The
@@ -29,10 +30,6 @@ type Committer interface {
 	// is an error wrapping ErrBadToken.
 	Resume(ctx context.Context, rank int, token []byte) (epoch int, step int64, err error)
 }
-
-// ErrBadToken is wrapped by Resume errors for tokens that are not this
-// job's and rank's.
-var ErrBadToken = errors.New("feed: bad resume token")
 
 // LocalCommitter is the standalone Committer: the token is self-contained
 // (job, rank, epoch, step and the rank's stream offset after the step,
@@ -84,7 +81,7 @@ type LocalToken struct {
 
 // DecodeLocalToken parses a LocalCommitter token.
 func DecodeLocalToken(tok []byte) (LocalToken, error) {
-	bad := func(why string) (LocalToken, error) { return LocalToken{}, fmt.Errorf("%w: %s", ErrBadToken, why) }
+	bad := func(why string) (LocalToken, error) { return LocalToken{}, fmt.Errorf("%w: %s", feed.ErrBadToken, why) }
 	if len(tok) < 4+1+2+4+4+8+8+4 || !bytes.HasPrefix(tok, []byte(tokenMagic)) {
 		return bad("not a longshore standalone token")
 	}
@@ -120,10 +117,10 @@ func (c LocalCommitter) Resume(ctx context.Context, rank int, tok []byte) (int, 
 		return 0, 0, err
 	}
 	if t.Job != c.Job {
-		return 0, 0, fmt.Errorf("%w: token of job %q, this is job %q", ErrBadToken, t.Job, c.Job)
+		return 0, 0, fmt.Errorf("%w: token of job %q, this is job %q", feed.ErrBadToken, t.Job, c.Job)
 	}
 	if t.Rank != rank {
-		return 0, 0, fmt.Errorf("%w: token of rank %d presented to rank %d", ErrBadToken, t.Rank, rank)
+		return 0, 0, fmt.Errorf("%w: token of rank %d presented to rank %d", feed.ErrBadToken, t.Rank, rank)
 	}
 	return t.Epoch, t.Step, nil
 }

@@ -1,4 +1,4 @@
-package feed
+package feedserver
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
@@ -26,7 +27,7 @@ var _ Stream = (*actors.Pipeline)(nil)
 // next epoch), with slot memory from alloc (set it as Deps.Allocator).
 // The server calls it once per rank at start and again when a trainer
 // resumes from a commit the running stream has gone past.
-type OpenFunc func(rank int, from Cursor, alloc gpu.Allocator) (Stream, error)
+type OpenFunc func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error)
 
 // Standalone opens ranks' streams over ds the way actors.NewNode splits
 // them (rank r of world takes positions r, r+world, ...; decoders divided
@@ -36,7 +37,7 @@ type OpenFunc func(rank int, from Cursor, alloc gpu.Allocator) (Stream, error)
 // NewNode, each rank has its own failure budget.
 func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.Deps) OpenFunc {
 	cfg = cfg.WithDefaults()
-	return func(rank int, from Cursor, alloc gpu.Allocator) (Stream, error) {
+	return func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error) {
 		rcfg := cfg
 		rcfg.Decoders = (cfg.Decoders + world - 1) / world
 		f, err := actors.NewFeeder(ds, rcfg, rank, world, deps.Order)
@@ -45,7 +46,7 @@ func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.D
 		}
 		end := cfg.FirstEpoch + cfg.Epochs
 		if from.Epoch < cfg.FirstEpoch || from.Step < 0 {
-			from = Cursor{Epoch: cfg.FirstEpoch}
+			from = feed.Cursor{Epoch: cfg.FirstEpoch}
 		}
 		l, b := f.StreamLen(), int64(cfg.BatchSize)
 		steps := (l + b - 1) / b
@@ -53,7 +54,7 @@ func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.D
 			steps = l / b
 		}
 		if from.Step >= steps {
-			from = Cursor{Epoch: from.Epoch + 1}
+			from = feed.Cursor{Epoch: from.Epoch + 1}
 		}
 		if from.Epoch >= end || steps == 0 {
 			return endedStream{cfg: rcfg}, nil

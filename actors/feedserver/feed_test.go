@@ -1,12 +1,12 @@
-package feed
+package feedserver
 
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -17,27 +17,11 @@ import (
 	"unsafe"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
-
-// patternDecoder fills a sample with bytes fixed by the object and the
-// sample seed, so content checks catch misplaced or stale samples.
-type patternDecoder struct{}
-
-func (patternDecoder) Decode(data []byte, seed uint64, dst []byte) error {
-	h := fnv.New64a()
-	h.Write(data)
-	v := h.Sum64() ^ seed
-	for i := range dst {
-		dst[i] = byte(v >> (8 * (i % 8)))
-		if i%8 == 7 {
-			v = v*6364136223846793005 + 1442695040888963407
-		}
-	}
-	return nil
-}
-func (patternDecoder) Close() error { return nil }
 
 type testEnv struct {
 	cfg  actors.Config
@@ -62,7 +46,7 @@ func newEnv(t testing.TB, n int) testEnv {
 	}
 	cfg := actors.Config{BatchSize: 8, Slots: 3, FetchConcurrency: 2, Decoders: 2, Epochs: 2, Seed: 7,
 		Sample: actors.Shape{Height: 16, Width: 16}}
-	return testEnv{cfg: cfg, ds: ds, deps: actors.Deps{Store: st, NewDecoder: func() (actors.SampleDecoder, error) { return patternDecoder{}, nil }}}
+	return testEnv{cfg: cfg, ds: ds, deps: actors.Deps{Store: st, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}}
 }
 
 // sampleSums is crc32 per sample, keyed by (epoch, step, index-in-batch).
@@ -118,7 +102,7 @@ func (e testEnv) serve(t testing.TB, ranks int) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s, err := NewServer(Config{Dir: dir, Ranks: ranks, Job: "test"}, Standalone(e.cfg, e.ds, ranks, e.deps))
+	s, err := New(Config{Dir: dir, Ranks: ranks, Job: "test"}, Standalone(e.cfg, e.ds, ranks, e.deps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,18 +116,18 @@ func (e testEnv) serve(t testing.TB, ranks int) *Server {
 	return s
 }
 
-func dial(t testing.TB, path string, tok []byte) *Client {
+func dial(t testing.TB, path string, tok []byte) *feed.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := DialContext(ctx, path, DialConfig{Token: tok})
+	c, err := feed.DialContext(ctx, path, feed.DialConfig{Token: tok})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func next(t testing.TB, c *Client) *Batch {
+func next(t testing.TB, c *feed.Client) *feed.Batch {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -171,16 +155,8 @@ func TestZeroCopyAndContent(t *testing.T) {
 				t.Fatal(err)
 			}
 			// zero copy: the pixels lie inside a region mapped from the memfd
-			p := uintptr(unsafe.Pointer(unsafe.SliceData(b.Images)))
-			inside := false
-			for _, mem := range c.regions {
-				base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
-				if p >= base && p+uintptr(len(b.Images)) <= base+uintptr(len(mem)) {
-					inside = true
-				}
-			}
-			if !inside {
-				t.Fatalf("rank %d batch %d/%d: images at %#x not inside the shared mapping", r, b.Epoch, b.Step, p)
+			if !c.Mapped(b.Images) {
+				t.Fatalf("rank %d batch %d/%d: images at %p not inside the shared mapping", r, b.Epoch, b.Step, unsafe.SliceData(b.Images))
 			}
 			addSums(got, b.Epoch, b.Step, b.Images, len(b.Labels))
 			b.Release()
@@ -226,10 +202,10 @@ func TestResumeFromCommit(t *testing.T) {
 	if _, err := c.Commit(context.Background(), 0, 6); err == nil {
 		t.Fatal("commit of an undelivered step succeeded")
 	}
-	c.conn.Close() // crash: no bye, no releases
+	c.Abort() // crash: no bye, no releases
 
 	// Without a token: resumes after the server's last commit (step 2).
-	check := func(c *Client, epoch int, step int64) {
+	check := func(c *feed.Client, epoch int, step int64) {
 		t.Helper()
 		b := next(t, c)
 		if b.Epoch != epoch || b.Step != step {
@@ -250,7 +226,7 @@ func TestResumeFromCommit(t *testing.T) {
 		b.Release()
 	}
 	c = dial(t, path, nil)
-	if r := c.Welcome().Resume; r != (Cursor{0, 3}) {
+	if r := c.Welcome().Resume; r != (feed.Cursor{Epoch: 0, Step: 3}) {
 		t.Fatalf("welcome resume %+v", r)
 	}
 	check(c, 0, 3)
@@ -269,18 +245,18 @@ func TestResumeFromCommit(t *testing.T) {
 	c.Close()
 	// A reconnect at exactly where the stream is continues it without reopening.
 	c = dial(t, path, nil)
-	if r := c.Welcome().Resume; r != (Cursor{0, 3}) {
+	if r := c.Welcome().Resume; r != (feed.Cursor{Epoch: 0, Step: 3}) {
 		t.Fatalf("resume %+v", r)
 	}
 	c.Close()
 	// A bad token is refused.
-	if _, err := DialContext(context.Background(), path, DialConfig{Token: []byte("garbage-token-garbage-token-xx")}); !isCode(err, CodeBadToken) {
+	if _, err := feed.DialContext(context.Background(), path, feed.DialConfig{Token: []byte("garbage-token-garbage-token-xx")}); !isCode(err, feed.CodeBadToken) {
 		t.Fatalf("bad token: %v", err)
 	}
 }
 
 func isCode(err error, code string) bool {
-	var re *RemoteError
+	var re *feed.RemoteError
 	return errors.As(err, &re) && re.Code == code
 }
 
@@ -289,7 +265,7 @@ func TestOneTrainerPerRank(t *testing.T) {
 	s := e.serve(t, 1)
 	c := dial(t, s.SocketPath(0), nil)
 	defer c.Close()
-	if _, err := DialContext(context.Background(), s.SocketPath(0), DialConfig{}); !isCode(err, CodeBusy) {
+	if _, err := feed.DialContext(context.Background(), s.SocketPath(0), feed.DialConfig{}); !isCode(err, feed.CodeBusy) {
 		t.Fatalf("second trainer: %v", err)
 	}
 	fi, err := os.Stat(s.SocketPath(0))
@@ -298,7 +274,7 @@ func TestOneTrainerPerRank(t *testing.T) {
 	}
 }
 
-func frame(t MsgType, payload string) []byte {
+func frame(t feed.MsgType, payload string) []byte {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)+1))
 	return append(append(b, byte(t)), payload...)
 }
@@ -306,24 +282,24 @@ func frame(t MsgType, payload string) []byte {
 func TestHostileMessages(t *testing.T) {
 	e := newEnv(t, 40)
 	s := e.serve(t, 1)
-	hello := frame(MsgHello, `{"version":1}`)
+	hello := frame(feed.MsgHello, `{"version":1}`)
 	cases := []struct {
 		name string
 		send []byte
 		code string
 	}{
-		{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), CodeProtocol},
-		{"huge length", binary.LittleEndian.AppendUint32(nil, 1<<31), CodeProtocol},
-		{"empty frame", binary.LittleEndian.AppendUint32(nil, 0), CodeProtocol},
-		{"not hello first", frame(MsgCommit, `{"epoch":0,"step":0}`), CodeProtocol},
-		{"bad json", frame(MsgHello, `{"version":`), CodeProtocol},
-		{"wrong version", frame(MsgHello, `{"version":99}`), CodeVersion},
-		{"wrong rank", frame(MsgHello, `{"version":1,"rank":5}`), CodeProtocol},
-		{"unknown type", append(hello, frame(200, `{}`)...), CodeProtocol},
-		{"release not held", append(hello, frame(MsgRelease, `{"ids":[12345]}`)...), CodeProtocol},
-		{"second hello", append(hello, hello...), CodeProtocol},
-		{"server-only type", append(hello, frame(MsgBatch, `{}`)...), CodeProtocol},
-		{"negative commit", append(hello, frame(MsgCommit, `{"epoch":-1,"step":0}`)...), CodeProtocol},
+		{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), feed.CodeProtocol},
+		{"huge length", binary.LittleEndian.AppendUint32(nil, 1<<31), feed.CodeProtocol},
+		{"empty frame", binary.LittleEndian.AppendUint32(nil, 0), feed.CodeProtocol},
+		{"not hello first", frame(feed.MsgCommit, `{"epoch":0,"step":0}`), feed.CodeProtocol},
+		{"bad json", frame(feed.MsgHello, `{"version":`), feed.CodeProtocol},
+		{"wrong version", frame(feed.MsgHello, `{"version":99}`), feed.CodeVersion},
+		{"wrong rank", frame(feed.MsgHello, `{"version":1,"rank":5}`), feed.CodeProtocol},
+		{"unknown type", append(hello, frame(200, `{}`)...), feed.CodeProtocol},
+		{"release not held", append(hello, frame(feed.MsgRelease, `{"ids":[12345]}`)...), feed.CodeProtocol},
+		{"second hello", append(hello, hello...), feed.CodeProtocol},
+		{"server-only type", append(hello, frame(feed.MsgBatch, `{}`)...), feed.CodeProtocol},
+		{"negative commit", append(hello, frame(feed.MsgCommit, `{"epoch":-1,"step":0}`)...), feed.CodeProtocol},
 		{"truncated", append(hello, 9, 0, 0, 0, 3, '{'), ""},
 	}
 	for _, tc := range cases {
@@ -340,11 +316,11 @@ func TestHostileMessages(t *testing.T) {
 			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 			var codes []string
 			for {
-				typ, payload, _, err := readFrame(nc, MaxServerFrame, nil)
+				typ, payload, _, err := feed.ReadFrame(nc, feed.MaxServerFrame, nil)
 				if err != nil {
 					break // closed by the server
 				}
-				if typ == MsgError {
+				if typ == feed.MsgError {
 					m, _ := parseErrorForTest(payload)
 					codes = append(codes, m.Code)
 				}
@@ -373,8 +349,6 @@ func TestHostileMessages(t *testing.T) {
 		t.Fatalf("%d samples after hostile clients, want 80", n)
 	}
 }
-
-func (b *Batch) Len() int { return len(b.Labels) }
 
 // TestMemoryFlat drives slow, fast, stalled and vanishing consumers and
 // checks the rank never holds more than its one shared region (plus the
@@ -416,7 +390,7 @@ func TestMemoryFlat(t *testing.T) {
 			next(t, c)
 			next(t, c).Release()
 		}
-		c.conn.Close()
+		c.Abort()
 		time.Sleep(20 * time.Millisecond)
 		if n := s.Allocator(0).Regions(); n > 2 {
 			t.Fatalf("round %d: %d shared regions live", round, n)
@@ -432,8 +406,8 @@ func TestMemoryFlat(t *testing.T) {
 	}
 }
 
-func parseErrorForTest(p []byte) (ErrorMsg, error) {
-	var m ErrorMsg
-	err := jsonUnmarshal(p, &m)
+func parseErrorForTest(p []byte) (feed.ErrorMsg, error) {
+	var m feed.ErrorMsg
+	err := json.Unmarshal(p, &m)
 	return m, err
 }
