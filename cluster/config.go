@@ -140,5 +140,5 @@ func (c Config) Validate() error {
 
 // Order returns epoch's order under c.
 func (c Config) Order(epoch int) Order {
-	return NewOrder(c.Seed, epoch, c.Samples, c.Block)
+	return NewOrder(c.Seed, epoch, c.Samples, c.Block, 1)
 }

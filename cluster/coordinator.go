@@ -571,7 +571,7 @@ func (c *Coordinator) shardEnd(ep *epoch, pos int64) int64 {
 // placeShortBlock sets ep's short block for shardEnd.
 func (c *Coordinator) placeShortBlock(ep *epoch) {
 	if b := c.cfg.Block; b > 1 && c.cfg.ShardSize%b == 0 {
-		ep.shortAt, ep.shortN = NewOrder(c.cfg.Seed, ep.n, c.cfg.Samples, b).ShortBlock()
+		ep.shortAt, ep.shortN = NewOrder(c.cfg.Seed, ep.n, c.cfg.Samples, b, 1).ShortBlock()
 	}
 }
 

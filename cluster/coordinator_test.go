@@ -567,7 +567,7 @@ func TestShardsFollowBlocks(t *testing.T) {
 				for _, id := range ids {
 					h.must(Request{Rank: id, Session: h.session[id], Epoch: e, Through: 1 << 40})
 				}
-				o := NewOrder(cfg.Seed, e, cfg.Samples, cfg.Block)
+				o := NewOrder(cfg.Seed, e, cfg.Samples, cfg.Block, 1)
 				owner := map[int64]Fence{} // block -> the lease holding it
 				var covered int64
 				for _, id := range ids {

@@ -9,11 +9,15 @@
 // # Epoch order
 //
 // Epoch e of an N-sample manifest is the permutation NewOrder(seed, e, N,
-// block): fixed by (seed, e) alone, never by the number of nodes or ranks,
-// so a run is reproducible across cluster sizes and a resume with a
-// different world size continues the same sequence. It is computed on
-// demand in O(1) memory (a keyed Feistel bijection), blocks first and then
-// within blocks, as Mosaic Streaming does, so locality can be kept.
+// block, window): fixed by (seed, e) alone, never by the number of nodes
+// or ranks, so a run is reproducible across cluster sizes and a resume
+// with a different world size continues the same sequence. It is computed
+// on demand in O(1) memory (keyed Feistel bijections), blocks first and
+// then within blocks, as Mosaic Streaming does, so locality can be kept;
+// then the positions of each window of Window consecutive blocks are
+// shuffled together, so a batch mixes many blocks (a manifest sorted by
+// class would otherwise give one-class batches) while a window's samples
+// are still read together.
 //
 // # Positions, shards, leases, streams
 //

@@ -493,7 +493,7 @@ func (a *nodeActor) item(rs *rankState, p cluster.Position) actors.Item {
 		if a.orders == nil {
 			a.orders = map[int]cluster.Order{}
 		}
-		o = cluster.NewOrder(a.job.Seed, p.Epoch, a.job.Samples, int(a.job.Block))
+		o = cluster.NewOrder(a.job.Seed, p.Epoch, a.job.Samples, int(a.job.Block), 1)
 		a.orders[p.Epoch] = o
 	}
 	idx, pad := o.Sample(p.Pos)

@@ -127,7 +127,7 @@ const defaultOrderBlock = 256
 // clusterOrder is the standalone epoch order: cluster.NewOrder with the
 // --block of o.
 func (o options) clusterOrder(seed uint64, epoch int, n int64) actors.Order {
-	return cluster.NewOrder(seed, epoch, n, o.block)
+	return cluster.NewOrder(seed, epoch, n, o.block, 1)
 }
 
 func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {

@@ -38,7 +38,7 @@ func main() {
 	cfg := actors.DefaultConfig() // batch 32, 4 slots, 16 fetches, a decoder per core, 1% failure budget
 	cfg.Seed, cfg.Epochs = 1, *epochs
 	deps := actors.Deps{Store: store, Order: func(seed uint64, epoch int, n int64) actors.Order {
-		return cluster.NewOrder(seed, epoch, n, 256) // the same order the cluster uses
+		return cluster.NewOrder(seed, epoch, n, 256, 1) // the same order the cluster uses
 	}}
 	if err := ffdecode.Use(&cfg, &deps, decode.DefaultConfig()); err != nil { // train transform, 224, NCHW
 		log.Fatal(err)
