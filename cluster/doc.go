@@ -23,9 +23,11 @@
 //
 // The coordinator deals in positions of the epoch order, never in sample
 // indices: the node maps a position to a sample with Order.Sample. A shard
-// is the run [k*ShardSize, (k+1)*ShardSize) of positions (when Block > 1
-// divides ShardSize, the same grid laid over the order's blocks, around
-// the short block: a shard never splits a block); a Lease grants a
+// is the run [k*ShardSize, (k+1)*ShardSize) of positions (with windows,
+// the same runs from each window's start, never crossing a window;
+// without, when Block > 1 divides ShardSize, the same grid laid over the
+// order's blocks, around the short block: a shard never splits a block);
+// a Lease grants a
 // run of positions inside one shard to one rank, named by a Fence. A rank
 // delivers its leases of an epoch in Index order, each in position order:
 // that concatenation is the rank's epoch stream, cut by its trainer into

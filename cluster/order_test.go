@@ -499,7 +499,7 @@ func TestOrderWindowGolden(t *testing.T) {
 var goldenWindowOrder = []int64{0, 2, 18, 19, 1, 8, 7, 15, 17, 16, 6, 10, 9, 11, 12, 14, 13, 4, 5, 3}
 
 func BenchmarkOrderAtWindows(b *testing.B) {
-	o := NewOrder(1, 0, 10_000_000, 16, 128)
+	o := NewOrder(1, 0, 10_000_000, PackedBlock, DefaultWindow)
 	var sink int64
 	pos := int64(0)
 	for b.Loop() {
@@ -513,7 +513,7 @@ func BenchmarkOrderAtWindows(b *testing.B) {
 }
 
 func BenchmarkOrderFillWindows(b *testing.B) {
-	o := NewOrder(1, 0, 10_000_000, 16, 128)
+	o := NewOrder(1, 0, 10_000_000, PackedBlock, DefaultWindow)
 	dst := make([]int64, 256)
 	from := int64(0)
 	for b.Loop() {
