@@ -176,6 +176,17 @@ const DefaultWindow = 128
 // would cost that much more memory for the same mixing.
 const PackedBlock = 16
 
+// DefaultBlock is the Block for a dataset when none is given, on the
+// coordinator and the standalone node alike: PackedBlock for one packed
+// in tar shards, else DefaultConfig's (1, a full shuffle: one object per
+// sample gains nothing from blocks).
+func DefaultBlock(packed bool) int {
+	if packed {
+		return PackedBlock
+	}
+	return DefaultConfig().Block
+}
+
 // EffectiveWindow is the window an order with block and window uses: 1
 // when block is 1 (a full shuffle has nothing to interleave) or window
 // is below 1 (a state or job from before windows), else window.

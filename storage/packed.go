@@ -42,15 +42,18 @@ type PackedConfig struct {
 // DefaultPackedConfig returns what the binaries start from.
 func DefaultPackedConfig() PackedConfig {
 	return PackedConfig{
-		// The coordinator's block for packed datasets: a shard of 256
-		// ~110 KB images is one ~28 MB GET, past the point where a
-		// request's fixed cost (~1 ms of server CPU on MinIO) matters.
-		Block: 256,
-		// Room for about nine such chunks: two per rank (the one served
-		// and the one prefetched) for four ranks, bounded whatever the
-		// dataset's size; give an 8-GPU host 512 MiB
+		// The order's block and window for a packed dataset
+		// (cluster.PackedBlock, cluster.DefaultWindow: a test in
+		// cmd/node keeps them equal): a chunk of 16 ~110 KB images is
+		// one ~1.8 MB GET, and a window of 128 such chunks (~225 MB)
+		// is what a rank holds at once.
+		Block:  16,
+		Window: 128,
+		// Room for four ranks' windows of ImageNet-sized JPEGs in a
+		// cluster (each rank reads its own), or one standalone node's
+		// window and the next; give an 8-GPU cluster node 2 GiB
 		// (docs/packed-datasets.md).
-		CacheBytes: 256 << 20,
+		CacheBytes: 1 << 30,
 	}
 }
 
