@@ -525,3 +525,62 @@ func BenchmarkOrderFillWindows(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(dst)), "ns/sample")
 }
+
+// BenchmarkOrderMixing prints how well orders mix a dataset sorted by
+// class (ImageFolder order): per batch of 32 consecutive positions, the
+// mean distinct classes (distinct/batch, and as a percentage of a full
+// shuffle's, vs-full-%) and the most frequent class's count
+// (max-class/batch), against the samples a reader holds at once
+// (held-samples: block x window). The table in docs/packed-datasets.md
+// comes from
+//
+//	go test ./cluster -run '^$' -bench OrderMixing -benchtime 1x
+func BenchmarkOrderMixing(b *testing.B) {
+	const batch = 32
+	mix := func(classes, per int64, block, window int, seeds int) (distinct, most float64) {
+		n := classes * per
+		buf := make([]int64, batch)
+		count := make([]int, classes)
+		var batches int
+		for seed := range uint64(seeds) {
+			o := NewOrder(seed, 0, n, block, window)
+			for from := int64(0); from+batch <= n; from += batch {
+				o.Fill(from, buf)
+				clear(count)
+				d, m := 0, 0
+				for _, i := range buf {
+					c := i / per
+					if count[c] == 0 {
+						d++
+					}
+					count[c]++
+					m = max(m, count[c])
+				}
+				distinct += float64(d)
+				most += float64(m)
+				batches++
+			}
+		}
+		return distinct / float64(batches), most / float64(batches)
+	}
+	for _, set := range []struct {
+		classes, per int64
+		seeds        int
+	}{{48, 64, 8}, {100, 50, 8}, {1000, 1300, 1}} {
+		full, _ := mix(set.classes, set.per, 1, 1, set.seeds)
+		for _, c := range []struct{ block, window int }{
+			{1, 1}, {256, 1}, {256, 8}, {256, 16}, {64, 32}, {16, 64}, {PackedBlock, DefaultWindow}, {8, 128},
+		} {
+			b.Run(fmt.Sprintf("set=%dx%d/block=%d/window=%d", set.classes, set.per, c.block, c.window), func(b *testing.B) {
+				var d, m float64
+				for b.Loop() {
+					d, m = mix(set.classes, set.per, c.block, c.window, set.seeds)
+				}
+				b.ReportMetric(d, "distinct/batch")
+				b.ReportMetric(100*d/full, "vs-full-%")
+				b.ReportMetric(m, "max-class/batch")
+				b.ReportMetric(float64(c.block*c.window), "held-samples")
+			})
+		}
+	}
+}
