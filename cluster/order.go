@@ -20,9 +20,10 @@ import (
 // window are shuffled once more, so that a run of positions (a batch)
 // draws from every block of its window at once rather than from one or
 // two. A manifest sorted by class (ImageFolder) would otherwise give
-// batches of one or two classes. A window's samples are still consumed
-// together: its positions are one contiguous run, so a reader holds the
-// window's blocks (a packed dataset's chunks) at once and no others.
+// batches of the few classes of one or two blocks. A window's samples are
+// still consumed together: its positions are one contiguous run, so a
+// reader holds the window's blocks (a packed dataset's chunks) at once and
+// no others.
 // Windows are balanced: ceil(blocks/Window) of them, each of
 // floor(blocks/windows) or one more consecutive block slots, so the last
 // one is not a small leftover that mixes poorly. Window 1 (and any window
@@ -68,7 +69,7 @@ func NewOrder(seed uint64, epoch int, n int64, block, window int) Order {
 	// The short block may land anywhere among the slots; the positions
 	// after it shift back by block-lastLen. Find its slot once here.
 	o.shortSlot = int64(o.blocks.invert(uint64(o.nBlocks - 1)))
-	o.nWindows = (o.nBlocks + o.window - 1) / o.window
+	o.nWindows = (o.nBlocks-1)/o.window + 1 // ceil, without overflow for a huge window
 	return o
 }
 

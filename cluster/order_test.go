@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"testing/quick"
 )
@@ -583,4 +584,13 @@ func BenchmarkOrderMixing(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestOrderHugeWindow: a window larger than the epoch is one window.
+func TestOrderHugeWindow(t *testing.T) {
+	o := NewOrder(1, 0, 1000, 16, math.MaxInt)
+	if w := o.WindowAt(999); w != (Range{0, 1000}) {
+		t.Fatalf("window %v, want the whole epoch", w)
+	}
+	checkPermutation(t, o)
 }
