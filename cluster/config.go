@@ -44,7 +44,9 @@ type Config struct {
 	// are committed. Must be >= 1.
 	Epochs int
 	// ShardSize is the most positions one lease covers; leases never
-	// cross a shard boundary: a multiple of ShardSize or, when Block > 1
+	// cross a shard boundary: a multiple of ShardSize; with windows
+	// (Block > 1, Window > 1), runs of ShardSize from each window's
+	// start, so a shard never crosses a window; else, when Block > 1
 	// divides it, the same grid laid over the order's blocks, restarting
 	// after the short block (a shard of its own). In positions (samples),
 	// >= 1.
@@ -52,6 +54,12 @@ type Config struct {
 	// Block is the locality block of the epoch order (see Order), in
 	// samples, >= 1.
 	Block int
+	// Window is how many of the order's blocks one window interleaves
+	// (see Order): a batch draws from that many blocks at once, and a
+	// reader holds that many blocks' samples at once. When Block > 1 it
+	// is also the lease grid: leases never cross a window. 1: blocks one
+	// after another. Ignored when Block is 1 (a full shuffle). >= 1.
+	Window int
 	// Balance: EqualSteps (the zero value) or Dynamic.
 	Balance Balance
 	// DropRemainder, with EqualSteps, drops the tail of the epoch's order
@@ -94,7 +102,13 @@ func DefaultConfig() Config {
 		// and manifests are usually sorted by class (ImageFolder), where
 		// large blocks would give class-skewed batches. Raise it for
 		// packed shards (tar/WebDataset), where neighbours share an object.
-		Block:   1,
+		Block: 1,
+		// 128 blocks: what a batch of 32 needs to draw from to come
+		// within 10% of a full shuffle's distinct classes when the
+		// manifest is sorted by class and a block holds about one class
+		// (measured: docs/packed-datasets.md, "Shuffle quality"); 64 falls
+		// to 80-90%. It matters only when Block > 1.
+		Window:  DefaultWindow,
 		Balance: EqualSteps,
 		// Pad, as PyTorch's DistributedSampler does by default: no sample
 		// is skipped in any epoch, at the cost of < ranks repeats.
@@ -130,6 +144,9 @@ func (c Config) Validate() error {
 	if c.Block < 1 {
 		bad("Block = %d, want >= 1", c.Block)
 	}
+	if c.Window < 1 {
+		bad("Window = %d, want >= 1", c.Window)
+	}
 	if c.Balance != EqualSteps && c.Balance != Dynamic {
 		bad("Balance = %v, want EqualSteps or Dynamic", c.Balance)
 	}
@@ -150,5 +167,42 @@ func (c Config) Validate() error {
 
 // Order returns epoch's order under c.
 func (c Config) Order(epoch int) Order {
-	return NewOrder(c.Seed, epoch, c.Samples, c.Block)
+	return NewOrder(c.Seed, epoch, c.Samples, c.Block, c.Window)
+}
+
+// DefaultWindow is DefaultConfig's Window, and the node's standalone
+// default: standalone and cluster runs share one order.
+const DefaultWindow = 128
+
+// PackedBlock is the Block for a dataset packed in tar shards when none
+// is given, on the coordinator and the standalone node alike (a plain
+// dataset gets DefaultConfig's, 1). A node reads the samples of a block
+// that share a shard with one ranged GET (a chunk), and holds a window's
+// chunks at once: Window x PackedBlock samples, 2048 (about 225 MB of
+// ImageNet JPEGs) per window. 16 samples (about 1.8 MB of JPEGs) a GET
+// keeps a request's fixed cost (about 1 ms of MinIO's CPU) to a sixteenth
+// of reading sample by sample, while a window of 128 such blocks mixes a
+// class-sorted packing nearly as well as a full shuffle; larger blocks
+// would cost that much more memory for the same mixing.
+const PackedBlock = 16
+
+// DefaultBlock is the Block for a dataset when none is given, on the
+// coordinator and the standalone node alike: PackedBlock for one packed
+// in tar shards, else DefaultConfig's (1, a full shuffle: one object per
+// sample gains nothing from blocks).
+func DefaultBlock(packed bool) int {
+	if packed {
+		return PackedBlock
+	}
+	return DefaultConfig().Block
+}
+
+// EffectiveWindow is the window an order with block and window uses: 1
+// when block is 1 (a full shuffle has nothing to interleave) or window
+// is below 1 (a state or job from before windows), else window.
+func EffectiveWindow(block, window int) int {
+	if block <= 1 || window <= 1 {
+		return 1
+	}
+	return window
 }

@@ -89,9 +89,12 @@ type rank struct {
 type epoch struct {
 	n    int
 	pool rangeSet // positions not leased, not committed, not dropped
-	// shortAt and shortN place the order's short block when shards
-	// follow the order's blocks (see shardEnd); shortN 0: plain grid.
+	// grid is how shardEnd cuts the epoch into shards; shortAt and
+	// shortN place the order's short block for blockGrid, order is the
+	// epoch's order for windowGrid.
+	grid            shardGrid
 	shortAt, shortN int64
+	order           Order
 	// quota (EqualSteps) is the stream length every member ends with.
 	quota   int64
 	padNext int64 // padding positions issued: the next is Samples+padNext
@@ -546,16 +549,37 @@ func (c *Coordinator) serveStream(r *rank, ep *epoch, st *stream) {
 	}
 }
 
+// shardGrid says how an epoch's positions are cut into shards.
+type shardGrid int8
+
+const (
+	// plainGrid: runs of ShardSize positions from 0.
+	plainGrid shardGrid = iota
+	// blockGrid (Window 1, Block > 1 dividing ShardSize): the same runs
+	// laid over the order's blocks, the short block a shard of its own.
+	blockGrid
+	// windowGrid (Window > 1, Block > 1): runs of ShardSize from the
+	// start of each window of the order, never crossing a window.
+	windowGrid
+)
+
 // shardEnd returns the end of the shard that holds position pos of ep.
-// Shards are runs of ShardSize positions; when the order's Block > 1
-// divides ShardSize they follow the order's blocks, so that a lease
-// never holds part of a block another lease holds the rest of (a node
-// reading a packed dataset fetches a block's samples that share a tar
-// with one request: split between nodes, it would be fetched twice). The
-// only irregular block, the short one, is a shard of its own and shifts
-// the grid after it.
+// Shards are runs of ShardSize positions that follow the order's
+// locality, so that a node reading a packed dataset does not fetch
+// chunks another node fetches too. With windows (Block > 1, Window > 1),
+// every position of a window may draw from any of its blocks: a shard
+// never crosses a window, and a lease holds whole windows' blocks only
+// when ShardSize is at least the window (cmd/coordinator's default for a
+// packed dataset). Without, when the order's Block > 1 divides ShardSize
+// shards follow the order's blocks, so that a lease never holds part of a
+// block another lease holds the rest of; the only irregular block, the
+// short one, is a shard of its own and shifts the grid after it.
 func (c *Coordinator) shardEnd(ep *epoch, pos int64) int64 {
 	s := int64(c.cfg.ShardSize)
+	if ep.grid == windowGrid {
+		w := ep.order.WindowAt(pos)
+		return min(w.Start+((pos-w.Start)/s+1)*s, w.End)
+	}
 	a, n := ep.shortAt, ep.shortN
 	switch {
 	case n == 0:
@@ -569,10 +593,15 @@ func (c *Coordinator) shardEnd(ep *epoch, pos int64) int64 {
 	}
 }
 
-// placeShortBlock sets ep's short block for shardEnd.
-func (c *Coordinator) placeShortBlock(ep *epoch) {
-	if b := c.cfg.Block; b > 1 && c.cfg.ShardSize%b == 0 {
-		ep.shortAt, ep.shortN = NewOrder(c.cfg.Seed, ep.n, c.cfg.Samples, b).ShortBlock()
+// placeGrid sets ep's shard grid for shardEnd.
+func (c *Coordinator) placeGrid(ep *epoch) {
+	b := c.cfg.Block
+	switch {
+	case b > 1 && EffectiveWindow(b, c.cfg.Window) > 1:
+		ep.grid, ep.order = windowGrid, c.cfg.Order(ep.n)
+	case b > 1 && c.cfg.ShardSize%b == 0:
+		ep.grid = blockGrid
+		ep.shortAt, ep.shortN = c.cfg.Order(ep.n).ShortBlock()
 	}
 }
 
@@ -763,7 +792,7 @@ func (c *Coordinator) request(ev Request) error {
 
 func (c *Coordinator) startEpoch() {
 	ep := &epoch{n: len(c.epochs), endsStale: true}
-	c.placeShortBlock(ep)
+	c.placeGrid(ep)
 	ep.pool.add(Range{0, c.cfg.Samples})
 	c.epochs = append(c.epochs, ep)
 	for _, r := range c.rankOrder {

@@ -407,6 +407,27 @@ func TestRestore(t *testing.T) {
 	if _, err := Restore(wrong, snap); !errors.Is(err, ErrState) {
 		t.Errorf("restore with another seed: %v, want ErrState", err)
 	}
+	testRestoreWindow(t, cfg, snap)
+}
+
+// testRestoreWindow: Restore refuses a state whose window gives another
+// order, and accepts one whose window means the same order (any window
+// with block 1; window 0, from a state before windows, as window 1).
+func testRestoreWindow(t *testing.T, cfg Config, snap State) {
+	t.Helper()
+	for _, tc := range []struct {
+		block, stateWindow, cfgWindow int
+		ok                            bool
+	}{
+		{1, 128, 1, true}, {1, 0, 128, true}, {16, 0, 1, true}, {16, 128, 128, true},
+		{16, 0, 128, false}, {16, 128, 1, false}, {16, 4, 8, false},
+	} {
+		c, s := cfg, snap
+		c.Block, c.Window, s.Block, s.Window = tc.block, tc.cfgWindow, tc.block, tc.stateWindow
+		if _, err := Restore(c, s); (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrState)) {
+			t.Errorf("block %d: restore a state of window %d with window %d: %v, want ok %v", tc.block, tc.stateWindow, tc.cfgWindow, err, tc.ok)
+		}
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -418,7 +439,7 @@ func TestConfigValidate(t *testing.T) {
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
 	}
-	for _, want := range []string{"Samples", "Epochs", "ShardSize", "Block", "DropRemainder", "StealMin", "RevokeTimeout"} {
+	for _, want := range []string{"Samples", "Epochs", "ShardSize", "Block", "Window", "DropRemainder", "StealMin", "RevokeTimeout"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate does not report %s: %v", want, err)
 		}
@@ -573,6 +594,67 @@ func BenchmarkMemory10M(b *testing.B) {
 	}
 }
 
+// TestShardsFollowWindows: with windows, no lease crosses a window, and
+// with a shard size of at least a window no block is split between two
+// leases (so no chunk is fetched by two nodes); with a smaller shard
+// size leases are runs of it from each window's start.
+func TestShardsFollowWindows(t *testing.T) {
+	for _, tc := range []struct {
+		n                    int64
+		block, window, shard int
+	}{
+		{1000, 16, 4, 64},      // shard = window
+		{1000, 16, 4, 1 << 20}, // shard > every window: a lease is a window
+		{1003, 8, 3, 24},       // a short block
+		{5000, 16, 128, 2048},  // the defaults for a packed dataset
+		{1000, 16, 4, 24},      // shard < window: cut within windows
+	} {
+		t.Run(fmt.Sprintf("n=%d/block=%d/window=%d/shard=%d", tc.n, tc.block, tc.window, tc.shard), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Samples, cfg.Block, cfg.Window, cfg.ShardSize, cfg.Epochs, cfg.Balance = tc.n, tc.block, tc.window, tc.shard, 3, Dynamic
+			h := newHarness(t, cfg)
+			ids := h.join("a", 1, 3)
+			wholeWindows := int64(tc.shard) >= int64(tc.block*tc.window)
+			for e := range cfg.Epochs {
+				for _, id := range ids {
+					h.must(Request{Rank: id, Session: h.session[id], Epoch: e, Through: 1 << 40})
+				}
+				o := cfg.Order(e)
+				owner := map[int64]Fence{} // block -> the lease holding it
+				var covered int64
+				for _, id := range ids {
+					for _, l := range h.leases[id] {
+						if l.Epoch != e || l.Pad {
+							continue
+						}
+						covered += l.Len()
+						w := o.WindowAt(l.Start)
+						if l.End > w.End {
+							t.Errorf("epoch %d: lease %+v crosses the end of window %v", e, l, w)
+						}
+						if want := min(w.Start+((l.Start-w.Start)/int64(tc.shard)+1)*int64(tc.shard), w.End); l.End > want {
+							t.Errorf("epoch %d: lease %+v crosses a shard of window %v", e, l, w)
+						}
+						for p := l.Start; p < l.End; p++ {
+							b := o.At(p) / int64(cfg.Block)
+							if f, ok := owner[b]; ok && f != l.Fence && wholeWindows {
+								t.Fatalf("epoch %d: block %d in leases %v and %v", e, b, f, l.Fence)
+							}
+							owner[b] = l.Fence
+						}
+					}
+				}
+				if covered != cfg.Samples {
+					t.Fatalf("epoch %d: leases cover %d positions, want %d", e, covered, cfg.Samples)
+				}
+				for _, id := range ids {
+					h.finish(id, e)
+				}
+			}
+		})
+	}
+}
+
 // TestShardsFollowBlocks: when the order's block divides the shard size,
 // no block is split between two leases, whichever slot the short block
 // lands in: a node reading a packed dataset fetches each block's chunk
@@ -592,7 +674,7 @@ func TestShardsFollowBlocks(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("n=%d/block=%d/shard=%d", tc.n, tc.block, tc.shard), func(t *testing.T) {
 			cfg := DefaultConfig()
-			cfg.Samples, cfg.Block, cfg.ShardSize, cfg.Epochs, cfg.Balance = tc.n, tc.block, tc.shard, 4, Dynamic
+			cfg.Samples, cfg.Block, cfg.Window, cfg.ShardSize, cfg.Epochs, cfg.Balance = tc.n, tc.block, 1, tc.shard, 4, Dynamic
 			h := newHarness(t, cfg)
 			ids := h.join("a", 1, 3)
 			splits := 0
@@ -600,7 +682,7 @@ func TestShardsFollowBlocks(t *testing.T) {
 				for _, id := range ids {
 					h.must(Request{Rank: id, Session: h.session[id], Epoch: e, Through: 1 << 40})
 				}
-				o := NewOrder(cfg.Seed, e, cfg.Samples, cfg.Block)
+				o := NewOrder(cfg.Seed, e, cfg.Samples, cfg.Block, cfg.Window)
 				owner := map[int64]Fence{} // block -> the lease holding it
 				var covered int64
 				for _, id := range ids {

@@ -9,19 +9,25 @@
 // # Epoch order
 //
 // Epoch e of an N-sample manifest is the permutation NewOrder(seed, e, N,
-// block): fixed by (seed, e) alone, never by the number of nodes or ranks,
-// so a run is reproducible across cluster sizes and a resume with a
-// different world size continues the same sequence. It is computed on
-// demand in O(1) memory (a keyed Feistel bijection), blocks first and then
-// within blocks, as Mosaic Streaming does, so locality can be kept.
+// block, window): fixed by (seed, e) alone, never by the number of nodes
+// or ranks, so a run is reproducible across cluster sizes and a resume
+// with a different world size continues the same sequence. It is computed
+// on demand in O(1) memory (keyed Feistel bijections), blocks first and
+// then within blocks, as Mosaic Streaming does, so locality can be kept;
+// then the positions of each window of Window consecutive blocks are
+// shuffled together, so a batch mixes many blocks (a manifest sorted by
+// class would otherwise give one-class batches) while a window's samples
+// are still read together.
 //
 // # Positions, shards, leases, streams
 //
 // The coordinator deals in positions of the epoch order, never in sample
 // indices: the node maps a position to a sample with Order.Sample. A shard
-// is the run [k*ShardSize, (k+1)*ShardSize) of positions (when Block > 1
-// divides ShardSize, the same grid laid over the order's blocks, around
-// the short block: a shard never splits a block); a Lease grants a
+// is the run [k*ShardSize, (k+1)*ShardSize) of positions (with windows,
+// the same runs from each window's start, never crossing a window;
+// without, when Block > 1 divides ShardSize, the same grid laid over the
+// order's blocks, around the short block: a shard never splits a block);
+// a Lease grants a
 // run of positions inside one shard to one rank, named by a Fence. A rank
 // delivers its leases of an epoch in Index order, each in position order:
 // that concatenation is the rank's epoch stream, cut by its trainer into

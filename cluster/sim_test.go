@@ -233,6 +233,7 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 		cfg.ShardSize = int(cfg.Samples/100) + 1
 	}
 	cfg.Block = []int{1, 2, 7, 64, int(cfg.Samples) + 1}[rng.IntN(5)]
+	cfg.Window = []int{1, 1, 3, 128}[rng.IntN(4)]
 	if rng.IntN(10) < 3 {
 		cfg.Balance = Dynamic
 	} else {

@@ -17,11 +17,14 @@ type State struct {
 	// Incarnation is the life that wrote the state; Seq its last fence.
 	Incarnation uint64
 	Seq         uint64
-	// Samples and Seed identify the job: Restore refuses a state whose
-	// dataset or order differ from the configuration's.
+	// Samples, Seed, Block and Window identify the job: Restore refuses
+	// a state whose dataset or order differ from the configuration's.
+	// Window 0 (a state from before windows) is the order without them,
+	// as is any window with Block 1.
 	Samples int64
 	Seed    uint64
 	Block   int
+	Window  int
 	// Epochs lists every started epoch, by number.
 	Epochs []EpochState
 }
@@ -44,7 +47,7 @@ type EpochState struct {
 func (c *Coordinator) Snapshot() State {
 	s := State{
 		Incarnation: c.cfg.Incarnation, Seq: c.seq,
-		Samples: c.cfg.Samples, Seed: c.cfg.Seed, Block: c.cfg.Block,
+		Samples: c.cfg.Samples, Seed: c.cfg.Seed, Block: c.cfg.Block, Window: c.cfg.Window,
 		Epochs: make([]EpochState, len(c.epochs)),
 	}
 	for i, ep := range c.epochs {
@@ -83,16 +86,17 @@ func Restore(cfg Config, s State) (*Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.Samples != cfg.Samples || s.Seed != cfg.Seed || s.Block != cfg.Block {
-		return nil, fmt.Errorf("%w: state is for samples=%d seed=%d block=%d, config says %d, %d, %d",
-			ErrState, s.Samples, s.Seed, s.Block, cfg.Samples, cfg.Seed, cfg.Block)
+	sw, cw := EffectiveWindow(s.Block, s.Window), EffectiveWindow(cfg.Block, cfg.Window)
+	if s.Samples != cfg.Samples || s.Seed != cfg.Seed || s.Block != cfg.Block || sw != cw {
+		return nil, fmt.Errorf("%w: state is for samples=%d seed=%d block=%d window=%d, config says %d, %d, %d, %d",
+			ErrState, s.Samples, s.Seed, s.Block, sw, cfg.Samples, cfg.Seed, cfg.Block, cw)
 	}
 	if len(s.Epochs) > cfg.Epochs {
 		return nil, fmt.Errorf("%w: %d epochs started, config has %d", ErrState, len(s.Epochs), cfg.Epochs)
 	}
 	for n, es := range s.Epochs {
 		ep := &epoch{n: n, complete: es.Complete}
-		c.placeShortBlock(ep)
+		c.placeGrid(ep)
 		c.epochs = append(c.epochs, ep)
 		ep.dropped = append([]Range(nil), es.Dropped...)
 		for _, r := range es.Dropped {

@@ -20,29 +20,40 @@ type PackedConfig struct {
 	// Block is the locality block of the epoch order (cluster.Order), in
 	// samples: a chunk is the packed samples of dataset indices
 	// [k*Block, (k+1)*Block) that lie in the same object, read with one
-	// ranged GET. The order visits a block's samples together, so a chunk
-	// is used up soon after it is fetched. 0 or 1: no chunks, one ranged
-	// GET per sample. SetBlock changes it later.
+	// ranged GET. The order visits a block's samples within one window
+	// of blocks, so a chunk is used up soon after it is fetched. 0 or 1:
+	// no chunks, one ranged GET per sample. SetBlock changes it later.
 	Block int
+	// Window is the epoch order's window (cluster.Order), in blocks: a
+	// rank reads the chunks of that many blocks at once, interleaved, so
+	// prefetching may run up to a window of chunks ahead per rank
+	// instead of one. 0 or 1: one block at a time. SetWindow changes it.
+	Window int
 	// CacheBytes bounds the chunk cache: the chunks held plus those being
 	// fetched. A chunk that would not fit, even after evicting every idle
 	// chunk, is not cached; its samples are read one ranged GET each.
-	// 0: no cache (one ranged GET per sample).
+	// A rank holds a window of chunks at once (Window x Block samples'
+	// bytes), and the next window's first chunks while it finishes one:
+	// give it about that much per rank (ranks of one standalone node
+	// share their windows). 0: no cache (one ranged GET per sample).
 	CacheBytes int64
 }
 
 // DefaultPackedConfig returns what the binaries start from.
 func DefaultPackedConfig() PackedConfig {
 	return PackedConfig{
-		// The coordinator's block for packed datasets: a shard of 256
-		// ~110 KB images is one ~28 MB GET, past the point where a
-		// request's fixed cost (~1 ms of server CPU on MinIO) matters.
-		Block: 256,
-		// Room for about nine such chunks: two per rank (the one served
-		// and the one prefetched) for four ranks, bounded whatever the
-		// dataset's size; give an 8-GPU host 512 MiB
+		// The order's block and window for a packed dataset
+		// (cluster.PackedBlock, cluster.DefaultWindow: a test in
+		// cmd/node keeps them equal): a chunk of 16 ~110 KB images is
+		// one ~1.8 MB GET, and a window of 128 such chunks (~225 MB)
+		// is what a rank holds at once.
+		Block:  16,
+		Window: 128,
+		// Room for four ranks' windows of ImageNet-sized JPEGs in a
+		// cluster (each rank reads its own), or one standalone node's
+		// window and the next; give an 8-GPU cluster node 2 GiB
 		// (docs/packed-datasets.md).
-		CacheBytes: 256 << 20,
+		CacheBytes: 1 << 30,
 	}
 }
 
@@ -51,6 +62,9 @@ func (c PackedConfig) Validate() error {
 	var errs []error
 	if c.Block < 0 {
 		errs = append(errs, fmt.Errorf("packed store: Block %d is negative", c.Block))
+	}
+	if c.Window < 0 {
+		errs = append(errs, fmt.Errorf("packed store: Window %d is negative", c.Window))
 	}
 	if c.CacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("packed store: CacheBytes %d is negative", c.CacheBytes))
@@ -75,11 +89,11 @@ type PackedStats struct {
 }
 
 // The prefetch budget (PackedStore.mu.budget): how many chunks Prefetch
-// may hold that no Get has asked for yet.
-const (
-	initialPrefetchBudget = 1
-	maxPrefetchBudget     = 64
-)
+// may hold that no Get has asked for yet, in windows of the order (a
+// rank's next window's chunks are needed together): it starts at one
+// window and grows to maxPrefetchWindows, for that many ranks' next
+// windows.
+const maxPrefetchWindows = 64
 
 // sparseSlack is the waste allowed per member in a chunk's span before it
 // counts against fetching the span at once: a tar member's header and
@@ -111,7 +125,9 @@ const sparseSlack = 4 << 10
 //     waited for the failed fetch; nothing failed is cached.
 //   - Prefetch starts a sample's chunk ahead of its first Get (the
 //     pipeline calls it as work arrives), so that the fetch overlaps the
-//     decoding of the chunk before.
+//     decoding of the chunks before. With windows (PackedConfig.Window)
+//     up to a window of chunks per rank may be prefetched: the order
+//     reads them together.
 //   - Chunk buffers are recycled: a dropped chunk's buffer is kept for
 //     the next fetch, within CacheBytes, so the memory held stays at the
 //     cache's working set instead of growing with garbage between GCs.
@@ -125,12 +141,13 @@ type PackedStore struct {
 	// byKey holds the dataset indices of the packed samples sorted by
 	// key, for Get's lookup: 4 bytes a sample, where a map from key to
 	// index costs ~50 (hundreds of MB at ten million samples).
-	byKey []int32
-	cap   int64
-	block atomic.Int64
-	alone atomic.Int64   // PackedStats.ReadAlone
-	wg    sync.WaitGroup // chunk fetches
-	mu    struct {
+	byKey  []int32
+	cap    int64
+	block  atomic.Int64
+	window atomic.Int64
+	alone  atomic.Int64   // PackedStats.ReadAlone
+	wg     sync.WaitGroup // chunk fetches
+	mu     struct {
 		sync.Mutex
 		chunks map[chunkKey]*chunk
 		lru    list.List // of *chunk, loaded ones only, most recent first
@@ -150,11 +167,12 @@ type PackedStore struct {
 		// that would not fit is refused without planning again.
 		spans map[chunkKey]int64
 		// unread counts speculative chunks; Prefetch starts one only
-		// while unread < budget. A prefetch some Get then asks for adds
-		// one to the budget, one evicted before any Get asked halves it:
-		// in a cache too small for the ranks' next chunks prefetching
-		// backs off to one at a time instead of evicting chunks that are
-		// about to be read.
+		// while unread < budget. The budget starts at a window's chunks
+		// (PackedConfig.Window, at least one). A prefetch some Get then
+		// asks for adds one to it, up to maxPrefetchWindows windows; one
+		// evicted before any Get asked halves it: in a cache too small
+		// for the ranks' next chunks prefetching backs off to one at a
+		// time instead of evicting chunks that are about to be read.
 		unread, budget int
 		// free holds buffers of dropped chunks for the next fetches;
 		// freeBytes is their capacity, which with used stays within
@@ -222,11 +240,12 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 	p.byKey = slices.Clip(p.byKey)
 	slices.SortFunc(p.byKey, func(a, b int32) int { return strings.Compare(ds.Samples[a].Key, ds.Samples[b].Key) })
 	p.block.Store(int64(cfg.Block))
+	p.window.Store(int64(max(cfg.Window, 1)))
 	p.mu.chunks = map[chunkKey]*chunk{}
 	p.mu.served = map[chunkKey][]uint64{}
 	p.mu.alone = map[chunkKey]bool{}
 	p.mu.spans = map[chunkKey]int64{}
-	p.mu.budget = initialPrefetchBudget
+	p.mu.budget = max(cfg.Window, 1)
 	return p, nil
 }
 
@@ -238,6 +257,20 @@ func (p *PackedStore) SetBlock(block int) { p.block.Store(int64(max(block, 0))) 
 
 // Block returns the current chunk block.
 func (p *PackedStore) Block() int { return int(p.block.Load()) }
+
+// SetWindow changes the order's window (PackedConfig.Window), for a node
+// that learns it from the coordinator after it opened the dataset: the
+// prefetch budget is at least a window's chunks from now on.
+func (p *PackedStore) SetWindow(window int) {
+	w := max(window, 1)
+	p.window.Store(int64(w))
+	p.mu.Lock()
+	p.mu.budget = min(max(p.mu.budget, w), w*maxPrefetchWindows)
+	p.mu.Unlock()
+}
+
+// Window returns the current window.
+func (p *PackedStore) Window() int { return int(p.window.Load()) }
 
 // Stats returns the counters so far.
 func (p *PackedStore) Stats() PackedStats {
@@ -286,7 +319,7 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	} else if c.speculative {
 		c.speculative = false // a prefetch that paid
 		p.mu.unread--
-		p.mu.budget = min(p.mu.budget+1, maxPrefetchBudget)
+		p.mu.budget = min(p.mu.budget+1, int(p.window.Load())*maxPrefetchWindows)
 	}
 	select {
 	case <-c.done:

@@ -555,9 +555,11 @@ func TestPackedConfigValidate(t *testing.T) {
 	if err := storage.DefaultPackedConfig().Validate(); err != nil {
 		t.Error(err)
 	}
-	err := storage.PackedConfig{Block: -1, CacheBytes: -1}.Validate()
-	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("Block")) || !bytes.Contains([]byte(err.Error()), []byte("CacheBytes")) {
-		t.Errorf("Validate = %v, want both fields named", err)
+	err := storage.PackedConfig{Block: -1, Window: -1, CacheBytes: -1}.Validate()
+	for _, f := range []string{"Block", "Window", "CacheBytes"} {
+		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(f)) {
+			t.Errorf("Validate = %v, want %s named", err, f)
+		}
 	}
 	if _, err := storage.NewPackedStore(storage.NewMemStore("x"), &storage.Dataset{}, storage.PackedConfig{Block: -2}); err == nil {
 		t.Error("NewPackedStore accepted a negative block")
@@ -766,6 +768,79 @@ func TestPackedPrefetchTightCache(t *testing.T) {
 			if st.Chunks > tc.maxFetches || st.ReadAlone > int64(block) || st.Prefetches < tc.minPrefetches {
 				t.Errorf("%d chunk fetches (at most %d), %d samples read alone, %d prefetches (at least %d) for %d chunks",
 					st.Chunks, tc.maxFetches, st.ReadAlone, st.Prefetches, tc.minPrefetches, ideal)
+			}
+		})
+	}
+}
+
+// windowOrder visits [0, n) the way cluster.Order does with windows:
+// blocks of b in a random order, taken w at a time, each window's indices
+// shuffled together. It returns the windows.
+func windowOrder(rng *rand.Rand, n, b, w int) [][]int {
+	nb := (n + b - 1) / b
+	perm := rng.Perm(nb)
+	var out [][]int
+	for k := 0; k < nb; k += w {
+		var win []int
+		for _, blk := range perm[k:min(k+w, nb)] {
+			for i := blk * b; i < min(blk*b+b, n); i++ {
+				win = append(win, i)
+			}
+		}
+		rng.Shuffle(len(win), func(i, j int) { win[i], win[j] = win[j], win[i] })
+		out = append(out, win)
+	}
+	return out
+}
+
+// TestPackedPrefetchFollowsWindows: a rank that announces each window's
+// samples as its work arrives, then reads them interleaved, gets every
+// chunk of the window prefetched (the budget starts at a window's chunks)
+// and each fetched once; with Window 1 the budget starts at one chunk and
+// most of the first windows' chunks wait for their first Get.
+func TestPackedPrefetchFollowsWindows(t *testing.T) {
+	const n, block, window = 96, 4, 4
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 3, n, 16, 1000)
+	chunks := int64(n / block)
+	for _, tc := range []struct {
+		window     int
+		setWindow  bool // learn it with SetWindow, as a cluster node does
+		prefetches func(int64) bool
+	}{
+		{window, false, func(p int64) bool { return p == chunks }},
+		{window, true, func(p int64) bool { return p == chunks }},
+		{1, false, func(p int64) bool { return p < chunks-4 }},
+	} {
+		t.Run(fmt.Sprintf("window=%d/set=%v", tc.window, tc.setWindow), func(t *testing.T) {
+			cfg := storage.PackedConfig{Block: block, Window: tc.window, CacheBytes: 1 << 20}
+			if tc.setWindow {
+				cfg.Window = 0
+			}
+			p, err := storage.NewPackedStore(mem, ds, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if tc.setWindow {
+				p.SetWindow(tc.window)
+			}
+			var buf []byte
+			for _, win := range windowOrder(rand.New(rand.NewPCG(1, 2)), n, block, window) {
+				for _, i := range win {
+					p.Prefetch(ds.Samples[i].Key)
+				}
+				for _, i := range win {
+					key := ds.Samples[i].Key
+					if buf, err = p.Get(context.Background(), key, buf); err != nil || !bytes.Equal(buf, want[key]) {
+						t.Fatalf("Get %s: %v", key, err)
+					}
+				}
+			}
+			st := p.Stats()
+			t.Logf("stats %+v", st)
+			if st.Chunks != chunks || !tc.prefetches(st.Prefetches) || st.ReadAlone != 0 || st.Evictions != 0 || st.CachedBytes != 0 {
+				t.Errorf("%d chunks: stats %+v", chunks, st)
 			}
 		})
 	}

@@ -188,7 +188,8 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 	a.job = w.Job
 	if a.n.cfg.OnJob != nil {
 		j := w.Job
-		a.n.cfg.OnJob(Job{Samples: j.Samples, Seed: j.Seed, Epochs: int(j.Epochs), BatchSize: int(j.BatchSize), Block: int(j.Block)})
+		a.n.cfg.OnJob(Job{Samples: j.Samples, Seed: j.Seed, Epochs: int(j.Epochs), BatchSize: int(j.BatchSize),
+			Block: int(j.Block), Window: cluster.EffectiveWindow(int(j.Block), int(j.Window))})
 	}
 	for i, s := range w.Cluster().Ranks {
 		rs := a.byName[s.Rank]
@@ -244,7 +245,7 @@ func (a *nodeActor) checkJob(j *wire.Job) error {
 	case j.Samples != int64(len(a.n.cfg.Dataset.Samples)) || j.ManifestDigest != a.n.cfg.Digest:
 		return fmt.Errorf("%w: coordinator has %d samples (manifest %s), this node %d (%s): point both at the same dataset",
 			ErrJobMismatch, j.Samples, j.ManifestDigest, len(a.n.cfg.Dataset.Samples), a.n.cfg.Digest)
-	case j.BatchSize < 1 || j.Epochs < 1 || j.Block < 1 || j.ShardSize < 1:
+	case j.BatchSize < 1 || j.Epochs < 1 || j.Block < 1 || j.ShardSize < 1 || j.Window < 0:
 		return fmt.Errorf("%w: unusable job %v", ErrJobMismatch, j)
 	}
 	return nil
@@ -480,7 +481,7 @@ func (a *nodeActor) item(p cluster.Position) actors.Item {
 		if a.orders == nil {
 			a.orders = map[int]cluster.Order{}
 		}
-		o = cluster.NewOrder(a.job.Seed, p.Epoch, a.job.Samples, int(a.job.Block))
+		o = cluster.NewOrder(a.job.Seed, p.Epoch, a.job.Samples, int(a.job.Block), cluster.EffectiveWindow(int(a.job.Block), int(a.job.Window)))
 		a.orders[p.Epoch] = o
 	}
 	idx, pad := o.Sample(p.Pos)

@@ -138,6 +138,9 @@ type Job struct {
 	BatchSize int
 	// Block is the locality block of every epoch's order (cluster.Order).
 	Block int
+	// Window is how many blocks a window of the order interleaves: 1
+	// with Block 1, or from a coordinator before windows.
+	Window int
 }
 
 // ManifestDigest identifies a dataset: a hash of its keys and labels in

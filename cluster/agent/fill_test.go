@@ -312,6 +312,34 @@ func TestFillGivesEachPositionOnceInOrder(t *testing.T) {
 	checkSteps(t, g, map[int]int64{0: 5, 1: 3})
 }
 
+// TestFillFollowsTheJobsWindows: the node maps positions to samples with
+// the job's block and window (the order the coordinator leased), and
+// with window 0, from a coordinator before windows, with none (the rig
+// checks the samples on every Work).
+func TestFillFollowsTheJobsWindows(t *testing.T) {
+	for _, w := range []int64{0, 3} {
+		g := newFillRig(t, 4, 1)
+		g.a.job.Block, g.a.job.Window = 4, w
+		g.send(g.lease(0, 0, rigSamples), g.end(0))
+		for {
+			if _, ok := g.ask(8); !ok || g.next[0] == rigSamples {
+				break
+			}
+		}
+		g.checkAllGiven()
+	}
+	a, b := cluster.NewOrder(7, 0, rigSamples, 4, 1), cluster.NewOrder(7, 0, rigSamples, 4, 3)
+	same := 0
+	for p := range int64(rigSamples) {
+		if a.At(p) == b.At(p) {
+			same++
+		}
+	}
+	if same > rigSamples/4 {
+		t.Errorf("windows 1 and 3 agree at %d of %d positions: the test cannot tell them apart", same, rigSamples)
+	}
+}
+
 // TestFillRandomized feeds fill seeded random grants (to any epoch,
 // older ones included), stream ends and Wants, and checks on every Work
 // what the rig checks (pipeline contract; each offset once, in order; the

@@ -192,7 +192,8 @@ func (g *fillRig) give(w actors.Work) {
 		if off >= int64(len(g.streams[e])) {
 			g.t.Fatalf("%s: epoch %d stream offset %d was never granted", workString(w), e, off)
 		}
-		idx, pad := cluster.NewOrder(g.a.job.Seed, e, rigSamples, 1).Sample(g.streams[e][off])
+		j := g.a.job
+		idx, pad := cluster.NewOrder(j.Seed, e, rigSamples, int(j.Block), cluster.EffectiveWindow(int(j.Block), int(j.Window))).Sample(g.streams[e][off])
 		if it.Index != idx || it.Pad != pad || it.Key != fmt.Sprintf("s/%d", idx) {
 			g.t.Fatalf("%s: epoch %d offset %d (position %d) is %+v, want sample %d pad %v", workString(w), e, off, g.streams[e][off], it, idx, pad)
 		}

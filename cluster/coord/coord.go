@@ -153,7 +153,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	a := &coordActor{
 		cfg: cfg, c: core, log: log, done: c.done,
 		job: &wire.Job{
-			Samples: cc.Samples, Seed: cc.Seed, Block: int64(cc.Block), Epochs: int64(cc.Epochs),
+			Samples: cc.Samples, Seed: cc.Seed, Block: int64(cc.Block), Window: int64(cc.Window), Epochs: int64(cc.Epochs),
 			ShardSize: int64(cc.ShardSize), BatchSize: int64(cfg.BatchSize), ManifestDigest: cfg.Digest,
 			Balance: cc.Balance.String(),
 		},

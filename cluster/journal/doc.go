@@ -31,8 +31,10 @@
 // A generation is a small binary object: a magic and version, the job id
 // (random, chosen when the journal is created; tokens carry it), the
 // generation, the writer's incarnation, the write time, the job's shape
-// (samples, seed, block), then per started epoch its flags and its
-// committed and dropped positions as delta-encoded varint ranges — O(open
+// (samples, seed, block, window; versions before 3 have no window and
+// read as window 1, the order before windows), then per started epoch
+// its flags and its committed and dropped positions as delta-encoded
+// varint ranges — O(open
 // ranges), which is O(ranks) per open epoch in practice and never
 // O(samples) — then the gossip addresses of the members the coordinator
 // knew (so a restarted coordinator can rejoin them), and a CRC-32C of

@@ -26,9 +26,10 @@ type Entry struct {
 
 const (
 	magic = "LSJ"
-	// version 2 added the ranks' last commits per epoch; version 1
-	// entries (none) are still read.
-	version = 2
+	// version 2 added the ranks' last commits per epoch, version 3 the
+	// order's window after its block; entries of versions 1 and 2 are
+	// still read (their window is 1: the order before windows).
+	version = 3
 	// maxCount bounds every count in a decoded entry, so a damaged object
 	// that passes the checksum by chance (or a hostile one) cannot make
 	// Decode allocate without bound.
@@ -50,6 +51,7 @@ func Encode(dst []byte, e Entry) []byte {
 	b = binary.AppendVarint(b, e.State.Samples)
 	b = binary.LittleEndian.AppendUint64(b, e.State.Seed)
 	b = binary.AppendUvarint(b, uint64(e.State.Block))
+	b = binary.AppendUvarint(b, uint64(e.State.Window))
 	b = binary.AppendUvarint(b, uint64(len(e.State.Epochs)))
 	for _, ep := range e.State.Epochs {
 		var flags byte
@@ -201,6 +203,10 @@ func Decode(b []byte) (Entry, error) {
 	e.State.Samples = d.varint("samples")
 	e.State.Seed = d.u64("seed")
 	e.State.Block = int(d.uvarint("block"))
+	e.State.Window = 1
+	if v >= 3 {
+		e.State.Window = int(d.uvarint("window"))
+	}
 	n := d.count("epochs")
 	for range n {
 		if d.err != nil || len(d.b) == 0 {

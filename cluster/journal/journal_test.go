@@ -20,7 +20,7 @@ import (
 func randState(rng *rand.Rand) cluster.State {
 	s := cluster.State{
 		Incarnation: rng.Uint64N(1 << 40), Seq: rng.Uint64N(1 << 40),
-		Samples: rng.Int64N(1 << 34), Seed: rng.Uint64(), Block: 1 + rng.IntN(1000),
+		Samples: rng.Int64N(1 << 34), Seed: rng.Uint64(), Block: 1 + rng.IntN(1000), Window: 1 + rng.IntN(300),
 	}
 	for range rng.IntN(4) {
 		var es cluster.EpochState
@@ -112,8 +112,35 @@ func TestDecodeVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Gen != 2 || e.State.Samples != 10 || len(e.State.Epochs) != 1 || !e.State.Epochs[0].Complete || e.State.Epochs[0].Commits != nil {
+	if e.Gen != 2 || e.State.Samples != 10 || len(e.State.Epochs) != 1 || !e.State.Epochs[0].Complete || e.State.Epochs[0].Commits != nil || e.State.Window != 1 {
 		t.Fatalf("decoded %+v", e)
+	}
+}
+
+// Entries written before windows existed (version 2) still load, with
+// window 1: the order they were written for.
+func TestDecodeVersion2(t *testing.T) {
+	// magic, version 2, job, gen 2, incarnation 1, seq 3, time 0,
+	// samples 10, seed, block 16, one open epoch committing [0, 4) with
+	// one commit record, no peers, CRC-32C.
+	b := []byte("LSJ\x02")
+	b = append(b, make([]byte, 8)...)
+	b = append(b, 2, 1, 3, 0, 20)
+	b = append(b, make([]byte, 8)...)
+	b = append(b, 16, 1, 0, 1, 0, 8, 0, 1)
+	b = append(b, 3, 'a', '/', '0', 1, 4, 0, 8, 2) // rank, session 1.4, step 0, offset 4, gen 2
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	e, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cluster.State{Incarnation: 1, Seq: 3, Samples: 10, Block: 16, Window: 1, Epochs: []cluster.EpochState{{
+		Committed: []cluster.Range{{Start: 0, End: 4}},
+		Commits:   []cluster.RankCommit{{Rank: "a/0", Session: cluster.Fence{Incarnation: 1, Seq: 4}, Offset: 4, Gen: 2}},
+	}}}
+	if e.Gen != 2 || !reflect.DeepEqual(e.State, want) {
+		t.Fatalf("decoded %+v\nwant state %+v", e, want)
 	}
 }
 

@@ -804,8 +804,11 @@ type Job struct {
 	// node whose dataset differs must not serve the job.
 	ManifestDigest string `protobuf:"bytes,7,opt,name=manifest_digest,json=manifestDigest,proto3" json:"manifest_digest,omitempty"`
 	Balance        string `protobuf:"bytes,8,opt,name=balance,proto3" json:"balance,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// window is cluster.Config.Window: the blocks of the epoch order one
+	// window interleaves. 0 (a coordinator from before windows) means 1.
+	Window        int64 `protobuf:"varint,9,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -892,6 +895,13 @@ func (x *Job) GetBalance() string {
 		return x.Balance
 	}
 	return ""
+}
+
+func (x *Job) GetWindow() int64 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
 }
 
 type RankSession struct {
@@ -1596,7 +1606,7 @@ const file_wire_proto_rawDesc = "" +
 	"NodeEvents\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12-\n" +
-	"\x06events\x18\x03 \x03(\v2\x15.longshore.wire.EventR\x06events\"\xe2\x01\n" +
+	"\x06events\x18\x03 \x03(\v2\x15.longshore.wire.EventR\x06events\"\xfa\x01\n" +
 	"\x03Job\x12\x18\n" +
 	"\asamples\x18\x01 \x01(\x03R\asamples\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12\x14\n" +
@@ -1607,7 +1617,8 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"batch_size\x18\x06 \x01(\x03R\tbatchSize\x12'\n" +
 	"\x0fmanifest_digest\x18\a \x01(\tR\x0emanifestDigest\x12\x18\n" +
-	"\abalance\x18\b \x01(\tR\abalance\"\xa6\x01\n" +
+	"\abalance\x18\b \x01(\tR\abalance\x12\x16\n" +
+	"\x06window\x18\t \x01(\x03R\x06window\"\xa6\x01\n" +
 	"\vRankSession\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\x12\x1f\n" +

@@ -70,16 +70,10 @@ type options struct {
 	linger                        time.Duration
 	tick                          time.Duration
 	cluster                       cluster.Config
-	blockSet                      bool // --block was given
+	// given: which of --block, --mix-window and --shard-size were given
+	// (on the command line or in the environment), by flag name.
+	given map[string]bool
 }
-
-// packedBlock is the epoch order's block for a packed dataset when
-// --block is not given. A block's samples are visited together, and a
-// node reads the samples of one block that share a tar shard with one
-// ranged GET; with block 1 (a full shuffle) it would read a chunk per
-// sample. 256 matches longshore-pack's default --per-shard and, like
-// Mosaic Streaming's shuffle_block_size, still mixes well across blocks.
-const packedBlock = 256
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -106,7 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of every epoch's order (with the epoch number)")
 	fs.IntVar(&o.batchSize, "batch-size", 32, "samples per batch (every node uses it)")
 	fs.IntVar(&c.ShardSize, "shard-size", c.ShardSize, "most positions one lease covers")
-	fs.IntVar(&c.Block, "block", c.Block, fmt.Sprintf("locality block of the epoch order, in samples (default %d for a packed dataset: docs/packed-datasets.md)", packedBlock))
+	fs.IntVar(&c.Block, "block", c.Block, fmt.Sprintf("locality block of the epoch order, in samples (default %d for a packed dataset: docs/packed-datasets.md)", cluster.PackedBlock))
+	fs.IntVar(&c.Window, "mix-window", c.Window, "blocks of the epoch order mixed together when --block > 1: each batch draws from this many blocks at once, and a node reading a packed dataset holds this many blocks' chunks per rank at once (1: one block after another); for a packed dataset --shard-size defaults to a window's positions (--block x --mix-window)")
 	fs.BoolVar(&c.DropRemainder, "drop-last", false, "drop the tail of each epoch that does not divide among the ranks, instead of padding with repeats (equal balance only)")
 	fs.StringVar(&o.balance, "balance", "equal", "equal: every rank gets the same number of steps per epoch (data-parallel training); dynamic: ranks take what they can, a straggler's leases are split")
 	fs.IntVar(&c.StealMin, "steal-min", c.StealMin, "dynamic: fewest undelivered positions worth splitting off a straggler")
@@ -120,7 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	fs.Visit(func(f *flag.Flag) { o.blockSet = o.blockSet || f.Name == "block" }) // the command line or LONGSHORE_BLOCK
+	o.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true }) // the command line or LONGSHORE_BLOCK etc.
 	var errs []error
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
@@ -167,13 +163,31 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, errors.Join(errs...)
 }
 
-// orderBlock is the job's order block for ds: --block if given, else
-// packedBlock for a packed dataset, else the default (a full shuffle).
-func (o options) orderBlock(ds *storage.Dataset) int {
-	if ds.Packed() && !o.blockSet {
-		return packedBlock
+// shape decides the job's order block, window and shard size for a
+// dataset, packed or not, and the state restored from the journal (nil:
+// a fresh job). A flag given wins. Else a restored job keeps the block
+// and window it started with (a coordinator of another version may
+// default otherwise, and the order must not change under a running
+// job); else the dataset's defaults, the standalone node's too:
+// cluster.DefaultBlock, cluster.DefaultWindow. For a packed dataset read
+// through windows, --shard-size defaults to a window's positions, so a
+// lease holds whole windows and no two nodes fetch one chunk.
+func (o options) shape(packed bool, restore *cluster.State) (block, window, shard int) {
+	block, window, shard = o.cluster.Block, o.cluster.Window, o.cluster.ShardSize
+	switch {
+	case o.given["block"]:
+	case restore != nil:
+		block = restore.Block
+	default:
+		block = cluster.DefaultBlock(packed)
 	}
-	return o.cluster.Block
+	if !o.given["mix-window"] && restore != nil {
+		window = max(restore.Window, 1)
+	}
+	if w := cluster.EffectiveWindow(block, window); packed && w > 1 && !o.given["shard-size"] {
+		shard = block * w
+	}
+	return block, window, shard
 }
 
 func main() {
@@ -215,10 +229,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	defer storage.Close(store)
 	o.cluster.Samples = int64(len(ds.Samples))
-	if b := o.orderBlock(ds); b != o.cluster.Block {
-		o.cluster.Block = b
-		logger.Info("packed dataset: the epoch order keeps blocks together so nodes read a shard's samples in chunks (--block to choose)", "block", b)
-	}
+	packed := ds.Packed()
 	// The sample list is needed only for its count, layout and digest: let
 	// it go, and give its memory back to the system now rather than at
 	// the runtime's leisure, so the coordinator's footprint is its state
@@ -239,6 +250,12 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		}
 		o.cluster.Incarnation = jn.Incarnation()
 	}
+	block, window, shard := o.shape(packed, restore)
+	if block != o.cluster.Block || window != o.cluster.Window || shard != o.cluster.ShardSize {
+		logger.Info("epoch order for this dataset (--block, --mix-window, --shard-size to choose; docs/packed-datasets.md)",
+			"block", block, "window", window, "shard", shard, "packed", packed, "from_journal", restore != nil && !o.given["block"])
+	}
+	o.cluster.Block, o.cluster.Window, o.cluster.ShardSize = block, window, shard
 
 	var commitLog io.Writer
 	if o.commitLog != "" {

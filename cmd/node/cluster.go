@@ -60,9 +60,10 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 	defer snk.Close()
-	// The order's block comes with the coordinator's job (OnJob below);
-	// until then a packed dataset's samples are read one by one.
-	store, ds, err := openDataset(ctx, o, 0)
+	// The order's block and window come with the coordinator's job
+	// (OnJob below); until then a packed dataset's samples are read one
+	// by one.
+	store, ds, err := openDataset(ctx, o, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -116,10 +117,11 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	if ps, ok := store.(*storage.PackedStore); ok {
 		acfg.OnJob = func(j agent.Job) {
-			if ps.Block() != j.Block {
-				logger.Info("packed dataset: reading chunks of the job's order blocks", "block", j.Block, "pack_cache", o.packCache.String())
+			if ps.Block() != j.Block || ps.Window() != j.Window {
+				ps.SetBlock(j.Block)
+				ps.SetWindow(j.Window)
+				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, ds, o.packCache, o.ranks))
 			}
-			ps.SetBlock(j.Block)
 		}
 		defer func() {
 			st := ps.Stats()

@@ -21,11 +21,11 @@ import (
 // commit steps and get resume tokens; a trainer that reconnects resumes
 // after its last commit (or after the token it presents).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stderr io.Writer) error {
-	store, ds, err := openDataset(ctx, o, o.block)
+	store, ds, err := openStandalone(ctx, o)
 	if err != nil {
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: o.clusterOrder}
+	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		return err
 	}

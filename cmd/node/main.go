@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
@@ -74,7 +75,9 @@ type options struct {
 	readAhead        int
 	storeOutage      time.Duration
 	packCache        byteSize
-	block            int // standalone: the epoch order's block
+	block            int  // standalone: the epoch order's block (see orderBlock)
+	blockSet         bool // --block was given
+	window           int  // standalone: the epoch order's window
 
 	// cluster mode
 	id              string
@@ -121,8 +124,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: slots x batch-size standalone; in cluster mode max(batch-size, fetch-concurrency), since what a rank has taken cannot be handed to an idle rank)")
 	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
 	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
-	fs.IntVar(&o.block, "block", defaultOrderBlock, "standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle). With a packed dataset a block's samples that share a tar are one read, and each rank holds about two blocks' bytes (docs/packed-datasets.md). In cluster mode the coordinator's --block rules")
-	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 256MiB; 0: read every sample alone")
+	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
+	fs.IntVar(&o.window, "mix-window", cluster.DefaultWindow, "standalone: blocks of the epoch order mixed together when --block > 1: each batch draws from this many blocks at once, and a packed dataset's reader holds this many blocks' chunks at once (1: one block after another). In cluster mode the coordinator's --mix-window rules")
+	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
@@ -169,17 +173,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.dropLast {
 			errs = append(errs, errors.New("--drop-last is the coordinator's in cluster mode (it drops the remainder so every rank's steps match)"))
 		}
-		fs.Visit(func(f *flag.Flag) { // the command line or LONGSHORE_BLOCK
-			if f.Name == "block" {
-				errs = append(errs, errors.New("--block is the coordinator's in cluster mode (every node must use the job's epoch order)"))
+		fs.Visit(func(f *flag.Flag) { // the command line or LONGSHORE_BLOCK, LONGSHORE_MIX_WINDOW
+			if f.Name == "block" || f.Name == "mix-window" {
+				errs = append(errs, fmt.Errorf("--%s is the coordinator's in cluster mode (every node must use the job's epoch order)", f.Name))
 			}
 		})
 	}
+	fs.Visit(func(f *flag.Flag) { o.blockSet = o.blockSet || f.Name == "block" })
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
 	}
 	if o.logPixels && !strings.HasPrefix(o.sink, "log:") {
 		errs = append(errs, fmt.Errorf("--log-pixels records into the log sink: it needs --sink log:PATH, not %q", o.sink))
+	}
+	if o.window < 1 {
+		errs = append(errs, fmt.Errorf("--mix-window %d: need at least 1", o.window))
 	}
 	if o.dataset == "" {
 		errs = append(errs, errors.New("--dataset is required"))
@@ -284,9 +292,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 // openDataset opens the store and discovers the dataset. A packed dataset
 // (samples inside tar shards) gets its store wrapped in a PackedStore that
 // reads a chunk of samples at a time: those of one block of the epoch
-// order (block, samples) that share a shard. block 0 reads every sample
-// alone until SetBlock (cluster mode learns the block from the job).
-func openDataset(ctx context.Context, o options, block int) (storage.Store, *storage.Dataset, error) {
+// order (block, samples) that share a shard, window blocks' chunks at
+// once. block 0 reads every sample alone until SetBlock (cluster mode
+// learns the block and window from the job).
+func openDataset(ctx context.Context, o options, block, window int) (storage.Store, *storage.Dataset, error) {
 	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
@@ -299,7 +308,7 @@ func openDataset(ctx context.Context, o options, block int) (storage.Store, *sto
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	return stores.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{Block: block, CacheBytes: int64(o.packCache)})
+	return stores.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache)})
 }
 
 // wait is how long a stopped run gives its pipelines to drain.

@@ -51,8 +51,9 @@ func freeAddr(t *testing.T) string {
 
 // TestClusterPacked runs the node in cluster mode over a packed dataset,
 // against a coordinator in this process (what longshore-coordinator
-// wires up): the node learns the order block from the job and reads the
-// packed samples in chunks of it, and delivers each sample once.
+// wires up): the node learns the order's block and window from the job
+// and reads the packed samples in chunks of its blocks, and delivers each
+// sample once.
 func TestClusterPacked(t *testing.T) {
 	root, keys := makeDataset(t, 48)
 	packed, pkeys := packDataset(t, root, keys, 12)
@@ -68,7 +69,8 @@ func TestClusterPacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := cluster.DefaultConfig()
-	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Seed = int64(len(ds.Samples)), 1, 12, 12, 3
+	// Blocks of 12 (a shard each), two to a window, leases of a window.
+	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 1, 24, 12, 2, 3
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer sys.Shutdown()
 	rem, actorAddr, err := agent.StartRemote(sys, freeAddr(t), "")
@@ -138,11 +140,12 @@ func TestClusterPacked(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(pkeys, ",") {
 		t.Errorf("delivered %d distinct keys, want the %d packed samples", len(got), len(pkeys))
 	}
-	// The job's block (12, not the standalone 256) reached the store, and
-	// the samples came in chunks: 4 shards of 12, one read each.
+	// The job's block and window (12 and 2, not the standalone
+	// defaults) reached the store, and the samples came in chunks: 4
+	// shards of 12, one read each.
 	logs := errb.String()
-	if !strings.Contains(logs, "block=12") {
-		t.Errorf("the node never logged the job's block:\n%s", logs)
+	if !strings.Contains(logs, "block=12 window=2") {
+		t.Errorf("the node never logged the job's block and window:\n%s", logs)
 	}
 	mm := regexp.MustCompile(`chunk cache" chunks=(\d+) .* read_alone=(\d+)`).FindStringSubmatch(logs)
 	if mm == nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -116,8 +117,8 @@ func TestStandalonePacked(t *testing.T) {
 
 func TestPackCacheFlag(t *testing.T) {
 	o, err := parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard)
-	if err != nil || int64(o.packCache) != 256<<20 {
-		t.Errorf("default --pack-cache %d, %v; want 256 MiB", int64(o.packCache), err)
+	if err != nil || int64(o.packCache) != 1<<30 {
+		t.Errorf("default --pack-cache %d, %v; want 1 GiB", int64(o.packCache), err)
 	}
 	t.Setenv("LONGSHORE_PACK_CACHE", "1GiB")
 	if o, err = parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard); err != nil || int64(o.packCache) != 1<<30 {
@@ -133,16 +134,32 @@ func TestPackCacheFlag(t *testing.T) {
 
 func TestBlockFlag(t *testing.T) {
 	o, err := parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard)
-	if err != nil || o.block != 256 {
-		t.Errorf("default --block %d, %v; want 256", o.block, err)
+	if err != nil || o.orderBlock(false) != 1 || o.orderBlock(true) != cluster.PackedBlock || o.window != cluster.DefaultWindow {
+		t.Errorf("default --block %d plain, %d packed, --mix-window %d, %v; want the coordinator's: 1, %d, %d",
+			o.orderBlock(false), o.orderBlock(true), o.window, err, cluster.PackedBlock, cluster.DefaultWindow)
 	}
-	if _, err := parseFlags([]string{"--standalone", "--dataset", "x", "--block", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--block 0") {
-		t.Errorf("--block 0: %v", err)
+	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--block", "64", "--mix-window", "4"}, io.Discard); err != nil ||
+		o.orderBlock(false) != 64 || o.orderBlock(true) != 64 || o.window != 4 {
+		t.Errorf("--block 64 --mix-window 4: %d plain, %d packed, window %d, %v", o.orderBlock(false), o.orderBlock(true), o.window, err)
 	}
-	for _, b := range []string{"64", "256"} { // the default too: given is given
-		_, err = parseFlags([]string{"--dataset", "x", "--join", "h:1", "--gossip", "h:2", "--listen", "h:3", "--block", b}, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "coordinator's in cluster mode") {
-			t.Errorf("--block %s in cluster mode: %v", b, err)
+	for _, bad := range [][]string{{"--block", "0"}, {"--mix-window", "0"}} {
+		if _, err := parseFlags(append([]string{"--standalone", "--dataset", "x"}, bad...), io.Discard); err == nil || !strings.Contains(err.Error(), strings.Join(bad, " ")) {
+			t.Errorf("%s: %v", strings.Join(bad, " "), err)
 		}
+	}
+	for _, f := range [][]string{{"--block", "64"}, {"--block", "1"}, {"--mix-window", "128"}} { // the default too: given is given
+		_, err = parseFlags(append([]string{"--dataset", "x", "--join", "h:1", "--gossip", "h:2", "--listen", "h:3"}, f...), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), f[0]+" is the coordinator's in cluster mode") {
+			t.Errorf("%s in cluster mode: %v", strings.Join(f, " "), err)
+		}
+	}
+}
+
+// TestPackedDefaultsMatchTheOrder: the packed store's defaults are the
+// order's for a packed dataset, so a chunk is a block.
+func TestPackedDefaultsMatchTheOrder(t *testing.T) {
+	if c := storage.DefaultPackedConfig(); c.Block != cluster.PackedBlock || c.Window != cluster.DefaultWindow {
+		t.Errorf("storage.DefaultPackedConfig() block %d, window %d; cluster.PackedBlock %d, cluster.DefaultWindow %d",
+			c.Block, c.Window, cluster.PackedBlock, cluster.DefaultWindow)
 	}
 }

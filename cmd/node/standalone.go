@@ -118,16 +118,56 @@ func (p *progress) finish() {
 	}
 }
 
-// defaultOrderBlock is the default --block: how many consecutive samples
-// stay together when an epoch is shuffled (cluster.NewOrder); keeps some
-// locality for sharded datasets while mixing well over a few thousand
-// samples.
-const defaultOrderBlock = 256
+// orderBlock is the standalone order's block for a dataset, packed or
+// not: --block if given, else the coordinator's default for it
+// (cluster.DefaultBlock), so that a standalone run and a cluster run of
+// the same dataset share one order.
+func (o options) orderBlock(packed bool) int {
+	if o.blockSet {
+		return o.block
+	}
+	return cluster.DefaultBlock(packed)
+}
 
-// clusterOrder is the standalone epoch order: cluster.NewOrder with the
-// --block of o.
-func (o options) clusterOrder(seed uint64, epoch int, n int64) actors.Order {
-	return cluster.NewOrder(seed, epoch, n, o.block)
+// orderFunc is the standalone epoch order over ds: cluster.NewOrder with
+// its block (orderBlock) and --mix-window.
+func (o options) orderFunc(ds *storage.Dataset) actors.OrderFunc {
+	block, window := o.orderBlock(ds.Packed()), o.window
+	return func(seed uint64, epoch int, n int64) actors.Order {
+		return cluster.NewOrder(seed, epoch, n, block, window)
+	}
+}
+
+// openStandalone opens the dataset for a standalone run: a packed one is
+// read in chunks of its order's blocks, a window of them at once.
+func openStandalone(ctx context.Context, o options) (storage.Store, *storage.Dataset, error) {
+	b := o.orderBlock(true)
+	return openDataset(ctx, o, b, cluster.EffectiveWindow(b, o.window))
+}
+
+// packedLine describes a packed dataset's chunk reading, and warns when
+// --pack-cache cannot hold the window of chunks the ranks read at once
+// (ranks: how many windows are read at once; standalone ranks share
+// one): then chunks are evicted before they are used up, or samples read
+// one by one.
+func packedLine(ps *storage.PackedStore, ds *storage.Dataset, cache byteSize, ranks int) string {
+	var n, bytes int64
+	for _, s := range ds.Samples {
+		if s.Packed() {
+			n, bytes = n+1, bytes+s.Size
+		}
+	}
+	block, window := max(ps.Block(), 1), ps.Window()
+	need := int64(0)
+	if n > 0 {
+		need = bytes / n * int64(block) * int64(window) * int64(ranks)
+	}
+	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s",
+		block, window, byteSize(need/int64(ranks)), cache)
+	if int64(cache) < need {
+		line += fmt.Sprintf("; warning: --pack-cache below the %s that %d window(s) take: chunks will be read more than once or samples one by one (raise --pack-cache, or lower --mix-window)", byteSize(need), ranks)
+	}
+	return line
 }
 
 func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -146,7 +186,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	store, ds, err := openDataset(ctx, o, o.block)
+	store, ds, err := openStandalone(ctx, o)
 	if err != nil {
 		snk.Close()
 		return err
@@ -156,7 +196,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		storage.Close(store)
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: o.clusterOrder}
+	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		snk.Close()
 		storage.Close(store)
@@ -174,7 +214,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s %d, %s\n",
 		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.transform, o.size, strings.ToUpper(o.layout))
 	if ps, ok := store.(*storage.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: packed dataset: chunks of %d-sample blocks, cache %s\n", ps.Block(), o.packCache)
+		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, ds, o.packCache, 1))
 	}
 	bar := newProgress(o.progress, total, stderr)
 

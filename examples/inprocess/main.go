@@ -29,8 +29,8 @@ func main() {
 	ctx := context.Background()
 
 	// Tar shards (longshore-pack) are read through a PackedStore: a block's
-	// samples in a tar are one read.
-	packed := storage.DefaultPackedConfig() // blocks of 256, as the order below
+	// samples in a tar are one read, a window of blocks at once.
+	packed := storage.DefaultPackedConfig() // blocks of 16, windows of 128, as the order below
 	store, ds, err := stores.OpenDataset(ctx, *dataset, s3.DefaultOptions(), storage.DefaultDiscoverOptions(), &packed)
 	if err != nil {
 		log.Fatal(err)
@@ -39,8 +39,9 @@ func main() {
 
 	cfg := actors.DefaultConfig() // batch 32, 4 slots, 16 fetches, a decoder per core, 1% failure budget
 	cfg.Seed, cfg.Epochs = 1, *epochs
+	block := cluster.DefaultBlock(ds.Packed()) // 1 (a full shuffle), or 16 for tar shards
 	deps := actors.Deps{Store: store, Order: func(seed uint64, epoch int, n int64) actors.Order {
-		return cluster.NewOrder(seed, epoch, n, 256) // the same order the cluster uses
+		return cluster.NewOrder(seed, epoch, n, block, cluster.DefaultWindow) // the same order the cluster uses
 	}}
 	if err := ffdecode.Use(&cfg, &deps, decode.DefaultConfig()); err != nil { // train transform, 224, NCHW
 		log.Fatal(err)
