@@ -129,7 +129,7 @@ func (e *clusterEnv) openJournal() *journal.Journal {
 func (e *clusterEnv) startCoordinator(jn *journal.Journal, restore *cluster.State) {
 	cfg := e.cfg
 	cfg.Incarnation = jn.Incarnation()
-	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: ManifestDigest(e.ds),
+	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: storage.ManifestDigest(e.ds),
 		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore}
 	if restore == nil {
 		cc.Cluster.MinRanks = 2

@@ -273,7 +273,7 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(h.ds.Samples)), epochs, 8, 5
 	cfg.Incarnation = jn.Incarnation()
 	cfg.MinRanks = minRanks
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(h.ds),
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds),
 		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore})
 	if err != nil {
 		h.t.Fatal(err)

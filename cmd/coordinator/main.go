@@ -234,7 +234,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	// it go, and give its memory back to the system now rather than at
 	// the runtime's leisure, so the coordinator's footprint is its state
 	// (O(shards)), not the manifest's (hundreds of bytes a sample).
-	digest := agent.ManifestDigest(ds)
+	digest := storage.ManifestDigest(ds)
 	ds = nil
 	debug.FreeOSMemory()
 

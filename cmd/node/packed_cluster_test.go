@@ -78,7 +78,7 @@ func TestClusterPacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rem.Shutdown(false)
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: agent.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
+	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

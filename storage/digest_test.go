@@ -1,21 +1,19 @@
-package agent
+package storage
 
 import (
 	"context"
 	"testing"
-
-	"github.com/longshore/longshore/storage"
 )
 
 func TestManifestDigest(t *testing.T) {
-	plain := &storage.Dataset{Classes: []string{"a", "b"}, Samples: []storage.Sample{{Key: "a/1.jpg", Label: 0}, {Key: "b/2.jpg", Label: 1}}}
+	plain := &Dataset{Classes: []string{"a", "b"}, Samples: []Sample{{Key: "a/1.jpg", Label: 0}, {Key: "b/2.jpg", Label: 1}}}
 	// The digest of a dataset without packed samples is what it was
 	// before packing existed: old nodes and new coordinators agree.
 	if got, want := ManifestDigest(plain), "2:6fc2b8460fd2ec34"; got != want {
 		t.Errorf("plain digest = %s, want %s", got, want)
 	}
-	packed := func(off1 int64, obj string) *storage.Dataset {
-		return &storage.Dataset{Classes: plain.Classes, Objects: []string{obj}, Samples: []storage.Sample{
+	packed := func(off1 int64, obj string) *Dataset {
+		return &Dataset{Classes: plain.Classes, Objects: []string{obj}, Samples: []Sample{
 			{Key: "s/0.tar/a/1.jpg", Label: 0, Object: 1, Offset: 512, Size: 100},
 			{Key: "s/0.tar/b/2.jpg", Label: 1, Object: 1, Offset: off1, Size: 200},
 		}}
@@ -26,10 +24,10 @@ func TestManifestDigest(t *testing.T) {
 	if want := "2:9f822eba43e5b9b0"; base != want {
 		t.Errorf("packed digest = %s, want %s", base, want)
 	}
-	for name, ds := range map[string]*storage.Dataset{
+	for name, ds := range map[string]*Dataset{
 		"other offset": packed(1536, "s/0.tar"),
 		"other object": packed(1024, "s/1.tar"),
-		"unpacked":     {Classes: plain.Classes, Samples: []storage.Sample{{Key: "s/0.tar/a/1.jpg"}, {Key: "s/0.tar/b/2.jpg", Label: 1}}},
+		"unpacked":     {Classes: plain.Classes, Samples: []Sample{{Key: "s/0.tar/a/1.jpg"}, {Key: "s/0.tar/b/2.jpg", Label: 1}}},
 	} {
 		if ManifestDigest(ds) == base {
 			t.Errorf("%s: same digest %s as the original packing", name, base)
@@ -67,11 +65,11 @@ func TestManifestDigestPinned(t *testing.T) {
 		{"below a directory", "sub/", "5:db698c16f2c436be"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := storage.NewMemStore(t.Name())
-			if _, err := s.Put(context.Background(), tc.dir+storage.ManifestJSONLName, []byte(manifest), storage.Cond{}); err != nil {
+			s := NewMemStore(t.Name())
+			if _, err := s.Put(context.Background(), tc.dir+ManifestJSONLName, []byte(manifest), Cond{}); err != nil {
 				t.Fatal(err)
 			}
-			ds, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{Root: tc.dir})
+			ds, err := Discover(context.Background(), s, DiscoverOptions{Root: tc.dir})
 			if err != nil {
 				t.Fatal(err)
 			}
