@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/wire"
 )
 
@@ -64,7 +63,7 @@ func TestRemotePeer(t *testing.T) {
 		t.Skip("run by TestRemoteRoundTrip")
 	}
 	sys := actor.NewActorSystem(quiet())
-	rem, addr, err := agent.StartRemote(sys, "127.0.0.1:0", "")
+	rem, addr, err := wire.StartRemote(sys, "127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func TestRemotePeer(t *testing.T) {
 // so that -count=N does not start a second remote (see below).
 var parentRemote = sync.OnceValues(func() (*actor.ActorSystem, error) {
 	sys := actor.NewActorSystem(quiet())
-	_, _, err := agent.StartRemote(sys, "127.0.0.1:0", "")
+	_, _, err := wire.StartRemote(sys, "127.0.0.1:0", "")
 	return sys, err
 })
 

@@ -45,10 +45,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -278,7 +278,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		return slog.New(slog.DiscardHandler)
 	}))
 	defer sys.Shutdown()
-	rem, actorAddr, err := agent.StartRemote(sys, o.listen, o.advertise)
+	rem, actorAddr, err := wire.StartRemote(sys, o.listen, o.advertise)
 	if err != nil {
 		return err
 	}

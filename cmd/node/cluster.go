@@ -21,6 +21,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -76,7 +77,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return slog.New(slog.DiscardHandler)
 	}))
 	defer sys.Shutdown()
-	rem, actorAddr, err := agent.StartRemote(sys, o.listen, o.advertise)
+	rem, actorAddr, err := wire.StartRemote(sys, o.listen, o.advertise)
 	if err != nil {
 		return err
 	}

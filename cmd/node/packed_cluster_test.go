@@ -19,9 +19,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -73,7 +73,7 @@ func TestClusterPacked(t *testing.T) {
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 1, 24, 12, 2, 3
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer sys.Shutdown()
-	rem, actorAddr, err := agent.StartRemote(sys, freeAddr(t), "")
+	rem, actorAddr, err := wire.StartRemote(sys, freeAddr(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}

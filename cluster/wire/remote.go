@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"fmt"
@@ -19,15 +19,15 @@ import (
 func StartRemote(sys *actor.ActorSystem, listen, advertise string) (*remote.Remote, string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("agent: listen address %q: %w", listen, err)
+		return nil, "", fmt.Errorf("wire: listen address %q: %w", listen, err)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil {
-		return nil, "", fmt.Errorf("agent: listen port %q: %w", port, err)
+		return nil, "", fmt.Errorf("wire: listen port %q: %w", port, err)
 	}
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("agent: listen on %s: %w", listen, err)
+		return nil, "", fmt.Errorf("wire: listen on %s: %w", listen, err)
 	}
 	if p == 0 {
 		p = l.Addr().(*net.TCPAddr).Port
