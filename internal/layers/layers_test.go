@@ -1,0 +1,228 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/longshore/longshore"
+
+// internal lists, for every package of the module, the packages of the
+// module it may import directly. "*" allows any (the binaries, examples
+// and tests from outside wire everything together). A package missing
+// here fails the test: say where a new one sits before it lands.
+var internal = map[string][]string{
+	// The pure core and the pieces every layer shares.
+	"cluster":         {},
+	"gpu":             {},
+	"storage":         {},
+	"decode":          {},
+	"internal/layers": {},
+
+	// The node's pipeline and its seams.
+	"actors":            {"gpu", "storage"},
+	"actors/actorstest": {"actors"},
+	"actors/ffdecode":   {"actors", "decode"},
+	// Trainer delivery: the client and protocol import nothing of the
+	// node; the server sits on the pipeline.
+	"actors/feed":       {},
+	"actors/feedserver": {"actors", "actors/feed", "gpu", "storage"},
+
+	// Object stores behind the seam.
+	"storage/s3":        {"storage"},
+	"storage/stores":    {"storage", "storage/s3"},
+	"storage/faulty":    {"storage"},
+	"storage/storetest": {"storage"},
+	"storage/miniotest": {"storage", "storage/s3"},
+
+	// The cluster's shells around the core.
+	"cluster/wire":    {"cluster"},
+	"cluster/gossip":  {"internal/clock"},
+	"cluster/journal": {"cluster", "storage"},
+	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage"},
+	"cluster/agent": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/journal", "cluster/wire",
+		"gpu", "storage"},
+
+	// Wiring.
+	"cmd/coordinator":               {"*"},
+	"cmd/node":                      {"*"},
+	"cmd/longshore-pack":            {"*"},
+	"cmd/longshore-bench":           {"*"},
+	"cmd/internal/flagenv":          {},
+	"cmd/internal/mixing":           {},
+	"cmd/internal/procmem":          {},
+	"examples/feed_server":          {"*"},
+	"examples/go_train":             {"actors/feed"},
+	"examples/inprocess":            {"*"},
+	"integration":                   {},
+	"integration/tools/healthcheck": {},
+	"integration/tools/upload":      {},
+}
+
+// reach lists, for a dependency, the packages of the module whose builds
+// may link it (directly or through others). Every other package must not.
+var reach = map[string][]string{
+	// Only the S3 store and what opens stores by URL link the S3 client:
+	// the seam (storage), the pipeline, the journal and the coordinator
+	// actor need none of it.
+	"github.com/minio/minio-go/v7": {"storage/s3", "storage/stores", "storage/miniotest",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "examples/inprocess",
+		"integration/tools/upload"},
+	// FFmpeg only where images are decoded.
+	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "cmd/node", "cmd/longshore-bench",
+		"examples/feed_server", "examples/inprocess"},
+	// CUDA only in gpu's cuda build, never by default.
+	"gorgonia.org/cu": {},
+	// The actor system: the pipeline and the cluster's shells; never a
+	// trainer's client, the pure core, the stores or the decoder.
+	"github.com/asynkron/protoactor-go": {"actors", "actors/actorstest", "actors/ffdecode", "actors/feedserver",
+		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench",
+		"examples/feed_server", "examples/inprocess"},
+	// Gossip only in its shell and the daemons.
+	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cmd/coordinator", "cmd/node"},
+}
+
+// direct lists, for a standard-library package that touches the world,
+// the packages of the module that may import it themselves.
+var direct = map[string][]string{
+	"net": {"actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "storage/s3", "storage/miniotest",
+		"cmd/node", "cmd/longshore-bench"},
+	"os": {"actors/feed", "actors/feedserver", "gpu", "storage", "storage/s3", "storage/miniotest",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/internal/procmem",
+		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
+}
+
+// pure is the core: only the standard library, and of it nothing that
+// does I/O, keeps time, locks or draws randomness (the shells do).
+var pure = map[string]map[string]string{
+	"cluster": {
+		"os": "I/O belongs in the shell", "net": "I/O belongs in the shell", "syscall": "I/O belongs in the shell",
+		"os/exec": "I/O belongs in the shell", "net/http": "I/O belongs in the shell", "io": "I/O belongs in the shell",
+		"io/fs": "I/O belongs in the shell", "time": "time is an abstract Tick here; the shell owns the clock",
+		"sync": "one goroutine owns the state machine; no locks needed", "context": "nothing here blocks",
+		"math/rand": "randomness comes only from the seed", "math/rand/v2": "randomness comes only from the seed",
+		"crypto/rand": "randomness comes only from the seed", "runtime/cgo": "pure Go", "unsafe": "no need",
+		"log": "report through Ready and errors, not logs", "log/slog": "report through Ready and errors, not logs",
+		"encoding/json": "the journal's encoding belongs to the shell",
+	},
+}
+
+// stdOnly packages link nothing outside the standard library (and the
+// module's own packages they are allowed).
+var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu"}
+
+type pkg struct {
+	ImportPath string
+	Standard   bool
+	Imports    []string
+	Deps       []string
+	Module     *struct{ Path string }
+}
+
+func list(t *testing.T, tags string) map[string]pkg {
+	t.Helper()
+	args := []string{"list", "-deps", "-json=ImportPath,Standard,Imports,Deps,Module"}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, module+"/...")...)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
+
+func rel(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	return strings.CutPrefix(path, module+"/")
+}
+
+func moduleOf(p pkg) string {
+	if p.Module == nil {
+		return ""
+	}
+	return p.Module.Path
+}
+
+// TestLayers checks every package of the module against the rules, in
+// the default build and in the cuda build.
+func TestLayers(t *testing.T) {
+	for _, tags := range []string{"", "cuda"} {
+		pkgs := list(t, tags)
+		var names []string
+		for path := range pkgs {
+			if _, ok := rel(path); ok {
+				names = append(names, path)
+			}
+		}
+		sort.Strings(names)
+		if len(names) < 20 {
+			t.Fatalf("go list found %d packages of the module: %v", len(names), names)
+		}
+		for _, path := range names {
+			name, _ := rel(path)
+			p := pkgs[path]
+			allowed, known := internal[name]
+			if !known {
+				t.Errorf("[tags %q] %s is not in the layer rules (internal/layers): say which packages it may import", tags, name)
+				continue
+			}
+			for _, imp := range p.Imports {
+				if dep, ok := rel(imp); ok && !slices.Contains(allowed, "*") && !slices.Contains(allowed, dep) {
+					t.Errorf("[tags %q] %s imports %s, which its layer does not allow", tags, name, dep)
+				}
+				if who, ok := direct[imp]; ok && !slices.Contains(who, name) {
+					t.Errorf("[tags %q] %s imports %s itself, which only %v may", tags, name, imp, who)
+				}
+				if why, ok := pure[name][imp]; ok {
+					t.Errorf("[tags %q] %s imports %s: %s", tags, name, imp, why)
+				}
+			}
+			for _, d := range p.Deps {
+				dp := pkgs[d]
+				mod := moduleOf(dp)
+				for dep, who := range reach {
+					if (d == dep || strings.HasPrefix(d, dep+"/") || mod == dep) && !slices.Contains(who, name) {
+						t.Errorf("[tags %q] %s links %s (through %s), which only %v may", tags, name, dep, d, who)
+						break
+					}
+				}
+				if slices.Contains(stdOnly, name) && !dp.Standard {
+					if _, own := rel(d); !own && d != "C" {
+						t.Errorf("[tags %q] %s links %s: it uses only the standard library", tags, name, d)
+					}
+				}
+			}
+		}
+	}
+	// Rules about packages that are gone are stale: keep the list true.
+	pkgs := list(t, "")
+	for name := range internal {
+		if _, ok := pkgs[module+"/"+name]; !ok {
+			t.Errorf("the layer rules name %s, which does not exist", name)
+		}
+	}
+}
