@@ -62,7 +62,8 @@
 // Alpha is dropped without compositing: a transparent pixel gives the
 // colour stored under it (PIL's convert("RGB") does the same). EXIF
 // orientation is not applied (PIL does not either unless asked). JPEG
-// CMYK/YCCK (Adobe) is converted to RGB naively, as FFmpeg, Go and PIL do;
+// CMYK/YCCK (Adobe) is converted to RGB naively, as FFmpeg, Go and PIL do:
+// the fast path rounds as PIL does, FFmpeg truncates (a level darker);
 // ICC profiles are ignored. A JPEG without its EOI marker is refused as
 // truncated, and PNG chunk CRCs are checked, as PIL does; damage inside a
 // JPEG or WebP bitstream that the decoder can conceal is not detected.
@@ -98,8 +99,9 @@
 // x/image/draw's bilinear) within 0.25-0.35 levels; for 4:2:0 and 4:2:2
 // it is the more exact of the two (libjpeg upsamples the chroma at full
 // size before the region is cut; swscale misregisters it on regions that
-// start between chroma samples). CMYK, YCCK, Adobe-RGB, 12-bit, lossless and
-// arithmetic-coded JPEGs, and any file libjpeg raises an error on, go to
+// start between chroma samples). CMYK and YCCK JPEGs are decoded to CMYK
+// by libjpeg and converted as PIL's convert("RGB") does. Adobe-RGB,
+// 12-bit, lossless and arithmetic-coded JPEGs, and any file libjpeg raises an error on, go to
 // FFmpeg instead (Info.Path, Info.Fallback, Decoder.Stats): so which
 // samples decode, and which fail with ErrCorrupt, does not depend on
 // FastJPEG. With Lowres, the fast path also scales by 4/8, 2/8 or 1/8 in

@@ -82,7 +82,7 @@ enum {
 	LS_REFUSE_SIZE = 2,       // libjpeg reads another size than parseHeader
 	LS_REFUSE_PRECISION = 3,  // not 8-bit samples
 	LS_REFUSE_ARITH = 4,      // arithmetic coding
-	LS_REFUSE_COLOR = 5,      // CMYK, YCCK, RGB or unknown components
+	LS_REFUSE_COLOR = 5,      // RGB or unknown components
 	LS_REFUSE_GEOMETRY = 6,   // scaled size or region not as planned
 };
 
@@ -93,11 +93,28 @@ typedef struct {
 	uint8_t *buf;
 } ls_turbo_res;
 
+// ls_cmyk_to_rgb converts a row of n CMYK pixels, as stored (Adobe's
+// inverted convention, which PIL assumes for every CMYK JPEG), to packed
+// RGB in place: PIL's convert("RGB") of the image it reads (cmyk2rgb in
+// Pillow's Convert.c: with C, K the inverted values, R = (255 - K) -
+// round(C · (255 - K) / 255)). FFmpeg's mjpeg decoder computes the same
+// product truncated, a level darker nearly everywhere.
+static void ls_cmyk_to_rgb(uint8_t *p, int n) {
+	for (int i = 0; i < n; i++) {
+		int c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2], k = p[4 * i + 3];
+		int tc = (255 - c) * k + 128, tm = (255 - m) * k + 128, ty = (255 - y) * k + 128;
+		p[3 * i] = (uint8_t)(k - (((tc >> 8) + tc) >> 8));
+		p[3 * i + 1] = (uint8_t)(k - (((tm >> 8) + tm) >> 8));
+		p[3 * i + 2] = (uint8_t)(k - (((ty >> 8) + ty) >> 8));
+	}
+}
+
 // ls_turbo_decode decodes rows [ry, ry+rh) and at least columns
 // [rx, rx+rw) of data scaled by m/8 (whose size Go computed as ow×oh) into
-// t->buf, packed RGB (grayscale replicated, as PIL's convert("RGB")
-// does). w, h: the image size parseHeader read. The buffer extends
-// LS_RESIZE_SLACK initialised bytes past the region.
+// t->buf, packed RGB (grayscale replicated and CMYK converted as PIL's
+// convert("RGB") does; CMYK rows keep their 4-byte stride). w, h: the image
+// size parseHeader read. The buffer extends LS_RESIZE_SLACK initialised
+// bytes past the region.
 //
 // ls_turbo_done resets d for the next image and drops its pointer to the
 // caller's (Go) bytes, which must not outlive the call.
@@ -139,9 +156,13 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 		r.reason = LS_REFUSE_ARITH;
 		goto refuse;
 	}
+	int cmyk = 0;
 	if ((d->jpeg_color_space == JCS_YCbCr && d->num_components == 3) ||
 			(d->jpeg_color_space == JCS_GRAYSCALE && d->num_components == 1)) {
 		d->out_color_space = JCS_EXT_RGB;
+	} else if ((d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK) && d->num_components == 4) {
+		d->out_color_space = JCS_CMYK; // libjpeg converts YCCK
+		cmyk = 1;
 	} else {
 		r.reason = LS_REFUSE_COLOR;
 		goto refuse;
@@ -165,7 +186,7 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 		goto refuse;
 	}
 	r.x = (int)cx;
-	r.stride = (int)cw * 3;
+	r.stride = (int)cw * (cmyk ? 4 : 3);
 	size_t need = (size_t)r.stride * (size_t)rh + LS_RESIZE_SLACK;
 	if (need > t->cap) {
 		size_t c = need + need / 4;
@@ -193,6 +214,8 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 			r.reason = LS_REFUSE_GEOMETRY;
 			goto refuse;
 		}
+		if (cmyk)
+			for (int i = 0; i < (int)n; i++) ls_cmyk_to_rgb(rows[i], (int)cw);
 		got += (int)n;
 	}
 	// The rows below the crop are not needed: stop here.
@@ -246,7 +269,7 @@ const (
 	// FallbackCoding: not an 8-bit Huffman-coded DCT JPEG (12-bit,
 	// lossless, arithmetic coding, JPEG-LS).
 	FallbackCoding
-	// FallbackColor: not YCbCr or grayscale (CMYK, YCCK, Adobe RGB or an
+	// FallbackColor: not YCbCr, grayscale, CMYK or YCCK (Adobe RGB, or an
 	// unusual number of components).
 	FallbackColor
 	// FallbackOther: an abbreviated stream, or a header libjpeg reads
