@@ -99,7 +99,7 @@ HOLDOUT_SIZES = [(40, "4:3"), (12, "3:2"), (5, "1:1"), (12, "odd"), (15, "small"
 # held-out one has more of the rarer kinds.
 IMAGENET_ENCODINGS = [(0.72, "444"), (0.82, "progressive"), (0.95, "420"), (0.98, "gray"), (1.0, "cmyk")]
 HOLDOUT_ENCODINGS = [(0.45, "444"), (0.57, "progressive"), (0.70, "420"), (0.78, "422"), (0.90, "gray"),
-                     (1.0, "cmyk")]
+                     (0.95, "cmyk"), (1.0, "cmyk-k")]
 
 _photos = None
 
@@ -204,6 +204,15 @@ def make_one(args):
         kw.update(quality=rng.randint(80, 95), subsampling=1)
     elif kind == "gray":
         im = im.convert("L")
+        kw.update(quality=90)
+    elif kind == "cmyk-k":
+        # PIL's convert("CMYK") leaves K at 0; print workflows put the
+        # grey component in K (grey component replacement, 80% here).
+        a = np.asarray(im, dtype=np.float64) / 255
+        k = (1 - a.max(axis=2, keepdims=True)) * 0.8
+        cmy = (1 - a - k) / np.maximum(1 - k, 1e-6)
+        cmyk = np.concatenate([cmy, k], axis=2)
+        im = Image.fromarray(np.clip(np.round(cmyk * 255), 0, 255).astype(np.uint8), "CMYK")
         kw.update(quality=90)
     else:
         im = im.convert("CMYK")
