@@ -66,6 +66,7 @@ type options struct {
 	slots            int
 	dropLast         bool
 	lowres           bool
+	decoder          string
 	progress         string
 	cpuProfile       string
 	readAhead        int
@@ -120,7 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.block, "block", defaultOrderBlock, "standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle). With a packed dataset a block's samples that share a tar are one read, and each rank holds about two blocks' bytes (docs/packed-datasets.md). In cluster mode the coordinator's --block rules")
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 256MiB; 0: read every sample alone")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
-	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows")
+	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
+	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image)")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
 	fs.StringVar(&o.id, "id", "", "cluster mode: this node's id, unique in the cluster; ranks are <id>/<i> (default: host-port of --gossip)")
@@ -209,6 +211,14 @@ func (o options) decodeConfig() (decode.Config, error) {
 	}
 	c.MaxPixels = o.maxPixels
 	c.Lowres = o.lowres
+	switch o.decoder {
+	case "turbo":
+		c.FastJPEG = true
+	case "ffmpeg":
+		c.FastJPEG = false
+	default:
+		return c, fmt.Errorf("--decoder %q: want turbo or ffmpeg", o.decoder)
+	}
 	return c, c.Validate()
 }
 
