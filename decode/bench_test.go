@@ -112,7 +112,7 @@ func datasetJPEGs(b *testing.B) [][]byte {
 // order, and reports this thread's CPU time per image (cpu-ms/img), which
 // other processes on a shared machine disturb less than wall time. The
 // variants are the decoder: the fast path (turbo, the default) or FFmpeg
-// for every JPEG, both at full scale (Lowres off). Run it with
+// for every JPEG (Lowres on, the default, in both). Run it with
 // -benchtime=Nx, N a multiple of the number of files, and repeat the run
 // with one variant at a time, alternating (-count runs one variant's
 // repetitions back to back):
@@ -130,7 +130,7 @@ func BenchmarkDecodeDataset(b *testing.B) {
 			fast bool
 		}{{"turbo", true}, {"ffmpeg", false}} {
 			b.Run(kind+"/"+v.name, func(b *testing.B) {
-				d, c := newDecoderPath(b, kind, 224, NCHW, false, v.fast)
+				d, c := newDecoderPath(b, kind, 224, NCHW, true, v.fast)
 				dst := make([]byte, c.SampleBytes())
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
