@@ -457,6 +457,7 @@ func TestRandomResizedCropMatchesTorchvision(t *testing.T) {
 	if same > 10 {
 		t.Errorf("%d of 10000 samples have the same crop and flip in epochs 0 and 1", same)
 	}
+	t.Logf("%d of 10000 samples have the same crop and flip in epochs 0 and 1", same)
 	d, c := newDecoderPath(t, "train", 224, NCHW, true, true)
 	s0, s1 := make([]byte, c.SampleBytes()), make([]byte, c.SampleBytes())
 	for i, b := range ref.data[:50] {
