@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
 	"os"
@@ -654,16 +655,25 @@ func FuzzDecode(f *testing.F) {
 		"jpeg_cmyk.jpg", "png_palette.png", "webp_lossy.webp", "webp_alpha.webp"} {
 		f.Add(readFixture(f, name))
 	}
+	// One decoder per transform: Train's crops, Eval's fractional box
+	// and its filter's reach, Resize's whole image.
 	c := DefaultConfig()
 	c.Transform.Size = 32
 	c.MaxPixels = 1 << 20 // keep each input cheap
-	d, err := NewDecoder(c)
-	if err != nil {
-		f.Fatal(err)
+	var ds []*Decoder
+	for _, kind := range []string{"train", "eval", "resize"} {
+		c.Transform = mustTransform(f, kind)
+		c.Transform.Size = 32
+		d, err := NewDecoder(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(func() { d.Close() })
+		ds = append(ds, d)
 	}
 	dst := make([]byte, c.SampleBytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		info, err := d.Decode(data, uint64(len(data)), dst)
+		info, err := ds[len(data)%len(ds)].Decode(data, uint64(len(data)), dst)
 		if err != nil {
 			if !isDataError(err) {
 				t.Fatalf("unclassified error: %v", err)
@@ -710,13 +720,18 @@ func TestPacketBufferReused(t *testing.T) {
 // along one axis, or with a fallback crop). They decode, or fail with a
 // classified error; they never crash.
 func TestExtremeGeometry(t *testing.T) {
-	for _, sz := range [][2]int{{1, 1}, {2, 1}, {1, 3000}, {3000, 1}, {7, 5}, {16383, 2}} {
+	for i, sz := range [][2]int{{1, 1}, {2, 1}, {1, 3000}, {3000, 1}, {7, 5}, {16383, 2}, {1, 1}, {3, 1}, {1, 3000}, {3000, 1}, {9, 5}, {16383, 2}} {
 		img := image.NewNRGBA(image.Rect(0, 0, sz[0], sz[1]))
 		for i := range img.Pix {
 			img.Pix[i] = byte(i * 7)
 		}
+		// PNG (FFmpeg), then JPEG 4:2:0 (the fast path).
 		var buf bytes.Buffer
-		if err := png.Encode(&buf, img); err != nil {
+		if i < 6 {
+			if err := png.Encode(&buf, img); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := jpeg.Encode(&buf, img, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, kind := range []string{"train", "eval", "resize"} {
