@@ -76,17 +76,6 @@ func BenchmarkParseHeader(b *testing.B) {
 	}
 }
 
-func BenchmarkFlip(b *testing.B) {
-	for _, layout := range []Layout{NCHW, NHWC} {
-		b.Run(layout.String(), func(b *testing.B) {
-			dst := make([]byte, 3*224*224)
-			for b.Loop() {
-				flipHorizontal(dst, 224, layout)
-			}
-		})
-	}
-}
-
 // datasetJPEGs reads every JPEG under LONGSHORE_DECODE_DATASET (see
 // TestTurboDataset), or skips.
 func datasetJPEGs(b *testing.B) [][]byte {
@@ -122,26 +111,26 @@ func datasetJPEGs(b *testing.B) [][]byte {
 // (default) and Eval transforms (224, NCHW), one file per iteration in
 // order, and reports this thread's CPU time per image (cpu-ms/img), which
 // other processes on a shared machine disturb less than wall time. The
-// variants are the fast path's scaler: resize.c (own, the default) or
-// swscale. Run it with -benchtime=Nx, N a multiple of the number of files,
-// and repeat the run with one variant at a time, alternating (-count runs
-// one variant's repetitions back to back):
+// variants are the decoder: the fast path (turbo, the default) or FFmpeg
+// for every JPEG (Lowres on, the default, in both). Run it with
+// -benchtime=Nx, N a multiple of the number of files, and repeat the run
+// with one variant at a time, alternating (-count runs one variant's
+// repetitions back to back):
 //
 //	export LONGSHORE_DECODE_DATASET=~/.cache/longshore/datasets/imagenet-like-n512-s1
 //	go test -c -o /tmp/decode.test ./decode/ && cd decode
-//	for i in 1 2 3 4 5 6; do for v in own swscale; do
+//	for i in 1 2 3 4 5 6; do for v in turbo ffmpeg; do
 //	    /tmp/decode.test -test.run '^$' -test.bench "DecodeDataset/train/$v\$" -test.benchtime 1024x
 //	done; done
 func BenchmarkDecodeDataset(b *testing.B) {
 	files := datasetJPEGs(b)
 	for _, kind := range []string{"train", "eval"} {
 		for _, v := range []struct {
-			name   string
-			scaler scalerKind
-		}{{"own", scalerOwn}, {"swscale", scalerSwscale}} {
+			name string
+			fast bool
+		}{{"turbo", true}, {"ffmpeg", false}} {
 			b.Run(kind+"/"+v.name, func(b *testing.B) {
-				d, c := newDecoder(b, kind, 224, NCHW, true)
-				d.turboScaler = v.scaler
+				d, c := newDecoderPath(b, kind, 224, NCHW, true, v.fast)
 				dst := make([]byte, c.SampleBytes())
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()

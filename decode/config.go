@@ -139,12 +139,13 @@ type Config struct {
 	// Train crops. Its output is a little sharper than the full-size path
 	// on textured content (see the package doc for figures).
 	Lowres bool
-	// FastJPEG decodes 8-bit Huffman-coded YCbCr and grayscale JPEGs
-	// (baseline or progressive) with libjpeg-turbo, which decodes only the
-	// crop's rows and (iMCU-aligned) columns and stops after the crop; with
-	// Lowres it also scales by M/8 (M = 4, 2, 1) in the IDCT when the crop
-	// keeps both sides >= Size. Other JPEGs (CMYK, YCCK, 12-bit,
-	// arithmetic) and files libjpeg rejects fall back to FFmpeg
+	// FastJPEG decodes 8-bit Huffman-coded YCbCr, grayscale, CMYK and
+	// YCCK JPEGs (baseline or progressive) with libjpeg-turbo, which
+	// decodes only the rows and (iMCU-aligned) columns the sample reads
+	// and stops after them; with Lowres it also scales by M/8 (M = 4, 2,
+	// 1) in the IDCT when the crop keeps both sides >= Size. Other JPEGs
+	// (Adobe RGB, 12-bit, arithmetic) and files libjpeg rejects fall back
+	// to FFmpeg
 	// (Info.Path, Info.Fallback, Decoder.Stats). Default true: it is
 	// faster on every crop (see the package doc for figures) and its
 	// pixels match FFmpeg's within the IDCT's rounding. Off, every JPEG

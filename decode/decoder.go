@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unsafe"
 
 	"github.com/asticode/go-astiav"
 )
@@ -15,7 +16,8 @@ type Info struct {
 	Width, Height int
 	// Format: "jpeg", "png" or "webp".
 	Format string
-	// Crop and Flip: what CropFor chose, in source pixels.
+	// Crop and Flip: what CropFor chose, in source pixels (SamplingFor
+	// has the exact geometry).
 	Crop Rect
 	Flip bool
 	// Path: the decoder that produced the sample (PathTurbo: the
@@ -30,8 +32,9 @@ type Info struct {
 	// size); 0 on PathFFmpeg.
 	DCTScale int
 	// Region: the part of the decoded picture handed to the scaler, in that
-	// picture's pixels: Crop, or Crop scaled by 1/2^Lowres or M/8 and
-	// rounded (and for 1-bit images, moved to a byte boundary). For tests
+	// picture's pixels (scaled by 1/2^Lowres or M/8): the pixels the
+	// filter reads (readRegion): Train's crop; for Eval the center crop's
+	// box and the filter's reach around it, inside the image. For tests
 	// and debugging.
 	Region Rect
 }
@@ -54,23 +57,10 @@ type Decoder struct {
 	resize resizer
 	stats  Stats
 	closed bool
-	// turboScaler scales the fast path's output; resizeImpl picks
-	// resize.c's kernel. Only tests and benchmarks change them.
-	turboScaler scalerKind
-	resizeImpl  resizeImpl
+	// resizeImpl picks resize.c's kernel. Only tests and benchmarks
+	// change it.
+	resizeImpl resizeImpl
 }
-
-// scalerKind is the scaler of the JPEG fast path.
-type scalerKind uint8
-
-const (
-	// scalerOwn: resize.c, straight from libjpeg-turbo's RGB rows (the
-	// default where it has SIMD kernels, x86-64; see resize.go).
-	scalerOwn scalerKind = iota
-	// scalerSwscale: swscale, whose context is rebuilt for each new
-	// source size (kept to compare against).
-	scalerSwscale
-)
 
 // Stats returns what d has done so far, per path.
 func (d *Decoder) Stats() Stats { return d.stats }
@@ -91,11 +81,6 @@ func NewDecoder(c Config) (*Decoder, error) {
 		pkt:        astiav.AllocPacket(),
 		frame:      astiav.AllocFrame(),
 		resizeImpl: resizeBest,
-	}
-	if bestResizeImpl() == resizeC {
-		// Only the portable kernel (not x86-64): not measured against
-		// swscale on such a CPU, so swscale stays.
-		d.turboScaler = scalerSwscale
 	}
 	if d.pkt == nil || d.frame == nil {
 		d.Close()
@@ -195,9 +180,10 @@ func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 		return info, fmt.Errorf("%w: %s header declares %d pixels (%dx%d), limit %d",
 			ErrTooLarge, h.format, h.maxArea, h.width, h.height, d.cfg.MaxPixels)
 	}
-	info.Crop, info.Flip = CropFor(d.cfg.Transform, h.width, h.height, sampleSeed)
+	s := SamplingFor(d.cfg.Transform, h.width, h.height, sampleSeed)
+	info.Crop, info.Flip = s.Crop, s.Flip
 	if h.format == formatJPEG && d.cfg.FastJPEG {
-		ok, err := d.decodeTurbo(data, h, &info, dst)
+		ok, err := d.decodeTurbo(data, h, s, &info, dst)
 		if ok || err != nil {
 			d.stats.Turbo++
 			return info, err
@@ -206,7 +192,7 @@ func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 	}
 	d.stats.FFmpeg++
 	if h.format == formatJPEG && h.lowresOK && d.cfg.Lowres {
-		info.Lowres = lowresLevel(info.Crop, d.size)
+		info.Lowres = lowresLevel(s.Box, d.size)
 	}
 	cc, err := d.codec(h.format, info.Lowres)
 	if err != nil {
@@ -235,15 +221,20 @@ func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 	if fw < 1 || fh < 1 {
 		return info, fmt.Errorf("%w: %s decoder returned a %dx%d frame", ErrCorrupt, h.format, fw, fh)
 	}
-	region := scaleRect(info.Crop, h.width, h.height, fw, fh)
-	info.Region, err = d.sws.scale(d.frame, region, dst, d.size, d.cfg.Layout)
+	// A lowres picture's pixel i covers source [i·2^l, (i+1)·2^l).
+	box, clip := s.Box, s.Clip
+	if info.Lowres > 0 {
+		box, clip = scaleBox(box, 1/float64(int(1)<<info.Lowres)), scaleRect(clip, h.width, h.height, fw, fh)
+	}
+	clip = clampRect(clip, fw, fh) // a frame smaller than its header said
+	info.Region = readRegion(box, clip, d.size)
+	buf, got, err := d.sws.toRGB(d.frame, info.Region)
 	if err != nil {
 		return info, err
 	}
-	if info.Flip {
-		flipHorizontal(dst, d.size, d.cfg.Layout)
-	}
-	return info, nil
+	src := unsafe.Add(buf, 3*(info.Region.X-got.X))
+	return info, d.resize.scaleRGB(d.resizeImpl, src, 3*got.W, info.Region.W, info.Region.H, dst, d.size, d.cfg.Layout, info.Flip,
+		mapOnto(box, info.Region, d.size))
 }
 
 // codecError classifies an FFmpeg decoding error.

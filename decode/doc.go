@@ -35,7 +35,8 @@
 //     B; NHWC is Size rows of Size RGB triplets. No normalisation (mean/std)
 //     is applied: that belongs on the GPU.
 //   - Determinism: the output is a pure function of (Config, data,
-//     sampleSeed); CropFor gives the geometry without decoding.
+//     sampleSeed); SamplingFor (and CropFor, its crop box and flip) gives
+//     the geometry without decoding.
 //   - Errors: bad data gives an error wrapping ErrCorrupt, ErrUnsupported
 //     or ErrTooLarge (decompression bombs are refused from the header,
 //     before decoding, by Config.MaxPixels). Other errors (out of memory, a
@@ -45,11 +46,13 @@
 //     holds, per format and lowres level used, FFmpeg's frame pool sized for
 //     the largest image seen (about 1.5-3 bytes per pixel; progressive JPEG
 //     adds 6 bytes per pixel of coefficients), a packet buffer as large as
-//     the largest file, and up to four swscale contexts; for the JPEG fast
-//     path, one libjpeg decompressor (its per-image tables are malloc'd and
-//     freed by libjpeg each image), an RGB row buffer as large as the
-//     largest crop decoded (3 bytes per pixel) and the scaler's filter
-//     tables and row buffers (tens of KB). With ImageNet-sized
+//     the largest file, up to four swscale contexts and an RGB copy of the
+//     largest region converted (3 bytes per pixel, plus as much again for
+//     vertically subsampled chroma); for the JPEG fast path, one libjpeg
+//     decompressor (its per-image tables are malloc'd and freed by libjpeg
+//     each image) and a row buffer as large as the largest region decoded
+//     (3 bytes per pixel); and the scaler's filter tables and row buffers
+//     (tens of KB). With ImageNet-sized
 //     images that is a few MB per Decoder; the worst case is bounded by
 //     MaxPixels (about 1 GB at the default 89 Mpixel limit, so lower it for
 //     nodes with many decoders).
@@ -59,20 +62,24 @@
 // Alpha is dropped without compositing: a transparent pixel gives the
 // colour stored under it (PIL's convert("RGB") does the same). EXIF
 // orientation is not applied (PIL does not either unless asked). JPEG
-// CMYK/YCCK (Adobe) is converted to RGB naively, as FFmpeg, Go and PIL do;
+// CMYK/YCCK (Adobe) is converted to RGB naively, as FFmpeg, Go and PIL do:
+// the fast path rounds as PIL does, FFmpeg truncates (a level darker);
 // ICC profiles are ignored. A JPEG without its EOI marker is refused as
 // truncated, and PNG chunk CRCs are checked, as PIL does; damage inside a
 // JPEG or WebP bitstream that the decoder can conceal is not detected.
 //
-// Geometry: the crop is computed in source pixels (CropFor), then only that
-// region is scaled to Size×Size by a bilinear filter that, like PIL's and
-// torchvision's antialiased bilinear, widens with the downscale factor:
-// swscale's on the FFmpeg path, the package's own (resize.c: that
-// triangle filter in fixed point, SIMD on x86-64) on the JPEG fast path.
-// The region is whole source pixels: Eval's center crop can sit up to half
-// a source pixel away from torchvision's Resize-then-CenterCrop. For 4:2:0
-// images swscale spreads the chroma of an odd-sized region slightly (up to
-// one source pixel at the far edge).
+// Geometry: SamplingFor places the Size×Size output on the source exactly
+// where torchvision 0.14 puts it on a PIL image, in fractional source
+// coordinates: Train's crop box (F.resized_crop: the filter reads the crop
+// only), Eval's center crop of the Resize(ResizeShort) image mapped back
+// to the source without rounding (the filter reads across the crop's
+// edges, up to the image's, as resizing the whole image first does). Only
+// the pixels the filter reads are decoded and scaled to Size×Size by
+// resize.c: PIL's bilinear filter (a triangle widened by the downscale
+// factor, so antialiased) in fixed point, SIMD on x86-64, on both paths
+// (the FFmpeg path first converts that region of its frame to RGB with
+// swscale, at full size). See docs/fidelity.md for how close the pixels
+// are to torchvision's.
 //
 // The JPEG fast path (Config.FastJPEG, on by default): 8-bit Huffman-coded
 // YCbCr and grayscale JPEGs, baseline or progressive, are decoded by
@@ -87,13 +94,14 @@
 // Eval; resize.c instead of swscale (which needs a new context for each
 // source size) took another 17% off Train and 14-19% off Eval (see
 // docs/performance.md). Its pixels match the FFmpeg path's within the
-// IDCT's and the scalers' rounding for 4:4:4 and gray (mean |difference|
-// about 0.2 levels, 99th percentile 1), and the reference pipeline's (Go's
-// decoder, x/image/draw's bilinear) within 0.25-0.35 levels; for 4:2:0
-// and 4:2:2 it is the more exact of the two
-// (libjpeg upsamples the chroma before the crop; swscale misregisters it
-// on odd-sized regions). CMYK, YCCK, Adobe-RGB, 12-bit, lossless and
-// arithmetic-coded JPEGs, and any file libjpeg raises an error on, go to
+// IDCT's rounding for 4:4:4 and gray (mean |difference| 0.02-0.05
+// levels, 99th percentile 1), and the reference pipeline's (Go's decoder,
+// x/image/draw's bilinear) within 0.25-0.35 levels; for 4:2:0 and 4:2:2
+// it is the more exact of the two (libjpeg upsamples the chroma at full
+// size before the region is cut; swscale misregisters it on regions that
+// start between chroma samples). CMYK and YCCK JPEGs are decoded to CMYK
+// by libjpeg and converted as PIL's convert("RGB") does. Adobe-RGB,
+// 12-bit, lossless and arithmetic-coded JPEGs, and any file libjpeg raises an error on, go to
 // FFmpeg instead (Info.Path, Info.Fallback, Decoder.Stats): so which
 // samples decode, and which fail with ErrCorrupt, does not depend on
 // FastJPEG. With Lowres, the fast path also scales by 4/8, 2/8 or 1/8 in
@@ -107,7 +115,7 @@
 // and on large images Train saw no measurable gain (mostly 1/2 scale,
 // where Huffman decoding, not the IDCT, dominates). The scaled IDCT is a
 // sharper low-pass than antialiased bilinear, so lowres output is not the
-// full-size output: mean |difference| 0.5 levels on a portrait, 1.0-2.4 on
-// a grass photo (worst sample 4.9). Turn it off where matching
-// torchvision's pixels matters more than Eval speed.
+// full-size output: mean |difference| 0.5 levels on a portrait, up to 2.3
+// on a grass photo. Turn it off where matching torchvision's pixels
+// matters more than Eval speed (docs/fidelity.md).
 package decode

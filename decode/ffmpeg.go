@@ -2,9 +2,9 @@ package decode
 
 // The few things go-astiav v0.16.0 cannot do, in C: filling a reusable,
 // padded packet buffer in place, flushing a codec context, and pointing
-// swscale at a crop of a frame (astiav's SoftwareScaleContext only scales
-// whole frames into frames) with the destination planes inside the
-// caller's slot.
+// swscale at a region of a frame (astiav's SoftwareScaleContext only
+// scales whole frames into frames) to convert it to packed RGB, which
+// resize.c then scales into the slot, as on the fast path.
 
 /*
 #cgo pkg-config: libavcodec libavutil libswscale
@@ -64,7 +64,7 @@ static enum AVPixelFormat ls_full_range(enum AVPixelFormat f, int *full) {
 typedef struct {
 	struct SwsContext *c;
 	unsigned long used; // LRU clock
-	int sw, sh, sfmt, size, dfmt, flags, full, hpos, vpos;
+	int sw, sh, sfmt, dw, dh, dfmt, flags, full, hpos, vpos;
 } ls_sws;
 
 // LS_SWS_CACHE contexts are kept: building one costs about 0.1 ms (a few %
@@ -75,8 +75,10 @@ typedef struct {
 typedef struct {
 	ls_sws e[LS_SWS_CACHE];
 	unsigned long clock;
-	uint8_t *planes; // 3*planes_size bytes of GBRP scratch, see ls_scale
-	int planes_size;
+	uint8_t *planes; // planes_cap bytes of GBRP scratch, see ls_scale
+	size_t planes_cap;
+	uint8_t *rgb; // rgb_cap bytes: a frame's region as packed RGB, see ls_to_rgb
+	size_t rgb_cap;
 } ls_sws_cache;
 
 static void ls_sws_free(ls_sws_cache *k) {
@@ -85,16 +87,32 @@ static void ls_sws_free(ls_sws_cache *k) {
 		k->e[i].c = NULL;
 	}
 	av_freep(&k->planes);
-	k->planes_size = 0;
+	k->planes_cap = 0;
+	av_freep(&k->rgb);
+	k->rgb_cap = 0;
 }
 
-static struct SwsContext *ls_sws_get(ls_sws_cache *k, int sw, int sh, int sfmt, int size,
+// ls_grow makes *p hold at least n bytes (contents not kept), zeroed when
+// reallocated.
+static int ls_grow(uint8_t **p, size_t *cap, size_t n) {
+	if (n <= *cap) return 0;
+	size_t c = n + n / 4;
+	av_freep(p);
+	*cap = 0;
+	if (!(*p = av_mallocz(c))) return AVERROR(ENOMEM);
+	*cap = c;
+	return 0;
+}
+
+// The cache keys a context by its source size and the output size
+// (dw×dh, in "size" and "dsize": a square sample, or the region itself).
+static struct SwsContext *ls_sws_get(ls_sws_cache *k, int sw, int sh, int sfmt, int dw, int dh,
 		int dfmt, int flags, int full, int hpos, int vpos) {
 	ls_sws *victim = &k->e[0];
 	k->clock++;
 	for (int i = 0; i < LS_SWS_CACHE; i++) {
 		ls_sws *s = &k->e[i];
-		if (s->c && s->sw == sw && s->sh == sh && s->sfmt == sfmt && s->size == size &&
+		if (s->c && s->sw == sw && s->sh == sh && s->sfmt == sfmt && s->dw == dw && s->dh == dh &&
 				s->dfmt == dfmt && s->flags == flags && s->full == full &&
 				s->hpos == hpos && s->vpos == vpos) {
 			s->used = k->clock;
@@ -110,8 +128,8 @@ static struct SwsContext *ls_sws_get(ls_sws_cache *k, int sw, int sh, int sfmt, 
 	if (av_opt_set_int(c, "srcw", sw, 0) < 0 ||
 			av_opt_set_int(c, "srch", sh, 0) < 0 ||
 			av_opt_set_int(c, "src_format", sfmt, 0) < 0 ||
-			av_opt_set_int(c, "dstw", size, 0) < 0 ||
-			av_opt_set_int(c, "dsth", size, 0) < 0 ||
+			av_opt_set_int(c, "dstw", dw, 0) < 0 ||
+			av_opt_set_int(c, "dsth", dh, 0) < 0 ||
 			av_opt_set_int(c, "dst_format", dfmt, 0) < 0 ||
 			av_opt_set_int(c, "sws_flags", flags, 0) < 0 ||
 			av_opt_set_int(c, "src_range", full, 0) < 0 ||
@@ -122,7 +140,7 @@ static struct SwsContext *ls_sws_get(ls_sws_cache *k, int sw, int sh, int sfmt, 
 		sws_freeContext(c);
 		return NULL;
 	}
-	*victim = (ls_sws){c, k->clock, sw, sh, sfmt, size, dfmt, flags, full, hpos, vpos};
+	*victim = (ls_sws){c, k->clock, sw, sh, sfmt, dw, dh, dfmt, flags, full, hpos, vpos};
 	return c;
 }
 
@@ -131,13 +149,13 @@ typedef struct {
 	int x, y, w, h; // the region actually scaled, in frame coordinates
 } ls_scaled;
 
-// ls_scale scales the w×h region of f at (x, y) to size×size into dst: as
-// GBRP planes at dst+size², dst+2size², dst (so R, G, B planes in that
-// order) when nhwc is 0, as packed RGB24 otherwise. It returns the region
-// it read, which differs from the one asked only for 1-bit formats (moved
-// to a byte boundary).
+// ls_scale scales the w×h region of f at (x, y) to dw×dh into dst: as
+// GBRP planes at dst+dw·dh, dst+2dw·dh, dst (so R, G, B planes in that
+// order) when nhwc is 0, as packed RGB24 rows of 3dw bytes otherwise. It
+// returns the region it read, which differs from the one asked only for
+// 1-bit formats (moved to a byte boundary).
 static ls_scaled ls_scale(ls_sws_cache *s, const AVFrame *f,
-		int x, int y, int w, int h, uint8_t *dst, int size, int nhwc, int flags) {
+		int x, int y, int w, int h, uint8_t *dst, int dw, int dh, int nhwc, int flags) {
 	ls_scaled r = {0, x, y, w, h};
 	enum AVPixelFormat in = (enum AVPixelFormat)f->format;
 	const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(in);
@@ -201,41 +219,33 @@ static ls_scaled ls_scale(ls_sws_cache *s, const AVFrame *f,
 	// swscale's packed-RGB output interpolates vertically subsampled
 	// chroma coarsely (nearest line, or a 50/50 blend) when the rows are
 	// not rescaled: then scale to planes in scratch memory and interleave.
-	int via_planes = nhwc && yuv && d->log2_chroma_h > 0 && r.h == size;
-	struct SwsContext *c = ls_sws_get(s, r.w, r.h, fmt, size,
+	int via_planes = nhwc && yuv && d->log2_chroma_h > 0 && r.h == dh;
+	struct SwsContext *c = ls_sws_get(s, r.w, r.h, fmt, dw, dh,
 		nhwc && !via_planes ? AV_PIX_FMT_RGB24 : AV_PIX_FMT_GBRP, flags, full, hpos, vpos);
 	if (!c) {
 		r.err = AVERROR(EINVAL);
 		return r;
 	}
+	size_t plane = (size_t)dw * dh;
 	uint8_t *planes = dst;
 	if (via_planes) {
-		if (s->planes_size != size) {
-			av_freep(&s->planes);
-			s->planes_size = 0;
-			if (!(s->planes = av_malloc((size_t)3 * size * size))) {
-				r.err = AVERROR(ENOMEM);
-				return r;
-			}
-			s->planes_size = size;
-		}
+		if ((r.err = ls_grow(&s->planes, &s->planes_cap, 3 * plane))) return r;
 		planes = s->planes;
 	}
 	uint8_t *dp[4] = {0};
 	int ds[4] = {0};
-	size_t plane = (size_t)size * size;
 	if (nhwc && !via_planes) {
 		dp[0] = dst;
-		ds[0] = 3 * size;
+		ds[0] = 3 * dw;
 	} else {
 		dp[0] = planes + plane;     // G
 		dp[1] = planes + 2 * plane; // B
 		dp[2] = planes;             // R
-		ds[0] = ds[1] = ds[2] = size;
+		ds[0] = ds[1] = ds[2] = dw;
 	}
 	int ret = sws_scale(c, src, stride, 0, r.h, dp, ds);
 	if (ret < 0) r.err = ret;
-	else if (ret != size) r.err = AVERROR(EINVAL);
+	else if (ret != dh) r.err = AVERROR(EINVAL);
 	else if (via_planes) {
 		const uint8_t *R = planes, *G = planes + plane, *B = planes + 2 * plane;
 		for (size_t i = 0; i < plane; i++) {
@@ -254,6 +264,7 @@ static ls_scaled ls_scale(ls_sws_cache *s, const AVFrame *f,
 // mjpeg decoder's gray frames, so both paths scale it alike.
 static ls_scaled ls_scale_packed(ls_sws_cache *s, uint8_t *data, int stride, int gray,
 		int x, int y, int w, int h, uint8_t *dst, int size, int nhwc, int flags) {
+	// (Benchmarks only: swscale against resize.c.)
 	AVFrame f;
 	memset(&f, 0, sizeof f);
 	f.format = gray ? AV_PIX_FMT_GRAY8 : AV_PIX_FMT_RGB24;
@@ -262,7 +273,31 @@ static ls_scaled ls_scale_packed(ls_sws_cache *s, uint8_t *data, int stride, int
 	f.linesize[0] = stride;
 	f.width = x + w;
 	f.height = y + h;
-	return ls_scale(s, &f, x, y, w, h, dst, size, nhwc, flags);
+	return ls_scale(s, &f, x, y, w, h, dst, size, size, nhwc, flags);
+}
+
+typedef struct {
+	ls_scaled r;
+	uint8_t *buf; // r.w×r.h packed RGB, 3·r.w bytes a row, then the slack
+} ls_rgb;
+
+// ls_to_rgb converts the w×h region of f at (x, y) to packed RGB at full
+// size (swscale interpolates subsampled chroma from its siting, converts
+// YUV, CMYK-derived GBRAP, palettes and 16-bit samples to RGB24) into the
+// cache's scratch buffer, followed by slack initialised bytes. For
+// 1-bit formats the region read starts on a byte boundary (r.x, r.w).
+static ls_rgb ls_to_rgb(ls_sws_cache *s, const AVFrame *f, int x, int y, int w, int h, int slack, int flags) {
+	ls_rgb o = {{0, x, y, w, h}, NULL};
+	const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+	if (d && (d->flags & AV_PIX_FMT_FLAG_BITSTREAM) && (x & 7)) {
+		w += x & 7;
+		x &= ~7;
+	}
+	if ((o.r.err = ls_grow(&s->rgb, &s->rgb_cap, (size_t)3 * w * h + slack))) return o;
+	memset(s->rgb + (size_t)3 * w * h, 0, slack);
+	o.r = ls_scale(s, f, x, y, w, h, s->rgb, w, h, 1, flags);
+	o.buf = s->rgb;
+	return o;
 }
 
 */
@@ -277,12 +312,13 @@ import (
 	"github.com/asticode/go-astiav"
 )
 
-// Scaler flags. Bilinear because torchvision's default (and PIL's) is
-// bilinear with antialias, and swscale's bilinear is antialiased in the same
-// way: when downscaling it widens the triangle filter to the scale factor.
-// FULL_CHR_H_INT interpolates chroma at full resolution for the RGB24 output
-// (GBRP forces it anyway), so both layouts see the same chroma; ACCURATE_RND
-// trades a little speed for rounding that does not depend on the SIMD path.
+// Scaler flags. The luma is not rescaled (ls_to_rgb converts at full
+// size); subsampled chroma is upsampled bilinearly from its siting, as
+// libjpeg's "fancy" upsampling does. FULL_CHR_H_INT interpolates chroma at
+// full resolution for the RGB24 output (GBRP forces it anyway);
+// ACCURATE_RND trades a little speed for rounding that does not depend on
+// the SIMD path (and keeps swscale off its nearest-chroma unscaled
+// YUV->RGB converters).
 const swsFlags = C.SWS_BILINEAR | C.SWS_FULL_CHR_H_INT | C.SWS_FULL_CHR_H_INP | C.SWS_ACCURATE_RND
 
 // go-astiav v0.16.0 exports the AVFrame pointer (Frame.UnsafePointer) but
@@ -355,32 +391,30 @@ func flushCodec(cc *astiav.CodecContext) { C.ls_flush(cCodecContext(cc)) }
 // holds only C pointers, so it may be passed to C.
 type scaler struct{ s C.ls_sws_cache }
 
-// scale scales region r of frame f into dst (len 3*size*size) and returns
-// the region actually read (chroma-aligned).
-func (s *scaler) scale(f *astiav.Frame, r Rect, dst []byte, size int, layout Layout) (Rect, error) {
-	nhwc := C.int(0)
-	if layout == NHWC {
-		nhwc = 1
-	}
-	res := C.ls_scale(&s.s, cFrame(f), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H),
-		(*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(size), nhwc, C.int(swsFlags))
-	got := Rect{int(res.x), int(res.y), int(res.w), int(res.h)}
+// toRGB converts region r of frame f to packed RGB at full size into the
+// scaler's scratch buffer (3·got.W bytes a row, resizeSlack initialised
+// bytes after the last) and returns it with the region converted: r, or
+// for 1-bit formats r widened left to a byte boundary.
+func (s *scaler) toRGB(f *astiav.Frame, r Rect) (buf unsafe.Pointer, got Rect, err error) {
+	res := C.ls_to_rgb(&s.s, cFrame(f), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H), C.int(resizeSlack), C.int(swsFlags))
+	got = Rect{int(res.r.x), int(res.r.y), int(res.r.w), int(res.r.h)}
 	switch {
-	case res.err == 0:
-		return got, nil
-	case res.err == -C.ENOSYS:
-		return got, fmt.Errorf("%w: decoded pixel format %s cannot be scaled", ErrUnsupported, f.PixelFormat())
-	case res.err == -C.ENOMEM:
-		return got, fmt.Errorf("decode: scaling: %w", errENOMEM)
+	case res.r.err == 0:
+		return unsafe.Pointer(res.buf), got, nil
+	case res.r.err == -C.ENOSYS:
+		return nil, got, fmt.Errorf("%w: decoded pixel format %s cannot be converted", ErrUnsupported, f.PixelFormat())
+	case res.r.err == -C.ENOMEM:
+		return nil, got, fmt.Errorf("decode: converting to RGB: %w", errENOMEM)
 	default:
 		// swscale refuses some geometries (extreme sizes or ratios).
-		return got, fmt.Errorf("%w: scaling a %dx%d %s region to %d: %w",
-			ErrUnsupported, got.W, got.H, f.PixelFormat(), size, astiav.Error(int(res.err)))
+		return nil, got, fmt.Errorf("%w: converting a %dx%d %s region to RGB: %w",
+			ErrUnsupported, got.W, got.H, f.PixelFormat(), astiav.Error(int(res.r.err)))
 	}
 }
 
-// scalePacked is scale for a packed RGB24 (gray: GRAY8) picture in C
-// memory at src with stride bytes per row.
+// scalePacked scales region r of a packed RGB24 (gray: GRAY8) picture in
+// C memory at src (stride bytes per row) to size×size with swscale (only
+// BenchmarkResize: resize.c scales every sample).
 func (s *scaler) scalePacked(src unsafe.Pointer, stride int, gray bool, r Rect, dst []byte, size int, layout Layout) (Rect, error) {
 	nhwc, g := C.int(0), C.int(0)
 	if layout == NHWC {

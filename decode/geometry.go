@@ -63,40 +63,89 @@ const flipSalt = 0x6a09e667f3bcc909
 // roundHalfEven is Python's round(), which torchvision's integer maths uses.
 func roundHalfEven(x float64) int { return int(math.RoundToEven(x)) }
 
-// CropFor computes, for a width×height source image, the region of the
-// source that becomes the Size×Size output, and whether the output is then
-// flipped horizontally. It is pure: the same arguments always give the same
-// answer.
+// Box is a rectangle in source pixel coordinates that need not lie on
+// pixel boundaries (pixel (i, j) covers [i, i+1)×[j, j+1)): origin (X, Y),
+// size W×H.
+type Box struct{ X, Y, W, H float64 }
+
+func boxOf(r Rect) Box { return Box{float64(r.X), float64(r.Y), float64(r.W), float64(r.H)} }
+
+// Sampling is the geometry of one sample: where the Size×Size output lies
+// on the source image and which source pixels it is filtered from.
+//
+// Output pixel (i, j) (before the flip) is centred at source coordinates
+// (Box.X + (i+0.5)·Box.W/Size, Box.Y + (j+0.5)·Box.H/Size) and is the
+// triangle filter's weighted mean of the source pixels around that centre,
+// the triangle max(1, Box.W/Size) source pixels wide on each side (so
+// widened when downscaling: antialiased), over the pixels of Clip only,
+// with the weights renormalised: PIL's bilinear resize, which torchvision
+// 0.14 uses on PIL images.
+type Sampling struct {
+	// Crop and Flip are what CropFor returns: Train's crop box; Eval's
+	// Box rounded to whole pixels (for display: the samples use Box);
+	// Resize's whole image.
+	Crop Rect
+	Flip bool
+	// Box is the part of the source the output covers, exactly: Train's
+	// crop, Eval's center crop of the resized image mapped back to
+	// source pixels (fractional), Resize's whole image.
+	Box Box
+	// Clip is what the filter may read: Train's crop (torchvision crops,
+	// then resizes the crop alone), the whole image for Eval
+	// (Resize-then-CenterCrop filters across the crop's edges) and
+	// Resize.
+	Clip Rect
+}
+
+// SamplingFor computes, for a width×height source image, the geometry of
+// the sample with seed sampleSeed (see Sampling). It is pure: the same
+// arguments always give the same answer.
 //
 //   - Train: torchvision's RandomResizedCrop.get_params: up to 10 attempts
 //     with area fraction uniform in [ScaleMin, ScaleMax] and aspect ratio
 //     log-uniform in [RatioMin, RatioMax], sides rounded half to even; the
 //     first that fits wins, at a uniform position. Otherwise the fallback:
 //     a center crop of the whole image with its ratio clamped to the range.
-//     flip is true with probability FlipProb.
-//   - Eval: Resize(ResizeShort) then CenterCrop(Size), expressed as the
-//     source region that the center crop covers (rounded to whole pixels).
+//     Flip is true with probability FlipProb.
+//   - Eval: Resize(ResizeShort) then CenterCrop(Size): the short side
+//     resized to ResizeShort and the long one to int(ResizeShort ·
+//     long/short) (truncated), the crop's origin there at
+//     round((resized - Size)/2) (half to even, Python's round), all
+//     mapped back to source coordinates without rounding.
 //   - Resize: the whole image.
 //
-// The crop always lies inside the image with W, H >= 1 when width and
-// height are >= 1.
-func CropFor(t Transform, width, height int, sampleSeed uint64) (crop Rect, flip bool) {
+// Box and Crop lie inside the image with sides > 0 when width and height
+// are >= 1.
+func SamplingFor(t Transform, width, height int, sampleSeed uint64) Sampling {
 	if width < 1 || height < 1 {
-		return Rect{}, false
+		return Sampling{}
 	}
+	whole := Rect{0, 0, width, height}
 	switch t.Kind {
 	case Train:
-		crop, _ = randomResizedCrop(t, width, height, &rng{s: sampleSeed})
+		crop, _ := randomResizedCrop(t, width, height, &rng{s: sampleSeed})
+		flip := false
 		if t.FlipProb > 0 {
 			fr := rng{s: sampleSeed ^ flipSalt}
 			flip = fr.float64() < t.FlipProb
 		}
-		return crop, flip
+		return Sampling{Crop: crop, Flip: flip, Box: boxOf(crop), Clip: crop}
 	case Eval:
-		return centerCrop(t, width, height), false
+		box := centerCropBox(t, width, height)
+		return Sampling{Crop: roundBox(box, width, height), Box: box, Clip: whole}
 	default:
-		return Rect{0, 0, width, height}, false
+		return Sampling{Crop: whole, Box: boxOf(whole), Clip: whole}
 	}
+}
+
+// CropFor is SamplingFor's crop box and flip: for Train, the box and flip
+// torchvision's F.resized_crop(img, Y, X, H, W, Size) and F.hflip would be
+// given to produce the same sample; for Eval, the center crop rounded to
+// whole source pixels (SamplingFor has it exactly); for Resize, the whole
+// image.
+func CropFor(t Transform, width, height int, sampleSeed uint64) (crop Rect, flip bool) {
+	s := SamplingFor(t, width, height, sampleSeed)
+	return s.Crop, s.Flip
 }
 
 // randomResizedCrop also reports whether it fell back to the center crop.
@@ -139,20 +188,58 @@ func evalResized(short, width, height int) (rw, rh int) {
 	return int(float64(short) * float64(width) / float64(height)), short
 }
 
-func centerCrop(t Transform, width, height int) Rect {
+// centerCropBox is Eval's box: CenterCrop(Size)'s square in the
+// Resize(ResizeShort) image, in source coordinates.
+func centerCropBox(t Transform, width, height int) Box {
 	rw, rh := evalResized(t.ResizeShort, width, height)
 	// CenterCrop's origin in the resized image (Python round).
 	left := roundHalfEven(float64(rw-t.Size) / 2)
 	top := roundHalfEven(float64(rh-t.Size) / 2)
+	// PIL maps resized pixel x to source [x·sx, (x+1)·sx).
 	sx := float64(width) / float64(rw)
 	sy := float64(height) / float64(rh)
+	return Box{float64(left) * sx, float64(top) * sy, float64(t.Size) * sx, float64(t.Size) * sy}
+}
+
+// roundBox is b rounded to whole pixels, inside a width×height image.
+func roundBox(b Box, width, height int) Rect {
 	return clampRect(Rect{
-		X: roundHalfEven(float64(left) * sx),
-		Y: roundHalfEven(float64(top) * sy),
-		W: roundHalfEven(float64(t.Size) * sx),
-		H: roundHalfEven(float64(t.Size) * sy),
+		X: roundHalfEven(b.X),
+		Y: roundHalfEven(b.Y),
+		W: roundHalfEven(b.W),
+		H: roundHalfEven(b.H),
 	}, width, height)
 }
+
+// readRegion is the part of clip that the filter reads for the outputs
+// of a size×size sample of box: it holds every tap of every output that
+// lies in clip (it may hold a pixel more at either end), so that the
+// filter clipping its taps to the region clips them to clip. For Train
+// (box and clip the crop) it is the crop.
+func readRegion(box Box, clip Rect, size int) Rect {
+	x0, x1 := tapSpan(box.X, box.W, size)
+	y0, y1 := tapSpan(box.Y, box.H, size)
+	x0, x1 = max(x0, clip.X), min(x1, clip.X+clip.W)
+	y0, y1 = max(y0, clip.Y), min(y1, clip.Y+clip.H)
+	return clampRect(Rect{x0, y0, x1 - x0, y1 - y0}, clip.X+clip.W, clip.Y+clip.H)
+}
+
+// tapSpan bounds, along one axis, the source pixels j that the outputs of
+// a span [x, x+w) sampled at size points read: output i is centred at
+// c = x + (i+0.5)·w/size and reads the j with |j + 0.5 - c| < s, s =
+// max(w/size, 1). It returns [lo, hi), one pixel wider than needed at
+// either end, so that float rounding cannot leave a tap out.
+func tapSpan(x, w float64, size int) (lo, hi int) {
+	scale := w / float64(size)
+	s := max(scale, 1)
+	first, last := x+0.5*scale, x+w-0.5*scale
+	return int(math.Floor(first - s - 0.5)), int(math.Ceil(last+s-0.5)) + 1
+}
+
+// scaleBox maps b from source coordinates into a picture decoded at f
+// times the source size (a DCT-scaled or lowres decode, f = M/8 or 2^-l,
+// whose pixel i covers source [i/f, (i+1)/f)).
+func scaleBox(b Box, f float64) Box { return Box{b.X * f, b.Y * f, b.W * f, b.H * f} }
 
 // clampRect makes r lie inside a width×height image with W, H >= 1,
 // keeping its size where it can by moving it.
@@ -181,10 +268,12 @@ func scaleRect(r Rect, width, height, fw, fh int) Rect {
 }
 
 // lowresLevel picks the largest FFmpeg lowres level l in [0, 3] such that
-// the crop scaled by 1/2^l still has both sides >= size.
-func lowresLevel(crop Rect, size int) int {
+// the box scaled by 1/2^l still has both sides >= size (the filter still
+// downscales).
+func lowresLevel(box Box, size int) int {
 	for l := 3; l > 0; l-- {
-		if crop.W>>l >= size && crop.H>>l >= size {
+		f := 1 / float64(int(1)<<l)
+		if box.W*f >= float64(size) && box.H*f >= float64(size) {
 			return l
 		}
 	}

@@ -3,7 +3,7 @@ package decode
 import (
 	"errors"
 	"math"
-	"slices"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -245,6 +245,91 @@ func TestCropForEval(t *testing.T) {
 	}
 }
 
+// Eval's box is torchvision's Resize(256) (long side truncated) then
+// CenterCrop(224) (origin rounded half to even), mapped back without
+// rounding; the filter may read the whole image.
+func TestSamplingForEval(t *testing.T) {
+	tr := mustTransform(t, "eval")
+	cases := []struct {
+		w, h, rw, rh, left, top int
+	}{
+		{500, 375, 341, 256, 58, 16},  // 341.33 -> 341; round(58.5) = 58
+		{500, 281, 455, 256, 116, 16}, // 455.5 -> 455; round(115.5) = 116
+		{419, 314, 341, 256, 58, 16},  // 341.6 -> 341 (truncated, not 342)
+		{200, 150, 341, 256, 58, 16},  // upscaled
+		{105, 70, 384, 256, 80, 16},
+		{256, 256, 256, 256, 16, 16},
+		{375, 500, 256, 341, 16, 58},
+	}
+	for _, c := range cases {
+		s := SamplingFor(tr, c.w, c.h, 3)
+		sx, sy := float64(c.w)/float64(c.rw), float64(c.h)/float64(c.rh)
+		want := Box{float64(c.left) * sx, float64(c.top) * sy, 224 * sx, 224 * sy}
+		if s.Box != want || s.Clip != (Rect{0, 0, c.w, c.h}) || s.Flip {
+			t.Errorf("%dx%d: %+v, want box %+v", c.w, c.h, s, want)
+		}
+		if crop, _ := CropFor(tr, c.w, c.h, 3); crop != s.Crop || crop != roundBox(want, c.w, c.h) {
+			t.Errorf("%dx%d: CropFor %+v, sampling %+v", c.w, c.h, crop, s)
+		}
+	}
+	// Train samples its crop and reads nothing else; Resize the image.
+	train := mustTransform(t, "train")
+	for i := range 100 {
+		s := SamplingFor(train, 500, 375, uint64(i))
+		if crop, flip := CropFor(train, 500, 375, uint64(i)); s.Crop != crop || s.Flip != flip || s.Box != boxOf(crop) || s.Clip != crop {
+			t.Fatalf("train seed %d: %+v", i, s)
+		}
+	}
+	if s := SamplingFor(mustTransform(t, "resize"), 7, 9, 0); s.Box != (Box{0, 0, 7, 9}) || s.Clip != (Rect{0, 0, 7, 9}) {
+		t.Errorf("resize: %+v", s)
+	}
+}
+
+// readRegion holds every tap (by the float definition of the filter) that
+// lies in clip, and nothing outside clip; for a box that is its clip, it
+// is the clip.
+func TestReadRegion(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for range 3000 {
+		w, h := 1+r.IntN(900), 1+r.IntN(900)
+		size := 1 + r.IntN(300)
+		clip := Rect{r.IntN(w), r.IntN(h), 0, 0}
+		clip.W, clip.H = 1+r.IntN(w-clip.X), 1+r.IntN(h-clip.Y)
+		box := Box{float64(clip.X) + r.Float64()*float64(clip.W)/3, float64(clip.Y) + r.Float64()*float64(clip.H)/3, 0, 0}
+		box.W = (0.2 + 0.8*r.Float64()) * (float64(clip.X+clip.W) - box.X)
+		box.H = (0.2 + 0.8*r.Float64()) * (float64(clip.Y+clip.H) - box.Y)
+		if r.IntN(4) == 0 {
+			box = boxOf(clip)
+		}
+		reg := readRegion(box, clip, size)
+		if reg.X < clip.X || reg.Y < clip.Y || reg.X+reg.W > clip.X+clip.W || reg.Y+reg.H > clip.Y+clip.H || reg.W < 1 || reg.H < 1 {
+			t.Fatalf("box %+v clip %+v size %d: region %+v outside the clip", box, clip, size, reg)
+		}
+		if box == boxOf(clip) && reg != clip {
+			t.Fatalf("box = clip %+v: region %+v", clip, reg)
+		}
+		for _, ax := range []struct {
+			x, w           float64
+			lo, n, rlo, rn int
+		}{
+			{box.X, box.W, clip.X, clip.W, reg.X, reg.W},
+			{box.Y, box.H, clip.Y, clip.H, reg.Y, reg.H},
+		} {
+			for _, i := range []int{0, 1, size / 2, size - 2, size - 1} {
+				if i < 0 || i >= size {
+					continue
+				}
+				// Taps over the clip, in clip coordinates.
+				first, wts := triangleTaps(ax.n, ax.x-float64(ax.lo), ax.w/float64(size), i)
+				if len(wts) > 0 && (ax.lo+first < ax.rlo || ax.lo+first+len(wts) > ax.rlo+ax.rn) {
+					t.Fatalf("box %+v clip %+v size %d output %d: taps [%d, %d) outside region %+v",
+						box, clip, size, i, ax.lo+first, ax.lo+first+len(wts), reg)
+				}
+			}
+		}
+	}
+}
+
 func TestCropForResize(t *testing.T) {
 	tr := mustTransform(t, "resize")
 	if got, flip := CropFor(tr, 640, 480, 5); got != (Rect{0, 0, 640, 480}) || flip {
@@ -269,7 +354,7 @@ func TestLowresLevel(t *testing.T) {
 		{Rect{0, 0, 10000, 10000}, 224, 3},
 	}
 	for _, c := range cases {
-		if got := lowresLevel(c.crop, c.size); got != c.want {
+		if got := lowresLevel(boxOf(c.crop), c.size); got != c.want {
 			t.Errorf("lowresLevel(%+v, %d) = %d, want %d", c.crop, c.size, got, c.want)
 		}
 	}
@@ -283,53 +368,6 @@ func TestScaleRect(t *testing.T) {
 	}
 	if r := scaleRect(Rect{3, 4, 5, 6}, 10, 10, 10, 10); r != (Rect{3, 4, 5, 6}) {
 		t.Errorf("identity scaleRect = %+v", r)
-	}
-}
-
-func TestFlip(t *testing.T) {
-	for n := 0; n < 70; n++ {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(i)
-		}
-		want := slices.Clone(b)
-		slices.Reverse(want)
-		reverseBytes(b)
-		if !slices.Equal(b, want) {
-			t.Fatalf("reverseBytes(%d) = %v", n, b)
-		}
-	}
-	for px := 0; px < 30; px++ {
-		b := make([]byte, 3*px)
-		for i := range b {
-			b[i] = byte(i)
-		}
-		orig := slices.Clone(b)
-		reversePixels3(b)
-		for i := 0; i < px; i++ {
-			if !slices.Equal(b[3*i:3*i+3], orig[3*(px-1-i):3*(px-i)]) {
-				t.Fatalf("reversePixels3(%d px) = %v", px, b)
-			}
-		}
-	}
-	// Both layouts: pixel (x, y) moves to (size-1-x, y), channel kept.
-	const size = 5
-	for _, layout := range []Layout{NCHW, NHWC} {
-		s := make([]byte, 3*size*size)
-		for i := range s {
-			s[i] = byte(i)
-		}
-		orig := slices.Clone(s)
-		flipHorizontal(s, size, layout)
-		for y := range size {
-			for x := range size {
-				for ch := range 3 {
-					if sampleAt(s, size, layout, x, y, ch) != sampleAt(orig, size, layout, size-1-x, y, ch) {
-						t.Fatalf("%v: flip wrong at %d,%d,%d", layout, x, y, ch)
-					}
-				}
-			}
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"golang.org/x/image/draw"
+	"golang.org/x/image/math/f64"
 	"golang.org/x/image/webp"
 )
 
@@ -166,6 +167,29 @@ func refTransform(src *image.NRGBA, crop Rect, size int, flip bool) *image.NRGBA
 	dst := image.NewNRGBA(image.Rect(0, 0, size, size))
 	sr := image.Rect(crop.X, crop.Y, crop.X+crop.W, crop.Y+crop.H)
 	draw.BiLinear.Scale(dst, dst.Bounds(), src, sr, draw.Src, nil)
+	if flip {
+		for y := 0; y < size; y++ {
+			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*size]
+			for i, j := 0, size-1; i < j; i, j = i+1, j-1 {
+				for k := 0; k < 4; k++ {
+					row[4*i+k], row[4*j+k] = row[4*j+k], row[4*i+k]
+				}
+			}
+		}
+	}
+	return dst
+}
+
+// refSample is the reference for a Sampling: box (fractional) scaled
+// bilinearly to size×size, reading only clip (x/image/draw's Transform,
+// which widens its kernel when downscaling, as PIL does), flipped if
+// asked.
+func refSample(src *image.NRGBA, box Box, clip Rect, size int, flip bool) *image.NRGBA {
+	dst := image.NewNRGBA(image.Rect(0, 0, size, size))
+	sx, sy := float64(size)/box.W, float64(size)/box.H
+	s2d := f64.Aff3{sx, 0, -box.X * sx, 0, sy, -box.Y * sy}
+	sr := image.Rect(clip.X, clip.Y, clip.X+clip.W, clip.Y+clip.H)
+	draw.BiLinear.Transform(dst, s2d, src, sr, draw.Src, nil)
 	if flip {
 		for y := 0; y < size; y++ {
 			row := dst.Pix[y*dst.Stride : y*dst.Stride+4*size]

@@ -1,13 +1,16 @@
 // The fast path's scaler (see resize.h).
 //
-// Filter: output pixel i of an n -> size axis is centred at
-// c = (i + 0.5) * n / size in source coordinates (pixel j covers [j, j+1));
-// source pixel j weighs max(0, 1 - |j + 0.5 - c| / s), s = max(n / size, 1),
-// normalised over the pixels inside the region. That is the triangle
-// filter widened by the downscale factor (antialiased bilinear), as PIL and
-// torchvision's antialiased resize define it; upscaling is plain bilinear
-// with edge pixels clamped. The region is the whole picture for the
-// filter: nothing outside the crop is read, as in "crop, then resize".
+// Filter: output pixel i of an axis of n region pixels is centred at
+// c = x0 + (i + 0.5) * scale in region coordinates (pixel j covers
+// [j, j+1)); source pixel j weighs max(0, 1 - |j + 0.5 - c| / s),
+// s = max(scale, 1), normalised over the pixels inside the region. That is
+// the triangle filter widened by the downscale factor (antialiased
+// bilinear) exactly as PIL's Image.resize(BILINEAR) defines it (what
+// torchvision 0.14 uses on PIL images); upscaling is plain bilinear with
+// edge pixels clamped. Nothing outside the region is read: the caller
+// makes it the crop for "crop, then resize" (x0 = 0, scale = n / size),
+// or the part of the image the taps reach for "resize, then crop" (PIL
+// reads across the crop's edges, and clips only at the image's).
 //
 // Fixed point: weights are Q14 (>= 0, summing to exactly 1 << 14, so flat
 // areas stay exact and nothing overflows or needs clamping). The vertical
@@ -93,24 +96,25 @@ static int grow(void *pp, size_t *cap, size_t n, size_t sz) {
 	return 0;
 }
 
-// maxtaps bounds the taps of any output of an n -> size axis: they lie in
-// an open interval 2s wide, so floor(2s) + 1, plus one for rounding.
-static int maxtaps(int n, int size) {
-	double s = (double)n / size;
-	if (s < 1) s = 1;
+// maxtaps bounds the taps of any output of an axis of n pixels sampled
+// every scale pixels: they lie in an open interval 2s wide, so floor(2s) +
+// 1, plus one for rounding.
+static int maxtaps(int n, double scale) {
+	double s = scale < 1 ? 1 : scale;
 	int k = (int)(2 * s) + 2;
 	return k < n ? k : n;
 }
 
-// axis is an n -> size axis: scale n / size, the filter's radius s (and
-// 1 / s) in source pixels, and the most taps an output can have.
+// axis is one axis of a scale: n region pixels, size outputs centred at
+// x0 + (i + 0.5) * scale, the filter's radius s (and 1 / s) in source
+// pixels, and the most taps an output can have.
 typedef struct {
 	int n, size, k;
-	double scale, s, is;
+	double x0, scale, s, is;
 } axis;
 
-static axis mkaxis(int n, int size) {
-	axis a = {n, size, maxtaps(n, size), (double)n / size, 1, 1};
+static axis mkaxis(int n, int size, double x0, double scale) {
+	axis a = {n, size, maxtaps(n, scale), x0, scale, 1, 1};
 	if (a.scale > 1) {
 		a.s = a.scale;
 		a.is = 1 / a.s;
@@ -124,14 +128,15 @@ static axis mkaxis(int n, int size) {
 // (>= 1). The loops run x->k times whatever the count, which the branch
 // predictor likes better.
 static int taps(const axis *x, int i, int *first, int16_t *q, double *f) {
-	double c = (i + 0.5) * x->scale;
+	double c = x->x0 + (i + 0.5) * x->scale;
 	// Taps j with |j + 0.5 - c| < s: j > a and j < b.
 	double a = c - x->s - 0.5, b = c + x->s - 0.5;
 	int lo = a < 0 ? 0 : (int)a + 1;
-	int hi = (int)b; // b > 0
-	if ((double)hi == b) hi--;
+	int hi = b <= 0 ? -1 : (int)b;
+	if (hi >= 0 && (double)hi == b) hi--;
 	if (hi > x->n - 1) hi = x->n - 1;
-	if (hi < lo) hi = lo; // not for c in (0, n); stay defined
+	if (lo > x->n - 1) lo = x->n - 1;
+	if (hi < lo) hi = lo; // not for a region that holds the taps; stay defined
 	int k = hi - lo + 1;
 	if (k > x->k) k = x->k; // cannot happen; stay in bounds
 	double sum = 0, d = lo + 0.5 - c;
@@ -418,10 +423,12 @@ LS_AVX2 static void emit_avx2(const uint8_t *row, uint8_t *dst, int size, int y,
 // tables builds the filter tables for a w×h -> size×size scale, unless
 // they are already built for it (Eval and Resize see the same sizes over
 // and over).
-static int tables(ls_resize *r, int w, int h, int size, int flip) {
-	if (r->valid && r->w == w && r->h == h && r->size == size && r->flip == flip) return 0;
+static int tables(ls_resize *r, int w, int h, int size, int flip, double x0, double sx, double y0, double sy) {
+	if (r->valid && r->w == w && r->h == h && r->size == size && r->flip == flip &&
+			r->x0 == x0 && r->sx == sx && r->y0 == y0 && r->sy == sy)
+		return 0;
 	r->valid = 0;
-	int vk = maxtaps(h, size), hk = maxtaps(w, size);
+	int vk = maxtaps(h, sy), hk = maxtaps(w, sx);
 	int s8 = (size + 7) & ~7;
 	// Taps first (q: every output's weights, vk or hk apart), to size the
 	// tables by the most taps any output has.
@@ -431,7 +438,7 @@ static int tables(ls_resize *r, int w, int h, int size, int flip) {
 			grow(&r->q, &r->qcap, (size_t)(vk > hk ? vk : hk) * size, sizeof(int16_t)) ||
 			grow(&r->f, &r->fcap, (size_t)(vk > hk ? vk : hk), sizeof(double)))
 		return -ENOMEM;
-	axis va = mkaxis(h, size), ha = mkaxis(w, size);
+	axis va = mkaxis(h, size, y0, sy), ha = mkaxis(w, size, x0, sx);
 	int vmax = 1;
 	for (int y = 0; y < size; y++) {
 		int first, cnt = taps(&va, y, &first, r->q + (size_t)y * vk, r->f);
@@ -473,19 +480,26 @@ static int tables(ls_resize *r, int w, int h, int size, int flip) {
 	r->h = h;
 	r->size = size;
 	r->flip = flip;
+	r->x0 = x0;
+	r->sx = sx;
+	r->y0 = y0;
+	r->sy = sy;
 	r->valid = 1;
 	return 0;
 }
 
 int ls_resize_rgb(ls_resize *r, int impl, const uint8_t *src, ptrdiff_t stride, int w, int h,
-		uint8_t *dst, int size, int nhwc, int flip) {
+		uint8_t *dst, int size, int nhwc, int flip, double x0, double sx, double y0, double sy) {
 	if (!r || w < 1 || h < 1 || size < 1 || stride < 3 * (ptrdiff_t)w) return -EINVAL;
+	// The negated comparisons also refuse NaN.
+	if (!(sx > 0 && sy > 0 && sx < 1e6 && sy < 1e6 && x0 > -1e6 && x0 < 1e6 && y0 > -1e6 && y0 < 1e6))
+		return -EINVAL;
 	int best = ls_resize_impl();
 	if (impl == LS_IMPL_BEST) impl = best;
 	if (impl < LS_IMPL_C || impl > best) return -ENOSYS;
 	flip = flip != 0;
 	nhwc = nhwc != 0;
-	int ret = tables(r, w, h, size, flip);
+	int ret = tables(r, w, h, size, flip, x0, sx, y0, sy);
 	if (ret) return ret;
 	int n = 3 * w, s8 = (size + 7) & ~7, vp = r->vp, hp = r->hp;
 	// mid: n elements written (rounded up to 16 by the SIMD kernels), and

@@ -71,10 +71,26 @@ func (z *resizer) free() {
 	z.r = nil
 }
 
+// sampleMap places a size×size sample on a w×h region: output column i
+// (before any flip) is centred at X0 + (i+0.5)·SX in region pixels, row j
+// at Y0 + (j+0.5)·SY; the filter reads the region only (see resize.c).
+type sampleMap struct{ X0, SX, Y0, SY float64 }
+
+// fillMap spreads the sample over the whole w×h region: crop, then
+// resize.
+func fillMap(w, h, size int) sampleMap {
+	return sampleMap{0, float64(w) / float64(size), 0, float64(h) / float64(size)}
+}
+
+// mapOnto places box (in the coordinates region is in) on region.
+func mapOnto(box Box, region Rect, size int) sampleMap {
+	return sampleMap{box.X - float64(region.X), box.W / float64(size), box.Y - float64(region.Y), box.H / float64(size)}
+}
+
 // scaleRGB scales the w×h RGB region at src (stride bytes per row, and
-// resizeSlack readable bytes after its last pixel) into dst, a
-// size×size sample in layout, mirrored if flip.
-func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int, dst []byte, size int, layout Layout, flip bool) error {
+// resizeSlack readable bytes after its last pixel) into dst, a size×size
+// sample in layout placed by m, mirrored if flip.
+func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int, dst []byte, size int, layout Layout, flip bool, m sampleMap) error {
 	if err := z.init(); err != nil {
 		return err
 	}
@@ -86,7 +102,8 @@ func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int
 		fl = 1
 	}
 	ret := C.ls_resize_rgb(z.r, C.int(impl), (*C.uint8_t)(src), C.ptrdiff_t(stride), C.int(w), C.int(h),
-		(*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(size), nhwc, fl)
+		(*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(size), nhwc, fl,
+		C.double(m.X0), C.double(m.SX), C.double(m.Y0), C.double(m.SY))
 	switch ret {
 	case 0:
 		return nil
@@ -95,16 +112,16 @@ func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int
 	case -C.ENOSYS:
 		return fmt.Errorf("decode: scaler kernel %v: not supported by this CPU", impl)
 	default:
-		return fmt.Errorf("decode: scaling a %dx%d region (stride %d) to %d: invalid arguments", w, h, stride, size)
+		return fmt.Errorf("decode: scaling a %dx%d region (stride %d) to %d by %+v: invalid arguments", w, h, stride, size, m)
 	}
 }
 
 // scaleRGBBytes is scaleRGB for a region in Go memory (tests): src
 // holds the region from its first pixel and must extend resizeSlack bytes
 // past its last.
-func (z *resizer) scaleRGBBytes(impl resizeImpl, src []byte, stride, w, h int, dst []byte, size int, layout Layout, flip bool) error {
+func (z *resizer) scaleRGBBytes(impl resizeImpl, src []byte, stride, w, h int, dst []byte, size int, layout Layout, flip bool, m sampleMap) error {
 	if w < 1 || h < 1 || stride < 3*w || len(src) < (h-1)*stride+3*w+resizeSlack || len(dst) != 3*size*size {
 		return fmt.Errorf("decode: scaleRGBBytes: %d-byte source for %dx%d (stride %d), %d-byte destination for %d", len(src), w, h, stride, len(dst), size)
 	}
-	return z.scaleRGB(impl, unsafe.Pointer(&src[0]), stride, w, h, dst, size, layout, flip)
+	return z.scaleRGB(impl, unsafe.Pointer(&src[0]), stride, w, h, dst, size, layout, flip, m)
 }

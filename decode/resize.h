@@ -38,6 +38,7 @@ typedef struct {
 	size_t vtcap, vwcap, htcap, hcap, hwcap, midcap, acccap, rowcap, qcap, fcap;
 	int vp, hp;                  // weight pairs per output row, column
 	int w, h, size, flip, valid; // the geometry the tables are for
+	double x0, sx, y0, sy;
 } ls_resize;
 
 ls_resize *ls_resize_new(void);
@@ -49,9 +50,13 @@ int ls_resize_impl(void);
 // ls_resize_rgb scales the w×h packed RGB region at src (stride bytes per
 // row; LS_RESIZE_SLACK readable bytes after it) to size×size RGB in dst:
 // planes R, G, B (size² bytes each) when nhwc is 0, packed RGB rows
-// otherwise, mirrored left to right when flip is set. It returns 0, or a
-// negative errno (EINVAL, ENOMEM, ENOSYS for a kernel this CPU lacks).
+// otherwise, mirrored left to right when flip is set. Output column i
+// (before the mirror) is centred at x0 + (i + 0.5) * sx in region
+// coordinates, row j at y0 + (j + 0.5) * sy (see resize.c); the region is
+// all the filter reads. x0 = y0 = 0, sx = w / size, sy = h / size spread
+// the sample over the whole region. It returns 0, or a negative errno
+// (EINVAL, ENOMEM, ENOSYS for a kernel this CPU lacks).
 int ls_resize_rgb(ls_resize *r, int impl, const uint8_t *src, ptrdiff_t stride, int w, int h,
-	uint8_t *dst, int size, int nhwc, int flip);
+	uint8_t *dst, int size, int nhwc, int flip, double x0, double sx, double y0, double sy);
 
 #endif

@@ -1,11 +1,9 @@
 package decode
 
 // The JPEG fast path: libjpeg-turbo decodes only the rows and the
-// (iMCU-aligned) columns of the crop, stops after its last row, and scales
-// by M/8 in the IDCT where the crop stays >= Size; resize.c then scales
-// that packed RGB region into the slot (or, with Decoder.turboScaler set
-// to scalerSwscale, swscale does, as the FFmpeg path does with its
-// frames). See Config.FastJPEG.
+// (iMCU-aligned) columns the sample reads, stops after its last row, and
+// scales by M/8 in the IDCT where the crop stays >= Size; resize.c then
+// scales that packed RGB region into the slot. See Config.FastJPEG.
 
 /*
 #cgo pkg-config: libjpeg
@@ -84,23 +82,40 @@ enum {
 	LS_REFUSE_SIZE = 2,       // libjpeg reads another size than parseHeader
 	LS_REFUSE_PRECISION = 3,  // not 8-bit samples
 	LS_REFUSE_ARITH = 4,      // arithmetic coding
-	LS_REFUSE_COLOR = 5,      // CMYK, YCCK, RGB or unknown components
+	LS_REFUSE_COLOR = 5,      // RGB or unknown components
 	LS_REFUSE_GEOMETRY = 6,   // scaled size or region not as planned
 };
 
 typedef struct {
 	int status, reason, warnings;
-	int comps;  // 3: packed RGB; 1: gray
 	int x;      // first decoded column, in the scaled image (iMCU-aligned)
 	int stride; // bytes per row of buf
 	uint8_t *buf;
 } ls_turbo_res;
 
+// ls_cmyk_to_rgb converts a row of n CMYK pixels, as stored (Adobe's
+// inverted convention, which PIL assumes for every CMYK JPEG), to packed
+// RGB in place: PIL's convert("RGB") of the image it reads (cmyk2rgb in
+// Pillow's Convert.c: with C, K the inverted values, R = (255 - K) -
+// round(C · (255 - K) / 255)). FFmpeg's mjpeg decoder computes the same
+// product truncated, a level darker nearly everywhere.
+static void ls_cmyk_to_rgb(uint8_t *p, int n) {
+	for (int i = 0; i < n; i++) {
+		int c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2], k = p[4 * i + 3];
+		int tc = (255 - c) * k + 128, tm = (255 - m) * k + 128, ty = (255 - y) * k + 128;
+		p[3 * i] = (uint8_t)(k - (((tc >> 8) + tc) >> 8));
+		p[3 * i + 1] = (uint8_t)(k - (((tm >> 8) + tm) >> 8));
+		p[3 * i + 2] = (uint8_t)(k - (((ty >> 8) + ty) >> 8));
+	}
+}
+
 // ls_turbo_decode decodes rows [ry, ry+rh) and at least columns
 // [rx, rx+rw) of data scaled by m/8 (whose size Go computed as ow×oh) into
-// t->buf, packed RGB for YCbCr JPEGs, and for grayscale ones gray, or RGB
-// when rgb is set. w, h: the image size parseHeader read. The buffer
-// extends LS_RESIZE_SLACK initialised bytes past the region.
+// t->buf, packed RGB (grayscale replicated and CMYK converted as PIL's
+// convert("RGB") does; CMYK rows keep their 4-byte stride). w, h: the image
+// size parseHeader read. The buffer extends LS_RESIZE_SLACK initialised
+// bytes past the region.
+//
 // ls_turbo_done resets d for the next image and drops its pointer to the
 // caller's (Go) bytes, which must not outlive the call.
 static void ls_turbo_done(struct jpeg_decompress_struct *d) {
@@ -112,7 +127,7 @@ static void ls_turbo_done(struct jpeg_decompress_struct *d) {
 }
 
 static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned long n,
-		int w, int h, int m, int ow, int oh, int rx, int ry, int rw, int rh, int rgb) {
+		int w, int h, int m, int ow, int oh, int rx, int ry, int rw, int rh) {
 	ls_turbo_res r = {0};
 	struct jpeg_decompress_struct *d = &t->d;
 	// Everything that changes after setjmp and is read after a longjmp
@@ -141,12 +156,13 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 		r.reason = LS_REFUSE_ARITH;
 		goto refuse;
 	}
-	if (d->jpeg_color_space == JCS_YCbCr && d->num_components == 3) {
+	int cmyk = 0;
+	if ((d->jpeg_color_space == JCS_YCbCr && d->num_components == 3) ||
+			(d->jpeg_color_space == JCS_GRAYSCALE && d->num_components == 1)) {
 		d->out_color_space = JCS_EXT_RGB;
-		r.comps = 3;
-	} else if (d->jpeg_color_space == JCS_GRAYSCALE && d->num_components == 1) {
-		d->out_color_space = rgb ? JCS_EXT_RGB : JCS_GRAYSCALE;
-		r.comps = rgb ? 3 : 1;
+	} else if ((d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK) && d->num_components == 4) {
+		d->out_color_space = JCS_CMYK; // libjpeg converts YCCK
+		cmyk = 1;
 	} else {
 		r.reason = LS_REFUSE_COLOR;
 		goto refuse;
@@ -163,14 +179,23 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 		goto refuse;
 	}
 	jpeg_start_decompress(d);
-	JDIMENSION cx = (JDIMENSION)rx, cw = (JDIMENSION)rw;
-	if (rw < ow) jpeg_crop_scanline(d, &cx, &cw);
+	// Decode a little past the region on both sides: libjpeg upsamples
+	// the chroma of the columns it decodes as if the first and the last
+	// were the image's edges (replicating the edge chroma sample), so
+	// without a margin the region's edge columns would differ from a full
+	// decode's (up to 12 levels on 4:2:0 and 4:2:2). One chroma sample
+	// either side is enough.
+	int margin = d->max_h_samp_factor;
+	int x0 = rx - margin < 0 ? 0 : rx - margin;
+	int x1 = rx + rw + margin > ow ? ow : rx + rw + margin;
+	JDIMENSION cx = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
+	if ((int)cw < ow) jpeg_crop_scanline(d, &cx, &cw);
 	if ((int)cx > rx || (int)(cx + cw) < rx + rw) {
 		r.reason = LS_REFUSE_GEOMETRY;
 		goto refuse;
 	}
 	r.x = (int)cx;
-	r.stride = (int)cw * r.comps;
+	r.stride = (int)cw * (cmyk ? 4 : 3);
 	size_t need = (size_t)r.stride * (size_t)rh + LS_RESIZE_SLACK;
 	if (need > t->cap) {
 		size_t c = need + need / 4;
@@ -198,6 +223,8 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 			r.reason = LS_REFUSE_GEOMETRY;
 			goto refuse;
 		}
+		if (cmyk)
+			for (int i = 0; i < (int)n; i++) ls_cmyk_to_rgb(rows[i], (int)cw);
 		got += (int)n;
 	}
 	// The rows below the crop are not needed: stop here.
@@ -251,7 +278,7 @@ const (
 	// FallbackCoding: not an 8-bit Huffman-coded DCT JPEG (12-bit,
 	// lossless, arithmetic coding, JPEG-LS).
 	FallbackCoding
-	// FallbackColor: not YCbCr or grayscale (CMYK, YCCK, Adobe RGB or an
+	// FallbackColor: not YCbCr, grayscale, CMYK or YCCK (Adobe RGB, or an
 	// unusual number of components).
 	FallbackColor
 	// FallbackOther: an abbreviated stream, or a header libjpeg reads
@@ -318,29 +345,41 @@ func (t *turbo) free() {
 // these; the odd sizes (7/8, 5/8...) use plain-C IDCTs.
 var turboScales = [...]int{8, 4, 2, 1}
 
-// turboScale picks the smallest M/8 at which the crop, mapped into the
-// scaled image, still has both sides >= size, and returns it with the
-// scaled image size and the crop there. M is 8 when allow is false or the
-// crop is smaller than size.
-func turboScale(crop Rect, width, height, size int, allow bool) (m, ow, oh int, region Rect) {
-	m, ow, oh, region = 8, width, height, crop
-	if !allow {
-		return
-	}
-	for _, s := range turboScales[1:] {
-		sw, sh := (width*s+7)/8, (height*s+7)/8 // libjpeg's jdiv_round_up
-		r := scaleRect(crop, width, height, sw, sh)
-		if r.W < size || r.H < size {
-			break
+// turboPlan is what the fast path decodes for one sample: the image at
+// M/8 scale (ow×oh pixels), the region of it the scaler reads, and where
+// the sample lies on that region.
+type turboPlan struct {
+	m, ow, oh int
+	region    Rect
+	at        sampleMap
+}
+
+// planTurbo picks the smallest M/8 at which s's box still has both sides
+// >= size (the scaler still downscales), M = 8 when allow is false, and
+// maps the sampling into the scaled image.
+func planTurbo(s Sampling, width, height, size int, allow bool) turboPlan {
+	m := 8
+	if allow {
+		for _, k := range turboScales[1:] {
+			f := float64(k) / 8
+			if s.Box.W*f < float64(size) || s.Box.H*f < float64(size) {
+				break
+			}
+			m = k
 		}
-		m, ow, oh, region = s, sw, sh, r
 	}
-	return
+	ow, oh := (width*m+7)/8, (height*m+7)/8 // libjpeg's jdiv_round_up
+	box, clip := s.Box, s.Clip
+	if m < 8 {
+		box, clip = scaleBox(box, float64(m)/8), scaleRect(clip, width, height, ow, oh)
+	}
+	region := readRegion(box, clip, size)
+	return turboPlan{m, ow, oh, region, mapOnto(box, region, size)}
 }
 
 // decodeTurbo tries the fast path. ok false with a nil error: refused, and
 // info.Fallback says why. An error: the scratch buffer could not grow.
-func (d *Decoder) decodeTurbo(data []byte, h header, info *Info, dst []byte) (ok bool, err error) {
+func (d *Decoder) decodeTurbo(data []byte, h header, s Sampling, info *Info, dst []byte) (ok bool, err error) {
 	if !h.lowresOK {
 		info.Fallback = FallbackCoding
 		return false, nil
@@ -348,14 +387,11 @@ func (d *Decoder) decodeTurbo(data []byte, h header, info *Info, dst []byte) (ok
 	if err := d.jpeg.init(); err != nil {
 		return false, err
 	}
-	m, ow, oh, region := turboScale(info.Crop, h.width, h.height, d.size, d.cfg.Lowres)
-	own := C.int(0)
-	if d.turboScaler == scalerOwn {
-		own = 1
-	}
+	p := planTurbo(s, h.width, h.height, d.size, d.cfg.Lowres)
+	region := p.region
 	r := C.ls_turbo_decode(d.jpeg.t, (*C.uint8_t)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
-		C.int(h.width), C.int(h.height), C.int(m), C.int(ow), C.int(oh),
-		C.int(region.X), C.int(region.Y), C.int(region.W), C.int(region.H), own)
+		C.int(h.width), C.int(h.height), C.int(p.m), C.int(p.ow), C.int(p.oh),
+		C.int(region.X), C.int(region.Y), C.int(region.W), C.int(region.H))
 	switch r.status {
 	case C.LS_TURBO_OK:
 	case C.LS_TURBO_REFUSED:
@@ -376,23 +412,9 @@ func (d *Decoder) decodeTurbo(data []byte, h header, info *Info, dst []byte) (ok
 	}
 	d.stats.Warnings += uint64(r.warnings)
 	info.Path = PathTurbo
-	info.DCTScale = m
+	info.DCTScale = p.m
 	info.Region = region
-	if d.turboScaler == scalerOwn {
-		// Flipping is free there: it mirrors the filter tables.
-		src := unsafe.Add(unsafe.Pointer(r.buf), 3*(region.X-int(r.x)))
-		return true, d.resize.scaleRGB(d.resizeImpl, src, int(r.stride), region.W, region.H, dst, d.size, d.cfg.Layout, info.Flip)
-	}
-	gray := r.comps == 1
-	got, err := d.sws.scalePacked(unsafe.Pointer(r.buf), int(r.stride), gray, Rect{region.X - int(r.x), 0, region.W, region.H}, dst, d.size, d.cfg.Layout)
-	if err != nil {
-		return true, err
-	}
-	if got.W != region.W || got.H != region.H {
-		return true, fmt.Errorf("decode: scaler read %+v of region %+v", got, region)
-	}
-	if info.Flip {
-		flipHorizontal(dst, d.size, d.cfg.Layout)
-	}
-	return true, nil
+	// Flipping is free here: it mirrors the filter tables.
+	src := unsafe.Add(unsafe.Pointer(r.buf), 3*(region.X-int(r.x)))
+	return true, d.resize.scaleRGB(d.resizeImpl, src, int(r.stride), region.W, region.H, dst, d.size, d.cfg.Layout, info.Flip, p.at)
 }

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# dataset.sh N [SEED] prints the path of a cached ImageNet-like dataset of N
-# real-photo JPEGs, making it first if needed (see scripts/mkdataset.py).
+# dataset.sh N [SEED [MIX]] prints the path of a cached ImageNet-like dataset
+# of N real-photo JPEGs, making it first if needed (see scripts/mkdataset.py).
+# MIX is imagenet (the default: ImageNet's train mix) or holdout (the held-out
+# evaluation set of the fidelity test: validation sizes, small, odd and large
+# images, more grayscale and CMYK).
 set -euo pipefail
 N="${1:-512}"
 SEED="${2:-1}"
+MIX="${3:-imagenet}"
 CACHE="${LONGSHORE_CACHE:-$HOME/.cache/longshore}"
-OUT="$CACHE/datasets/imagenet-like-n$N-s$SEED"
+case "$MIX" in
+imagenet) OUT="$CACHE/datasets/imagenet-like-n$N-s$SEED" ;;
+holdout) OUT="$CACHE/datasets/holdout-n$N-s$SEED" ;;
+*) echo "dataset.sh: MIX $MIX: want imagenet or holdout" >&2; exit 2 ;;
+esac
 SRC="$CACHE/photos"
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -34,7 +42,7 @@ if [ ! -f "$SRC/.complete" ]; then
 	touch "$SRC/.complete"
 fi
 rm -rf "$OUT.tmp"
-/usr/bin/python3 "$here/mkdataset.py" --out "$OUT.tmp" --n "$N" --seed "$SEED" --sources "$SRC/tree" >&2
+/usr/bin/python3 "$here/mkdataset.py" --out "$OUT.tmp" --n "$N" --seed "$SEED" --mix "$MIX" --sources "$SRC/tree" >&2
 touch "$OUT.tmp/.complete"
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"

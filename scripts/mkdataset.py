@@ -15,10 +15,18 @@ installation needed), and makes N JPEGs in the ImageFolder layout
   * a little sensor noise so smooth wallpapers do not compress unrealistically
     small.
 
-Every choice comes from a seeded RNG per image, so the same (seed, n) gives
-the same bytes. Usage:
+With --mix holdout it makes a held-out evaluation set instead, for the
+fidelity test against torchvision (decode/fidelity_test.go): ImageNet's
+validation sizes (mostly 500x375 and 500x333, both orientations) with more
+of the cases that stress geometry and colour: small images whose short side
+is under 256 (upscaled by Resize(256)), odd sizes (419x314, 500x281, ...),
+large ones (DCT-scaled on the fast path), and more grayscale, CMYK and
+4:2:2 JPEGs.
 
-  scripts/mkdataset.py --out DIR --n 4000 --classes 10 --seed 1 --sources SRCDIR
+Every choice comes from a seeded RNG per image, so the same (seed, n, mix)
+gives the same bytes. Usage:
+
+  scripts/mkdataset.py --out DIR --n 4000 --classes 10 --seed 1 --sources SRCDIR [--mix holdout]
 
 SRCDIR holds the extracted .deb trees (see scripts/dataset.sh, which also
 caches the result).
@@ -81,6 +89,18 @@ SOURCES = [
 # (weight, width/height) — ImageNet is mostly landscape 4:3 and 3:2.
 ASPECTS = [(45, 4 / 3), (18, 3 / 2), (6, 1.0), (12, 3 / 4), (6, 2 / 3), (5, 16 / 9), (8, None)]
 
+# Held-out sizes (--mix holdout): (weight, kind) where kind is a fixed
+# (w, h), or a generator name handled by holdout_size.
+ODD_SIZES = [(419, 314), (500, 281), (281, 500), (500, 334), (334, 500), (257, 256), (383, 255),
+             (500, 357), (448, 299), (301, 223), (500, 375), (375, 500)]
+HOLDOUT_SIZES = [(40, "4:3"), (12, "3:2"), (5, "1:1"), (12, "odd"), (15, "small"), (8, "large"), (8, "any")]
+
+# Encodings: (cumulative share, kind). The train mix is ImageNet's; the
+# held-out one has more of the rarer kinds.
+IMAGENET_ENCODINGS = [(0.72, "444"), (0.82, "progressive"), (0.95, "420"), (0.98, "gray"), (1.0, "cmyk")]
+HOLDOUT_ENCODINGS = [(0.45, "444"), (0.57, "progressive"), (0.70, "420"), (0.78, "422"), (0.90, "gray"),
+                     (0.95, "cmyk"), (1.0, "cmyk-k")]
+
 _photos = None
 
 
@@ -113,19 +133,50 @@ def pick(rng, table):
     return table[-1][1]
 
 
-def make_one(args):
-    i, seed, classes, out = args
-    rng = random.Random(seed * 1_000_003 + i)
-    src_idx = rng.randrange(len(_photos))
-    photo = _photos[src_idx]
+def imagenet_size(rng):
     aspect = pick(rng, ASPECTS)
     if aspect is None:
         aspect = rng.uniform(0.5, 2.2)
     long_side = 500 if rng.random() < 0.7 else rng.randint(280, 800)
     if aspect >= 1:
-        w, h = long_side, max(64, round(long_side / aspect))
+        return long_side, max(64, round(long_side / aspect))
+    return max(64, round(long_side * aspect)), long_side
+
+
+def holdout_size(rng):
+    kind = pick(rng, HOLDOUT_SIZES)
+    portrait = rng.random() < 0.25
+    if kind == "odd":
+        return rng.choice(ODD_SIZES)
+    if kind == "small":
+        # Short side 60-255: Resize(256) upscales these.
+        short = rng.randint(60, 255)
+        w, h = round(short * rng.choice([1.0, 4 / 3, 3 / 2, 1.25, rng.uniform(1, 2)])), short
+    elif kind == "large":
+        long_side = rng.randint(600, 1600)
+        w, h = long_side, round(long_side / rng.choice([4 / 3, 3 / 2, 16 / 9]))
+    elif kind == "any":
+        long_side = rng.randint(280, 520)
+        w, h = long_side, max(64, round(long_side / rng.uniform(1, 2.2)))
     else:
-        w, h = max(64, round(long_side * aspect)), long_side
+        a = {"4:3": 4 / 3, "3:2": 3 / 2, "1:1": 1.0}[kind]
+        w, h = 500, round(500 / a)
+    return (h, w) if portrait else (w, h)
+
+
+def pick_encoding(r, table):
+    for upto, kind in table:
+        if r < upto:
+            return kind
+    return table[-1][1]
+
+
+def make_one(args):
+    i, seed, classes, out, mix = args
+    rng = random.Random(seed * 1_000_003 + i)
+    src_idx = rng.randrange(len(_photos))
+    photo = _photos[src_idx]
+    w, h = holdout_size(rng) if mix == "holdout" else imagenet_size(rng)
     # A random crop of the source with the target aspect, 25-100% of the
     # largest such crop, then a resize to (w, h).
     W, H = photo.size
@@ -141,16 +192,27 @@ def make_one(args):
     noise = np.random.default_rng(seed * 7919 + i).normal(0, 3.2, arr.shape)
     im = Image.fromarray(np.clip(arr + noise, 0, 255).astype(np.uint8))
 
-    r = rng.random()
+    kind = pick_encoding(rng.random(), HOLDOUT_ENCODINGS if mix == "holdout" else IMAGENET_ENCODINGS)
     kw = dict(format="JPEG")
-    if r < 0.72:
+    if kind == "444":
         kw.update(quality=96, subsampling=0)
-    elif r < 0.82:
+    elif kind == "progressive":
         kw.update(quality=rng.randint(85, 95), subsampling=2, progressive=True)
-    elif r < 0.95:
+    elif kind == "420":
         kw.update(quality=rng.randint(75, 95), subsampling=2)
-    elif r < 0.98:
+    elif kind == "422":
+        kw.update(quality=rng.randint(80, 95), subsampling=1)
+    elif kind == "gray":
         im = im.convert("L")
+        kw.update(quality=90)
+    elif kind == "cmyk-k":
+        # PIL's convert("CMYK") leaves K at 0; print workflows put the
+        # grey component in K (grey component replacement, 80% here).
+        a = np.asarray(im, dtype=np.float64) / 255
+        k = (1 - a.max(axis=2, keepdims=True)) * 0.8
+        cmy = (1 - a - k) / np.maximum(1 - k, 1e-6)
+        cmyk = np.concatenate([cmy, k], axis=2)
+        im = Image.fromarray(np.clip(np.round(cmyk * 255), 0, 255).astype(np.uint8), "CMYK")
         kw.update(quality=90)
     else:
         im = im.convert("CMYK")
@@ -172,6 +234,7 @@ def main():
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sources", required=True)
+    ap.add_argument("--mix", choices=["imagenet", "holdout"], default="imagenet")
     a = ap.parse_args()
     photos = load_sources(a.sources)
     if len(photos) < 10:
@@ -179,7 +242,7 @@ def main():
     classes = min(a.classes, len(photos))
     for c in range(classes):
         os.makedirs(os.path.join(a.out, "class_%02d" % c), exist_ok=True)
-    jobs = [(i, a.seed, classes, a.out) for i in range(a.n)]
+    jobs = [(i, a.seed, classes, a.out, a.mix) for i in range(a.n)]
     with multiprocessing.Pool(os.cpu_count(), initializer=init_worker, initargs=(a.sources,)) as pool:
         stats = pool.map(make_one, jobs, chunksize=32)
     size = sum(s for s, _, _ in stats)

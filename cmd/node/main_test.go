@@ -207,3 +207,35 @@ func TestLogSinkRefusesUnloggableKeys(t *testing.T) {
 		t.Fatalf("--sink null: exit %d\n%s", code, errb.String())
 	}
 }
+
+// --decoder and --lowres pick the decode configuration: the fast path or
+// FFmpeg, DCT-scaled or full scale (docs/fidelity.md).
+func TestDecoderFlags(t *testing.T) {
+	cases := []struct {
+		args         []string
+		fast, lowres bool
+		err          string
+	}{
+		{nil, true, true, ""},
+		{[]string{"--lowres=false"}, true, false, ""},
+		{[]string{"--decoder", "ffmpeg"}, false, true, ""},
+		{[]string{"--decoder", "ffmpeg", "--lowres=false"}, false, false, ""},
+		{[]string{"--decoder", "pil"}, false, false, `--decoder "pil"`},
+	}
+	for _, c := range cases {
+		o, err := parseFlags(append([]string{"--standalone", "--dataset", "x"}, c.args...), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		dc, err := o.decodeConfig()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: error %v, want %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || dc.FastJPEG != c.fast || dc.Lowres != c.lowres {
+			t.Errorf("%v: FastJPEG %v Lowres %v (%v), want %v %v", c.args, dc.FastJPEG, dc.Lowres, err, c.fast, c.lowres)
+		}
+	}
+}
