@@ -44,9 +44,9 @@ func (a *rankActor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.start(c)
 	case *workMsg:
-		if pf, ok := a.p.deps.Store.(storage.Prefetcher); ok {
+		if ss, ok := a.p.deps.Store.(storage.SampleStore); ok {
 			for i := range m.w.Items {
-				pf.Prefetch(m.w.Items[i].Key)
+				ss.PrefetchSample(m.w.Items[i].Index)
 			}
 		}
 		effs, err := a.core.work(m.w)
@@ -115,7 +115,7 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 				a.openedAt[e.slot] = p.clock.Now()
 			}
 			p.book.attempt(1)
-			c.Send(a.fetchers[e.worker], &fetchMsg{buf: e.buf, slot: e.slot, idx: e.idx, key: e.item.Key, data: a.bufs[e.buf]})
+			c.Send(a.fetchers[e.worker], &fetchMsg{buf: e.buf, slot: e.slot, idx: e.idx, index: e.item.Index, key: e.item.Key, data: a.bufs[e.buf]})
 		case effDecode:
 			sb := p.cfg.Sample.SampleBytes()
 			dst := p.pool.Slot(e.slot).Bytes()[e.idx*sb : (e.idx+1)*sb : (e.idx+1)*sb]
@@ -210,7 +210,7 @@ func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 	var deadline time.Time
 	wait := 250 * time.Millisecond
 	for {
-		data, err := f.p.deps.Store.Get(f.p.ctx, m.key, m.data)
+		data, err := f.read(m)
 		if err == nil || !storeDown(err) || f.p.ctx.Err() != nil || f.p.cfg.StoreOutage < 0 {
 			return data, err
 		}
@@ -229,6 +229,15 @@ func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 		}
 		wait = min(2*wait, 8*time.Second)
 	}
+}
+
+// read reads the sample once: by index when the store addresses samples
+// so (a packed dataset: no key lookup), else by key.
+func (f *fetcherActor) read(m *fetchMsg) ([]byte, error) {
+	if ss, ok := f.p.deps.Store.(storage.SampleStore); ok {
+		return ss.GetSample(f.p.ctx, m.index, m.key, m.data)
+	}
+	return f.p.deps.Store.Get(f.p.ctx, m.key, m.data)
 }
 
 // storeDown reports whether a Get error says the store is unreachable or

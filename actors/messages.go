@@ -17,6 +17,7 @@ type releaseMsg struct{ slot int }
 // fetchMsg: rank actor -> fetcher. data is the reused buffer to read into.
 type fetchMsg struct {
 	buf, slot, idx int
+	index          int64 // the sample's dataset index
 	key            string
 	data           []byte
 }

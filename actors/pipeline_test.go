@@ -720,36 +720,39 @@ func TestStoreOutageIsNotBadData(t *testing.T) {
 	}
 }
 
-// prefetchStore records, for a Prefetcher store, which keys were
-// announced and whether each Get came after its key's announcement.
+// prefetchStore records, for a SampleStore, which samples were
+// announced and whether each read came after its announcement.
 type prefetchStore struct {
 	storage.Store
 	mu        sync.Mutex
-	announced map[string]bool
+	announced map[int64]bool
 	early     []string // keys read before they were announced
+	bySample  int      // reads by index
 }
 
-func (s *prefetchStore) Prefetch(key string) {
+func (s *prefetchStore) PrefetchSample(index int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.announced[key] = true
+	s.announced[index] = true
 }
 
-func (s *prefetchStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+func (s *prefetchStore) GetSample(ctx context.Context, index int64, key string, dst []byte) ([]byte, error) {
 	s.mu.Lock()
-	if !s.announced[key] {
+	if !s.announced[index] {
 		s.early = append(s.early, key)
 	}
+	s.bySample++
 	s.mu.Unlock()
 	return s.Store.Get(ctx, key, dst)
 }
 
-// TestPrefetchHints: with a store that takes prefetch hints, the pipeline
-// announces every item's key when the work arrives, before its fetch.
+// TestPrefetchHints: with a store that addresses samples by index, the
+// pipeline announces every item when the work arrives, before its fetch,
+// and reads by index, never by key.
 func TestPrefetchHints(t *testing.T) {
 	checkNoLeaks(t)
 	mem, ds := makeDataset(t, 100, 4, 32)
-	st := &prefetchStore{Store: mem, announced: map[string]bool{}}
+	st := &prefetchStore{Store: mem, announced: map[int64]bool{}}
 	cfg := smallConfig()
 	recs, _, err := runLoader(t, cfg, st, ds, fakeDecoders(0, 1))
 	if !errors.Is(err, io.EOF) || len(recs) == 0 {
@@ -759,5 +762,8 @@ func TestPrefetchHints(t *testing.T) {
 	defer st.mu.Unlock()
 	if len(st.announced) != len(ds.Samples) || len(st.early) > 0 {
 		t.Errorf("%d of %d keys announced; %d read before their announcement (%v)", len(st.announced), len(ds.Samples), len(st.early), st.early)
+	}
+	if st.bySample != len(ds.Samples) {
+		t.Errorf("%d of %d samples read by index", st.bySample, len(ds.Samples))
 	}
 }

@@ -140,14 +140,17 @@ type PackedStore struct {
 	ds    *Dataset
 	// byKey holds the dataset indices of the packed samples sorted by
 	// key, for Get's lookup: 4 bytes a sample, where a map from key to
-	// index costs ~50 (hundreds of MB at ten million samples).
-	byKey  []int32
-	cap    int64
-	block  atomic.Int64
-	window atomic.Int64
-	alone  atomic.Int64   // PackedStats.ReadAlone
-	wg     sync.WaitGroup // chunk fetches
-	mu     struct {
+	// index costs ~50 (hundreds of MB at ten million samples). Made on
+	// the first Get by key: the pipeline reads by index (GetSample) and
+	// never needs it.
+	byKeyOnce sync.Once
+	byKey     []int32
+	cap       int64
+	block     atomic.Int64
+	window    atomic.Int64
+	alone     atomic.Int64   // PackedStats.ReadAlone
+	wg        sync.WaitGroup // chunk fetches
+	mu        struct {
 		sync.Mutex
 		chunks map[chunkKey]*chunk
 		lru    list.List // of *chunk, loaded ones only, most recent first
@@ -186,7 +189,7 @@ type PackedStore struct {
 
 var (
 	_ Store        = (*PackedStore)(nil)
-	_ Prefetcher   = (*PackedStore)(nil)
+	_ SampleStore  = (*PackedStore)(nil)
 	_ PrefixLister = (*PackedStore)(nil)
 	_ io.Closer    = (*PackedStore)(nil)
 )
@@ -233,12 +236,7 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 		if s.Object < 0 || int(s.Object) > len(ds.Objects) {
 			return nil, fmt.Errorf("storage: packed store: sample %d (%s): object ID %d outside the dataset's %d objects (a bug of the dataset's maker)", i, s.Key, s.Object, len(ds.Objects))
 		}
-		if s.Packed() {
-			p.byKey = append(p.byKey, int32(i))
-		}
 	}
-	p.byKey = slices.Clip(p.byKey)
-	slices.SortFunc(p.byKey, func(a, b int32) int { return strings.Compare(ds.Samples[a].Key, ds.Samples[b].Key) })
 	p.block.Store(int64(cfg.Block))
 	p.window.Store(int64(max(cfg.Window, 1)))
 	p.mu.chunks = map[chunkKey]*chunk{}
@@ -290,6 +288,23 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	if !ok {
 		return p.inner.Get(ctx, key, dst)
 	}
+	return p.getSample(ctx, i, dst)
+}
+
+// GetSample implements SampleStore: sample index of the dataset, read
+// without a lookup by key.
+func (p *PackedStore) GetSample(ctx context.Context, index int64, key string, dst []byte) ([]byte, error) {
+	if index < 0 || index >= int64(len(p.ds.Samples)) || p.ds.Samples[index].Key != key {
+		return dst[:0], fmt.Errorf("%w: packed store: sample %d is not %q (the store holds another dataset)", ErrInvalidKey, index, key)
+	}
+	if !p.ds.Samples[index].Packed() {
+		return p.inner.Get(ctx, key, dst)
+	}
+	return p.getSample(ctx, int(index), dst)
+}
+
+// getSample reads packed sample i.
+func (p *PackedStore) getSample(ctx context.Context, i int, dst []byte) ([]byte, error) {
 	s := &p.ds.Samples[i]
 	if err := ctx.Err(); err != nil {
 		return dst[:0], err
@@ -360,6 +375,15 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 
 // lookup returns the dataset index of the packed sample key.
 func (p *PackedStore) lookup(key string) (int, bool) {
+	p.byKeyOnce.Do(func() {
+		for i := range p.ds.Samples {
+			if p.ds.Samples[i].Packed() {
+				p.byKey = append(p.byKey, int32(i))
+			}
+		}
+		p.byKey = slices.Clip(p.byKey)
+		slices.SortFunc(p.byKey, func(a, b int32) int { return strings.Compare(p.ds.Samples[a].Key, p.ds.Samples[b].Key) })
+	})
 	j, ok := slices.BinarySearchFunc(p.byKey, key, func(i int32, key string) int {
 		return strings.Compare(p.ds.Samples[i].Key, key)
 	})
@@ -460,16 +484,15 @@ func bufferSize(size int64) int64 {
 	return (size + size/8 + unit - 1) / unit * unit
 }
 
-// Prefetch starts fetching the chunk of a packed sample, if it is not
-// cached or being fetched and fits in the cache without evicting
-// anything: a hint, for a caller that knows which samples come soon. It
-// does nothing for other keys and never blocks on I/O.
-func (p *PackedStore) Prefetch(key string) {
-	i, ok := p.lookup(key)
-	if !ok {
+// PrefetchSample implements SampleStore: it starts fetching the chunk of
+// packed sample index, if it is not cached or being fetched and fits in
+// the cache without evicting anything. It does nothing for other
+// indices and never blocks on I/O.
+func (p *PackedStore) PrefetchSample(index int64) {
+	if index < 0 || index >= int64(len(p.ds.Samples)) || !p.ds.Samples[index].Packed() {
 		return
 	}
-	ck, ok := p.chunkOf(i)
+	ck, ok := p.chunkOf(int(index))
 	if !ok {
 		return
 	}

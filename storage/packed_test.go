@@ -595,9 +595,9 @@ func TestPackedPrefetch(t *testing.T) {
 	ds, want := packFixture(t, mem, 4, 64, 16, 1000)
 	cs := &countingStore{Store: mem}
 	p := packedStore(t, cs, ds, 16, 1<<20)
-	p.Prefetch(ds.Samples[3].Key)
-	p.Prefetch(ds.Samples[5].Key) // same chunk: no second fetch
-	p.Prefetch("not/a/sample.jpg")
+	p.PrefetchSample(int64(3))
+	p.PrefetchSample(int64(5)) // same chunk: no second fetch
+	p.PrefetchSample(-1)
 	waitFor(t, func() bool { return cs.ranges.Load() == 1 })
 	getAll(t, p, ds, []int{5, 0, 15, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14}, want)
 	if got := cs.ranges.Load(); got != 1 {
@@ -613,7 +613,7 @@ func TestPackedPrefetch(t *testing.T) {
 	first, last := ds.Samples[16], ds.Samples[31]
 	p2 := packedStore(t, cs2, ds, 16, last.Offset+last.Size-first.Offset+1)
 	getAll(t, p2, ds, []int{16, 17}, want)
-	p2.Prefetch(ds.Samples[40].Key)
+	p2.PrefetchSample(int64(40))
 	getAll(t, p2, ds, []int{18, 19}, want)
 	if got, st := cs2.ranges.Load(), p2.Stats(); got != 1 || st.Prefetches != 0 || st.Evictions != 0 {
 		t.Errorf("prefetch into a full cache: %d ranged GETs, stats %+v; want 1 GET, no prefetch, no eviction", got, st)
@@ -749,7 +749,7 @@ func TestPackedPrefetchTightCache(t *testing.T) {
 						lo := (r*blocksPerRank + b) * block
 						for j, k := range rng.Perm(block) {
 							if j == 0 && b+1 < blocksPerRank {
-								p.Prefetch(ds.Samples[lo+block].Key)
+								p.PrefetchSample(int64(lo + block))
 							}
 							key := ds.Samples[lo+k].Key
 							var err error
@@ -828,7 +828,7 @@ func TestPackedPrefetchFollowsWindows(t *testing.T) {
 			var buf []byte
 			for _, win := range windowOrder(rand.New(rand.NewPCG(1, 2)), n, block, window) {
 				for _, i := range win {
-					p.Prefetch(ds.Samples[i].Key)
+					p.PrefetchSample(int64(i))
 				}
 				for _, i := range win {
 					key := ds.Samples[i].Key

@@ -75,13 +75,21 @@ type Store interface {
 	String() string
 }
 
-// Prefetcher is implemented by stores that can start reading an object
-// before it is asked for (PackedStore: a packed sample's chunk). The
-// pipeline calls Prefetch with each work item's key as the work arrives,
-// ahead of the fetchers. It is a hint: it must return at once, and it may
-// do nothing.
-type Prefetcher interface {
-	Prefetch(key string)
+// SampleStore is implemented by stores that hold a dataset's samples and
+// address them by their index in it (PackedStore), so that reading one
+// takes no lookup by key. When the pipeline's Store has it, the fetchers
+// read through GetSample, and each work item is announced with
+// PrefetchSample as the work arrives, ahead of the fetchers.
+type SampleStore interface {
+	Store
+	// GetSample is Get of the dataset's sample index, whose key is key;
+	// it fails with ErrInvalidKey if the dataset's sample index is not
+	// key (the store holds another dataset).
+	GetSample(ctx context.Context, index int64, key string, dst []byte) ([]byte, error)
+	// PrefetchSample hints that sample index will be read soon (a packed
+	// sample's chunk may start). It must return at once, and it may do
+	// nothing.
+	PrefetchSample(index int64)
 }
 
 // PrefixLister is implemented by stores that can list the "directories"

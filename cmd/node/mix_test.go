@@ -190,11 +190,11 @@ func TestStandalonePackedWindowReads(t *testing.T) {
 		for _, f := range feeders { // the ranks take turns, a read-ahead at a time
 			w := f.Next(readAhead)
 			for _, it := range w.Items {
-				ps.Prefetch(it.Key)
+				ps.PrefetchSample(it.Index)
 			}
 			for _, it := range w.Items {
-				if buf, err = ps.Get(context.Background(), it.Key, buf); err != nil || len(buf) != size || buf[0] != byte(it.Index) {
-					t.Fatalf("Get %s: %v", it.Key, err)
+				if buf, err = ps.GetSample(context.Background(), it.Index, it.Key, buf); err != nil || len(buf) != size || buf[0] != byte(it.Index) {
+					t.Fatalf("GetSample %d %s: %v", it.Index, it.Key, err)
 				}
 			}
 			if w.Last {
