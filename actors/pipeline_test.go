@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -682,42 +683,87 @@ func (s *outageStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 // TestStoreOutageIsNotBadData: while the store does not answer, fetches
 // wait and try again instead of failing samples, so an outage shorter
 // than StoreOutage costs time, not the failure budget; a longer one
-// fails the samples, saying why.
+// fails the samples, saying why. The backoff runs on a fake clock: ten
+// seconds of outage take no real time, and the test advances the clock
+// only while every fetcher waits on it, so each retry's time is exact.
 func TestStoreOutageIsNotBadData(t *testing.T) {
 	checkNoLeaks(t)
 	mem, ds := makeDataset(t, 40, 2, 64)
 	cfg := smallConfig()
 	cfg.StoreOutage = 20 * time.Second
+	fc := clock.NewFake(time.Time{})
+	start := fc.Now()
 	st := &outageStore{Store: mem, up: make(chan struct{})}
-	time.AfterFunc(700*time.Millisecond, func() { close(st.up) })
-	p, err := NewLoader(cfg, ds, testDeps(st, fakeDecoders(0, 1)))
+	deps := testDeps(st, fakeDecoders(0, 1))
+	deps.Clock = fc
+	p, err := NewLoader(cfg, ds, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// 40 samples keep every fetcher busy; each waits out its backoff on
+	// the fake clock (a real timer would leave BlockUntil waiting).
+	for fc.Since(start) < 10*time.Second {
+		if err := fc.BlockUntil(ctx, cfg.FetchConcurrency); err != nil {
+			t.Fatalf("fetchers not all waiting on the clock at %v of the outage: %v", fc.Since(start), err)
+		}
+		fc.Advance(250 * time.Millisecond)
+	}
+	close(st.up)
+	defer driveClock(fc, 8*time.Second)()
 	recs, err := drainAll(t, st, cfg, p)
 	if !errors.Is(err, io.EOF) {
-		p.Close()
-		t.Fatalf("after a 0.7 s outage: %v (failures %+v)", err, p.Failures())
+		t.Fatalf("after a 10 s outage: %v (failures %+v)", err, p.Failures())
 	}
 	n := 0
 	for _, r := range recs {
 		n += len(r.Keys)
 	}
 	if n != 40 || p.Failures().Failed != 0 {
-		t.Errorf("after a 0.7 s outage: %d samples delivered, %d failed; want 40, 0", n, p.Failures().Failed)
+		t.Errorf("after a 10 s outage: %d samples delivered, %d failed; want 40, 0", n, p.Failures().Failed)
 	}
-	if r := p.Stats().StoreRetries; r == 0 {
-		t.Errorf("no store retries counted (%d failed attempts)", st.tries.Load())
+	// Each fetcher retried at 0.25, 0.75, 1.75, 3.75 and 7.75 s, and
+	// waits 8 s for the next.
+	if r := p.Stats().StoreRetries; r < int64(5*cfg.FetchConcurrency) {
+		t.Errorf("%d store retries counted (%d failed attempts), want at least %d", r, st.tries.Load(), 5*cfg.FetchConcurrency)
+	}
+	if took := fc.Since(start); took < 15*time.Second {
+		t.Errorf("the outage cost %v of the clock; the last backoff alone ends at 15.75 s", took)
 	}
 	p.Close()
 
 	cfg.StoreOutage = 300 * time.Millisecond
 	cfg.MaxFailures = MaxFailureCount(1000)
 	down := &outageStore{Store: mem, up: make(chan struct{})}
-	_, rep, _ := runLoader(t, cfg, down, ds, fakeDecoders(0, 1))
+	deps = testDeps(down, fakeDecoders(0, 1))
+	deps.Clock = clock.NewFake(time.Time{})
+	defer driveClock(deps.Clock.(*clock.Fake), time.Second)()
+	p2, err := NewLoader(cfg, ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	drainAll(t, down, cfg, p2)
+	rep := p2.Failures()
 	if rep.Failed != 40 || len(rep.Records) == 0 || !strings.Contains(rep.Records[0].Reason, "store did not answer for 300ms") {
 		t.Errorf("a store down for good: %d failed, records %+v; want all 40, saying the store did not answer", rep.Failed, rep.Records)
 	}
+}
+
+// driveClock advances fc by step whenever something waits on it, until
+// the returned stop is called.
+func driveClock(fc *clock.Fake, step time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for fc.BlockUntil(ctx, 1) == nil {
+			fc.Advance(step)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // prefetchStore records, for a Prefetcher store, which keys were
