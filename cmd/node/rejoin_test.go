@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/internal/clock"
 )
 
 func TestCoordWatch(t *testing.T) {
@@ -93,14 +94,12 @@ func TestRejoinFindsRestartedCoordinator(t *testing.T) {
 	defer shut(n)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		w := newCoordWatch(time.Now(), 300*time.Millisecond, 300*time.Millisecond)
-		watchCoordinator(ctx, n, []string{addr}, w, tick.C, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		watchCoordinator(ctx, clock.Real{}, 50*time.Millisecond, n, []string{addr}, w, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
@@ -132,41 +131,71 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	}
 }
 
-// members is a membership whose member list a test sets.
+// members is a membership whose member list a test sets. With asked
+// set, each Members call also sends on it (after reading the list), so a
+// test knows the watcher has taken its tick.
 type members struct {
-	mu sync.Mutex
-	ms []gossip.Member
+	mu    sync.Mutex
+	ms    []gossip.Member
+	asked chan struct{}
 }
 
 func (m *members) Members() []gossip.Member {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ms
+	ms := m.ms
+	m.mu.Unlock()
+	if m.asked != nil {
+		m.asked <- struct{}{}
+	}
+	return ms
 }
 
 func (m *members) Join(context.Context, []string) error { return nil }
 
 // TestGiveUp: a node gives up once no coordinator has been alive for
-// --give-up-after, not while one is.
+// --give-up-after, not while one is. The watcher ticks on a fake clock,
+// one tick at a time, so the give-up comes on exactly the tick 10 s into
+// the silence.
 func TestGiveUp(t *testing.T) {
-	m := &members{ms: []gossip.Member{{Name: "c", Meta: gossip.Meta{ID: "c", Role: gossip.RoleCoordinator}}}}
+	m := &members{ms: []gossip.Member{{Name: "c", Meta: gossip.Meta{ID: "c", Role: gossip.RoleCoordinator}}}, asked: make(chan struct{})}
+	fc := clock.NewFake(time.Time{})
+	backstop, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a failure backstop only
+	defer cancel()
 	ctx, giveUp := context.WithCancelCause(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchGiveUp(t.Context(), m, 100*time.Millisecond, giveUp)
+		watchGiveUp(backstop, fc, m, 10*time.Second, giveUp)
 	}()
-	time.Sleep(400 * time.Millisecond)
-	if ctx.Err() != nil {
-		t.Fatalf("gave up with a coordinator alive: %v", context.Cause(ctx))
+	if err := fc.BlockUntil(backstop, 1); err != nil {
+		t.Fatalf("the watcher's ticker is not on the clock: %v", err)
+	}
+	tick := func() bool { // one second; false once the watcher has returned
+		fc.Advance(time.Second)
+		select {
+		case <-m.asked:
+			return true
+		case <-done:
+			return false
+		case <-backstop.Done():
+			t.Fatal("the watcher neither asked for the members nor returned")
+			return false
+		}
+	}
+	for i := range 30 {
+		if !tick() {
+			t.Fatalf("gave up %d s in with a coordinator alive: %v", i, context.Cause(ctx))
+		}
 	}
 	m.mu.Lock()
 	m.ms = nil
 	m.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("did not give up without a coordinator")
+	silent := 0
+	for tick() {
+		silent++
+	}
+	if silent != 10 {
+		t.Errorf("gave up after %d s of silence, want 10", silent)
 	}
 	if err := context.Cause(ctx); !errors.Is(err, errGaveUp) {
 		t.Fatalf("cause %v, want errGaveUp", err)
