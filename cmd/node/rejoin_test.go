@@ -62,18 +62,19 @@ func TestCoordinatorAlive(t *testing.T) {
 	}
 }
 
-// TestRejoinFindsRestartedCoordinator runs real memberlists on loopback:
-// a node joins a coordinator, the coordinator goes away and a new one
-// starts at the same gossip address without contacting anybody (its
-// journal named no peers). The node's watch re-joins it; without the
-// watch the two would never meet.
+// TestRejoinFindsRestartedCoordinator runs real memberlists on gossip's
+// in-memory network: a node joins a coordinator, the coordinator goes
+// away and a new one starts at the same gossip address without
+// contacting anybody (its journal named no peers). The node's watch
+// re-joins it; without the watch the two would never meet.
 func TestRejoinFindsRestartedCoordinator(t *testing.T) {
+	var network gossip.Network
 	start := func(id string, role gossip.Role, bind string, join ...string) *gossip.Membership {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		m, err := gossip.Start(ctx, gossip.Config{Meta: gossip.Meta{ID: id, Role: role, ActorAddr: "127.0.0.1:1"},
-			BindAddr: bind, Join: join, Profile: "local"})
+			BindAddr: bind, Join: join, Profile: "local", Network: &network})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func TestRejoinFindsRestartedCoordinator(t *testing.T) {
 		return m
 	}
 	shut := func(m *gossip.Membership) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		_ = m.Shutdown(ctx)
 	}
@@ -103,25 +104,33 @@ func TestRejoinFindsRestartedCoordinator(t *testing.T) {
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
+	// A Join returns before the member it reached has taken the joiner
+	// in; a coordinator that left before then would leave unseen.
+	sees := func(m *gossip.Membership, role gossip.Role) func() bool {
+		return func() bool {
+			for _, mb := range m.Members() {
+				if mb.Meta.Role == role {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitFor(t, "the coordinator to see the node", sees(c1, gossip.RoleNode))
 	shut(c1)
-	waitFor(t, 10*time.Second, "the node to see the coordinator gone", func() bool { return !coordinatorAlive(n.Members()) })
+	waitFor(t, "the node to see the coordinator gone", func() bool { return !coordinatorAlive(n.Members()) })
 	c2 := start("coordinator", gossip.RoleCoordinator, addr) // same address, joins nobody
 	defer shut(c2)
 	began := time.Now()
-	waitFor(t, 10*time.Second, "the node to find the new coordinator", func() bool { return coordinatorAlive(n.Members()) })
-	waitFor(t, 10*time.Second, "the new coordinator to see the node", func() bool {
-		for _, m := range c2.Members() {
-			if m.Meta.Role == gossip.RoleNode {
-				return true
-			}
-		}
-		return false
-	})
+	waitFor(t, "the node to find the new coordinator", func() bool { return coordinatorAlive(n.Members()) })
+	waitFor(t, "the new coordinator to see the node", sees(c2, gossip.RoleNode))
 	t.Logf("new coordinator up → node and coordinator see each other: %.2f s (re-join after 0.3 s of silence)", time.Since(began).Seconds())
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+// waitFor polls ok until it holds; the minute is a failure backstop only.
+func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
+	const d = time.Minute
 	deadline := time.Now().Add(d)
 	for !ok() {
 		if time.Now().After(deadline) {
