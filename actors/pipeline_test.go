@@ -580,10 +580,15 @@ func TestStatsAndBottleneck(t *testing.T) {
 	}
 	t.Logf("slow decoder: %+v", s.Bottleneck)
 
-	// A slow trainer: 48 batches at 10 ms each, so the start-up wait for
-	// the first batch is a small part of the run even on a loaded machine.
+	// A slow trainer: 48 batches at 10 ms each of a fake clock that only
+	// the trainer moves, once the pipeline has filled every other slot:
+	// the pipeline keeps ahead by construction, however slow the machine
+	// (on a real clock a loaded machine made the source the bottleneck).
+	fc = clock.NewFake(time.Time{})
 	st, ds = makeDataset(t, 384, 2, 16)
-	p, err = NewLoader(cfg, ds, testDeps(st, fakeDecoders(0, 1)))
+	deps = testDeps(st, fakeDecoders(0, 1))
+	deps.Clock = fc
+	p, err = NewLoader(cfg, ds, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +598,15 @@ func TestStatsAndBottleneck(t *testing.T) {
 		if err != nil {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		waitUntil(t, "the other slots filled", func() bool {
+			select {
+			case <-p.done: // the last batches are in
+				return true
+			default:
+				return len(p.ready) == cfg.Slots-1
+			}
+		})
+		fc.Advance(10 * time.Millisecond)
 		b.Release()
 	}
 	s = p.Stats()
