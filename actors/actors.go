@@ -204,8 +204,9 @@ func (f *fetcherActor) Receive(c actor.Context) {
 	c.Send(c.Parent(), &fetchedMsg{fetcher: f.id, buf: m.buf, slot: m.slot, idx: m.idx, data: data, err: err, dur: f.p.clock.Now().Sub(t0)})
 }
 
-// get reads the object, trying again with backoff (0.25 s doubling to 8 s)
-// while the store does not answer, for up to Config.StoreOutage.
+// get reads the object, trying again with backoff (0.25 s doubling to 8 s,
+// on the pipeline's clock) while the store does not answer, for up to
+// Config.StoreOutage.
 func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 	var deadline time.Time
 	wait := 250 * time.Millisecond
@@ -214,7 +215,7 @@ func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 		if err == nil || !storeDown(err) || f.p.ctx.Err() != nil || f.p.cfg.StoreOutage < 0 {
 			return data, err
 		}
-		now := time.Now()
+		now := f.p.clock.Now()
 		if deadline.IsZero() {
 			deadline = now.Add(f.p.cfg.StoreOutage)
 		}
@@ -222,9 +223,11 @@ func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 			return data, fmt.Errorf("store did not answer for %v: %w", f.p.cfg.StoreOutage, err)
 		}
 		f.p.rec.storeRetries.Add(1)
+		t, fire := f.p.clock.NewTimer(wait)
 		select {
-		case <-time.After(wait):
+		case <-fire:
 		case <-f.p.ctx.Done():
+			t.Stop()
 			return data, err
 		}
 		wait = min(2*wait, 8*time.Second)

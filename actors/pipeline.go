@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -35,8 +36,9 @@ type Deps struct {
 	// System is the actor system to spawn into; nil: the pipeline makes
 	// its own and shuts it down on Close.
 	System *actor.ActorSystem
-	// Clock times stages; nil: the system clock.
-	Clock Clock
+	// Clock times stages and the fetch retries' backoff; nil: the system
+	// clock.
+	Clock clock.Clock
 	// Logger receives the actor system's logs when the pipeline makes
 	// its own system; nil: discarded.
 	Logger *slog.Logger
@@ -96,7 +98,7 @@ type Pipeline struct {
 	rank   int
 	src    Source
 	deps   Deps
-	clock  Clock
+	clock  clock.Clock
 	seedFn SampleSeedFunc
 
 	sys    *actor.ActorSystem
@@ -175,12 +177,9 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 		return nil, err
 	}
 	p := &Pipeline{
-		cfg: cfg, rank: rank, src: src, deps: deps, clock: deps.Clock, seedFn: deps.SampleSeed, book: book,
+		cfg: cfg, rank: rank, src: src, deps: deps, clock: clock.Or(deps.Clock), seedFn: deps.SampleSeed, book: book,
 		ready: make(chan *Batch, cfg.Slots), done: make(chan struct{}),
 		closedCh: make(chan struct{}), stopped: make(chan struct{}),
-	}
-	if p.clock == nil {
-		p.clock = systemClock{}
 	}
 	if p.seedFn == nil {
 		p.seedFn = defaultSampleSeed

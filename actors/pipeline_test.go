@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -319,21 +320,21 @@ func TestSlowConsumerKeepsMemoryFlat(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		return ms.HeapInuse
 	}
-	time.Sleep(300 * time.Millisecond) // let it fill every slot and stall
+	// Every slot is full once the other two batches are ready: a fetch
+	// belongs to a slot, so nothing more can be read until a release.
+	waitUntil(t, "every slot filled", func() bool { return len(p.ready) == cfg.Slots-1 })
 	h1, g1, w1 := heap(), st.gets.Load(), src.items.Load()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // pacing: room for a runaway loop to show; nothing below depends on it
 	h2, g2, w2 := heap(), st.gets.Load(), src.items.Load()
 	t.Logf("stalled: heap in use %d -> %d bytes, reads %d -> %d, items asked %d -> %d", h1, h2, g1, g2, w1, w2)
-	if g2 != g1 {
-		t.Errorf("reads went on while the consumer stalled: %d -> %d", g1, g2)
-	}
-	if w2 != w1 {
-		t.Errorf("work kept being requested while stalled: %d -> %d", w1, w2)
+	if g2 != g1 || g1 != int64(cfg.Slots*cfg.BatchSize) {
+		t.Errorf("reads went on while the consumer stalled: %d -> %d, want the %d samples of the slots", g1, g2, cfg.Slots*cfg.BatchSize)
 	}
 	// Slots hold 3 batches (one held, two ready): at most 3*16 samples read,
-	// plus what was pending.
-	if maxItems := int64(2 * cfg.Slots * cfg.BatchSize); w1 > maxItems+int64(cfg.BatchSize) {
-		t.Errorf("source asked for %d items with %d slots of %d", w1, cfg.Slots, cfg.BatchSize)
+	// plus what was pending. (A Want in flight when the slots filled may
+	// still land: the bound, not equality, is the promise.)
+	if maxItems := int64(2*cfg.Slots*cfg.BatchSize) + int64(cfg.BatchSize); w2 > maxItems {
+		t.Errorf("source asked for %d items with %d slots of %d (at most %d)", w2, cfg.Slots, cfg.BatchSize, maxItems)
 	}
 	if h2 > h1+256<<10 {
 		t.Errorf("heap grew by %d bytes while stalled", h2-h1)
@@ -406,7 +407,7 @@ func TestCloseMidEpochWithStalledConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := checkBatch(t, mem, cfg, held)
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // pacing: let the blocked reads start; nothing depends on it
 	done := make(chan error, 1)
 	go func() { done <- p.Close() }()
 	select {
@@ -414,7 +415,7 @@ func TestCloseMidEpochWithStalledConsumer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute): // a failure backstop only
 		t.Fatal("Close hung")
 	}
 	if got := closed.Load(); got != int64(cfg.Decoders) {
@@ -550,7 +551,12 @@ func TestStatsAndBottleneck(t *testing.T) {
 	st, ds := makeDataset(t, 96, 2, 16)
 	cfg := smallConfig()
 	cfg.Decoders = 1
-	p, err := NewLoader(cfg, ds, testDeps(st, func() (SampleDecoder, error) { return sleepDecoder(2 * time.Millisecond), nil }))
+	// The decoder takes 2 ms of a fake clock per sample, so its times are
+	// exact however loaded the machine is.
+	fc := clock.NewFake(time.Time{})
+	deps := testDeps(st, func() (SampleDecoder, error) { return clockDecoder{fc, 2 * time.Millisecond}, nil })
+	deps.Clock = fc
+	p, err := NewLoader(cfg, ds, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +569,7 @@ func TestStatsAndBottleneck(t *testing.T) {
 		t.Errorf("bottleneck %+v, want decode", s.Bottleneck)
 	}
 	d := s.Stage(StageDecode)
-	if d.Items != 96 || d.Time.P50 < 1.5 || d.Time.P50 > 10 || d.Busy < 0.5 {
+	if d.Items != 96 || d.Time.P50 < 1.9 || d.Time.P50 > 2.1 || d.Busy < 0.5 {
 		t.Errorf("decode stats %+v", d)
 	}
 	if s.FirstBatchSeconds <= 0 || s.FirstBatchSeconds > s.Seconds {
@@ -574,10 +580,15 @@ func TestStatsAndBottleneck(t *testing.T) {
 	}
 	t.Logf("slow decoder: %+v", s.Bottleneck)
 
-	// A slow trainer: 48 batches at 10 ms each, so the start-up wait for
-	// the first batch is a small part of the run even on a loaded machine.
+	// A slow trainer: 48 batches at 10 ms each of a fake clock that only
+	// the trainer moves, once the pipeline has filled every other slot:
+	// the pipeline keeps ahead by construction, however slow the machine
+	// (on a real clock a loaded machine made the source the bottleneck).
+	fc = clock.NewFake(time.Time{})
 	st, ds = makeDataset(t, 384, 2, 16)
-	p, err = NewLoader(cfg, ds, testDeps(st, fakeDecoders(0, 1)))
+	deps = testDeps(st, fakeDecoders(0, 1))
+	deps.Clock = fc
+	p, err = NewLoader(cfg, ds, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +598,15 @@ func TestStatsAndBottleneck(t *testing.T) {
 		if err != nil {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		waitUntil(t, "the other slots filled", func() bool {
+			select {
+			case <-p.done: // the last batches are in
+				return true
+			default:
+				return len(p.ready) == cfg.Slots-1
+			}
+		})
+		fc.Advance(10 * time.Millisecond)
 		b.Release()
 	}
 	s = p.Stats()
@@ -609,14 +628,29 @@ func TestStatsAndBottleneck(t *testing.T) {
 	}
 }
 
-type sleepDecoder time.Duration
+// clockDecoder takes d of a fake clock's time per sample.
+type clockDecoder struct {
+	fc *clock.Fake
+	d  time.Duration
+}
 
-func (d sleepDecoder) Decode(data []byte, seed uint64, dst []byte) error {
-	time.Sleep(time.Duration(d))
+func (d clockDecoder) Decode(data []byte, seed uint64, dst []byte) error {
+	d.fc.Advance(d.d)
 	fillPattern(dst, data)
 	return nil
 }
-func (sleepDecoder) Close() error { return nil }
+func (clockDecoder) Close() error { return nil }
+
+// waitUntil polls cond until it holds; the deadline is a failure backstop
+// only.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after 60 s", what)
+		}
+	}
+}
 
 type identityOrder int64
 
@@ -646,7 +680,8 @@ func TestReadAheadBoundsWhatIsTaken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond) // let it fill every slot and stall
+		waitUntil(t, "every slot filled", func() bool { return len(p.ready) == cfg.Slots-1 })
+		time.Sleep(200 * time.Millisecond) // pacing: room to take too much; the checks hold at any moment
 		taken := src.items.Load()
 		limit := cfg.WithDefaults().ReadAhead + cfg.Slots*cfg.BatchSize
 		t.Logf("ReadAhead %d: %d items taken with %d slots of %d", readAhead, taken, cfg.Slots, cfg.BatchSize)
@@ -682,42 +717,87 @@ func (s *outageStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 // TestStoreOutageIsNotBadData: while the store does not answer, fetches
 // wait and try again instead of failing samples, so an outage shorter
 // than StoreOutage costs time, not the failure budget; a longer one
-// fails the samples, saying why.
+// fails the samples, saying why. The backoff runs on a fake clock: ten
+// seconds of outage take no real time, and the test advances the clock
+// only while every fetcher waits on it, so each retry's time is exact.
 func TestStoreOutageIsNotBadData(t *testing.T) {
 	checkNoLeaks(t)
 	mem, ds := makeDataset(t, 40, 2, 64)
 	cfg := smallConfig()
 	cfg.StoreOutage = 20 * time.Second
+	fc := clock.NewFake(time.Time{})
+	start := fc.Now()
 	st := &outageStore{Store: mem, up: make(chan struct{})}
-	time.AfterFunc(700*time.Millisecond, func() { close(st.up) })
-	p, err := NewLoader(cfg, ds, testDeps(st, fakeDecoders(0, 1)))
+	deps := testDeps(st, fakeDecoders(0, 1))
+	deps.Clock = fc
+	p, err := NewLoader(cfg, ds, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// 40 samples keep every fetcher busy; each waits out its backoff on
+	// the fake clock (a real timer would leave BlockUntil waiting).
+	for fc.Since(start) < 10*time.Second {
+		if err := fc.BlockUntil(ctx, cfg.FetchConcurrency); err != nil {
+			t.Fatalf("fetchers not all waiting on the clock at %v of the outage: %v", fc.Since(start), err)
+		}
+		fc.Advance(250 * time.Millisecond)
+	}
+	close(st.up)
+	defer driveClock(fc, 8*time.Second)()
 	recs, err := drainAll(t, st, cfg, p)
 	if !errors.Is(err, io.EOF) {
-		p.Close()
-		t.Fatalf("after a 0.7 s outage: %v (failures %+v)", err, p.Failures())
+		t.Fatalf("after a 10 s outage: %v (failures %+v)", err, p.Failures())
 	}
 	n := 0
 	for _, r := range recs {
 		n += len(r.Keys)
 	}
 	if n != 40 || p.Failures().Failed != 0 {
-		t.Errorf("after a 0.7 s outage: %d samples delivered, %d failed; want 40, 0", n, p.Failures().Failed)
+		t.Errorf("after a 10 s outage: %d samples delivered, %d failed; want 40, 0", n, p.Failures().Failed)
 	}
-	if r := p.Stats().StoreRetries; r == 0 {
-		t.Errorf("no store retries counted (%d failed attempts)", st.tries.Load())
+	// Each fetcher retried at 0.25, 0.75, 1.75, 3.75 and 7.75 s, and
+	// waits 8 s for the next.
+	if r := p.Stats().StoreRetries; r < int64(5*cfg.FetchConcurrency) {
+		t.Errorf("%d store retries counted (%d failed attempts), want at least %d", r, st.tries.Load(), 5*cfg.FetchConcurrency)
+	}
+	if took := fc.Since(start); took < 15*time.Second {
+		t.Errorf("the outage cost %v of the clock; the last backoff alone ends at 15.75 s", took)
 	}
 	p.Close()
 
 	cfg.StoreOutage = 300 * time.Millisecond
 	cfg.MaxFailures = MaxFailureCount(1000)
 	down := &outageStore{Store: mem, up: make(chan struct{})}
-	_, rep, _ := runLoader(t, cfg, down, ds, fakeDecoders(0, 1))
+	deps = testDeps(down, fakeDecoders(0, 1))
+	deps.Clock = clock.NewFake(time.Time{})
+	defer driveClock(deps.Clock.(*clock.Fake), time.Second)()
+	p2, err := NewLoader(cfg, ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	drainAll(t, down, cfg, p2)
+	rep := p2.Failures()
 	if rep.Failed != 40 || len(rep.Records) == 0 || !strings.Contains(rep.Records[0].Reason, "store did not answer for 300ms") {
 		t.Errorf("a store down for good: %d failed, records %+v; want all 40, saying the store did not answer", rep.Failed, rep.Records)
 	}
+}
+
+// driveClock advances fc by step whenever something waits on it, until
+// the returned stop is called.
+func driveClock(fc *clock.Fake, step time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for fc.BlockUntil(ctx, 1) == nil {
+			fc.Advance(step)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // prefetchStore records, for a SampleStore, which samples were

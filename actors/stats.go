@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // Stage names a pipeline stage in stats and failure records.
@@ -44,13 +46,6 @@ func (s *Stage) UnmarshalText(b []byte) error {
 	}
 	return fmt.Errorf("actors: unknown stage %q", b)
 }
-
-// Clock is the pipeline's time source, injected so tests control it.
-type Clock interface{ Now() time.Time }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // histogram is a fixed-memory log-linear histogram of durations in
 // nanoseconds: 16 linear sub-buckets per power of two, so a percentile is
@@ -136,7 +131,7 @@ func (r *stageRec) setQueue(n int, now time.Time) {
 // recorder holds a rank's stats. Several actors and the consumer write it,
 // so a mutex guards it: a few uncontended lock/unlock pairs per sample.
 type recorder struct {
-	clock Clock
+	clock clock.Clock
 	mu    struct {
 		sync.Mutex
 		start, end time.Time
@@ -150,9 +145,9 @@ type recorder struct {
 	storeRetries atomic.Int64 // fetches repeated while the store did not answer
 }
 
-func newRecorder(clock Clock, workers, queueCaps [numStages]int) *recorder {
-	r := &recorder{clock: clock}
-	now := clock.Now()
+func newRecorder(clk clock.Clock, workers, queueCaps [numStages]int) *recorder {
+	r := &recorder{clock: clk}
+	now := clk.Now()
 	r.mu.start = now
 	for s := range r.mu.stages {
 		r.mu.stages[s].workers = workers[s]

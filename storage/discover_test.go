@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 	"github.com/longshore/longshore/storage/miniotest"
@@ -274,13 +275,22 @@ func TestDiscoverMatchesNaive(t *testing.T) {
 	}
 }
 
-// concurrencyStore records how many List calls run at once.
+// concurrencyStore records how many class listings (List calls below
+// the root) run at once. The first ones wait until want of them run
+// together (or a minute, a failure backstop), so the peak does not depend
+// on how the scheduler interleaves them on a loaded machine.
 type concurrencyStore struct {
 	storage.Store
+	want      int64
 	now, peak atomic.Int64
+	full      chan struct{} // closed once want calls ran at once
+	once      sync.Once
 }
 
 func (c *concurrencyStore) List(ctx context.Context, prefix string, fn func(storage.ObjectInfo) error) error {
+	if prefix == "" {
+		return c.Store.List(ctx, prefix, fn) // the root: finding the classes
+	}
 	n := c.now.Add(1)
 	defer c.now.Add(-1)
 	for {
@@ -289,7 +299,15 @@ func (c *concurrencyStore) List(ctx context.Context, prefix string, fn func(stor
 			break
 		}
 	}
-	time.Sleep(5 * time.Millisecond)
+	if n >= c.want {
+		c.once.Do(func() { close(c.full) })
+	}
+	select {
+	case <-c.full:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Minute):
+	}
 	return c.Store.List(ctx, prefix, fn)
 }
 
@@ -297,7 +315,7 @@ func TestDiscoverBoundedConcurrencyAndErrors(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	defer func() {
 		// No listing goroutine outlives Discover.
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(30 * time.Second) // a backstop: the loop ends as soon as they are gone
 		for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -309,13 +327,13 @@ func TestDiscoverBoundedConcurrencyAndErrors(t *testing.T) {
 	for c := range 40 {
 		fill(t, mem, fmt.Sprintf("c%02d/1.jpg", c))
 	}
-	cs := &concurrencyStore{Store: mem}
+	cs := &concurrencyStore{Store: mem, want: 4, full: make(chan struct{})}
 	ds := discover(t, cs, storage.DiscoverOptions{Concurrency: 4})
 	if len(ds.Samples) != 40 || len(ds.Classes) != 40 {
 		t.Fatalf("got %d samples, %d classes", len(ds.Samples), len(ds.Classes))
 	}
-	if p := cs.peak.Load(); p > 4 || p < 2 {
-		t.Errorf("peak concurrent class listings %d, want 2..4", p)
+	if p := cs.peak.Load(); p != 4 {
+		t.Errorf("peak concurrent class listings %d, want 4", p)
 	}
 
 	// A failing class listing fails discovery and names the class.
@@ -325,16 +343,29 @@ func TestDiscoverBoundedConcurrencyAndErrors(t *testing.T) {
 		t.Fatalf("Discover with a failing class: %v", err)
 	}
 
-	// Cancellation stops it.
+	// Cancellation stops it: the class listings are held on a fake clock
+	// that never moves, so Discover returns only if it honours ctx.
 	ctx, cancel := context.WithCancel(context.Background())
-	var once sync.Once
-	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpList, Delay: time.Second, NoError: true})
-	go once.Do(func() { time.Sleep(20 * time.Millisecond); cancel() })
-	start := time.Now()
-	if _, err := storage.Discover(ctx, slow, storage.DiscoverOptions{}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("canceled Discover: %v", err)
+	defer cancel()
+	fc := clock.NewFake(time.Time{})
+	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpList, Delay: time.Second, NoError: true, Clock: fc})
+	done := make(chan error, 1)
+	go func() {
+		_, err := storage.Discover(ctx, slow, storage.DiscoverOptions{})
+		done <- err
+	}()
+	backstop, cancelBackstop := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelBackstop()
+	if err := fc.BlockUntil(backstop, 1); err != nil {
+		t.Fatalf("no class listing started: %v", err)
 	}
-	if time.Since(start) > 900*time.Millisecond {
-		t.Errorf("canceled Discover took %v", time.Since(start))
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("canceled Discover: %v", err)
+		}
+	case <-backstop.Done():
+		t.Fatal("canceled Discover did not return")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 	"github.com/longshore/longshore/storage/miniotest"
@@ -288,7 +289,10 @@ func TestPackedErrors(t *testing.T) {
 		{"not found", storage.ErrNotFound, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, FirstN: 1, Err: tc.err, Delay: 300 * time.Millisecond})
+			// The failing fetch is held on a fake clock until all four
+			// Gets wait for it.
+			fc := clock.NewFake(time.Time{})
+			fs := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, FirstN: 1, Err: tc.err, Delay: time.Second, Clock: fc})
 			p := packedStore(t, fs, ds, 16, 1<<20)
 			var wg sync.WaitGroup
 			got := make([][]byte, 4)
@@ -296,6 +300,8 @@ func TestPackedErrors(t *testing.T) {
 			for g := range errs {
 				wg.Go(func() { got[g], errs[g] = p.Get(context.Background(), ds.Samples[g].Key, nil) })
 			}
+			holdUntil(t, fc, 1, func() bool { return storage.PackedWaiters(p, 0) == 4 })
+			fc.Advance(time.Second)
 			wg.Wait()
 			for g, err := range errs {
 				if err != nil || !bytes.Equal(got[g], want[ds.Samples[g].Key]) {
@@ -366,24 +372,39 @@ func TestPackedCancel(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	mem := storage.NewMemStore(t.Name())
 	ds, want := packFixture(t, mem, 5, 32, 16, 500)
-	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: time.Second})
+	// Fetches are held on a fake clock until the test lets them end, so
+	// "at once" means: before the shared fetch ends, on any machine.
+	fc := clock.NewFake(time.Time{})
+	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: time.Second, Clock: fc})
 	cs := &countingStore{Store: slow}
 	p, err := storage.NewPackedStore(cs, ds, storage.PackedConfig{Block: 16, CacheBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
 	var wg sync.WaitGroup
 	var patient []byte
 	var patientErr error
 	wg.Go(func() { patient, patientErr = p.Get(context.Background(), ds.Samples[1].Key, nil) })
-	t0 := time.Now()
-	_, err = p.Get(ctx, ds.Samples[0].Key, nil)
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 700*time.Millisecond {
-		t.Errorf("impatient Get: %v after %v, want DeadlineExceeded at once", err, time.Since(t0))
+	holdUntil(t, fc, 1, func() bool { return storage.PackedWaiters(p, 0) == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	impatient := make(chan error, 1)
+	go func() {
+		_, err := p.Get(ctx, ds.Samples[0].Key, nil)
+		impatient <- err
+	}()
+	holdUntil(t, fc, 1, func() bool { return storage.PackedWaiters(p, 0) == 2 })
+	cancel()
+	select {
+	case err := <-impatient:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("impatient Get: %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute): // a failure backstop only
+		t.Fatal("the impatient Get waited for the shared fetch")
 	}
+	fc.Advance(time.Second)
 	wg.Wait()
 	if patientErr != nil || !bytes.Equal(patient, want[ds.Samples[1].Key]) {
 		t.Errorf("patient Get: %v", patientErr)
@@ -393,9 +414,15 @@ func TestPackedCancel(t *testing.T) {
 	}
 
 	// Everyone leaves: the fetch is cancelled and its bytes released.
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	if _, err := p.Get(ctx2, ds.Samples[16].Key, nil); !errors.Is(err, context.DeadlineExceeded) {
+	go func() {
+		_, err := p.Get(ctx2, ds.Samples[16].Key, nil)
+		impatient <- err
+	}()
+	holdUntil(t, fc, 1, func() bool { return storage.PackedWaiters(p, 16) == 1 })
+	cancel2()
+	if err := <-impatient; !errors.Is(err, context.Canceled) {
 		t.Errorf("abandoned Get: %v", err)
 	}
 	// Only chunk 0 (sample 1 served, the rest not) holds bytes now.
@@ -412,7 +439,7 @@ func TestPackedCancel(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a backstop: the loop ends as soon as they are gone
 	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -480,7 +507,7 @@ func TestPackedConcurrent(t *testing.T) {
 			})
 		}
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a backstop: the loop ends as soon as they are gone
 	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -647,13 +674,26 @@ func TestPackedRecyclesBuffers(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds; the minute is a failure backstop
+// only.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10 s")
+			t.Fatal("condition not met within a minute")
 		}
 	}
+}
+
+// holdUntil waits until n fetches are held on fc and cond holds.
+func holdUntil(t *testing.T, fc *clock.Fake, n int, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure backstop only
+	defer cancel()
+	if err := fc.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("%d fetches not held on the clock: %v", n, err)
+	}
+	waitFor(t, cond)
 }
 
 // TestPackedNoUselessEviction: when chunks still being fetched leave no
@@ -674,7 +714,10 @@ func TestPackedNoUselessEviction(t *testing.T) {
 		t.Fatalf("fixture: spans %d and %d, want different", span(small), span(large))
 	}
 	slowObj := map[string]bool{ds.ObjectOf(ds.Samples[b]): true, ds.ObjectOf(ds.Samples[c]): true}
-	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: 2 * time.Second,
+	// The two slow fetches are held on a fake clock until the test lets
+	// them end.
+	fc := clock.NewFake(time.Time{})
+	slow := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpGetRange, NoError: true, Delay: time.Second, Clock: fc,
 		Key: func(k string) bool { return slowObj[k] }})
 	cs := &countingStore{Store: slow}
 	p := packedStore(t, cs, ds, 16, span(small)+span(b)+span(c))
@@ -687,13 +730,14 @@ func TestPackedNoUselessEviction(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool { return p.Stats().Chunks == 3 })
+	holdUntil(t, fc, 2, func() bool { return p.Stats().Chunks == 3 })
 	getAll(t, p, ds, []int{large}, want) // no room, even evicting the small chunk
 	var rest []int
 	for i := small + 2; i < small+16; i++ {
 		rest = append(rest, i)
 	}
 	getAll(t, p, ds, rest, want)
+	fc.Advance(time.Second)
 	wg.Wait()
 	if st := p.Stats(); st.Evictions != 0 || st.Overflows != 1 || st.Chunks != 3 {
 		t.Errorf("stats %+v: want no eviction, one overflow, 3 chunk fetches", st)

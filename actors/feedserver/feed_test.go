@@ -107,7 +107,7 @@ func (e testEnv) serve(t testing.TB, ranks int) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure backstop only
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
@@ -118,7 +118,7 @@ func (e testEnv) serve(t testing.TB, ranks int) *Server {
 
 func dial(t testing.TB, path string, tok []byte) *feed.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure backstop only
 	defer cancel()
 	c, err := feed.DialContext(ctx, path, feed.DialConfig{Token: tok})
 	if err != nil {
@@ -129,7 +129,7 @@ func dial(t testing.TB, path string, tok []byte) *feed.Client {
 
 func next(t testing.TB, c *feed.Client) *feed.Batch {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure backstop only
 	defer cancel()
 	b, err := c.Next(ctx)
 	if err != nil {
@@ -313,7 +313,7 @@ func TestHostileMessages(t *testing.T) {
 			if tc.code == "" {
 				nc.(*net.UnixConn).CloseWrite()
 			}
-			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			nc.SetReadDeadline(time.Now().Add(time.Minute)) // a failure backstop: the server closes first
 			var codes []string
 			for {
 				typ, payload, _, err := feed.ReadFrame(nc, feed.MaxServerFrame, nil)
@@ -391,7 +391,7 @@ func TestMemoryFlat(t *testing.T) {
 			next(t, c).Release()
 		}
 		c.Abort()
-		time.Sleep(20 * time.Millisecond)
+		sessionEnded(t, s, 0) // the server let go of this trainer's batches
 		if n := s.Allocator(0).Regions(); n > 2 {
 			t.Fatalf("round %d: %d shared regions live", round, n)
 		}
@@ -403,6 +403,25 @@ func TestMemoryFlat(t *testing.T) {
 				t.Fatalf("round %d: heap in use %d, was %d", round, h, base)
 			}
 		}
+	}
+}
+
+// sessionEnded waits until the session rank's server holds now (the
+// trainer that just hung up, or none) has ended and let go of the rank;
+// the minute is a failure backstop only.
+func sessionEnded(t *testing.T, s *Server, rank int) {
+	t.Helper()
+	r := s.ranks[rank]
+	r.mu.Lock()
+	sess := r.mu.sess
+	r.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	select {
+	case <-sess.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("rank %d's session did not end within a minute of its trainer hanging up", rank)
 	}
 }
 

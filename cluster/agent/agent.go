@@ -50,6 +50,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -122,8 +123,8 @@ type Config struct {
 	// Lookahead is how many shards ahead of what it took a rank asks
 	// for. 0: 2.
 	Lookahead int
-	// NewTicker makes the request clock; nil: time.NewTicker.
-	NewTicker func(time.Duration) (<-chan time.Time, func())
+	// Clock makes the request ticker; nil: the system clock.
+	Clock clock.Clock
 	// Logger receives the agent's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -185,12 +186,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.Lookahead <= 0 {
 		cfg.Lookahead = 2
 	}
-	if cfg.NewTicker == nil {
-		cfg.NewTicker = func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		}
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -212,11 +208,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("agent: spawn %s: %w", wire.NodeActor, err)
 	}
 	n.pid = pid
-	tick, stop := cfg.NewTicker(cfg.RequestEvery)
+	ticker, tick := cfg.Clock.NewTicker(cfg.RequestEvery)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		defer stop()
+		defer ticker.Stop()
 		for {
 			select {
 			case <-tick:

@@ -44,6 +44,7 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // Config configures the coordinator shell.
@@ -55,10 +56,9 @@ type Config struct {
 	Digest    string
 	// TickEvery is one cluster.Tick (RevokeTimeout counts them). 0: 1 s.
 	TickEvery time.Duration
-	// NewTicker makes the tick clock; nil: time.NewTicker.
-	NewTicker func(time.Duration) (<-chan time.Time, func())
-	// Now reads the clock for logs and figures; nil: time.Now.
-	Now func() time.Time
+	// Clock makes the ticker and reads the time for logs and figures;
+	// nil: the system clock.
+	Clock clock.Clock
 	// CommitLog, if set, gets one line per acknowledged commit, written
 	// before the ack is sent:
 	//	ack\t<epoch>\t<rank>\t<session>\t<step>\t<offset>[\t<token>]
@@ -135,15 +135,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	if cfg.TickEvery <= 0 {
 		cfg.TickEvery = time.Second
 	}
-	if cfg.NewTicker == nil {
-		cfg.NewTicker = func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		}
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,7 +150,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 			Balance: cc.Balance.String(),
 		},
 		nodes: map[string]*nodeInfo{}, rankNode: map[string]string{},
-		epochStart: map[int]time.Time{}, fatal: c.fatal, startedAt: cfg.Now(),
+		epochStart: map[int]time.Time{}, fatal: c.fatal, startedAt: cfg.Clock.Now(),
 	}
 	// The incarnation (and a restored state) must be durable before any
 	// fence carrying it is sent; a journal that refuses now is an error
@@ -203,11 +195,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("coord: spawn: %w", err)
 	}
 	c.pid = pid
-	tick, stop := cfg.NewTicker(cfg.TickEvery)
+	ticker, tick := cfg.Clock.NewTicker(cfg.TickEvery)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer stop()
+		defer ticker.Stop()
 		for {
 			select {
 			case <-tick:
@@ -452,7 +444,7 @@ func (a *coordActor) membership(ev gossip.Event) {
 			return
 		}
 		n.inc = 0
-		a.evictedAt, a.evictedNode = a.cfg.Now(), id
+		a.evictedAt, a.evictedNode = a.cfg.Clock.Now(), id
 		if ev.Kind == gossip.Left {
 			a.log.Info("node left", "node", id, "incarnation", inc)
 			a.step(cluster.Leave{Node: id, Incarnation: inc})
@@ -557,7 +549,7 @@ func (a *coordActor) step(ev cluster.Event) error {
 		return err
 	}
 	rd := a.c.Ready()
-	now := a.cfg.Now()
+	now := a.cfg.Clock.Now()
 	// 1. Persist: in flush, once per turn, before any mail goes out; the
 	// acks wait for it there.
 	a.dirty = a.dirty || rd.Persist

@@ -22,6 +22,7 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -69,7 +70,7 @@ func TestInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.sys.Shutdown()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a backstop: the loop ends as soon as they are gone
 	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -461,10 +462,13 @@ func TestStaleStepsDown(t *testing.T) {
 		t.Fatalf("start over a newer generation: err %v, want ErrSuperseded", err)
 	}
 
-	// A running coordinator is superseded: its next check stops it.
+	// A running coordinator is superseded: its next check stops it. The
+	// ticks come from a fake clock, so the check is the first tick after
+	// the other coordinator's write, however slow the machine.
 	c := openJournal(t, store)
 	cfg.Incarnation = c.Incarnation()
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 1, Journal: c, TickEvery: 5 * time.Millisecond, CheckEvery: 1})
+	fc := clock.NewFake(time.Time{})
+	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 1, Journal: c, TickEvery: time.Second, CheckEvery: 1, Clock: fc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,12 +477,23 @@ func TestStaleStepsDown(t *testing.T) {
 	if _, err := d.Write(context.Background(), cluster.State{Incarnation: d.Incarnation(), Samples: 10}, nil); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a failure backstop only
+	defer cancel()
+	if err := fc.BlockUntil(ctx, 1); err != nil {
+		t.Fatalf("the coordinator's ticker is not on the injected clock: %v", err)
+	}
+	select {
+	case err := <-co.Fatal():
+		t.Fatalf("stopped before its check: %v", err)
+	default:
+	}
+	fc.Advance(time.Second)
 	select {
 	case err := <-co.Fatal():
 		if !errors.Is(err, journal.ErrSuperseded) || !errors.Is(err, coord.ErrStopped) {
 			t.Fatalf("Fatal: %v, want ErrStopped and ErrSuperseded", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("stale coordinator did not step down")
+	case <-ctx.Done():
+		t.Fatal("stale coordinator did not step down on its next check")
 	}
 }

@@ -12,6 +12,10 @@
 // Members carry a small Meta (≤ 512 bytes, memberlist's limit): the node id,
 // the address of its protoactor remote endpoint, its role and its ranks.
 // Control messages travel over protoactor remote, never over gossip.
+//
+// Config.Network puts members on an in-memory network instead of sockets
+// (the seam's twin, for tests): no ports, no lost loopback packets, and
+// members that shut down are gone at once.
 package gossip
 
 import (
@@ -130,6 +134,10 @@ type Config struct {
 	Profile string
 	// Logger receives memberlist's log lines; nil discards them.
 	Logger *log.Logger
+	// Network, if set, is the in-memory network to gossip on instead of
+	// sockets (tests): BindAddr's host must be an IP; port 0 picks a
+	// fresh address, another port takes that one. nil: UDP and TCP.
+	Network *Network
 }
 
 // Validate reports every problem at once.
@@ -138,8 +146,10 @@ func (c Config) Validate() error {
 	if c.Meta.ID == "" {
 		errs = append(errs, errors.New("gossip: Meta.ID is required"))
 	}
-	if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
+	if host, _, err := net.SplitHostPort(c.BindAddr); err != nil {
 		errs = append(errs, fmt.Errorf("gossip: BindAddr %q: %w", c.BindAddr, err))
+	} else if c.Network != nil && net.ParseIP(host) == nil {
+		errs = append(errs, fmt.Errorf("gossip: BindAddr %q: on an in-memory Network the host must be an IP address", c.BindAddr))
 	}
 	if c.AdvertiseAddr != "" {
 		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
@@ -211,9 +221,19 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 	}
 	mc.Delegate = delegate{m}
 	mc.Events = eventDelegate{m}
+	if c.Network != nil {
+		tr, err := c.Network.listen(host, mc.BindPort)
+		if err != nil {
+			return nil, err
+		}
+		mc.Transport = tr
+	}
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if mc.Transport != nil {
+			mc.Transport.Shutdown()
+		}
 		return nil, fmt.Errorf("gossip: listen on %s: %w", c.BindAddr, err)
 	}
 	m.ml = ml

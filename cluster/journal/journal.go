@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -47,8 +48,9 @@ type Config struct {
 	Retries int
 	// Backoff is the first retry's delay, doubled each retry. 0: default.
 	Backoff time.Duration
-	// Now reads the clock for Entry.Written; nil: time.Now.
-	Now func() time.Time
+	// Clock reads the time for Entry.Written and waits out the retries'
+	// backoff; nil: the system clock.
+	Clock clock.Clock
 	// Logger gets fallbacks past corrupt entries and failed prunes; nil
 	// discards.
 	Logger *slog.Logger
@@ -106,9 +108,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = d.Backoff
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	j := &Journal{cfg: cfg, log: cfg.Logger}
 	if j.log == nil {
 		j.log = slog.New(slog.DiscardHandler)
@@ -260,7 +260,7 @@ func (j *Journal) Write(ctx context.Context, s cluster.State, peers []string) (u
 		return 0, errors.New("journal: Write before Start")
 	}
 	g := j.next
-	b := Encode(j.last[:0], Entry{Gen: g, Job: j.job, Written: j.cfg.Now(), State: s, Peers: peers})
+	b := Encode(j.last[:0], Entry{Gen: g, Job: j.job, Written: j.cfg.Clock.Now(), State: s, Peers: peers})
 	j.last = b
 	key := genKey(g)
 	var err error
@@ -285,10 +285,7 @@ func (j *Journal) Write(ctx context.Context, s cluster.State, peers []string) (u
 		if err == nil || ctx.Err() != nil || attempt >= j.cfg.Retries {
 			break
 		}
-		select {
-		case <-time.After(j.cfg.Backoff << attempt):
-		case <-ctx.Done():
-		}
+		j.backoff(ctx, attempt)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("journal %s: write generation %d: %w", j.cfg.Store, g, err)
@@ -330,9 +327,17 @@ func (j *Journal) get(ctx context.Context, key string) ([]byte, error) {
 		if err == nil || errors.Is(err, storage.ErrNotFound) || ctx.Err() != nil || attempt >= j.cfg.Retries {
 			return b, err
 		}
-		select {
-		case <-time.After(j.cfg.Backoff << attempt):
-		case <-ctx.Done():
-		}
+		j.backoff(ctx, attempt)
+	}
+}
+
+// backoff waits before retry attempt+1: Backoff doubled per attempt, or
+// until ctx is done.
+func (j *Journal) backoff(ctx context.Context, attempt int) {
+	t, c := j.cfg.Clock.NewTimer(j.cfg.Backoff << attempt)
+	defer t.Stop()
+	select {
+	case <-c:
+	case <-ctx.Done():
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 )
@@ -391,6 +392,57 @@ func TestWriteFails(t *testing.T) {
 	j, _ := open(t, quick(store), StartOptions{})
 	if _, err := j.Write(context.Background(), state(1, 5), nil); !errors.Is(err, faulty.ErrInjected) {
 		t.Fatalf("err %v, want the store's error", err)
+	}
+}
+
+// TestRetryBackoffOnTheClock: a put that fails is tried again after
+// Backoff, doubling, on the journal's clock; the entry carries the
+// clock's time. With a fake clock the test sees each wait and ends it.
+func TestRetryBackoffOnTheClock(t *testing.T) {
+	mem := storage.NewMemStore("j")
+	store := faulty.Wrap(mem, faulty.Rule{Ops: faulty.OpPut, FirstN: 2})
+	fc := clock.NewFake(time.Time{})
+	cfg := quick(store)
+	cfg.Backoff, cfg.Clock = time.Second, fc
+	j, _ := open(t, cfg, StartOptions{})
+	written := fc.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a failure backstop only
+	defer cancel()
+	type result struct {
+		gen uint64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		g, err := j.Write(ctx, state(1, 5), nil)
+		done <- result{g, err}
+	}()
+	for _, wait := range []time.Duration{time.Second, 2 * time.Second} {
+		if err := fc.BlockUntil(ctx, 1); err != nil {
+			t.Fatalf("no retry waiting on the clock: %v", err)
+		}
+		fc.Advance(wait - time.Nanosecond)
+		select {
+		case r := <-done:
+			t.Fatalf("Write returned %+v before its %v backoff ended", r, wait)
+		default:
+		}
+		fc.Advance(time.Nanosecond)
+	}
+	r := <-done
+	if r.err != nil || r.gen != 1 || store.Injections() != 2 {
+		t.Fatalf("Write = %d, %v after %d injected failures; want 1, nil after 2", r.gen, r.err, store.Injections())
+	}
+	b, err := mem.Get(ctx, genKey(1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Written.Equal(written) {
+		t.Errorf("entry written at %v, want the clock's %v", e.Written, written)
 	}
 }
 

@@ -155,8 +155,8 @@ func TestRemoteRoundTrip(t *testing.T) {
 			case *wire.NodeEvents:
 				gotEvents = m
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("no reply over remote within 10 s")
+		case <-time.After(time.Minute): // a failure backstop only
+			t.Fatal("no reply over remote within a minute")
 		}
 	}
 	if want := testMail(); !proto.Equal(gotMail, want) {

@@ -22,6 +22,7 @@ import (
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -163,6 +164,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	mem.Store(m)
 	logger.Info("joined", "node", id, "gossip", m.Addr(), "actor", actorAddr, "ranks", node.RankNames())
 	var gwg sync.WaitGroup
+	clk := clock.Real{} // the watchers' clock; their tests inject a fake
 	wctx, stopWatch := context.WithCancel(ctx)
 	gwg.Add(1)
 	go func() {
@@ -183,10 +185,8 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		gwg.Add(1)
 		go func() {
 			defer gwg.Done()
-			t := time.NewTicker(min(o.rejoinAfter/2, 500*time.Millisecond))
-			defer t.Stop()
-			w := newCoordWatch(time.Now(), o.rejoinAfter, max(o.rejoinAfter, time.Second))
-			watchCoordinator(wctx, m, joinAddrs(o.join), w, t.C, time.Now, logger)
+			w := newCoordWatch(clk.Now(), o.rejoinAfter, max(o.rejoinAfter, time.Second))
+			watchCoordinator(wctx, clk, min(o.rejoinAfter/2, 500*time.Millisecond), m, joinAddrs(o.join), w, logger)
 		}()
 	}
 	defer gwg.Wait()
@@ -203,7 +203,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		gwg.Add(1)
 		go func() {
 			defer gwg.Done()
-			watchGiveUp(wctx, m, o.giveUpAfter, giveUp)
+			watchGiveUp(wctx, clk, m, o.giveUpAfter, giveUp)
 		}()
 	}
 	if cf != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // A restarted coordinator finds the nodes by rejoining the gossip members
@@ -68,20 +69,22 @@ type membership interface {
 	Join(ctx context.Context, addrs []string) error
 }
 
-// watchCoordinator re-joins join whenever w says so, checking on every
-// tick, until ctx is done. A re-join waits at most one tick for an answer.
-func watchCoordinator(ctx context.Context, m membership, join []string, w *coordWatch,
-	tick <-chan time.Time, now func() time.Time, log *slog.Logger) {
+// watchCoordinator re-joins join whenever w says so, checking every
+// `every` of clk, until ctx is done. A re-join waits at most w.every for
+// an answer.
+func watchCoordinator(ctx context.Context, clk clock.Clock, every time.Duration, m membership, join []string, w *coordWatch, log *slog.Logger) {
+	t, tick := clk.NewTicker(every)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
 		}
-		if !w.observe(now(), coordinatorAlive(m.Members())) {
+		if !w.observe(clk.Now(), coordinatorAlive(m.Members())) {
 			continue
 		}
-		log.Info("no coordinator in gossip; re-joining", "join", join, "silent_for", now().Sub(w.lastSeen).Round(time.Millisecond).String())
+		log.Info("no coordinator in gossip; re-joining", "join", join, "silent_for", clk.Since(w.lastSeen).Round(time.Millisecond).String())
 		jctx, cancel := context.WithTimeout(ctx, w.every)
 		err := m.Join(jctx, join)
 		cancel()
@@ -106,18 +109,19 @@ func joinAddrs(s string) []string {
 var errGaveUp = errors.New("no coordinator in gossip")
 
 // watchGiveUp calls giveUp once no coordinator has been alive in m for
-// after (checked every second): the job ended while this node was cut off
-// (its coordinator and peers are gone), or the coordinator is down for
-// good. Its journal holds what was committed; nothing is lost by leaving.
-func watchGiveUp(ctx context.Context, m membership, after time.Duration, giveUp context.CancelCauseFunc) {
-	t := time.NewTicker(min(after, time.Second))
+// after (checked every second of clk): the job ended while this node was
+// cut off (its coordinator and peers are gone), or the coordinator is
+// down for good. Its journal holds what was committed; nothing is lost by
+// leaving.
+func watchGiveUp(ctx context.Context, clk clock.Clock, m membership, after time.Duration, giveUp context.CancelCauseFunc) {
+	t, tick := clk.NewTicker(min(after, time.Second))
 	defer t.Stop()
-	last := time.Now()
+	last := clk.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-tick:
 			if coordinatorAlive(m.Members()) {
 				last = now
 			} else if now.Sub(last) >= after {

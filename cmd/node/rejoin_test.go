@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/internal/clock"
 )
 
 func TestCoordWatch(t *testing.T) {
@@ -61,18 +62,19 @@ func TestCoordinatorAlive(t *testing.T) {
 	}
 }
 
-// TestRejoinFindsRestartedCoordinator runs real memberlists on loopback:
-// a node joins a coordinator, the coordinator goes away and a new one
-// starts at the same gossip address without contacting anybody (its
-// journal named no peers). The node's watch re-joins it; without the
-// watch the two would never meet.
+// TestRejoinFindsRestartedCoordinator runs real memberlists on gossip's
+// in-memory network: a node joins a coordinator, the coordinator goes
+// away and a new one starts at the same gossip address without
+// contacting anybody (its journal named no peers). The node's watch
+// re-joins it; without the watch the two would never meet.
 func TestRejoinFindsRestartedCoordinator(t *testing.T) {
+	var network gossip.Network
 	start := func(id string, role gossip.Role, bind string, join ...string) *gossip.Membership {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		m, err := gossip.Start(ctx, gossip.Config{Meta: gossip.Meta{ID: id, Role: role, ActorAddr: "127.0.0.1:1"},
-			BindAddr: bind, Join: join, Profile: "local"})
+			BindAddr: bind, Join: join, Profile: "local", Network: &network})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +85,7 @@ func TestRejoinFindsRestartedCoordinator(t *testing.T) {
 		return m
 	}
 	shut := func(m *gossip.Membership) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		_ = m.Shutdown(ctx)
 	}
@@ -93,36 +95,42 @@ func TestRejoinFindsRestartedCoordinator(t *testing.T) {
 	defer shut(n)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		w := newCoordWatch(time.Now(), 300*time.Millisecond, 300*time.Millisecond)
-		watchCoordinator(ctx, n, []string{addr}, w, tick.C, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		watchCoordinator(ctx, clock.Real{}, 50*time.Millisecond, n, []string{addr}, w, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
+	// A Join returns before the member it reached has taken the joiner
+	// in; a coordinator that left before then would leave unseen.
+	sees := func(m *gossip.Membership, role gossip.Role) func() bool {
+		return func() bool {
+			for _, mb := range m.Members() {
+				if mb.Meta.Role == role {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitFor(t, "the coordinator to see the node", sees(c1, gossip.RoleNode))
 	shut(c1)
-	waitFor(t, 10*time.Second, "the node to see the coordinator gone", func() bool { return !coordinatorAlive(n.Members()) })
+	waitFor(t, "the node to see the coordinator gone", func() bool { return !coordinatorAlive(n.Members()) })
 	c2 := start("coordinator", gossip.RoleCoordinator, addr) // same address, joins nobody
 	defer shut(c2)
 	began := time.Now()
-	waitFor(t, 10*time.Second, "the node to find the new coordinator", func() bool { return coordinatorAlive(n.Members()) })
-	waitFor(t, 10*time.Second, "the new coordinator to see the node", func() bool {
-		for _, m := range c2.Members() {
-			if m.Meta.Role == gossip.RoleNode {
-				return true
-			}
-		}
-		return false
-	})
+	waitFor(t, "the node to find the new coordinator", func() bool { return coordinatorAlive(n.Members()) })
+	waitFor(t, "the new coordinator to see the node", sees(c2, gossip.RoleNode))
 	t.Logf("new coordinator up → node and coordinator see each other: %.2f s (re-join after 0.3 s of silence)", time.Since(began).Seconds())
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+// waitFor polls ok until it holds; the minute is a failure backstop only.
+func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
+	const d = time.Minute
 	deadline := time.Now().Add(d)
 	for !ok() {
 		if time.Now().After(deadline) {
@@ -132,41 +140,71 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	}
 }
 
-// members is a membership whose member list a test sets.
+// members is a membership whose member list a test sets. With asked
+// set, each Members call also sends on it (after reading the list), so a
+// test knows the watcher has taken its tick.
 type members struct {
-	mu sync.Mutex
-	ms []gossip.Member
+	mu    sync.Mutex
+	ms    []gossip.Member
+	asked chan struct{}
 }
 
 func (m *members) Members() []gossip.Member {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ms
+	ms := m.ms
+	m.mu.Unlock()
+	if m.asked != nil {
+		m.asked <- struct{}{}
+	}
+	return ms
 }
 
 func (m *members) Join(context.Context, []string) error { return nil }
 
 // TestGiveUp: a node gives up once no coordinator has been alive for
-// --give-up-after, not while one is.
+// --give-up-after, not while one is. The watcher ticks on a fake clock,
+// one tick at a time, so the give-up comes on exactly the tick 10 s into
+// the silence.
 func TestGiveUp(t *testing.T) {
-	m := &members{ms: []gossip.Member{{Name: "c", Meta: gossip.Meta{ID: "c", Role: gossip.RoleCoordinator}}}}
+	m := &members{ms: []gossip.Member{{Name: "c", Meta: gossip.Meta{ID: "c", Role: gossip.RoleCoordinator}}}, asked: make(chan struct{})}
+	fc := clock.NewFake(time.Time{})
+	backstop, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a failure backstop only
+	defer cancel()
 	ctx, giveUp := context.WithCancelCause(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchGiveUp(t.Context(), m, 100*time.Millisecond, giveUp)
+		watchGiveUp(backstop, fc, m, 10*time.Second, giveUp)
 	}()
-	time.Sleep(400 * time.Millisecond)
-	if ctx.Err() != nil {
-		t.Fatalf("gave up with a coordinator alive: %v", context.Cause(ctx))
+	if err := fc.BlockUntil(backstop, 1); err != nil {
+		t.Fatalf("the watcher's ticker is not on the clock: %v", err)
+	}
+	tick := func() bool { // one second; false once the watcher has returned
+		fc.Advance(time.Second)
+		select {
+		case <-m.asked:
+			return true
+		case <-done:
+			return false
+		case <-backstop.Done():
+			t.Fatal("the watcher neither asked for the members nor returned")
+			return false
+		}
+	}
+	for i := range 30 {
+		if !tick() {
+			t.Fatalf("gave up %d s in with a coordinator alive: %v", i, context.Cause(ctx))
+		}
 	}
 	m.mu.Lock()
 	m.ms = nil
 	m.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("did not give up without a coordinator")
+	silent := 0
+	for tick() {
+		silent++
+	}
+	if silent != 10 {
+		t.Errorf("gave up after %d s of silence, want 10", silent)
 	}
 	if err := context.Cause(ctx); !errors.Is(err, errGaveUp) {
 		t.Fatalf("cause %v, want errGaveUp", err)

@@ -22,11 +22,12 @@ var internal = map[string][]string{
 	"cluster":         {},
 	"gpu":             {},
 	"storage":         {},
+	"internal/clock":  {},
 	"decode":          {},
 	"internal/layers": {},
 
 	// The node's pipeline and its seams.
-	"actors":            {"gpu", "storage"},
+	"actors":            {"gpu", "storage", "internal/clock"},
 	"actors/actorstest": {"actors"},
 	"actors/ffdecode":   {"actors", "decode"},
 	// Trainer delivery: the client and protocol import nothing of the
@@ -37,17 +38,17 @@ var internal = map[string][]string{
 	// Object stores behind the seam.
 	"storage/s3":        {"storage"},
 	"storage/stores":    {"storage", "storage/s3"},
-	"storage/faulty":    {"storage"},
+	"storage/faulty":    {"storage", "internal/clock"},
 	"storage/storetest": {"storage"},
 	"storage/miniotest": {"storage", "storage/s3"},
 
 	// The cluster's shells around the core.
 	"cluster/wire":    {"cluster"},
 	"cluster/gossip":  {"internal/clock"},
-	"cluster/journal": {"cluster", "storage"},
-	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage"},
+	"cluster/journal": {"cluster", "storage", "internal/clock"},
+	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
 	"cluster/agent": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/journal", "cluster/wire",
-		"gpu", "storage"},
+		"gpu", "storage", "internal/clock"},
 
 	// Wiring.
 	"cmd/coordinator":               {"*"},
@@ -115,7 +116,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu"}
+var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "internal/clock"}
 
 type pkg struct {
 	ImportPath string

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -81,6 +82,10 @@ type Rule struct {
 	// Delay is added before the call (or before the error); it ends early,
 	// with the context's error, if the context ends.
 	Delay time.Duration
+	// Clock times Delay; nil: the system clock. With a clock.Fake a test
+	// holds delayed calls until it advances the clock, and knows from
+	// BlockUntil that they are waiting.
+	Clock clock.Clock
 	// Err is the error to return; nil means ErrInjected. The Store wraps it
 	// with the operation and key, so errors.Is sees it. To fake a missing
 	// object use storage.ErrNotFound, to fake throttling any error you
@@ -173,12 +178,12 @@ func (s *Store) before(ctx context.Context, op Op, key string) (now error, after
 		}
 		s.total.Add(1)
 		if r.Delay > 0 {
-			t := time.NewTimer(r.Delay)
+			t, fire := clock.Or(r.Clock).NewTimer(r.Delay)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return ctx.Err(), nil
-			case <-t.C:
+			case <-fire:
 			}
 		}
 		switch {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 	"github.com/longshore/longshore/storage/storetest"
@@ -98,21 +99,57 @@ func TestAfterLosesTheAnswer(t *testing.T) {
 	}
 }
 
+// TestDelayAndContext: a delayed call waits out Delay on the rule's clock
+// (a fake one here: the call is held until the test advances it, so
+// nothing depends on how fast the machine is), and ends early with its
+// context.
 func TestDelayAndContext(t *testing.T) {
-	ctx := context.Background()
-	s := faulty.Wrap(seeded(t, "k"), faulty.Rule{Ops: faulty.OpGet, Delay: 50 * time.Millisecond, NoError: true})
-	start := time.Now()
-	if _, err := s.Get(ctx, "k", nil); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a failure backstop only
+	defer cancel()
+	fc := clock.NewFake(time.Time{})
+	s := faulty.Wrap(seeded(t, "k"), faulty.Rule{Ops: faulty.OpGet, Delay: 50 * time.Millisecond, NoError: true, Clock: fc})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Get(ctx, "k", nil)
+		done <- err
+	}()
+	if err := fc.BlockUntil(ctx, 1); err != nil {
+		t.Fatalf("the delayed Get is not waiting on the rule's clock: %v", err)
+	}
+	fc.Advance(50*time.Millisecond - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Get returned (%v) before its Delay was up", err)
+	default:
+	}
+	fc.Advance(time.Nanosecond)
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) < 50*time.Millisecond {
-		t.Fatal("Delay not applied")
-	}
-	short, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
-	defer cancel()
+
+	// The real clock, with a context that ends first.
+	short, cancelShort := context.WithTimeout(ctx, 5*time.Millisecond)
+	defer cancelShort()
 	s2 := faulty.Wrap(seeded(t, "k"), faulty.Rule{Delay: time.Hour})
 	if _, err := s2.Get(short, "k", nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a delayed call must end with its context: %v", err)
+	}
+	// On a fake clock too, and its timer is let go.
+	s3 := faulty.Wrap(seeded(t, "k"), faulty.Rule{Delay: time.Hour, Clock: fc})
+	gone, cancelGone := context.WithCancel(ctx)
+	go func() {
+		_, err := s3.Get(gone, "k", nil)
+		done <- err
+	}()
+	if err := fc.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	cancelGone()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a delayed call must end with its context: %v", err)
+	}
+	if n := fc.Pending(); n != 0 {
+		t.Errorf("%d timers left pending after the call ended", n)
 	}
 }
 

@@ -92,7 +92,9 @@ func TestS3OpenErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), "cannot reach") {
 			t.Errorf("message should say the endpoint cannot be reached: %v", err)
 		}
-		if time.Since(start) > 10*time.Second {
+		// It gives up after its two retries rather than hanging; the
+		// minute is a backstop, not a timing claim.
+		if time.Since(start) > time.Minute {
 			t.Errorf("Open took %v to give up", time.Since(start))
 		}
 	})

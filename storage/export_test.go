@@ -1,0 +1,17 @@
+package storage
+
+// PackedWaiters returns how many Gets wait for the fetch of dataset
+// sample i's chunk (0 if none is in flight): a test holding the fetch
+// knows from it that every Get has joined before it lets the fetch end.
+func PackedWaiters(p *PackedStore, i int) int {
+	ck, ok := p.chunkOf(i)
+	if !ok {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.mu.chunks[ck]; c != nil {
+		return c.waiters
+	}
+	return 0
+}
