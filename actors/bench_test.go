@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/longshore/longshore/actors/actorstest"
 )
 
 type nopDecoder struct{}
@@ -28,7 +30,7 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 			st, ds := makeDataset(b, n, 10, 64)
 			cfg := bc.cfg
 			cfg.Epochs = (b.N + n - 1) / n
-			p, err := NewLoader(cfg, ds, Deps{Store: st, NewDecoder: func() (SampleDecoder, error) { return nopDecoder{}, nil }})
+			p, err := NewLoader(cfg, ds, Deps{Store: st, NewDecoder: func() (SampleDecoder, error) { return nopDecoder{}, nil }, SampleSeed: actorstest.SampleSeed, Order: testOrder})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -23,15 +23,3 @@ type DecoderFactory func() (SampleDecoder, error)
 // epoch and the sample's dataset index (decode.SampleSeed), so a sample
 // gets the same crop whichever rank or decoder handles it.
 type SampleSeedFunc func(seed uint64, epoch int, index int64) uint64
-
-// defaultSampleSeed is splitmix64 over (seed, epoch, index), used when no
-// SampleSeedFunc is given.
-func defaultSampleSeed(seed uint64, epoch int, index int64) uint64 {
-	return mix64(mix64(mix64(seed^0x73616d706c65)^uint64(epoch)) ^ uint64(index))
-}
-
-func mix64(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
@@ -149,8 +150,12 @@ func smallConfig() Config {
 }
 
 func testDeps(st storage.Store, dec DecoderFactory) Deps {
-	return Deps{Store: st, NewDecoder: dec, Allocator: gpu.HeapAllocator{}}
+	return Deps{Store: st, NewDecoder: dec, Allocator: gpu.HeapAllocator{}, SampleSeed: actorstest.SampleSeed, Order: testOrder}
 }
+
+// testOrder is the epoch order of the pipeline's tests (the real one,
+// cluster.NewOrder, lives above this package).
+func testOrder(seed uint64, epoch int, n int64) Order { return actorstest.Shuffle(seed, epoch, n) }
 
 // batchRecord is what a test remembers of a batch after releasing it.
 type batchRecord struct {

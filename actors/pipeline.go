@@ -22,12 +22,14 @@ type Deps struct {
 	Store storage.Store
 	// NewDecoder makes each decoder actor's decoder. Required.
 	NewDecoder DecoderFactory
-	// SampleSeed derives per-sample transform seeds; nil: a built-in
-	// splitmix. Pass decode.SampleSeed with the real decoder.
+	// SampleSeed derives per-sample transform seeds. Required: a
+	// missing one would give other pixels than the decoder's own seed
+	// function, so it is an error, not a fallback. ffdecode.Use sets
+	// decode.SampleSeed with the real decoder.
 	SampleSeed SampleSeedFunc
 	// Order is the epoch order for standalone feeders (NewLoader,
-	// NewNode); nil: a built-in seeded shuffle. Pass a wrapper of
-	// cluster.NewOrder so standalone and cluster runs agree.
+	// NewNode), required by them: pass a wrapper of cluster.NewOrder so
+	// standalone and cluster runs agree.
 	Order OrderFunc
 	// Allocator provides slot memory; nil: gpu.DefaultAllocator().
 	Allocator gpu.Allocator
@@ -170,6 +172,9 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 	if deps.NewDecoder == nil {
 		errs = append(errs, errors.New("actors: Deps.NewDecoder is nil"))
 	}
+	if deps.SampleSeed == nil {
+		errs = append(errs, errors.New("actors: Deps.SampleSeed is nil: pass the decoder's seed function (ffdecode.Use sets decode.SampleSeed)"))
+	}
 	if src == nil {
 		errs = append(errs, errors.New("actors: nil Source"))
 	}
@@ -180,9 +185,6 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 		cfg: cfg, rank: rank, src: src, deps: deps, clock: clock.Or(deps.Clock), seedFn: deps.SampleSeed, book: book,
 		ready: make(chan *Batch, cfg.Slots), done: make(chan struct{}),
 		closedCh: make(chan struct{}), stopped: make(chan struct{}),
-	}
-	if p.seedFn == nil {
-		p.seedFn = defaultSampleSeed
 	}
 	defer func() {
 		if err != nil {

@@ -297,7 +297,7 @@ func TestSlowConsumerKeepsMemoryFlat(t *testing.T) {
 	st := &faultStore{Store: mem, delay: 200 * time.Microsecond, rng: seededRand(1)}
 	cfg := Config{BatchSize: 16, Slots: 3, FetchConcurrency: 6, Decoders: 2, DecodeQueue: 2,
 		Sample: Shape{Height: 16, Width: 16}, MaxFailures: MaxFailureCount(0)}
-	feeder, err := NewFeeder(ds, cfg, 0, 1, nil)
+	feeder, err := NewFeeder(ds, cfg, 0, 1, testOrder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -667,7 +667,7 @@ func TestReadAheadBoundsWhatIsTaken(t *testing.T) {
 	for _, readAhead := range []int{0, 4} {
 		cfg := Config{BatchSize: 16, Slots: 3, FetchConcurrency: 6, Decoders: 2, DecodeQueue: 2, ReadAhead: readAhead,
 			Sample: Shape{Height: 4, Width: 4}, MaxFailures: MaxFailureCount(0)}
-		feeder, err := NewFeeder(ds, cfg, 0, 1, nil)
+		feeder, err := NewFeeder(ds, cfg, 0, 1, testOrder)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -135,7 +135,7 @@ func simulate(t *testing.T, cfg coreConfig, feeder nexter, rng *rand.Rand, fail 
 
 func simFeeder(t *testing.T, n, epochs int, dropLast bool) *Feeder {
 	_, ds := makeDataset(t, n, 3, 1)
-	f, err := NewFeeder(ds, Config{Epochs: epochs, Seed: 7, DropLast: dropLast}, 0, 1, nil)
+	f, err := NewFeeder(ds, Config{Epochs: epochs, Seed: 7, DropLast: dropLast}, 0, 1, testOrder)
 	if err != nil {
 		t.Fatal(err)
 	}

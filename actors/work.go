@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -86,22 +85,6 @@ type Order interface {
 // (with its block size bound) so standalone and cluster runs agree.
 type OrderFunc func(seed uint64, epoch int, n int64) Order
 
-// permOrder is the fallback OrderFunc: an explicit Fisher-Yates permutation
-// from a PCG seeded with (seed, epoch), 8 bytes per sample.
-type permOrder []int64
-
-func (p permOrder) Len() int64         { return int64(len(p)) }
-func (p permOrder) At(pos int64) int64 { return p[pos] }
-func shuffledOrder(seed uint64, epoch int, n int64) Order {
-	r := rand.New(rand.NewPCG(seed, uint64(epoch)^0x9e3779b97f4a7c15))
-	p := make(permOrder, n)
-	for i := range p {
-		p[i] = int64(i)
-	}
-	r.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
-	return p
-}
-
 // Feeder is the standalone Source: rank Rank of World takes stream
 // positions r, r+World, r+2*World, ... of each epoch's order, as PyTorch's
 // DistributedSampler does, padding with repeats from the start of the order
@@ -128,7 +111,9 @@ type Feeder struct {
 var _ Source = (*Feeder)(nil)
 
 // NewFeeder returns the standalone source for rank of world over ds for
-// cfg's epochs. order nil means a built-in seeded shuffle.
+// cfg's epochs in the epoch order order makes (required: pass a wrapper
+// of cluster.NewOrder, as the node does, so standalone and cluster runs
+// agree).
 func NewFeeder(ds *storage.Dataset, cfg Config, rank, world int, order OrderFunc) (*Feeder, error) {
 	cfg = cfg.WithDefaults()
 	if world < 1 || rank < 0 || rank >= world {
@@ -138,7 +123,7 @@ func NewFeeder(ds *storage.Dataset, cfg Config, rank, world int, order OrderFunc
 		return nil, fmt.Errorf("actors: feeder: nil dataset")
 	}
 	if order == nil {
-		order = shuffledOrder
+		return nil, fmt.Errorf("actors: feeder: no epoch order (pass a wrapper of cluster.NewOrder, as the node does)")
 	}
 	return &Feeder{ds: ds, seed: cfg.Seed, rank: rank, world: world, batch: int64(cfg.BatchSize),
 		firstEpoch: cfg.FirstEpoch, epochs: cfg.Epochs, order: order, epoch: cfg.FirstEpoch}, nil

@@ -46,7 +46,8 @@ func newEnv(t testing.TB, n int) testEnv {
 	}
 	cfg := actors.Config{BatchSize: 8, Slots: 3, FetchConcurrency: 2, Decoders: 2, Epochs: 2, Seed: 7,
 		Sample: actors.Shape{Height: 16, Width: 16}}
-	return testEnv{cfg: cfg, ds: ds, deps: actors.Deps{Store: st, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}}
+	return testEnv{cfg: cfg, ds: ds, deps: actors.Deps{Store: st, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil },
+		SampleSeed: actorstest.SampleSeed, Order: testOrder}}
 }
 
 // sampleSums is crc32 per sample, keyed by (epoch, step, index-in-batch).
@@ -62,7 +63,7 @@ func (e testEnv) reference(t testing.TB, world, rank int) map[sumKey]uint32 {
 	t.Helper()
 	d := e.deps
 	d.Allocator = gpu.HeapAllocator{}
-	f, err := actors.NewFeeder(e.ds, e.cfg, rank, world, nil)
+	f, err := actors.NewFeeder(e.ds, e.cfg, rank, world, e.deps.Order)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,4 +430,8 @@ func parseErrorForTest(p []byte) (feed.ErrorMsg, error) {
 	var m feed.ErrorMsg
 	err := json.Unmarshal(p, &m)
 	return m, err
+}
+
+func testOrder(seed uint64, epoch int, n int64) actors.Order {
+	return actorstest.Shuffle(seed, epoch, n)
 }

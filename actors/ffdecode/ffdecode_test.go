@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
@@ -59,7 +60,9 @@ func TestRealJPEGsThroughNode(t *testing.T) {
 	dc.Transform.Size = 32
 	cfg := actors.Config{BatchSize: 4, Slots: 3, FetchConcurrency: 4, Decoders: 2, Epochs: 2, Seed: 9,
 		MaxFailures: actors.MaxFailureCount(2)}
-	deps := actors.Deps{Store: st, Allocator: gpu.HeapAllocator{}}
+	deps := actors.Deps{Store: st, Allocator: gpu.HeapAllocator{}, Order: func(seed uint64, epoch int, n int64) actors.Order {
+		return actorstest.Shuffle(seed, epoch, n)
+	}}
 	if err := Use(&cfg, &deps, dc); err != nil {
 		t.Fatal(err)
 	}

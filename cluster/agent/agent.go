@@ -168,8 +168,8 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.Dataset == nil {
 		errs = append(errs, errors.New("agent: Dataset is required"))
 	}
-	if cfg.Deps.Store == nil || cfg.Deps.NewDecoder == nil {
-		errs = append(errs, errors.New("agent: Deps.Store and Deps.NewDecoder are required"))
+	if cfg.Deps.Store == nil || cfg.Deps.NewDecoder == nil || cfg.Deps.SampleSeed == nil {
+		errs = append(errs, errors.New("agent: Deps.Store, Deps.NewDecoder and Deps.SampleSeed are required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

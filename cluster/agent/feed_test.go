@@ -67,7 +67,7 @@ func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
 
 	e.cf = NewClusterFeed(2)
 	pcfg := actors.Config{Sample: actors.Shape{Height: 4, Width: 4}, Decoders: 1, FetchConcurrency: 2, Slots: 2}
-	deps := actors.Deps{Store: e.st, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}
+	deps := actors.Deps{Store: e.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}
 	name := "n0"
 	nd, err := Start(e.sys, Config{
 		Node: name, Ranks: 2, Dataset: e.ds, Pipeline: pcfg, Deps: deps,

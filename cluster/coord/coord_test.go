@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/coord"
@@ -287,7 +288,7 @@ func (h *harness) startNode(name string) *agent.Node {
 	nd, err := agent.Start(h.sys, agent.Config{
 		Node: name, Ranks: 2, Dataset: h.ds,
 		Pipeline: actors.Config{Sample: actors.Shape{Height: 2, Width: 2}, Decoders: 1, FetchConcurrency: 2, Slots: 2},
-		Deps:     actors.Deps{Store: h.st, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
+		Deps:     actors.Deps{Store: h.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
 		OnAck: func(rank string, s cluster.Fence, a cluster.Ack) {
 			h.mu.Lock()
 			defer h.mu.Unlock()

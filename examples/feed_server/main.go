@@ -32,6 +32,7 @@ import (
 	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
+	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
@@ -73,7 +74,9 @@ func main() {
 		log.Fatal("feed_server: packed datasets (tar shards) are served by longshore-node --standalone --sink feed, which reads them a chunk at a time")
 	}
 	cfg := actors.Config{BatchSize: *batch, Slots: *slots, Decoders: *decoders, Epochs: *epochs, Seed: *seed}
-	deps := actors.Deps{Store: store}
+	deps := actors.Deps{Store: store, Order: func(seed uint64, epoch int, n int64) actors.Order {
+		return cluster.NewOrder(seed, epoch, n, cluster.DefaultBlock(false), cluster.DefaultWindow) // the node's order
+	}}
 	dc := decode.DefaultConfig()
 	if dc.Transform, err = decode.ParseTransform(*transform); err != nil {
 		log.Fatal(err)

@@ -28,7 +28,7 @@ var internal = map[string][]string{
 
 	// The node's pipeline and its seams.
 	"actors":            {"gpu", "storage", "internal/clock"},
-	"actors/actorstest": {"actors"},
+	"actors/actorstest": {},
 	"actors/ffdecode":   {"actors", "decode"},
 	// Trainer delivery: the client and protocol import nothing of the
 	// node; the server sits on the pipeline.
@@ -82,7 +82,7 @@ var reach = map[string][]string{
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"actors", "actors/actorstest", "actors/ffdecode", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"actors", "actors/ffdecode", "actors/feedserver",
 		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
