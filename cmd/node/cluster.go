@@ -107,7 +107,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			// dead (a partition, a stall): they no longer gossip to it,
 			// so its new life reaches them only at memberlist's next
 			// push/pull (up to 15-30 s). Join --join to push it now.
-			if err := m.Join(ctx, joinAddrs(o.join)); err != nil {
+			if err := m.Join(ctx, agent.JoinAddrs(o.join)); err != nil {
 				logger.Warn("re-join after eviction failed; gossip will carry the new incarnation", "join", o.join, "err", err)
 			}
 			return nil
@@ -154,7 +154,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			Incarnation: node.Incarnation()},
 		BindAddr:      o.gossip,
 		AdvertiseAddr: o.gossipAdvertise,
-		Join:          joinAddrs(o.join),
+		Join:          agent.JoinAddrs(o.join),
 		Profile:       o.gossipProfile,
 	})
 	cancel()
@@ -185,8 +185,8 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		gwg.Add(1)
 		go func() {
 			defer gwg.Done()
-			w := newCoordWatch(clk.Now(), o.rejoinAfter, max(o.rejoinAfter, time.Second))
-			watchCoordinator(wctx, clk, min(o.rejoinAfter/2, 500*time.Millisecond), m, joinAddrs(o.join), w, logger)
+			w := agent.NewCoordWatch(clk.Now(), o.rejoinAfter, max(o.rejoinAfter, time.Second))
+			agent.WatchCoordinator(wctx, clk, min(o.rejoinAfter/2, 500*time.Millisecond), m, agent.JoinAddrs(o.join), w, logger)
 		}()
 	}
 	defer gwg.Wait()
@@ -203,7 +203,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		gwg.Add(1)
 		go func() {
 			defer gwg.Done()
-			watchGiveUp(wctx, clk, m, o.giveUpAfter, giveUp)
+			agent.WatchGiveUp(wctx, clk, m, o.giveUpAfter, giveUp)
 		}()
 	}
 	if cf != nil {
@@ -226,7 +226,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}()
 	}
 	twg.Wait()
-	if cause := context.Cause(ctx); errors.Is(cause, errGaveUp) {
+	if cause := context.Cause(ctx); errors.Is(cause, agent.ErrGaveUp) {
 		return cause
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -47,7 +47,7 @@ var internal = map[string][]string{
 	"cluster/gossip":  {"internal/clock"},
 	"cluster/journal": {"cluster", "storage", "internal/clock"},
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
-	"cluster/agent": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/journal", "cluster/wire",
+	"cluster/agent": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
 	// Wiring.
@@ -86,7 +86,7 @@ var reach = map[string][]string{
 		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
-	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cmd/coordinator", "cmd/node"},
+	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node"},
 }
 
 // direct lists, for a standard-library package that touches the world,

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 // coordinator in gossip for a while re-joins its --join addresses — the
 // coordinator's well-known gossip address — until one is back.
 
-// coordWatch decides when to re-join: once no coordinator has been alive
+// CoordWatch decides when to re-join: once no coordinator has been alive
 // for after, and then every every while that lasts. It is pure; the
 // caller feeds it what gossip says and the time.
-type coordWatch struct {
+type CoordWatch struct {
 	after time.Duration // silence before the first re-join
 	every time.Duration // between re-joins while the silence lasts
 
@@ -31,13 +31,13 @@ type coordWatch struct {
 	lastTry  time.Time // the last re-join; zero: none in this silence
 }
 
-func newCoordWatch(now time.Time, after, every time.Duration) *coordWatch {
-	return &coordWatch{after: after, every: every, lastSeen: now}
+func NewCoordWatch(now time.Time, after, every time.Duration) *CoordWatch {
+	return &CoordWatch{after: after, every: every, lastSeen: now}
 }
 
 // observe records whether a coordinator is alive at now and says whether
 // to re-join now.
-func (w *coordWatch) observe(now time.Time, alive bool) bool {
+func (w *CoordWatch) Observe(now time.Time, alive bool) bool {
 	if alive {
 		w.lastSeen, w.lastTry = now, time.Time{}
 		return false
@@ -52,9 +52,9 @@ func (w *coordWatch) observe(now time.Time, alive bool) bool {
 	return true
 }
 
-// coordinatorAlive reports whether ms lists a coordinator that is not
+// CoordinatorAlive reports whether ms lists a coordinator that is not
 // leaving.
-func coordinatorAlive(ms []gossip.Member) bool {
+func CoordinatorAlive(ms []gossip.Member) bool {
 	for _, m := range ms {
 		if m.Meta.Role == gossip.RoleCoordinator && !m.Meta.Leaving {
 			return true
@@ -63,16 +63,16 @@ func coordinatorAlive(ms []gossip.Member) bool {
 	return false
 }
 
-// membership is what watchCoordinator needs of a gossip.Membership.
-type membership interface {
+// Membership is what WatchCoordinator needs of a gossip.Membership.
+type Membership interface {
 	Members() []gossip.Member
 	Join(ctx context.Context, addrs []string) error
 }
 
-// watchCoordinator re-joins join whenever w says so, checking every
+// WatchCoordinator re-joins join whenever w says so, checking every
 // `every` of clk, until ctx is done. A re-join waits at most w.every for
 // an answer.
-func watchCoordinator(ctx context.Context, clk clock.Clock, every time.Duration, m membership, join []string, w *coordWatch, log *slog.Logger) {
+func WatchCoordinator(ctx context.Context, clk clock.Clock, every time.Duration, m Membership, join []string, w *CoordWatch, log *slog.Logger) {
 	t, tick := clk.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -81,7 +81,7 @@ func watchCoordinator(ctx context.Context, clk clock.Clock, every time.Duration,
 			return
 		case <-tick:
 		}
-		if !w.observe(clk.Now(), coordinatorAlive(m.Members())) {
+		if !w.Observe(clk.Now(), CoordinatorAlive(m.Members())) {
 			continue
 		}
 		log.Info("no coordinator in gossip; re-joining", "join", join, "silent_for", clk.Since(w.lastSeen).Round(time.Millisecond).String())
@@ -94,8 +94,8 @@ func watchCoordinator(ctx context.Context, clk clock.Clock, every time.Duration,
 	}
 }
 
-// joinAddrs splits --join's comma-separated addresses.
-func joinAddrs(s string) []string {
+// JoinAddrs splits --join's comma-separated addresses.
+func JoinAddrs(s string) []string {
 	var out []string
 	for _, a := range strings.Split(s, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -105,15 +105,16 @@ func joinAddrs(s string) []string {
 	return out
 }
 
-// errGaveUp is why a node stops when no coordinator came back in time.
-var errGaveUp = errors.New("no coordinator in gossip")
+// ErrGaveUp is why a node stops when no coordinator came back in time
+// (WatchGiveUp's cause).
+var ErrGaveUp = errors.New("no coordinator in gossip")
 
-// watchGiveUp calls giveUp once no coordinator has been alive in m for
+// WatchGiveUp calls giveUp once no coordinator has been alive in m for
 // after (checked every second of clk): the job ended while this node was
 // cut off (its coordinator and peers are gone), or the coordinator is
 // down for good. Its journal holds what was committed; nothing is lost by
 // leaving.
-func watchGiveUp(ctx context.Context, clk clock.Clock, m membership, after time.Duration, giveUp context.CancelCauseFunc) {
+func WatchGiveUp(ctx context.Context, clk clock.Clock, m Membership, after time.Duration, giveUp context.CancelCauseFunc) {
 	t, tick := clk.NewTicker(min(after, time.Second))
 	defer t.Stop()
 	last := clk.Now()
@@ -122,10 +123,10 @@ func watchGiveUp(ctx context.Context, clk clock.Clock, m membership, after time.
 		case <-ctx.Done():
 			return
 		case now := <-tick:
-			if coordinatorAlive(m.Members()) {
+			if CoordinatorAlive(m.Members()) {
 				last = now
 			} else if now.Sub(last) >= after {
-				giveUp(fmt.Errorf("%w for %v: giving up (the job may have ended while this node was cut off, or the coordinator is down; its journal keeps what was committed)", errGaveUp, after))
+				giveUp(fmt.Errorf("%w for %v: giving up (the job may have ended while this node was cut off, or the coordinator is down; its journal keeps what was committed)", ErrGaveUp, after))
 				return
 			}
 		}

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 func TestCoordWatch(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	w := newCoordWatch(t0, 3*time.Second, 2*time.Second)
+	w := NewCoordWatch(t0, 3*time.Second, 2*time.Second)
 	steps := []struct {
 		ms     int
 		alive  bool
@@ -37,7 +37,7 @@ func TestCoordWatch(t *testing.T) {
 		{12200, false, false}, // not twice
 	}
 	for _, s := range steps {
-		if got := w.observe(at(s.ms), s.alive); got != s.rejoin {
+		if got := w.Observe(at(s.ms), s.alive); got != s.rejoin {
 			t.Errorf("at %d ms (alive=%v): rejoin=%v, want %v", s.ms, s.alive, got, s.rejoin)
 		}
 	}
@@ -56,8 +56,8 @@ func TestCoordinatorAlive(t *testing.T) {
 		{[]gossip.Member{node, leaving}, false},
 		{[]gossip.Member{node, coord}, true},
 	} {
-		if got := coordinatorAlive(tc.ms); got != tc.want {
-			t.Errorf("coordinatorAlive(%v) = %v, want %v", tc.ms, got, tc.want)
+		if got := CoordinatorAlive(tc.ms); got != tc.want {
+			t.Errorf("CoordinatorAlive(%v) = %v, want %v", tc.ms, got, tc.want)
 		}
 	}
 }
@@ -99,8 +99,8 @@ func TestRejoinFindsRestartedCoordinator(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		w := newCoordWatch(time.Now(), 300*time.Millisecond, 300*time.Millisecond)
-		watchCoordinator(ctx, clock.Real{}, 50*time.Millisecond, n, []string{addr}, w, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		w := NewCoordWatch(time.Now(), 300*time.Millisecond, 300*time.Millisecond)
+		WatchCoordinator(ctx, clock.Real{}, 50*time.Millisecond, n, []string{addr}, w, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
@@ -118,11 +118,11 @@ func TestRejoinFindsRestartedCoordinator(t *testing.T) {
 	}
 	waitFor(t, "the coordinator to see the node", sees(c1, gossip.RoleNode))
 	shut(c1)
-	waitFor(t, "the node to see the coordinator gone", func() bool { return !coordinatorAlive(n.Members()) })
+	waitFor(t, "the node to see the coordinator gone", func() bool { return !CoordinatorAlive(n.Members()) })
 	c2 := start("coordinator", gossip.RoleCoordinator, addr) // same address, joins nobody
 	defer shut(c2)
 	began := time.Now()
-	waitFor(t, "the node to find the new coordinator", func() bool { return coordinatorAlive(n.Members()) })
+	waitFor(t, "the node to find the new coordinator", func() bool { return CoordinatorAlive(n.Members()) })
 	waitFor(t, "the new coordinator to see the node", sees(c2, gossip.RoleNode))
 	t.Logf("new coordinator up → node and coordinator see each other: %.2f s (re-join after 0.3 s of silence)", time.Since(began).Seconds())
 }
@@ -140,7 +140,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-// members is a membership whose member list a test sets. With asked
+// members is a Membership whose member list a test sets. With asked
 // set, each Members call also sends on it (after reading the list), so a
 // test knows the watcher has taken its tick.
 type members struct {
@@ -174,7 +174,7 @@ func TestGiveUp(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchGiveUp(backstop, fc, m, 10*time.Second, giveUp)
+		WatchGiveUp(backstop, fc, m, 10*time.Second, giveUp)
 	}()
 	if err := fc.BlockUntil(backstop, 1); err != nil {
 		t.Fatalf("the watcher's ticker is not on the clock: %v", err)
@@ -206,7 +206,7 @@ func TestGiveUp(t *testing.T) {
 	if silent != 10 {
 		t.Errorf("gave up after %d s of silence, want 10", silent)
 	}
-	if err := context.Cause(ctx); !errors.Is(err, errGaveUp) {
-		t.Fatalf("cause %v, want errGaveUp", err)
+	if err := context.Cause(ctx); !errors.Is(err, ErrGaveUp) {
+		t.Fatalf("cause %v, want ErrGaveUp", err)
 	}
 }
