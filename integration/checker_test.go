@@ -366,11 +366,17 @@ func (h *history) check(keys []string, epochs int) []string {
 // steps returns, for epoch e, each rank session's number of delivered
 // steps.
 func (h *history) steps(e int) map[string]int64 {
+	return h.stepsOf(e, func(string) bool { return true })
+}
+
+// stepsOf counts the steps each rank session of the sessions keep takes
+// delivered in epoch e. Steps are the trainer's: a session's first one
+// follows its rank's last acknowledged step, so it need not be 0.
+func (h *history) stepsOf(e int, keep func(session string) bool) map[string]int64 {
 	out := map[string]int64{}
 	for k := range h.delivered {
-		if k.epoch == e {
-			id := k.rank + "@" + k.session
-			out[id] = max(out[id], k.step+1)
+		if k.epoch == e && keep(k.session) {
+			out[k.rank+"@"+k.session]++
 		}
 	}
 	return out

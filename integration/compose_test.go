@@ -298,13 +298,7 @@ func checkEqualStepsAfterRestore(t *testing.T, h *history, e int) map[string]int
 			newest = max(newest, gen(k.session))
 		}
 	}
-	st := map[string]int64{}
-	for k := range h.delivered {
-		if k.epoch == e && gen(k.session) == newest {
-			id := k.rank + "@" + k.session
-			st[id] = max(st[id], k.step+1)
-		}
-	}
+	st := h.stepsOf(e, func(session string) bool { return gen(session) == newest })
 	var want int64 = -1
 	for _, n := range st {
 		if want >= 0 && n != want {
