@@ -50,6 +50,7 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -70,6 +71,7 @@ type options struct {
 	tick                          time.Duration
 	cluster                       cluster.Config
 	blockSet                      bool // --block was given
+	sec                           secure.Flags
 }
 
 // packedBlock is the epoch order's block for a packed dataset when
@@ -113,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
+	o.sec.Register(fs)
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
@@ -158,6 +161,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.gossipProfile != "lan" && o.gossipProfile != "local" {
 		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+	}
+	if err := o.sec.Check(o.endpoints()); err != nil {
+		errs = append(errs, err)
 	}
 	c.Samples = 0 // from the dataset; validated then
 	if err := c.Validate(); err != nil {
@@ -255,12 +261,17 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		commitLog = f
 	}
 	var mem atomic.Pointer[gossip.Membership]
+	reload := o.sec.CatchReload(logger)
+	keys, ropts, err := security(o, logger)
+	if err != nil {
+		return err
+	}
 
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	defer sys.Shutdown()
-	rem, actorAddr, err := agent.StartRemote(sys, o.listen, o.advertise)
+	rem, actorAddr, err := agent.StartRemote(sys, o.listen, o.advertise, ropts...)
 	if err != nil {
 		return err
 	}
@@ -298,6 +309,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		BindAddr:      o.gossip,
 		AdvertiseAddr: o.gossipAdvertise,
 		Profile:       o.gossipProfile,
+		Keys:          keys,
 	}
 	if o.join != "" {
 		peers = append(strings.Split(o.join, ","), peers...)
@@ -308,6 +320,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	mem.Store(m)
 	defer m.Shutdown(context.Background())
+	defer reload.Go(m)() // SIGHUP: reload --gossip-key-file
 	logger.Info("coordinating", "dataset", store.String(), "samples", o.cluster.Samples, "epochs", o.cluster.Epochs,
 		"batch", o.batchSize, "shard", o.cluster.ShardSize, "balance", o.cluster.Balance.String(),
 		"gossip", m.Addr(), "actor", actorAddr)

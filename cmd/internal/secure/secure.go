@@ -201,6 +201,18 @@ func (r *Reloader) Serve(ctx context.Context, m *gossip.Membership) {
 	}
 }
 
+// Go serves in a goroutine (Serve) until stop, which waits for it to
+// end. Safe on a nil Reloader.
+func (r *Reloader) Go(m *gossip.Membership) (stop func()) {
+	if r == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Serve(ctx, m) }()
+	return func() { cancel(); <-done }
+}
+
 // Reload does one reload now; it returns what it logged as an error.
 func (r *Reloader) Reload(m *gossip.Membership) error {
 	keys, err := gossip.ReadKeyFile(r.path)
