@@ -37,6 +37,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
 )
@@ -88,6 +89,7 @@ type options struct {
 	stepTime        time.Duration
 	slowRanks       string
 	slowFactor      float64
+	sec             secure.Flags
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -138,6 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.stepTime, "step-time", 0, "cluster mode, debug: simulated training time per batch")
 	fs.StringVar(&o.slowRanks, "slow-ranks", "", "cluster mode, debug: comma-separated rank indices that train --slow-factor times slower")
 	fs.Float64Var(&o.slowFactor, "slow-factor", 5, "cluster mode, debug: the slowdown of --slow-ranks")
+	o.sec.Register(fs)
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
@@ -163,6 +166,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		if o.gossipProfile != "lan" && o.gossipProfile != "local" {
 			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+		}
+		if err := o.sec.Check(o.endpoints()); err != nil {
+			errs = append(errs, err)
 		}
 		if o.dropLast {
 			errs = append(errs, errors.New("--drop-last is the coordinator's in cluster mode (it drops the remainder so every rank's steps match)"))
