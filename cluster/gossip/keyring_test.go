@@ -88,6 +88,13 @@ func waitJoined(t *testing.T, id string, ms ...*Membership) {
 // member with the key has joined and been seen everywhere, no member has
 // ever listed a stranger.
 func TestStrangerCannotJoin(t *testing.T) {
+	// Before: plaintext gossip takes anyone in.
+	open := startKeyed(t, "open", nil)
+	if err, n := stranger(t, "no-key", nil, open.Addr()); err != nil || n != 2 {
+		t.Fatalf("a stranger joining plaintext gossip: %v, %d members", err, n)
+	}
+	waitJoined(t, "no-key", open)
+
 	key := newKey(t)
 	a := startKeyed(t, "a", [][]byte{key})
 	b := startKeyed(t, "b", [][]byte{key}, a.Addr())
