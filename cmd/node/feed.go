@@ -29,7 +29,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return err
 	}
 	open := feed.Standalone(ac, ds, o.ranks, deps)
-	s, err := feed.NewServer(feed.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job}, open)
+	s, err := feed.NewServer(feed.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers}, open)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ const feedGrace = 30 * time.Second
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
 func serveClusterFeed(ctx context.Context, o options, node *agent.Node, cf *feed.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
-	s, err := feed.NewServer(feed.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger},
+	s, err := feed.NewServer(feed.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger, Peers: o.feedPeers},
 		cf.Open(node, pipeline))
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/decode"
@@ -90,6 +91,7 @@ type options struct {
 	slowRanks       string
 	slowFactor      float64
 	sec             secure.Flags
+	feedPeers       feed.PeerPolicy // --feed-allow-uid, --feed-allow-gid
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -141,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.slowRanks, "slow-ranks", "", "cluster mode, debug: comma-separated rank indices that train --slow-factor times slower")
 	fs.Float64Var(&o.slowFactor, "slow-factor", 5, "cluster mode, debug: the slowdown of --slow-ranks")
 	o.sec.Register(fs)
+	registerFeedPeers(fs, &o.feedPeers)
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"flag"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/cmd/internal/secure"
 )
 
@@ -29,4 +34,36 @@ func security(o options, logger *slog.Logger) ([][]byte, []remote.ConfigOption, 
 	}
 	o.sec.Describe(logger, keys)
 	return keys, ropts, nil
+}
+
+// registerFeedPeers adds --feed-allow-uid and --feed-allow-gid, which
+// admit other users' trainers to the feed sockets (feed.PeerPolicy).
+func registerFeedPeers(fs *flag.FlagSet, p *feed.PeerPolicy) {
+	fs.Var((*idList)(&p.UIDs), "feed-allow-uid", "with --sink feed: also admit trainers running as these uids (comma-separated); default: this node's uid only, checked with SO_PEERCRED")
+	fs.Var((*idList)(&p.GIDs), "feed-allow-gid", "with --sink feed: also admit trainers whose primary group is one of these gids (comma-separated)")
+}
+
+// idList is a comma-separated list of uids or gids.
+type idList []int
+
+func (l *idList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *idList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a uid or gid", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -32,5 +33,18 @@ func TestInsecureRefusal(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--standalone", "--dataset", "x", "--gossip", "0.0.0.0:1"}, io.Discard); err != nil {
 		t.Errorf("standalone: %v", err)
+	}
+}
+
+func TestFeedAllowFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--standalone", "--dataset", "x", "--sink", "feed", "--feed-allow-uid", "1000, 1001", "--feed-allow-gid", "44", "--feed-allow-uid", "7"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(o.feedPeers.UIDs, o.feedPeers.GIDs) != "[1000 1001 7] [44]" {
+		t.Errorf("uids %v gids %v", o.feedPeers.UIDs, o.feedPeers.GIDs)
+	}
+	if _, err := parseFlags([]string{"--standalone", "--dataset", "x", "--feed-allow-uid", "root"}, io.Discard); err == nil {
+		t.Error("--feed-allow-uid root accepted")
 	}
 }
