@@ -10,6 +10,11 @@
 //
 // Nodes join with `longshore-node --join <this --gossip address> ...`.
 //
+// Off loopback, gossip needs --gossip-key-file (SIGHUP reloads it to
+// rotate keys) and the control plane --tls-cert, --tls-key and --tls-ca
+// (mutual TLS), or the coordinator refuses to start; --insecure
+// overrides. See docs/security.md.
+//
 // For a packed dataset (samples in tar shards, docs/packed-datasets.md)
 // --block defaults to 256 instead of 1: the nodes read the samples of one
 // order block that share a shard with one request, which a full shuffle

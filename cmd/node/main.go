@@ -14,7 +14,13 @@
 //	    --ranks R --dataset DIR|s3://bucket/prefix --sink log:PATH --commit-every K
 //
 // With --sink feed (either mode) each rank's batches go to a trainer
-// process over a Unix socket in --feed-dir (docs/feed-protocol.md).
+// process over a Unix socket in --feed-dir (docs/feed-protocol.md),
+// admitting only trainers of the node's uid (SO_PEERCRED) unless
+// --feed-allow-uid / --feed-allow-gid name others.
+//
+// In cluster mode off loopback, gossip needs --gossip-key-file and the
+// control plane --tls-cert, --tls-key and --tls-ca, or the node refuses to
+// start; --insecure overrides. See docs/security.md.
 //
 // A packed dataset (samples in tar shards, made by longshore-pack; see
 // docs/packed-datasets.md) is read a chunk at a time: the samples of one
