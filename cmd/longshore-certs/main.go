@@ -11,6 +11,10 @@
 //	    longshore-coordinator. Name every address others dial the host at.
 //	longshore-certs gossip-key --out FILE
 //	    a random 32-byte gossip key, base64, in FILE (0600): --gossip-key-file
+//	longshore-certs cluster --ca DIR --out DIR --hosts NAME[,NAME...]
+//	    all of it for a small deployment, keeping what exists (so a setup job
+//	    may run it again): the CA in --ca (created if missing), OUT/NAME/ for
+//	    each host (a certificate naming NAME as its DNS name) and OUT/gossip.key
 //
 // Keys are ECDSA P-256. Existing files are never replaced.
 package main
@@ -24,6 +28,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,6 +41,7 @@ const usage = `usage:
   longshore-certs ca --out DIR [--name NAME] [--days N]
   longshore-certs host --ca DIR --name NAME [--ip IP]... [--dns NAME]... --out DIR [--days N]
   longshore-certs gossip-key --out FILE
+  longshore-certs cluster --ca DIR --out DIR --hosts NAME[,NAME...]
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -51,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = makeHost(args[1:], stdout, stderr)
 	case "gossip-key":
 		err = makeGossipKey(args[1:], stdout, stderr)
+	case "cluster":
+		err = makeCluster(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -196,5 +204,48 @@ func makeGossipKey(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "gossip key (AES-256) in %s (0600): --gossip-key-file %s\n", *out, *out)
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// makeCluster makes what is missing of a small deployment: the CA, a
+// certificate per host (named by its DNS name, as containers reach each
+// other by service name) and the gossip key.
+func makeCluster(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("longshore-certs cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	caDir := fs.String("ca", "", "directory of the CA; made if it holds none (keep it where only this job can read it)")
+	out := fs.String("out", "", "directory for OUT/<host>/{tls.crt,tls.key,ca.crt} and OUT/gossip.key")
+	var hosts list
+	fs.Var(&hosts, "hosts", "host names (comma-separated or repeated); each certificate names its host as a DNS name")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *caDir == "" || *out == "" || len(hosts) == 0 {
+		return errors.New("cluster: --ca DIR, --out DIR and --hosts are required")
+	}
+	if !exists(filepath.Join(*caDir, certs.CACert)) {
+		if err := makeCA([]string{"--out", *caDir}, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	for _, h := range hosts {
+		dir := filepath.Join(*out, h)
+		if exists(filepath.Join(dir, certs.HostCert)) {
+			fmt.Fprintf(stdout, "host %q: %s exists, kept\n", h, dir)
+			continue
+		}
+		if err := makeHost([]string{"--ca", *caDir, "--name", h, "--dns", h, "--out", dir}, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	if key := filepath.Join(*out, "gossip.key"); !exists(key) {
+		return makeGossipKey([]string{"--out", key}, stdout, stderr)
+	}
+	fmt.Fprintf(stdout, "gossip key: %s exists, kept\n", filepath.Join(*out, "gossip.key"))
 	return nil
 }

@@ -60,3 +60,37 @@ func TestCommands(t *testing.T) {
 		t.Error("a bad --ip was accepted")
 	}
 }
+
+func TestCluster(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"cluster", "--ca", filepath.Join(dir, "ca"), "--out", filepath.Join(dir, "secrets"), "--hosts", "coordinator,node1"}
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	key1, _ := os.ReadFile(filepath.Join(dir, "secrets", "gossip.key"))
+	crt1, _ := os.ReadFile(filepath.Join(dir, "secrets", "node1", "tls.crt"))
+	// Again, with one host more: what exists is kept.
+	args[len(args)-1] = "coordinator,node1,node2"
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, errb.String())
+	}
+	key2, _ := os.ReadFile(filepath.Join(dir, "secrets", "gossip.key"))
+	crt2, _ := os.ReadFile(filepath.Join(dir, "secrets", "node1", "tls.crt"))
+	if !bytes.Equal(key1, key2) || !bytes.Equal(crt1, crt2) {
+		t.Error("a second run replaced the key or a certificate")
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "secrets", "node2", "tls.crt"), filepath.Join(dir, "secrets", "node2", "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := os.ReadFile(filepath.Join(dir, "secrets", "node2", "ca.crt"))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "node2"}); err != nil {
+		t.Error(err)
+	}
+	if exists(filepath.Join(dir, "secrets", "ca.key")) || exists(filepath.Join(dir, "secrets", "node1", "ca.key")) {
+		t.Error("the CA key is among the hosts' files")
+	}
+}
