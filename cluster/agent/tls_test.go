@@ -29,11 +29,11 @@ import (
 
 // pki is a test CA and the host certificates it signs.
 type pki struct {
-	t  *testing.T
+	t  testing.TB
 	ca *certs.CA
 }
 
-func newPKI(t *testing.T) *pki {
+func newPKI(t testing.TB) *pki {
 	t.Helper()
 	ca, err := certs.NewCA("test CA", time.Hour)
 	if err != nil {
@@ -69,7 +69,7 @@ func attacker(roots *x509.CertPool, cert ...tls.Certificate) *tls.Config {
 	return c
 }
 
-func keyPair(t *testing.T, crt, key []byte) tls.Certificate {
+func keyPair(t testing.TB, crt, key []byte) tls.Certificate {
 	t.Helper()
 	pair, err := tls.X509KeyPair(crt, key)
 	if err != nil {
@@ -89,13 +89,14 @@ func quietSystem() *actor.ActorSystem {
 var (
 	serverPKI  *pki
 	serverAddr string
+	serverSys  *actor.ActorSystem
 	serverOnce sync.Once
 )
 
 // echoServer starts (once) a remote on 127.0.0.1 with mutual TLS under
 // the test CA, admitting peers named node-*, with an actor "echo" that
 // answers each NodeEvents with itself.
-func echoServer(t *testing.T) (*pki, string) {
+func echoServer(t testing.TB) (*pki, string) {
 	t.Helper()
 	serverOnce.Do(func() {
 		p := newPKI(t)
@@ -125,7 +126,7 @@ func echoServer(t *testing.T) (*pki, string) {
 		}), "echo"); err != nil {
 			t.Fatal(err)
 		}
-		serverPKI, serverAddr = p, addr
+		serverPKI, serverAddr, serverSys = p, addr, sys
 	})
 	if serverPKI == nil {
 		t.Fatal("the echo server did not start")
