@@ -2,7 +2,8 @@
 #
 #   make demo    install what is missing, build, make a small real-photo dataset, run one epoch
 #   make test    install what is missing (FFmpeg dev packages, MinIO), vet, unit tests with -race, fuzz smoke
-#   make build   bin/longshore-node, bin/longshore-coordinator and bin/longshore-pack
+#   make build   bin/longshore-node, bin/longshore-coordinator, bin/longshore-pack and bin/longshore-certs
+#   make certs   a CA, one host certificate per CERT_HOSTS name and a gossip key in $(CERTS) (docs/security.md)
 #   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
 #   make bench-peer  longshore (Go in process, Python client) vs PyTorch's DataLoader, side by side
 #   make race    unit tests under the race detector only
@@ -39,7 +40,19 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
-.PHONY: images integ
+.PHONY: images integ certs
+
+# A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
+# hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
+# certificate names both), $(CERTS)/gossip.key. Existing files are kept.
+CERTS      ?= $(BIN)/certs
+CERT_HOSTS ?= coordinator:127.0.0.1
+certs:
+	$(GO) build -o $(BIN)/longshore-certs ./cmd/longshore-certs
+	@test -f $(CERTS)/ca/ca.crt || $(BIN)/longshore-certs ca --out $(CERTS)/ca
+	@for h in $(CERT_HOSTS); do n=$${h%%:*}; ip=$${h#*:}; \
+		test -f $(CERTS)/$$n/tls.crt || $(BIN)/longshore-certs host --ca $(CERTS)/ca --name $$n --ip $$ip --dns $$n --out $(CERTS)/$$n || exit 1; done
+	@test -f $(CERTS)/gossip.key || $(BIN)/longshore-certs gossip-key --out $(CERTS)/gossip.key
 
 all: build
 
@@ -52,6 +65,7 @@ build: deps-base
 	$(GO) build -o $(BIN)/longshore-node ./cmd/node
 	$(GO) build -o $(BIN)/longshore-coordinator ./cmd/coordinator
 	$(GO) build -o $(BIN)/longshore-pack ./cmd/longshore-pack
+	$(GO) build -o $(BIN)/longshore-certs ./cmd/longshore-certs
 
 demo: deps-demo build
 	@ds=$$(scripts/dataset.sh $(DEMO_N)) && \

@@ -11,6 +11,7 @@ require (
 	golang.org/x/image v0.48.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.46.0
+	google.golang.org/grpc v1.60.1
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -69,6 +70,5 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20231002182017-d307bd883b97 // indirect
-	google.golang.org/grpc v1.60.1 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 )

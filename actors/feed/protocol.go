@@ -350,3 +350,7 @@ func ParseClientMsg(t MsgType, payload []byte) (ClientMsg, error) {
 	}
 	return m, nil
 }
+
+// CodeForbidden: the connecting process's uid and gid are not allowed
+// to use this node's feed (Config.Peers). Fatal.
+const CodeForbidden = "forbidden"

@@ -44,6 +44,9 @@ type Config struct {
 	// ClusterFeed.Allocator, which the agent's pipelines also use). nil:
 	// a new one per rank.
 	Allocator func(rank int) *ShmAllocator
+	// Peers says which local processes may connect (peercred.go). Zero:
+	// the node's own uid only, in a 0700 directory with 0600 sockets.
+	Peers PeerPolicy
 }
 
 // WithDefaults fills zero fields.
@@ -79,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.Start.Epoch < 0 || c.Start.Step < 0 {
 		errs = append(errs, fmt.Errorf("feed: Start %+v: need epoch and step >= 0", c.Start))
+	}
+	if err := c.Peers.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for r := 0; r < c.Ranks && r < 1024; r++ {
 		if p := c.socketPath(r); len(p) >= 108 {
@@ -122,8 +128,12 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 		return nil, errors.New("feed: nil OpenFunc")
 	}
 	if cfg.SocketPath == nil {
-		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-			return nil, fmt.Errorf("feed: run directory: %w", err)
+		mode := os.FileMode(0o700)
+		if cfg.Peers.Open() {
+			mode = 0o711 // others may reach a socket by name, not list them
+		}
+		if err := prepareDir(cfg.Dir, mode); err != nil {
+			return nil, err
 		}
 	}
 	s := &Server{cfg: cfg, open: open, log: cfg.Logger, endedCh: make(chan struct{}), finished: make(chan struct{})}
@@ -152,6 +162,13 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 		s.ranks = append(s.ranks, rs)
 		if rs.ln, err = listen(rs.path); err != nil {
 			return nil, err
+		}
+		if cfg.Peers.Open() {
+			// Others must be able to connect(2) for the credential
+			// check to decide, and to tell them why it refused.
+			if err := os.Chmod(rs.path, 0o666); err != nil {
+				return nil, fmt.Errorf("feed: %w", err)
+			}
 		}
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); rs.acceptLoop() }()
@@ -302,12 +319,28 @@ func (r *rankServer) acceptLoop() {
 			}
 			continue
 		}
+		if err := r.checkPeer(c); err != nil {
+			r.s.log.Warn("feed: refused a connection", "rank", r.rank, "err", err)
+			r.s.wg.Add(1)
+			go func() { defer r.s.wg.Done(); refuse(c, feed.CodeForbidden, err.Error()) }()
+			continue
+		}
 		r.s.wg.Add(1)
 		go func() {
 			defer r.s.wg.Done()
 			r.serveConn(c)
 		}()
 	}
+}
+
+// checkPeer checks the credentials of the process at the other end of c
+// before it may take the rank.
+func (r *rankServer) checkPeer(c *net.UnixConn) error {
+	cred, err := peerCred(c)
+	if err != nil {
+		return fmt.Errorf("%w: cannot tell who connected: %v", ErrForbidden, err)
+	}
+	return r.s.cfg.Peers.Check(cred, os.Geteuid())
 }
 
 // serveConn runs c's session once the rank is free. A trainer that

@@ -138,6 +138,14 @@ type Config struct {
 	// sockets (tests): BindAddr's host must be an IP; port 0 picks a
 	// fresh address, another port takes that one. nil: UDP and TCP.
 	Network *Network
+
+	// Keys, if any, encrypt and authenticate all gossip with memberlist's
+	// keyring (AES-GCM; each key 16, 24 or 32 bytes). Keys[0] is the
+	// primary, the one that encrypts; the others are still accepted, for
+	// a rotation in progress (Membership.SetKeys changes them while
+	// running; keyring.go). Empty: plaintext gossip, which anyone who can
+	// reach BindAddr can read and join.
+	Keys [][]byte
 }
 
 // Validate reports every problem at once.
@@ -164,6 +172,9 @@ func (c Config) Validate() error {
 	if _, err := c.Meta.encode(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validateKeys(c.Keys); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -186,6 +197,8 @@ type Membership struct {
 	wake chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup
+
+	keys keyState // the gossip keyring, if Config.Keys
 }
 
 // Start joins (or starts) the cluster. It returns once this member is
@@ -227,6 +240,17 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 			return nil, err
 		}
 		mc.Transport = tr
+	}
+
+	ring, err := newKeyring(c.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: keyring: %w", err)
+	}
+	if ring != nil {
+		mc.Keyring = ring
+		mc.GossipVerifyIncoming = true // drop what is not encrypted with a key we hold
+		mc.GossipVerifyOutgoing = true
+		m.keys.ring = ring
 	}
 
 	ml, err := memberlist.Create(mc)

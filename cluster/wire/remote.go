@@ -12,11 +12,12 @@ import (
 // StartRemote starts protoactor remote on sys, listening on listen
 // (host:port; port 0 picks one) and advertising advertise (empty: the
 // address it listens on, which must then be reachable by the others). It
-// returns the remote and the address others reach this process at.
+// returns the remote and the address others reach this process at. opts
+// configure the remote further (TLS.RemoteOptions: mutual TLS).
 //
 // remote.Start panics when it cannot listen; the port is probed first so
 // a taken port is an error instead.
-func StartRemote(sys *actor.ActorSystem, listen, advertise string) (*remote.Remote, string, error) {
+func StartRemote(sys *actor.ActorSystem, listen, advertise string, opts ...remote.ConfigOption) (*remote.Remote, string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("wire: listen address %q: %w", listen, err)
@@ -33,7 +34,7 @@ func StartRemote(sys *actor.ActorSystem, listen, advertise string) (*remote.Remo
 		p = l.Addr().(*net.TCPAddr).Port
 	}
 	l.Close()
-	var opts []remote.ConfigOption
+	opts = append([]remote.ConfigOption(nil), opts...)
 	if advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(advertise))
 	}

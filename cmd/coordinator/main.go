@@ -10,6 +10,11 @@
 //
 // Nodes join with `longshore-node --join <this --gossip address> ...`.
 //
+// Off loopback, gossip needs --gossip-key-file (SIGHUP reloads it to
+// rotate keys) and the control plane --tls-cert, --tls-key and --tls-ca
+// (mutual TLS), or the coordinator refuses to start; --insecure
+// overrides. See docs/security.md.
+//
 // For a packed dataset (samples in tar shards, docs/packed-datasets.md)
 // --block defaults to 256 instead of 1: the nodes read the samples of one
 // order block that share a shard with one request, which a full shuffle
@@ -50,6 +55,7 @@ import (
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -73,6 +79,7 @@ type options struct {
 	// given: which of --block, --mix-window and --shard-size were given
 	// (on the command line or in the environment), by flag name.
 	given map[string]bool
+	sec   secure.Flags
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -109,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&c.MinRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
+	o.sec.Register(fs)
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
@@ -155,6 +163,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.gossipProfile != "lan" && o.gossipProfile != "local" {
 		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+	}
+	if err := o.sec.Check(o.endpoints()); err != nil {
+		errs = append(errs, err)
 	}
 	c.Samples = 0 // from the dataset; validated then
 	if err := c.Validate(); err != nil {
@@ -273,12 +284,17 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		commitLog = f
 	}
 	var mem atomic.Pointer[gossip.Membership]
+	reload := o.sec.CatchReload(logger)
+	keys, ropts, err := security(o, logger)
+	if err != nil {
+		return err
+	}
 
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	defer sys.Shutdown()
-	rem, actorAddr, err := wire.StartRemote(sys, o.listen, o.advertise)
+	rem, actorAddr, err := wire.StartRemote(sys, o.listen, o.advertise, ropts...)
 	if err != nil {
 		return err
 	}
@@ -316,6 +332,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		BindAddr:      o.gossip,
 		AdvertiseAddr: o.gossipAdvertise,
 		Profile:       o.gossipProfile,
+		Keys:          keys,
 	}
 	if o.join != "" {
 		peers = append(strings.Split(o.join, ","), peers...)
@@ -326,6 +343,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	mem.Store(m)
 	defer m.Shutdown(context.Background())
+	defer reload.Go(m)() // SIGHUP: reload --gossip-key-file
 	logger.Info("coordinating", "dataset", store.String(), "samples", o.cluster.Samples, "epochs", o.cluster.Epochs,
 		"batch", o.batchSize, "shard", o.cluster.ShardSize, "balance", o.cluster.Balance.String(),
 		"gossip", m.Addr(), "actor", actorAddr)

@@ -74,11 +74,16 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 
+	reload := o.sec.CatchReload(logger)
+	keys, ropts, err := security(o, logger)
+	if err != nil {
+		return err
+	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	defer sys.Shutdown()
-	rem, actorAddr, err := wire.StartRemote(sys, o.listen, o.advertise)
+	rem, actorAddr, err := wire.StartRemote(sys, o.listen, o.advertise, ropts...)
 	if err != nil {
 		return err
 	}
@@ -156,12 +161,14 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		AdvertiseAddr: o.gossipAdvertise,
 		Join:          agent.JoinAddrs(o.join),
 		Profile:       o.gossipProfile,
+		Keys:          keys,
 	})
 	cancel()
 	if err != nil {
 		return err
 	}
 	mem.Store(m)
+	defer reload.Go(m)() // SIGHUP: reload --gossip-key-file
 	logger.Info("joined", "node", id, "gossip", m.Addr(), "actor", actorAddr, "ranks", node.RankNames())
 	var gwg sync.WaitGroup
 	clk := clock.Real{} // the watchers' clock; their tests inject a fake

@@ -30,7 +30,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return err
 	}
 	open := feedserver.Standalone(ac, ds, o.ranks, deps)
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job}, open)
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers}, open)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ const feedGrace = 30 * time.Second
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
 func serveClusterFeed(ctx context.Context, o options, node *agent.Node, cf *agent.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger},
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger, Peers: o.feedPeers},
 		cf.Open(node, pipeline))
 	if err != nil {
 		return err

@@ -14,7 +14,13 @@
 //	    --ranks R --dataset DIR|s3://bucket/prefix --sink log:PATH --commit-every K
 //
 // With --sink feed (either mode) each rank's batches go to a trainer
-// process over a Unix socket in --feed-dir (docs/feed-protocol.md).
+// process over a Unix socket in --feed-dir (docs/feed-protocol.md),
+// admitting only trainers of the node's uid (SO_PEERCRED) unless
+// --feed-allow-uid / --feed-allow-gid name others.
+//
+// In cluster mode off loopback, gossip needs --gossip-key-file and the
+// control plane --tls-cert, --tls-key and --tls-ca, or the node refuses to
+// start; --insecure overrides. See docs/security.md.
 //
 // A packed dataset (samples in tar shards, made by longshore-pack; see
 // docs/packed-datasets.md) is read a chunk at a time: the samples of one
@@ -36,8 +42,10 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -94,6 +102,8 @@ type options struct {
 	stepTime        time.Duration
 	slowRanks       string
 	slowFactor      float64
+	sec             secure.Flags
+	feedPeers       feedserver.PeerPolicy // --feed-allow-uid, --feed-allow-gid
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -146,6 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.stepTime, "step-time", 0, "cluster mode, debug: simulated training time per batch")
 	fs.StringVar(&o.slowRanks, "slow-ranks", "", "cluster mode, debug: comma-separated rank indices that train --slow-factor times slower")
 	fs.Float64Var(&o.slowFactor, "slow-factor", 5, "cluster mode, debug: the slowdown of --slow-ranks")
+	o.sec.Register(fs)
+	registerFeedPeers(fs, &o.feedPeers)
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
@@ -171,6 +183,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		if o.gossipProfile != "lan" && o.gossipProfile != "local" {
 			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+		}
+		if err := o.sec.Check(o.endpoints()); err != nil {
+			errs = append(errs, err)
 		}
 		if o.dropLast {
 			errs = append(errs, errors.New("--drop-last is the coordinator's in cluster mode (it drops the remainder so every rank's steps match)"))

@@ -2,7 +2,8 @@
 # Builds the two images integration/docker-compose.yml runs, FROM scratch,
 # with no base image and no network at build time (`make images` calls it):
 #
-#   longshore/longshore:dev  bin/longshore-node, bin/longshore-coordinator and
+#   longshore/longshore:dev  bin/longshore-node, bin/longshore-coordinator,
+#                            bin/longshore-certs and
 #                            bin/longshore-pack (cgo: FFmpeg 5.1,
 #                            libjpeg-turbo), exactly the shared
 #                            libraries `ldd` lists for them plus the dynamic
@@ -29,7 +30,7 @@ GO=${GO:-go}
 BIN=bin
 LABEL=org.longshore.inputs
 
-for b in "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack"; do
+for b in "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" "$BIN/longshore-certs"; do
 	[[ -x $b ]] || { echo "build.sh: $b missing: run 'make build' first" >&2; exit 1; }
 done
 [[ -x $MINIO ]] || { echo "build.sh: no MinIO server at $MINIO: run 'scripts/deps.sh minio'" >&2; exit 1; }
@@ -78,6 +79,7 @@ fresh_context "$ctx"
 put "$BIN/longshore-node" "$ctx/rootfs/usr/local/bin/longshore-node"
 put "$BIN/longshore-coordinator" "$ctx/rootfs/usr/local/bin/longshore-coordinator"
 put "$BIN/longshore-pack" "$ctx/rootfs/usr/local/bin/longshore-pack"
+put "$BIN/longshore-certs" "$ctx/rootfs/usr/local/bin/longshore-certs"
 put "$tools/upload" "$ctx/rootfs/usr/local/bin/upload"
 put "$tools/healthcheck" "$ctx/rootfs/usr/local/bin/healthcheck"
 # Every library ldd resolved ("name => /path (addr)") and the loader

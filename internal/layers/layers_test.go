@@ -50,12 +50,17 @@ var internal = map[string][]string{
 	"cluster/agent": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
+	// Keys and certificates (crypto/x509 only) for a secured cluster.
+	"cluster/certs": {},
+
 	// Wiring.
 	"cmd/coordinator":               {"*"},
 	"cmd/node":                      {"*"},
 	"cmd/longshore-pack":            {"*"},
 	"cmd/longshore-bench":           {"*"},
 	"cmd/internal/flagenv":          {},
+	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
+	"cmd/longshore-certs":           {"cluster/certs"},
 	"cmd/internal/mixing":           {},
 	"cmd/internal/procmem":          {},
 	"examples/feed_server":          {"*"},
@@ -83,18 +88,18 @@ var reach = map[string][]string{
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
 	"github.com/asynkron/protoactor-go": {"actors", "actors/ffdecode", "actors/feedserver",
-		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench",
+		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
-	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node"},
+	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cluster/agent", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
 }
 
 // direct lists, for a standard-library package that touches the world,
 // the packages of the module that may import it themselves.
 var direct = map[string][]string{
-	"net": {"actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "storage/s3", "storage/miniotest",
+	"net": {"actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"actors/feed", "actors/feedserver", "gpu", "storage", "storage/s3", "storage/miniotest",
+	"os": {"actors/feed", "actors/feedserver", "gpu", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/cmd/internal/secure"
+)
+
+// endpoints are the node's cluster-mode addresses for the refusal off loopback
+// (secure.Flags.Check).
+func (o options) endpoints() (gossipAt, remoteAt []secure.Endpoint) {
+	return []secure.Endpoint{{Flag: "--gossip", Addr: o.gossip}, {Flag: "--gossip-advertise", Addr: o.gossipAdvertise}},
+		[]secure.Endpoint{{Flag: "--listen", Addr: o.listen}, {Flag: "--advertise", Addr: o.advertise}}
+}
+
+// security loads what the security flags name: the gossip keys and the
+// remote's TLS options (nil when not given), and logs what protects each
+// channel.
+func security(o options, logger *slog.Logger) ([][]byte, []remote.ConfigOption, error) {
+	keys, err := o.sec.GossipKeys()
+	if err != nil {
+		return nil, nil, err
+	}
+	ropts, err := o.sec.RemoteOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	o.sec.Describe(logger, keys)
+	return keys, ropts, nil
+}
+
+// registerFeedPeers adds --feed-allow-uid and --feed-allow-gid, which
+// admit other users' trainers to the feed sockets (feedserver.PeerPolicy).
+func registerFeedPeers(fs *flag.FlagSet, p *feedserver.PeerPolicy) {
+	fs.Var((*idList)(&p.UIDs), "feed-allow-uid", "with --sink feed: also admit trainers running as these uids (comma-separated); default: this node's uid only, checked with SO_PEERCRED")
+	fs.Var((*idList)(&p.GIDs), "feed-allow-gid", "with --sink feed: also admit trainers whose primary group is one of these gids (comma-separated)")
+}
+
+// idList is a comma-separated list of uids or gids.
+type idList []int
+
+func (l *idList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *idList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a uid or gid", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
