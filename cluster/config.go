@@ -85,6 +85,13 @@ type Config struct {
 	// (a restored state's included) nothing is held. 0 or 1: start with
 	// the first request.
 	MinRanks int
+	// WelcomeResend is how many Ticks a node's Welcome may go unanswered
+	// (no message from any session it started) before it is sent again
+	// (Ready.Welcomes), the wait doubling with each resend up to 32
+	// times: a node without sessions says nothing, so a lost Welcome
+	// would leave it idle for good. Nodes ignore a Welcome for sessions
+	// they have. 0: never.
+	WelcomeResend int
 }
 
 // DefaultConfig returns a Config with every tunable set; the caller fills
@@ -120,6 +127,9 @@ func DefaultConfig() Config {
 		// A node answers a revoke on its next message loop turn; 30 ticks
 		// (30 s at the shells' 1 s tick) means it is wedged.
 		RevokeTimeout: 30,
+		// Nodes ask for work every second once they have sessions: 3
+		// silent ticks mean the Welcome was lost, not slow.
+		WelcomeResend: 3,
 	}
 }
 
@@ -161,6 +171,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinRanks < 0 {
 		bad("MinRanks = %d, want >= 0", c.MinRanks)
+	}
+	if c.WelcomeResend < 0 {
+		bad("WelcomeResend = %d ticks, want >= 0 (0: never)", c.WelcomeResend)
 	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -48,17 +49,18 @@ type Coordinator struct {
 // Stats counts what the coordinator did, for metrics. Monotonic over the
 // coordinator's life.
 type Stats struct {
-	Events       uint64 // Step calls
-	Grants       uint64 // leases issued (padding included)
-	Revokes      uint64 // revokes issued (lease splits asked for)
-	Commits      uint64 // commits applied and acknowledged
-	HeldCommits  uint64 // commits that waited for an in-flight LeaseDone
-	Fenced       uint64 // messages refused with ErrFenced
-	HeldRequests uint64 // Requests held back until MinRanks ranks joined
-	Stale        uint64 // messages refused with ErrStale
-	Invalid      uint64 // messages refused with ErrInvalid
-	Evictions    uint64 // node lives ended (failures, leaves, revoke timeouts)
-	PadPositions uint64 // padding positions issued
+	Events         uint64 // Step calls
+	Grants         uint64 // leases issued (padding included)
+	Revokes        uint64 // revokes issued (lease splits asked for)
+	Commits        uint64 // commits applied and acknowledged
+	HeldCommits    uint64 // commits that waited for an in-flight LeaseDone
+	Fenced         uint64 // messages refused with ErrFenced
+	HeldRequests   uint64 // Requests held back until MinRanks ranks joined
+	WelcomeResends uint64 // Welcomes sent again (none of their sessions had answered)
+	Stale          uint64 // messages refused with ErrStale
+	Invalid        uint64 // messages refused with ErrInvalid
+	Evictions      uint64 // node lives ended (failures, leaves, revoke timeouts)
+	PadPositions   uint64 // padding positions issued
 }
 
 // Stats returns the counters.
@@ -68,6 +70,13 @@ type node struct {
 	id          string
 	incarnation uint64
 	ranks       []*rank
+	// unanswered are the ranks whose sessions the node's last Welcomes
+	// started and that have all said nothing since, and welcomed the
+	// tick a Welcome for them was last sent: a node without sessions
+	// says nothing, so they are welcomed again until one of them talks.
+	unanswered []*rank
+	welcomed   int64
+	resends    int // since the last new Welcome: each doubles the wait
 }
 
 type rank struct {
@@ -82,7 +91,8 @@ type rank struct {
 	streams   map[int]*stream
 	// closed holds the complete epochs the rank was sent a closing
 	// StreamEnd for.
-	closed map[int]bool
+	closed     map[int]bool
+	firstEpoch int // the session's FirstEpoch
 }
 
 // epoch is the coordinator's view of one started epoch.
@@ -298,7 +308,41 @@ func (c *Coordinator) startSession(r *rank) RankSession {
 		}
 	}
 	r.requested = first
+	r.firstEpoch = first
+	n := r.node
+	if !slices.Contains(n.unanswered, r) {
+		n.unanswered = append(n.unanswered, r)
+	}
+	n.welcomed, n.resends = c.now, 0
 	return RankSession{Rank: r.id, Session: r.session, FirstEpoch: first, Committed: c.pastCommits(r.id)}
+}
+
+// resendWelcomes sends the Welcome again to every node none of whose
+// welcomed sessions has said anything for WelcomeResend ticks since it
+// was (last) sent. Its Committed records are the current ones: a commit
+// that was not durable at the first sending may be now.
+func (c *Coordinator) resendWelcomes() {
+	if c.cfg.WelcomeResend == 0 {
+		return
+	}
+	for _, r := range c.rankOrder { // nodes in a deterministic order
+		n := r.node
+		// The wait doubles with every resend (up to 32 times the first):
+		// a session with nothing to ask for (its job is over) stays
+		// silent, and need not hear it every few ticks.
+		wait := int64(c.cfg.WelcomeResend) << min(n.resends, 5)
+		if n.ranks[0] != r || len(n.unanswered) == 0 || c.now-n.welcomed < wait {
+			continue
+		}
+		n.welcomed = c.now
+		n.resends++
+		w := Welcome{Node: n.id, Incarnation: n.incarnation}
+		for _, u := range n.unanswered {
+			w.Ranks = append(w.Ranks, RankSession{Rank: u.id, Session: u.session, FirstEpoch: u.firstEpoch, Committed: c.pastCommits(u.id)})
+		}
+		c.ready.Welcomes = append(c.ready.Welcomes, w)
+		c.stats.WelcomeResends++
+	}
 }
 
 // reset ends a rank's session and starts a new one on the same node.
@@ -736,6 +780,9 @@ func (c *Coordinator) session(id string, s Fence) (*rank, error) {
 	if r == nil || r.session != s {
 		return nil, fmt.Errorf("%w: rank %q session %v", ErrFenced, id, s)
 	}
+	if len(r.node.unanswered) > 0 && slices.Contains(r.node.unanswered, r) {
+		r.node.unanswered = nil // heard from a welcomed session: the Welcome arrived
+	}
 	return r, nil
 }
 
@@ -997,6 +1044,7 @@ func (c *Coordinator) checkComplete(ep *epoch) {
 
 func (c *Coordinator) tick() {
 	c.now++
+	c.resendWelcomes()
 	if c.cfg.RevokeTimeout == 0 {
 		return
 	}

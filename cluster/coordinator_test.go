@@ -355,6 +355,59 @@ func TestMinRanks(t *testing.T) {
 	}
 }
 
+// TestWelcomeResend: a node's Welcome goes again after WelcomeResend
+// ticks while none of its sessions has said anything (the wait doubling),
+// with the same sessions; one message from a session stops it, and a
+// Reset's Welcome starts it again for the new session.
+func TestWelcomeResend(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Samples, cfg.ShardSize, cfg.Epochs, cfg.WelcomeResend = 20, 5, 1, 3
+	h := newHarness(t, cfg)
+	var welcomes []Welcome
+	tick := func(n int) {
+		for range n {
+			if err := h.c.Step(Tick{}); err != nil {
+				t.Fatal(err)
+			}
+			welcomes = append(welcomes, h.c.Ready().Welcomes...)
+			h.c.Advance()
+		}
+	}
+	ids := h.join("a", 1, 2)
+	first := map[string]Fence{ids[0]: h.session[ids[0]], ids[1]: h.session[ids[1]]}
+	tick(2)
+	if len(welcomes) != 0 {
+		t.Fatalf("resent after 2 ticks: %+v", welcomes)
+	}
+	tick(1)
+	if len(welcomes) != 1 || len(welcomes[0].Ranks) != 2 {
+		t.Fatalf("after 3 silent ticks: %+v, want the node's Welcome again", welcomes)
+	}
+	for _, rs := range welcomes[0].Ranks {
+		if first[rs.Rank] != rs.Session {
+			t.Errorf("resent %s with session %v, first %v", rs.Rank, rs.Session, first[rs.Rank])
+		}
+	}
+	tick(5) // the next wait is 6 ticks
+	if len(welcomes) != 1 {
+		t.Fatalf("resent again after 5 more ticks: %d", len(welcomes))
+	}
+	tick(1)
+	if len(welcomes) != 2 {
+		t.Fatalf("not resent 6 ticks after the first resend: %d", len(welcomes))
+	}
+	h.must(Request{Rank: ids[1], Session: h.session[ids[1]], Epoch: 0, Through: 5})
+	tick(100)
+	if len(welcomes) != 2 || h.c.Stats().WelcomeResends != 2 {
+		t.Fatalf("resent after a session talked: %d (%d)", len(welcomes), h.c.Stats().WelcomeResends)
+	}
+	h.must(Reset{Rank: ids[0], Session: h.session[ids[0]]})
+	tick(3)
+	if len(welcomes) != 3 || len(welcomes[2].Ranks) != 1 || welcomes[2].Ranks[0].Session != h.session[ids[0]] {
+		t.Fatalf("a Reset's unanswered Welcome was not resent for the new session: %+v", welcomes[2:])
+	}
+}
+
 func TestEmptyDataset(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Epochs = 2

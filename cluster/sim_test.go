@@ -82,7 +82,7 @@ func TestSimulation(t *testing.T) {
 
 type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
-	Fenced, Revokes, EqualEpochs, Held, HeldRequests, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
+	Fenced, Revokes, EqualEpochs, Held, HeldRequests, WelcomeResends, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
 }
 
 func (s *simStats) add(o simStats) {
@@ -100,6 +100,7 @@ func (s *simStats) add(o simStats) {
 	s.EqualEpochs += o.EqualEpochs
 	s.Held += o.Held
 	s.HeldRequests += o.HeldRequests
+	s.WelcomeResends += o.WelcomeResends
 	s.LostWrites += o.LostWrites
 	s.LandedLost += o.LandedLost
 	s.Races += o.Races
@@ -503,6 +504,18 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 	for _, w := range rd.Welcomes {
 		n := s.nodes[w.Node]
 		for _, rs := range w.Ranks {
+			if old := s.bySession[rs.Session]; old != nil {
+				// A resend (WelcomeResend): the session exists; its node
+				// may not have heard of it yet.
+				s.stats.WelcomeResends++
+				if !stale {
+					s.checkWelcomeCommits(c, rs)
+				}
+				if old.rank != rs.Rank || old.node != n || old.inc != w.Incarnation {
+					s.fail("a Welcome names session %v of %s on %s/%d, first welcomed as %s on %s/%d", rs.Session, rs.Rank, w.Node, w.Incarnation, old.rank, old.node.id, old.inc)
+				}
+				continue
+			}
 			if !stale {
 				s.checkWelcomeCommits(c, rs)
 				for _, old := range s.sessions {

@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -294,17 +293,7 @@ type nodeInfo struct {
 	pid    *actor.PID
 	inc    uint64 // the life the state machine knows; 0 once it is gone
 	gone   uint64 // the largest life that left or failed
-	// welcome is the last Welcome sent to life inc, kept until the node
-	// is heard from in it: a node without sessions says nothing, so a
-	// lost Welcome would leave it idle for good. Resent every
-	// welcomeResend ticks until then.
-	welcome     *wire.Welcome
-	welcomeTick int
 }
-
-// welcomeResend is how many ticks pass before an unanswered Welcome is
-// sent again (nodes ask for work every second once they have sessions).
-const welcomeResend = 3
 
 type coordActor struct {
 	cfg       Config
@@ -354,7 +343,6 @@ func (a *coordActor) Receive(ctx actor.Context) {
 	case tickMsg:
 		a.step(cluster.Tick{})
 		a.ticks++
-		a.resendWelcomes()
 		if j := a.cfg.Journal; j != nil && a.ticks%a.cfg.CheckEvery == 0 && !a.dirty {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := j.Check(cctx)
@@ -458,33 +446,8 @@ func (a *coordActor) membership(ev gossip.Event) {
 // nodeEvents steps a node's events. sender is the node actor when the
 // node sent them as a request (agent does): the way to answer a node that
 // gossip has not introduced yet.
-// resendWelcomes queues again every Welcome its node has not answered
-// for welcomeResend ticks. Nodes ignore a Welcome for sessions they have.
-func (a *coordActor) resendWelcomes() {
-	for id, n := range a.nodes {
-		if n.welcome == nil || n.inc == 0 || n.welcome.GetIncarnation() != n.inc || a.ticks-n.welcomeTick < welcomeResend {
-			continue
-		}
-		n.welcomeTick = a.ticks
-		a.log.Info("node silent since its welcome; sending it again", "node", id, "incarnation", n.inc)
-		m := a.to(id)
-		m.Welcomes = append(m.Welcomes, n.welcome)
-	}
-}
-
 func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 	n := a.node(m.Node)
-	if w := n.welcome; w != nil && m.Incarnation == w.GetIncarnation() {
-		// Heard from a session it started: the Welcome arrived.
-		for _, we := range m.Events {
-			if ev := we.Cluster(); ev != nil && slices.ContainsFunc(w.Ranks, func(rs *wire.RankSession) bool {
-				return rs.Session.Cluster() == sessionOf(ev).Cluster()
-			}) {
-				n.welcome = nil
-				break
-			}
-		}
-	}
 	var fenced []*wire.Fence
 	for _, we := range m.Events {
 		ev := we.Cluster()
@@ -561,15 +524,6 @@ func (a *coordActor) step(ev cluster.Event) error {
 		}
 		m := a.to(w.Node)
 		ww := wire.WelcomeOf(w, a.job, a.token)
-		if n := a.nodes[w.Node]; n != nil && len(w.Ranks) > 0 {
-			keep := ww
-			if n.welcome != nil && n.welcome.GetIncarnation() == w.Incarnation {
-				// A Reset's Welcome while an earlier one is unanswered:
-				// a resend carries both.
-				keep = mergeWelcomes(n.welcome, ww)
-			}
-			n.welcome, n.welcomeTick = keep, a.ticks
-		}
 		for i, rs := range w.Ranks {
 			for k, rc := range rs.Committed {
 				if rc.Gen == 0 && a.cfg.Journal != nil {
@@ -629,17 +583,6 @@ func (a *coordActor) step(ev cluster.Event) error {
 	}
 	a.c.Advance()
 	return err
-}
-
-// mergeWelcomes returns w with old's ranks that w does not name.
-func mergeWelcomes(old, w *wire.Welcome) *wire.Welcome {
-	out := &wire.Welcome{Node: w.Node, Incarnation: w.Incarnation, Job: w.Job, Ranks: w.Ranks}
-	for _, rs := range old.Ranks {
-		if !slices.ContainsFunc(w.Ranks, func(x *wire.RankSession) bool { return x.Rank == rs.Rank }) {
-			out.Ranks = append(out.Ranks, rs)
-		}
-	}
-	return out
 }
 
 // token returns the resume token of a commit record ("" without a
