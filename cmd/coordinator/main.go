@@ -285,7 +285,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	var mem atomic.Pointer[gossip.Membership]
 	reload := o.sec.CatchReload(logger)
-	keys, ropts, err := security(o, logger)
+	keys, ropts, err := o.sec.Load(logger)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 
 	reload := o.sec.CatchReload(logger)
-	keys, ropts, err := security(o, logger)
+	keys, ropts, err := o.sec.Load(logger)
 	if err != nil {
 		return err
 	}

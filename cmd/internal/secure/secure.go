@@ -143,6 +143,28 @@ func (f *Flags) RemoteOptions() ([]remote.ConfigOption, error) {
 	return t.RemoteOptions(), nil
 }
 
+// Endpoints lists a daemon's addresses for Check: its gossip bind and
+// advertised addresses, and its remote's.
+func Endpoints(gossip, gossipAdvertise, listen, advertise string) (gossipAt, remoteAt []Endpoint) {
+	return []Endpoint{{Flag: "--gossip", Addr: gossip}, {Flag: "--gossip-advertise", Addr: gossipAdvertise}},
+		[]Endpoint{{Flag: "--listen", Addr: listen}, {Flag: "--advertise", Addr: advertise}}
+}
+
+// Load loads what the flags name: the gossip keys and the remote's TLS
+// options (nil when not given), and logs what protects each channel.
+func (f *Flags) Load(logger *slog.Logger) ([][]byte, []remote.ConfigOption, error) {
+	keys, err := f.GossipKeys()
+	if err != nil {
+		return nil, nil, err
+	}
+	ropts, err := f.RemoteOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	f.Describe(logger, keys)
+	return keys, ropts, nil
+}
+
 // Describe logs, once at start, what protects each channel (never a key).
 func (f *Flags) Describe(logger *slog.Logger, keys [][]byte) {
 	if len(keys) > 0 {
