@@ -141,8 +141,10 @@ type recorder struct {
 		nextReady  int64 // ... of which found it ready without waiting
 		samples    int64 // samples delivered
 		pads       int64
+		more       moreRec // see counters.go
 	}
 	storeRetries atomic.Int64 // fetches repeated while the store did not answer
+	slotsUsed    atomic.Int64 // slots not free now (the rank actor's view)
 }
 
 func newRecorder(clk clock.Clock, workers, queueCaps [numStages]int) *recorder {
@@ -196,6 +198,7 @@ func (r *recorder) delivered(b *Batch, wait time.Duration, ready bool) {
 		r.mu.nextReady++
 	}
 	r.mu.samples += int64(b.Len())
+	r.mu.more.delivered(b)
 	for _, p := range b.Pads {
 		if p {
 			r.mu.pads++
@@ -229,6 +232,7 @@ type rawStats struct {
 	nextCalls, nextReady, samples int64
 	pads                          int64
 	storeRetries                  int64
+	more                          moreRec
 }
 
 func (r *recorder) raw(rank int) rawStats {
@@ -236,7 +240,8 @@ func (r *recorder) raw(rank int) rawStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := rawStats{rank: rank, ranks: 1, firstBatch: r.mu.firstBatch, stages: r.mu.stages, nextCalls: r.mu.nextCalls,
-		nextReady: r.mu.nextReady, samples: r.mu.samples, pads: r.mu.pads, storeRetries: r.storeRetries.Load()}
+		nextReady: r.mu.nextReady, samples: r.mu.samples, pads: r.mu.pads, storeRetries: r.storeRetries.Load(),
+		more: r.mu.more.clone(r.slotsUsed.Load())}
 	end := r.mu.end
 	if end.IsZero() {
 		end = now
@@ -262,6 +267,7 @@ func mergeRaw(rs []rawStats) rawStats {
 		out.samples += r.samples
 		out.pads += r.pads
 		out.storeRetries += r.storeRetries
+		out.more.add(&r.more, false)
 		for s := range out.stages {
 			o, x := &out.stages[s], &r.stages[s]
 			o.items += x.items
