@@ -58,6 +58,9 @@ type Stats struct {
 	Stale        uint64 // messages refused with ErrStale
 	Invalid      uint64 // messages refused with ErrInvalid
 	Evictions    uint64 // node lives ended (failures, leaves, revoke timeouts)
+	// Returned counts real positions that departed ranks held beyond
+	// their commits, put back in the pool to be issued again.
+	Returned     uint64
 	PadPositions uint64 // padding positions issued
 }
 
@@ -360,6 +363,7 @@ func (c *Coordinator) release(r *rank) {
 			}
 			if !seg.pad {
 				ep.pool.add(Range{from, seg.end})
+				c.stats.Returned += uint64(max(seg.end-from, 0))
 			}
 		}
 		if st.revoking > 0 {
