@@ -328,6 +328,17 @@ type StageStats struct {
 type Bottleneck struct {
 	Stage  string `json:"stage"` // a stage name, "consumer" or "source"
 	Reason string `json:"reason"`
+	// Advice says what to change (empty when nothing in the loader
+	// would help).
+	Advice string `json:"advice,omitempty"`
+}
+
+// advice is what to change when a stage limits throughput.
+var advice = map[string]string{
+	"fetch":  "more fetchers (--fetch-concurrency), or a faster store: reads take most of the time",
+	"decode": "more decoders (--decoders, up to the cores), or less to decode (--lowres, a smaller --size)",
+	"upload": "the hand-off to the device is slow: check the uploader (pinned memory, the device's copy engine)",
+	"source": "work arrives too slowly: raise --read-ahead (or, in a cluster, --shard-size), or the per-sample overhead is the cost",
 }
 
 // Stats is a snapshot of a pipeline's (or a node's, merged) numbers. It
@@ -434,11 +445,11 @@ func bottleneck(st Stats) Bottleneck {
 		}
 	}
 	if best.Busy < 0.5 {
-		return Bottleneck{Stage: "source", Reason: fmt.Sprintf(
+		return Bottleneck{Stage: "source", Advice: advice["source"], Reason: fmt.Sprintf(
 			"the consumer waited %.0f%% of the time but no stage was busy more than %.0f%% (%s %.0f%%, %s): work arrives too slowly, or per-sample overhead dominates",
 			100*feed.Busy, 100*best.Busy, best.Stage, 100*best.Busy, strings.Join(others, ", "))}
 	}
-	return Bottleneck{Stage: best.Stage.String(), Reason: fmt.Sprintf(
+	return Bottleneck{Stage: best.Stage.String(), Advice: advice[best.Stage.String()], Reason: fmt.Sprintf(
 		"%d %s workers busy %.0f%% of the time (p50 %.2f ms per item; %s); the queue after it was %.0f%% full and the consumer waited %.0f%% of the time",
 		best.Workers, best.Stage, 100*best.Busy, best.Time.P50, strings.Join(others, ", "), 100*best.Queue.Occupancy, 100*feed.Busy)}
 }
