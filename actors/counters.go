@@ -26,15 +26,16 @@ type Counters struct{ raw rawStats }
 // Counters: the last batch delivered, failures by class, the slots in
 // use.
 type moreRec struct {
-	delivering bool  // a batch has been delivered
-	lastEpoch  int   // of the last batch delivered
-	lastStep   int64 // ...
-	slotsUsed  int64 // at the snapshot
+	delivering bool          // a batch has been delivered
+	lastEpoch  int           // of the last batch delivered
+	lastStep   int64         // ...
+	lastAt     time.Duration // when, counted as Elapsed is
+	slotsUsed  int64         // at the snapshot
 	classes    map[groupKey]int64
 }
 
-func (m *moreRec) delivered(b *Batch) {
-	m.delivering, m.lastEpoch, m.lastStep = true, b.Epoch, b.Step
+func (m *moreRec) delivered(b *Batch, at time.Duration) {
+	m.delivering, m.lastEpoch, m.lastStep, m.lastAt = true, b.Epoch, b.Step, at
 }
 
 func (m *moreRec) clone(slotsUsed int64) moreRec {
@@ -46,8 +47,8 @@ func (m *moreRec) clone(slotsUsed int64) moreRec {
 
 // add adds o's counts into m. later: o comes after m in time (the same
 // rank's next pipeline), so its last batch and its slots are the ones
-// now; otherwise (ranks side by side) slots add up and the last batch
-// means nothing.
+// now (Add sets lastAt); otherwise (ranks side by side) slots add up,
+// the last batch means nothing and lastAt is the latest.
 func (m *moreRec) add(o *moreRec, later bool) {
 	if len(o.classes) > 0 && m.classes == nil {
 		m.classes = map[groupKey]int64{}
@@ -63,6 +64,7 @@ func (m *moreRec) add(o *moreRec, later bool) {
 		return
 	}
 	m.delivering, m.lastEpoch, m.lastStep = false, 0, 0
+	m.lastAt = max(m.lastAt, o.lastAt)
 	m.slotsUsed += o.slotsUsed
 }
 
@@ -163,6 +165,10 @@ func (c Counters) Add(later Counters) Counters {
 	if r.firstBatch == 0 && l.firstBatch > 0 {
 		r.firstBatch = r.elapsed + l.firstBatch
 	}
+	lastAt := r.more.lastAt
+	if l.more.delivering {
+		lastAt = r.elapsed + l.more.lastAt
+	}
 	r.elapsed += l.elapsed
 	r.nextCalls += l.nextCalls
 	r.nextReady += l.nextReady
@@ -182,6 +188,7 @@ func (c Counters) Add(later Counters) Counters {
 	}
 	r.more = r.more.clone(r.more.slotsUsed)
 	r.more.add(&l.more, true)
+	r.more.lastAt = lastAt
 	return out
 }
 
@@ -260,13 +267,18 @@ type Delivery struct {
 	Delivering bool
 	LastEpoch  int
 	LastStep   int64
+	// LastAt is when the last batch was delivered, counted as Elapsed
+	// is (merged over ranks: the latest): the time the ranks took to
+	// deliver what they did, without the wait for the end of a job
+	// after it.
+	LastAt time.Duration
 }
 
 // Delivered returns what the consumer got.
 func (c Counters) Delivered() Delivery {
 	r := &c.raw
 	return Delivery{Batches: r.nextCalls, Samples: r.samples, Pads: r.pads, Ready: r.nextReady,
-		Delivering: r.more.delivering, LastEpoch: r.more.lastEpoch, LastStep: r.more.lastStep}
+		Delivering: r.more.delivering, LastEpoch: r.more.lastEpoch, LastStep: r.more.lastStep, LastAt: r.more.lastAt}
 }
 
 // StoreRetries counts fetches repeated while the store did not answer.

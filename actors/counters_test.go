@@ -132,6 +132,9 @@ func TestTallyAddsPipelinesUp(t *testing.T) {
 	if d := c.Delivered(); d.Samples != 62 || d.Batches != 8 {
 		t.Errorf("tally delivered %+v, want 62 samples in 8 batches", d)
 	}
+	if d := c.Delivered(); d.LastAt <= each[0].Elapsed() || d.LastAt > c.Elapsed() {
+		t.Errorf("tally's last batch at %v, pipelines ran %v + %v", d.LastAt, each[0].Elapsed(), each[1].Elapsed())
+	}
 	if c.Elapsed() != each[0].Elapsed()+each[1].Elapsed() {
 		t.Errorf("tally elapsed %v, pipelines %v + %v", c.Elapsed(), each[0].Elapsed(), each[1].Elapsed())
 	}

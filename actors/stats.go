@@ -198,7 +198,7 @@ func (r *recorder) delivered(b *Batch, wait time.Duration, ready bool) {
 		r.mu.nextReady++
 	}
 	r.mu.samples += int64(b.Len())
-	r.mu.more.delivered(b)
+	r.mu.more.delivered(b, now.Sub(r.mu.start))
 	for _, p := range b.Pads {
 		if p {
 			r.mu.pads++
