@@ -179,7 +179,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			merged = append(merged, rc.Counters)
 		}
 		c := actors.MergeCounters(merged...)
-		f := runFacts{store: store, ds: ds, counters: c, report: node.Failures(), seconds: c.Elapsed().Seconds(), err: runErr}
+		f := runFacts{store: store, ds: ds, counters: c, report: node.Failures(), seconds: activeSeconds(c), err: runErr}
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
 		}

@@ -93,7 +93,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	}
 	c := actors.MergeCounters(merged...)
 	sum := summarize(o, runFacts{store: store, ds: ds, epochs: o.epochs, batchSize: o.batchSize, counters: c,
-		report: report, seconds: c.Elapsed().Seconds(), err: runErr})
+		report: report, seconds: activeSeconds(c), err: runErr})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err
 	}

@@ -289,11 +289,21 @@ type runFacts struct {
 	counters          actors.Counters // the node's, merged over its ranks
 	report            actors.Report
 	// seconds is the run's time (standalone: from the first fetch to
-	// the last batch; feed and cluster modes: the longest rank's
-	// pipelines' time); firstBatch from process start, if known
-	// (else the first pipeline's start counts).
+	// the last batch; feed and cluster modes: activeSeconds);
+	// firstBatch from process start, if known (else the first
+	// pipeline's start counts).
 	seconds, firstBatch float64
 	err                 error
+}
+
+// activeSeconds is how long the ranks took to deliver what they did:
+// their pipelines' time up to the last batch (the longest rank's), not
+// the wait for the job's end after it.
+func activeSeconds(c actors.Counters) float64 {
+	if d := c.Delivered(); d.LastAt > 0 {
+		return d.LastAt.Seconds()
+	}
+	return c.Elapsed().Seconds()
 }
 
 // summarize makes the Summary of a run, the same fields in every mode:
