@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cmd/internal/observe"
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // observer is the coordinator's live view: the progress line every
@@ -50,7 +51,7 @@ func startObserver(o options, src observe.CoordSource, logger *slog.Logger) (*ob
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob.cancel = cancel
-	tick, stop := observe.Ticker(o.reportEvery)
+	tick, stop := observe.Ticker(clock.Real{}, o.reportEvery)
 	go func() {
 		defer close(ob.done)
 		defer stop()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cmd/internal/observe"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -84,7 +85,7 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob.cancel = cancel
-	tick, stop := observe.Ticker(every)
+	tick, stop := observe.Ticker(clock.Real{}, every)
 	go func() {
 		defer close(ob.done)
 		defer stop()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // RankCounters is one rank's counters under its name ("0", or "n1/0" in a
@@ -136,12 +137,12 @@ func (r *Reporter) log(rep Report) {
 	r.Logger.Info("loader report", attrs...)
 }
 
-// Ticker returns a tick channel every d and its stop function (d <= 0:
-// a channel that never ticks).
-func Ticker(d time.Duration) (<-chan time.Time, func()) {
+// Ticker returns a tick channel of c every d and its stop function
+// (d <= 0: a channel that never ticks; c nil: the real clock).
+func Ticker(c clock.Clock, d time.Duration) (<-chan time.Time, func()) {
 	if d <= 0 {
 		return nil, func() {}
 	}
-	t := time.NewTicker(d)
-	return t.C, t.Stop
+	t, ch := clock.Or(c).NewTicker(d)
+	return ch, t.Stop
 }
