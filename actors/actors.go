@@ -127,6 +127,7 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 			}
 			f := Failure{Rank: p.rank, Epoch: e.epoch, Index: e.item.Index, Key: e.item.Key, Stage: e.stage,
 				Class: classify(e.stage, e.err), Reason: e.err.Error()}
+			p.rec.failure(f.Stage, f.Class)
 			if p.book.record(f) && !a.dead {
 				a.fatal(c, &BudgetError{Report: p.book.report()})
 			}
@@ -153,6 +154,7 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 		queued += max(u-1, 0)
 	}
 	p.bufsMade.Store(int64(a.core.bufsMade))
+	p.rec.slotsUsed.Store(int64(p.cfg.Slots - len(a.core.freeSlots)))
 	p.rec.schedQueues(p.clock.Now(), queued, a.core.decodedOpen)
 }
 

@@ -215,8 +215,14 @@ func (b *failureBook) report() Report {
 		gc.Examples = append([]Failure(nil), g.Examples...)
 		r.Groups = append(r.Groups, gc)
 	}
-	sort.Slice(r.Groups, func(i, j int) bool {
-		a, c := r.Groups[i], r.Groups[j]
+	sortGroups(r.Groups)
+	return r
+}
+
+// sortGroups orders groups largest first, then by stage and class.
+func sortGroups(gs []FailureGroup) {
+	sort.Slice(gs, func(i, j int) bool {
+		a, c := gs[i], gs[j]
 		if a.Count != c.Count {
 			return a.Count > c.Count
 		}
@@ -225,5 +231,4 @@ func (b *failureBook) report() Report {
 		}
 		return a.Class < c.Class
 	})
-	return r
 }

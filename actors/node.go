@@ -120,13 +120,7 @@ func drain(ctx context.Context, p *Pipeline, fn func(*Batch) error) error {
 
 // Stats merges the ranks' stats (Rank -1): counts and task times are summed
 // over ranks, occupancies averaged, Seconds is the longest rank's.
-func (n *Node) Stats() Stats {
-	raws := make([]rawStats, len(n.ranks))
-	for i, p := range n.ranks {
-		raws[i] = p.rec.raw(p.rank)
-	}
-	return mergeRaw(raws).stats()
-}
+func (n *Node) Stats() Stats { return n.Counters().Stats() }
 
 // Failures is the node's failure report.
 func (n *Node) Failures() Report { return n.book.report() }

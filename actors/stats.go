@@ -141,8 +141,10 @@ type recorder struct {
 		nextReady  int64 // ... of which found it ready without waiting
 		samples    int64 // samples delivered
 		pads       int64
+		more       moreRec // see counters.go
 	}
 	storeRetries atomic.Int64 // fetches repeated while the store did not answer
+	slotsUsed    atomic.Int64 // slots not free now (the rank actor's view)
 }
 
 func newRecorder(clk clock.Clock, workers, queueCaps [numStages]int) *recorder {
@@ -196,6 +198,7 @@ func (r *recorder) delivered(b *Batch, wait time.Duration, ready bool) {
 		r.mu.nextReady++
 	}
 	r.mu.samples += int64(b.Len())
+	r.mu.more.delivered(b, now.Sub(r.mu.start))
 	for _, p := range b.Pads {
 		if p {
 			r.mu.pads++
@@ -229,6 +232,7 @@ type rawStats struct {
 	nextCalls, nextReady, samples int64
 	pads                          int64
 	storeRetries                  int64
+	more                          moreRec
 }
 
 func (r *recorder) raw(rank int) rawStats {
@@ -236,7 +240,8 @@ func (r *recorder) raw(rank int) rawStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := rawStats{rank: rank, ranks: 1, firstBatch: r.mu.firstBatch, stages: r.mu.stages, nextCalls: r.mu.nextCalls,
-		nextReady: r.mu.nextReady, samples: r.mu.samples, pads: r.mu.pads, storeRetries: r.storeRetries.Load()}
+		nextReady: r.mu.nextReady, samples: r.mu.samples, pads: r.mu.pads, storeRetries: r.storeRetries.Load(),
+		more: r.mu.more.clone(r.slotsUsed.Load())}
 	end := r.mu.end
 	if end.IsZero() {
 		end = now
@@ -262,6 +267,7 @@ func mergeRaw(rs []rawStats) rawStats {
 		out.samples += r.samples
 		out.pads += r.pads
 		out.storeRetries += r.storeRetries
+		out.more.add(&r.more, false)
 		for s := range out.stages {
 			o, x := &out.stages[s], &r.stages[s]
 			o.items += x.items
@@ -322,6 +328,17 @@ type StageStats struct {
 type Bottleneck struct {
 	Stage  string `json:"stage"` // a stage name, "consumer" or "source"
 	Reason string `json:"reason"`
+	// Advice says what to change (empty when nothing in the loader
+	// would help).
+	Advice string `json:"advice,omitempty"`
+}
+
+// advice is what to change when a stage limits throughput.
+var advice = map[string]string{
+	"fetch":  "more fetchers (--fetch-concurrency), or a faster store: reads take most of the time",
+	"decode": "more decoders (--decoders, up to the cores), or less to decode (--lowres, a smaller --size)",
+	"upload": "the hand-off to the device is slow: check the uploader (pinned memory, the device's copy engine)",
+	"source": "work arrives too slowly: raise --read-ahead (or, in a cluster, --shard-size), or the per-sample overhead is the cost",
 }
 
 // Stats is a snapshot of a pipeline's (or a node's, merged) numbers. It
@@ -428,11 +445,11 @@ func bottleneck(st Stats) Bottleneck {
 		}
 	}
 	if best.Busy < 0.5 {
-		return Bottleneck{Stage: "source", Reason: fmt.Sprintf(
+		return Bottleneck{Stage: "source", Advice: advice["source"], Reason: fmt.Sprintf(
 			"the consumer waited %.0f%% of the time but no stage was busy more than %.0f%% (%s %.0f%%, %s): work arrives too slowly, or per-sample overhead dominates",
 			100*feed.Busy, 100*best.Busy, best.Stage, 100*best.Busy, strings.Join(others, ", "))}
 	}
-	return Bottleneck{Stage: best.Stage.String(), Reason: fmt.Sprintf(
+	return Bottleneck{Stage: best.Stage.String(), Advice: advice[best.Stage.String()], Reason: fmt.Sprintf(
 		"%d %s workers busy %.0f%% of the time (p50 %.2f ms per item; %s); the queue after it was %.0f%% full and the consumer waited %.0f%% of the time",
 		best.Workers, best.Stage, 100*best.Busy, best.Time.P50, strings.Join(others, ", "), 100*best.Queue.Occupancy, 100*feed.Busy)}
 }

@@ -60,7 +60,10 @@ type Stats struct {
 	Stale          uint64 // messages refused with ErrStale
 	Invalid        uint64 // messages refused with ErrInvalid
 	Evictions      uint64 // node lives ended (failures, leaves, revoke timeouts)
-	PadPositions   uint64 // padding positions issued
+	// Returned counts real positions that departed ranks held beyond
+	// their commits, put back in the pool to be issued again.
+	Returned     uint64
+	PadPositions uint64 // padding positions issued
 }
 
 // Stats returns the counters.
@@ -404,6 +407,7 @@ func (c *Coordinator) release(r *rank) {
 			}
 			if !seg.pad {
 				ep.pool.add(Range{from, seg.end})
+				c.stats.Returned += uint64(max(seg.end-from, 0))
 			}
 		}
 		if st.revoking > 0 {

@@ -6,6 +6,7 @@
 #   scripts/deps.sh demo    base + Python/Pillow/NumPy used to make the demo dataset
 #   scripts/deps.sh python  NumPy, pytest, PyTorch and torchvision for the Python client's tests
 #   scripts/deps.sh minio   a MinIO server binary built from source into $LONGSHORE_CACHE/bin
+#   scripts/deps.sh observe Debian's prometheus (the metrics test scrapes real daemons with it)
 #   scripts/deps.sh all     everything above
 #
 # Debian 12 ships FFmpeg 5.1, which is what go-astiav v0.16.0 needs. MinIO has
@@ -52,6 +53,10 @@ install_python() {
 	need_pkgs python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
 }
 
+install_observe() {
+	need_pkgs prometheus
+}
+
 install_minio() {
 	local bin="$CACHE/bin/minio"
 	if [ -x "$bin" ]; then return 0; fi
@@ -74,6 +79,7 @@ base) install_base ;;
 demo) install_demo ;;
 python) install_python ;;
 minio) install_minio ;;
-all) install_demo; install_python; install_minio ;;
-*) echo "usage: $0 base|demo|python|minio|all" >&2; exit 2 ;;
+observe) install_observe ;;
+all) install_demo; install_python; install_minio; install_observe ;;
+*) echo "usage: $0 base|demo|python|minio|observe|all" >&2; exit 2 ;;
 esac

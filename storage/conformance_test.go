@@ -42,3 +42,7 @@ func TestConformanceS3(t *testing.T) {
 		return s
 	})
 }
+
+func TestConformanceCounting(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storage.Store { return storage.NewCountingStore(storage.NewMemStore(t.Name())) })
+}

@@ -270,6 +270,9 @@ func (p *PackedStore) SetWindow(window int) {
 // Window returns the current window.
 func (p *PackedStore) Window() int { return int(p.window.Load()) }
 
+// Unwrap returns the store the packed samples are read from.
+func (p *PackedStore) Unwrap() Store { return p.inner }
+
 // Stats returns the counters so far.
 func (p *PackedStore) Stats() PackedStats {
 	p.mu.Lock()

@@ -289,6 +289,7 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	rs.rl = cluster.NewRankLeases(s, int(j.Epochs))
 	rs.session = s.Session
 	rs.pipe = p
+	rs.r.tally.Use(p)
 	if rs.steps == nil || rs.steps.BatchSize() != j.BatchSize {
 		rs.steps = cluster.NewRankSteps(j.BatchSize) // a job of another batch size has other steps
 	}
@@ -318,6 +319,7 @@ func (a *nodeActor) endSession(rs *rankState) {
 	if rs.want != nil {
 		rs.want.give(actors.Work{Err: ErrRolledBack})
 	}
+	rs.r.tally.Use(nil)
 	a.n.closePipeline(rs.pipe)
 	prev, prevAcked := rs.prev, rs.prevAcked
 	if rs.rl != nil {

@@ -193,7 +193,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, sys: sys, log: log, stopCh: make(chan struct{})}
 	for i := range cfg.Ranks {
-		r := &Rank{name: fmt.Sprintf("%s/%d", cfg.Node, i), index: i, node: n}
+		r := &Rank{name: fmt.Sprintf("%s/%d", cfg.Node, i), index: i, node: n, tally: actors.NewTally(i)}
 		r.mu.changed = make(chan struct{})
 		n.ranks = append(n.ranks, r)
 	}
@@ -292,6 +292,7 @@ type Rank struct {
 	name  string
 	index int
 	node  *Node
+	tally *actors.Tally // its pipelines' counters, across sessions
 
 	mu struct {
 		sync.Mutex

@@ -187,6 +187,8 @@ type model struct {
 	committed int
 	token     []byte
 	rollbacks int
+	// received counts the batches the trainer got, rolled back or not.
+	received int
 	// rolledBackIn is the epoch of the last rollback's checkpoint (-1:
 	// none); ownStepTokens counts the commits checked in it.
 	rolledBackIn  int
@@ -268,6 +270,7 @@ func (tr *trainer) run(ctx context.Context) error {
 			}
 		}
 		tr.m.hist = append(tr.m.hist, entry{b.Epoch, b.Step, keys})
+		tr.m.received++
 		epoch, step := b.Epoch, b.Step
 		b.Release()
 		if tr.after != nil && !tr.after(tr, n) {
@@ -382,6 +385,12 @@ func TestClusterFeed(t *testing.T) {
 		}
 	}
 	e.waitFinished(ctx)
+	// The node's counters say what the trainers got.
+	for _, tr := range trs {
+		if d := e.nd.Rank(tr.rank).Counters().Delivered(); d.Batches != int64(tr.m.received) {
+			t.Errorf("rank %d: counters say %d batches delivered, the trainer got %d", tr.rank, d.Batches, tr.m.received)
+		}
+	}
 }
 
 // TestClusterFeedReconnect: a trainer that crashes mid-epoch with
@@ -394,7 +403,7 @@ func TestClusterFeedReconnect(t *testing.T) {
 	defer cancel()
 	var firstTok []byte
 	crashes := 0
-	e.runTrainers(ctx, func(tr *trainer, n int) bool {
+	trs := e.runTrainers(ctx, func(tr *trainer, n int) bool {
 		if tr.rank != 0 {
 			return true
 		}
@@ -435,6 +444,11 @@ func TestClusterFeedReconnect(t *testing.T) {
 		t.Errorf("%d crashes, want 2", crashes)
 	}
 	e.waitFinished(ctx)
+	// Rank 0's counters add up its sessions: at least what its trainer
+	// got (a replaced session's last batches may never reach it).
+	if d := e.nd.Rank(0).Counters().Delivered(); d.Batches < int64(trs[0].m.received) || trs[0].rank != 0 {
+		t.Errorf("rank 0: counters say %d batches delivered over its sessions, its trainer got %d", d.Batches, trs[0].m.received)
+	}
 }
 
 // TestClusterFeedCoordinatorRestart: the coordinator restarts under the

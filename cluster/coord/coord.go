@@ -260,6 +260,7 @@ func (c *Coordinator) Status(ctx context.Context) (Status, error) {
 // Status is a snapshot of the coordinator for tests and logs.
 type Status struct {
 	Stats  cluster.Stats
+	Census cluster.Census
 	Epochs []cluster.EpochStatus
 	Ranks  []string
 	Done   bool
@@ -370,7 +371,7 @@ func (a *coordActor) Receive(ctx actor.Context) {
 }
 
 func (a *coordActor) status() Status {
-	st := Status{Stats: a.c.Stats(), Ranks: a.c.Ranks(), Done: a.c.Done(), Err: a.failed}
+	st := Status{Stats: a.c.Stats(), Census: a.c.Census(), Ranks: a.c.Ranks(), Done: a.c.Done(), Err: a.failed}
 	for e := range a.cfg.Cluster.Epochs {
 		st.Epochs = append(st.Epochs, a.c.Epoch(e))
 	}

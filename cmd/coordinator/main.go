@@ -55,6 +55,7 @@ import (
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -75,6 +76,8 @@ type options struct {
 	batchSize                     int
 	linger                        time.Duration
 	tick                          time.Duration
+	metrics, metricsToken         string
+	metricsLinger, reportEvery    time.Duration
 	cluster                       cluster.Config
 	// given: which of --block, --mix-window and --shard-size were given
 	// (on the command line or in the environment), by flag name.
@@ -117,6 +120,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
 	o.sec.Register(fs)
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9465; another address needs --metrics-token-file); default off")
+	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send; needed off loopback")
+	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values")
+	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the job's progress (epoch, percent committed, samples/s, ranks and nodes alive) this often; 0: never")
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
@@ -167,6 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := o.sec.Check(o.endpoints()); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, checkMetricsFlags(o)...)
 	c.Samples = 0 // from the dataset; validated then
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
@@ -318,14 +326,25 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			return out
 		},
 	}
+	var meter *observe.JournalMeter
 	if jn != nil {
-		ccfg.Journal = jn
+		meter = observe.NewJournalMeter(jn)
+		ccfg.Journal = meter
 	}
 	co, err := coord.Start(sys, ccfg)
 	if err != nil {
 		return err
 	}
 	defer co.Shutdown(context.Background())
+	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter}, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
+			logger.Warn("metrics server shutdown", "err", err)
+		}
+	}()
 
 	gcfg := gossip.Config{
 		Meta:          gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},

@@ -22,6 +22,7 @@ import (
 	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
@@ -33,7 +34,7 @@ import (
 // returns nil once the coordinator said the job is done and every rank
 // has delivered what it holds.
 func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := newLogger(o, stderr)
 	dc, err := o.decodeConfig()
 	if err != nil {
 		return err
@@ -94,6 +95,8 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 	var mem atomic.Pointer[gossip.Membership]
+	var job atomic.Pointer[agent.Job] // the coordinator's, once welcomed
+	commits := newCommitBook()
 	acfg := agent.Config{
 		Node:     id,
 		Ranks:    o.ranks,
@@ -122,8 +125,10 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		},
 		Logger: logger,
 	}
+	acfg.OnJob = func(j agent.Job) { job.Store(&j) }
 	if ps, ok := store.(*storage.PackedStore); ok {
 		acfg.OnJob = func(j agent.Job) {
+			job.Store(&j)
 			if ps.Block() != j.Block || ps.Window() != j.Window {
 				ps.SetBlock(j.Block)
 				ps.SetWindow(j.Window)
@@ -141,9 +146,47 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		acfg.OnAck = cf.OnAck
 		acfg.OnEpochComplete = cf.OnEpochComplete
 	}
+	onAck := acfg.OnAck
+	acfg.OnAck = func(rank string, session cluster.Fence, a cluster.Ack) {
+		commits.record(rank, a.Epoch, a.Step)
+		onAck(rank, session, a)
+	}
 	node, err := agent.Start(sys, acfg)
 	if err != nil {
 		return err
+	}
+	ranks := func() []observe.RankCounters {
+		cs := node.RankCounters()
+		out := make([]observe.RankCounters, len(cs))
+		for i, c := range cs {
+			out[i] = observe.RankCounters{Name: node.Rank(i).Name(), Counters: c}
+		}
+		return out
+	}
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list}, store, logger)
+	if err != nil {
+		node.Shutdown(context.Background())
+		return err
+	}
+	// The summary, once the job is done (or the node stopped): the same
+	// fields as standalone, from the ranks' counters over every session.
+	summary := func(runErr error) error {
+		if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
+			logger.Warn("metrics server shutdown", "err", err)
+		}
+		var merged []actors.Counters
+		for _, rc := range ranks() {
+			merged = append(merged, rc.Counters)
+		}
+		c := actors.MergeCounters(merged...)
+		f := runFacts{store: store, ds: ds, counters: c, report: node.Failures(), seconds: activeSeconds(c), err: runErr}
+		if j := job.Load(); j != nil {
+			f.epochs, f.batchSize = j.Epochs, j.BatchSize
+		}
+		if err := emitSummary(o, stdout, summarize(o, f)); err != nil && runErr == nil {
+			return err
+		}
+		return runErr
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
@@ -214,7 +257,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}()
 	}
 	if cf != nil {
-		return serveClusterFeed(ctx, o, node, cf, ac, logger, stderr)
+		return summary(serveClusterFeed(ctx, o, node, cf, ac, logger, stderr))
 	}
 	errs := make([]error, o.ranks)
 	var twg sync.WaitGroup
@@ -234,13 +277,13 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	twg.Wait()
 	if cause := context.Cause(ctx); errors.Is(cause, agent.ErrGaveUp) {
-		return cause
+		return summary(cause)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return summary(err)
 	}
 	logger.Info("job done; leaving")
-	return snk.Flush()
+	return summary(snk.Flush())
 }
 
 // trainer stands in for a rank's trainer: it logs each batch's samples,

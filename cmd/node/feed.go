@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/longshore/longshore/actors"
@@ -12,37 +13,130 @@ import (
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster/agent"
+	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/storage"
 )
 
 // serveFeed is standalone mode with --sink feed: each rank's batches are
 // served zero-copy to a trainer process over a Unix socket in the feed
-// directory (see docs/feed-protocol.md), until SIGINT/SIGTERM. Trainers
-// commit steps and get resume tokens; a trainer that reconnects resumes
-// after its last commit (or after the token it presents).
-func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stderr io.Writer) error {
+// directory (see docs/feed-protocol.md). Trainers commit steps and get
+// resume tokens; a trainer that reconnects resumes after its last commit
+// (or after the token it presents). It returns nil, printing the
+// summary, once every epoch is delivered and every trainer has left (or
+// feedGrace after the last rank's end), or when stopped (SIGINT,
+// SIGTERM).
+func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stdout, stderr io.Writer, logger *slog.Logger) error {
 	store, ds, err := openStandalone(ctx, o)
 	if err != nil {
 		return err
 	}
+	defer storage.Close(store)
 	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		return err
 	}
-	open := feedserver.Standalone(ac, ds, o.ranks, deps)
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers}, open)
+	// Each rank's streams (reopened when a trainer resumes from an older
+	// commit) add up in a Tally: the summary's and the metrics' source.
+	tallies := make([]*actors.Tally, o.ranks)
+	for r := range tallies {
+		tallies[r] = actors.NewTally(r)
+	}
+	base := feedserver.Standalone(ac, ds, o.ranks, deps)
+	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
+		st, err := base(rank, from, alloc)
+		if err == nil {
+			p, _ := st.(*actors.Pipeline)
+			tallies[rank].Use(p)
+		}
+		return st, err
+	}
+	commits := newCommitBook()
+	committer := recordingCommitter{c: feedserver.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize}, book: commits}
+	ranks := func() []observe.RankCounters {
+		out := make([]observe.RankCounters, len(tallies))
+		for r, t := range tallies {
+			out[r] = observe.RankCounters{Name: strconv.Itoa(r), Counters: t.Counters()}
+		}
+		return out
+	}
+	n := int64(len(ds.Samples))
+	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs}, store, logger)
 	if err != nil {
+		return err
+	}
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, Committer: committer, Logger: logger}, open)
+	if err != nil {
+		ob.shutdown(ctx, 0)
 		return err
 	}
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, len(ds.Samples), o.ranks)
 	for r := 0; r < o.ranks; r++ {
 		fmt.Fprintf(stderr, "  rank %d: %s\n", r, s.SocketPath(r))
 	}
-	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader(); stop with Ctrl-C)\n", feedDirOf(o))
-	<-ctx.Done()
+	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader(); exits once every epoch is delivered and the trainers have left, or on Ctrl-C)\n", feedDirOf(o))
+	waitFeed(ctx, s, logger)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	return s.Shutdown(sctx)
+	runErr := s.Shutdown(sctx)
+	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
+		logger.Warn("metrics server shutdown", "err", err)
+	}
+	counters := ranks()
+	merged := make([]actors.Counters, len(counters))
+	var report actors.Report
+	for r := range counters {
+		merged[r] = counters[r].Counters
+		report = actors.MergeReports(report, tallies[r].Failures())
+	}
+	c := actors.MergeCounters(merged...)
+	sum := summarize(o, runFacts{store: store, ds: ds, epochs: o.epochs, batchSize: o.batchSize, counters: c,
+		report: report, seconds: activeSeconds(c), err: runErr})
+	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// waitFeed waits until s has served every epoch and its trainers have
+// left (or feedGrace after the end, if a trainer stays connected), or
+// ctx ends. Either way the run is over without error: a standalone feed
+// stopped by a signal has served what its trainers asked for.
+func waitFeed(ctx context.Context, s *feedserver.Server, logger *slog.Logger) {
+	select {
+	case <-s.Finished():
+		logger.Info("every epoch delivered; every trainer has left")
+	case <-s.Ended():
+		select {
+		case <-s.Finished():
+			logger.Info("every epoch delivered; every trainer has left")
+		case <-time.After(feedGrace):
+			logger.Warn("every epoch delivered; trainers still connected after the grace period, leaving", "grace", feedGrace)
+		case <-ctx.Done():
+		}
+	case <-ctx.Done():
+	}
+}
+
+// recordingCommitter is a Committer that records each commit it made a
+// token for, for the metrics.
+type recordingCommitter struct {
+	c    feedserver.Committer
+	book *commitBook
+}
+
+func (r recordingCommitter) Commit(ctx context.Context, rank int, epoch int, step int64) ([]byte, error) {
+	tok, err := r.c.Commit(ctx, rank, epoch, step)
+	if err == nil {
+		r.book.record(strconv.Itoa(rank), epoch, step)
+	}
+	return tok, err
+}
+
+func (r recordingCommitter) Resume(ctx context.Context, rank int, token []byte) (int, int64, error) {
+	return r.c.Resume(ctx, rank, token)
 }
 
 func feedDirOf(o options) string {

@@ -34,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -45,6 +46,7 @@ import (
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
@@ -87,6 +89,10 @@ type options struct {
 	block            int  // standalone: the epoch order's block (see orderBlock)
 	blockSet         bool // --block was given
 	window           int  // standalone: the epoch order's window
+	metrics          string
+	metricsToken     string
+	metricsLinger    time.Duration
+	reportEvery      time.Duration
 
 	// cluster mode
 	id              string
@@ -143,6 +149,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image)")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9464; another address needs --metrics-token-file); default off")
+	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send (Prometheus: authorization.credentials_file); needed off loopback")
+	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values of a short job")
+	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the live bottleneck report (images/s, each stage's busy fraction, the limiting stage and what to change) over each window this long; 0: never (with --metrics the window is then 10s)")
 	fs.StringVar(&o.id, "id", "", "cluster mode: this node's id, unique in the cluster; ranks are <id>/<i> (default: host-port of --gossip)")
 	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
@@ -215,6 +225,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.ranks < 1 {
 		errs = append(errs, fmt.Errorf("--ranks %d: need at least 1", o.ranks))
 	}
+	errs = append(errs, checkMetricsFlags(o)...)
 	switch o.progress {
 	case "auto", "always", "never":
 	default:
@@ -333,7 +344,35 @@ func openDataset(ctx context.Context, o options, block, window int) (storage.Sto
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	return stores.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache)})
+	packed := &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache)}
+	if err := packed.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	s, err := stores.Open(ctx, o.dataset, sopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	// Counted under the packed store: the metrics show the requests the
+	// object store answers.
+	return stores.DatasetIn(ctx, storage.NewCountingStore(s), o.dataset, dopts, packed)
+}
+
+// checkMetricsFlags reports what is wrong with --metrics and its kin.
+func checkMetricsFlags(o options) []error {
+	var errs []error
+	if o.metrics == "" {
+		if o.metricsToken != "" || o.metricsLinger != 0 {
+			errs = append(errs, errors.New("--metrics-token-file and --metrics-linger need --metrics HOST:PORT"))
+		}
+	} else if host, _, err := net.SplitHostPort(o.metrics); err != nil {
+		errs = append(errs, fmt.Errorf("--metrics %q: want HOST:PORT: %w", o.metrics, err))
+	} else if o.metricsToken == "" && !observe.IsLoopback(host) {
+		errs = append(errs, fmt.Errorf("--metrics %s is not a loopback address: pass --metrics-token-file FILE (scrapers then send its bearer token), or use 127.0.0.1", o.metrics))
+	}
+	if o.reportEvery < 0 || o.metricsLinger < 0 {
+		errs = append(errs, errors.New("--report-every and --metrics-linger: need 0 or more"))
+	}
+	return errs
 }
 
 // wait is how long a stopped run gives its pipelines to drain.

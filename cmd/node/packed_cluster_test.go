@@ -100,9 +100,10 @@ func TestClusterPacked(t *testing.T) {
 	// The node runs in a process of its own: protoactor's remote sets
 	// grpc's global logger when it starts, which races with a running
 	// remote in the same process.
-	logPath := filepath.Join(t.TempDir(), "d.log")
+	logPath, statsPath := filepath.Join(t.TempDir(), "d.log"), filepath.Join(t.TempDir(), "s.json")
 	args := []string{"--join", m.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
-		"--dataset", packed, "--sink", "log:" + logPath, "--size", "32", "--progress", "never", "--ranks", "2"}
+		"--dataset", packed, "--sink", "log:" + logPath, "--size", "32", "--progress", "never", "--ranks", "2",
+		"--stats-json", statsPath}
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
 	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
@@ -155,5 +156,10 @@ func TestClusterPacked(t *testing.T) {
 	alone, _ := strconv.Atoi(mm[2])
 	if chunks < 4 || chunks > 8 || alone > 4 {
 		t.Errorf("%d chunk reads and %d single reads for 4 shards of 12 in blocks of 12", chunks, alone)
+	}
+	// --stats-json works in cluster mode, with the standalone fields.
+	stats := readStats(t, statsPath)
+	if got := stats["images"].(float64); got < 48 || stats["epochs"].(float64) != 1 || stats["batch_size"].(float64) != 4 || stats["pack"] == nil {
+		t.Errorf("cluster stats: %v images (want 48 and padding), epochs %v, batch %v, pack %v", got, stats["epochs"], stats["batch_size"], stats["pack"])
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -46,6 +47,7 @@ type Summary struct {
 	Failures          FailureSummary       `json:"failures"`
 	Bottleneck        string               `json:"bottleneck"`
 	BottleneckReason  string               `json:"bottleneck_reason"`
+	BottleneckAdvice  string               `json:"bottleneck_advice,omitempty"`
 	Stages            actors.Stats         `json:"stages"`
 	Pack              *storage.PackedStats `json:"pack,omitempty"` // a packed dataset's chunk cache
 	Error             string               `json:"error,omitempty"`
@@ -179,8 +181,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	logger := newLogger(o, stderr)
 	if o.sink == "feed" {
-		return serveFeed(ctx, o, ac, dc, stderr)
+		return serveFeed(ctx, o, ac, dc, stdout, stderr, logger)
 	}
 	snk, err := parseSink(o.sink, o.logPixels)
 	if err != nil {
@@ -216,6 +219,20 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if ps, ok := store.(*storage.PackedStore); ok {
 		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, ds, o.packCache, 1))
 	}
+	ranks := func() []observe.RankCounters {
+		var out []observe.RankCounters
+		for r, c := range node.RankCounters() {
+			out = append(out, observe.RankCounters{Name: strconv.Itoa(r), Counters: c})
+		}
+		return out
+	}
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, store, logger)
+	if err != nil {
+		node.Close()
+		snk.Close()
+		storage.Close(store)
+		return err
+	}
 	bar := newProgress(o.progress, total, stderr)
 
 	var (
@@ -241,7 +258,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	})
 	elapsed := time.Since(runStart)
 	bar.finish()
-	stats := node.Stats()
+	counters := node.Counters()
 	report := node.Failures()
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	shutErr := node.Shutdown(shutCtx)
@@ -249,26 +266,73 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := snk.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("sink: %w", err)
 	}
+	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
+		logger.Warn("metrics server shutdown", "err", err)
+	}
+	s := summarize(o, runFacts{store: store, ds: ds, epochs: o.epochs, batchSize: o.batchSize, counters: counters,
+		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), err: runErr})
+	storage.Close(store)
+	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr == nil && shutErr != nil {
+		runErr = fmt.Errorf("shutdown: %w", shutErr)
+	}
+	return runErr
+}
+
+// runFacts are what a run's Summary is made of.
+type runFacts struct {
+	store             storage.Store
+	ds                *storage.Dataset
+	epochs, batchSize int
+	counters          actors.Counters // the node's, merged over its ranks
+	report            actors.Report
+	// seconds is the run's time (standalone: from the first fetch to
+	// the last batch; feed and cluster modes: activeSeconds);
+	// firstBatch from process start, if known (else the first
+	// pipeline's start counts).
+	seconds, firstBatch float64
+	err                 error
+}
+
+// activeSeconds is how long the ranks took to deliver what they did:
+// their pipelines' time up to the last batch (the longest rank's), not
+// the wait for the job's end after it.
+func activeSeconds(c actors.Counters) float64 {
+	if d := c.Delivered(); d.LastAt > 0 {
+		return d.LastAt.Seconds()
+	}
+	return c.Elapsed().Seconds()
+}
+
+// summarize makes the Summary of a run, the same fields in every mode:
+// the figures come from the node's counters (the metrics' source), the
+// failure report from the failure books.
+func summarize(o options, f runFacts) Summary {
+	stats := f.counters.Stats()
+	use := readUsage()
 	var pack *storage.PackedStats
-	if ps, ok := store.(*storage.PackedStore); ok {
+	if _, _, ps := storeParts(f.store); ps != nil {
 		st := ps.Stats()
 		pack = &st
 	}
-	storage.Close(store)
-	use := readUsage()
-
+	if f.firstBatch == 0 {
+		f.firstBatch = stats.FirstBatchSeconds
+	}
 	s := Summary{
-		Dataset: store.String(), Samples: len(ds.Samples), Classes: len(ds.Classes),
-		Epochs: o.epochs, Ranks: o.ranks, BatchSize: o.batchSize, Transform: o.transform,
+		Dataset: f.store.String(), Samples: len(f.ds.Samples), Classes: len(f.ds.Classes),
+		Epochs: f.epochs, Ranks: o.ranks, BatchSize: f.batchSize, Transform: o.transform,
 		Images: stats.Samples, Pads: stats.Pads, Batches: stats.Batches,
-		Seconds:           elapsed.Seconds(),
-		FirstBatchSeconds: firstBatch.Seconds(),
+		Seconds:           f.seconds,
+		FirstBatchSeconds: f.firstBatch,
 		CPUSeconds:        use.CPU.Seconds(),
 		PeakRSSBytes:      use.PeakRSS,
 		Bottleneck:        stats.Bottleneck.Stage,
 		BottleneckReason:  stats.Bottleneck.Reason,
+		BottleneckAdvice:  stats.Bottleneck.Advice,
 		Stages:            stats,
-		Failures:          FailureSummary{Total: report.Failed, ByReason: map[string]int64{}, Report: report},
+		Failures:          FailureSummary{Total: f.report.Failed, ByReason: map[string]int64{}, Report: f.report},
 		Pack:              pack,
 	}
 	if s.Seconds > 0 {
@@ -277,22 +341,22 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if s.Images > 0 {
 		s.CPUMsPerImage = 1000 * s.CPUSeconds / float64(s.Images)
 	}
-	for _, g := range report.Groups {
-		s.Failures.ByReason[fmt.Sprintf("%s/%s", g.Stage, g.Class)] += g.Count
+	for _, fc := range f.counters.Failures() {
+		s.Failures.ByReason[fmt.Sprintf("%s/%s", fc.Stage, fc.Class)] += fc.Count
 	}
-	if runErr != nil {
-		s.Error = runErr.Error()
+	if f.err != nil {
+		s.Error = f.err.Error()
 	}
+	return s
+}
+
+// emitSummary prints s and writes it to --stats-json.
+func emitSummary(o options, stdout io.Writer, s Summary) error {
 	printSummary(stdout, s)
 	if o.statsJSON != "" {
-		if err := writeJSON(o.statsJSON, s); err != nil && runErr == nil {
-			runErr = err
-		}
+		return writeJSON(o.statsJSON, s)
 	}
-	if runErr == nil && shutErr != nil {
-		runErr = fmt.Errorf("shutdown: %w", shutErr)
-	}
-	return runErr
+	return nil
 }
 
 func printSummary(w io.Writer, s Summary) {
@@ -320,6 +384,9 @@ func printSummary(w io.Writer, s Summary) {
 			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)
 	}
 	fmt.Fprintf(w, "  bottleneck    %s: %s\n", s.Bottleneck, s.BottleneckReason)
+	if s.BottleneckAdvice != "" {
+		fmt.Fprintf(w, "  advice        %s\n", s.BottleneckAdvice)
+	}
 	fmt.Fprintf(w, "  %-8s %8s %6s %8s %8s %8s %6s %6s\n", "stage", "items", "fail", "p50 ms", "p90 ms", "p99 ms", "busy", "queue")
 	for _, st := range s.Stages.Stages {
 		fmt.Fprintf(w, "  %-8s %8d %6d %8.2f %8.2f %8.2f %5.0f%% %5.0f%%\n", st.Stage, st.Items, st.Failures,

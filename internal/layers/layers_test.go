@@ -59,6 +59,7 @@ var internal = map[string][]string{
 	"cmd/longshore-pack":            {"*"},
 	"cmd/longshore-bench":           {"*"},
 	"cmd/internal/flagenv":          {},
+	"cmd/internal/observe":          {"actors", "cluster", "cluster/coord", "cluster/journal", "internal/clock", "storage", "storage/s3"},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
 	"cmd/longshore-certs":           {"cluster/certs"},
 	"cmd/internal/mixing":           {},
@@ -77,7 +78,7 @@ var reach = map[string][]string{
 	// Only the S3 store and what opens stores by URL link the S3 client:
 	// the seam (storage), the pipeline, the journal and the coordinator
 	// actor need none of it.
-	"github.com/minio/minio-go/v7": {"storage/s3", "storage/stores", "storage/miniotest",
+	"github.com/minio/minio-go/v7": {"cmd/internal/observe", "storage/s3", "storage/stores", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "examples/inprocess",
 		"integration/tools/upload"},
 	// FFmpeg only where images are decoded.
@@ -87,19 +88,19 @@ var reach = map[string][]string{
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"actors", "actors/ffdecode", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/feedserver",
 		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
-	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cluster/agent", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
+	"github.com/hashicorp/memberlist": {"cmd/internal/observe", "cluster/gossip", "cluster/coord", "cluster/agent", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
 }
 
 // direct lists, for a standard-library package that touches the world,
 // the packages of the module that may import it themselves.
 var direct = map[string][]string{
-	"net": {"actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"actors/feed", "actors/feedserver", "gpu", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"cmd/internal/observe", "actors/feed", "actors/feedserver", "gpu", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }

@@ -52,6 +52,20 @@ func OpenDataset(ctx context.Context, raw string, sopts s3.Options, dopts storag
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
 	}
+	return DatasetIn(ctx, s, raw, dopts, packed)
+}
+
+// DatasetIn is OpenDataset on a store already open (raw names it in
+// errors): a caller that wraps the store (storage.CountingStore, under
+// the packed store) opens it with Open and goes on here. On error s is
+// closed.
+func DatasetIn(ctx context.Context, s storage.Store, raw string, dopts storage.DiscoverOptions, packed *storage.PackedConfig) (storage.Store, *storage.Dataset, error) {
+	if packed != nil {
+		if err := packed.Validate(); err != nil {
+			storage.Close(s)
+			return nil, nil, fmt.Errorf("dataset %s: %w", raw, err)
+		}
+	}
 	ds, err := storage.Discover(ctx, s, dopts)
 	if err != nil {
 		storage.Close(s)

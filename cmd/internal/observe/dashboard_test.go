@@ -1,0 +1,152 @@
+package observe
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/coord"
+	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+)
+
+type fakeJournal struct{}
+
+func (fakeJournal) Write(context.Context, cluster.State, []string) (uint64, error) { return 7, nil }
+func (fakeJournal) Check(context.Context) error                                    { return nil }
+func (fakeJournal) Token(gen uint64, epoch int, step int64) journal.Token {
+	return journal.Token{Gen: gen, Epoch: epoch, Step: step}
+}
+
+// exported returns every metric name the node's and the coordinator's
+// registries export with every source present (a histogram's series
+// names included).
+func exported(t *testing.T) map[string]bool {
+	t.Helper()
+	st, ds := dataset(t, 16, 3)
+	cs := storage.NewCountingStore(st)
+	n, err := actors.NewNode(config(), ds, 1, testDeps(cs, testDecoder{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.Run(context.Background(), func(*actors.Batch) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ranks := rankCounters(n)
+	rep := &Reporter{Ranks: ranks}
+	rep.Step()
+	node := Registry(NewNodeCollector(NodeSource{
+		Ranks: ranks, Store: cs, Report: rep, JobSamples: 10, JobEpochs: 1,
+		S3:        func() s3.Stats { return s3.Stats{} },
+		Pack:      func() storage.PackedStats { return storage.PackedStats{} },
+		Committed: func() []Commit { return []Commit{{Rank: "0", Epoch: 0, Step: 3}} },
+	}))
+	jm := NewJournalMeter(fakeJournal{})
+	if _, err := jm.Write(context.Background(), cluster.State{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = jm.Check(context.Background())
+	co := prometheus.NewRegistry()
+	co.MustRegister(NewCoordCollector(CoordSource{Samples: 10, Epochs: 2, Journal: jm,
+		Status: func(context.Context) (coord.Status, error) {
+			return coord.Status{Census: cluster.Census{Nodes: 1, Ranks: []cluster.RankCensus{{Rank: "n/0", Node: "n", Epoch: 0, Step: 1}}},
+				Epochs: []cluster.EpochStatus{{Started: true, Committed: 4}, {}}}, nil
+		}}))
+	names := map[string]bool{}
+	for _, g := range []prometheus.Gatherer{node, co} {
+		mfs, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			n := mf.GetName()
+			names[n] = true
+			if mf.GetType() == dto.MetricType_HISTOGRAM {
+				names[n+"_bucket"], names[n+"_sum"], names[n+"_count"] = true, true, true
+			}
+		}
+	}
+	return names
+}
+
+// TestDashboardNamesExportedMetrics: every expression of the Grafana
+// dashboard in docs/ names only metrics the daemons export.
+func TestDashboardNamesExportedMetrics(t *testing.T) {
+	names := exported(t)
+	b, err := os.ReadFile("../../../docs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d any
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && k == "expr" {
+					exprs = append(exprs, s)
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(d)
+	if len(exprs) < 10 {
+		t.Fatalf("the dashboard has %d expressions", len(exprs))
+	}
+	metric := regexp.MustCompile(`\b(longshore|process|go)_[a-z0-9_]+\b`)
+	for _, e := range exprs {
+		found := metric.FindAllString(e, -1)
+		if len(found) == 0 {
+			t.Errorf("expression names no metric: %s", e)
+		}
+		for _, n := range found {
+			if !names[n] {
+				t.Errorf("expression %s names %s, which is not exported", e, n)
+			}
+		}
+	}
+}
+
+// TestCoordMetrics: the coordinator's metrics read its status.
+func TestCoordMetrics(t *testing.T) {
+	st := coord.Status{
+		Stats: cluster.Stats{Grants: 5, Evictions: 1, Returned: 9},
+		Census: cluster.Census{Nodes: 2, Leases: cluster.LeaseStates{Active: 3, Delivered: 1},
+			Ranks: []cluster.RankCensus{{Rank: "a/0", Node: "a", Epoch: 1, Step: 4, Leases: 2}, {Rank: "b/0", Node: "b", Epoch: -1, Step: -1}}},
+		Epochs: []cluster.EpochStatus{{Started: true, Complete: true, Committed: 10}, {Started: true, Committed: 4}, {}},
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCoordCollector(CoordSource{Samples: 10, Epochs: 3, Status: func(context.Context) (coord.Status, error) { return st, nil }}))
+	mfs := families(t, reg)
+	for name, want := range map[string]float64{
+		"longshore_coord_nodes": 2, "longshore_coord_ranks": 2, "longshore_coord_leases": 4,
+		"longshore_coord_grants_total": 5, "longshore_coord_evictions_total": 1, "longshore_coord_returned_positions_total": 9,
+		"longshore_coord_committed_samples": 14, "longshore_coord_epochs_complete": 1, "longshore_coord_epoch": 1,
+		"longshore_coord_job_samples": 30, "longshore_coord_rank_committed_step": 4, "longshore_coord_up": 1,
+	} {
+		if got := sum(mfs, name, nil); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := sum(mfs, "longshore_coord_progress_ratio", nil); got < 0.466 || got > 0.467 {
+		t.Errorf("progress %v, want 14/30", got)
+	}
+}

@@ -1,0 +1,148 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/internal/clock"
+)
+
+// RankCounters is one rank's counters under its name ("0", or "n1/0" in a
+// cluster): the metrics' rank label.
+type RankCounters struct {
+	Name string
+	actors.Counters
+}
+
+// Reporter is the live bottleneck report: each Step takes the ranks'
+// counters and applies the summary's rule to the window since the
+// previous Step.
+type Reporter struct {
+	// Ranks snapshots every rank's counters, in a stable order.
+	Ranks func() []RankCounters
+	// Throttled, if set, is how many throttling answers (429, 503
+	// SlowDown) the store has given so far: a fetch bottleneck with
+	// throttling in its window is the store's doing.
+	Throttled func() int64
+	// Logger gets one line per Run step; nil: none.
+	Logger *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		prev      map[string]actors.Counters
+		throttled int64
+		last      Report
+		have      bool
+	}
+}
+
+// Report is the figures of one window.
+type Report struct {
+	// Window is the window's length (the longest rank's).
+	Window time.Duration
+	// Node is the window's figures merged over the ranks.
+	Node actors.Stats
+	// Ranks are each rank's figures in the window, by the names Ranks
+	// gave.
+	Ranks []RankStats
+	// Bottleneck is the node's limiting stage in the window, with what
+	// to change.
+	Bottleneck actors.Bottleneck
+	// Throttled counts the store's throttling answers in the window.
+	Throttled int64
+}
+
+// RankStats is one rank's window.
+type RankStats struct {
+	Name string
+	actors.Stats
+}
+
+// Step takes a snapshot and returns the report of the window since the
+// previous Step (the first window starts when the ranks did).
+func (r *Reporter) Step() Report {
+	now := r.Ranks()
+	var thr int64
+	if r.Throttled != nil {
+		thr = r.Throttled()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.mu.prev
+	r.mu.prev = make(map[string]actors.Counters, len(now))
+	wins := make([]actors.Counters, 0, len(now))
+	rep := Report{Throttled: max(thr-r.mu.throttled, 0)}
+	for _, rc := range now {
+		r.mu.prev[rc.Name] = rc.Counters
+		w := rc.Counters
+		if p, ok := prev[rc.Name]; ok {
+			w = w.Since(p)
+		}
+		wins = append(wins, w)
+		rep.Ranks = append(rep.Ranks, RankStats{Name: rc.Name, Stats: w.Stats()})
+		rep.Window = max(rep.Window, w.Elapsed())
+	}
+	r.mu.throttled = thr
+	rep.Node = actors.MergeCounters(wins...).Stats()
+	rep.Bottleneck = rep.Node.Bottleneck
+	if rep.Bottleneck.Stage == actors.StageFetch.String() && rep.Throttled > 0 {
+		rep.Bottleneck.Advice = fmt.Sprintf("the store is throttling (%d throttled answers in the window): fewer fetchers, more prefixes, or a store that allows more requests", rep.Throttled)
+	}
+	r.mu.last, r.mu.have = rep, true
+	return rep
+}
+
+// Last returns the latest report, if a Step was taken.
+func (r *Reporter) Last() (Report, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.last, r.mu.have
+}
+
+// Run takes a Step on every tick until ctx is done, logging each
+// window's report when Logger is set.
+func (r *Reporter) Run(ctx context.Context, tick <-chan time.Time) {
+	for {
+		select {
+		case <-tick:
+			rep := r.Step()
+			if r.Logger != nil {
+				r.log(rep)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *Reporter) log(rep Report) {
+	b := rep.Bottleneck
+	attrs := []any{"window", rep.Window.Round(time.Millisecond).String(),
+		"images_per_second", fmt.Sprintf("%.0f", rep.Node.SamplesPerSecond), "batches", rep.Node.Batches,
+		"bottleneck", b.Stage}
+	for _, s := range rep.Node.Stages {
+		attrs = append(attrs, s.Stage.String()+"_busy", fmt.Sprintf("%.2f", s.Busy))
+	}
+	if rep.Throttled > 0 {
+		attrs = append(attrs, "throttled", rep.Throttled)
+	}
+	attrs = append(attrs, "reason", b.Reason)
+	if b.Advice != "" {
+		attrs = append(attrs, "advice", b.Advice)
+	}
+	r.Logger.Info("loader report", attrs...)
+}
+
+// Ticker returns a tick channel of c every d and its stop function
+// (d <= 0: a channel that never ticks; c nil: the real clock).
+func Ticker(c clock.Clock, d time.Duration) (<-chan time.Time, func()) {
+	if d <= 0 {
+		return nil, func() {}
+	}
+	t, ch := clock.Or(c).NewTicker(d)
+	return ch, t.Stop
+}

@@ -1,0 +1,156 @@
+package observe
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ErrNotLoopback is returned for an address off loopback without a token.
+var ErrNotLoopback = errors.New("observe: address is not loopback")
+
+// ServerConfig configures an HTTP server for metrics (and pages).
+type ServerConfig struct {
+	// Addr is host:port to listen on; port 0 picks one (Server.Addr says
+	// which). A host that is not a loopback address (a wildcard, an
+	// interface address, a name that resolves elsewhere) needs TokenFile.
+	Addr string
+	// TokenFile, if set, holds the bearer token every request must carry
+	// (Authorization: Bearer <token>; Prometheus: authorization
+	// credentials_file). Leading and trailing white space is ignored.
+	TokenFile string
+	// Flag names the address's flag in errors ("--metrics").
+	Flag string
+	// Logger gets the server's errors; nil: discarded.
+	Logger *slog.Logger
+}
+
+// Server serves HTTP on loopback, or anywhere behind a bearer token.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// IsLoopback reports whether host (a name or an address, without port)
+// is loopback: "localhost", 127.0.0.0/8, ::1, or a name every address of
+// which is one of those.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	if host == "" {
+		return false
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// Listen starts serving h per c.
+func Listen(c ServerConfig, h http.Handler) (*Server, error) {
+	if c.Flag == "" {
+		c.Flag = "--metrics"
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: want HOST:PORT: %w", c.Flag, c.Addr, err)
+	}
+	var token []byte
+	if c.TokenFile != "" {
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s-token-file: %w", c.Flag, err)
+		}
+		token = []byte(strings.TrimSpace(string(b)))
+		if len(token) == 0 {
+			return nil, fmt.Errorf("%s-token-file %s: empty token", c.Flag, c.TokenFile)
+		}
+	} else if !IsLoopback(host) {
+		return nil, fmt.Errorf("%w: %s %s would serve every network: pass %s-token-file FILE (a bearer token scrapers must send), or listen on 127.0.0.1",
+			ErrNotLoopback, c.Flag, c.Addr, c.Flag)
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Flag, err)
+	}
+	if token != nil {
+		h = bearer(token, h)
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{ln: ln, done: make(chan error, 1), srv: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func bearer(token []byte, h http.Handler) http.Handler {
+	want := append([]byte("Bearer "), token...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="longshore"`)
+			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Shutdown stops the server, letting requests in progress finish; it
+// returns ctx.Err() if they did not in time.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Registry returns a registry holding cs and the Go runtime's and the
+// process's collectors (go_*, process_*: CPU, memory, file descriptors).
+func Registry(cs ...prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(cs...)
+	return reg
+}
+
+// Handler serves /metrics from reg, and extra's paths beside it.
+func Handler(reg *prometheus.Registry, extra map[string]http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	for p, h := range extra {
+		mux.Handle(p, h)
+	}
+	return mux
+}

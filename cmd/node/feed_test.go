@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/longshore/longshore/actors/feed"
+)
+
+// statsFields are the --stats-json fields every mode writes.
+var statsFields = []string{"dataset", "dataset_samples", "epochs", "ranks", "batch_size", "images", "pads", "batches",
+	"seconds", "images_per_second", "first_batch_seconds", "cpu_seconds", "peak_rss_bytes", "failures", "bottleneck",
+	"bottleneck_reason", "stages"}
+
+func readStats(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range statsFields {
+		if _, ok := s[f]; !ok {
+			t.Errorf("stats JSON lacks %q", f)
+		}
+	}
+	return s
+}
+
+// TestStandaloneFeedEnds: --sink feed exits 0 by itself once every epoch
+// is delivered and the trainer has left, printing the summary and
+// writing --stats-json like the other sinks.
+func TestStandaloneFeedEnds(t *testing.T) {
+	root, _ := makeDataset(t, 30)
+	dir := t.TempDir()
+	feedDir, statsPath := filepath.Join(dir, "feed"), filepath.Join(dir, "s.json")
+	var out, errb bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--standalone", "--dataset", root, "--epochs", "2", "--batch-size", "8", "--size", "32",
+			"--sink", "feed", "--feed-dir", feedDir, "--stats-json", statsPath, "--progress", "never"}, &out, &errb)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var c *feed.Client
+	for c == nil {
+		var err error
+		if c, err = feed.DialContext(ctx, filepath.Join(feedDir, feed.SocketName(0)), feed.DialConfig{}); err != nil {
+			c = nil
+			select {
+			case <-ctx.Done():
+				t.Fatalf("no feed socket: %v\n%s", err, errb.String())
+			case rc := <-code:
+				t.Fatalf("node exited %d before serving:\n%s", rc, errb.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	images := 0
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		images += b.Len()
+		b.Release()
+	}
+	c.Close()
+	select {
+	case rc := <-code:
+		if rc != 0 {
+			t.Fatalf("exit %d\n%s", rc, errb.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("the node did not exit after the trainer left")
+	}
+	s := readStats(t, statsPath)
+	if got := s["images"].(float64); got != float64(images) || images != 60 {
+		t.Errorf("stats say %v images, the trainer got %d (want 60)", got, images)
+	}
+	if !strings.Contains(out.String(), "images/s") {
+		t.Errorf("no summary:\n%s", out.String())
+	}
+}

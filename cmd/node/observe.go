@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/longshore/longshore/cmd/internal/observe"
+	"github.com/longshore/longshore/internal/clock"
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+)
+
+// defaultWindow is the live report's window when --report-every is 0
+// but --metrics is on: the busy ratios and the bottleneck the metrics
+// show are those of the latest window.
+const defaultWindow = 10 * time.Second
+
+// observer is a node's live view: the bottleneck report at
+// --report-every and the metrics at --metrics.
+type observer struct {
+	rep    *observe.Reporter
+	srv    *observe.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// storeParts finds, under the dataset's store, what the metrics read:
+// the request counts, the S3 client's counts and the packed store's.
+func storeParts(s storage.Store) (counted *storage.CountingStore, s3s *s3.Store, packed *storage.PackedStore) {
+	for s != nil {
+		switch x := s.(type) {
+		case *storage.CountingStore:
+			counted = x
+		case *s3.Store:
+			s3s = x
+		case *storage.PackedStore:
+			packed = x
+		}
+		u, ok := s.(interface{ Unwrap() storage.Store })
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	return counted, s3s, packed
+}
+
+// startObserver starts the report (logged every --report-every, to
+// logger) and, with --metrics, the metrics server reading src (whose
+// Report it sets). Stop it with shutdown.
+func startObserver(o options, src observe.NodeSource, store storage.Store, logger *slog.Logger) (*observer, error) {
+	counted, s3s, packed := storeParts(store)
+	src.Store = counted
+	if s3s != nil {
+		src.S3 = s3s.Stats
+	}
+	if packed != nil {
+		src.Pack = packed.Stats
+	}
+	rep := &observe.Reporter{Ranks: src.Ranks}
+	if s3s != nil {
+		rep.Throttled = func() int64 { return s3s.Stats().Throttled }
+	}
+	src.Report = rep
+	ob := &observer{rep: rep, done: make(chan struct{})}
+	every := o.reportEvery
+	if every > 0 {
+		rep.Logger = logger
+	} else if o.metrics != "" {
+		every = defaultWindow
+	}
+	if o.metrics != "" {
+		reg := observe.Registry(observe.NewNodeCollector(src))
+		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger},
+			observe.Handler(reg, nil))
+		if err != nil {
+			return nil, err
+		}
+		ob.srv = srv
+		logger.Info("serving metrics", "addr", "http://"+srv.Addr()+"/metrics")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ob.cancel = cancel
+	tick, stop := observe.Ticker(clock.Real{}, every)
+	go func() {
+		defer close(ob.done)
+		defer stop()
+		rep.Run(ctx, tick)
+	}()
+	return ob, nil
+}
+
+// shutdown stops the report and the metrics server: after a linger of
+// --metrics-linger, so a scraper collects the final values of a job
+// that just ended (ctx ends the linger early).
+func (ob *observer) shutdown(ctx context.Context, linger time.Duration) error {
+	if ob == nil {
+		return nil
+	}
+	ob.cancel()
+	<-ob.done
+	if ob.srv == nil {
+		return nil
+	}
+	if linger > 0 {
+		select {
+		case <-time.After(linger):
+		case <-ctx.Done():
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ob.srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// commitBook keeps each rank's last acknowledged commit, for the
+// metrics.
+type commitBook struct {
+	mu struct {
+		sync.Mutex
+		last map[string]observe.Commit
+	}
+}
+
+func newCommitBook() *commitBook {
+	b := &commitBook{}
+	b.mu.last = map[string]observe.Commit{}
+	return b
+}
+
+func (b *commitBook) record(rank string, epoch int, step int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.mu.last[rank]; ok && (c.Epoch > epoch || c.Epoch == epoch && c.Step > step) {
+		return // a late ack of an older commit
+	}
+	b.mu.last[rank] = observe.Commit{Rank: rank, Epoch: epoch, Step: step}
+}
+
+func (b *commitBook) list() []observe.Commit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]observe.Commit, 0, len(b.mu.last))
+	for _, c := range b.mu.last {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rank < out[j].Rank })
+	return out
+}
