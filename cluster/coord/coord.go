@@ -104,8 +104,12 @@ var ErrStopped = errors.New("coord: coordinator stopped")
 
 // Coordinator is the running coordinator actor.
 type Coordinator struct {
-	sys    *actor.ActorSystem
-	pid    *actor.PID
+	sys *actor.ActorSystem
+	pid *actor.PID
+	// cancel ends base, the context of the actor's blocking I/O (journal
+	// writes and checks): Shutdown calls it when its ctx ends first, so
+	// a write stuck on a store that does not answer cannot outlive it.
+	cancel context.CancelFunc
 	done   chan struct{}
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -140,9 +144,12 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Coordinator{sys: sys, done: make(chan struct{}), stopCh: make(chan struct{}), fatal: make(chan error, 1)}
+	base, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
 	cc := cfg.Cluster
 	a := &coordActor{
-		cfg: cfg, c: core, log: log, done: c.done,
+		base: base,
+		cfg:  cfg, c: core, log: log, done: c.done,
 		job: &wire.Job{
 			Samples: cc.Samples, Seed: cc.Seed, Block: int64(cc.Block), Window: int64(cc.Window), Epochs: int64(cc.Epochs),
 			ShardSize: int64(cc.ShardSize), BatchSize: int64(cfg.BatchSize), ManifestDigest: cfg.Digest,
@@ -191,6 +198,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	}
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), wire.CoordinatorActor)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("coord: spawn: %w", err)
 	}
 	c.pid = pid
@@ -272,14 +280,20 @@ type Status struct {
 func (c *Coordinator) Shutdown(ctx context.Context) error {
 	c.once.Do(func() {
 		close(c.stopCh)
-		_ = c.sys.Root.StopFuture(c.pid).Wait()
+		c.wg.Add(1)
+		go func() { // the actor may be in a journal write: ctx rules the wait
+			defer c.wg.Done()
+			_ = c.sys.Root.StopFuture(c.pid).Wait()
+		}()
 	})
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		c.cancel()
 		return nil
 	case <-ctx.Done():
+		c.cancel() // give up: abort the journal I/O still blocking the actor
 		return ctx.Err()
 	}
 }
@@ -297,6 +311,7 @@ type nodeInfo struct {
 }
 
 type coordActor struct {
+	base      context.Context // canceled when Shutdown gives up
 	cfg       Config
 	c         *cluster.Coordinator
 	log       *slog.Logger
@@ -345,7 +360,7 @@ func (a *coordActor) Receive(ctx actor.Context) {
 		a.step(cluster.Tick{})
 		a.ticks++
 		if j := a.cfg.Journal; j != nil && a.ticks%a.cfg.CheckEvery == 0 && !a.dirty {
-			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cctx, cancel := context.WithTimeout(a.base, 30*time.Second)
 			err := j.Check(cctx)
 			cancel()
 			if err != nil {
@@ -643,7 +658,7 @@ func (a *coordActor) flush(ctx actor.Context) {
 			}
 			sort.Strings(peers)
 		}
-		wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		wctx, cancel := context.WithTimeout(a.base, time.Minute)
 		g, err := a.cfg.Journal.Write(wctx, a.c.Snapshot(), peers)
 		cancel()
 		if err != nil {
