@@ -498,3 +498,79 @@ func TestStaleStepsDown(t *testing.T) {
 		t.Fatal("stale coordinator did not step down on its next check")
 	}
 }
+
+// stuckJournal is a journal whose writes after the first n block until
+// their context ends, as on a store that stopped answering.
+type stuckJournal struct {
+	*journal.Journal
+	n       int
+	writes  atomic.Int32
+	blocked chan struct{} // closed when a write blocks
+	aborted chan error    // the blocked write's context error
+	once    sync.Once
+}
+
+func (j *stuckJournal) Write(ctx context.Context, s cluster.State, peers []string) (uint64, error) {
+	if int(j.writes.Add(1)) <= j.n {
+		return j.Journal.Write(ctx, s, peers)
+	}
+	j.once.Do(func() { close(j.blocked) })
+	<-ctx.Done()
+	j.aborted <- ctx.Err()
+	return 0, ctx.Err()
+}
+
+// TestShutdownAbortsStuckJournalWrite: when Shutdown's ctx ends while the
+// actor is stuck in a journal write, Shutdown returns ctx.Err() and the
+// write's context is canceled too, so the write does not outlive it.
+func TestShutdownAbortsStuckJournalWrite(t *testing.T) {
+	h := newHarness(t, 40)
+	defer h.sys.Shutdown()
+	sj := &stuckJournal{Journal: openJournal(t, storage.NewMemStore("journal")), n: 1,
+		blocked: make(chan struct{}), aborted: make(chan error, 1)}
+	co := h.startCoordinator(1, 0, sj, nil)
+	nd := h.startNode("n0")
+	defer nd.Shutdown(context.Background())
+	h.co = co
+	nd.SetCoordinatorPID(co.PID())
+	co.SetNodePID(nd.Name(), nd.PID())
+	co.Membership(gossip.Event{Kind: gossip.Joined, Name: nd.Name(), Meta: gossip.Meta{
+		ID: nd.Name(), Role: gossip.RoleNode, Ranks: nd.RankNames(), Incarnation: nd.Incarnation()}})
+	// Trainers that commit every batch: the coordinator writes commits
+	// to the journal.
+	trainCtx, stopTraining := context.WithCancel(context.Background())
+	defer stopTraining()
+	for i := range 2 {
+		go func() {
+			for {
+				b, err := nd.Rank(i).Next(trainCtx)
+				if err != nil {
+					if errors.Is(err, agent.ErrRolledBack) {
+						continue
+					}
+					return
+				}
+				_ = nd.Rank(i).Commit(b.Epoch, b.Step)
+				b.Release()
+			}
+		}()
+	}
+	select {
+	case <-sj.blocked:
+	case <-time.After(time.Minute): // a failure backstop only
+		t.Fatal("no journal write after the first within a minute")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Shutdown gives up at once: the actor is stuck
+	if err := co.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown = %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-sj.aborted:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the stuck write ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute): // a failure backstop only
+		t.Fatal("the stuck journal write outlived Shutdown")
+	}
+}
