@@ -79,8 +79,8 @@ func BenchmarkRemote(b *testing.B) {
 				}
 				sys = s
 			} else {
-				p, _ := echoServer(b)
-				sys = serverSys
+				var p *pki
+				p, sys = inProcessTLSRemote(b)
 				dir := b.TempDir()
 				crt, key, err := p.ca.Issue(certs.Host{Name: "node-b", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 				if err != nil {
@@ -146,4 +146,21 @@ func BenchmarkRemote(b *testing.B) {
 			})
 		})
 	}
+}
+
+// inProcessTLSRemote starts a remote with mutual TLS in this process, for
+// the benchmark only: a second remote in one process races on grpc's
+// global logger (see echoServer), which the benchmark does not mind.
+func inProcessTLSRemote(b *testing.B) (*pki, *actor.ActorSystem) {
+	b.Helper()
+	p := newPKI(b)
+	sys := quietSystem()
+	cfg, err := wire.NewTLS(p.host("coordinator"), p.pool(), "node-*")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := wire.StartRemote(sys, "127.0.0.1:0", "", cfg.RemoteOptions()...); err != nil {
+		b.Fatal(err)
+	}
+	return p, sys
 }

@@ -1,18 +1,19 @@
 package wire_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,57 +82,73 @@ func quietSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
 
-// The test binary's one remote: protoactor's remote.Start sets grpc's
-// global logger, which races with a server already running in the same
-// process, so a second remote runs in a child process (as in
-// cluster/wire's TestRemoteRoundTrip).
-var (
-	serverPKI  *pki
-	serverAddr string
-	serverSys  *actor.ActorSystem
-	serverOnce sync.Once
-)
-
-// echoServer starts (once) a remote on 127.0.0.1 with mutual TLS under
-// the test CA, admitting peers named node-*, with an actor "echo" that
-// answers each NodeEvents with itself.
-func echoServer(t testing.TB) (*pki, string) {
+// echoServer starts, in a child process (this test binary re-executed:
+// protoactor's remote.Start sets grpc's global logger, which races with a
+// remote already running in the same process, and TestRemoteRoundTrip has
+// this process's one), a remote on 127.0.0.1 with mutual TLS under a test
+// CA, admitting peers named node-*, with an actor "echo" that answers
+// each NodeEvents with itself. It returns the CA and the address; the
+// child is killed when the test ends.
+func echoServer(t *testing.T) (*pki, string) {
 	t.Helper()
-	serverOnce.Do(func() {
-		p := newPKI(t)
-		p.t = nil // the CA outlives this test
-		ca := p.ca
-		sys := quietSystem()
-		crt, key, err := ca.Issue(certs.Host{Name: "coordinator", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pair, err := tls.X509KeyPair(crt, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := wire.NewTLS(pair, p.pool(), "node-*")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, addr, err := wire.StartRemote(sys, "127.0.0.1:0", "", cfg.RemoteOptions()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
-			if m, ok := c.Message().(*wire.NodeEvents); ok {
-				c.Respond(m)
-			}
-		}), "echo"); err != nil {
-			t.Fatal(err)
-		}
-		serverPKI, serverAddr, serverSys = p, addr, sys
-	})
-	if serverPKI == nil {
-		t.Fatal("the echo server did not start")
+	p := newPKI(t)
+	dir := t.TempDir()
+	crt, key, err := p.ca.Issue(certs.Host{Name: "coordinator", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	serverPKI.t = t
-	return serverPKI, serverAddr
+	if err := certs.WriteHost(dir, crt, key, p.ca.CertPEM); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTLSEchoProc$")
+	cmd.Env = append(os.Environ(), tlsEchoEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "echo-address "); ok {
+			go io.Copy(io.Discard, out)
+			return p, a
+		}
+	}
+	t.Fatal("the echo server did not report its address")
+	return nil, ""
+}
+
+const tlsEchoEnv = "LONGSHORE_TLS_ECHO" // the echo server's certificate directory
+
+// TestTLSEchoProc is echoServer's child: it serves until it is killed.
+func TestTLSEchoProc(t *testing.T) {
+	dir := os.Getenv(tlsEchoEnv)
+	if dir == "" {
+		t.Skip("run by echoServer")
+	}
+	cfg, err := wire.LoadTLS(wire.TLSFiles{Cert: filepath.Join(dir, certs.HostCert), Key: filepath.Join(dir, certs.HostKey),
+		CA: filepath.Join(dir, certs.CACert), PeerName: "node-*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := quietSystem()
+	_, addr, err := wire.StartRemote(sys, "127.0.0.1:0", "", cfg.RemoteOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*wire.NodeEvents); ok {
+			c.Respond(m)
+		}
+	}), "echo"); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("echo-address " + addr)
+	select {} // until the parent kills this process
 }
 
 const tlsPeerEnv = "LONGSHORE_TLS_PEER" // the certificate directory; the echo address in tlsPeerAddrEnv
