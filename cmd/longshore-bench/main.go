@@ -16,6 +16,10 @@
 //	local-packed, minio-packed
 //	         the same samples packed into tar shards by longshore-pack
 //	         (docs/packed-datasets.md), from the directory and from MinIO.
+//	local-metrics
+//	         local with --metrics on and the live report every second,
+//	         scraped every --scrape-every (100 ms: 150 times Prometheus's
+//	         default rate): its "vs local" is the cost of metrics.
 package main
 
 import (
@@ -24,6 +28,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +107,7 @@ func benchMain(args []string) error {
 	noMinio := fs.Bool("no-minio", false, "skip the MinIO configurations")
 	pack := fs.String("pack", "bin/longshore-pack", "the pack binary, for the packed configurations (\"\" skips them)")
 	extra := fs.String("node-args", "", "extra flags for every node run, e.g. \"--lowres=false\"")
+	scrapeEvery := fs.Duration("scrape-every", 100*time.Millisecond, "local-metrics: how often to scrape the node's /metrics (0 skips the configuration)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -167,6 +174,9 @@ func benchMain(args []string) error {
 	}
 	runs := map[string][]result{}
 	order := []string{"ceiling", "local"}
+	if *scrapeEvery > 0 {
+		order = append(order, "local-metrics")
+	}
 	if srv != nil {
 		order = append(order, "minio")
 	}
@@ -187,6 +197,12 @@ func benchMain(args []string) error {
 				res, err = runProc(ctx, cfg, nil, self, "ceiling", "--dataset", *dataset, "--epochs", strconv.Itoa(*epochs), "--json", statsPath)
 			case "local":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(*dataset, statsPath)...)
+			case "local-metrics":
+				var addr string
+				if addr, err = freeAddr(); err == nil {
+					res, err = runScraped(ctx, cfg, addr, *scrapeEvery, *node,
+						append(nodeArgs(*dataset, statsPath), "--metrics", addr, "--report-every", "1s")...)
+				}
 			case "local-packed":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(packed, statsPath)...)
 			case "minio", "minio-packed":
@@ -230,6 +246,51 @@ func benchMain(args []string) error {
 		}
 	}
 	return nil
+}
+
+// runScraped is runProc with a scraper fetching http://addr/metrics
+// every interval while the process runs.
+func runScraped(ctx context.Context, cfg, addr string, every time.Duration, bin string, args ...string) (result, error) {
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-sctx.Done():
+				return
+			}
+			req, _ := http.NewRequestWithContext(sctx, "GET", "http://"+addr+"/metrics", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue // not listening yet, or gone
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err == nil && resp.StatusCode == http.StatusOK {
+				n++
+			}
+			resp.Body.Close()
+		}
+	}()
+	res, err := runProc(ctx, cfg, nil, bin, args...)
+	stop()
+	if n := <-done; err == nil && n == 0 {
+		err = fmt.Errorf("%s: no scrape of %s succeeded", cfg, addr)
+	}
+	return res, err
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // runProc runs one configuration as a child process and measures it.
