@@ -85,16 +85,19 @@ type row struct {
 }
 
 type report struct {
-	Machine  string  `json:"machine"`
-	CPUs     int     `json:"cpus"`
-	Dataset  string  `json:"dataset"`
-	Images   int     `json:"dataset_images"`
-	MeanKB   float64 `json:"dataset_mean_kb"`
-	Reps     int     `json:"repetitions"`
-	Args     string  `json:"node_args"`
-	Rows     []row   `json:"rows"`
-	Started  string  `json:"started"`
-	Duration string  `json:"duration"`
+	Machine string  `json:"machine"`
+	CPUs    int     `json:"cpus"`
+	Dataset string  `json:"dataset"`
+	Images  int     `json:"dataset_images"`
+	MeanKB  float64 `json:"dataset_mean_kb"`
+	Reps    int     `json:"repetitions"`
+	Args    string  `json:"node_args"`
+	Rows    []row   `json:"rows"`
+	// Metrics is the cost of metrics: local-metrics against the local
+	// run just before it, pair by pair (medians of the ratios).
+	Metrics  *pairs `json:"metrics_on,omitempty"`
+	Started  string `json:"started"`
+	Duration string `json:"duration"`
 }
 
 func benchMain(args []string) error {
@@ -237,6 +240,10 @@ func benchMain(args []string) error {
 			rep.Rows[i].VsLocal = rep.Rows[i].Median.ImagesPerSecond / rep.Rows[1].Median.ImagesPerSecond
 		}
 	}
+	if m := runs["local-metrics"]; len(m) > 0 {
+		rep.Metrics = pair(runs["local"], m)
+		rep.Metrics.ScrapeEvery = scrapeEvery.String()
+	}
 	rep.Duration = time.Since(t0).Round(time.Second).String()
 	printTable(os.Stdout, rep)
 	if *out != "" {
@@ -343,6 +350,37 @@ func mergeStats(res *result, path string) error {
 	return nil
 }
 
+// pairs compares two configurations run by run: each repetition ran
+// them one after the other, so a pair shares the machine's mood.
+type pairs struct {
+	Pairs       int    `json:"pairs"`
+	ScrapeEvery string `json:"scrape_every"`
+	// ImagesPerSecond and CPUPerImage are the medians of b/a.
+	ImagesPerSecond float64 `json:"images_per_second_ratio"`
+	CPUPerImage     float64 `json:"cpu_per_image_ratio"`
+}
+
+func pair(a, b []result) *pairs {
+	n := min(len(a), len(b))
+	var ips, cpu []float64
+	for i := range n {
+		ips = append(ips, b[i].ImagesPerSecond/a[i].ImagesPerSecond)
+		cpu = append(cpu, b[i].CPUSecondsPer1000/a[i].CPUSecondsPer1000)
+	}
+	return &pairs{Pairs: n, ImagesPerSecond: medianOf(ips), CPUPerImage: medianOf(cpu)}
+}
+
+func medianOf(v []float64) float64 {
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return 0
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
 func median(cfg string, rs []result) result {
 	m := result{Config: cfg}
 	pick := func(f func(result) float64) float64 {
@@ -389,6 +427,10 @@ func printTable(w io.Writer, r report) {
 		}
 		fmt.Fprintf(w, "| %-12s | %9.0f | %9.2f× | %14s | %5.0f MiB | %11s | %9s |\n", row.Config, m.ImagesPerSecond, row.VsCeiling,
 			cpu, float64(m.PeakRSSBytes)/(1<<20), first, vsLocal)
+	}
+	if m := r.Metrics; m != nil {
+		fmt.Fprintf(w, "\nmetrics on (scraped every %s, report every 1s) against off, run by run (median of %d pairs): %.3f× images/s, %.3f× CPU per image\n",
+			m.ScrapeEvery, m.Pairs, m.ImagesPerSecond, m.CPUPerImage)
 	}
 	fmt.Fprintf(w, "\n(%s; ceiling = one goroutine per core decoding+transforming from memory, no pipeline)\n", r.Duration)
 }
