@@ -50,6 +50,10 @@ func TestInProcess(t *testing.T) {
 	defer cancel()
 	h.train(ctx, nd, co)
 	h.check(2)
+	// The node's reports reached the coordinator's status.
+	if st, err := co.Status(ctx); err != nil || len(st.Nodes) != 1 || st.Nodes[0].Report == nil || st.Nodes[0].Report.Samples == 0 {
+		t.Errorf("status nodes %+v (%v): want n0's report", st.Nodes, err)
+	}
 	// The journal's newest generation has the job done.
 	j2, err := journal.Open(ctx, journal.Config{Store: jstore})
 	if err != nil {
@@ -285,7 +289,17 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 
 // startNode starts a node with two ranks that records every ack.
 func (h *harness) startNode(name string) *agent.Node {
+	var started atomic.Pointer[agent.Node] // the report may be asked for before Start returns
 	nd, err := agent.Start(h.sys, agent.Config{
+		Report: func() *wire.NodeReport {
+			var n int64
+			if nd := started.Load(); nd != nil {
+				for _, c := range nd.RankCounters() {
+					n += c.Delivered().Samples
+				}
+			}
+			return &wire.NodeReport{Samples: n}
+		},
 		Node: name, Ranks: 2, Dataset: h.ds,
 		Pipeline: actors.Config{Sample: actors.Shape{Height: 2, Width: 2}, Decoders: 1, FetchConcurrency: 2, Slots: 2},
 		Deps:     actors.Deps{Store: h.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
@@ -314,6 +328,7 @@ func (h *harness) startNode(name string) *agent.Node {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	started.Store(nd)
 	return nd
 }
 
