@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
@@ -23,9 +24,17 @@ const defaultWindow = 10 * time.Second
 // --report-every and the metrics at --metrics.
 type observer struct {
 	rep    *observe.Reporter
+	ranks  func() []observe.RankCounters
 	srv    *observe.Server
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu struct { // nodeReport's last call
+		sync.Mutex
+		samples int64
+		at      time.Time
+		rate    float64
+	}
 }
 
 // storeParts finds, under the dataset's store, what the metrics read:
@@ -66,12 +75,12 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 		rep.Throttled = func() int64 { return s3s.Stats().Throttled }
 	}
 	src.Report = rep
-	ob := &observer{rep: rep, done: make(chan struct{})}
+	ob := &observer{rep: rep, ranks: src.Ranks, done: make(chan struct{})}
 	every := o.reportEvery
 	if every > 0 {
 		rep.Logger = logger
-	} else if o.metrics != "" {
-		every = defaultWindow
+	} else {
+		every = defaultWindow // for the metrics and the status page
 	}
 	if o.metrics != "" {
 		reg := observe.Registry(observe.NewNodeCollector(src))
@@ -118,6 +127,52 @@ func (ob *observer) shutdown(ctx context.Context, linger time.Duration) error {
 		return err
 	}
 	return nil
+}
+
+// nodeReport is the node's report for the coordinator's status page:
+// its ranks' counters now, its throughput since the last call (about a
+// second: the agent asks once a tick), and the live report's bottleneck.
+func (ob *observer) nodeReport() *wire.NodeReport {
+	rs := ob.ranks()
+	r := &wire.NodeReport{}
+	failures := map[string]int64{}
+	for _, rc := range rs {
+		d := rc.Delivered()
+		r.Samples += d.Samples
+		r.Seconds = max(r.Seconds, rc.Elapsed().Seconds())
+		rr := &wire.RankReport{Rank: rc.Name, Samples: d.Samples, Epoch: -1, Step: -1, SlotsInUse: rc.SlotsInUse()}
+		if d.Delivering {
+			rr.Epoch, rr.Step = int64(d.LastEpoch), d.LastStep
+		}
+		r.Ranks = append(r.Ranks, rr)
+		for _, f := range rc.Failures() {
+			failures[f.Stage.String()+"/"+f.Class] += f.Count
+			r.Failed += f.Count
+		}
+	}
+	for reason, n := range failures {
+		r.Failures = append(r.Failures, &wire.FailureCount{Reason: reason, Count: n})
+	}
+	sort.Slice(r.Failures, func(i, j int) bool {
+		a, b := r.Failures[i], r.Failures[j]
+		return a.Count > b.Count || a.Count == b.Count && a.Reason < b.Reason
+	})
+	if last, ok := ob.rep.Last(); ok {
+		r.Bottleneck, r.BottleneckReason, r.BottleneckAdvice = last.Bottleneck.Stage, last.Bottleneck.Reason, last.Bottleneck.Advice
+	}
+	now := time.Now()
+	ob.mu.Lock()
+	if !ob.mu.at.IsZero() {
+		if dt := now.Sub(ob.mu.at).Seconds(); dt >= 0.5 {
+			ob.mu.rate = float64(r.Samples-ob.mu.samples) / dt
+			ob.mu.samples, ob.mu.at = r.Samples, now
+		}
+	} else {
+		ob.mu.samples, ob.mu.at = r.Samples, now
+	}
+	r.SamplesPerSecond = ob.mu.rate
+	ob.mu.Unlock()
+	return r
 }
 
 // commitBook keeps each rank's last acknowledged commit, for the
