@@ -15,15 +15,17 @@ import (
 	"github.com/longshore/longshore/storage/s3"
 )
 
-// defaultWindow is the live report's window when --report-every is 0
-// but --metrics is on: the busy ratios and the bottleneck the metrics
-// show are those of the latest window.
-const defaultWindow = 10 * time.Second
+// liveWindow is the window of the live report the metrics (busy
+// ratios, occupancies, the bottleneck) and the coordinator's status page
+// show, or --report-every if that is shorter.
+const liveWindow = 10 * time.Second
 
-// observer is a node's live view: the bottleneck report at
-// --report-every and the metrics at --metrics.
+// observer is a node's live view: the bottleneck report in the log every
+// --report-every (over that window), the live one every liveWindow for
+// the metrics at --metrics and the status page.
 type observer struct {
-	rep    *observe.Reporter
+	rep    *observe.Reporter // the live window's
+	log    *observe.Reporter // --report-every's; nil: none
 	ranks  func() []observe.RankCounters
 	srv    *observe.Server
 	cancel context.CancelFunc
@@ -70,17 +72,20 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 	if packed != nil {
 		src.Pack = packed.Stats
 	}
-	rep := &observe.Reporter{Ranks: src.Ranks}
-	if s3s != nil {
-		rep.Throttled = func() int64 { return s3s.Stats().Throttled }
+	reporter := func() *observe.Reporter {
+		r := &observe.Reporter{Ranks: src.Ranks}
+		if s3s != nil {
+			r.Throttled = func() int64 { return s3s.Stats().Throttled }
+		}
+		return r
 	}
-	src.Report = rep
-	ob := &observer{rep: rep, ranks: src.Ranks, done: make(chan struct{})}
-	every := o.reportEvery
-	if every > 0 {
-		rep.Logger = logger
-	} else {
-		every = defaultWindow // for the metrics and the status page
+	ob := &observer{rep: reporter(), ranks: src.Ranks, done: make(chan struct{})}
+	src.Report = ob.rep
+	live := liveWindow
+	if o.reportEvery > 0 {
+		ob.log = reporter()
+		ob.log.Logger = logger
+		live = min(live, o.reportEvery)
 	}
 	if o.metrics != "" {
 		reg := observe.Registry(observe.NewNodeCollector(src))
@@ -94,12 +99,23 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob.cancel = cancel
-	tick, stop := observe.Ticker(clock.Real{}, every)
-	go func() {
-		defer close(ob.done)
-		defer stop()
-		rep.Run(ctx, tick)
-	}()
+	var wg sync.WaitGroup
+	for _, r := range []struct {
+		rep   *observe.Reporter
+		every time.Duration
+	}{{ob.rep, live}, {ob.log, o.reportEvery}} {
+		if r.rep == nil {
+			continue
+		}
+		tick, stop := observe.Ticker(clock.Real{}, r.every)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer stop()
+			r.rep.Run(ctx, tick)
+		}()
+	}
+	go func() { wg.Wait(); close(ob.done) }()
 	return ob, nil
 }
 
