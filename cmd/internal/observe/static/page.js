@@ -8,7 +8,7 @@ function text(id, v) { $(id).textContent = v; }
 
 function duration(s) {
   if (s < 0 || !isFinite(s)) return "–";
-  if (s < 1) return "done";
+  if (s < 1) return "< 1 s";
   const h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60), sec = Math.round(s % 60);
   return (h ? h + " h " : "") + (h || m ? m + " min " : "") + sec + " s";
 }
@@ -80,7 +80,8 @@ function draw(s) {
     tr.dataset.state = n.state;
     cell(tr, n.node);
     cell(tr, n.state, "state");
-    cell(tr, Math.round(n.samples_per_second));
+    const live = n.state === "alive" || n.state === "silent";
+    cell(tr, live ? Math.round(n.samples_per_second) : "–");
     cell(tr, n.samples);
     cell(tr, n.failed);
     cell(tr, n.bottleneck || "–");
