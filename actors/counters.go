@@ -18,9 +18,20 @@ import (
 // metrics read the counts themselves. The summary, the metrics and the
 // live bottleneck report therefore show the same numbers.
 //
-// The zero value is empty. A Counters is a value: copying it copies the
-// stages' histograms (about 40 KB).
-type Counters struct{ raw rawStats }
+// The zero value is empty. A Counters is an immutable snapshot: copies
+// share it (the stages' histograms take about 40 KB), and Since, Add and
+// MergeCounters make new ones.
+type Counters struct{ raw *rawStats }
+
+var emptyRaw = rawStats{rank: -1}
+
+// r is the snapshot's numbers (the empty ones for the zero value).
+func (c Counters) r() *rawStats {
+	if c.raw == nil {
+		return &emptyRaw
+	}
+	return c.raw
+}
 
 // moreRec is what the recorder keeps beyond the summary's figures, for
 // Counters: the last batch delivered, failures by class, the slots in
@@ -80,7 +91,10 @@ func (r *recorder) failure(s Stage, class string) {
 }
 
 // Counters returns the pipeline's counters now.
-func (p *Pipeline) Counters() Counters { return Counters{raw: p.rec.raw(p.rank)} }
+func (p *Pipeline) Counters() Counters {
+	raw := p.rec.raw(p.rank)
+	return Counters{raw: &raw}
+}
 
 // RankCounters returns each rank's counters now, by rank.
 func (n *Node) RankCounters() []Counters {
@@ -102,22 +116,23 @@ func (n *Node) Counters() Counters { return MergeCounters(n.RankCounters()...) }
 func MergeCounters(cs ...Counters) Counters {
 	raws := make([]rawStats, len(cs))
 	for i := range cs {
-		raws[i] = cs[i].raw
+		raws[i] = *cs[i].r()
 	}
-	return Counters{raw: mergeRaw(raws)}
+	m := mergeRaw(raws)
+	return Counters{raw: &m}
 }
 
 // Stats returns the figures of the counters: what Pipeline.Stats and
 // Node.Stats say for a whole run, or for the window between two
 // snapshots (Since).
-func (c Counters) Stats() Stats { return c.raw.stats() }
+func (c Counters) Stats() Stats { return c.r().stats() }
 
 // Rank is the rank counted (-1: merged over a node's ranks).
-func (c Counters) Rank() int { return c.raw.rank }
+func (c Counters) Rank() int { return c.r().rank }
 
 // Elapsed is the time counted: from the pipeline's start to its end (or
 // the snapshot), summed over a Tally's pipelines.
-func (c Counters) Elapsed() time.Duration { return c.raw.elapsed }
+func (c Counters) Elapsed() time.Duration { return c.r().elapsed }
 
 // Since returns what happened between prev and c, two snapshots of the
 // same pipeline, node or Tally (prev first): counts are differences,
@@ -125,8 +140,9 @@ func (c Counters) Elapsed() time.Duration { return c.raw.elapsed }
 // window alone — the live bottleneck report. Gauges (slots in use, the
 // last batch, workers, capacities) are c's.
 func (c Counters) Since(prev Counters) Counters {
-	out := c
-	r, p := &out.raw, &prev.raw
+	raw := *c.r()
+	out := Counters{raw: &raw}
+	r, p := &raw, prev.r()
 	r.elapsed = max(r.elapsed-p.elapsed, 0)
 	r.nextCalls = max(r.nextCalls-p.nextCalls, 0)
 	r.nextReady = max(r.nextReady-p.nextReady, 0)
@@ -156,8 +172,9 @@ func (c Counters) Since(prev Counters) Counters {
 // that ran one after the other (what a Tally adds up). Counts, task times
 // and Elapsed add up; gauges are later's.
 func (c Counters) Add(later Counters) Counters {
-	out := c
-	r, l := &out.raw, &later.raw
+	raw := *c.r()
+	out := Counters{raw: &raw}
+	r, l := &raw, later.r()
 	if r.ranks == 0 {
 		r.rank = l.rank
 	}
@@ -225,7 +242,7 @@ func (c Counters) Stage(s Stage) StageCounters {
 	if s >= numStages {
 		return StageCounters{Stage: s}
 	}
-	x := &c.raw.stages[s]
+	x := &c.r().stages[s]
 	return StageCounters{Stage: s, Items: x.items, Failures: x.failures, Busy: x.busy, Workers: x.workers,
 		QueueCapacity: x.qCap, QueueFull: time.Duration(x.qArea * float64(time.Second)), QueueLength: x.qLen}
 }
@@ -240,7 +257,7 @@ func (c Counters) Histogram(s Stage, bounds []float64) (cum []uint64, n uint64, 
 	if s >= numStages {
 		return cum, 0, 0
 	}
-	h := &c.raw.stages[s].hist
+	h := &c.r().stages[s].hist
 	b, seen := 0, uint64(0)
 	for i, k := range h.counts {
 		_, hi := histRange(i)
@@ -276,17 +293,17 @@ type Delivery struct {
 
 // Delivered returns what the consumer got.
 func (c Counters) Delivered() Delivery {
-	r := &c.raw
+	r := c.r()
 	return Delivery{Batches: r.nextCalls, Samples: r.samples, Pads: r.pads, Ready: r.nextReady,
 		Delivering: r.more.delivering, LastEpoch: r.more.lastEpoch, LastStep: r.more.lastStep, LastAt: r.more.lastAt}
 }
 
 // StoreRetries counts fetches repeated while the store did not answer.
-func (c Counters) StoreRetries() int64 { return c.raw.storeRetries }
+func (c Counters) StoreRetries() int64 { return c.r().storeRetries }
 
 // SlotsInUse is how many batch slots were not free at the snapshot
 // (being filled, uploaded, or held by the consumer).
-func (c Counters) SlotsInUse() int64 { return c.raw.more.slotsUsed }
+func (c Counters) SlotsInUse() int64 { return c.r().more.slotsUsed }
 
 // FailureCount is how many samples failed in one stage with one class.
 type FailureCount struct {
@@ -299,8 +316,9 @@ type FailureCount struct {
 // run being closed are not), by stage and class, ordered by stage then
 // class.
 func (c Counters) Failures() []FailureCount {
-	out := make([]FailureCount, 0, len(c.raw.more.classes))
-	for k, n := range c.raw.more.classes {
+	classes := c.r().more.classes
+	out := make([]FailureCount, 0, len(classes))
+	for k, n := range classes {
 		out = append(out, FailureCount{Stage: k.stage, Class: k.class, Count: n})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -337,8 +355,7 @@ type Tally struct {
 // NewTally returns an empty tally for rank.
 func NewTally(rank int) *Tally {
 	t := &Tally{}
-	t.mu.retired.raw.rank = rank
-	t.mu.retired.raw.ranks = 1
+	t.mu.retired = Counters{raw: &rawStats{rank: rank, ranks: 1}}
 	return t
 }
 

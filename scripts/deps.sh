@@ -6,7 +6,7 @@
 #   scripts/deps.sh demo    base + Python/Pillow/NumPy used to make the demo dataset
 #   scripts/deps.sh python  NumPy, pytest, PyTorch and torchvision for the Python client's tests
 #   scripts/deps.sh minio   a MinIO server binary built from source into $LONGSHORE_CACHE/bin
-#   scripts/deps.sh observe Debian's prometheus (the metrics test scrapes real daemons with it)
+#   scripts/deps.sh observe Debian's prometheus and chromium (the metrics test scrapes real daemons; the status page test loads the page headless)
 #   scripts/deps.sh all     everything above
 #
 # Debian 12 ships FFmpeg 5.1, which is what go-astiav v0.16.0 needs. MinIO has
@@ -54,7 +54,7 @@ install_python() {
 }
 
 install_observe() {
-	need_pkgs prometheus
+	need_pkgs prometheus chromium
 }
 
 install_minio() {

@@ -23,6 +23,7 @@ type nodeActor struct {
 	ranks  []*rankState
 	byName map[string]*rankState
 	out    []*wire.Event
+	report *wire.NodeReport // for the status page, sent with the next events
 	orders map[int]cluster.Order
 	bad    error // fatal: the job cannot be served
 }
@@ -83,6 +84,9 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			if rs.rl != nil {
 				rs.rl.Request(a.lookahead(), true)
 			}
+		}
+		if a.n.cfg.Report != nil {
+			a.report = a.n.cfg.Report().Bound()
 		}
 	case rejoinedMsg:
 		if m.err != nil {
@@ -509,11 +513,11 @@ func (a *nodeActor) commit(m commitMsg) {
 
 // send flushes the queued events to the coordinator in one message.
 func (a *nodeActor) send(ctx actor.Context) {
-	if len(a.out) == 0 || a.coord == nil {
+	if (len(a.out) == 0 && a.report == nil) || a.coord == nil {
 		return
 	}
 	// As a request, so the coordinator can answer a node gossip has not
 	// introduced to it yet (a restarted coordinator, coord.nodeEvents).
-	ctx.Request(a.coord, &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out})
-	a.out = nil
+	ctx.Request(a.coord, &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out, Report: a.report})
+	a.out, a.report = nil, nil
 }

@@ -117,6 +117,11 @@ type Config struct {
 	// here (the packed-sample store chunks by the order's Block). It must
 	// not block.
 	OnJob func(Job)
+	// Report, if set, is called from the actor once every RequestEvery
+	// for the node's report to the coordinator's status page, sent with
+	// the node's events (wire.NodeReport.Bound applies). It must not
+	// block.
+	Report func() *wire.NodeReport
 	// RequestEvery is how often each rank re-asks for work (a lost
 	// message costs at most this). 0: 1 s.
 	RequestEvery time.Duration

@@ -273,6 +273,8 @@ type Status struct {
 	Ranks  []string
 	Done   bool
 	Err    error // what stopped the coordinator, if it stopped
+	// Nodes are every node heard of, with its latest report.
+	Nodes []NodeStatus
 }
 
 // Shutdown stops the actor and its clock. It returns ctx.Err() if that did
@@ -340,6 +342,8 @@ type coordActor struct {
 	evictedAt    time.Time // the last eviction not yet followed by a grant
 	evictedNode  string
 	lastProgress time.Time
+
+	book nodeBook // nodes' reports, for Status
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
@@ -390,6 +394,11 @@ func (a *coordActor) status() Status {
 	for e := range a.cfg.Cluster.Epochs {
 		st.Epochs = append(st.Epochs, a.c.Epoch(e))
 	}
+	alive := map[string]bool{}
+	for _, r := range st.Census.Ranks {
+		alive[r.Node] = true
+	}
+	st.Nodes = a.book.statuses(a.nodes, alive, a.cfg.Clock.Now())
 	return st
 }
 
@@ -449,6 +458,7 @@ func (a *coordActor) membership(ev gossip.Event) {
 		}
 		n.inc = 0
 		a.evictedAt, a.evictedNode = a.cfg.Clock.Now(), id
+		a.book.gone(id, ev.Kind == gossip.Left)
 		if ev.Kind == gossip.Left {
 			a.log.Info("node left", "node", id, "incarnation", inc)
 			a.step(cluster.Leave{Node: id, Incarnation: inc})
@@ -464,6 +474,7 @@ func (a *coordActor) membership(ev gossip.Event) {
 // gossip has not introduced yet.
 func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 	n := a.node(m.Node)
+	a.book.report(m.Node, m.Incarnation, m.Report, a.cfg.Clock.Now())
 	var fenced []*wire.Fence
 	for _, we := range m.Events {
 		ev := we.Cluster()

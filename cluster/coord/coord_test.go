@@ -50,6 +50,22 @@ func TestInProcess(t *testing.T) {
 	defer cancel()
 	h.train(ctx, nd, co)
 	h.check(2)
+	// The node's reports reach the coordinator's status: one goes with
+	// every request tick of the node (which keeps ticking after the job),
+	// so a job shorter than a tick has its report a tick later.
+	for {
+		st, err := co.Status(ctx)
+		if err == nil && len(st.Nodes) == 1 && st.Nodes[0].Report != nil && st.Nodes[0].Report.Samples > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("status nodes %+v (%v): want n0's report", st.Nodes, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond): // polling pace only
+		}
+	}
 	// The journal's newest generation has the job done.
 	j2, err := journal.Open(ctx, journal.Config{Store: jstore})
 	if err != nil {
@@ -285,7 +301,17 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 
 // startNode starts a node with two ranks that records every ack.
 func (h *harness) startNode(name string) *agent.Node {
+	var started atomic.Pointer[agent.Node] // the report may be asked for before Start returns
 	nd, err := agent.Start(h.sys, agent.Config{
+		Report: func() *wire.NodeReport {
+			var n int64
+			if nd := started.Load(); nd != nil {
+				for _, c := range nd.RankCounters() {
+					n += c.Delivered().Samples
+				}
+			}
+			return &wire.NodeReport{Samples: n}
+		},
 		Node: name, Ranks: 2, Dataset: h.ds,
 		Pipeline: actors.Config{Sample: actors.Shape{Height: 2, Width: 2}, Decoders: 1, FetchConcurrency: 2, Slots: 2},
 		Deps:     actors.Deps{Store: h.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
@@ -314,6 +340,7 @@ func (h *harness) startNode(name string) *agent.Node {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	started.Store(nd)
 	return nd
 }
 

@@ -731,10 +731,13 @@ func (x *RankReset) GetSession() *Fence {
 // NodeEvents is what a node sends the coordinator: the events its ranks
 // queued, in order, from one life (incarnation) of the node.
 type NodeEvents struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Events        []*Event               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Node        string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Incarnation uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Events      []*Event               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// report, if set, is the node's latest report for the coordinator's
+	// status page (about once a second); it changes nothing in the job.
+	Report        *NodeReport `protobuf:"bytes,4,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,6 +793,260 @@ func (x *NodeEvents) GetEvents() []*Event {
 	return nil
 }
 
+func (x *NodeEvents) GetReport() *NodeReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+// NodeReport is what a node's pipelines did, for the coordinator's status
+// page: the figures of its summary so far and of its latest report
+// window. Bounded: at most MaxReportRanks ranks and MaxReportFailures
+// failure groups, strings cut to MaxReportText bytes (package wire).
+type NodeReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// samples delivered by every rank in this process life; seconds the
+	// longest rank's pipelines ran.
+	Samples int64   `protobuf:"varint,1,opt,name=samples,proto3" json:"samples,omitempty"`
+	Seconds float64 `protobuf:"fixed64,2,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	// samples_per_second and the bottleneck are the latest window's.
+	SamplesPerSecond float64         `protobuf:"fixed64,3,opt,name=samples_per_second,json=samplesPerSecond,proto3" json:"samples_per_second,omitempty"`
+	Bottleneck       string          `protobuf:"bytes,4,opt,name=bottleneck,proto3" json:"bottleneck,omitempty"`
+	BottleneckReason string          `protobuf:"bytes,5,opt,name=bottleneck_reason,json=bottleneckReason,proto3" json:"bottleneck_reason,omitempty"`
+	BottleneckAdvice string          `protobuf:"bytes,6,opt,name=bottleneck_advice,json=bottleneckAdvice,proto3" json:"bottleneck_advice,omitempty"`
+	Failed           int64           `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
+	Failures         []*FailureCount `protobuf:"bytes,8,rep,name=failures,proto3" json:"failures,omitempty"`
+	Ranks            []*RankReport   `protobuf:"bytes,9,rep,name=ranks,proto3" json:"ranks,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NodeReport) Reset() {
+	*x = NodeReport{}
+	mi := &file_wire_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeReport) ProtoMessage() {}
+
+func (x *NodeReport) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeReport.ProtoReflect.Descriptor instead.
+func (*NodeReport) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NodeReport) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *NodeReport) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *NodeReport) GetSamplesPerSecond() float64 {
+	if x != nil {
+		return x.SamplesPerSecond
+	}
+	return 0
+}
+
+func (x *NodeReport) GetBottleneck() string {
+	if x != nil {
+		return x.Bottleneck
+	}
+	return ""
+}
+
+func (x *NodeReport) GetBottleneckReason() string {
+	if x != nil {
+		return x.BottleneckReason
+	}
+	return ""
+}
+
+func (x *NodeReport) GetBottleneckAdvice() string {
+	if x != nil {
+		return x.BottleneckAdvice
+	}
+	return ""
+}
+
+func (x *NodeReport) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *NodeReport) GetFailures() []*FailureCount {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+func (x *NodeReport) GetRanks() []*RankReport {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+// RankReport is one rank of a NodeReport.
+type RankReport struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Rank    string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Samples int64                  `protobuf:"varint,2,opt,name=samples,proto3" json:"samples,omitempty"`
+	// epoch and step of the last batch delivered (-1: none yet).
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Step          int64 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
+	SlotsInUse    int64 `protobuf:"varint,5,opt,name=slots_in_use,json=slotsInUse,proto3" json:"slots_in_use,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RankReport) Reset() {
+	*x = RankReport{}
+	mi := &file_wire_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RankReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RankReport) ProtoMessage() {}
+
+func (x *RankReport) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RankReport.ProtoReflect.Descriptor instead.
+func (*RankReport) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RankReport) GetRank() string {
+	if x != nil {
+		return x.Rank
+	}
+	return ""
+}
+
+func (x *RankReport) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *RankReport) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RankReport) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *RankReport) GetSlotsInUse() int64 {
+	if x != nil {
+		return x.SlotsInUse
+	}
+	return 0
+}
+
+// FailureCount is how many samples failed for one reason,
+// "<stage>/<class>".
+type FailureCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailureCount) Reset() {
+	*x = FailureCount{}
+	mi := &file_wire_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailureCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailureCount) ProtoMessage() {}
+
+func (x *FailureCount) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailureCount.ProtoReflect.Descriptor instead.
+func (*FailureCount) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *FailureCount) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *FailureCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // Job is what a node needs to know about the job besides its leases: the
 // epoch order's parameters, batching, and the dataset it must hold.
 type Job struct {
@@ -813,7 +1070,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1082,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1095,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{11}
+	return file_wire_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Job) GetSamples() int64 {
@@ -919,7 +1176,7 @@ type RankSession struct {
 
 func (x *RankSession) Reset() {
 	*x = RankSession{}
-	mi := &file_wire_proto_msgTypes[12]
+	mi := &file_wire_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1188,7 @@ func (x *RankSession) String() string {
 func (*RankSession) ProtoMessage() {}
 
 func (x *RankSession) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[12]
+	mi := &file_wire_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1201,7 @@ func (x *RankSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RankSession.ProtoReflect.Descriptor instead.
 func (*RankSession) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{12}
+	return file_wire_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RankSession) GetRank() string {
@@ -987,7 +1244,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_wire_proto_msgTypes[13]
+	mi := &file_wire_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1256,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[13]
+	mi := &file_wire_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1269,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{13}
+	return file_wire_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Welcome) GetNode() string {
@@ -1059,7 +1316,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_wire_proto_msgTypes[14]
+	mi := &file_wire_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1328,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[14]
+	mi := &file_wire_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1341,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{14}
+	return file_wire_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Lease) GetRank() string {
@@ -1155,7 +1412,7 @@ type Revoke struct {
 
 func (x *Revoke) Reset() {
 	*x = Revoke{}
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1424,7 @@ func (x *Revoke) String() string {
 func (*Revoke) ProtoMessage() {}
 
 func (x *Revoke) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1437,7 @@ func (x *Revoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
 func (*Revoke) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{15}
+	return file_wire_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Revoke) GetRank() string {
@@ -1226,7 +1483,7 @@ type StreamEnd struct {
 
 func (x *StreamEnd) Reset() {
 	*x = StreamEnd{}
-	mi := &file_wire_proto_msgTypes[16]
+	mi := &file_wire_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1495,7 @@ func (x *StreamEnd) String() string {
 func (*StreamEnd) ProtoMessage() {}
 
 func (x *StreamEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[16]
+	mi := &file_wire_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1508,7 @@ func (x *StreamEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEnd.ProtoReflect.Descriptor instead.
 func (*StreamEnd) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{16}
+	return file_wire_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamEnd) GetRank() string {
@@ -1319,7 +1576,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_wire_proto_msgTypes[17]
+	mi := &file_wire_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1588,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[17]
+	mi := &file_wire_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1601,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{17}
+	return file_wire_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Ack) GetRank() string {
@@ -1399,7 +1656,7 @@ type Eviction struct {
 
 func (x *Eviction) Reset() {
 	*x = Eviction{}
-	mi := &file_wire_proto_msgTypes[18]
+	mi := &file_wire_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1668,7 @@ func (x *Eviction) String() string {
 func (*Eviction) ProtoMessage() {}
 
 func (x *Eviction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[18]
+	mi := &file_wire_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1681,7 @@ func (x *Eviction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Eviction.ProtoReflect.Descriptor instead.
 func (*Eviction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{18}
+	return file_wire_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Eviction) GetNode() string {
@@ -1464,7 +1721,7 @@ type NodeMail struct {
 
 func (x *NodeMail) Reset() {
 	*x = NodeMail{}
-	mi := &file_wire_proto_msgTypes[19]
+	mi := &file_wire_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1733,7 @@ func (x *NodeMail) String() string {
 func (*NodeMail) ProtoMessage() {}
 
 func (x *NodeMail) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[19]
+	mi := &file_wire_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1746,7 @@ func (x *NodeMail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMail.ProtoReflect.Descriptor instead.
 func (*NodeMail) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{19}
+	return file_wire_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeMail) GetWelcomes() []*Welcome {
@@ -1601,12 +1858,37 @@ const file_wire_proto_rawDesc = "" +
 	"\x05event\"P\n" +
 	"\tRankReset\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
-	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\"q\n" +
+	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\"\xa5\x01\n" +
 	"\n" +
 	"NodeEvents\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12-\n" +
-	"\x06events\x18\x03 \x03(\v2\x15.longshore.wire.EventR\x06events\"\xfa\x01\n" +
+	"\x06events\x18\x03 \x03(\v2\x15.longshore.wire.EventR\x06events\x122\n" +
+	"\x06report\x18\x04 \x01(\v2\x1a.longshore.wire.NodeReportR\x06report\"\xec\x02\n" +
+	"\n" +
+	"NodeReport\x12\x18\n" +
+	"\asamples\x18\x01 \x01(\x03R\asamples\x12\x18\n" +
+	"\aseconds\x18\x02 \x01(\x01R\aseconds\x12,\n" +
+	"\x12samples_per_second\x18\x03 \x01(\x01R\x10samplesPerSecond\x12\x1e\n" +
+	"\n" +
+	"bottleneck\x18\x04 \x01(\tR\n" +
+	"bottleneck\x12+\n" +
+	"\x11bottleneck_reason\x18\x05 \x01(\tR\x10bottleneckReason\x12+\n" +
+	"\x11bottleneck_advice\x18\x06 \x01(\tR\x10bottleneckAdvice\x12\x16\n" +
+	"\x06failed\x18\a \x01(\x03R\x06failed\x128\n" +
+	"\bfailures\x18\b \x03(\v2\x1c.longshore.wire.FailureCountR\bfailures\x120\n" +
+	"\x05ranks\x18\t \x03(\v2\x1a.longshore.wire.RankReportR\x05ranks\"\x86\x01\n" +
+	"\n" +
+	"RankReport\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\tR\x04rank\x12\x18\n" +
+	"\asamples\x18\x02 \x01(\x03R\asamples\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x12\n" +
+	"\x04step\x18\x04 \x01(\x03R\x04step\x12 \n" +
+	"\fslots_in_use\x18\x05 \x01(\x03R\n" +
+	"slotsInUse\"<\n" +
+	"\fFailureCount\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xfa\x01\n" +
 	"\x03Job\x12\x18\n" +
 	"\asamples\x18\x01 \x01(\x03R\asamples\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12\x14\n" +
@@ -1684,28 +1966,31 @@ func file_wire_proto_rawDescGZIP() []byte {
 	return file_wire_proto_rawDescData
 }
 
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_wire_proto_goTypes = []any{
-	(*Fence)(nil),       // 0: longshore.wire.Fence
-	(*Join)(nil),        // 1: longshore.wire.Join
-	(*Leave)(nil),       // 2: longshore.wire.Leave
-	(*Fail)(nil),        // 3: longshore.wire.Fail
-	(*Request)(nil),     // 4: longshore.wire.Request
-	(*Progress)(nil),    // 5: longshore.wire.Progress
-	(*LeaseDone)(nil),   // 6: longshore.wire.LeaseDone
-	(*Commit)(nil),      // 7: longshore.wire.Commit
-	(*Event)(nil),       // 8: longshore.wire.Event
-	(*RankReset)(nil),   // 9: longshore.wire.RankReset
-	(*NodeEvents)(nil),  // 10: longshore.wire.NodeEvents
-	(*Job)(nil),         // 11: longshore.wire.Job
-	(*RankSession)(nil), // 12: longshore.wire.RankSession
-	(*Welcome)(nil),     // 13: longshore.wire.Welcome
-	(*Lease)(nil),       // 14: longshore.wire.Lease
-	(*Revoke)(nil),      // 15: longshore.wire.Revoke
-	(*StreamEnd)(nil),   // 16: longshore.wire.StreamEnd
-	(*Ack)(nil),         // 17: longshore.wire.Ack
-	(*Eviction)(nil),    // 18: longshore.wire.Eviction
-	(*NodeMail)(nil),    // 19: longshore.wire.NodeMail
+	(*Fence)(nil),        // 0: longshore.wire.Fence
+	(*Join)(nil),         // 1: longshore.wire.Join
+	(*Leave)(nil),        // 2: longshore.wire.Leave
+	(*Fail)(nil),         // 3: longshore.wire.Fail
+	(*Request)(nil),      // 4: longshore.wire.Request
+	(*Progress)(nil),     // 5: longshore.wire.Progress
+	(*LeaseDone)(nil),    // 6: longshore.wire.LeaseDone
+	(*Commit)(nil),       // 7: longshore.wire.Commit
+	(*Event)(nil),        // 8: longshore.wire.Event
+	(*RankReset)(nil),    // 9: longshore.wire.RankReset
+	(*NodeEvents)(nil),   // 10: longshore.wire.NodeEvents
+	(*NodeReport)(nil),   // 11: longshore.wire.NodeReport
+	(*RankReport)(nil),   // 12: longshore.wire.RankReport
+	(*FailureCount)(nil), // 13: longshore.wire.FailureCount
+	(*Job)(nil),          // 14: longshore.wire.Job
+	(*RankSession)(nil),  // 15: longshore.wire.RankSession
+	(*Welcome)(nil),      // 16: longshore.wire.Welcome
+	(*Lease)(nil),        // 17: longshore.wire.Lease
+	(*Revoke)(nil),       // 18: longshore.wire.Revoke
+	(*StreamEnd)(nil),    // 19: longshore.wire.StreamEnd
+	(*Ack)(nil),          // 20: longshore.wire.Ack
+	(*Eviction)(nil),     // 21: longshore.wire.Eviction
+	(*NodeMail)(nil),     // 22: longshore.wire.NodeMail
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: longshore.wire.Request.session:type_name -> longshore.wire.Fence
@@ -1722,29 +2007,32 @@ var file_wire_proto_depIdxs = []int32{
 	9,  // 11: longshore.wire.Event.rank_reset:type_name -> longshore.wire.RankReset
 	0,  // 12: longshore.wire.RankReset.session:type_name -> longshore.wire.Fence
 	8,  // 13: longshore.wire.NodeEvents.events:type_name -> longshore.wire.Event
-	0,  // 14: longshore.wire.RankSession.session:type_name -> longshore.wire.Fence
-	17, // 15: longshore.wire.RankSession.committed:type_name -> longshore.wire.Ack
-	12, // 16: longshore.wire.Welcome.ranks:type_name -> longshore.wire.RankSession
-	11, // 17: longshore.wire.Welcome.job:type_name -> longshore.wire.Job
-	0,  // 18: longshore.wire.Lease.session:type_name -> longshore.wire.Fence
-	0,  // 19: longshore.wire.Lease.fence:type_name -> longshore.wire.Fence
-	0,  // 20: longshore.wire.Revoke.session:type_name -> longshore.wire.Fence
-	0,  // 21: longshore.wire.Revoke.lease:type_name -> longshore.wire.Fence
-	0,  // 22: longshore.wire.StreamEnd.session:type_name -> longshore.wire.Fence
-	0,  // 23: longshore.wire.StreamEnd.fence:type_name -> longshore.wire.Fence
-	0,  // 24: longshore.wire.Ack.session:type_name -> longshore.wire.Fence
-	13, // 25: longshore.wire.NodeMail.welcomes:type_name -> longshore.wire.Welcome
-	18, // 26: longshore.wire.NodeMail.evictions:type_name -> longshore.wire.Eviction
-	14, // 27: longshore.wire.NodeMail.grants:type_name -> longshore.wire.Lease
-	15, // 28: longshore.wire.NodeMail.revokes:type_name -> longshore.wire.Revoke
-	16, // 29: longshore.wire.NodeMail.ends:type_name -> longshore.wire.StreamEnd
-	17, // 30: longshore.wire.NodeMail.acks:type_name -> longshore.wire.Ack
-	0,  // 31: longshore.wire.NodeMail.fenced:type_name -> longshore.wire.Fence
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	11, // 14: longshore.wire.NodeEvents.report:type_name -> longshore.wire.NodeReport
+	13, // 15: longshore.wire.NodeReport.failures:type_name -> longshore.wire.FailureCount
+	12, // 16: longshore.wire.NodeReport.ranks:type_name -> longshore.wire.RankReport
+	0,  // 17: longshore.wire.RankSession.session:type_name -> longshore.wire.Fence
+	20, // 18: longshore.wire.RankSession.committed:type_name -> longshore.wire.Ack
+	15, // 19: longshore.wire.Welcome.ranks:type_name -> longshore.wire.RankSession
+	14, // 20: longshore.wire.Welcome.job:type_name -> longshore.wire.Job
+	0,  // 21: longshore.wire.Lease.session:type_name -> longshore.wire.Fence
+	0,  // 22: longshore.wire.Lease.fence:type_name -> longshore.wire.Fence
+	0,  // 23: longshore.wire.Revoke.session:type_name -> longshore.wire.Fence
+	0,  // 24: longshore.wire.Revoke.lease:type_name -> longshore.wire.Fence
+	0,  // 25: longshore.wire.StreamEnd.session:type_name -> longshore.wire.Fence
+	0,  // 26: longshore.wire.StreamEnd.fence:type_name -> longshore.wire.Fence
+	0,  // 27: longshore.wire.Ack.session:type_name -> longshore.wire.Fence
+	16, // 28: longshore.wire.NodeMail.welcomes:type_name -> longshore.wire.Welcome
+	21, // 29: longshore.wire.NodeMail.evictions:type_name -> longshore.wire.Eviction
+	17, // 30: longshore.wire.NodeMail.grants:type_name -> longshore.wire.Lease
+	18, // 31: longshore.wire.NodeMail.revokes:type_name -> longshore.wire.Revoke
+	19, // 32: longshore.wire.NodeMail.ends:type_name -> longshore.wire.StreamEnd
+	20, // 33: longshore.wire.NodeMail.acks:type_name -> longshore.wire.Ack
+	0,  // 34: longshore.wire.NodeMail.fenced:type_name -> longshore.wire.Fence
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -1765,7 +2053,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

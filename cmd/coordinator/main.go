@@ -77,6 +77,7 @@ type options struct {
 	linger                        time.Duration
 	tick                          time.Duration
 	metrics, metricsToken         string
+	http, httpToken               string
 	metricsLinger, reportEvery    time.Duration
 	cluster                       cluster.Config
 	// given: which of --block, --mix-window and --shard-size were given
@@ -123,6 +124,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9465; another address needs --metrics-token-file); default off")
 	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send; needed off loopback")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values")
+	fs.StringVar(&o.http, "http", "", "serve the status page at http://HOST:PORT/ (and its data at /status.json, the metrics at /metrics): loopback, e.g. 127.0.0.1:8080; another address needs --http-token-file; default off")
+	fs.StringVar(&o.httpToken, "http-token-file", "", "with --http: a file holding the bearer token every request must send; needed off loopback")
 	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the job's progress (epoch, percent committed, samples/s, ranks and nodes alive) this often; 0: never")
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
@@ -336,7 +339,9 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		return err
 	}
 	defer co.Shutdown(context.Background())
-	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter}, logger)
+	job := observe.JobInfo{Dataset: store.String(), Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, BatchSize: o.batchSize,
+		Balance: o.cluster.Balance.String(), Checkpoint: o.checkpoint}
+	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter}, job, logger)
 	if err != nil {
 		return err
 	}

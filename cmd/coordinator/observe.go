@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/longshore/longshore/cmd/internal/observe"
@@ -15,9 +16,10 @@ import (
 // observer is the coordinator's live view: the progress line every
 // --report-every and the metrics at --metrics.
 type observer struct {
-	srv    *observe.Server
-	cancel context.CancelFunc
-	done   chan struct{}
+	srv, page *observe.Server
+	cancel    context.CancelFunc
+	done      chan struct{}
+	pageDone  chan struct{} // the page's sampler
 }
 
 func checkMetricsFlags(o options) []error {
@@ -31,19 +33,42 @@ func checkMetricsFlags(o options) []error {
 	} else if o.metricsToken == "" && !observe.IsLoopback(host) {
 		errs = append(errs, fmt.Errorf("--metrics %s is not a loopback address: pass --metrics-token-file FILE (scrapers then send its bearer token), or use 127.0.0.1", o.metrics))
 	}
+	if o.http == "" {
+		if o.httpToken != "" {
+			errs = append(errs, errors.New("--http-token-file needs --http HOST:PORT"))
+		}
+	} else if host, _, err := net.SplitHostPort(o.http); err != nil {
+		errs = append(errs, fmt.Errorf("--http %q: want HOST:PORT: %w", o.http, err))
+	} else if o.httpToken == "" && !observe.IsLoopback(host) {
+		errs = append(errs, fmt.Errorf("--http %s is not a loopback address: pass --http-token-file FILE (browsers and scripts then send its bearer token), or use 127.0.0.1", o.http))
+	}
 	if o.reportEvery < 0 || o.metricsLinger < 0 {
 		errs = append(errs, errors.New("--report-every and --metrics-linger: need 0 or more"))
 	}
 	return errs
 }
 
-func startObserver(o options, src observe.CoordSource, logger *slog.Logger) (*observer, error) {
+func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logger *slog.Logger) (*observer, error) {
 	ob := &observer{done: make(chan struct{})}
-	if o.metrics != "" {
-		reg := observe.Registry(observe.NewCoordCollector(src))
+	reg := observe.Registry(observe.NewCoordCollector(src))
+	var page *observe.StatusPage
+	if o.http != "" {
+		page = &observe.StatusPage{Status: src.Status, Job: job, Journal: src.Journal}
+		srv, err := observe.Listen(observe.ServerConfig{Addr: o.http, TokenFile: o.httpToken, Flag: "--http", Logger: logger},
+			observe.Handler(reg, map[string]http.Handler{"/": page}))
+		if err != nil {
+			return nil, err
+		}
+		ob.page = srv
+		logger.Info("serving the status page", "addr", "http://"+srv.Addr()+"/")
+	}
+	if o.metrics != "" && o.metrics != o.http {
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger},
 			observe.Handler(reg, nil))
 		if err != nil {
+			if ob.page != nil {
+				ob.page.Shutdown(context.Background())
+			}
 			return nil, err
 		}
 		ob.srv = srv
@@ -51,6 +76,10 @@ func startObserver(o options, src observe.CoordSource, logger *slog.Logger) (*ob
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob.cancel = cancel
+	if page != nil {
+		ob.pageDone = make(chan struct{})
+		go func() { defer close(ob.pageDone); page.Run(ctx) }()
+	}
 	tick, stop := observe.Ticker(clock.Real{}, o.reportEvery)
 	go func() {
 		defer close(ob.done)
@@ -89,18 +118,24 @@ func startObserver(o options, src observe.CoordSource, logger *slog.Logger) (*ob
 }
 
 func (ob *observer) shutdown(ctx context.Context, linger time.Duration) error {
-	ob.cancel()
-	<-ob.done
-	if ob.srv == nil {
-		return nil
-	}
-	if linger > 0 {
+	if linger > 0 && (ob.srv != nil || ob.page != nil) {
 		select {
 		case <-time.After(linger):
 		case <-ctx.Done():
 		}
 	}
+	ob.cancel()
+	<-ob.done
+	if ob.pageDone != nil {
+		<-ob.pageDone
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return ob.srv.Shutdown(sctx)
+	var errs []error
+	for _, s := range []*observe.Server{ob.srv, ob.page} {
+		if s != nil {
+			errs = append(errs, s.Shutdown(sctx))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -16,6 +16,10 @@
 //	local-packed, minio-packed
 //	         the same samples packed into tar shards by longshore-pack
 //	         (docs/packed-datasets.md), from the directory and from MinIO.
+//	local-metrics
+//	         local with --metrics on and the live report every second,
+//	         scraped every --scrape-every (100 ms: 150 times Prometheus's
+//	         default rate): its "vs local" is the cost of metrics.
 package main
 
 import (
@@ -24,6 +28,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,16 +85,19 @@ type row struct {
 }
 
 type report struct {
-	Machine  string  `json:"machine"`
-	CPUs     int     `json:"cpus"`
-	Dataset  string  `json:"dataset"`
-	Images   int     `json:"dataset_images"`
-	MeanKB   float64 `json:"dataset_mean_kb"`
-	Reps     int     `json:"repetitions"`
-	Args     string  `json:"node_args"`
-	Rows     []row   `json:"rows"`
-	Started  string  `json:"started"`
-	Duration string  `json:"duration"`
+	Machine string  `json:"machine"`
+	CPUs    int     `json:"cpus"`
+	Dataset string  `json:"dataset"`
+	Images  int     `json:"dataset_images"`
+	MeanKB  float64 `json:"dataset_mean_kb"`
+	Reps    int     `json:"repetitions"`
+	Args    string  `json:"node_args"`
+	Rows    []row   `json:"rows"`
+	// Metrics is the cost of metrics: local-metrics against the local
+	// run just before it, pair by pair (medians of the ratios).
+	Metrics  *pairs `json:"metrics_on,omitempty"`
+	Started  string `json:"started"`
+	Duration string `json:"duration"`
 }
 
 func benchMain(args []string) error {
@@ -101,6 +110,7 @@ func benchMain(args []string) error {
 	noMinio := fs.Bool("no-minio", false, "skip the MinIO configurations")
 	pack := fs.String("pack", "bin/longshore-pack", "the pack binary, for the packed configurations (\"\" skips them)")
 	extra := fs.String("node-args", "", "extra flags for every node run, e.g. \"--lowres=false\"")
+	scrapeEvery := fs.Duration("scrape-every", 100*time.Millisecond, "local-metrics: how often to scrape the node's /metrics (0 skips the configuration)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -167,6 +177,9 @@ func benchMain(args []string) error {
 	}
 	runs := map[string][]result{}
 	order := []string{"ceiling", "local"}
+	if *scrapeEvery > 0 {
+		order = append(order, "local-metrics")
+	}
 	if srv != nil {
 		order = append(order, "minio")
 	}
@@ -187,6 +200,12 @@ func benchMain(args []string) error {
 				res, err = runProc(ctx, cfg, nil, self, "ceiling", "--dataset", *dataset, "--epochs", strconv.Itoa(*epochs), "--json", statsPath)
 			case "local":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(*dataset, statsPath)...)
+			case "local-metrics":
+				var addr string
+				if addr, err = freeAddr(); err == nil {
+					res, err = runScraped(ctx, cfg, addr, *scrapeEvery, *node,
+						append(nodeArgs(*dataset, statsPath), "--metrics", addr, "--report-every", "1s")...)
+				}
 			case "local-packed":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(packed, statsPath)...)
 			case "minio", "minio-packed":
@@ -221,6 +240,10 @@ func benchMain(args []string) error {
 			rep.Rows[i].VsLocal = rep.Rows[i].Median.ImagesPerSecond / rep.Rows[1].Median.ImagesPerSecond
 		}
 	}
+	if m := runs["local-metrics"]; len(m) > 0 {
+		rep.Metrics = pair(runs["local"], m)
+		rep.Metrics.ScrapeEvery = scrapeEvery.String()
+	}
 	rep.Duration = time.Since(t0).Round(time.Second).String()
 	printTable(os.Stdout, rep)
 	if *out != "" {
@@ -230,6 +253,51 @@ func benchMain(args []string) error {
 		}
 	}
 	return nil
+}
+
+// runScraped is runProc with a scraper fetching http://addr/metrics
+// every interval while the process runs.
+func runScraped(ctx context.Context, cfg, addr string, every time.Duration, bin string, args ...string) (result, error) {
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-sctx.Done():
+				return
+			}
+			req, _ := http.NewRequestWithContext(sctx, "GET", "http://"+addr+"/metrics", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue // not listening yet, or gone
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err == nil && resp.StatusCode == http.StatusOK {
+				n++
+			}
+			resp.Body.Close()
+		}
+	}()
+	res, err := runProc(ctx, cfg, nil, bin, args...)
+	stop()
+	if n := <-done; err == nil && n == 0 {
+		err = fmt.Errorf("%s: no scrape of %s succeeded", cfg, addr)
+	}
+	return res, err
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // runProc runs one configuration as a child process and measures it.
@@ -282,6 +350,37 @@ func mergeStats(res *result, path string) error {
 	return nil
 }
 
+// pairs compares two configurations run by run: each repetition ran
+// them one after the other, so a pair shares the machine's mood.
+type pairs struct {
+	Pairs       int    `json:"pairs"`
+	ScrapeEvery string `json:"scrape_every"`
+	// ImagesPerSecond and CPUPerImage are the medians of b/a.
+	ImagesPerSecond float64 `json:"images_per_second_ratio"`
+	CPUPerImage     float64 `json:"cpu_per_image_ratio"`
+}
+
+func pair(a, b []result) *pairs {
+	n := min(len(a), len(b))
+	var ips, cpu []float64
+	for i := range n {
+		ips = append(ips, b[i].ImagesPerSecond/a[i].ImagesPerSecond)
+		cpu = append(cpu, b[i].CPUSecondsPer1000/a[i].CPUSecondsPer1000)
+	}
+	return &pairs{Pairs: n, ImagesPerSecond: medianOf(ips), CPUPerImage: medianOf(cpu)}
+}
+
+func medianOf(v []float64) float64 {
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return 0
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
 func median(cfg string, rs []result) result {
 	m := result{Config: cfg}
 	pick := func(f func(result) float64) float64 {
@@ -328,6 +427,10 @@ func printTable(w io.Writer, r report) {
 		}
 		fmt.Fprintf(w, "| %-12s | %9.0f | %9.2f× | %14s | %5.0f MiB | %11s | %9s |\n", row.Config, m.ImagesPerSecond, row.VsCeiling,
 			cpu, float64(m.PeakRSSBytes)/(1<<20), first, vsLocal)
+	}
+	if m := r.Metrics; m != nil {
+		fmt.Fprintf(w, "\nmetrics on (scraped every %s, report every 1s) against off, run by run (median of %d pairs): %.3f× images/s, %.3f× CPU per image\n",
+			m.ScrapeEvery, m.Pairs, m.ImagesPerSecond, m.CPUPerImage)
 	}
 	fmt.Fprintf(w, "\n(%s; ceiling = one goroutine per core decoding+transforming from memory, no pipeline)\n", r.Duration)
 }

@@ -151,6 +151,13 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		commits.record(rank, a.Epoch, a.Step)
 		onAck(rank, session, a)
 	}
+	var obs atomic.Pointer[observer] // started once the node is
+	acfg.Report = func() *wire.NodeReport {
+		if ob := obs.Load(); ob != nil {
+			return ob.nodeReport()
+		}
+		return nil
+	}
 	node, err := agent.Start(sys, acfg)
 	if err != nil {
 		return err
@@ -168,6 +175,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		node.Shutdown(context.Background())
 		return err
 	}
+	obs.Store(ob)
 	// The summary, once the job is done (or the node stopped): the same
 	// fields as standalone, from the ranks' counters over every session.
 	summary := func(runErr error) error {

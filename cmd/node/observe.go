@@ -8,24 +8,35 @@ import (
 	"sync"
 	"time"
 
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
 
-// defaultWindow is the live report's window when --report-every is 0
-// but --metrics is on: the busy ratios and the bottleneck the metrics
-// show are those of the latest window.
-const defaultWindow = 10 * time.Second
+// liveWindow is the window of the live report the metrics (busy
+// ratios, occupancies, the bottleneck) and the coordinator's status page
+// show, or --report-every if that is shorter.
+const liveWindow = 10 * time.Second
 
-// observer is a node's live view: the bottleneck report at
-// --report-every and the metrics at --metrics.
+// observer is a node's live view: the bottleneck report in the log every
+// --report-every (over that window), the live one every liveWindow for
+// the metrics at --metrics and the status page.
 type observer struct {
-	rep    *observe.Reporter
+	rep    *observe.Reporter // the live window's
+	log    *observe.Reporter // --report-every's; nil: none
+	ranks  func() []observe.RankCounters
 	srv    *observe.Server
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu struct { // nodeReport's last call
+		sync.Mutex
+		samples int64
+		at      time.Time
+		rate    float64
+	}
 }
 
 // storeParts finds, under the dataset's store, what the metrics read:
@@ -61,17 +72,20 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 	if packed != nil {
 		src.Pack = packed.Stats
 	}
-	rep := &observe.Reporter{Ranks: src.Ranks}
-	if s3s != nil {
-		rep.Throttled = func() int64 { return s3s.Stats().Throttled }
+	reporter := func() *observe.Reporter {
+		r := &observe.Reporter{Ranks: src.Ranks}
+		if s3s != nil {
+			r.Throttled = func() int64 { return s3s.Stats().Throttled }
+		}
+		return r
 	}
-	src.Report = rep
-	ob := &observer{rep: rep, done: make(chan struct{})}
-	every := o.reportEvery
-	if every > 0 {
-		rep.Logger = logger
-	} else if o.metrics != "" {
-		every = defaultWindow
+	ob := &observer{rep: reporter(), ranks: src.Ranks, done: make(chan struct{})}
+	src.Report = ob.rep
+	live := liveWindow
+	if o.reportEvery > 0 {
+		ob.log = reporter()
+		ob.log.Logger = logger
+		live = min(live, o.reportEvery)
 	}
 	if o.metrics != "" {
 		reg := observe.Registry(observe.NewNodeCollector(src))
@@ -85,12 +99,23 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob.cancel = cancel
-	tick, stop := observe.Ticker(clock.Real{}, every)
-	go func() {
-		defer close(ob.done)
-		defer stop()
-		rep.Run(ctx, tick)
-	}()
+	var wg sync.WaitGroup
+	for _, r := range []struct {
+		rep   *observe.Reporter
+		every time.Duration
+	}{{ob.rep, live}, {ob.log, o.reportEvery}} {
+		if r.rep == nil {
+			continue
+		}
+		tick, stop := observe.Ticker(clock.Real{}, r.every)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer stop()
+			r.rep.Run(ctx, tick)
+		}()
+	}
+	go func() { wg.Wait(); close(ob.done) }()
 	return ob, nil
 }
 
@@ -118,6 +143,52 @@ func (ob *observer) shutdown(ctx context.Context, linger time.Duration) error {
 		return err
 	}
 	return nil
+}
+
+// nodeReport is the node's report for the coordinator's status page:
+// its ranks' counters now, its throughput since the last call (about a
+// second: the agent asks once a tick), and the live report's bottleneck.
+func (ob *observer) nodeReport() *wire.NodeReport {
+	rs := ob.ranks()
+	r := &wire.NodeReport{}
+	failures := map[string]int64{}
+	for _, rc := range rs {
+		d := rc.Delivered()
+		r.Samples += d.Samples
+		r.Seconds = max(r.Seconds, rc.Elapsed().Seconds())
+		rr := &wire.RankReport{Rank: rc.Name, Samples: d.Samples, Epoch: -1, Step: -1, SlotsInUse: rc.SlotsInUse()}
+		if d.Delivering {
+			rr.Epoch, rr.Step = int64(d.LastEpoch), d.LastStep
+		}
+		r.Ranks = append(r.Ranks, rr)
+		for _, f := range rc.Failures() {
+			failures[f.Stage.String()+"/"+f.Class] += f.Count
+			r.Failed += f.Count
+		}
+	}
+	for reason, n := range failures {
+		r.Failures = append(r.Failures, &wire.FailureCount{Reason: reason, Count: n})
+	}
+	sort.Slice(r.Failures, func(i, j int) bool {
+		a, b := r.Failures[i], r.Failures[j]
+		return a.Count > b.Count || a.Count == b.Count && a.Reason < b.Reason
+	})
+	if last, ok := ob.rep.Last(); ok {
+		r.Bottleneck, r.BottleneckReason, r.BottleneckAdvice = last.Bottleneck.Stage, last.Bottleneck.Reason, last.Bottleneck.Advice
+	}
+	now := time.Now()
+	ob.mu.Lock()
+	if !ob.mu.at.IsZero() {
+		if dt := now.Sub(ob.mu.at).Seconds(); dt >= 0.5 {
+			ob.mu.rate = float64(r.Samples-ob.mu.samples) / dt
+			ob.mu.samples, ob.mu.at = r.Samples, now
+		}
+	} else {
+		ob.mu.samples, ob.mu.at = r.Samples, now
+	}
+	r.SamplesPerSecond = ob.mu.rate
+	ob.mu.Unlock()
+	return r
 }
 
 // commitBook keeps each rank's last acknowledged commit, for the

@@ -195,7 +195,8 @@ type JournalMeter struct {
 	generation     prometheus.Gauge
 	mu             struct {
 		sync.Mutex
-		gen uint64
+		gen   uint64
+		token string // the last resume token made
 	}
 }
 
@@ -247,7 +248,11 @@ func (j *JournalMeter) Check(ctx context.Context) error {
 
 // Token implements coord.Journal.
 func (j *JournalMeter) Token(gen uint64, epoch int, step int64) journal.Token {
-	return j.J.Token(gen, epoch, step)
+	t := j.J.Token(gen, epoch, step)
+	j.mu.Lock()
+	j.mu.token = t.String()
+	j.mu.Unlock()
+	return t
 }
 
 // Generation is the last generation written (0: none yet).
@@ -255,6 +260,14 @@ func (j *JournalMeter) Generation() uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.mu.gen
+}
+
+// LastToken is the last resume token the coordinator handed out with an
+// ack ("": none yet).
+func (j *JournalMeter) LastToken() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.mu.token
 }
 
 // Describe implements prometheus.Collector.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,7 +42,7 @@ func (d testDecoder) Decode(data []byte, seed uint64, dst []byte) error {
 func (testDecoder) Close() error { return nil }
 
 // dataset puts n small objects in a MemStore, bad of them corrupt.
-func dataset(t *testing.T, n int, bad ...int) (*storage.MemStore, *storage.Dataset) {
+func dataset(t testing.TB, n int, bad ...int) (*storage.MemStore, *storage.Dataset) {
 	t.Helper()
 	st := storage.NewMemStore("t")
 	ds := &storage.Dataset{Classes: []string{"a", "b"}}
@@ -332,5 +333,52 @@ func TestServerLoopbackAndToken(t *testing.T) {
 	}
 	if !IsLoopback("127.0.0.2") || !IsLoopback("::1") || !IsLoopback("localhost") || IsLoopback("10.0.0.1") || IsLoopback("") {
 		t.Error("IsLoopback")
+	}
+}
+
+// BenchmarkScrape is one scrape of a 4-rank node's /metrics (the
+// collectors, the Go runtime's and the process's, text encoding): the
+// whole cost of metrics on, since the counters are kept anyway. At
+// Prometheus's default interval (15 s) it is paid once per 15 s.
+func BenchmarkScrape(b *testing.B) {
+	st, ds := dataset(b, 64, 3)
+	cs := storage.NewCountingStore(st)
+	node, err := actors.NewNode(config(), ds, 4, testDeps(cs, testDecoder{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer node.Close()
+	if err := node.Run(context.Background(), func(*actors.Batch) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	rep := &Reporter{Ranks: rankCounters(node)}
+	rep.Step()
+	h := Handler(Registry(NewNodeCollector(NodeSource{Ranks: rankCounters(node), Store: cs, Report: rep, JobSamples: 64, JobEpochs: 1})), nil)
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	var n int
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		n = w.Body.Len()
+	}
+	b.ReportMetric(float64(n), "bytes/scrape")
+}
+
+// BenchmarkReportStep is one live-report window of a 4-rank node
+// (--report-every).
+func BenchmarkReportStep(b *testing.B) {
+	st, ds := dataset(b, 64)
+	node, err := actors.NewNode(config(), ds, 4, testDeps(st, testDecoder{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer node.Close()
+	if err := node.Run(context.Background(), func(*actors.Batch) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	rep := &Reporter{Ranks: rankCounters(node)}
+	for b.Loop() {
+		rep.Step()
 	}
 }
