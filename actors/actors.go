@@ -246,10 +246,12 @@ func (f *fetcherActor) read(m *fetchMsg) ([]byte, error) {
 }
 
 // storeDown reports whether a Get error says the store is unreachable or
-// failing, rather than answering about the object.
+// failing, rather than answering about the object. (A deadline is the
+// store's own timing out while the pipeline runs: get checks the
+// pipeline's context first.)
 func storeDown(err error) bool {
 	for _, answer := range []error{storage.ErrNotFound, storage.ErrAccess, storage.ErrInvalidKey, storage.ErrRange,
-		storage.ErrPrecondition, context.Canceled, context.DeadlineExceeded} {
+		storage.ErrPrecondition, storage.ErrTooLarge, context.Canceled} {
 		if errors.Is(err, answer) {
 			return false
 		}
