@@ -98,6 +98,38 @@ func (p *PackedStore) GetLimit(ctx context.Context, key string, limit int64, dst
 	return p.Get(ctx, key, dst)
 }
 
+// GetSampleLimit reads sample index (whose key is key) from s like
+// GetSample, failing with an error wrapping ErrTooLarge when it is larger
+// than limit bytes (limit < 0: no limit): before reading it when s knows
+// its samples' sizes (PackedStore: the manifest's), else by the length
+// read.
+func GetSampleLimit(ctx context.Context, s SampleStore, index int64, key string, limit int64, dst []byte) ([]byte, error) {
+	if limit < 0 {
+		return s.GetSample(ctx, index, key, dst)
+	}
+	if ls, ok := s.(interface {
+		GetSampleLimit(ctx context.Context, index int64, key string, limit int64, dst []byte) ([]byte, error)
+	}); ok {
+		return ls.GetSampleLimit(ctx, index, key, limit, dst)
+	}
+	out, err := s.GetSample(ctx, index, key, dst)
+	if err == nil && int64(len(out)) > limit {
+		return dst[:0], tooLarge("get", s.String()+"/"+key, int64(len(out)), limit)
+	}
+	return out, err
+}
+
+// GetSampleLimit is GetSample refusing a sample larger than limit by its
+// manifest size, before any read (see the function GetSampleLimit).
+func (p *PackedStore) GetSampleLimit(ctx context.Context, index int64, key string, limit int64, dst []byte) ([]byte, error) {
+	if limit >= 0 && index >= 0 && index < int64(len(p.ds.Samples)) {
+		if s := &p.ds.Samples[index]; s.Key == key && s.Size > limit {
+			return dst[:0], tooLarge("get", p.ds.ObjectOf(*s)+"#"+key, s.Size, limit)
+		}
+	}
+	return p.GetSample(ctx, index, key, dst)
+}
+
 // Inner returns the store the PackedStore reads from.
 func (p *PackedStore) Inner() Store { return p.inner }
 
