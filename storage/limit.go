@@ -130,11 +130,19 @@ func (p *PackedStore) GetSampleLimit(ctx context.Context, index int64, key strin
 	return p.GetSample(ctx, index, key, dst)
 }
 
-// Inner returns the store the PackedStore reads from.
-func (p *PackedStore) Inner() Store { return p.inner }
+// GetLimit implements LimitedGetter, counted as a Get.
+func (c *CountingStore) GetLimit(ctx context.Context, key string, limit int64, dst []byte) ([]byte, error) {
+	out, err := GetLimit(ctx, c.s, key, limit, dst)
+	c.count(OpGet, err)
+	if err == nil {
+		c.read.Add(int64(len(out)))
+	}
+	return out, err
+}
 
 var (
 	_ LimitedGetter = (*DirStore)(nil)
 	_ LimitedGetter = (*MemStore)(nil)
 	_ LimitedGetter = (*PackedStore)(nil)
+	_ LimitedGetter = (*CountingStore)(nil)
 )
