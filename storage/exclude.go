@@ -29,7 +29,8 @@ type ExclusionLine struct {
 // or the key itself, verbatim (a hand-made list; keys may hold spaces).
 // Blank lines and lines starting with '#' are skipped; a UTF-8 BOM and
 // CRLF line ends are accepted. A line that starts with '{' but is not an
-// object with a non-empty string "key" is an error naming the line.
+// object with a string "key", or a key no store accepts (CheckKey: a
+// typo, or a path instead of a key), is an error naming the line.
 func ReadExclusions(r io.Reader) (Exclusions, error) {
 	ex := Exclusions{}
 	br := bufio.NewReader(r)
@@ -53,8 +54,14 @@ func ReadExclusions(r io.Reader) (Exclusions, error) {
 				}
 				return nil, fmt.Errorf("exclusion list line %d: want {\"key\": ...} or a bare key: %s", line, why)
 			}
+			if err := CheckKey(l.Key); err != nil {
+				return nil, fmt.Errorf("exclusion list line %d: %w", line, err)
+			}
 			ex[l.Key] = l.Reason
 		default:
+			if err := CheckKey(string(t)); err != nil {
+				return nil, fmt.Errorf("exclusion list line %d: %w", line, err)
+			}
 			ex[string(t)] = ""
 		}
 		if err == io.EOF {
