@@ -153,7 +153,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		return time.Duration(min(secs, 24*3600)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), 24*time.Hour)
 	}
 	return 0
 }

@@ -424,10 +424,13 @@ func (r byteRange) check(contentRange string, size int64) (int64, error) {
 		if r.off != 0 {
 			return 0, errBadResponse("asked for bytes from %d, the answer has no Content-Range (the whole object?)", r.off)
 		}
-		if r.length >= 0 && size > r.length {
+		// The whole object (200), from byte 0: read what was asked of it,
+		// also when its length is not given (-1: read to the end only if
+		// the end was asked for).
+		if r.length > 0 && (size < 0 || size > r.length) {
 			return r.length, nil
 		}
-		return size, nil
+		return max(size, -1), nil
 	}
 	var start, end, total int64
 	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &start, &end, &total); err != nil {
