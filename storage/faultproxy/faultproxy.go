@@ -317,6 +317,7 @@ type Proxy struct {
 		ln        net.Listener
 		conns     map[net.Conn]bool
 		refusedTo time.Time
+		listening chan struct{} // closed when listening again after a Refuse
 		closed    bool
 		log       []Entry
 	}
@@ -555,6 +556,9 @@ func (p *Proxy) refuse(w http.ResponseWriter, d time.Duration) {
 	}
 	ln := p.mu.ln
 	p.mu.ln = nil
+	if ln != nil {
+		p.mu.listening = make(chan struct{})
+	}
 	for c := range p.mu.conns {
 		reset(c)
 	}
@@ -600,6 +604,7 @@ func (p *Proxy) reopen() {
 			return
 		}
 		p.serve(ln)
+		close(p.mu.listening)
 		p.mu.Unlock()
 		return
 	}
@@ -825,16 +830,18 @@ var ErrClosed = errors.New("faultproxy: proxy closed")
 // WaitRefusal blocks until the proxy listens again after a Refuse fault,
 // or ctx ends, or the proxy closes.
 func (p *Proxy) WaitRefusal(ctx context.Context) error {
-	for {
-		if !p.Refusing() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.done:
-			return ErrClosed
-		case <-time.After(5 * time.Millisecond):
-		}
+	p.mu.Lock()
+	refusing, listening := p.mu.ln == nil && !p.mu.closed, p.mu.listening
+	p.mu.Unlock()
+	if !refusing {
+		return nil
+	}
+	select {
+	case <-listening:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.done:
+		return ErrClosed
 	}
 }
