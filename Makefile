@@ -29,7 +29,8 @@ BENCH_PEER_N ?= 4000
 # FUZZTIME: a count, not a duration: Go 1.26's fuzz coordinator can fail a
 # duration-bounded run with a bare "context deadline exceeded" at the
 # deadline on a loaded machine (golang/go#75804, fixed in Go 1.27).
-FUZZTIME     ?= 100000x
+# 20,000 executions are a few seconds for every target.
+FUZZTIME     ?= 20000x
 FUZZMIN      ?= 5s
 PKGS         := ./...
 INTEG_RUN    ?= ^TestChaos
@@ -85,15 +86,22 @@ unit: deps
 race: deps
 	$(GO) test -race -count=1 $(PKGS)
 
-# Each fuzz target runs briefly on top of its committed seed corpus.
+# Every fuzz target, as package:Target. Each runs briefly (FUZZTIME) on
+# top of its committed seed corpus; `make fuzz FUZZTIME=10m` is a long run
+# (see FUZZTIME above on timed runs).
+FUZZ_TARGETS := \
+	./decode/:FuzzDecode ./decode/:FuzzDecodeFFmpeg ./decode/:FuzzParseHeader \
+	./storage/:FuzzManifest ./storage/:FuzzManifestReference ./storage/:FuzzManifestJSONLine ./storage/:FuzzManifestDecimal \
+	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./cmd/longshore-pack/:FuzzWebDataset \
+	./storage/s3/:FuzzContentRange ./storage/s3/:FuzzRetryAfter \
+	./cluster/journal/:FuzzDecode ./cluster/journal/:FuzzParseToken ./cluster/wire/:FuzzWire \
+	./actors/feed/:FuzzClientFrames ./actors/feed/:FuzzServerFrames ./actors/feedserver/:FuzzLocalToken
+
 fuzz: deps-base
-	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./decode/
-	$(GO) test -run='^$$' -fuzz='^FuzzManifest$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
-	$(GO) test -run='^$$' -fuzz='^FuzzManifestReference$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
-	$(GO) test -run='^$$' -fuzz='^FuzzManifestJSONLine$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
-	$(GO) test -run='^$$' -fuzz='^FuzzManifestDecimal$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
-	$(GO) test -run='^$$' -fuzz='^FuzzClientFrames$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feed/
-	$(GO) test -run='^$$' -fuzz='^FuzzLocalToken$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feedserver/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$name ($$pkg)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) $$pkg; \
+	done
 
 test: deps lint race fuzz
 

@@ -60,6 +60,9 @@ func (a *rankActor) Receive(c actor.Context) {
 		a.p.rec.task(StageFetch, m.dur, m.err != nil)
 		a.run(c, a.core.fetchDone(m.fetcher, m.slot, m.idx, m.buf, m.err))
 	case *decodedMsg:
+		if m.abandoned {
+			a.bufs[m.buf] = nil // a stuck decoder still reads it
+		}
 		a.p.rec.task(StageDecode, m.dur, m.err != nil)
 		a.run(c, a.core.decodeDone(m.decoder, m.slot, m.idx, m.buf, m.err))
 	case *releaseMsg:
@@ -128,6 +131,9 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 			f := Failure{Rank: p.rank, Epoch: e.epoch, Index: e.item.Index, Key: e.item.Key, Stage: e.stage,
 				Class: classify(e.stage, e.err), Reason: e.err.Error()}
 			p.rec.failure(f.Stage, f.Class)
+			if p.deps.OnFailure != nil {
+				p.deps.OnFailure(f)
+			}
 			if p.book.record(f) && !a.dead {
 				a.fatal(c, &BudgetError{Report: p.book.report()})
 			}
@@ -237,19 +243,23 @@ func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 }
 
 // read reads the sample once: by index when the store addresses samples
-// so (a packed dataset: no key lookup), else by key.
+// so (a packed dataset: no key lookup), else by key; an object over
+// Config.MaxObjectBytes is refused before it is read.
 func (f *fetcherActor) read(m *fetchMsg) ([]byte, error) {
+	limit := f.p.cfg.MaxObjectBytes
 	if ss, ok := f.p.deps.Store.(storage.SampleStore); ok {
-		return ss.GetSample(f.p.ctx, m.index, m.key, m.data)
+		return storage.GetSampleLimit(f.p.ctx, ss, m.index, m.key, limit, m.data)
 	}
-	return f.p.deps.Store.Get(f.p.ctx, m.key, m.data)
+	return storage.GetLimit(f.p.ctx, f.p.deps.Store, m.key, limit, m.data)
 }
 
 // storeDown reports whether a Get error says the store is unreachable or
-// failing, rather than answering about the object.
+// failing, rather than answering about the object. (A deadline is the
+// store's own timing out while the pipeline runs: get checks the
+// pipeline's context first.)
 func storeDown(err error) bool {
 	for _, answer := range []error{storage.ErrNotFound, storage.ErrAccess, storage.ErrInvalidKey, storage.ErrRange,
-		storage.ErrPrecondition, context.Canceled, context.DeadlineExceeded} {
+		storage.ErrPrecondition, storage.ErrTooLarge, context.Canceled} {
 		if errors.Is(err, answer) {
 			return false
 		}
@@ -257,36 +267,24 @@ func storeDown(err error) bool {
 	return true
 }
 
-// decoderActor owns one SampleDecoder and decodes into slot regions.
+// decoderActor owns one SampleDecoder and decodes into slot regions;
+// with a DecodeDeadline its decoder runs on a worker (deadline.go).
 type decoderActor struct {
 	p   *Pipeline
 	id  int
 	dec SampleDecoder
+	w   *decodeWorker
 }
 
 func (d *decoderActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *decodeMsg:
 		t0 := d.p.clock.Now()
-		err := d.decode(m)
-		c.Send(c.Parent(), &decodedMsg{decoder: d.id, buf: m.buf, slot: m.slot, idx: m.idx, err: err, dur: d.p.clock.Now().Sub(t0)})
+		abandoned, err := d.decodeGuarded(c, m)
+		c.Send(c.Parent(), &decodedMsg{decoder: d.id, buf: m.buf, slot: m.slot, idx: m.idx, err: err, dur: d.p.clock.Now().Sub(t0), abandoned: abandoned})
 	case *actor.Stopped:
-		d.dec.Close()
+		d.stop()
 	}
-}
-
-// decode runs the decoder, turning a panic on hostile input into a
-// per-sample failure.
-func (d *decoderActor) decode(m *decodeMsg) (err error) {
-	if err := d.p.ctx.Err(); err != nil {
-		return err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = WithFailureClass(fmt.Errorf("decoder panicked: %v", r), "panic")
-		}
-	}()
-	return d.dec.Decode(m.data, m.seed, m.dst)
 }
 
 // uploaderActor hands full slots to the gpu.Uploader, in order.

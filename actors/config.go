@@ -129,6 +129,20 @@ type Config struct {
 	// MaxFailureRecords caps the per-sample failure records kept for the
 	// report (counts by reason stay exact). 0: 1000; negative: keep none.
 	MaxFailureRecords int
+	// MaxObjectBytes is the largest object a fetch reads, in bytes; a
+	// larger one fails as fetch/too_large before its body is read
+	// (storage.GetLimit), so one huge object cannot take a buffer of its
+	// size. 0: 256 MiB, far above any image under decode's pixel limit in
+	// a sane encoding, and what (F + D x DecodeQueue) buffers may each
+	// hold at worst; negative: no limit.
+	MaxObjectBytes int64
+	// DecodeDeadline is how long one sample's decode may take before it
+	// fails as decode/timeout. The decoder stuck in it is abandoned (it
+	// decodes into a buffer of its own, so it can no longer touch the
+	// batch) and replaced; more than a few abandoned at once stop the
+	// run. 0: 30 s, a hundred times a large photo's decode on a loaded
+	// core; negative: no deadline (and no copy of each sample).
+	DecodeDeadline time.Duration
 }
 
 // DefaultConfig returns the defaults, each explained on its Config field.
@@ -144,6 +158,8 @@ func DefaultConfig() Config {
 		Sample:            Shape{Height: 224, Width: 224, Layout: NCHW},
 		MaxFailures:       FailureBudget{kind: budgetFraction, fraction: 0.01},
 		MaxFailureRecords: 1000,
+		MaxObjectBytes:    256 << 20,
+		DecodeDeadline:    30 * time.Second,
 	}
 }
 
@@ -185,6 +201,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxFailureRecords == 0 {
 		c.MaxFailureRecords = d.MaxFailureRecords
+	}
+	if c.MaxObjectBytes == 0 {
+		c.MaxObjectBytes = d.MaxObjectBytes
+	}
+	if c.DecodeDeadline == 0 {
+		c.DecodeDeadline = d.DecodeDeadline
 	}
 	return c
 }

@@ -28,8 +28,9 @@ type Failure struct {
 	Key   string `json:"key"`
 	Stage Stage  `json:"stage"`
 	// Class is the kind of error, for grouping: not_found, access_denied,
-	// timeout, canceled, io (fetch); too_large, unsupported, corrupt, panic,
-	// error (decode); or what the error's FailureClass method says.
+	// range, too_large, timeout, canceled, bad_response, io (fetch);
+	// too_large, unsupported, corrupt, timeout (the decode deadline),
+	// panic, error (decode); or what the error's FailureClass method says.
 	Class string `json:"class"`
 	// Reason is the error message.
 	Reason string `json:"reason"`
@@ -99,6 +100,8 @@ func classify(stage Stage, err error) string {
 		return "access_denied"
 	case errors.Is(err, storage.ErrRange):
 		return "range"
+	case errors.Is(err, storage.ErrTooLarge):
+		return "too_large"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, context.Canceled):

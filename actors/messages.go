@@ -37,11 +37,13 @@ type decodeMsg struct {
 	seed           uint64
 }
 
-// decodedMsg: decoder -> rank actor.
+// decodedMsg: decoder -> rank actor. abandoned: the decode passed its
+// deadline and its decoder still holds the fetch buffer.
 type decodedMsg struct {
 	decoder, buf, slot, idx int
 	err                     error
 	dur                     time.Duration
+	abandoned               bool
 }
 
 // uploadMsg: rank actor -> uploader: a full batch, in delivery order.

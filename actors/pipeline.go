@@ -44,6 +44,10 @@ type Deps struct {
 	// Logger receives the actor system's logs when the pipeline makes
 	// its own system; nil: discarded.
 	Logger *slog.Logger
+	// OnFailure, if set, is called with every sample failure as it is
+	// recorded (a quarantine list), from the rank's actor: it must not
+	// block for long.
+	OnFailure func(Failure)
 }
 
 // Batch is one delivered batch: a view over a slot. Images, Labels, Keys,
@@ -136,7 +140,8 @@ type Pipeline struct {
 	}
 	finishOnce sync.Once
 
-	bufsMade atomic.Int64 // fetch buffers ever made (for tests and stats)
+	bufsMade  atomic.Int64 // fetch buffers ever made (for tests and stats)
+	abandoned atomic.Int64 // decoders left running past the decode deadline
 }
 
 // NewPipeline starts rank's pipeline, fed by src. cfg zero fields take

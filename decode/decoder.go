@@ -176,9 +176,8 @@ func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 		return Info{}, err
 	}
 	info := Info{Width: h.width, Height: h.height, Format: h.format.String()}
-	if h.maxArea > d.cfg.MaxPixels {
-		return info, fmt.Errorf("%w: %s header declares %d pixels (%dx%d), limit %d",
-			ErrTooLarge, h.format, h.maxArea, h.width, h.height, d.cfg.MaxPixels)
+	if err := h.checkBomb(d.cfg.MaxPixels); err != nil {
+		return info, err
 	}
 	s := SamplingFor(d.cfg.Transform, h.width, h.height, sampleSeed)
 	info.Crop, info.Flip = s.Crop, s.Flip

@@ -655,6 +655,7 @@ func FuzzDecode(f *testing.F) {
 		"jpeg_cmyk.jpg", "png_palette.png", "webp_lossy.webp", "webp_alpha.webp"} {
 		f.Add(readFixture(f, name))
 	}
+	addHostileSeeds(f)
 	// One decoder per transform: Train's crops, Eval's fractional box
 	// and its filter's reach, Resize's whole image.
 	c := DefaultConfig()

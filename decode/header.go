@@ -41,6 +41,39 @@ type header struct {
 	maxArea int64
 	// lowresOK: FFmpeg's mjpeg lowres applies (8-bit DCT JPEG).
 	lowresOK bool
+	// scans: a JPEG's SOS segments. Each scan of a progressive JPEG
+	// walks the whole image again, so thousands of them (each a few
+	// bytes) make a small file decode for minutes (checkBomb).
+	scans int
+	// idat and idatMax: a PNG's IDAT bytes, and the most an image of its
+	// IHDR's size, depth, colour type and interlacing can need even
+	// stored uncompressed (0: unknown). More is data beyond the image
+	// that the decoder inflates anyway (checkBomb).
+	idat, idatMax int64
+}
+
+// maxScans is the most scans a JPEG may have. Encoders write 1 (baseline)
+// to about 10 (libjpeg's and mozjpeg's progressive scripts); libjpeg-turbo
+// advises a limit of 500 against the many-scans denial of service, and
+// that is ours.
+const maxScans = 500
+
+// checkBomb refuses, with ErrTooLarge, what the header shows would cost
+// far more than its pixels: more than MaxPixels, more than maxScans scans,
+// or PNG image data beyond what its IHDR can need.
+func (h *header) checkBomb(maxPixels int64) error {
+	switch {
+	case h.maxArea > maxPixels:
+		return fmt.Errorf("%w: %s header declares %d pixels (%dx%d), limit %d",
+			ErrTooLarge, h.format, h.maxArea, h.width, h.height, maxPixels)
+	case h.scans > maxScans:
+		return fmt.Errorf("%w: JPEG with %d scans, limit %d (a progressive decompression bomb: each scan decodes the whole image again)",
+			ErrTooLarge, h.scans, maxScans)
+	case h.idatMax > 0 && h.idat > h.idatMax:
+		return fmt.Errorf("%w: PNG with %d bytes of image data, more than a %dx%d image can need even stored uncompressed (%d): a decompression bomb",
+			ErrTooLarge, h.idat, h.width, h.height, h.idatMax)
+	}
+	return nil
 }
 
 var pngMagic = []byte("\x89PNG\r\n\x1a\n")
@@ -134,6 +167,7 @@ func parseJPEG(b []byte) (header, error) {
 				return header{}, fmt.Errorf("%w: JPEG scan before frame header", ErrCorrupt)
 			}
 			scan = true
+			h.scans++
 			i = skipECS(b, i+n)
 			continue
 		}
@@ -198,7 +232,40 @@ func parsePNG(b []byte) (header, error) {
 	if w == 0 || h == 0 || w > 1<<31-1 || h > 1<<31-1 {
 		return header{}, fmt.Errorf("%w: PNG size %dx%d", ErrCorrupt, w, h)
 	}
-	return header{format: formatPNG, width: int(w), height: int(h), maxArea: int64(w) * int64(h)}, nil
+	hd := header{format: formatPNG, width: int(w), height: int(h), maxArea: int64(w) * int64(h)}
+	if len(b) >= 29 {
+		hd.idatMax = pngDataBound(int64(w), int64(h), b[24], b[25], b[28])
+	}
+	// Sum the IDAT chunks; a truncated file stops the walk (the decoder
+	// reports it).
+	for i := 8; i+8 <= len(b); {
+		n := int64(binary.BigEndian.Uint32(b[i:]))
+		if string(b[i+4:i+8]) == "IDAT" {
+			hd.idat += n
+		}
+		if n > int64(len(b)) {
+			break
+		}
+		i += 12 + int(n)
+	}
+	return hd, nil
+}
+
+// pngDataBound is the most IDAT data a PNG image can need: its filtered
+// rows (a filter byte per row of each Adam7 pass, which are at most 2h
+// rows and 7 rounded partial bytes more) stored in deflate's stored
+// blocks (5 bytes per 65535) with the zlib header and checksum, and
+// slack. 0 for a bit depth or colour type PNG does not have.
+func pngDataBound(w, h int64, depth, color, interlace byte) int64 {
+	channels := map[byte]int64{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[color]
+	if channels == 0 || (depth != 1 && depth != 2 && depth != 4 && depth != 8 && depth != 16) {
+		return 0
+	}
+	raw := h * (1 + (w*channels*int64(depth)+7)/8)
+	if interlace != 0 {
+		raw += 2*h + 7*8
+	}
+	return raw + raw/65535*5 + 1024
 }
 
 // parseWebP walks the RIFF chunks and reads the VP8X canvas and the VP8 or

@@ -80,6 +80,11 @@ type DiscoverOptions struct {
 	// (it keeps its label, with no samples). False makes it an error, as
 	// in torchvision.
 	AllowEmptyClasses bool
+	// Exclude leaves these sample keys out of the dataset found (see
+	// Dataset.Exclude): they are not part of any epoch, and the
+	// dataset's digest is that of what is left, so a coordinator and its
+	// nodes must exclude the same keys. nil: none.
+	Exclude Exclusions
 }
 
 // DefaultDiscoverOptions returns the options the binaries start from.
@@ -165,11 +170,24 @@ func Discover(ctx context.Context, s Store, opts DiscoverOptions) (*Dataset, err
 		if err != nil {
 			return nil, fmt.Errorf("discover %s: manifest %s: %w", s, manifest, err)
 		}
-		return ds, nil
+		return excluded(s, ds, opts.Exclude)
 	}
 	ds, err := discoverImageFolder(ctx, s, root, opts)
 	if err != nil {
 		return nil, fmt.Errorf("discover %s: %w", s, err)
+	}
+	return excluded(s, ds, opts.Exclude)
+}
+
+// excluded applies the exclusions to what discovery found.
+func excluded(s Store, ds *Dataset, ex Exclusions) (*Dataset, error) {
+	if len(ex) == 0 {
+		return ds, nil
+	}
+	n := len(ds.Samples)
+	ds.Excluded = ds.Exclude(ex)
+	if len(ds.Samples) == 0 {
+		return nil, fmt.Errorf("discover %s: all %d samples are excluded: %w", s, n, ErrEmptyDataset)
 	}
 	return ds, nil
 }

@@ -25,6 +25,9 @@ var (
 	// ErrLocked: DirStore could not take a key's lock file before the
 	// context ended (another writer holds it).
 	ErrLocked = errors.New("storage: key locked by another writer")
+	// ErrTooLarge: the object is larger than the caller's limit
+	// (GetLimit); nothing of it was read into memory.
+	ErrTooLarge = errors.New("storage: object too large")
 )
 
 // ObjectInfo describes one object. Keys are relative to the store's root

@@ -247,7 +247,7 @@ func (a *nodeActor) checkJob(j *wire.Job) error {
 	case j == nil:
 		return fmt.Errorf("%w: the welcome carries no job", ErrJobMismatch)
 	case j.Samples != int64(len(a.n.cfg.Dataset.Samples)) || j.ManifestDigest != a.n.cfg.Digest:
-		return fmt.Errorf("%w: coordinator has %d samples (manifest %s), this node %d (%s): point both at the same dataset",
+		return fmt.Errorf("%w: coordinator has %d samples (manifest %s), this node %d (%s): point both at the same dataset (and the same --exclude list)",
 			ErrJobMismatch, j.Samples, j.ManifestDigest, len(a.n.cfg.Dataset.Samples), a.n.cfg.Digest)
 	case j.BatchSize < 1 || j.Epochs < 1 || j.Block < 1 || j.ShardSize < 1 || j.Window < 0:
 		return fmt.Errorf("%w: unusable job %v", ErrJobMismatch, j)

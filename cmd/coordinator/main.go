@@ -64,6 +64,7 @@ import (
 
 type options struct {
 	dataset, manifest, s3Endpoint string
+	exclude                       string
 	listen, advertise             string
 	gossip, gossipAdvertise       string
 	gossipProfile                 string
@@ -95,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (the nodes must see the same manifest)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	fs.StringVar(&o.exclude, "exclude", "", "leave out the samples this file lists (a node's --quarantine file, or one key a line); every node must be given the same file, or its dataset digest will not match")
 	fs.StringVar(&o.listen, "listen", "", "control-message (protoactor remote) bind address host:port")
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
@@ -245,11 +247,25 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
+	if o.exclude != "" {
+		f, err := os.Open(o.exclude)
+		if err != nil {
+			return fmt.Errorf("--exclude: %w", err)
+		}
+		dopts.Exclude, err = storage.ReadExclusions(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--exclude %s: %w", o.exclude, err)
+		}
+	}
 	store, ds, err := stores.OpenDataset(ctx, o.dataset, sopts, dopts, nil)
 	if err != nil {
 		return err
 	}
 	defer storage.Close(store)
+	if ds.Excluded > 0 {
+		logger.Info("samples left out by --exclude (give the nodes the same file)", "excluded", ds.Excluded, "samples", len(ds.Samples))
+	}
 	o.cluster.Samples = int64(len(ds.Samples))
 	packed := ds.Packed()
 	// The sample list is needed only for its count, layout and digest: let

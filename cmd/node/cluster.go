@@ -90,7 +90,15 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	defer rem.Shutdown(false)
 
+	q, err := openQuarantine(o.faults.quarantine)
+	if err != nil {
+		return err
+	}
+	defer q.close()
 	deps := actors.Deps{Store: store}
+	if q != nil {
+		deps.OnFailure = q.record
+	}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		return err
 	}
@@ -187,7 +195,8 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			merged = append(merged, rc.Counters)
 		}
 		c := actors.MergeCounters(merged...)
-		f := runFacts{store: store, ds: ds, counters: c, report: node.Failures(), seconds: activeSeconds(c), err: runErr}
+		f := runFacts{store: store, ds: ds, counters: c, report: node.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: q}
+		q.tell(stderr)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
 		}

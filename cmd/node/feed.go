@@ -33,7 +33,15 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return err
 	}
 	defer storage.Close(store)
+	q, err := openQuarantine(o.faults.quarantine)
+	if err != nil {
+		return err
+	}
+	defer q.close()
 	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
+	if q != nil {
+		deps.OnFailure = q.record
+	}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		return err
 	}
@@ -92,8 +100,9 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		report = actors.MergeReports(report, tallies[r].Failures())
 	}
 	c := actors.MergeCounters(merged...)
+	q.tell(stderr)
 	sum := summarize(o, runFacts{store: store, ds: ds, epochs: o.epochs, batchSize: o.batchSize, counters: c,
-		report: report, seconds: activeSeconds(c), err: runErr})
+		report: report, seconds: activeSeconds(c), err: runErr, quarantine: q})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err
 	}

@@ -93,6 +93,7 @@ type options struct {
 	metricsToken     string
 	metricsLinger    time.Duration
 	reportEvery      time.Duration
+	faults           faultFlags
 
 	// cluster mode
 	id              string
@@ -168,6 +169,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.slowFactor, "slow-factor", 5, "cluster mode, debug: the slowdown of --slow-ranks")
 	o.sec.Register(fs)
 	registerFeedPeers(fs, &o.feedPeers)
+	o.faults.register(fs)
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
@@ -177,7 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	var errs []error
+	errs := o.faults.validate()
 	if !o.standalone {
 		if o.join == "" {
 			errs = append(errs, errors.New("cluster mode needs --join (the coordinator's gossip address); or pass --standalone"))
@@ -283,6 +285,7 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 		return c, fmt.Errorf("--max-failures: %w", err)
 	}
 	c.MaxFailures = b
+	o.faults.actorsConfig(&c)
 	return c, c.Validate()
 }
 
@@ -339,10 +342,15 @@ func openDataset(ctx context.Context, o options, block, window int) (storage.Sto
 	if o.fetchConcurrency*o.ranks > sopts.FetchConcurrency {
 		sopts.FetchConcurrency = o.fetchConcurrency * o.ranks
 	}
+	o.faults.s3Options(&sopts)
 	dopts := storage.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
+	}
+	var err error
+	if dopts.Exclude, err = o.faults.exclusions(); err != nil {
+		return nil, nil, err
 	}
 	packed := &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache)}
 	if err := packed.Validate(); err != nil {

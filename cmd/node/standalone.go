@@ -20,6 +20,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
 )
 
 // started is when the process began: first_batch_seconds counts from here,
@@ -49,7 +50,10 @@ type Summary struct {
 	BottleneckReason  string               `json:"bottleneck_reason"`
 	BottleneckAdvice  string               `json:"bottleneck_advice,omitempty"`
 	Stages            actors.Stats         `json:"stages"`
-	Pack              *storage.PackedStats `json:"pack,omitempty"` // a packed dataset's chunk cache
+	Pack              *storage.PackedStats `json:"pack,omitempty"`  // a packed dataset's chunk cache
+	Store             *s3.Stats            `json:"store,omitempty"` // an S3 dataset's requests, retries by cause, throttling
+	Excluded          int                  `json:"excluded"`        // samples left out by --exclude
+	Quarantined       int                  `json:"quarantined"`     // keys this run added to --quarantine
 	Error             string               `json:"error,omitempty"`
 }
 
@@ -199,14 +203,25 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		storage.Close(store)
 		return err
 	}
+	q, err := openQuarantine(o.faults.quarantine)
+	if err != nil {
+		snk.Close()
+		storage.Close(store)
+		return err
+	}
 	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
+	if q != nil {
+		deps.OnFailure = q.record
+	}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
+		q.close()
 		snk.Close()
 		storage.Close(store)
 		return err
 	}
 	node, err := actors.NewNode(ac, ds, o.ranks, deps)
 	if err != nil {
+		q.close()
 		snk.Close()
 		storage.Close(store)
 		return err
@@ -218,6 +233,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.transform, o.size, strings.ToUpper(o.layout))
 	if ps, ok := store.(*storage.PackedStore); ok {
 		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, ds, o.packCache, 1))
+	}
+	if ds.Excluded > 0 {
+		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ds.Excluded)
 	}
 	ranks := func() []observe.RankCounters {
 		var out []observe.RankCounters
@@ -269,8 +287,12 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
 		logger.Warn("metrics server shutdown", "err", err)
 	}
+	if _, err := q.close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	q.tell(stderr)
 	s := summarize(o, runFacts{store: store, ds: ds, epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), err: runErr})
+		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), err: runErr, quarantine: q})
 	storage.Close(store)
 	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
 		runErr = err
@@ -294,6 +316,7 @@ type runFacts struct {
 	// pipeline's start counts).
 	seconds, firstBatch float64
 	err                 error
+	quarantine          *quarantine // --quarantine, or nil
 }
 
 // activeSeconds is how long the ranks took to deliver what they did:
@@ -334,6 +357,9 @@ func summarize(o options, f runFacts) Summary {
 		Stages:            stats,
 		Failures:          FailureSummary{Total: f.report.Failed, ByReason: map[string]int64{}, Report: f.report},
 		Pack:              pack,
+		Store:             s3Stats(f.store),
+		Excluded:          f.ds.Excluded,
+		Quarantined:       f.quarantine.added(),
 	}
 	if s.Seconds > 0 {
 		s.ImagesPerSecond = float64(s.Images) / s.Seconds
@@ -379,6 +405,11 @@ func printSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	if st := s.Store; st != nil {
+		r := st.RetriesByCause
+		fmt.Fprintf(w, "  store         %d requests, %d retries (throttle %d, server %d, timeout %d, conn %d, bad response %d), %d throttled, %.2f s backed off\n",
+			st.Requests, st.Retries, r.Throttle, r.Server, r.Timeout, r.Conn, r.BadResponse, st.Throttled, st.Backoff.Seconds())
+	}
 	if p := s.Pack; p != nil {
 		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions\n",
 			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)

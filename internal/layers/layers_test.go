@@ -41,6 +41,8 @@ var internal = map[string][]string{
 	"storage/faulty":    {"storage", "internal/clock"},
 	"storage/storetest": {"storage"},
 	"storage/miniotest": {"storage", "storage/s3"},
+	// A misbehaving HTTP proxy for tests: nothing of the module.
+	"storage/faultproxy": {},
 
 	// The cluster's shells around the core.
 	"cluster/wire":    {"cluster"},
@@ -98,7 +100,7 @@ var reach = map[string][]string{
 // direct lists, for a standard-library package that touches the world,
 // the packages of the module that may import it themselves.
 var direct = map[string][]string{
-	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"cmd/internal/observe", "actors/feed", "actors/feedserver", "gpu", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/internal/procmem",

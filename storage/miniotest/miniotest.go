@@ -262,8 +262,9 @@ func (s *Server) Logs() string {
 }
 
 // Options returns s3.Options for this server: its endpoint and root
-// credentials, region us-east-1 (no location lookups), and quick retries
-// so tests of outages run in seconds.
+// credentials, region us-east-1 (no location lookups), quick retries so
+// tests of outages run in seconds, and MD5 checks of whole-object GETs as
+// the binaries do them.
 func (s *Server) Options() s3.Options {
 	o := s3.Options{
 		Endpoint:              s.Endpoint,
@@ -275,6 +276,7 @@ func (s *Server) Options() s3.Options {
 		RetryBase:             10 * time.Millisecond,
 		RetryCap:              200 * time.Millisecond,
 		ResponseHeaderTimeout: 30 * time.Second,
+		VerifyChecksums:       true,
 	}
 	return o
 }
@@ -312,10 +314,21 @@ func (s *Server) Client(t testing.TB) *minio.Client {
 // CreateBucket makes a bucket with the given name.
 func (s *Server) CreateBucket(t testing.TB, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	if err := s.Client(t).MakeBucket(ctx, name, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
-		t.Fatalf("miniotest: make bucket %q: %v", name, err)
+	c := s.Client(t)
+	for {
+		err := c.MakeBucket(ctx, name, minio.MakeBucketOptions{Region: "us-east-1"})
+		if err == nil {
+			return
+		}
+		// A MinIO that answers its liveness check may still be
+		// initialising its object layer. (minio-go's own retries do not
+		// wait: storage/s3 turns their backoff unit off.)
+		if minio.ToErrorResponse(err).Code != "XMinioServerNotInitialized" || ctx.Err() != nil {
+			t.Fatalf("miniotest: make bucket %q: %v", name, err)
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
 }
 

@@ -8,7 +8,11 @@
 // AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else MINIO_ROOT_USER /
 // MINIO_ROOT_PASSWORD, else MINIO_ACCESS_KEY / MINIO_SECRET_KEY. New
 // probes the bucket so a wrong bucket, endpoint or key fails at start. The
-// store retries 5xx, throttling and connection failures itself with
-// full-jitter exponential backoff and counts requests, retries, throttled
-// responses, errors and bytes in Stats.
+// store retries 5xx, throttling, timeouts, connection failures and bad
+// answers (short bodies, bodies whose MD5 is not the ETag, the wrong
+// range) itself with full-jitter exponential backoff, honouring
+// Retry-After, under a per-store request budget that throttling lowers
+// (AIMD); it counts requests, retries by cause, throttled responses, the
+// time backed off, errors and bytes in Stats. storage/faultproxy is the
+// proxy its tests misbehave through.
 package s3

@@ -3,6 +3,7 @@ package s3
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"time"
@@ -32,8 +33,8 @@ const (
 const AWSEndpoint = "https://s3.amazonaws.com"
 
 // Options configure an S3 store. The zero value is valid: AWS S3,
-// anonymous, no retries, 16 connections. DefaultOptions is what the
-// binaries use.
+// anonymous, no retries, no timeouts, no checksum checks, no rate limit,
+// 16 connections. DefaultOptions is what the binaries use.
 type Options struct {
 	// Endpoint is the service URL, "http://host:port" or "https://host";
 	// the scheme decides TLS. Empty means AWSEndpoint.
@@ -66,11 +67,46 @@ type Options struct {
 	// zero RetryCap means no cap.
 	RetryBase time.Duration
 	RetryCap  time.Duration
+	// MaxRetryAfter bounds the wait a throttled answer's Retry-After
+	// header may ask for: the store waits the longer of its backoff and
+	// min(Retry-After, MaxRetryAfter). 0 means RetryCap (and with no
+	// RetryCap, a day).
+	MaxRetryAfter time.Duration
 
 	// ResponseHeaderTimeout bounds the wait for a response's headers after
 	// a request is sent; when it fires the attempt fails as a (retryable)
 	// timeout. 0 means no limit beyond the caller's context.
 	ResponseHeaderTimeout time.Duration
+	// RequestTimeout bounds one attempt from sending the request to the
+	// last byte of its body, plus a second for every MinThroughput bytes
+	// of body (so a large object gets the time it needs at that speed);
+	// a body that trickles past it fails the attempt with
+	// ErrRequestTimeout, which is retried on a fresh connection. 0 means
+	// no limit beyond ResponseHeaderTimeout and the caller's context.
+	RequestTimeout time.Duration
+	// MinThroughput is the body speed, in bytes/s, that RequestTimeout
+	// allows for; 0 means none: RequestTimeout is the whole allowance.
+	MinThroughput int64
+
+	// VerifyChecksums checks every whole-object GET whose ETag is a plain
+	// MD5 (objects written in one PUT, without SSE-KMS or SSE-C) against
+	// the MD5 of the bytes read, so that a body damaged on the way is
+	// retried instead of decoded. Ranged GETs (packed chunks) are checked
+	// by length and Content-Range only; S3 has no checksum of a range.
+	// false: no check.
+	VerifyChecksums bool
+
+	// MaxRequestRate is the store's budget of requests per second (every
+	// operation and retry counts; one store per node process, so a
+	// per-node budget); 0 means no budget.
+	MaxRequestRate float64
+	// AdaptiveRate lowers the request rate when the service throttles
+	// (429, 503): AIMD, halved at a throttle and grown back by a
+	// twentieth of the rate it was cut from per second of answered
+	// traffic, never above
+	// MaxRequestRate (without one, the limit is lifted once the rate is
+	// back at twice where it was cut). false: the rate is only the budget.
+	AdaptiveRate bool
 
 	// credSource names where the credentials came from, for error hints.
 	credSource string
@@ -99,6 +135,21 @@ func optionsFromEnv(getenv func(string) string) Options {
 		// S3 answers within a second; 30 s without headers means a hung
 		// connection, which a retry on a fresh one fixes.
 		ResponseHeaderTimeout: 30 * time.Second,
+		// Throttling services send Retry-After of a few seconds; a minute
+		// is as long as a node should wait on one answer.
+		MaxRetryAfter: time.Minute,
+		// A GET of an image takes tens of milliseconds; one that has not
+		// finished in a minute, plus a second per MiB, is stuck on a bad
+		// connection or a stalled server, and a fresh request is faster.
+		RequestTimeout: time.Minute,
+		MinThroughput:  1 << 20,
+		// An MD5 costs about 2 ms per MiB of one core, a few percent of
+		// decoding the same bytes; a corrupt body decoded is a wrong
+		// sample in the training set.
+		VerifyChecksums: true,
+		// S3 answers SlowDown above 5,500 GETs/s per prefix: back off
+		// instead of hammering it. No fixed budget: --max-request-rate.
+		AdaptiveRate: true,
 	}
 	for _, pair := range [][3]string{
 		{EnvAccessKeyID, EnvSecretAccessKey, EnvSessionToken},
@@ -161,6 +212,18 @@ func (o Options) Validate() error {
 	}
 	if o.ResponseHeaderTimeout < 0 {
 		bad("ResponseHeaderTimeout %v is negative", o.ResponseHeaderTimeout)
+	}
+	if o.MaxRetryAfter < 0 {
+		bad("MaxRetryAfter %v is negative", o.MaxRetryAfter)
+	}
+	if o.RequestTimeout < 0 {
+		bad("RequestTimeout %v is negative", o.RequestTimeout)
+	}
+	if o.MinThroughput < 0 {
+		bad("MinThroughput %d is negative", o.MinThroughput)
+	}
+	if !(o.MaxRequestRate >= 0) || math.IsInf(o.MaxRequestRate, 0) {
+		bad("MaxRequestRate %v: want requests per second, 0 for no budget", o.MaxRequestRate)
 	}
 	return errors.Join(errs...)
 }

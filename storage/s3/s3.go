@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,8 +34,16 @@ const maxSinglePut = 5 << 30
 // minio-go v7. Open or New make one; it is safe for concurrent use.
 //
 // Every operation retries retryable failures itself (see Options), with
-// full-jitter exponential backoff; minio-go's internal retries are off so
-// the counts in Stats are exact. Errors map to the package's sentinels:
+// full-jitter exponential backoff, waiting longer when a throttled answer
+// asks for it with Retry-After; minio-go's internal retries are off so
+// the counts in Stats are exact, by cause. Each attempt has its own
+// deadline (RequestTimeout), and waits first for the request rate limiter
+// (MaxRequestRate, AdaptiveRate: halved when the service throttles). A
+// GET's answer is checked before the caller sees it: a body shorter than
+// its Content-Length, a whole object whose MD5 is not its ETag
+// (VerifyChecksums) or a ranged answer for another range is
+// ErrBadResponse, retried; so is a failure no retry fixes returned at
+// once: 403 and 404 are answers about the object. Errors map to the package's sentinels:
 // NoSuchKey and NoSuchBucket to ErrNotFound; AccessDenied,
 // InvalidAccessKeyId and SignatureDoesNotMatch to ErrAccess;
 // PreconditionFailed to ErrPrecondition; InvalidRange to ErrRange.
@@ -55,45 +65,100 @@ type Store struct {
 	prefix string // "" or ending in '/'
 	opts   Options
 	stats  counters
+	rate   *rateLimiter
 }
 
 var (
-	_ storage.Store        = (*Store)(nil)
-	_ storage.PrefixLister = (*Store)(nil)
+	_ storage.Store         = (*Store)(nil)
+	_ storage.PrefixLister  = (*Store)(nil)
+	_ storage.LimitedGetter = (*Store)(nil)
 )
 
 // Stats are cumulative counts since the store was made.
 type Stats struct {
 	// Requests is the number of HTTP requests sent (each retry, each page
 	// of a listing, and minio-go's bucket-location lookups included).
-	Requests int64
-	// Retries is the number of attempts repeated after a retryable error.
-	Retries int64
+	Requests int64 `json:"requests"`
+	// Retries is the number of attempts repeated after a retryable error;
+	// RetriesByCause splits them by why.
+	Retries        int64          `json:"retries"`
+	RetriesByCause RetriesByCause `json:"retries_by_cause"`
 	// Throttled is the number of responses with status 429 or 503
 	// (SlowDown and its kin).
-	Throttled int64
+	Throttled int64 `json:"throttled"`
+	// RetryAfterHonoured counts the waits that a Retry-After header made
+	// longer than the backoff; Backoff is the time slept between attempts
+	// in all (nanoseconds in JSON).
+	RetryAfterHonoured int64         `json:"retry_after_honoured"`
+	Backoff            time.Duration `json:"backoff_ns"`
+	// Timeouts counts attempts ended by RequestTimeout.
+	Timeouts int64 `json:"timeouts"`
+	// BadResponses counts answers refused as short, corrupt (MD5 not the
+	// ETag) or for the wrong range; Verified counts whole-object GETs
+	// whose MD5 was checked against the ETag and matched.
+	BadResponses int64 `json:"bad_responses"`
+	Verified     int64 `json:"verified"`
+	// RateWaits is how many requests the rate limiter held back, for
+	// RateWait in all; Rate is its limit now and RateLow the lowest it
+	// went, in requests/s (0: no limit); RateCuts is how many times
+	// throttling cut it.
+	RateWaits int64         `json:"rate_waits"`
+	RateWait  time.Duration `json:"rate_wait_ns"`
+	Rate      float64       `json:"rate"`
+	RateLow   float64       `json:"rate_low"`
+	RateCuts  int64         `json:"rate_cuts"`
 	// Errors is the number of operations that failed, after any retries,
 	// with an error other than ErrNotFound, ErrPrecondition, ErrRange or
 	// the caller's context ending (those are answers, not failures).
-	Errors int64
+	Errors int64 `json:"errors"`
 	// BytesRead and BytesWritten count object payload bytes.
-	BytesRead    int64
-	BytesWritten int64
+	BytesRead    int64 `json:"bytes_read"`
+	BytesWritten int64 `json:"bytes_written"`
+}
+
+// RetriesByCause splits Stats.Retries by the failure that was retried.
+type RetriesByCause struct {
+	Throttle    int64 `json:"throttle"`     // 429, 503
+	Server      int64 `json:"server"`       // other 5xx
+	Timeout     int64 `json:"timeout"`      // headers or the whole request too slow
+	Conn        int64 `json:"conn"`         // refused, reset, closed
+	BadResponse int64 `json:"bad_response"` // short, corrupt, wrong range
 }
 
 type counters struct {
 	requests, retries, throttled, errors, bytesRead, bytesWritten atomic.Int64
+	byCause                                                       [causeBad + 1]atomic.Int64
+	retryAfterHonoured, backoffNanos, timeouts, bad, verified     atomic.Int64
+	rateWaits, rateWaitNanos                                      atomic.Int64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
+	rate, low, cuts := s.rate.snapshot()
 	return Stats{
-		Requests:     s.stats.requests.Load(),
-		Retries:      s.stats.retries.Load(),
-		Throttled:    s.stats.throttled.Load(),
-		Errors:       s.stats.errors.Load(),
-		BytesRead:    s.stats.bytesRead.Load(),
-		BytesWritten: s.stats.bytesWritten.Load(),
+		Requests: s.stats.requests.Load(),
+		Retries:  s.stats.retries.Load(),
+		RetriesByCause: RetriesByCause{
+			Throttle:    s.stats.byCause[causeThrottle].Load(),
+			Server:      s.stats.byCause[causeServer].Load(),
+			Timeout:     s.stats.byCause[causeTimeout].Load(),
+			Conn:        s.stats.byCause[causeConn].Load(),
+			BadResponse: s.stats.byCause[causeBad].Load(),
+		},
+		Throttled:          s.stats.throttled.Load(),
+		RetryAfterHonoured: s.stats.retryAfterHonoured.Load(),
+		Backoff:            time.Duration(s.stats.backoffNanos.Load()),
+		Timeouts:           s.stats.timeouts.Load(),
+		BadResponses:       s.stats.bad.Load(),
+		Verified:           s.stats.verified.Load(),
+		RateWaits:          s.stats.rateWaits.Load(),
+		RateWait:           time.Duration(s.stats.rateWaitNanos.Load()),
+		Rate:               rate,
+		RateLow:            low,
+		RateCuts:           cuts,
+		Errors:             s.stats.errors.Load(),
+		BytesRead:          s.stats.bytesRead.Load(),
+		BytesWritten:       s.stats.bytesWritten.Load(),
 	}
 }
 
@@ -107,9 +172,13 @@ type countingTransport struct {
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.stats.requests.Add(1)
 	resp, err := t.base.RoundTrip(r)
-	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		t.stats.throttled.Add(1)
 	}
+	noteResponse(r, resp)
 	return resp, err
 }
 
@@ -149,6 +218,7 @@ func New(ctx context.Context, bucket, prefix string, opts Options) (*Store, erro
 	tr.MaxIdleConns = max(tr.MaxIdleConns, conc+8)
 	tr.ResponseHeaderTimeout = opts.ResponseHeaderTimeout
 	s := &Store{bucket: bucket, prefix: prefix, opts: opts, tr: tr}
+	s.rate = newRateLimiter(opts, &s.stats)
 	client, err := minio.New(host, &minio.Options{
 		Creds:      credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
 		Secure:     secure,
@@ -163,7 +233,7 @@ func New(ctx context.Context, bucket, prefix string, opts Options) (*Store, erro
 	s.core = minio.Core{Client: client}
 
 	var exists bool
-	err = s.retry(ctx, func(int) error {
+	err = s.retry(ctx, func(ctx context.Context, _ int) error {
 		var err error
 		exists, err = client.BucketExists(ctx, bucket)
 		return err
@@ -216,7 +286,7 @@ func (s *Store) mapError(op, key string, err error) error {
 	if key == "" {
 		what = s.String()
 	}
-	if ctxErr := contextError(err); ctxErr != nil {
+	if ctxErr := contextError(err); ctxErr != nil || errors.Is(err, storage.ErrTooLarge) {
 		return fmt.Errorf("%s %s: %w", op, what, err)
 	}
 	var er minio.ErrorResponse
@@ -249,23 +319,6 @@ func contextError(err error) error {
 		return err
 	}
 	return nil
-}
-
-// retryable reports whether err is worth another attempt.
-func retryable(err error) bool {
-	var er minio.ErrorResponse
-	if errors.As(err, &er) {
-		switch er.Code {
-		case "SlowDown", "SlowDownRead", "SlowDownWrite", "Throttling", "ThrottlingException",
-			"RequestLimitExceeded", "RequestThrottled", "TooManyRequests", "InternalError",
-			"RequestTimeout", "ServiceUnavailable", "XMinioServerNotInitialized",
-			"ConditionalRequestConflict": // AWS: a concurrent conditional write is in flight
-			return true
-		}
-		return er.StatusCode >= 500 || er.StatusCode == http.StatusTooManyRequests ||
-			er.StatusCode == http.StatusRequestTimeout
-	}
-	return isConnError(err)
 }
 
 // isConnError reports network failures a retry on a new connection may fix.
@@ -304,27 +357,6 @@ func isConnError(err error) bool {
 	return false
 }
 
-// retry runs attempt until it succeeds, fails for good, or runs out of
-// retries, sleeping with full-jitter exponential backoff between attempts.
-func (s *Store) retry(ctx context.Context, attempt func(n int) error) error {
-	for n := 0; ; n++ {
-		err := attempt(n)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if n >= s.opts.MaxRetries || !retryable(err) {
-			return err
-		}
-		s.stats.retries.Add(1)
-		if err := sleepCtx(ctx, s.backoff(n)); err != nil {
-			return err
-		}
-	}
-}
-
 // backoff is the full-jitter wait before retry n: uniform in
 // [0, min(cap, base*2^n)].
 func (s *Store) backoff(n int) time.Duration {
@@ -361,46 +393,164 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // Get implements Store.
 func (s *Store) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	return s.GetLimit(ctx, key, -1, dst)
+}
+
+// GetLimit implements storage.LimitedGetter: Get, refusing an object
+// whose Content-Length is over limit (< 0: no limit) before reading its
+// body, with an error wrapping storage.ErrTooLarge.
+func (s *Store) GetLimit(ctx context.Context, key string, limit int64, dst []byte) ([]byte, error) {
 	if err := storage.CheckKey(key); err != nil {
 		return dst[:0], fmt.Errorf("get %s: %w", s, err)
 	}
-	out, err := s.get(ctx, "get", key, minio.GetObjectOptions{}, -1, dst)
+	out, err := s.get(ctx, key, nil, limit, dst)
 	if err != nil {
 		return dst[:0], s.mapError("get", key, err)
 	}
 	return out, nil
 }
 
-// get runs one GET (ranged if opts says so) with retries, reading the body
-// into dst. want is the expected length, or -1 for "what the server says".
-func (s *Store) get(ctx context.Context, op, key string, opts minio.GetObjectOptions, want int64, dst []byte) ([]byte, error) {
+// byteRange is a ranged GET's request: length bytes from off; length < 0
+// means to the end.
+type byteRange struct{ off, length int64 }
+
+// check compares a 206 answer's Content-Range and Content-Length with
+// the range asked, and returns how many bytes to read. A range clipped at
+// the object's end is the object's answer (GetRange reports it); anything
+// else that differs is ErrBadResponse. A 200 (no Content-Range: the whole
+// object) is the right answer only to a range starting at 0.
+func (r byteRange) check(contentRange string, size int64) (int64, error) {
+	if contentRange == "" {
+		if r.off != 0 {
+			return 0, errBadResponse("asked for bytes from %d, the answer has no Content-Range (the whole object?)", r.off)
+		}
+		// The whole object (200), from byte 0: read what was asked of it,
+		// also when its length is not given (-1: read to the end only if
+		// the end was asked for).
+		if r.length > 0 && (size < 0 || size > r.length) {
+			return r.length, nil
+		}
+		return max(size, -1), nil
+	}
+	var start, end, total int64
+	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &start, &end, &total); err != nil {
+		if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/*", &start, &end); err != nil {
+			return 0, errBadResponse("unreadable Content-Range %q", contentRange)
+		}
+		total = -1
+	}
+	want := int64(-1)
+	if r.length > 0 {
+		want = r.off + r.length - 1
+	}
+	clipped := total >= 0 && end == total-1
+	switch {
+	case start != r.off || end < start || (want >= 0 && end != want && !(clipped && end < want)) || (want < 0 && total >= 0 && !clipped):
+		return 0, errBadResponse("asked for bytes %d-%s, the answer is for %q", r.off, rangeEnd(want), contentRange)
+	case size >= 0 && size != end-start+1:
+		return 0, errBadResponse("Content-Range %q with Content-Length %d", contentRange, size)
+	}
+	return end - start + 1, nil
+}
+
+func rangeEnd(end int64) string {
+	if end < 0 {
+		return ""
+	}
+	return strconv.FormatInt(end, 10)
+}
+
+// get runs one GET (ranged when rng is not nil) with retries, reading the
+// body into dst. The answer must be what was asked: a body as long as its
+// Content-Length, for a ranged GET the range asked (byteRange.check), and
+// for a whole object whose ETag is a plain MD5 (a single-part object
+// without SSE-KMS or SSE-C), bytes with that MD5 when
+// Options.VerifyChecksums. Otherwise the attempt fails with
+// ErrBadResponse and is retried, so a caller never gets garbage. A whole
+// object longer than limit (>= 0) fails with storage.ErrTooLarge before
+// its body is read.
+func (s *Store) get(ctx context.Context, key string, rng *byteRange, limit int64, dst []byte) ([]byte, error) {
 	var out []byte
-	err := s.retry(ctx, func(int) error {
-		body, info, _, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	err := s.retry(ctx, func(ctx context.Context, _ int) error {
+		var opts minio.GetObjectOptions
+		if rng != nil {
+			end := int64(0) // "bytes=off-"
+			if rng.length > 0 {
+				end = rng.off + rng.length - 1
+			}
+			if err := opts.SetRange(rng.off, end); err != nil {
+				return err
+			}
+		}
+		body, info, h, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
 		if err != nil {
 			return err
 		}
 		defer body.Close()
 		size := info.Size
-		if want >= 0 && size > want {
-			size = want
+		if rng != nil {
+			if size, err = rng.check(h.Get("Content-Range"), info.Size); err != nil {
+				s.stats.bad.Add(1)
+				return err
+			}
+		} else if limit >= 0 && size > limit {
+			return fmt.Errorf("%w: %d bytes, over the limit of %d", storage.ErrTooLarge, size, limit)
 		}
+		s.allow(ctx, size)
 		out, err = readBody(body, size, dst)
 		s.stats.bytesRead.Add(int64(len(out)))
-		return err
+		if err != nil {
+			if errors.Is(err, ErrBadResponse) {
+				s.stats.bad.Add(1)
+			}
+			return err
+		}
+		if rng == nil {
+			if err := s.verify(out, info.ETag, h); err != nil {
+				s.stats.bad.Add(1)
+				return err
+			}
+		}
+		return nil
 	})
 	return out, err
 }
 
+// verify checks a whole object's bytes against its ETag when that is the
+// MD5 of the content, which S3 and MinIO guarantee for objects written in
+// one PUT without SSE-KMS or SSE-C (multipart ETags carry a "-N" suffix).
+func (s *Store) verify(data []byte, etag string, h http.Header) error {
+	if !s.opts.VerifyChecksums || len(etag) != 32 {
+		return nil
+	}
+	switch h.Get("X-Amz-Server-Side-Encryption") {
+	case "aws:kms", "aws:kms:dsse":
+		return nil
+	}
+	if h.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != "" {
+		return nil
+	}
+	var want [md5.Size]byte
+	if _, err := hex.Decode(want[:], []byte(etag)); err != nil {
+		return nil // not a hex MD5: nothing to check against
+	}
+	if got := md5.Sum(data); got != want {
+		return errBadResponse("%d bytes with MD5 %x, the ETag says %s", len(data), got, etag)
+	}
+	s.stats.verified.Add(1)
+	return nil
+}
+
 // readBody reads size bytes (or, for size < 0, everything) from body into
-// dst's backing array, growing it only if needed.
+// dst's backing array, growing it only if needed. A body that ends early
+// is ErrBadResponse.
 func readBody(body io.Reader, size int64, dst []byte) ([]byte, error) {
 	if size >= 0 {
 		buf := slices.Grow(dst[:0], int(size))[:size]
 		n, err := io.ReadFull(body, buf)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF // the body ended early: retryable
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				err = errBadResponse("body ended after %d of %d bytes", n, size)
 			}
 			return buf[:n], err
 		}
@@ -451,15 +601,7 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64, dst
 		}
 		return dst[:0], nil
 	}
-	var opts minio.GetObjectOptions
-	end := int64(0) // "bytes=off-"
-	if length > 0 {
-		end = off + length - 1
-	}
-	if err := opts.SetRange(off, end); err != nil {
-		return dst[:0], rangeErr(-1, err)
-	}
-	out, err := s.get(ctx, "get range", key, opts, length, dst)
+	out, err := s.get(ctx, key, &byteRange{off: off, length: length}, -1, dst)
 	if err != nil {
 		mapped := s.mapError("get range", key, err)
 		if !errors.Is(mapped, storage.ErrRange) {
@@ -494,7 +636,7 @@ func (s *Store) Stat(ctx context.Context, key string) (storage.ObjectInfo, error
 		return storage.ObjectInfo{}, fmt.Errorf("stat %s: %w", s, err)
 	}
 	var info minio.ObjectInfo
-	err := s.retry(ctx, func(int) error {
+	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		var err error
 		info, err = s.client.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
 		return err
@@ -528,7 +670,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, c storage.Cond
 		opts.SetMatchETag(c.IfMatch)
 	}
 	var etag string
-	err := s.retry(ctx, func(n int) error {
+	err := s.retry(ctx, func(ctx context.Context, n int) error {
 		info, err := s.core.PutObject(ctx, s.bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)), md5b64, "", opts)
 		if err == nil {
 			etag = info.ETag
@@ -566,7 +708,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := storage.CheckKey(key); err != nil {
 		return fmt.Errorf("delete %s: %w", s, err)
 	}
-	err := s.retry(ctx, func(int) error {
+	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		return s.client.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{})
 	})
 	if err != nil {
@@ -593,7 +735,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(storage.ObjectI
 	fetchOwner := false
 	last := ""
 	var fnErr error
-	err := s.retry(ctx, func(int) error {
+	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		opts := minio.ListObjectsOptions{
 			Prefix:     s.prefix + prefix,
 			Recursive:  true,
@@ -629,7 +771,7 @@ func (s *Store) ListPrefixes(ctx context.Context, prefix string) ([]string, erro
 	}
 	fetchOwner := false
 	var out []string
-	err := s.retry(ctx, func(int) error {
+	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		out = out[:0] // a retry starts over; the listing is small
 		opts := minio.ListObjectsOptions{Prefix: s.prefix + prefix, FetchOwner: &fetchOwner}
 		for obj := range s.client.ListObjectsIter(ctx, s.bucket, opts) {

@@ -1,0 +1,141 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// The decode deadline (Config.DecodeDeadline). A C decoder cannot be
+// interrupted, so a decode that runs past its deadline is abandoned: the
+// sample fails as decode/timeout, the decoder goes on alone on its worker
+// goroutine until it returns (then closes), and the decoder actor carries
+// on with a fresh one. The worker decodes into a buffer of its own, which
+// the actor copies into the slot only when the decode finished in time,
+// so an abandoned decode can never write into a batch; the fetch buffer
+// it still reads is dropped by the rank actor (decodedMsg.abandoned) and
+// never reused. A pipeline's Close or Shutdown waits for a decode in
+// progress (up to its deadline), as without one; only an abandoned decode
+// outlives its pipeline, until it returns. The deadline is on the system
+// clock, not the pipeline's: it bounds real work, which a test's fake
+// clock does not do.
+
+// maxAbandoned is how many abandoned decoders a pipeline tolerates at
+// once before it stops: one hostile file is bad data, a decoder that
+// hangs on sample after sample is a broken decoder, and every abandoned
+// one holds its memory until it returns.
+const maxAbandoned = 4
+
+type decodeJob struct {
+	data []byte
+	seed uint64
+}
+
+// decodeWorker runs one SampleDecoder on a goroutine of its own.
+type decodeWorker struct {
+	dec     SampleDecoder
+	jobs    chan decodeJob
+	results chan error // buffered: an abandoned worker never blocks on it
+	exited  chan struct{}
+	scratch []byte
+}
+
+func newDecodeWorker(p *Pipeline, dec SampleDecoder) *decodeWorker {
+	w := &decodeWorker{
+		dec: dec, jobs: make(chan decodeJob), results: make(chan error, 1), exited: make(chan struct{}),
+		scratch: make([]byte, p.cfg.Sample.SampleBytes()),
+	}
+	go w.run(p)
+	return w
+}
+
+func (w *decodeWorker) run(p *Pipeline) {
+	defer close(w.exited)
+	defer w.dec.Close()
+	for j := range w.jobs {
+		w.results <- safeDecode(w.dec, j.data, j.seed, w.scratch)
+	}
+}
+
+// safeDecode runs dec, turning a panic on hostile input into a
+// per-sample failure.
+func safeDecode(dec SampleDecoder, data []byte, seed uint64, dst []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = WithFailureClass(fmt.Errorf("decoder panicked: %v", r), "panic")
+		}
+	}()
+	return dec.Decode(data, seed, dst)
+}
+
+// decodeGuarded decodes m under the deadline; abandoned says the decoder
+// was left behind (and still reads m.data).
+func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned bool, err error) {
+	p := d.p
+	if err := p.ctx.Err(); err != nil {
+		return false, err
+	}
+	if d.dec == nil {
+		return false, fmt.Errorf("actors: rank %d: decoder %d has no decoder", p.rank, d.id)
+	}
+	if p.cfg.DecodeDeadline < 0 {
+		return false, safeDecode(d.dec, m.data, m.seed, m.dst)
+	}
+	if d.w == nil {
+		d.w = newDecodeWorker(p, d.dec)
+	}
+	w := d.w
+	w.jobs <- decodeJob{data: m.data, seed: m.seed}
+	t := time.NewTimer(p.cfg.DecodeDeadline)
+	defer t.Stop()
+	select {
+	case err := <-w.results:
+		if err == nil {
+			copy(m.dst, w.scratch)
+		}
+		return false, err
+	case <-t.C:
+		d.abandon(c)
+		return true, WithFailureClass(fmt.Errorf("decode did not finish within %v (the decode deadline): the decoder was abandoned", p.cfg.DecodeDeadline), "timeout")
+	}
+}
+
+// abandon leaves the worker to finish alone and makes a fresh decoder;
+// too many abandoned at once stop the run.
+func (d *decoderActor) abandon(c actor.Context) {
+	p := d.p
+	w := d.w
+	d.w, d.dec = nil, nil
+	close(w.jobs) // it exits once its decode returns
+	n := p.abandoned.Add(1)
+	go func() {
+		<-w.exited
+		p.abandoned.Add(-1)
+	}()
+	if n > maxAbandoned {
+		c.Send(c.Parent(), &fatalMsg{err: fmt.Errorf("actors: rank %d: %d decodes are stuck past the decode deadline of %v at once: the decoder hangs on this data (raise --decode-deadline if decodes are only slow)", p.rank, n, p.cfg.DecodeDeadline)})
+		return
+	}
+	dec, err := p.deps.NewDecoder()
+	if err != nil {
+		c.Send(c.Parent(), &fatalMsg{err: fmt.Errorf("actors: rank %d: replace abandoned decoder %d: %w", p.rank, d.id, err)})
+		return
+	}
+	d.dec = dec
+}
+
+// stop closes the decoder (through its worker, if it has one, waiting
+// for the idle worker to exit).
+func (d *decoderActor) stop() {
+	if w := d.w; w != nil {
+		d.w, d.dec = nil, nil
+		close(w.jobs)
+		<-w.exited
+		return
+	}
+	if d.dec != nil {
+		d.dec.Close()
+		d.dec = nil
+	}
+}

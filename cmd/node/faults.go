@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+)
+
+// faultFlags are the flags for a misbehaving object store and hostile
+// data: the store's request budget and checks, the per-object and
+// per-decode limits, and the quarantine list.
+type faultFlags struct {
+	maxRequestRate  float64
+	adaptiveRate    bool
+	verifyChecksums bool
+	requestTimeout  time.Duration
+	maxObjectBytes  byteSize
+	decodeDeadline  time.Duration
+	quarantine      string
+	exclude         string
+}
+
+func (f *faultFlags) register(fs *flag.FlagSet) {
+	so := s3.DefaultOptions()
+	ac := actors.DefaultConfig()
+	fs.Float64Var(&f.maxRequestRate, "max-request-rate", 0, "S3: this node's budget of requests per second, retries included (0: none)")
+	fs.BoolVar(&f.adaptiveRate, "adaptive-rate", so.AdaptiveRate, "S3: halve the request rate when the store throttles (503 SlowDown, 429) and grow it back while it does not (AIMD, under --max-request-rate)")
+	fs.BoolVar(&f.verifyChecksums, "verify-checksums", so.VerifyChecksums, "S3: check each object read whole against its ETag when that is an MD5 (single-part, no SSE-KMS/SSE-C) and retry a mismatch; ranged reads (packed chunks) are checked by length and Content-Range")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", so.RequestTimeout, "S3: one request's limit from sending to the last byte, plus a second per MiB of body; a slower one is retried on a fresh connection (0: none)")
+	f.maxObjectBytes = byteSize(ac.MaxObjectBytes)
+	fs.Var(&f.maxObjectBytes, "max-object-bytes", "refuse objects larger than this, like 256MiB, before reading them: the sample fails as fetch/too_large (0: no limit)")
+	fs.DurationVar(&f.decodeDeadline, "decode-deadline", ac.DecodeDeadline, "a sample's decode that takes longer fails as decode/timeout and its decoder is replaced (0: none)")
+	fs.StringVar(&f.quarantine, "quarantine", "", "append the keys of samples that fail for their data (not found, access denied, too large, corrupt, unsupported, decode timeout) to this file, one JSON line each with the reason; feed it back with --exclude")
+	fs.StringVar(&f.exclude, "exclude", "", "leave out the samples this file lists (a --quarantine file, or one key a line): they are in no epoch. In a cluster, give the coordinator the same file (the dataset's digest covers what is left)")
+}
+
+func (f *faultFlags) validate() []error {
+	var errs []error
+	if f.maxRequestRate < 0 {
+		errs = append(errs, fmt.Errorf("--max-request-rate %v: need 0 (no budget) or more", f.maxRequestRate))
+	}
+	if f.requestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout %v: need 0 (none) or more", f.requestTimeout))
+	}
+	if f.maxObjectBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-object-bytes %v: need 0 (no limit) or more", f.maxObjectBytes))
+	}
+	if f.decodeDeadline < 0 {
+		errs = append(errs, fmt.Errorf("--decode-deadline %v: need 0 (none) or more", f.decodeDeadline))
+	}
+	return errs
+}
+
+func (f *faultFlags) s3Options(o *s3.Options) {
+	o.MaxRequestRate = f.maxRequestRate
+	o.AdaptiveRate = f.adaptiveRate
+	o.VerifyChecksums = f.verifyChecksums
+	o.RequestTimeout = f.requestTimeout
+}
+
+func (f *faultFlags) actorsConfig(c *actors.Config) {
+	c.MaxObjectBytes = int64(f.maxObjectBytes)
+	if f.maxObjectBytes == 0 {
+		c.MaxObjectBytes = -1
+	}
+	c.DecodeDeadline = f.decodeDeadline
+	if f.decodeDeadline == 0 {
+		c.DecodeDeadline = -1
+	}
+}
+
+// exclusions reads --exclude.
+func (f *faultFlags) exclusions() (storage.Exclusions, error) {
+	if f.exclude == "" {
+		return nil, nil
+	}
+	file, err := os.Open(f.exclude)
+	if err != nil {
+		return nil, fmt.Errorf("--exclude: %w", err)
+	}
+	defer file.Close()
+	ex, err := storage.ReadExclusions(file)
+	if err != nil {
+		return nil, fmt.Errorf("--exclude %s: %w", f.exclude, err)
+	}
+	return ex, nil
+}
+
+// quarantinable reports whether a failure is the sample's own, to be left
+// out of later runs: an answer about the object, or its data. A store
+// that did not answer (io, timeout), gave bad answers however often it
+// was asked (bad_response) or a run being stopped (canceled) says
+// nothing about the sample.
+func quarantinable(f actors.Failure) bool {
+	if f.Class == "canceled" {
+		return false
+	}
+	if f.Stage != actors.StageFetch {
+		return true
+	}
+	switch f.Class {
+	case "not_found", "access_denied", "too_large", "range":
+		return true
+	}
+	return false
+}
+
+// quarantine appends each sample that failed for its data to a file,
+// once: the keys it already held (a file fed back with --exclude) are
+// not written again. Each line is written as it is recorded, so a run
+// that is killed keeps what it found.
+type quarantine struct {
+	path string
+	mu   struct {
+		sync.Mutex
+		f    *os.File
+		seen map[string]bool
+		n    int
+		err  error
+	}
+}
+
+// openQuarantine opens path for appending (nil for ""), reading the keys
+// it already holds.
+func openQuarantine(path string) (*quarantine, error) {
+	if path == "" {
+		return nil, nil
+	}
+	q := &quarantine{path: path}
+	q.mu.seen = map[string]bool{}
+	if old, err := os.Open(path); err == nil {
+		ex, rerr := storage.ReadExclusions(old)
+		old.Close()
+		if rerr != nil {
+			return nil, fmt.Errorf("--quarantine %s holds something else: %w", path, rerr)
+		}
+		for k := range ex {
+			q.mu.seen[k] = true
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("--quarantine: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--quarantine: %w", err)
+	}
+	q.mu.f = f
+	return q, nil
+}
+
+// record is an actors.Deps.OnFailure.
+func (q *quarantine) record(f actors.Failure) {
+	if !quarantinable(f) {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mu.seen[f.Key] || q.mu.f == nil {
+		return
+	}
+	q.mu.seen[f.Key] = true
+	b, _ := json.Marshal(storage.ExclusionLine{Key: f.Key, Stage: f.Stage.String(), Class: f.Class, Reason: f.Reason})
+	if _, err := q.mu.f.Write(append(b, '\n')); err != nil && q.mu.err == nil {
+		q.mu.err = err
+	}
+	q.mu.n++
+}
+
+// added is how many keys this run added (0 for a nil quarantine).
+func (q *quarantine) added() int {
+	if q == nil {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.n
+}
+
+// tell says on w how to use what this run added, if anything.
+func (q *quarantine) tell(w io.Writer) {
+	if n := q.added(); n > 0 {
+		fmt.Fprintf(w, "longshore-node: %d failed samples added to %s: pass --exclude %s to leave them out of later runs\n", n, q.path, q.path)
+	}
+}
+
+// close closes the file and returns how many keys this run added.
+func (q *quarantine) close() (int, error) {
+	if q == nil {
+		return 0, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mu.f == nil {
+		return q.mu.n, q.mu.err
+	}
+	err := q.mu.f.Close()
+	q.mu.f = nil
+	if q.mu.err != nil {
+		err = q.mu.err
+	}
+	if err != nil {
+		err = fmt.Errorf("--quarantine %s: %w", q.path, err)
+	}
+	return q.mu.n, err
+}
+
+// s3Stats returns the S3 store's counters under store (a PackedStore's
+// and a CountingStore's inner one), or nil when the dataset is not on S3.
+func s3Stats(store storage.Store) *s3.Stats {
+	for store != nil {
+		if s, ok := store.(*s3.Store); ok {
+			st := s.Stats()
+			return &st
+		}
+		w, ok := store.(interface{ Unwrap() storage.Store })
+		if !ok {
+			return nil
+		}
+		store = w.Unwrap()
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package faultproxy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/longshore/longshore/storage/faultproxy"
+)
+
+var body = bytes.Repeat([]byte("0123456789"), 1000)
+
+func upstream(t *testing.T) *httptest.Server {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"e"`)
+		if r.Header.Get("Range") != "" {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 10-19/%d", len(body)))
+			w.Header().Set("Content-Length", "10")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(body[10:20])
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.Write(body)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func get(t *testing.T, c *http.Client, url string, rng string) (*http.Response, []byte, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
+// TestRulesPickBySkipAndFirstN: a rule lets Skip requests by, disturbs
+// the next FirstN of those it matches, and leaves other keys alone; the
+// log names the rule.
+func TestRulesPickBySkipAndFirstN(t *testing.T) {
+	up := upstream(t)
+	p := faultproxy.Start(t, up.URL, faultproxy.Rule{Name: "slow", Ops: faultproxy.OpGet, Key: faultproxy.HasSuffix(".jpg"),
+		Skip: 1, FirstN: 2, Fault: faultproxy.SlowDown(2 * time.Second)})
+	c := &http.Client{}
+	var codes []int
+	for range 5 {
+		resp, _, err := get(t, c, p.URL+"/b/x.jpg", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, resp.StatusCode)
+		if resp.StatusCode == 503 && resp.Header.Get("Retry-After") != "2" {
+			t.Errorf("Retry-After %q; want 2", resp.Header.Get("Retry-After"))
+		}
+	}
+	if fmt.Sprint(codes) != "[200 503 503 200 200]" {
+		t.Errorf("status codes %v; want the 2nd and 3rd throttled", codes)
+	}
+	if resp, _, _ := get(t, c, p.URL+"/b/x.png", ""); resp.StatusCode != 200 {
+		t.Errorf("another key: %d", resp.StatusCode)
+	}
+	if p.Fired(0) != 2 || p.Touched(0, "x.jpg") != 2 || p.Requests() != 6 {
+		t.Errorf("fired %d, touched %d, requests %d", p.Fired(0), p.Touched(0, "x.jpg"), p.Requests())
+	}
+	log := p.Log()
+	if len(log) != 6 || log[1].Rule != "slow" || log[0].Rule != "" || log[1].Op != faultproxy.OpGet || log[1].Key != "x.jpg" {
+		t.Errorf("log %+v", log)
+	}
+}
+
+// TestBodyFaults: what a client sees of each body fault.
+func TestBodyFaults(t *testing.T) {
+	up := upstream(t)
+	for _, tc := range []struct {
+		fault faultproxy.Fault
+		rng   string
+		check func(resp *http.Response, b []byte, err error) error
+	}{
+		{faultproxy.ResetAfter(100), "", func(_ *http.Response, b []byte, err error) error {
+			if !errors.Is(err, syscall.ECONNRESET) || len(b) != 100 {
+				return fmt.Errorf("%d bytes, %v; want 100 and a reset", len(b), err)
+			}
+			return nil
+		}},
+		{faultproxy.ShortBody(7), "", func(_ *http.Response, b []byte, err error) error {
+			if !errors.Is(err, io.ErrUnexpectedEOF) || len(b) != len(body)-7 {
+				return fmt.Errorf("%d bytes, %v; want %d and an unexpected EOF", len(b), err, len(body)-7)
+			}
+			return nil
+		}},
+		{faultproxy.Corrupt(3), "", func(_ *http.Response, b []byte, err error) error {
+			diff := 0
+			for i := range b {
+				if b[i] != body[i] {
+					diff++
+				}
+			}
+			if err != nil || len(b) != len(body) || diff != 3 {
+				return fmt.Errorf("%d bytes, %d differ, %v; want all, 3 flipped", len(b), diff, err)
+			}
+			return nil
+		}},
+		{faultproxy.WrongRange(5), "bytes=10-19", func(resp *http.Response, b []byte, err error) error {
+			if err != nil || resp.Header.Get("Content-Range") != fmt.Sprintf("bytes 15-24/%d", len(body)) || bytes.Equal(b, body[10:20]) || len(b) != 10 {
+				return fmt.Errorf("Content-Range %q, %q, %v", resp.Header.Get("Content-Range"), b, err)
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.fault.Kind.String(), func(t *testing.T) {
+			p := faultproxy.Start(t, up.URL, faultproxy.Rule{Fault: tc.fault})
+			resp, b, err := get(t, &http.Client{}, p.URL+"/b/k", tc.rng)
+			if err := tc.check(resp, b, err); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestRefuseThenListenAgain: after a Refuse, connections are refused
+// until it is over, then served on the same address.
+func TestRefuseThenListenAgain(t *testing.T) {
+	up := upstream(t)
+	p := faultproxy.Start(t, up.URL, faultproxy.Rule{FirstN: 1, Fault: faultproxy.Refuse(300 * time.Millisecond)})
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if _, _, err := get(t, c, p.URL+"/b/k", ""); err == nil {
+		t.Fatal("the refusing request was answered")
+	}
+	if _, _, err := get(t, c, p.URL+"/b/k", ""); !errors.Is(err, syscall.ECONNREFUSED) && p.Refusing() {
+		t.Errorf("while refusing: %v; want connection refused", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.WaitRefusal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resp, b, err := get(t, c, p.URL+"/b/k", ""); err != nil || resp.StatusCode != 200 || !bytes.Equal(b, body) {
+		t.Fatalf("after the refusal: %v", err)
+	}
+	if !strings.HasPrefix(p.URL, "http://127.0.0.1:") {
+		t.Errorf("URL %s", p.URL)
+	}
+}

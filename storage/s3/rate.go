@@ -1,0 +1,198 @@
+package s3
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The store's request rate: a token bucket (GCRA) under a fixed per-store
+// ceiling (Options.MaxRequestRate: one store per node process, so a
+// per-node budget), made adaptive (Options.AdaptiveRate) by AIMD: a
+// throttled answer (429, 503) halves the rate, and each answered request
+// adds back alpha/rate, so the rate climbs alpha requests/s per second of
+// traffic (alpha: a twentieth of the rate that was cut), until the
+// ceiling. A throttle of a request sent before the last
+// cut is the old rate's and cuts nothing, so a burst of 503s from the
+// requests in flight at once counts as one.
+//
+// aimd is the pure part: time comes in as arguments, nothing blocks.
+
+const (
+	// rateBeta is the cut: TCP's halving relieves a throttling service
+	// within one round of requests.
+	rateBeta = 0.5
+	// rateMin keeps a throttled node making progress: S3 lets every
+	// prefix do thousands a second, a node far below that is not the cause.
+	rateMin = 1.0
+	// rateBurst is the time's worth of requests that may go back to back:
+	// the fetchers ask in bursts when a batch's fetches start together.
+	rateBurst = 50 * time.Millisecond
+	// rateAlphaShare: alpha is this share of the knee per second, so the
+	// rate recovers from a cut in about 10 s.
+	rateAlphaShare = 1.0 / 20
+	// rateSpanMin is the shortest span the rate is measured over: the
+	// first requests come all at once.
+	rateSpanMin = 100 * time.Millisecond
+	// rateBucket and rateBuckets measure the request rate while no limit
+	// applies (the first cut starts from it).
+	rateBucket  = 250 * time.Millisecond
+	rateBuckets = 4
+)
+
+type aimd struct {
+	ceiling  float64 // requests/s; 0: none
+	adaptive bool
+	rate     float64   // the current limit; 0: none
+	tat      time.Time // GCRA's theoretical arrival time
+	lastCut  time.Time
+	knee     float64 // the rate just before the last cut
+	cuts     int64
+	first    time.Time // of the first request: the measurement's start
+	low      float64   // the lowest rate so far; 0: never limited
+	counts   [rateBuckets]struct {
+		slot int64
+		n    int64
+	}
+}
+
+func newAIMD(ceiling float64, adaptive bool) aimd {
+	return aimd{ceiling: ceiling, adaptive: adaptive, rate: ceiling, low: ceiling}
+}
+
+// reserve takes the next request's place at now and returns how long it
+// must wait before it is sent.
+func (l *aimd) reserve(now time.Time) time.Duration {
+	l.count(now)
+	if l.rate <= 0 {
+		return 0
+	}
+	interval := time.Duration(float64(time.Second) / l.rate)
+	burst := max(1, l.rate*rateBurst.Seconds())
+	tau := time.Duration((burst - 1) * float64(interval))
+	if l.tat.Before(now) {
+		l.tat = now
+	}
+	wait := l.tat.Sub(now) - tau
+	l.tat = l.tat.Add(interval)
+	return max(wait, 0)
+}
+
+// throttled cuts the rate for a request sent at sent and throttled at now,
+// unless it was sent before the last cut.
+func (l *aimd) throttled(sent, now time.Time) {
+	if !l.adaptive || (!l.lastCut.IsZero() && sent.Before(l.lastCut)) {
+		return
+	}
+	r := l.rate
+	if r <= 0 {
+		r = l.measured(now)
+	}
+	l.knee = r
+	l.rate = max(rateMin, r*rateBeta)
+	if l.low == 0 || l.rate < l.low {
+		l.low = l.rate
+	}
+	l.lastCut = now
+	l.cuts++
+}
+
+// answered grows the rate after a request the service did not throttle,
+// by alpha/rate: alpha a second at full pace, alpha a twentieth of the
+// knee (the rate that was last cut), so that the rate is back at the knee
+// in about 10 s whatever its scale. Without a ceiling the limit is lifted
+// once the rate is at twice the knee.
+func (l *aimd) answered() {
+	if !l.adaptive || l.rate <= 0 {
+		return
+	}
+	ceil := l.ceiling
+	if ceil <= 0 {
+		ceil = 2 * l.knee
+	}
+	alpha := max(1, l.knee*rateAlphaShare)
+	l.rate += alpha / l.rate
+	if l.rate >= ceil {
+		l.rate = l.ceiling // 0 without one: unlimited again
+	}
+}
+
+// count notes a request at now in the rate measurement.
+func (l *aimd) count(now time.Time) {
+	if l.first.IsZero() {
+		l.first = now
+	}
+	slot := now.UnixNano() / int64(rateBucket)
+	c := &l.counts[slot%rateBuckets]
+	if c.slot != slot {
+		c.slot, c.n = slot, 0
+	}
+	c.n++
+}
+
+// measured is the request rate over the last rateBuckets buckets.
+func (l *aimd) measured(now time.Time) float64 {
+	slot := now.UnixNano() / int64(rateBucket)
+	var n int64
+	for _, c := range l.counts {
+		if c.slot > slot-rateBuckets && c.slot <= slot {
+			n += c.n
+		}
+	}
+	span := time.Duration(rateBuckets-1)*rateBucket + time.Duration(now.UnixNano()%int64(rateBucket))
+	span = max(rateSpanMin, min(span, now.Sub(l.first)))
+	return max(rateMin, float64(n)/span.Seconds())
+}
+
+// rateLimiter is aimd behind a mutex, on the system clock.
+type rateLimiter struct {
+	on    bool
+	stats *counters
+	mu    struct {
+		sync.Mutex
+		l aimd
+	}
+}
+
+func newRateLimiter(o Options, stats *counters) *rateLimiter {
+	r := &rateLimiter{on: o.MaxRequestRate > 0 || o.AdaptiveRate, stats: stats}
+	r.mu.l = newAIMD(o.MaxRequestRate, o.AdaptiveRate)
+	return r
+}
+
+// wait blocks until the next request may go, or ctx ends.
+func (r *rateLimiter) wait(ctx context.Context) error {
+	if !r.on {
+		return nil
+	}
+	r.mu.Lock()
+	d := r.mu.l.reserve(time.Now())
+	r.mu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	r.stats.rateWaits.Add(1)
+	r.stats.rateWaitNanos.Add(int64(d))
+	return sleepCtx(ctx, d)
+}
+
+// done reports an attempt sent at sent: throttled or answered otherwise.
+func (r *rateLimiter) done(sent time.Time, throttled bool) {
+	if !r.on {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if throttled {
+		r.mu.l.throttled(sent, time.Now())
+	} else {
+		r.mu.l.answered()
+	}
+}
+
+// snapshot returns the current and lowest rate (0: none) and the cuts.
+func (r *rateLimiter) snapshot() (rate, low float64, cuts int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.l.rate, r.mu.l.low, r.mu.l.cuts
+}

@@ -1,0 +1,105 @@
+package s3
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestAIMDBudget: under a fixed budget of 100/s (5 back to back), a
+// stream of requests asked at once is spaced 10 ms apart after the burst,
+// whatever the answers.
+func TestAIMDBudget(t *testing.T) {
+	l := newAIMD(100, false)
+	var waits []time.Duration
+	for range 8 {
+		waits = append(waits, l.reserve(t0))
+	}
+	want := []time.Duration{0, 0, 0, 0, 0, 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond}
+	for i := range want {
+		if d := waits[i] - want[i]; d < -time.Microsecond || d > time.Microsecond {
+			t.Fatalf("waits %v; want %v", waits, want)
+		}
+	}
+	l.throttled(t0, t0)
+	if l.rate != 100 || l.cuts != 0 {
+		t.Errorf("a fixed budget moved on a throttle: rate %v, cuts %d", l.rate, l.cuts)
+	}
+	// Idle for a second: the burst is back, not a second's worth.
+	later := t0.Add(time.Second)
+	n := 0
+	for l.reserve(later) == 0 {
+		n++
+	}
+	if n != 5 {
+		t.Errorf("after idling, %d requests went back to back; want the burst of 5", n)
+	}
+}
+
+// TestAIMDCutsAndGrows: a throttle halves the rate, throttles of requests
+// sent before the cut do not cut again, answered requests add alpha/rate
+// (alpha: a twentieth of the knee) up to the ceiling, and the rate never
+// falls below rateMin.
+func TestAIMDCutsAndGrows(t *testing.T) {
+	l := newAIMD(200, true)
+	sent := t0
+	cut := t0.Add(time.Millisecond)
+	l.throttled(sent, cut)
+	if l.rate != 100 || l.knee != 200 || l.cuts != 1 {
+		t.Fatalf("after one throttle: rate %v knee %v cuts %d; want 100, 200, 1", l.rate, l.knee, l.cuts)
+	}
+	for range 10 { // the rest of the requests in flight at the cut
+		l.throttled(sent, cut.Add(time.Millisecond))
+	}
+	if l.rate != 100 || l.cuts != 1 {
+		t.Errorf("stale throttles cut again: rate %v, cuts %d", l.rate, l.cuts)
+	}
+	// One second of traffic at ~100/s adds about alpha = 10.
+	for range 100 {
+		l.answered()
+	}
+	if l.rate < 109 || l.rate > 110 {
+		t.Errorf("after 100 answers at ~100/s the rate is %v; want about 110", l.rate)
+	}
+	for range 10000 {
+		l.answered()
+	}
+	if l.rate != 200 {
+		t.Errorf("the rate grew to %v; want the ceiling 200", l.rate)
+	}
+	at := cut
+	for range 20 {
+		at = at.Add(time.Second)
+		l.throttled(at, at)
+	}
+	if l.rate != rateMin || l.low != rateMin {
+		t.Errorf("after 20 cuts the rate is %v (low %v); want the floor %v", l.rate, l.low, rateMin)
+	}
+}
+
+// TestAIMDUnlimited: without a ceiling no request waits until the first
+// throttle; the cut starts from the rate measured (here 50 requests in
+// half a second: 100/s), and the limit is lifted again at twice the knee.
+func TestAIMDUnlimited(t *testing.T) {
+	l := newAIMD(0, true)
+	at := t0
+	for range 50 {
+		if d := l.reserve(at); d != 0 {
+			t.Fatalf("an unlimited store waited %v", d)
+		}
+		at = at.Add(10 * time.Millisecond)
+	}
+	l.throttled(at, at)
+	if l.rate < 45 || l.rate > 55 {
+		t.Fatalf("first cut to %v (knee %v); want about half the measured 100/s", l.rate, l.knee)
+	}
+	for range 100000 {
+		if l.answered(); l.rate == 0 {
+			break
+		}
+	}
+	if l.rate != 0 {
+		t.Errorf("the limit was not lifted: rate %v", l.rate)
+	}
+}
