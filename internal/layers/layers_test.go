@@ -19,12 +19,13 @@ const module = "github.com/longshore/longshore"
 // here fails the test: say where a new one sits before it lands.
 var internal = map[string][]string{
 	// The pure core and the pieces every layer shares.
-	"cluster":         {},
-	"gpu":             {},
-	"storage":         {},
-	"internal/clock":  {},
-	"decode":          {},
-	"internal/layers": {},
+	"cluster":             {},
+	"gpu":                 {"gpu/internal/cuinit"}, // cuinit: the cuda build only
+	"gpu/internal/cuinit": {},
+	"storage":             {},
+	"internal/clock":      {},
+	"decode":              {},
+	"internal/layers":     {},
 
 	// The node's pipeline and its seams.
 	"actors":            {"gpu", "storage", "internal/clock"},
@@ -83,7 +84,8 @@ var reach = map[string][]string{
 	// FFmpeg only where images are decoded.
 	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "cmd/node", "cmd/longshore-bench",
 		"examples/feed_server", "examples/inprocess"},
-	// CUDA only in gpu's cuda build, never by default.
+	// CUDA never by default; in the cuda build gpu imports it and the
+	// rest link it only through gpu (cudaReach).
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
@@ -94,12 +96,18 @@ var reach = map[string][]string{
 	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cluster/agent", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
 }
 
-// direct lists, for a standard-library package that touches the world,
-// the packages of the module that may import it themselves.
+// cudaModules are what gorgonia.org/cu links: in the cuda build, gpu
+// may link them (it is otherwise standard-library only), and any package
+// may link them through gpu, none around it.
+var cudaModules = []string{"gorgonia.org/cu", "github.com/pkg/errors", "github.com/google/uuid"}
+
+// direct lists, for a standard-library package that touches the world
+// (or CUDA), the packages of the module that may import it themselves.
 var direct = map[string][]string{
+	"gorgonia.org/cu": {"gpu"},
 	"net": {"actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"actors/feed", "actors/feedserver", "gpu", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
@@ -207,9 +215,13 @@ func TestLayers(t *testing.T) {
 					t.Errorf("[tags %q] %s imports %s: %s", tags, name, imp, why)
 				}
 			}
+			throughGPU := tags == "cuda" && (name == "gpu" || slices.Contains(p.Deps, module+"/gpu"))
 			for _, d := range p.Deps {
 				dp := pkgs[d]
 				mod := moduleOf(dp)
+				if throughGPU && slices.Contains(cudaModules, mod) {
+					continue // CUDA's, through gpu: allowed in the cuda build
+				}
 				for dep, who := range reach {
 					if (d == dep || strings.HasPrefix(d, dep+"/") || mod == dep) && !slices.Contains(who, name) {
 						t.Errorf("[tags %q] %s links %s (through %s), which only %v may", tags, name, dep, d, who)
@@ -223,6 +235,11 @@ func TestLayers(t *testing.T) {
 				}
 			}
 		}
+	}
+	// cu reaches nothing in the default build, and gpu in the cuda build
+	// (the check above would pass vacuously if the tag built nothing).
+	if p, ok := list(t, "cuda")[module+"/gpu"]; !ok || !slices.Contains(p.Imports, "gorgonia.org/cu") {
+		t.Errorf("[tags cuda] gpu does not import gorgonia.org/cu: the CUDA implementation is missing from the cuda build")
 	}
 	// Rules about packages that are gone are stale: keep the list true.
 	pkgs := list(t, "")
