@@ -89,7 +89,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	defer rem.Shutdown(false)
 
-	deps := actors.Deps{Store: store}
+	deps := actors.Deps{Store: store, NewUploader: o.gpu.newUploader()}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		return err
 	}

@@ -196,7 +196,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		storage.Close(store)
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
+	deps := actors.Deps{Store: store, Order: o.orderFunc(ds), NewUploader: o.gpu.newUploader()}
 	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
 		snk.Close()
 		storage.Close(store)
