@@ -26,15 +26,15 @@ type IPCHandle [64]byte
 type DeviceInfo struct {
 	// Ordinal is the device's index among the visible devices (as
 	// CUDA_VISIBLE_DEVICES orders them).
-	Ordinal int
+	Ordinal int `json:"ordinal"`
 	// Name is the product name ("NVIDIA H200").
-	Name string
+	Name string `json:"name"`
 	// UUID names the device whatever the process's visible-device order:
 	// "GPU-" and 32 hex digits in 8-4-4-4-12 groups, as nvidia-smi prints
 	// it and torch.cuda.get_device_properties(i).uuid ends.
-	UUID string
+	UUID string `json:"uuid"`
 	// TotalMem is the device memory in bytes.
-	TotalMem int64
+	TotalMem int64 `json:"total_mem"`
 }
 
 // Driver finds and opens devices: the CUDA driver in a `cuda` build, the

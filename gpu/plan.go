@@ -62,9 +62,13 @@ func hostModes(want HostMode, fallback bool) []HostMode {
 
 // Fallback is a weaker path taken than the one asked for, with why.
 type Fallback struct {
-	From, To HostMode
-	Reason   string
+	From   HostMode `json:"from"`
+	To     HostMode `json:"to"`
+	Reason string   `json:"reason"`
 }
+
+// MarshalText names the mode.
+func (m HostMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
 // DevicePlan says which device each rank of a node uses.
 type DevicePlan struct {

@@ -142,7 +142,8 @@ func (t *Twin) info(i int) DeviceInfo {
 }
 
 // Open opens device ordinal. Opening an open device returns it again (one
-// context per device).
+// context per device), counted: as with the CUDA driver, the last Close
+// closes it.
 func (t *Twin) Open(ordinal int) (Device, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -153,6 +154,7 @@ func (t *Twin) Open(ordinal int) (Device, error) {
 		return nil, err
 	}
 	d := t.mu.devs[ordinal]
+	d.refs++
 	if !d.open {
 		d.open = true
 		d.allocs = map[DevicePtr][]byte{}
@@ -329,6 +331,7 @@ type twinDevice struct {
 	ordinal int
 	// Guarded by t.mu:
 	open       bool
+	refs       int
 	allocs     map[DevicePtr][]byte
 	pinned     map[uintptr]int // host address -> bytes
 	registered map[uintptr]int
@@ -739,6 +742,9 @@ func (d *twinDevice) Close() error {
 	d.t.mu.Lock()
 	defer d.t.mu.Unlock()
 	if !d.open {
+		return nil
+	}
+	if d.refs--; d.refs > 0 {
 		return nil
 	}
 	var leaks []string

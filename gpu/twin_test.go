@@ -19,6 +19,12 @@ func TestTwinStreamsAndEvents(t *testing.T) {
 	if d2, _ := tw.Open(1); d2 != d {
 		t.Fatal("a second Open made a second context")
 	}
+	d.Close() // the first of two: still open
+	if e, err := d.NewEvent(); err != nil {
+		t.Fatalf("device closed by the first of two Closes: %v", err)
+	} else {
+		d.DestroyEvent(e)
+	}
 	host, _ := d.AllocPinned(4096)
 	p, _ := d.AllocDevice(4096)
 	s1, _ := d.NewStream()
