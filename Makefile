@@ -12,6 +12,7 @@
 #   make proto   regenerate cluster/wire/wire.pb.go (protoc + protoc-gen-go; the output is committed)
 #   make images  the docker-compose images, FROM scratch (integration/images/build.sh; skipped when unchanged)
 #   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
+#   make cuda-check  go vet + go build -tags cuda ./... against CUDA 11.8 headers and stubs from Debian non-free (cached)
 
 SHELL        := /bin/bash
 GO           ?= go
@@ -40,7 +41,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
-.PHONY: images integ certs
+.PHONY: images integ certs cuda-check
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -117,3 +118,9 @@ images: build deps-minio
 # Each chaos test runs its own compose project and removes it afterwards.
 integ: images
 	$(GO) test -tags integration -count=1 -v -timeout $(INTEG_TIMEOUT) -run '$(INTEG_RUN)' $(if $(INTEG_SKIP),-skip '$(INTEG_SKIP)') ./integration/
+
+# CUDA headers, the driver stub and nvJPEG come from Debian 12's non-free
+# component into $(CACHE)/cuda (no system-wide install); the default build
+# needs none of it.
+cuda-check: deps-base
+	scripts/cuda-check.sh
