@@ -13,6 +13,7 @@
 #   make images  the docker-compose images, FROM scratch (integration/images/build.sh; skipped when unchanged)
 #   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
 #   make cuda-check  go vet + go build -tags cuda ./... against CUDA 11.8 headers and stubs from Debian non-free (cached)
+#   make gpu-check-bundle  the binaries and libraries scripts/gpu-check.sh carries to a machine with a GPU
 
 SHELL        := /bin/bash
 GO           ?= go
@@ -41,7 +42,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
-.PHONY: images integ certs cuda-check
+.PHONY: images integ certs cuda-check gpu-check-bundle
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -124,3 +125,10 @@ integ: images
 # needs none of it.
 cuda-check: deps-base
 	scripts/cuda-check.sh
+
+# What scripts/gpu-check.sh needs on the device machine (no Go there).
+GPU_BUNDLE ?= $(BIN)/gpu-bundle
+# GPU_BUNDLE_NODE=1: with longshore-node, its libraries and a dataset.
+gpu-check-bundle: deps-base
+	CUDA_OUT=$(GPU_BUNDLE)/bin CUDA_BINS="gpucheck $(if $(filter 1,$(GPU_BUNDLE_NODE)),node)" scripts/cuda-check.sh
+	GPU_BUNDLE_NODE=$(GPU_BUNDLE_NODE) scripts/gpu-check.sh --bundle $(GPU_BUNDLE)

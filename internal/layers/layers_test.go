@@ -59,6 +59,7 @@ var internal = map[string][]string{
 	"cmd/node":                      {"*"},
 	"cmd/longshore-pack":            {"*"},
 	"cmd/longshore-bench":           {"*"},
+	"cmd/longshore-gpucheck":        {"*"},
 	"cmd/internal/flagenv":          {},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
 	"cmd/longshore-certs":           {"cluster/certs"},
@@ -90,7 +91,7 @@ var reach = map[string][]string{
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
 	"github.com/asynkron/protoactor-go": {"actors", "actors/ffdecode", "actors/feedserver",
-		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/internal/secure",
+		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
 	"github.com/hashicorp/memberlist": {"cluster/gossip", "cluster/coord", "cluster/agent", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
@@ -108,7 +109,7 @@ var direct = map[string][]string{
 	"net": {"actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/internal/procmem",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 
