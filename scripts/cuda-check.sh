@@ -73,6 +73,24 @@ $GO build -tags cuda ./...
 # fallback to the plain one): the tagged gpu package imports cu.
 $GO list -tags cuda -f '{{join .Imports " "}}' ./gpu | grep -qw gorgonia.org/cu ||
 	{ echo "cuda-check: the cuda build of ./gpu does not import gorgonia.org/cu" >&2; exit 1; }
+# The cuda binary links, loads and fails clearly without a driver: run a
+# cuda build against the stub under the driver's name; the message must be
+# ours (gpu/internal/cuinit runs before gorgonia.org/cu's init, which would
+# exit with a terse one).
+if [ -z "${CUDA_HOME:-}" ]; then
+	probe=$(mktemp -d)
+	$GO build -tags cuda -o "$probe/gpucheck" ./cmd/longshore-gpucheck
+	cp "$lib/libcuda.so" "$probe/libcuda.so.1"
+	rc=0
+	LD_LIBRARY_PATH=$probe "$probe/gpucheck" copy >"$probe/out" 2>&1 || rc=$?
+	if [ $rc -ne 2 ] || ! grep -q "toolkit's build stub" "$probe/out"; then
+		echo "cuda-check: the cuda build without a driver: exit $rc, want 2 and cuinit's message:" >&2
+		cat "$probe/out" >&2
+		rm -rf "$probe"
+		exit 1
+	fi
+	rm -rf "$probe"
+fi
 if [ -n "${CUDA_OUT:-}" ]; then
 	mkdir -p "$CUDA_OUT"
 	for c in ${CUDA_BINS:-gpucheck}; do
