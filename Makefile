@@ -96,6 +96,7 @@ fuzz: deps-base
 	$(GO) test -run='^$$' -fuzz='^FuzzManifestDecimal$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./storage/
 	$(GO) test -run='^$$' -fuzz='^FuzzClientFrames$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feed/
 	$(GO) test -run='^$$' -fuzz='^FuzzLocalToken$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./actors/feedserver/
+	$(GO) test -run='^$$' -fuzz='^FuzzProbe$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) ./gpu/nvjpeg/
 
 test: deps lint race fuzz
 

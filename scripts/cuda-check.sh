@@ -80,6 +80,7 @@ $GO list -tags cuda -f '{{join .Imports " "}}' ./gpu | grep -qw gorgonia.org/cu 
 if [ -z "${CUDA_HOME:-}" ]; then
 	probe=$(mktemp -d)
 	$GO build -tags cuda -o "$probe/gpucheck" ./cmd/longshore-gpucheck
+	$GO test -tags cuda -c -o "$probe/nvjpeg.test" ./gpu/nvjpeg # links against the nvJPEG stub
 	cp "$lib/libcuda.so" "$probe/libcuda.so.1"
 	rc=0
 	LD_LIBRARY_PATH=$probe "$probe/gpucheck" copy >"$probe/out" 2>&1 || rc=$?

@@ -22,6 +22,7 @@ var internal = map[string][]string{
 	"cluster":             {},
 	"gpu":                 {"gpu/internal/cuinit"}, // cuinit: the cuda build only
 	"gpu/internal/cuinit": {},
+	"gpu/nvjpeg":          {"gpu"},
 	"storage":             {},
 	"internal/clock":      {},
 	"decode":              {},
@@ -130,7 +131,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "internal/clock"}
+var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock"}
 
 type pkg struct {
 	ImportPath string
