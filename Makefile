@@ -12,6 +12,8 @@
 #   make proto   regenerate cluster/wire/wire.pb.go (protoc + protoc-gen-go; the output is committed)
 #   make images  the docker-compose images, FROM scratch (integration/images/build.sh; skipped when unchanged)
 #   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
+#   make cuda-check  go vet + go build -tags cuda ./... against CUDA 11.8 headers and stubs from Debian non-free (cached)
+#   make gpu-check-bundle  the binaries and libraries scripts/gpu-check.sh carries to a machine with a GPU
 
 SHELL        := /bin/bash
 GO           ?= go
@@ -41,7 +43,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
-.PHONY: images integ certs
+.PHONY: images integ certs cuda-check gpu-check-bundle
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -95,7 +97,8 @@ FUZZ_TARGETS := \
 	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./cmd/longshore-pack/:FuzzWebDataset \
 	./storage/s3/:FuzzContentRange ./storage/s3/:FuzzRetryAfter \
 	./cluster/journal/:FuzzDecode ./cluster/journal/:FuzzParseToken ./cluster/wire/:FuzzWire \
-	./actors/feed/:FuzzClientFrames ./actors/feed/:FuzzServerFrames ./actors/feedserver/:FuzzLocalToken
+	./actors/feed/:FuzzClientFrames ./actors/feed/:FuzzServerFrames ./actors/feedserver/:FuzzLocalToken \
+	./gpu/nvjpeg/:FuzzProbe
 
 fuzz: deps-base
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -125,3 +128,16 @@ images: build deps-minio
 # Each chaos test runs its own compose project and removes it afterwards.
 integ: images
 	$(GO) test -tags integration -count=1 -v -timeout $(INTEG_TIMEOUT) -run '$(INTEG_RUN)' $(if $(INTEG_SKIP),-skip '$(INTEG_SKIP)') ./integration/
+
+# CUDA headers, the driver stub and nvJPEG come from Debian 12's non-free
+# component into $(CACHE)/cuda (no system-wide install); the default build
+# needs none of it.
+cuda-check: deps-base
+	scripts/cuda-check.sh
+
+# What scripts/gpu-check.sh needs on the device machine (no Go there).
+GPU_BUNDLE ?= $(BIN)/gpu-bundle
+# GPU_BUNDLE_NODE=1: with longshore-node, its libraries and a dataset.
+gpu-check-bundle: deps-base
+	CUDA_OUT=$(GPU_BUNDLE)/bin CUDA_BINS="gpucheck $(if $(filter 1,$(GPU_BUNDLE_NODE)),node)" scripts/cuda-check.sh
+	GPU_BUNDLE_NODE=$(GPU_BUNDLE_NODE) scripts/gpu-check.sh --bundle $(GPU_BUNDLE)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -292,6 +293,7 @@ type uploaderActor struct {
 	p    *Pipeline
 	feed *actor.PID
 	dead bool
+	dev  []BatchDevice // by slot, when the uploader leaves batches on a device
 }
 
 func (u *uploaderActor) Receive(c actor.Context) {
@@ -311,13 +313,26 @@ func (u *uploaderActor) Receive(c actor.Context) {
 			c.Send(c.Parent(), &fatalMsg{err: err})
 			return
 		}
+		if u.dev != nil {
+			m.b.Device = &u.dev[m.b.slot]
+		}
 		p.rec.queueAdd(StageUpload, +1)
 		c.Send(u.feed, &readyMsg{b: m.b})
 	case *endMsg:
 		c.Send(u.feed, m)
-	case *actor.Stopped:
-		p.uploader.Close()
+	case *actor.Started:
+		if loc, ok := p.uploader.(gpu.DeviceLocator); ok {
+			var ex *gpu.DeviceExport
+			if e, ok := loc.Export(); ok {
+				ex = &e
+			}
+			for i := range p.pool.Len() {
+				u.dev = append(u.dev, BatchDevice{DeviceSlot: loc.Slot(i), Export: ex})
+			}
+		}
 	}
+	// The pipeline closes the uploader when it frees the slots
+	// (freeSlots): batches may outlive the actors.
 }
 
 // feedActor delivers batches to Next. The ready channel holds Slots

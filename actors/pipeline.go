@@ -33,8 +33,11 @@ type Deps struct {
 	Order OrderFunc
 	// Allocator provides slot memory; nil: gpu.DefaultAllocator().
 	Allocator gpu.Allocator
-	// NewUploader makes rank's uploader; nil: gpu.HostUploader.
-	NewUploader func(rank int) (gpu.Uploader, error)
+	// NewUploader makes rank's uploader for the pipeline's slot pool
+	// (gpu.NewDeviceUploader with a device, for one); nil:
+	// gpu.HostUploader. The pipeline closes it right before it frees the
+	// pool: after every batch has been released.
+	NewUploader func(rank int, pool *gpu.HostPool) (gpu.Uploader, error)
 	// System is the actor system to spawn into; nil: the pipeline makes
 	// its own and shuts it down on Close.
 	System *actor.ActorSystem
@@ -79,10 +82,23 @@ type Batch struct {
 	// Failed is how many of the batch's samples failed and were left out
 	// (the rest are compacted in order).
 	Failed int
+	// Device is where the batch also lies on a device, after an uploader
+	// that leaves it there (gpu.DeviceLocator); nil: host memory only.
+	// Valid, like Images, until Release.
+	Device *BatchDevice
 
 	p        *Pipeline
 	slot     int
 	released atomic.Bool
+}
+
+// BatchDevice is where a batch lies on a device: its slot's device
+// buffer (the first len(Images) bytes), and, when the uploader exports
+// its buffers to other processes, the export they lie in (shared by the
+// pipeline's batches; read-only).
+type BatchDevice struct {
+	gpu.DeviceSlot
+	Export *gpu.DeviceExport
 }
 
 // Len is the number of samples in the batch (0 if all failed).
@@ -207,7 +223,7 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 		p.decoders = append(p.decoders, d)
 	}
 	if deps.NewUploader != nil {
-		if p.uploader, err = deps.NewUploader(rank); err != nil {
+		if p.uploader, err = deps.NewUploader(rank, p.pool); err != nil {
 			return nil, fmt.Errorf("actors: rank %d: make uploader: %w", rank, err)
 		}
 	} else {
@@ -335,6 +351,9 @@ func (p *Pipeline) Next(ctx context.Context) (*Batch, error) {
 
 func (p *Pipeline) release(slot int) {
 	p.rec.queueAdd(StageFeed, -1)
+	if r, ok := p.uploader.(gpu.SlotReleaser); ok {
+		r.ReleaseSlot(slot) // before the slot can be refilled
+	}
 	p.life.Lock()
 	p.life.held--
 	closed := p.life.closed
@@ -344,7 +363,7 @@ func (p *Pipeline) release(slot int) {
 	}
 	p.life.Unlock()
 	if free {
-		p.pool.Close()
+		p.freeSlots()
 	}
 	if !closed {
 		p.root.Send(p.pid, &releaseMsg{slot: slot})
@@ -412,9 +431,6 @@ func (p *Pipeline) closeResources() {
 		for _, d := range p.decoders {
 			errs = append(errs, d.Close())
 		}
-		if p.uploader != nil {
-			errs = append(errs, p.uploader.Close())
-		}
 	}
 	if p.disp != nil {
 		p.disp.close()
@@ -433,8 +449,22 @@ func (p *Pipeline) closeResources() {
 		p.life.freed = true
 	}
 	p.life.Unlock()
-	if free && p.pool != nil {
-		errs = append(errs, p.pool.Close())
+	if free {
+		errs = append(errs, p.freeSlots())
 	}
 	_ = errors.Join(errs...) // close errors of decoders are not actionable here
+}
+
+// freeSlots runs once, when no actor runs and no batch is held: the
+// uploader first (its device buffers and the registration of the pool's
+// memory), then the pool.
+func (p *Pipeline) freeSlots() error {
+	var errs []error
+	if p.uploader != nil {
+		errs = append(errs, p.uploader.Close())
+	}
+	if p.pool != nil {
+		errs = append(errs, p.pool.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -506,7 +506,7 @@ func TestUploadErrorReachesTheConsumer(t *testing.T) {
 	checkNoLeaks(t)
 	st, ds := makeDataset(t, 40, 2, 16)
 	deps := testDeps(st, fakeDecoders(0, 1))
-	deps.NewUploader = func(int) (gpu.Uploader, error) { return failingUploader{}, nil }
+	deps.NewUploader = func(int, *gpu.HostPool) (gpu.Uploader, error) { return failingUploader{}, nil }
 	p, err := NewLoader(smallConfig(), ds, deps)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,9 @@
 // Package gpu owns the memory a batch is assembled in and the hand-off of a
 // full batch to the device.
 //
-// # The seam
+// # The seams
 //
-// Two small interfaces separate the pipeline (package actors) from the
+// Three small interfaces separate the pipeline (package actors) from the
 // accelerator:
 //
 //   - Allocator gives page-aligned host memory. The plain-Go allocators here
@@ -11,17 +11,50 @@
 //     page-aligned, outside the Go heap, never scanned or moved by the
 //     garbage collector) and HeapAllocator (Go heap memory aligned by
 //     over-allocation: the race detector sees accesses to it, so tests use
-//     it). A CUDA build (tag `cuda && cgo`, written later) adds an Allocator
-//     on cuMemHostAlloc: pinned (page-locked) memory, which the driver can
-//     copy to the device with DMA and which cuMemcpyHtoDAsync requires to be
-//     truly asynchronous.
+//     it). The feed's ShmAllocator (actors/feedserver) gives memfd memory a
+//     trainer maps.
 //   - Uploader hands a filled slot to the device. HostUploader, the plain-Go
 //     one, does nothing: the batch is already in host memory and the
-//     consumer (a Go trainer, or the shared-memory ring) reads it there. The
-//     CUDA Uploader will keep one device buffer per slot (allocated once,
-//     like the slots), issue cuMemcpyHtoDAsync on its stream, and make
-//     Upload return once the copy has completed (or record an event the
-//     consumer waits on); DevicePointer(slot) names the device copy.
+//     consumer (a Go trainer, or the shared-memory ring) reads it there.
+//     DeviceUploader copies it to the device.
+//   - Device (device.go) is one accelerator, opened through a Driver: pinned
+//     and registered host memory, device memory, streams, events, async
+//     copies, IPC handles. CUDA implements it in a build with the `cuda`
+//     tag and cgo (cuda.go, on gorgonia.org/cu, with a few lines of cgo for
+//     what cu does not wrap: cuMemHostAlloc, cuMemHostRegister,
+//     cuIpcGetMemHandle); Twin (twin.go) implements it in memory for tests,
+//     as memberlist ships a mock transport. A plain build's DefaultDriver
+//     is NoDriver: every call says ErrNoCUDA, so the default build needs no
+//     CUDA at all.
+//
+// # Slots on the device
+//
+// DeviceUploader keeps, for a HostPool of n slots, one device allocation
+// of n slots made once, one stream and one event per slot, and the pool's
+// host memory page-locked in place (cuMemHostRegister over the very
+// shared memory a trainer maps), or, when that fails, a pinned bounce
+// buffer (HostStaged) or pageable copies (HostPageable), each fallback
+// counted with its reason (UploaderConfig.NoFallback makes it an error).
+// Upload enqueues the slot's copy on the slot's stream, records the slot's
+// event after it, and returns once the event completed: the host slot is
+// never written while the DMA engine reads it. The device buffer is then
+// held by its consumer until the pipeline calls ReleaseSlot (the batch was
+// released); an upload into a held slot is refused (ErrSlotHeld), and an
+// upload whose context ended leaves its copy running and the slot marked,
+// so the next upload into it first waits for that copy. The bookkeeping
+// is a pure state machine (slots.go) under the uploader's lock.
+//
+// PlanDevices turns --gpus into one rank per device.
+//
+// # Delivery to another process
+//
+// With UploaderConfig.Export the device allocation has an IPC handle
+// (DeviceExport); the feed sends it once per connection and each batch as
+// an offset into it, so a trainer maps the batch with no host copy. The
+// lifetime rule: a device slot is reused only after its batch was
+// released, and the uploader frees the allocation only at Close, after
+// every batch was released; the trainer closes its import before it lets
+// go of the connection (docs/feed-protocol.md, "Device batches").
 //
 // A HostPool is a fixed set of equal Slots allocated once, at start, from an
 // Allocator, so the memory the pipeline holds is fixed by configuration
@@ -39,5 +72,7 @@
 //
 // Uploader implementations must be safe for use by one goroutine at a time
 // (the pipeline has one uploader actor per rank); Upload may block and must
-// return promptly with ctx.Err() when ctx is done.
+// return promptly with ctx.Err() when ctx is done. A SlotReleaser's
+// ReleaseSlot is called from any goroutine. Driver and Device
+// implementations are safe for concurrent use.
 package gpu

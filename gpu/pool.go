@@ -32,8 +32,24 @@ type Uploader interface {
 	// promptly once ctx is done.
 	Upload(ctx context.Context, s *Slot, n int) error
 	// Close releases device resources. It is called once, after the last
-	// Upload has returned.
+	// Upload has returned and every batch uploaded has been released (the
+	// pipeline closes its uploader right before it frees the slots).
 	Close() error
+}
+
+// SlotReleaser is an Uploader that keeps a slot's result for its consumer
+// (a device buffer): the pipeline calls ReleaseSlot when the slot's batch
+// is released, from any goroutine, and only then refills the slot.
+type SlotReleaser interface {
+	ReleaseSlot(slot int)
+}
+
+// DeviceLocator is an Uploader that leaves each batch on a device: Slot
+// says where slot i's batch lies after Upload, Export how another process
+// maps it (ok false: not exported).
+type DeviceLocator interface {
+	Slot(i int) DeviceSlot
+	Export() (DeviceExport, bool)
 }
 
 // HostUploader is the plain-Go Uploader: the slot is already host memory the

@@ -54,6 +54,9 @@ const (
 	MsgEnd       MsgType = 21
 	MsgError     MsgType = 22
 	MsgRollback  MsgType = 23 // version 2
+	// MsgDeviceRegion announces a device allocation exported with CUDA
+	// IPC; sent only to a hello that asked for device batches.
+	MsgDeviceRegion MsgType = 24
 )
 
 func (t MsgType) String() string {
@@ -82,6 +85,8 @@ func (t MsgType) String() string {
 		return "error"
 	case MsgRollback:
 		return "rollback"
+	case MsgDeviceRegion:
+		return "device_region"
 	}
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
@@ -118,6 +123,35 @@ type Hello struct {
 	// server's last commit for the rank, or the start.
 	Token  []byte `json:"token,omitempty"`
 	Client string `json:"client,omitempty"`
+	// Device "cuda" asks for batches on the device (DeliveryCUDAIPC) when
+	// the node has them; "": host memory only.
+	Device string `json:"device,omitempty"`
+}
+
+// Deliveries, in a Welcome.
+const (
+	DeliveryHost    = "host"     // batches in shared host memory
+	DeliveryCUDAIPC = "cuda_ipc" // batches also on the device, through CUDA IPC
+)
+
+// DeviceRef names a GPU.
+type DeviceRef struct {
+	// Ordinal is the device's index in the node's visible devices.
+	Ordinal int `json:"ordinal"`
+	// UUID ("GPU-…") names it whatever either process's
+	// CUDA_VISIBLE_DEVICES: the trainer maps it to its own index.
+	UUID string `json:"uuid"`
+	Name string `json:"name,omitempty"`
+}
+
+// DeviceRegion announces a device allocation exported with CUDA IPC:
+// Handle is cuIpcGetMemHandle's 64 bytes; the trainer opens it once
+// (cuIpcOpenMemHandle) and closes it before it disconnects.
+type DeviceRegion struct {
+	Region uint64    `json:"region"`
+	Device DeviceRef `json:"device"`
+	Handle []byte    `json:"handle"`
+	Size   int64     `json:"size"`
 }
 
 // Cursor names the next batch of a rank's stream: step Step of epoch
@@ -163,6 +197,13 @@ type Welcome struct {
 	// Committed is the rank's last acknowledged commit, if the node knows
 	// one (version 2, cluster mode).
 	Committed *Rollback `json:"committed,omitempty"`
+	// Device is the rank's GPU, when the node runs one rank per device
+	// (--gpus): the trainer should use this one.
+	Device *DeviceRef `json:"device,omitempty"`
+	// Delivery is DeliveryHost or DeliveryCUDAIPC (the hello asked for
+	// device batches and the node exports them). "" from older nodes:
+	// host.
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // Region announces a shared-memory region; the frame carries its file
@@ -195,6 +236,13 @@ type BatchDesc struct {
 	// EndOfStream: the last batch of the rank's stream for Epoch as
 	// planned now (cluster mode): commit it, or the epoch never completes.
 	EndOfStream bool `json:"end_of_stream,omitempty"`
+	// DeviceRegion, when not 0, says the pixels are also bytes
+	// [DeviceOffset, DeviceOffset+NBytes) of that device region (a
+	// DeviceRegion message came first), copied completely before this
+	// message was sent: no stream wait is needed to read them. The
+	// device slot is reused only after the batch is released.
+	DeviceRegion uint64 `json:"device_region,omitempty"`
+	DeviceOffset int64  `json:"device_offset,omitempty"`
 }
 
 // Release gives batches back.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/gpu"
 )
 
 // Config configures a feed Server. The zero value is valid except Ranks.
@@ -47,6 +48,25 @@ type Config struct {
 	// Peers says which local processes may connect (peercred.go). Zero:
 	// the node's own uid only, in a 0700 directory with 0600 sockets.
 	Peers PeerPolicy
+	// RankDevice, if set, says rank's GPU (a node running one rank per
+	// device, --gpus), for the welcome; nil result or nil func: none.
+	RankDevice func(rank int) *RankDevice
+}
+
+// RankDevice is a rank's GPU.
+type RankDevice struct {
+	Info gpu.DeviceInfo
+	// Export: the rank's pipelines leave batches on the device and export
+	// them (gpu.UploaderConfig.Export), so a hello asking for device
+	// batches gets them through CUDA IPC.
+	Export bool
+}
+
+func (d *RankDevice) ref() *feed.DeviceRef {
+	if d == nil {
+		return nil
+	}
+	return &feed.DeviceRef{Ordinal: d.Info.Ordinal, UUID: d.Info.UUID, Name: d.Info.Name}
 }
 
 // WithDefaults fills zero fields.
@@ -153,6 +173,9 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 		}
 		if rs.alloc == nil {
 			rs.alloc = NewShmAllocator(fmt.Sprintf("rank%d", r))
+		}
+		if cfg.RankDevice != nil {
+			rs.dev = cfg.RankDevice(r)
 		}
 		st, err := open(r, cfg.Start, rs.alloc)
 		if err != nil {
@@ -294,7 +317,13 @@ type rankServer struct {
 	path  string
 	ln    *net.UnixListener
 	alloc *ShmAllocator
-	mu    struct {
+	dev   *RankDevice
+	devMu struct {
+		sync.Mutex
+		ids  map[*gpu.DeviceExport]uint64 // device regions by export
+		next uint64
+	}
+	mu struct {
 		sync.Mutex
 		stream  Stream
 		ledger  *ledger
@@ -405,15 +434,17 @@ type session struct {
 	held   map[uint64]*actors.Batch // delivered, not released
 	nextID uint64
 
-	regions map[uint64]bool // announced on this connection (writer only)
-	done    chan struct{}   // closed once the session has ended and let go of the rank
-	version int             // the protocol version agreed in the hello
-	commits sync.WaitGroup  // cluster mode: commits waiting for their ack
+	regions    map[uint64]bool // announced on this connection (writer only)
+	devRegions map[uint64]bool // device regions announced (writer only)
+	delivery   string          // feed.DeliveryHost or DeliveryCUDAIPC
+	done       chan struct{}   // closed once the session has ended and let go of the rank
+	version    int             // the protocol version agreed in the hello
+	commits    sync.WaitGroup  // cluster mode: commits waiting for their ack
 }
 
 func newSession(r *rankServer, c *net.UnixConn) *session {
 	ctx, cancel := context.WithCancel(r.s.ctx)
-	return &session{r: r, conn: c, ctx: ctx, cancel: cancel, held: make(map[uint64]*actors.Batch), regions: make(map[uint64]bool), done: make(chan struct{})}
+	return &session{r: r, conn: c, ctx: ctx, cancel: cancel, held: make(map[uint64]*actors.Batch), regions: make(map[uint64]bool), devRegions: make(map[uint64]bool), done: make(chan struct{})}
 }
 
 func (s *session) stop() {
@@ -534,6 +565,11 @@ func (s *session) run() {
 			w.Mode, w.Era, w.Committed = "cluster", att.Era, att.Committed
 		}
 	}
+	s.delivery = feed.DeliveryHost
+	if h.Device == "cuda" && s.r.dev != nil && s.r.dev.Export {
+		s.delivery = feed.DeliveryCUDAIPC
+	}
+	w.Device, w.Delivery = s.r.dev.ref(), s.delivery
 	if err := s.send(feed.MsgWelcome, w, -1); err != nil {
 		return
 	}
@@ -713,6 +749,20 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 				s.regions[loc.Region] = true
 			}
 			bd.Region, bd.Offset = loc.Region, loc.Offset
+			if s.delivery == feed.DeliveryCUDAIPC && b.Device != nil && b.Device.Export != nil {
+				id, first := r.deviceRegion(b.Device.Export)
+				if first || !s.devRegions[id] {
+					ex := b.Device.Export
+					dr := feed.DeviceRegion{Region: id, Handle: ex.Handle[:], Size: ex.Size,
+						Device: feed.DeviceRef{Ordinal: ex.Info.Ordinal, UUID: ex.Info.UUID, Name: ex.Info.Name}}
+					if s.send(feed.MsgDeviceRegion, dr, -1) != nil {
+						s.keep(d)
+						return
+					}
+					s.devRegions[id] = true
+				}
+				bd.DeviceRegion, bd.DeviceOffset = id, b.Device.Offset
+			}
 		}
 		s.hmu.Lock()
 		if s.held == nil {
@@ -746,6 +796,22 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			epochEnded = true
 		}
 	}
+}
+
+// deviceRegion is the region id of a device export, new (first) or
+// known: one per pipeline the rank ran.
+func (r *rankServer) deviceRegion(ex *gpu.DeviceExport) (id uint64, first bool) {
+	r.devMu.Lock()
+	defer r.devMu.Unlock()
+	if r.devMu.ids == nil {
+		r.devMu.ids = map[*gpu.DeviceExport]uint64{}
+	}
+	if id, ok := r.devMu.ids[ex]; ok {
+		return id, false
+	}
+	r.devMu.next++
+	r.devMu.ids[ex] = r.devMu.next
+	return r.devMu.next, true
 }
 
 // keep puts an undelivered batch back for the next session.

@@ -95,7 +95,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 	defer q.close()
-	deps := actors.Deps{Store: store}
+	deps := actors.Deps{Store: store, NewUploader: o.gpu.newUploader()}
 	if q != nil {
 		deps.OnFailure = q.record
 	}

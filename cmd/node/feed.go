@@ -38,7 +38,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return err
 	}
 	defer q.close()
-	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
+	deps := actors.Deps{Store: store, Order: o.orderFunc(ds), NewUploader: o.gpu.newUploader()}
 	if q != nil {
 		deps.OnFailure = q.record
 	}
@@ -75,7 +75,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	if err != nil {
 		return err
 	}
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, Committer: committer, Logger: logger}, open)
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, RankDevice: o.gpu.rankDevice(), Committer: committer, Logger: logger}, open)
 	if err != nil {
 		ob.shutdown(ctx, 0)
 		return err
@@ -168,7 +168,8 @@ const feedGrace = 30 * time.Second
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
 func serveClusterFeed(ctx context.Context, o options, node *agent.Node, cf *agent.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger, Peers: o.feedPeers},
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: logger, Peers: o.feedPeers,
+		RankDevice: o.gpu.rankDevice()},
 		cf.Open(node, pipeline))
 	if err != nil {
 		return err

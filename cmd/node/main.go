@@ -49,6 +49,7 @@ import (
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -111,6 +112,8 @@ type options struct {
 	slowFactor      float64
 	sec             secure.Flags
 	feedPeers       feedserver.PeerPolicy // --feed-allow-uid, --feed-allow-gid
+	gpuFlags        gpuFlags
+	gpu             *gpuSetup // made by run, after the flags
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -170,6 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.sec.Register(fs)
 	registerFeedPeers(fs, &o.feedPeers)
 	o.faults.register(fs)
+	registerGPUFlags(fs, &o.gpuFlags)
 	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
 		return o, err
 	}
@@ -208,7 +212,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			}
 		})
 	}
-	fs.Visit(func(f *flag.Flag) { o.blockSet = o.blockSet || f.Name == "block" })
+	fs.Visit(func(f *flag.Flag) {
+		o.blockSet = o.blockSet || f.Name == "block"
+		o.gpuFlags.ranksSet = o.gpuFlags.ranksSet || f.Name == "ranks"
+	})
+	if err := o.gpuFlags.check(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
 	}
@@ -321,6 +331,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.gpu, o.ranks, err = setupGPUs(gpu.DefaultDriver(), o.gpuFlags, o.ranks, stderr); err != nil {
+		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
+		return 2
+	}
+	defer o.gpu.Close()
 	if err := runMode(ctx, o, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
 		return 1

@@ -209,7 +209,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		storage.Close(store)
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: o.orderFunc(ds)}
+	deps := actors.Deps{Store: store, Order: o.orderFunc(ds), NewUploader: o.gpu.newUploader()}
 	if q != nil {
 		deps.OnFailure = q.record
 	}

@@ -19,12 +19,14 @@ const module = "github.com/longshore/longshore"
 // here fails the test: say where a new one sits before it lands.
 var internal = map[string][]string{
 	// The pure core and the pieces every layer shares.
-	"cluster":         {},
-	"gpu":             {},
-	"storage":         {},
-	"internal/clock":  {},
-	"decode":          {},
-	"internal/layers": {},
+	"cluster":             {},
+	"gpu":                 {"gpu/internal/cuinit"}, // cuinit: the cuda build only
+	"gpu/internal/cuinit": {},
+	"gpu/nvjpeg":          {"gpu"},
+	"storage":             {},
+	"internal/clock":      {},
+	"decode":              {},
+	"internal/layers":     {},
 
 	// The node's pipeline and its seams.
 	"actors":            {"gpu", "storage", "internal/clock"},
@@ -60,6 +62,7 @@ var internal = map[string][]string{
 	"cmd/node":                      {"*"},
 	"cmd/longshore-pack":            {"*"},
 	"cmd/longshore-bench":           {"*"},
+	"cmd/longshore-gpucheck":        {"*"},
 	"cmd/internal/flagenv":          {},
 	"cmd/internal/observe":          {"actors", "cluster", "cluster/coord", "cluster/journal", "internal/clock", "storage", "storage/s3"},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
@@ -86,24 +89,31 @@ var reach = map[string][]string{
 	// FFmpeg only where images are decoded.
 	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "cmd/node", "cmd/longshore-bench",
 		"examples/feed_server", "examples/inprocess"},
-	// CUDA only in gpu's cuda build, never by default.
+	// CUDA never by default; in the cuda build gpu imports it and the
+	// rest link it only through gpu (cudaReach).
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
 	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/feedserver",
-		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/internal/secure",
+		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
 	"github.com/hashicorp/memberlist": {"cmd/internal/observe", "cluster/gossip", "cluster/coord", "cluster/agent", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
 }
 
-// direct lists, for a standard-library package that touches the world,
-// the packages of the module that may import it themselves.
+// cudaModules are what gorgonia.org/cu links: in the cuda build, gpu
+// may link them (it is otherwise standard-library only), and any package
+// may link them through gpu, none around it.
+var cudaModules = []string{"gorgonia.org/cu", "github.com/pkg/errors", "github.com/google/uuid"}
+
+// direct lists, for a standard-library package that touches the world
+// (or CUDA), the packages of the module that may import it themselves.
 var direct = map[string][]string{
+	"gorgonia.org/cu": {"gpu"},
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"cmd/internal/observe", "actors/feed", "actors/feedserver", "gpu", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/internal/procmem",
+	"os": {"cmd/internal/observe", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 
@@ -124,7 +134,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "internal/clock"}
+var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock"}
 
 type pkg struct {
 	ImportPath string
@@ -210,9 +220,13 @@ func TestLayers(t *testing.T) {
 					t.Errorf("[tags %q] %s imports %s: %s", tags, name, imp, why)
 				}
 			}
+			throughGPU := tags == "cuda" && (name == "gpu" || slices.Contains(p.Deps, module+"/gpu"))
 			for _, d := range p.Deps {
 				dp := pkgs[d]
 				mod := moduleOf(dp)
+				if throughGPU && slices.Contains(cudaModules, mod) {
+					continue // CUDA's, through gpu: allowed in the cuda build
+				}
 				for dep, who := range reach {
 					if (d == dep || strings.HasPrefix(d, dep+"/") || mod == dep) && !slices.Contains(who, name) {
 						t.Errorf("[tags %q] %s links %s (through %s), which only %v may", tags, name, dep, d, who)
@@ -226,6 +240,11 @@ func TestLayers(t *testing.T) {
 				}
 			}
 		}
+	}
+	// cu reaches nothing in the default build, and gpu in the cuda build
+	// (the check above would pass vacuously if the tag built nothing).
+	if p, ok := list(t, "cuda")[module+"/gpu"]; !ok || !slices.Contains(p.Imports, "gorgonia.org/cu") {
+		t.Errorf("[tags cuda] gpu does not import gorgonia.org/cu: the CUDA implementation is missing from the cuda build")
 	}
 	// Rules about packages that are gone are stale: keep the list true.
 	pkgs := list(t, "")

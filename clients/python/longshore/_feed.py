@@ -6,6 +6,7 @@ import collections
 import json
 import mmap
 import os
+import select
 import socket
 import struct
 import threading
@@ -20,6 +21,7 @@ PROTOCOL_VERSION = 2  # 2 adds rollbacks (cluster mode); the node also accepts 1
 # message types (docs/feed-protocol.md)
 HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
 WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR, ROLLBACK = 16, 17, 18, 19, 20, 21, 22, 23
+DEVICE_REGION = 24
 
 MAX_SERVER_FRAME = 16 << 20
 _HDR = struct.Struct("<I")
@@ -76,6 +78,12 @@ def _distributed():
     return None
 
 
+def _cuda_array(ptr, dims, owner, index):
+    from ._cuda import CudaArray
+
+    return CudaArray(ptr, dims, owner, index)
+
+
 def _try_torch():
     try:
         import torch  # noqa: F401
@@ -90,12 +98,21 @@ class Batch:
     memory (no copy) shaped `dims` in `layout` ("NCHW" or "NHWC");
     `tensor()` is the same memory as a torch tensor. The slot goes back to
     the node when `release()` is called or when the images array and every
-    view of it (including tensors from `tensor()`) are gone."""
+    view of it (including tensors from `tensor()` and `cuda()`) are gone.
+
+    `cuda()` is the batch on the GPU: with device delivery (Loader
+    device="cuda") a CUDA tensor over the node's device slot, no copy;
+    otherwise an asynchronous copy from the (pinned, with pin_memory=True)
+    shared memory on the current stream. Either way the slot's release
+    waits until the device work enqueued so far on the current stream has
+    run (an event), so the node never overwrites memory a queued kernel
+    or copy still reads."""
 
     __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
-                 "positions", "pads", "failed", "layout", "era", "end_of_stream", "_release", "__weakref__")
+                 "positions", "pads", "failed", "layout", "era", "end_of_stream", "device_array",
+                 "_release", "_gate", "_cuda", "_index", "__weakref__")
 
-    def __init__(self, desc, images, release):
+    def __init__(self, desc, images, release, device_array=None, gate=None, cuda=None, index=None):
         self.id = desc["id"]
         self.epoch = desc["epoch"]
         self.step = desc["step"]
@@ -111,7 +128,13 @@ class Batch:
         # the rank's last batch of the epoch as planned now (commit it)
         self.era = desc.get("era", 0)
         self.end_of_stream = bool(desc.get("end_of_stream", False))
+        # device delivery: a __cuda_array_interface__ object over the
+        # node's device slot (None: the batch is in host memory only)
+        self.device_array = device_array
         self._release = release
+        self._gate = gate  # [event or None]: what the release waits for
+        self._cuda = cuda
+        self._index = index
 
     def __len__(self):
         return len(self.keys)
@@ -122,8 +145,30 @@ class Batch:
 
         return torch.from_numpy(self.images)
 
+    @property
+    def on_device(self):
+        """Whether the batch was delivered on the device (CUDA IPC)."""
+        return self.device_array is not None
+
+    def cuda(self, non_blocking=True):
+        """The images as a CUDA uint8 tensor: the node's device slot itself
+        with device delivery, else a copy from shared memory enqueued on
+        the current stream (asynchronous when the memory is pinned:
+        Loader(pin_memory=True)). Kernels on the current stream see the
+        data in order; another stream must wait_stream() first."""
+        if self._cuda is None:
+            raise RuntimeError("longshore: Batch.cuda() needs the loader's CUDA (Loader(pin_memory=True) or device='cuda')")
+        if self.device_array is not None:
+            return self._cuda.as_tensor(self.device_array, self._index)
+        t, ev = self._cuda.to_device(self, self._index, non_blocking)
+        if self._gate is not None:
+            self._gate[0] = ev  # the slot is read by the copy until ev completes
+        return t
+
     def release(self):
-        """Give the slot back now. The arrays must not be used afterwards."""
+        """Give the slot back: at once, or, after cuda(), once the device
+        work enqueued so far on the current stream has run. The arrays and
+        tensors must not be used afterwards."""
         self._release()
 
     def __repr__(self):
@@ -136,7 +181,7 @@ class _Conn:
     releases may be queued from any thread (finalizers) and are flushed
     before each read and write."""
 
-    def __init__(self, path, token=None, rank=None, timeout=None):
+    def __init__(self, path, token=None, rank=None, timeout=None, device=None, cuda=None, pin=False):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         self.sock.connect(path)
@@ -144,7 +189,12 @@ class _Conn:
         self.rbuf = memoryview(bytearray(1 << 16))  # reused receive buffer
         self.fds = collections.deque()
         self.regions = {}  # id -> (mmap, memoryview)
-        self.pending_release = collections.deque()
+        self.dev_regions = {}  # id -> (device pointer, size, device index), imported over CUDA IPC
+        self.cuda = cuda
+        self.pin = pin
+        self.pinned = []  # addresses of regions page-locked in this process
+        self.pin_failed = 0
+        self.pending_release = collections.deque()  # (id, gate): gate None or [event or None]
         self.wlock = threading.Lock()
         self.closed = False
         hello = {"version": PROTOCOL_VERSION, "client": "python"}
@@ -152,6 +202,8 @@ class _Conn:
             hello["rank"] = rank
         if token:
             hello["token"] = base64.b64encode(token).decode()
+        if device:
+            hello["device"] = device
         self.send(HELLO, hello)
         t, w = self.read()
         if t == ERROR:
@@ -168,20 +220,42 @@ class _Conn:
         with self.wlock:
             self.sock.sendall(frame)
 
-    def queue_release(self, bid):
+    def queue_release(self, bid, gate=None):
         # called from finalizers: no I/O here (it may run inside a send)
-        self.pending_release.append(bid)
+        self.pending_release.append((bid, gate))
 
-    def flush_releases(self):
-        ids = []
+    def gated(self):
+        """Releases waiting for device work."""
+        return sum(1 for _, g in self.pending_release if g is not None and g[0] is not None)
+
+    def flush_releases(self, wait=0):
+        """Send the releases whose device work has run; with wait=k, first
+        wait for the oldest k gated ones (wait=-1: all of them)."""
+        ids, keep = [], collections.deque()
         while True:
             try:
-                ids.append(self.pending_release.popleft())
+                bid, gate = self.pending_release.popleft()
             except IndexError:
                 break
+            ev = gate[0] if gate is not None else None
+            if ev is not None and wait != 0:
+                ev.synchronize()
+                wait -= 1
+            elif ev is not None and not ev.query():
+                keep.append((bid, gate))
+                continue
+            ids.append(bid)
+        self.pending_release.extendleft(reversed(keep))
         if ids and not self.closed:
             for i in range(0, len(ids), 4096):
                 self.send(RELEASE, {"ids": ids[i:i + 4096]})
+
+    def readable(self):
+        """Whether a whole frame, or bytes toward one, are here already."""
+        if len(self.buf) >= 5 and len(self.buf) >= 4 + _HDR.unpack_from(self.buf)[0]:
+            return True
+        r, _, _ = select.select([self.sock], [], [], 0)
+        return bool(r)
 
     def _fill(self, n):
         while len(self.buf) < n:
@@ -207,9 +281,12 @@ class _Conn:
             t = self.buf[4]
             payload = json.loads(bytes(self.buf[5:4 + n])) if n > 1 else {}
             del self.buf[:4 + n]
-            if t != REGION:
+            if t == REGION:
+                self._map(payload)
+            elif t == DEVICE_REGION:
+                self._import(payload)
+            else:
                 return t, payload
-            self._map(payload)
 
     def _map(self, r):
         if not self.fds:
@@ -220,12 +297,39 @@ class _Conn:
         finally:
             os.close(fd)  # the mapping keeps the memory
         self.regions[r["region"]] = mm
+        if self.pin and self.cuda is not None:
+            addr = np.frombuffer(mm, dtype=np.uint8).ctypes.data
+            if self.cuda.host_register(addr, r["size"]):
+                self.pinned.append(addr)
+            else:
+                self.pin_failed += 1  # copies from it stay pageable (synchronous)
+
+    def _import(self, r):
+        if self.cuda is None:
+            raise FeedError("protocol", "device region sent to a trainer that did not ask for device batches")
+        index = self.cuda.device_index(r.get("device"))
+        handle = base64.b64decode(r["handle"])
+        if len(handle) != 64:
+            raise FeedError("protocol", f"device region handle of {len(handle)} bytes, want 64")
+        self.dev_regions[r["region"]] = (self.cuda.ipc_open(handle, index), r["size"], index)
 
     def close(self):
         if self.closed:
             return
         try:
-            self.flush_releases()
+            # The lifetime rule: give every slot back once the device work
+            # reading it has run, close the IPC imports, then leave; the
+            # node frees its device slots only after that.
+            self.flush_releases(wait=-1)
+        except OSError:
+            pass
+        for ptr, _, index in self.dev_regions.values():
+            self.cuda.ipc_close(ptr, index)
+        self.dev_regions = {}
+        for addr in self.pinned:
+            self.cuda.host_unregister(addr)
+        self.pinned = []
+        try:
             self.send(BYE, {})
         except OSError:
             pass
@@ -254,9 +358,18 @@ class Loader:
     Batches are released when dropped or by `Batch.release()`; with
     `release_previous=True` each batch is released when the next one is
     taken (for loops that never keep a batch longer).
+
+    GPU trainers (see the README's "Feeding a GPU"): `pin_memory=True`
+    page-locks the shared memory in this process (cudaHostRegister), so
+    `batch.cuda()` (or `batch.tensor().cuda(non_blocking=True)`) is an
+    asynchronous DMA; `device="cuda"` asks a node run with `--upload
+    device` for batches on the device (CUDA IPC): `batch.cuda()` is then
+    the node's device slot itself. `cuda` is the device seam (default:
+    longshore._cuda.TorchCuda), for tests.
     """
 
-    def __init__(self, socket_or_rank=None, *, token=None, timeout=None, release_previous=False):
+    def __init__(self, socket_or_rank=None, *, token=None, timeout=None, release_previous=False,
+                 pin_memory=False, device=None, cuda=None):
         if socket_or_rank is None or isinstance(socket_or_rank, int):
             self.path = socket_path(socket_or_rank)
         else:
@@ -274,12 +387,22 @@ class Loader:
         self._epoch_ended = None
         self._era = 0  # delivery era of the last batch handed out (cluster mode)
         self.rollbacks = 0
+        if device not in (None, "cuda"):
+            raise ValueError(f"device {device!r}: want None or 'cuda'")
+        self.pin_memory = pin_memory
+        self.device = device
+        self._cuda = cuda
 
     # -- connection ---------------------------------------------------------
 
     def _connect(self):
         if self._conn is None:
-            self._conn = _Conn(self.path, token=self._token, timeout=self.timeout)
+            if self._cuda is None and (self.pin_memory or self.device):
+                from ._cuda import TorchCuda
+
+                self._cuda = TorchCuda()
+            self._conn = _Conn(self.path, token=self._token, timeout=self.timeout, device=self.device,
+                               cuda=self._cuda, pin=self.pin_memory)
             self._ended = False
             w = self._conn.welcome
             self._era = w.get("era", 0)
@@ -317,6 +440,11 @@ class Loader:
         if self._queue:
             return self._queue.popleft()
         c.flush_releases()
+        # Releases waiting for device work hold slots: when nothing is
+        # here to read, wait for the oldest of them rather than for the
+        # node, which may be waiting for that very slot.
+        while c.gated() and not c.readable():
+            c.flush_releases(wait=1)
         return c.read()
 
     def _make_batch(self, c, d):
@@ -337,15 +465,30 @@ class Loader:
             owner = images
         bid = d["id"]
         conn_ref = weakref.ref(c)
+        cuda = c.cuda
+        gate = [None]  # set by Batch.cuda(): the copy reading the slot
+        dev, index = None, None
+        if d.get("device_region"):
+            ptr, size, index = c.dev_regions[d["device_region"]]
+            off = d.get("device_offset", 0)
+            if off < 0 or off + n > size:
+                raise FeedError("protocol", f"device batch [{off}, {off + n}) outside its region of {size} bytes")
+            dev = _cuda_array(ptr + off, dims, owner, index)
+        elif cuda is not None:
+            index = cuda.device_index(c.welcome.get("device")) if c.welcome.get("device") else 0
 
         def queue_release():
             conn = conn_ref()
             if conn is not None and not conn.closed:
-                conn.queue_release(bid)
+                if dev is not None:
+                    # kernels enqueued on the current stream may still read
+                    # the device slot: release after them
+                    gate[0] = cuda.record_event(index)
+                conn.queue_release(bid, gate)
 
         fin = weakref.finalize(owner, queue_release)
         fin.atexit = False
-        return Batch(d, images, fin)
+        return Batch(d, images, fin, device_array=dev, gate=gate, cuda=cuda, index=index)
 
     def next_batch(self):
         """The next batch, or None at the end of an epoch (then the next

@@ -11,6 +11,7 @@ import threading
 
 HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
 WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR, ROLLBACK = 16, 17, 18, 19, 20, 21, 22, 23
+DEVICE_REGION = 24
 
 
 class FakeNode:
@@ -109,3 +110,16 @@ def batch(bid, epoch, step, era, keys=None, end_of_stream=False):
             "dtype": "uint8", "epoch": epoch, "step": step, "labels": [0] * len(keys), "keys": keys,
             "indices": list(range(len(keys))), "positions": list(range(len(keys))), "pads": [False] * len(keys),
             "failed": 0, "era": era, "end_of_stream": end_of_stream}
+
+
+def send_region(node, region, data):
+    """A region message carrying a memfd holding data (what the node's
+    ShmAllocator passes)."""
+    fd = os.memfd_create("lsfake")
+    try:
+        os.write(fd, data)
+        body = json.dumps({"region": region, "size": len(data)}).encode()
+        frame = struct.pack("<I", len(body) + 1) + bytes([REGION]) + body
+        socket.send_fds(node.conn, [frame], [fd])
+    finally:
+        os.close(fd)

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/gpu"
+)
+
+// gpuFlags are the node's device options.
+type gpuFlags struct {
+	gpus     string // --gpus
+	upload   string // --upload: host or device
+	uploadHM string // --upload-host
+	ranksSet bool   // --ranks given explicitly
+}
+
+func registerGPUFlags(fs *flag.FlagSet, g *gpuFlags) {
+	fs.StringVar(&g.gpus, "gpus", "auto", "GPUs, one rank each: auto (every visible device in a -tags cuda build with a driver; none otherwise), none, all, or ordinals like 0,1; with devices --ranks must match or be left out")
+	fs.StringVar(&g.upload, "upload", "host", "where batches are delivered: host (shared memory; the trainer pins it and copies with .cuda(non_blocking=True)) or device (the node copies each batch into a device slot of the rank's GPU and exports it to trainers that ask, over CUDA IPC; needs --gpus and a -tags cuda build)")
+	fs.StringVar(&g.uploadHM, "upload-host", "register", "with --upload device: how slots reach the device: register (page-lock the shared memory in place), staged (through a pinned bounce buffer) or pageable; a path that fails falls back to the next, counted")
+}
+
+func (g gpuFlags) check() error {
+	var errs []error
+	if g.upload != "host" && g.upload != "device" {
+		errs = append(errs, fmt.Errorf("--upload %q: want host or device", g.upload))
+	}
+	if _, err := gpu.ParseHostMode(g.uploadHM); err != nil {
+		errs = append(errs, fmt.Errorf("--upload-host: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// gpuSetup is the node's devices: which GPU each rank uses, and, with
+// --upload device, the opened devices the ranks' uploaders copy to.
+type gpuSetup struct {
+	plan   gpu.DevicePlan
+	info   []gpu.DeviceInfo // by rank
+	devs   []gpu.Device     // by rank, with --upload device
+	host   gpu.HostMode
+	stderr io.Writer
+}
+
+// setupGPUs decides the ranks' devices (gpu.PlanDevices) and, with
+// --upload device, opens them. It returns the number of ranks.
+func setupGPUs(drv gpu.Driver, g gpuFlags, ranks int, stderr io.Writer) (*gpuSetup, int, error) {
+	visible, visErr := drv.Devices()
+	plan, err := gpu.PlanDevices(g.gpus, ranks, g.ranksSet, visible, visErr)
+	if err != nil {
+		return nil, 0, err
+	}
+	s := &gpuSetup{plan: plan, stderr: stderr}
+	s.host, _ = gpu.ParseHostMode(g.uploadHM)
+	if g.upload == "device" && plan.Device == nil {
+		why := visErr
+		if why == nil {
+			why = errors.New("--gpus " + g.gpus)
+		}
+		return nil, 0, fmt.Errorf("--upload device needs a GPU per rank: %w", why)
+	}
+	for _, ord := range plan.Device {
+		for _, d := range visible {
+			if d.Ordinal == ord {
+				s.info = append(s.info, d)
+			}
+		}
+	}
+	if g.upload == "device" {
+		for r, ord := range plan.Device {
+			d, err := drv.Open(ord)
+			if err != nil {
+				s.Close()
+				return nil, 0, fmt.Errorf("rank %d: open GPU %d: %w", r, ord, err)
+			}
+			s.devs = append(s.devs, d)
+		}
+	}
+	for r, d := range s.info {
+		mode := "host delivery"
+		if s.devs != nil {
+			mode = "device delivery (" + s.host.String() + ")"
+		}
+		fmt.Fprintf(stderr, "longshore-node: rank %d on GPU %d %s (%s), %s\n", r, d.Ordinal, d.UUID, d.Name, mode)
+	}
+	return s, plan.Ranks, nil
+}
+
+// newUploader is actors.Deps.NewUploader: a device uploader that exports
+// its slots with --upload device, else nil (the pipeline's HostUploader).
+func (s *gpuSetup) newUploader() func(int, *gpu.HostPool) (gpu.Uploader, error) {
+	if s == nil || s.devs == nil {
+		return nil
+	}
+	return func(rank int, pool *gpu.HostPool) (gpu.Uploader, error) {
+		u, err := gpu.NewDeviceUploader(s.devs[rank], pool, gpu.UploaderConfig{Host: s.host, Export: true})
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range u.Stats().Fallbacks {
+			fmt.Fprintf(s.stderr, "longshore-node: rank %d: upload falls back from %v to %v: %s\n", rank, f.From, f.To, f.Reason)
+		}
+		return u, nil
+	}
+}
+
+// rankDevice is feedserver.Config.RankDevice.
+func (s *gpuSetup) rankDevice() func(int) *feedserver.RankDevice {
+	if s == nil || s.info == nil {
+		return nil
+	}
+	return func(r int) *feedserver.RankDevice {
+		return &feedserver.RankDevice{Info: s.info[r], Export: s.devs != nil}
+	}
+}
+
+// Close closes the opened devices (after every pipeline has closed).
+func (s *gpuSetup) Close() error {
+	if s == nil {
+		return nil
+	}
+	var errs []error
+	for _, d := range s.devs {
+		errs = append(errs, d.Close())
+	}
+	return errors.Join(errs...)
+}
