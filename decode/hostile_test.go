@@ -488,9 +488,15 @@ func TestHostileBombs(t *testing.T) {
 			t.Errorf("%s: outcome %q (%s); want %q", tc.name, res.class, res.err, tc.class)
 		}
 		over := res.rss - idle.rss - int64(len(tc.data))
-		if over > tc.maxRSS {
+		limit := tc.maxRSS
+		if raceEnabled {
+			// Under -race each byte read costs shadow memory too (52 MiB
+			// over for a 26 MiB file in one run): allow twice the file.
+			limit += 2 * int64(len(tc.data))
+		}
+		if over > limit {
 			t.Errorf("%s: peak RSS %d MiB, %d MiB over the idle process and the file; want at most %d MiB over",
-				tc.name, res.rss>>20, over>>20, tc.maxRSS>>20)
+				tc.name, res.rss>>20, over>>20, limit>>20)
 		}
 		t.Logf("HOSTILE | %-52s | %-9s | %6.1f MiB file | peak RSS %6.1f MiB (idle %5.1f) | %.2fs | %s",
 			tc.name, or(res.class, "decoded"), float64(len(tc.data))/mib, float64(res.rss)/mib, float64(idle.rss)/mib, res.secs, or(res.err, tc.comment))

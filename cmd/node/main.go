@@ -39,6 +39,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -304,6 +305,10 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// The loggers (the agent's, the feed server's) and the summary write
+	// to stderr from several goroutines: one lock for them all, whatever
+	// the writer.
+	stderr = &lockedWriter{w: stderr}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -400,3 +405,15 @@ func checkMetricsFlags(o options) []error {
 
 // wait is how long a stopped run gives its pipelines to drain.
 const shutdownGrace = 10 * time.Second
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
