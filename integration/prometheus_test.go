@@ -307,7 +307,16 @@ func TestPrometheus(t *testing.T) {
 		"coordinator": {coordMetrics},
 	})
 	common := []string{"--dataset", dataset, "--batch-size", "8", "--size", "64", "--transform", "train",
-		"--max-failures", "100", "--progress", "never", "--metrics-linger", "2s", "--report-every", "1s"}
+		"--max-failures", "100", "--progress", "never", "--metrics-linger", "5s", "--report-every", "1s"}
+	// Start the runs only once Prometheus scrapes (its up series for the
+	// standalone target exists, the target still down): a loaded machine
+	// may take seconds to get it there, and a short run would go unseen.
+	for deadline := time.Now().Add(2 * time.Minute); len(prom.query(`up{job="standalone"}`)) == 0; {
+		if time.Now().After(deadline) { // a failure backstop only
+			t.Fatal("Prometheus did not scrape within 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond) // polling pace
+	}
 
 	// Standalone: two ranks, three epochs.
 	sdir := t.TempDir()
