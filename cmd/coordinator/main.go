@@ -228,6 +228,7 @@ func main() {
 func run(args []string, stderr io.Writer) int { return runTo(args, os.Stdout, stderr) }
 
 func runTo(args []string, stdout, stderr io.Writer) int {
+	stderr = logs.SyncWriter(stderr) // loggers and messages share it
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

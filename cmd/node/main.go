@@ -311,6 +311,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	stderr = logs.SyncWriter(stderr) // loggers, progress and messages share it
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

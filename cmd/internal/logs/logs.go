@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
+	"sync"
 
 	"golang.org/x/term"
 )
@@ -53,7 +53,7 @@ func New(w io.Writer, format, level, component string) *slog.Logger {
 	}
 	if format == FormatAuto {
 		format = FormatJSON
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if f, ok := w.(interface{ Fd() uintptr }); ok && f.Fd() != ^uintptr(0) && term.IsTerminal(int(f.Fd())) {
 			format = FormatText
 		}
 	}
@@ -82,4 +82,33 @@ func (f Flags) Check() []error { return Check(f.Format, f.Level) }
 // New is New with the flags.
 func (f Flags) New(w io.Writer, component string) *slog.Logger {
 	return New(w, f.Format, f.Level, component)
+}
+
+// SyncWriter serializes writes to w: the daemons' loggers, progress lines
+// and summaries share stderr, which need not be safe for concurrent use
+// (a test's buffer).
+func SyncWriter(w io.Writer) io.Writer {
+	if _, ok := w.(*syncWriter); ok {
+		return w
+	}
+	return &syncWriter{w: w}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// Fd lets New see a terminal through the wrapper.
+func (s *syncWriter) Fd() uintptr {
+	if f, ok := s.w.(interface{ Fd() uintptr }); ok {
+		return f.Fd()
+	}
+	return ^uintptr(0)
 }
