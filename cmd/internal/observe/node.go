@@ -76,6 +76,8 @@ type nodeMetrics struct {
 	failures                                                 metric
 	storeRequests, storeBytes                                metric
 	s3Requests, s3Retries, s3Throttled, s3Errors             metric
+	s3Timeouts, s3Bad, s3Backoff, s3Rate, s3RateWaits        metric
+	s3RateWait, s3RateCuts                                   metric
 	packCache, packPeak, packChunks, packChunkBytes, packHit metric
 	packAlone, packEvict, packFail                           metric
 	jobSamples, jobEpochs, progress                          metric
@@ -114,7 +116,14 @@ func newNodeMetrics() *nodeMetrics {
 		storeRequests:  newMetric("store_requests_total", counter, "Calls to the dataset's store, by operation and outcome.", "op", "outcome"),
 		storeBytes:     newMetric("store_bytes_total", counter, "Payload bytes moved by the dataset's store.", "direction"),
 		s3Requests:     newMetric("s3_http_requests_total", counter, "HTTP requests the S3 client sent (retries included)."),
-		s3Retries:      newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error."),
+		s3Retries:      newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response).", "cause"),
+		s3Timeouts:     newMetric("store_timeouts_total", counter, "S3 attempts ended by the request timeout."),
+		s3Bad:          newMetric("store_bad_responses_total", counter, "S3 answers refused as short, corrupt or for the wrong range."),
+		s3Backoff:      newMetric("store_backoff_seconds_total", counter, "Time slept between S3 attempts."),
+		s3Rate:         newMetric("store_request_rate_limit", gauge, "The adaptive S3 request-rate limit now, requests/s (0: none)."),
+		s3RateWaits:    newMetric("store_rate_waits_total", counter, "S3 requests the rate limiter held back."),
+		s3RateWait:     newMetric("store_rate_wait_seconds_total", counter, "Time S3 requests waited for the rate limiter."),
+		s3RateCuts:     newMetric("store_rate_cuts_total", counter, "Times throttling cut the S3 request-rate limit."),
 		s3Throttled:    newMetric("store_throttled_total", counter, "S3 answers 429 or 503 (SlowDown)."),
 		s3Errors:       newMetric("store_errors_total", counter, "S3 operations that failed after retries."),
 		packCache:      newMetric("pack_cache_bytes", gauge, "Packed-sample chunk cache: bytes held or being fetched."),
@@ -158,6 +167,7 @@ func (m *nodeMetrics) all() []metric {
 		m.busyRatio, m.occupancy, m.bottleneck, m.windowRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
 		m.epoch, m.deliveredStep, m.slotsInUse, m.slots, m.outageRetries, m.committedEpoch, m.committedStep,
 		m.failures, m.storeRequests, m.storeBytes, m.s3Requests, m.s3Retries, m.s3Throttled, m.s3Errors,
+		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts,
 		m.packCache, m.packPeak, m.packChunks, m.packChunkBytes, m.packHit, m.packAlone, m.packEvict, m.packFail,
 		m.jobSamples, m.jobEpochs, m.progress}
 }
@@ -248,7 +258,20 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if src.S3 != nil {
 		st := src.S3()
 		m.s3Requests.emit(ch, float64(st.Requests))
-		m.s3Retries.emit(ch, float64(st.Retries))
+		c := st.RetriesByCause
+		for _, x := range []struct {
+			cause string
+			n     int64
+		}{{"throttle", c.Throttle}, {"server", c.Server}, {"timeout", c.Timeout}, {"conn", c.Conn}, {"bad_response", c.BadResponse}} {
+			m.s3Retries.emit(ch, float64(x.n), x.cause)
+		}
+		m.s3Timeouts.emit(ch, float64(st.Timeouts))
+		m.s3Bad.emit(ch, float64(st.BadResponses))
+		m.s3Backoff.emit(ch, st.Backoff.Seconds())
+		m.s3Rate.emit(ch, st.Rate)
+		m.s3RateWaits.emit(ch, float64(st.RateWaits))
+		m.s3RateWait.emit(ch, st.RateWait.Seconds())
+		m.s3RateCuts.emit(ch, float64(st.RateCuts))
 		m.s3Throttled.emit(ch, float64(st.Throttled))
 		m.s3Errors.emit(ch, float64(st.Errors))
 	}
