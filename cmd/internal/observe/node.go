@@ -33,7 +33,7 @@ type NodeSource struct {
 	// Committed lists each rank's last acknowledged commit (feed and
 	// cluster modes).
 	Committed func() []Commit
-	// Report is the live bottleneck report whose latest window the busy
+	// Report is the live bottleneck report whose latest interval the busy
 	// ratios, occupancies and bottleneck show.
 	Report *Reporter
 	// JobSamples is the samples the node delivers over the whole job,
@@ -68,7 +68,7 @@ const (
 type nodeMetrics struct {
 	stageItems, stageFailures, stageBusy, stageWorkers       metric
 	queueCapacity, queueLength, queueFull                    metric
-	busyRatio, occupancy, bottleneck, windowRate             metric
+	busyRatio, occupancy, bottleneck, intervalRate           metric
 	stageSeconds                                             *prometheus.Desc
 	batches, samples, pads, ready, elapsed                   metric
 	epoch, deliveredStep, slotsInUse, slots, outageRetries   metric
@@ -94,10 +94,10 @@ func newNodeMetrics() *nodeMetrics {
 		queueCapacity: newMetric("queue_capacity", gauge, "Bound of the queue after a stage.", sr...),
 		queueLength:   newMetric("queue_length", gauge, "Items in the queue after a stage now.", sr...),
 		queueFull:     newMetric("queue_full_seconds_total", counter, "Integral over time of the filled fraction of the queue after a stage: its rate is the occupancy.", sr...),
-		busyRatio:     newMetric("stage_busy_ratio", gauge, "Fraction of a stage's worker time spent on tasks in the latest report window (for feed: the consumer waiting).", sr...),
-		occupancy:     newMetric("queue_occupancy_ratio", gauge, "Time-averaged filled fraction of the queue after a stage in the latest report window (SPDL's data readiness).", sr...),
-		bottleneck:    newMetric("bottleneck", gauge, "1 for the stage that limited the node's throughput in the latest report window (fetch, decode, upload, consumer, source or none).", "stage"),
-		windowRate:    newMetric("report_samples_per_second", gauge, "Samples delivered per second by the node in the latest report window."),
+		busyRatio:     newMetric("stage_busy_ratio", gauge, "Fraction of a stage's worker time spent on tasks in the latest report interval (for feed: the consumer waiting).", sr...),
+		occupancy:     newMetric("queue_occupancy_ratio", gauge, "Time-averaged filled fraction of the queue after a stage in the latest report interval (SPDL's data readiness).", sr...),
+		bottleneck:    newMetric("bottleneck", gauge, "1 for the stage that limited the node's throughput in the latest report interval (fetch, decode, upload, consumer, source or none).", "stage"),
+		intervalRate:  newMetric("report_samples_per_second", gauge, "Samples delivered per second by the node in the latest report interval."),
 		stageSeconds: prometheus.NewDesc(Namespace+"_stage_seconds",
 			"Task time of a pipeline stage (for feed: the consumer's wait in Next).", sr, nil),
 		batches:        newMetric("delivered_batches_total", counter, "Batches delivered to the rank's trainer.", r...),
@@ -164,7 +164,7 @@ func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *nodeMetrics) all() []metric {
 	return []metric{m.stageItems, m.stageFailures, m.stageBusy, m.stageWorkers, m.queueCapacity, m.queueLength, m.queueFull,
-		m.busyRatio, m.occupancy, m.bottleneck, m.windowRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
+		m.busyRatio, m.occupancy, m.bottleneck, m.intervalRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
 		m.epoch, m.deliveredStep, m.slotsInUse, m.slots, m.outageRetries, m.committedEpoch, m.committedStep,
 		m.failures, m.storeRequests, m.storeBytes, m.s3Requests, m.s3Retries, m.s3Throttled, m.s3Errors,
 		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts,
@@ -238,7 +238,7 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 				m.bottleneck.emit(ch, v, s)
 			}
-			m.windowRate.emit(ch, rep.Node.SamplesPerSecond)
+			m.intervalRate.emit(ch, rep.Node.SamplesPerSecond)
 		}
 	}
 	if src.Committed != nil {
