@@ -123,7 +123,7 @@ func MergeCounters(cs ...Counters) Counters {
 }
 
 // Stats returns the figures of the counters: what Pipeline.Stats and
-// Node.Stats say for a whole run, or for the window between two
+// Node.Stats say for a whole run, or for the interval between two
 // snapshots (Since).
 func (c Counters) Stats() Stats { return c.r().stats() }
 
@@ -137,7 +137,7 @@ func (c Counters) Elapsed() time.Duration { return c.r().elapsed }
 // Since returns what happened between prev and c, two snapshots of the
 // same pipeline, node or Tally (prev first): counts are differences,
 // Elapsed the time between them, and Stats of it the figures of that
-// window alone — the live bottleneck report. Gauges (slots in use, the
+// interval alone — the live bottleneck report. Gauges (slots in use, the
 // last batch, workers, capacities) are c's.
 func (c Counters) Since(prev Counters) Counters {
 	raw := *c.r()

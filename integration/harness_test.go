@@ -135,7 +135,8 @@ func startProc(t *testing.T, dir, name, bin string, env []string, args ...string
 	p.cmd.Dir = dir
 	p.cmd.Stdout = f
 	p.cmd.Stderr = f
-	p.cmd.Env = append(os.Environ(), env...)
+	// Text logs, which the tests read (off a terminal the default is JSON).
+	p.cmd.Env = append(append(os.Environ(), "LONGSHORE_LOG_FORMAT=text"), env...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -54,7 +54,8 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
-	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/config"
+	"github.com/longshore/longshore/cmd/internal/logs"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/storage"
@@ -77,6 +78,9 @@ type options struct {
 	batchSize                     int
 	linger                        time.Duration
 	tick                          time.Duration
+	logs                          logs.Flags
+	printConfig                   *bool
+	flags                         *flag.FlagSet // for --print-config
 	metrics, metricsToken         string
 	http, httpToken               string
 	metricsLinger, reportEvery    time.Duration
@@ -129,15 +133,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.http, "http", "", "serve the status page at http://HOST:PORT/ (and its data at /status.json, the metrics at /metrics): loopback, e.g. 127.0.0.1:8080; another address needs --http-token-file; default off")
 	fs.StringVar(&o.httpToken, "http-token-file", "", "with --http: a file holding the bearer token every request must send; needed off loopback")
 	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the job's progress (epoch, percent committed, samples/s, ranks and nodes alive) this often; 0: never")
-	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
-		return o, err
-	}
+	o.logs.Register(fs)
+	o.printConfig = config.Register(fs)
+	o.flags = fs
+	// The file's problems are reported with the rest (all at once).
+	loadErr := config.Load(fs, args, os.LookupEnv)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		return o, errors.Join(loadErr, err)
 	}
 	o.given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true }) // the command line or LONGSHORE_BLOCK etc.
-	var errs []error
+	errs := []error{loadErr}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
@@ -180,6 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, err)
 	}
 	errs = append(errs, checkMetricsFlags(o)...)
+	errs = append(errs, o.logs.Check()...)
 	c.Samples = 0 // from the dataset; validated then
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
@@ -215,10 +222,13 @@ func (o options) shape(packed bool, restore *cluster.State) (block, window, shar
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(runTo(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stderr io.Writer) int { return runTo(args, os.Stdout, stderr) }
+
+func runTo(args []string, stdout, stderr io.Writer) int {
+	stderr = logs.SyncWriter(stderr) // loggers and messages share it
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -226,6 +236,13 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "longshore-coordinator: %v\n", err)
 		return 2
+	}
+	if *o.printConfig {
+		if err := config.Print(stdout, o.flags); err != nil {
+			fmt.Fprintf(stderr, "longshore-coordinator: --print-config: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -237,7 +254,7 @@ func run(args []string, stderr io.Writer) int {
 }
 
 func coordinate(ctx context.Context, o options, stderr io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := o.logs.New(stderr, "coordinator")
 	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint

@@ -110,7 +110,8 @@ func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logg
 				pct = 100 * float64(p.Committed) / float64(job)
 			}
 			logger.Info("progress", "epoch", p.Epoch, "epochs", src.Epochs, "percent", fmt.Sprintf("%.1f", pct),
-				"committed_per_second", fmt.Sprintf("%.0f", rate), "ranks", len(st.Census.Ranks), "nodes", st.Census.Nodes,
+				"committed_per_second", fmt.Sprintf("%.0f", rate), "bottleneck", observe.ClusterBottleneck(st),
+				"ranks", len(st.Census.Ranks), "nodes", st.Census.Nodes,
 				"leases", st.Census.Leases.Active+st.Census.Leases.Delivered+st.Census.Leases.Revoking)
 		}
 	}()

@@ -131,7 +131,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		OnAck: func(rank string, _ cluster.Fence, a cluster.Ack) {
 			_ = snk.Line(fmt.Sprintf("commit\t%d\t%s\t%d", a.Epoch, rank, a.Step))
 		},
-		Logger: logger,
+		Logger: o.logs.New(stderr, "agent"),
 	}
 	acfg.OnJob = func(j agent.Job) { job.Store(&j) }
 	if ps, ok := store.(*storage.PackedStore); ok {

@@ -5,7 +5,5 @@ import (
 	"log/slog"
 )
 
-// newLogger is the node's logger, on stderr.
-func newLogger(o options, stderr io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
+// newLogger is the node's logger, on stderr (--log-format, --log-level).
+func newLogger(o options, stderr io.Writer) *slog.Logger { return o.logs.New(stderr, "node") }

@@ -39,14 +39,14 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cmd/internal/flagenv"
+	"github.com/longshore/longshore/cmd/internal/config"
+	"github.com/longshore/longshore/cmd/internal/logs"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/decode"
@@ -91,6 +91,9 @@ type options struct {
 	block            int  // standalone: the epoch order's block (see orderBlock)
 	blockSet         bool // --block was given
 	window           int  // standalone: the epoch order's window
+	logs             logs.Flags
+	printConfig      *bool
+	flags            *flag.FlagSet // for --print-config
 	metrics          string
 	metricsToken     string
 	metricsLinger    time.Duration
@@ -175,16 +178,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	registerFeedPeers(fs, &o.feedPeers)
 	o.faults.register(fs)
 	registerGPUFlags(fs, &o.gpuFlags)
-	if err := flagenv.Set(fs, os.LookupEnv); err != nil {
-		return o, err
-	}
+	o.logs.Register(fs)
+	o.printConfig = config.Register(fs)
+	o.flags = fs
+	// The file's problems are reported with the rest (all at once).
+	loadErr := config.Load(fs, args, os.LookupEnv)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		return o, errors.Join(loadErr, err)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	errs := o.faults.validate()
+	errs := append([]error{loadErr}, o.faults.validate()...)
 	if !o.standalone {
 		if o.join == "" {
 			errs = append(errs, errors.New("cluster mode needs --join (the coordinator's gossip address); or pass --standalone"))
@@ -239,6 +244,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, fmt.Errorf("--ranks %d: need at least 1", o.ranks))
 	}
 	errs = append(errs, checkMetricsFlags(o)...)
+	errs = append(errs, o.logs.Check()...)
 	switch o.progress {
 	case "auto", "always", "never":
 	default:
@@ -305,10 +311,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	// The loggers (the agent's, the feed server's) and the summary write
-	// to stderr from several goroutines: one lock for them all, whatever
-	// the writer.
-	stderr = &lockedWriter{w: stderr}
+	stderr = logs.SyncWriter(stderr) // loggers, progress and messages share it
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -316,6 +319,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
 		return 2
+	}
+	if *o.printConfig {
+		if err := config.Print(stdout, o.flags); err != nil {
+			fmt.Fprintf(stderr, "longshore-node: --print-config: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -405,15 +415,3 @@ func checkMetricsFlags(o options) []error {
 
 // wait is how long a stopped run gives its pipelines to drain.
 const shutdownGrace = 10 * time.Second
-
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}

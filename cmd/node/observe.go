@@ -15,16 +15,16 @@ import (
 	"github.com/longshore/longshore/storage/s3"
 )
 
-// liveWindow is the window of the live report the metrics (busy
+// liveInterval is the interval of the live report the metrics (busy
 // ratios, occupancies, the bottleneck) and the coordinator's status page
 // show, or --report-every if that is shorter.
-const liveWindow = 10 * time.Second
+const liveInterval = 10 * time.Second
 
 // observer is a node's live view: the bottleneck report in the log every
-// --report-every (over that window), the live one every liveWindow for
+// --report-every (over that interval), the live one every liveInterval for
 // the metrics at --metrics and the status page.
 type observer struct {
-	rep    *observe.Reporter // the live window's
+	rep    *observe.Reporter // the live interval's
 	log    *observe.Reporter // --report-every's; nil: none
 	ranks  func() []observe.RankCounters
 	srv    *observe.Server
@@ -81,7 +81,7 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 	}
 	ob := &observer{rep: reporter(), ranks: src.Ranks, done: make(chan struct{})}
 	src.Report = ob.rep
-	live := liveWindow
+	live := liveInterval
 	if o.reportEvery > 0 {
 		ob.log = reporter()
 		ob.log.Logger = logger

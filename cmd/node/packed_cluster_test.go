@@ -103,7 +103,7 @@ func TestClusterPacked(t *testing.T) {
 	logPath, statsPath := filepath.Join(t.TempDir(), "d.log"), filepath.Join(t.TempDir(), "s.json")
 	args := []string{"--join", m.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
 		"--dataset", packed, "--sink", "log:" + logPath, "--size", "32", "--progress", "never", "--ranks", "2",
-		"--stats-json", statsPath}
+		"--stats-json", statsPath, "--log-format", "text"}
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
 	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
@@ -148,7 +148,7 @@ func TestClusterPacked(t *testing.T) {
 	if !strings.Contains(logs, "block=12 window=2") {
 		t.Errorf("the node never logged the job's block and window:\n%s", logs)
 	}
-	mm := regexp.MustCompile(`chunk cache" chunks=(\d+) .* read_alone=(\d+)`).FindStringSubmatch(logs)
+	mm := regexp.MustCompile(`chunk cache".* chunks=(\d+) .* read_alone=(\d+)`).FindStringSubmatch(logs)
 	if mm == nil {
 		t.Fatalf("no chunk cache figures in the log:\n%s", logs)
 	}

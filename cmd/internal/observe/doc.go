@@ -13,10 +13,10 @@
 // outcomes, failure classes and lease states.
 //
 // The live report (Reporter) applies the summary's bottleneck rule
-// (actors.Stats.Bottleneck) to the window between two snapshots, so a
+// (actors.Stats.Bottleneck) to the interval between two snapshots, so a
 // running job names its limiting stage as it goes; the metrics' busy
 // ratios, queue occupancies and bottleneck are those of the latest
-// window.
+// interval.
 //
 // Concurrency: collectors and the Reporter are safe for concurrent use;
 // their sources must be too.

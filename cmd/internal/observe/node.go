@@ -33,7 +33,7 @@ type NodeSource struct {
 	// Committed lists each rank's last acknowledged commit (feed and
 	// cluster modes).
 	Committed func() []Commit
-	// Report is the live bottleneck report whose latest window the busy
+	// Report is the live bottleneck report whose latest interval the busy
 	// ratios, occupancies and bottleneck show.
 	Report *Reporter
 	// JobSamples is the samples the node delivers over the whole job,
@@ -68,7 +68,7 @@ const (
 type nodeMetrics struct {
 	stageItems, stageFailures, stageBusy, stageWorkers       metric
 	queueCapacity, queueLength, queueFull                    metric
-	busyRatio, occupancy, bottleneck, windowRate             metric
+	busyRatio, occupancy, bottleneck, intervalRate           metric
 	stageSeconds                                             *prometheus.Desc
 	batches, samples, pads, ready, elapsed                   metric
 	epoch, deliveredStep, slotsInUse, slots, outageRetries   metric
@@ -76,6 +76,8 @@ type nodeMetrics struct {
 	failures                                                 metric
 	storeRequests, storeBytes                                metric
 	s3Requests, s3Retries, s3Throttled, s3Errors             metric
+	s3Timeouts, s3Bad, s3Backoff, s3Rate, s3RateWaits        metric
+	s3RateWait, s3RateCuts                                   metric
 	packCache, packPeak, packChunks, packChunkBytes, packHit metric
 	packAlone, packEvict, packFail                           metric
 	jobSamples, jobEpochs, progress                          metric
@@ -92,10 +94,10 @@ func newNodeMetrics() *nodeMetrics {
 		queueCapacity: newMetric("queue_capacity", gauge, "Bound of the queue after a stage.", sr...),
 		queueLength:   newMetric("queue_length", gauge, "Items in the queue after a stage now.", sr...),
 		queueFull:     newMetric("queue_full_seconds_total", counter, "Integral over time of the filled fraction of the queue after a stage: its rate is the occupancy.", sr...),
-		busyRatio:     newMetric("stage_busy_ratio", gauge, "Fraction of a stage's worker time spent on tasks in the latest report window (for feed: the consumer waiting).", sr...),
-		occupancy:     newMetric("queue_occupancy_ratio", gauge, "Time-averaged filled fraction of the queue after a stage in the latest report window (SPDL's data readiness).", sr...),
-		bottleneck:    newMetric("bottleneck", gauge, "1 for the stage that limited the node's throughput in the latest report window (fetch, decode, upload, consumer, source or none).", "stage"),
-		windowRate:    newMetric("report_samples_per_second", gauge, "Samples delivered per second by the node in the latest report window."),
+		busyRatio:     newMetric("stage_busy_ratio", gauge, "Fraction of a stage's worker time spent on tasks in the latest report interval (for feed: the consumer waiting).", sr...),
+		occupancy:     newMetric("queue_occupancy_ratio", gauge, "Time-averaged filled fraction of the queue after a stage in the latest report interval (SPDL's data readiness).", sr...),
+		bottleneck:    newMetric("bottleneck", gauge, "1 for the stage that limited the node's throughput in the latest report interval (fetch, decode, upload, consumer, source or none).", "stage"),
+		intervalRate:  newMetric("report_samples_per_second", gauge, "Samples delivered per second by the node in the latest report interval."),
 		stageSeconds: prometheus.NewDesc(Namespace+"_stage_seconds",
 			"Task time of a pipeline stage (for feed: the consumer's wait in Next).", sr, nil),
 		batches:        newMetric("delivered_batches_total", counter, "Batches delivered to the rank's trainer.", r...),
@@ -114,7 +116,14 @@ func newNodeMetrics() *nodeMetrics {
 		storeRequests:  newMetric("store_requests_total", counter, "Calls to the dataset's store, by operation and outcome.", "op", "outcome"),
 		storeBytes:     newMetric("store_bytes_total", counter, "Payload bytes moved by the dataset's store.", "direction"),
 		s3Requests:     newMetric("s3_http_requests_total", counter, "HTTP requests the S3 client sent (retries included)."),
-		s3Retries:      newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error."),
+		s3Retries:      newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response).", "cause"),
+		s3Timeouts:     newMetric("store_timeouts_total", counter, "S3 attempts ended by the request timeout."),
+		s3Bad:          newMetric("store_bad_responses_total", counter, "S3 answers refused as short, corrupt or for the wrong range."),
+		s3Backoff:      newMetric("store_backoff_seconds_total", counter, "Time slept between S3 attempts."),
+		s3Rate:         newMetric("store_request_rate_limit", gauge, "The adaptive S3 request-rate limit now, requests/s (0: none)."),
+		s3RateWaits:    newMetric("store_rate_waits_total", counter, "S3 requests the rate limiter held back."),
+		s3RateWait:     newMetric("store_rate_wait_seconds_total", counter, "Time S3 requests waited for the rate limiter."),
+		s3RateCuts:     newMetric("store_rate_cuts_total", counter, "Times throttling cut the S3 request-rate limit."),
 		s3Throttled:    newMetric("store_throttled_total", counter, "S3 answers 429 or 503 (SlowDown)."),
 		s3Errors:       newMetric("store_errors_total", counter, "S3 operations that failed after retries."),
 		packCache:      newMetric("pack_cache_bytes", gauge, "Packed-sample chunk cache: bytes held or being fetched."),
@@ -155,9 +164,10 @@ func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *nodeMetrics) all() []metric {
 	return []metric{m.stageItems, m.stageFailures, m.stageBusy, m.stageWorkers, m.queueCapacity, m.queueLength, m.queueFull,
-		m.busyRatio, m.occupancy, m.bottleneck, m.windowRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
+		m.busyRatio, m.occupancy, m.bottleneck, m.intervalRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
 		m.epoch, m.deliveredStep, m.slotsInUse, m.slots, m.outageRetries, m.committedEpoch, m.committedStep,
 		m.failures, m.storeRequests, m.storeBytes, m.s3Requests, m.s3Retries, m.s3Throttled, m.s3Errors,
+		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts,
 		m.packCache, m.packPeak, m.packChunks, m.packChunkBytes, m.packHit, m.packAlone, m.packEvict, m.packFail,
 		m.jobSamples, m.jobEpochs, m.progress}
 }
@@ -228,7 +238,7 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 				m.bottleneck.emit(ch, v, s)
 			}
-			m.windowRate.emit(ch, rep.Node.SamplesPerSecond)
+			m.intervalRate.emit(ch, rep.Node.SamplesPerSecond)
 		}
 	}
 	if src.Committed != nil {
@@ -248,7 +258,20 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if src.S3 != nil {
 		st := src.S3()
 		m.s3Requests.emit(ch, float64(st.Requests))
-		m.s3Retries.emit(ch, float64(st.Retries))
+		c := st.RetriesByCause
+		for _, x := range []struct {
+			cause string
+			n     int64
+		}{{"throttle", c.Throttle}, {"server", c.Server}, {"timeout", c.Timeout}, {"conn", c.Conn}, {"bad_response", c.BadResponse}} {
+			m.s3Retries.emit(ch, float64(x.n), x.cause)
+		}
+		m.s3Timeouts.emit(ch, float64(st.Timeouts))
+		m.s3Bad.emit(ch, float64(st.BadResponses))
+		m.s3Backoff.emit(ch, st.Backoff.Seconds())
+		m.s3Rate.emit(ch, st.Rate)
+		m.s3RateWaits.emit(ch, float64(st.RateWaits))
+		m.s3RateWait.emit(ch, st.RateWait.Seconds())
+		m.s3RateCuts.emit(ch, float64(st.RateCuts))
 		m.s3Throttled.emit(ch, float64(st.Throttled))
 		m.s3Errors.emit(ch, float64(st.Errors))
 	}

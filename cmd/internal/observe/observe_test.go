@@ -193,7 +193,7 @@ func TestNodeMetricsAreTheSummary(t *testing.T) {
 
 // slowRun runs 2 epochs of 96 samples through one rank with the given
 // store and decoder delay, the trainer taking trainer per batch, and
-// returns the report of the window from batch 4 to batch 20 (after
+// returns the report of the interval from batch 4 to batch 20 (after
 // start-up).
 func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trainer time.Duration) Report {
 	t.Helper()
@@ -207,7 +207,7 @@ func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trai
 	}
 	defer node.Close()
 	rep := &Reporter{Ranks: rankCounters(node)}
-	var window Report
+	var interval Report
 	n := 0
 	err = node.Run(context.Background(), func(*actors.Batch) error {
 		n++
@@ -215,7 +215,7 @@ func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trai
 		case 4:
 			rep.Step()
 		case 20:
-			window = rep.Step()
+			interval = rep.Step()
 		}
 		if trainer > 0 {
 			time.Sleep(trainer)
@@ -225,7 +225,7 @@ func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trai
 	if err != nil {
 		t.Fatal(err)
 	}
-	return window
+	return interval
 }
 
 // TestReportNamesTheSlowStage slows each stage in turn — the store (a
@@ -249,13 +249,13 @@ func TestReportNamesTheSlowStage(t *testing.T) {
 			w := slowRun(t, tc.store, tc.decode, tc.trainer)
 			b := w.Bottleneck
 			if b.Stage != tc.want {
-				t.Fatalf("bottleneck %q (%s), want %q; window %v, %.0f samples/s", b.Stage, b.Reason, tc.want, w.Window, w.Node.SamplesPerSecond)
+				t.Fatalf("bottleneck %q (%s), want %q; interval %v, %.0f samples/s", b.Stage, b.Reason, tc.want, w.Interval, w.Node.SamplesPerSecond)
 			}
 			if !bytes.Contains([]byte(b.Advice), []byte(tc.wantAdvice)) || (tc.wantAdvice == "") != (b.Advice == "") {
 				t.Errorf("advice %q, want it to mention %q", b.Advice, tc.wantAdvice)
 			}
 			if w.Node.Batches != 16 || len(w.Ranks) != 1 || w.Ranks[0].Batches != 16 {
-				t.Errorf("window of %d batches (%+v), want 16", w.Node.Batches, w.Ranks)
+				t.Errorf("interval of %d batches (%+v), want 16", w.Node.Batches, w.Ranks)
 			}
 			t.Logf("%s: %s: %s", tc.name, b.Stage, b.Reason)
 		})
@@ -365,7 +365,7 @@ func BenchmarkScrape(b *testing.B) {
 	b.ReportMetric(float64(n), "bytes/scrape")
 }
 
-// BenchmarkReportStep is one live-report window of a 4-rank node
+// BenchmarkReportStep is one live-report interval of a 4-rank node
 // (--report-every).
 func BenchmarkReportStep(b *testing.B) {
 	st, ds := dataset(b, 64)

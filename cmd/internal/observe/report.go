@@ -19,14 +19,14 @@ type RankCounters struct {
 }
 
 // Reporter is the live bottleneck report: each Step takes the ranks'
-// counters and applies the summary's rule to the window since the
+// counters and applies the summary's rule to the interval since the
 // previous Step.
 type Reporter struct {
 	// Ranks snapshots every rank's counters, in a stable order.
 	Ranks func() []RankCounters
 	// Throttled, if set, is how many throttling answers (429, 503
 	// SlowDown) the store has given so far: a fetch bottleneck with
-	// throttling in its window is the store's doing.
+	// throttling in its interval is the store's doing.
 	Throttled func() int64
 	// Logger gets one line per Run step; nil: none.
 	Logger *slog.Logger
@@ -40,30 +40,30 @@ type Reporter struct {
 	}
 }
 
-// Report is the figures of one window.
+// Report is the figures of one interval.
 type Report struct {
-	// Window is the window's length (the longest rank's).
-	Window time.Duration
-	// Node is the window's figures merged over the ranks.
+	// Interval is its length (the longest rank's).
+	Interval time.Duration
+	// Node is the interval's figures merged over the ranks.
 	Node actors.Stats
-	// Ranks are each rank's figures in the window, by the names Ranks
+	// Ranks are each rank's figures in the interval, by the names Ranks
 	// gave.
 	Ranks []RankStats
-	// Bottleneck is the node's limiting stage in the window, with what
+	// Bottleneck is the node's limiting stage in the interval, with what
 	// to change.
 	Bottleneck actors.Bottleneck
-	// Throttled counts the store's throttling answers in the window.
+	// Throttled counts the store's throttling answers in the interval.
 	Throttled int64
 }
 
-// RankStats is one rank's window.
+// RankStats is one rank's interval.
 type RankStats struct {
 	Name string
 	actors.Stats
 }
 
-// Step takes a snapshot and returns the report of the window since the
-// previous Step (the first window starts when the ranks did).
+// Step takes a snapshot and returns the report of the interval since the
+// previous Step (the first interval starts when the ranks did).
 func (r *Reporter) Step() Report {
 	now := r.Ranks()
 	var thr int64
@@ -84,13 +84,13 @@ func (r *Reporter) Step() Report {
 		}
 		wins = append(wins, w)
 		rep.Ranks = append(rep.Ranks, RankStats{Name: rc.Name, Stats: w.Stats()})
-		rep.Window = max(rep.Window, w.Elapsed())
+		rep.Interval = max(rep.Interval, w.Elapsed())
 	}
 	r.mu.throttled = thr
 	rep.Node = actors.MergeCounters(wins...).Stats()
 	rep.Bottleneck = rep.Node.Bottleneck
 	if rep.Bottleneck.Stage == actors.StageFetch.String() && rep.Throttled > 0 {
-		rep.Bottleneck.Advice = fmt.Sprintf("the store is throttling (%d throttled answers in the window): fewer fetchers, more prefixes, or a store that allows more requests", rep.Throttled)
+		rep.Bottleneck.Advice = fmt.Sprintf("the store is throttling (%d throttled answers in the interval): fewer fetchers, more prefixes, or a store that allows more requests", rep.Throttled)
 	}
 	r.mu.last, r.mu.have = rep, true
 	return rep
@@ -104,7 +104,7 @@ func (r *Reporter) Last() (Report, bool) {
 }
 
 // Run takes a Step on every tick until ctx is done, logging each
-// window's report when Logger is set.
+// interval's report when Logger is set.
 func (r *Reporter) Run(ctx context.Context, tick <-chan time.Time) {
 	for {
 		select {
@@ -121,7 +121,7 @@ func (r *Reporter) Run(ctx context.Context, tick <-chan time.Time) {
 
 func (r *Reporter) log(rep Report) {
 	b := rep.Bottleneck
-	attrs := []any{"window", rep.Window.Round(time.Millisecond).String(),
+	attrs := []any{"interval", rep.Interval.Round(time.Millisecond).String(),
 		"images_per_second", fmt.Sprintf("%.0f", rep.Node.SamplesPerSecond), "batches", rep.Node.Batches,
 		"bottleneck", b.Stage}
 	for _, s := range rep.Node.Stages {

@@ -290,6 +290,23 @@ func (p *StatusPage) Snapshot(ctx context.Context) (StatusJSON, error) {
 	return out, nil
 }
 
+// ClusterBottleneck is the stage most alive nodes name in their latest
+// reports (ties: the slowest node's), "none" before any names one.
+func ClusterBottleneck(st coord.Status) string {
+	votes, slowest := map[string]int{}, map[string]float64{}
+	for _, n := range st.Nodes {
+		r := n.Report
+		if r == nil || r.Bottleneck == "" || (n.State != coord.NodeAlive && n.State != coord.NodeSilent) {
+			continue
+		}
+		votes[r.Bottleneck]++
+		if v, ok := slowest[r.Bottleneck]; !ok || r.SamplesPerSecond < v {
+			slowest[r.Bottleneck] = r.SamplesPerSecond
+		}
+	}
+	return pickBottleneck(nil, votes, slowest).Stage
+}
+
 // pickBottleneck is the stage most alive nodes name; a tie goes to the
 // stage the slowest of them names.
 func pickBottleneck(nodes []NodeJSON, votes map[string]int, slowest map[string]float64) BottleneckJSON {

@@ -69,6 +69,9 @@ func TestStatusPage(t *testing.T) {
 	if len(s.Nodes) != 3 || s.Nodes[2].State != "evicted" || s.Nodes[0].SamplesPerSecond != 20 {
 		t.Errorf("nodes %+v", s.Nodes)
 	}
+	if st, _ := status(context.Background()); ClusterBottleneck(st) != "decode" {
+		t.Errorf("cluster bottleneck %q, want decode", ClusterBottleneck(st))
+	}
 	if s.Bottleneck.Stage != "decode" || s.Bottleneck.Node != "a" {
 		t.Errorf("bottleneck %+v: want decode, named by the slowest node a (c is evicted)", s.Bottleneck)
 	}
