@@ -12,7 +12,8 @@
 //     garbage collector) and HeapAllocator (Go heap memory aligned by
 //     over-allocation: the race detector sees accesses to it, so tests use
 //     it). The feed's ShmAllocator (actors/feedserver) gives memfd memory a
-//     trainer maps.
+//     trainer maps; PinnedAllocator gives a device's page-locked memory
+//     (cuMemHostAlloc) for slots only the node's process reads.
 //   - Uploader hands a filled slot to the device. HostUploader, the plain-Go
 //     one, does nothing: the batch is already in host memory and the
 //     consumer (a Go trainer, or the shared-memory ring) reads it there.

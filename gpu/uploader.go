@@ -146,6 +146,9 @@ func NewDeviceUploader(dev Device, pool *HostPool, cfg UploaderConfig) (_ *Devic
 func (u *DeviceUploader) setupHost(m HostMode) error {
 	switch m {
 	case HostRegister:
+		if _, ok := u.pool.Allocator().(PinnedAllocator); ok {
+			return nil // page-locked already (portable: any device's context)
+		}
 		if err := u.dev.RegisterHost(u.pool.mem); err != nil {
 			return err
 		}

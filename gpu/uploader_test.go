@@ -408,3 +408,26 @@ func waitFor(t *testing.T, cond func() bool) {
 		runtime.Gosched()
 	}
 }
+
+// A pool of pinned memory needs neither registration nor staging.
+func TestPinnedPool(t *testing.T) {
+	tw := NewTwin(TwinConfig{})
+	dev, _ := tw.Open(0)
+	pool, err := NewHostPool(PinnedAllocator{Device: dev}, 2, testSlotBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := NewDeviceUploader(dev, pool, UploaderConfig{NoFallback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(pool.Slot(0).Bytes(), 4)
+	if err := u.Upload(context.Background(), pool.Slot(0), testSlotBytes); err != nil {
+		t.Fatal(err)
+	}
+	if st := tw.Stats(); st.Registered != 0 || st.PinnedCopies != 1 {
+		t.Fatalf("twin %+v", st)
+	}
+	u.ReleaseSlot(0)
+	closeAll(t, tw, pool, u, dev)
+}
