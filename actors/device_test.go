@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/longshore/longshore/gpu"
@@ -81,6 +82,38 @@ func TestDeviceUploaderInThePipeline(t *testing.T) {
 	}
 	if st := tw.Stats(); st.Live() != 1 { // the device context, the test's
 		t.Fatalf("twin still holds %+v", st)
+	}
+	if v := tw.Violations(); len(v) > 0 {
+		t.Fatalf("violations %q", v)
+	}
+}
+
+// Closing the pipeline while a copy is in flight: the upload gives up,
+// and the uploader waits for the device before it unregisters the slots'
+// memory (the twin refuses an unregister under a pending copy).
+func TestPipelineCloseDuringACopy(t *testing.T) {
+	checkNoLeaks(t)
+	st, ds := makeDataset(t, 50, 3, 16)
+	tw := gpu.NewTwin(gpu.TwinConfig{Manual: true})
+	deps, uploader := deviceDeps(t, testDeps(st, fakeDecoders(0, 1)), tw, gpu.UploaderConfig{})
+	p, err := NewLoader(smallConfig(), ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; tw.Stats().Waiters == 0; i++ { // an upload waits for its copy
+		if i > 5_000_000 {
+			t.Fatal("no upload started")
+		}
+		runtime.Gosched()
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if us := uploader().Stats(); us.Uploads != 0 {
+		t.Fatalf("uploads completed with the device held: %+v", us)
+	}
+	if st := tw.Stats(); st.Live() != 1 || st.Pending != 0 {
+		t.Fatalf("twin holds %+v after Close", st)
 	}
 	if v := tw.Violations(); len(v) > 0 {
 		t.Fatalf("violations %q", v)

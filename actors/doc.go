@@ -19,7 +19,9 @@
 //	                                      pixels straight into the slot)
 //	                  uploadMsg{Batch} (complete batches, in order)
 //	                                   v
-//	                         uploader (gpu.Uploader: no-op in plain Go)
+//	                         uploader (gpu.Uploader: HostUploader, a no-op;
+//	                                   DeviceUploader, a copy to the slot's
+//	                                   device buffer, Batch.Device)
 //	                                   v readyMsg{Batch}
 //	                         feed -> ready channel -> Next(ctx) -> trainer
 //	                                                              |
@@ -72,7 +74,9 @@
 //   - A decoder owns its SampleDecoder and, while decoding, one buffer and
 //     one sample region of a slot.
 //   - The uploader, then the feed, then the trainer own a full slot in turn;
-//     Release returns it to the rank actor.
+//     Release returns it to the rank actor (and, first, its device buffer
+//     to a gpu.SlotReleaser uploader). The pipeline closes the uploader
+//     when it frees the slots: after the last batch is released.
 //   - Stats and the failure book are shared by mutex (a few uncontended
 //     locks per sample); a Node's ranks share one failure book, so the
 //     failure budget is the node's.

@@ -12,7 +12,8 @@
 //     garbage collector) and HeapAllocator (Go heap memory aligned by
 //     over-allocation: the race detector sees accesses to it, so tests use
 //     it). The feed's ShmAllocator (actors/feedserver) gives memfd memory a
-//     trainer maps.
+//     trainer maps; PinnedAllocator gives a device's page-locked memory
+//     (cuMemHostAlloc) for slots only the node's process reads.
 //   - Uploader hands a filled slot to the device. HostUploader, the plain-Go
 //     one, does nothing: the batch is already in host memory and the
 //     consumer (a Go trainer, or the shared-memory ring) reads it there.
@@ -53,8 +54,11 @@
 // an offset into it, so a trainer maps the batch with no host copy. The
 // lifetime rule: a device slot is reused only after its batch was
 // released, and the uploader frees the allocation only at Close, after
-// every batch was released; the trainer closes its import before it lets
-// go of the connection (docs/feed-protocol.md, "Device batches").
+// every batch was released, and after the last DeviceExport.Hold is let
+// go (the feed holds an export while a connection it was sent to lasts:
+// a cluster rank's pipeline may be replaced under a connection); the
+// trainer closes its import before it lets go of the connection
+// (docs/feed-protocol.md, "Device batches").
 //
 // A HostPool is a fixed set of equal Slots allocated once, at start, from an
 // Allocator, so the memory the pipeline holds is fixed by configuration

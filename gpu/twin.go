@@ -161,6 +161,7 @@ func (t *Twin) Open(ordinal int) (Device, error) {
 		d.pinned = map[uintptr]int{}
 		d.registered = map[uintptr]int{}
 		d.streams = map[Stream][]*twinOp{}
+		d.destroyed = map[Stream]bool{}
 		d.events = map[Event]*twinEvent{}
 		d.next = DevicePtr(0x7f00_0000_0000) + DevicePtr(ordinal)<<36
 	}
@@ -299,7 +300,7 @@ func (t *Twin) Stats() TwinStats {
 		s.Allocations += len(d.allocs)
 		s.Pinned += len(d.pinned)
 		s.Registered += len(d.registered)
-		s.Streams += len(d.streams)
+		s.Streams += len(d.streams) - len(d.destroyed)
 		s.Events += len(d.events)
 		for _, q := range d.streams {
 			s.Pending += len(q)
@@ -336,6 +337,7 @@ type twinDevice struct {
 	pinned     map[uintptr]int // host address -> bytes
 	registered map[uintptr]int
 	streams    map[Stream][]*twinOp
+	destroyed  map[Stream]bool // destroyed with work queued: it still runs, as in CUDA
 	events     map[Event]*twinEvent
 	next       DevicePtr
 	ids        uint64
@@ -541,15 +543,16 @@ func (d *twinDevice) DestroyStream(s Stream) error {
 	}
 	defer d.unlock()
 	q, ok := d.streams[s]
-	if !ok {
+	if !ok || d.destroyed[s] {
 		return d.t.violateLocked("destroy of stream %d not created", s)
 	}
-	// CUDA lets a destroyed stream's work finish; the twin finishes it now.
-	for range q {
-		d.completeLocked(s)
+	// CUDA returns at once and lets the work finish later: so does the
+	// twin, and memory that work uses must not be freed before it has.
+	if len(q) == 0 {
+		delete(d.streams, s)
+	} else {
+		d.destroyed[s] = true
 	}
-	delete(d.streams, s)
-	d.t.signalLocked()
 	return nil
 }
 
@@ -587,7 +590,7 @@ func (d *twinDevice) CopyHtoDAsync(dst DevicePtr, src []byte, s Stream) error {
 	if err := d.t.failLocked(OpCopy); err != nil {
 		return err
 	}
-	if _, ok := d.streams[s]; !ok {
+	if _, ok := d.streams[s]; !ok || d.destroyed[s] {
 		return fmt.Errorf("gpu: twin: copy on stream %d not created", s)
 	}
 	mem, off, err := d.findLocked(dst, len(src))
@@ -619,6 +622,10 @@ func (d *twinDevice) completeLocked(s Stream) {
 	q := d.streams[s]
 	op := q[0]
 	d.streams[s] = q[1:]
+	if len(q) == 1 && d.destroyed[s] {
+		delete(d.streams, s)
+		delete(d.destroyed, s)
+	}
 	if op.copy {
 		copy(op.dst, op.src)
 		d.t.mu.copies = append(d.t.mu.copies, TwinCopy{Device: d.ordinal, Stream: s, Dst: op.dstPtr, Bytes: len(op.src), Pinned: op.pinned})
@@ -674,7 +681,7 @@ func (d *twinDevice) Record(e Event, s Stream) error {
 	if !ok {
 		return fmt.Errorf("gpu: twin: record of event %d not created", e)
 	}
-	if _, ok := d.streams[s]; !ok {
+	if _, ok := d.streams[s]; !ok || d.destroyed[s] {
 		return fmt.Errorf("gpu: twin: record on stream %d not created", s)
 	}
 	ev.recorded++
@@ -752,7 +759,7 @@ func (d *twinDevice) Close() error {
 		what string
 		n    int
 	}{{"device allocations", len(d.allocs)}, {"pinned buffers", len(d.pinned)}, {"host registrations", len(d.registered)},
-		{"streams", len(d.streams)}, {"events", len(d.events)}} {
+		{"streams", len(d.streams) - len(d.destroyed)}, {"events", len(d.events)}} {
 		if kv.n > 0 {
 			leaks = append(leaks, fmt.Sprintf("%d %s", kv.n, kv.what))
 		}

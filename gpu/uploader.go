@@ -37,6 +37,40 @@ type DeviceExport struct {
 	Handle IPCHandle
 	Base   DevicePtr
 	Size   int64
+	u      *DeviceUploader
+}
+
+// Hold keeps the allocation from being freed, even after the uploader's
+// Close, until release is called: the feed holds an export for as long
+// as a connection that was sent its handle lasts, since the trainer may
+// keep it open until then (a cluster rank's pipeline can be replaced
+// under a connection). ok is false when the allocation is gone already.
+func (e *DeviceExport) Hold() (release func(), ok bool) {
+	u := e.u
+	if u == nil {
+		return func() {}, true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.mu.freed {
+		return nil, false
+	}
+	u.mu.holds++
+	var once sync.Once
+	return func() { once.Do(u.unhold) }, true
+}
+
+func (u *DeviceUploader) unhold() {
+	u.mu.Lock()
+	u.mu.holds--
+	last := u.mu.holds == 0 && u.mu.closed && !u.mu.freed
+	if last {
+		u.mu.freed = true
+	}
+	u.mu.Unlock()
+	if last {
+		u.teardown() // nobody to report to: Close returned long ago
+	}
 }
 
 // UploaderStats counts an uploader's work.
@@ -85,6 +119,8 @@ type DeviceUploader struct {
 		sync.Mutex
 		book                           slotBook
 		closed                         bool
+		holds                          int  // DeviceExport.Hold not yet released
+		freed                          bool // teardown ran or is running
 		uploads, bytes, waited, badRel int64
 	}
 }
@@ -146,6 +182,9 @@ func NewDeviceUploader(dev Device, pool *HostPool, cfg UploaderConfig) (_ *Devic
 func (u *DeviceUploader) setupHost(m HostMode) error {
 	switch m {
 	case HostRegister:
+		if _, ok := u.pool.Allocator().(PinnedAllocator); ok {
+			return nil // page-locked already (portable: any device's context)
+		}
 		if err := u.dev.RegisterHost(u.pool.mem); err != nil {
 			return err
 		}
@@ -280,7 +319,7 @@ func (u *DeviceUploader) Export() (DeviceExport, bool) {
 	if !u.cfg.Export {
 		return DeviceExport{}, false
 	}
-	return DeviceExport{Info: u.info, Handle: u.handle, Base: u.base, Size: u.size}, true
+	return DeviceExport{Info: u.info, Handle: u.handle, Base: u.base, Size: u.size, u: u}, true
 }
 
 // Stats returns a snapshot of the uploader's counters.
@@ -292,8 +331,9 @@ func (u *DeviceUploader) Stats() UploaderStats {
 }
 
 // Close waits for the device's work, then frees the device buffers,
-// streams and events and unregisters (or frees) the host memory. Later
-// calls return nil.
+// streams and events and unregisters (or frees) the host memory; while an
+// export is held (DeviceExport.Hold), that happens at its last release
+// instead. Later calls return nil.
 func (u *DeviceUploader) Close() error {
 	u.mu.Lock()
 	if u.mu.closed {
@@ -301,6 +341,13 @@ func (u *DeviceUploader) Close() error {
 		return nil
 	}
 	u.mu.closed = true
+	now := u.mu.holds == 0
+	if now {
+		u.mu.freed = true
+	}
 	u.mu.Unlock()
+	if !now {
+		return nil
+	}
 	return u.teardown()
 }

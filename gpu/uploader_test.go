@@ -408,3 +408,61 @@ func waitFor(t *testing.T, cond func() bool) {
 		runtime.Gosched()
 	}
 }
+
+// A pool of pinned memory needs neither registration nor staging.
+func TestPinnedPool(t *testing.T) {
+	tw := NewTwin(TwinConfig{})
+	dev, _ := tw.Open(0)
+	pool, err := NewHostPool(PinnedAllocator{Device: dev}, 2, testSlotBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := NewDeviceUploader(dev, pool, UploaderConfig{NoFallback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(pool.Slot(0).Bytes(), 4)
+	if err := u.Upload(context.Background(), pool.Slot(0), testSlotBytes); err != nil {
+		t.Fatal(err)
+	}
+	if st := tw.Stats(); st.Registered != 0 || st.PinnedCopies != 1 {
+		t.Fatalf("twin %+v", st)
+	}
+	u.ReleaseSlot(0)
+	closeAll(t, tw, pool, u, dev)
+}
+
+// A held export outlives the uploader's Close: the feed holds it while a
+// connection that has the handle lasts, so a trainer whose rank got a new
+// pipeline mid-connection never has its import freed under it.
+func TestHeldExportOutlivesClose(t *testing.T) {
+	tw := NewTwin(TwinConfig{})
+	pool, u, dev := newTestUploader(t, tw, 2, UploaderConfig{Export: true})
+	ex, _ := u.Export()
+	release, ok := ex.Hold()
+	if !ok {
+		t.Fatal("Hold of a live export refused")
+	}
+	_, base, _ := tw.OpenIPC(ex.Handle)
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := tw.Stats(); st.Allocations != 1 {
+		t.Fatalf("device memory freed under a held export: %+v", st)
+	}
+	tw.CloseIPC(base) // the trainer closes its import, then the connection ends
+	release()
+	release() // once only
+	if _, ok := ex.Hold(); ok {
+		t.Fatal("Hold after the memory was freed succeeded")
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := tw.Stats(); st.Live() != 0 || len(tw.Violations()) != 0 {
+		t.Fatalf("twin %+v, violations %q", st, tw.Violations())
+	}
+}

@@ -177,3 +177,47 @@ func TestDeviceBatchesThroughTheFeed(t *testing.T) {
 		})
 	}
 }
+
+// A trainer that asks for device batches from a node that does not
+// export them is told so in the welcome and gets host batches.
+func TestDeviceAskedButNotExported(t *testing.T) {
+	e := newEnv(t, 16)
+	dir, err := os.MkdirTemp("", "lsf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	rd := &RankDevice{Info: gpu.DeviceInfo{Ordinal: 0, UUID: "GPU-x"}}
+	s, err := New(Config{Dir: dir, Ranks: 1, RankDevice: func(int) *RankDevice { return rd }}, Standalone(e.cfg, e.ds, 1, e.deps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	conn, err := net.Dial("unix", s.SocketPath(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tr := &rawTrainer{t: t, conn: conn, br: bufio.NewReader(conn)}
+	tr.send(feed.MsgHello, feed.Hello{Version: feed.Version, Device: "cuda"})
+	_, p := tr.read()
+	var w feed.Welcome
+	json.Unmarshal(p, &w)
+	if w.Delivery != feed.DeliveryHost || w.Device == nil || w.Device.UUID != "GPU-x" {
+		t.Fatalf("welcome delivery %q device %+v", w.Delivery, w.Device)
+	}
+	for {
+		typ, p := tr.read()
+		if typ == feed.MsgDeviceRegion {
+			t.Fatal("device region without an export")
+		}
+		if typ == feed.MsgBatch {
+			var bd feed.BatchDesc
+			json.Unmarshal(p, &bd)
+			if bd.DeviceRegion != 0 {
+				t.Fatalf("device fields without an export: %+v", bd)
+			}
+			return
+		}
+	}
+}

@@ -436,6 +436,7 @@ type session struct {
 
 	regions    map[uint64]bool // announced on this connection (writer only)
 	devRegions map[uint64]bool // device regions announced (writer only)
+	devHolds   []func()        // exports held while this connection lasts (writer; run by run's end)
 	delivery   string          // feed.DeliveryHost or DeliveryCUDAIPC
 	done       chan struct{}   // closed once the session has ended and let go of the rank
 	version    int             // the protocol version agreed in the hello
@@ -493,6 +494,9 @@ func (s *session) run() {
 		s.hmu.Unlock()
 		for _, b := range held { // a trainer that left frees its slots
 			b.Release()
+		}
+		for _, release := range s.devHolds { // and lets go of the device exports it was sent
+			release()
 		}
 	}()
 	log := s.r.s.log.With("rank", s.r.rank)
@@ -753,6 +757,15 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 				id, first := r.deviceRegion(b.Device.Export)
 				if first || !s.devRegions[id] {
 					ex := b.Device.Export
+					// The trainer may keep the handle open until the
+					// connection ends, even after this pipeline is gone.
+					release, ok := ex.Hold()
+					if !ok {
+						b.Release()
+						s.fail(feed.CodePipeline, fmt.Errorf("feed: rank %d: device slots freed under a live batch", r.rank), nil)
+						return
+					}
+					s.devHolds = append(s.devHolds, release)
 					dr := feed.DeviceRegion{Region: id, Handle: ex.Handle[:], Size: ex.Size,
 						Device: feed.DeviceRef{Ordinal: ex.Info.Ordinal, UUID: ex.Info.UUID, Name: ex.Info.Name}}
 					if s.send(feed.MsgDeviceRegion, dr, -1) != nil {

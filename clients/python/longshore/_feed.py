@@ -194,6 +194,7 @@ class _Conn:
         self.pin = pin
         self.pinned = []  # addresses of regions page-locked in this process
         self.pin_failed = 0
+        self.dev_index = None  # this process's index of the welcome's device
         self.pending_release = collections.deque()  # (id, gate): gate None or [event or None]
         self.wlock = threading.Lock()
         self.closed = False
@@ -475,7 +476,9 @@ class Loader:
                 raise FeedError("protocol", f"device batch [{off}, {off + n}) outside its region of {size} bytes")
             dev = _cuda_array(ptr + off, dims, owner, index)
         elif cuda is not None:
-            index = cuda.device_index(c.welcome.get("device")) if c.welcome.get("device") else 0
+            if c.dev_index is None:  # once per connection: the welcome's device in this process
+                c.dev_index = cuda.device_index(c.welcome["device"]) if c.welcome.get("device") else 0
+            index = c.dev_index
 
         def queue_release():
             conn = conn_ref()
