@@ -63,6 +63,8 @@ var internal = map[string][]string{
 	"cmd/longshore-pack":            {"*"},
 	"cmd/longshore-bench":           {"*"},
 	"cmd/longshore-gpucheck":        {"*"},
+	"cmd/internal/config":           {"cmd/internal/flagenv"},
+	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
 	"cmd/internal/observe":          {"actors", "cluster", "cluster/coord", "cluster/journal", "internal/clock", "storage", "storage/s3"},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
@@ -112,7 +114,7 @@ var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"cmd/internal/observe", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
