@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -28,19 +27,15 @@ func checkMetricsFlags(o options) []error {
 		if o.metricsToken != "" || o.metricsLinger != 0 {
 			errs = append(errs, errors.New("--metrics-token-file and --metrics-linger need --metrics HOST:PORT"))
 		}
-	} else if host, _, err := net.SplitHostPort(o.metrics); err != nil {
-		errs = append(errs, fmt.Errorf("--metrics %q: want HOST:PORT: %w", o.metrics, err))
-	} else if o.metricsToken == "" && !observe.IsLoopback(host) {
-		errs = append(errs, fmt.Errorf("--metrics %s is not a loopback address: pass --metrics-token-file FILE (scrapers then send its bearer token), or use 127.0.0.1", o.metrics))
+	} else if err := observe.CheckListen("--metrics", o.metrics, o.metricsToken); err != nil {
+		errs = append(errs, err)
 	}
 	if o.http == "" {
 		if o.httpToken != "" {
 			errs = append(errs, errors.New("--http-token-file needs --http HOST:PORT"))
 		}
-	} else if host, _, err := net.SplitHostPort(o.http); err != nil {
-		errs = append(errs, fmt.Errorf("--http %q: want HOST:PORT: %w", o.http, err))
-	} else if o.httpToken == "" && !observe.IsLoopback(host) {
-		errs = append(errs, fmt.Errorf("--http %s is not a loopback address: pass --http-token-file FILE (browsers and scripts then send its bearer token), or use 127.0.0.1", o.http))
+	} else if err := observe.CheckListen("--http", o.http, o.httpToken); err != nil {
+		errs = append(errs, err)
 	}
 	if o.reportEvery < 0 || o.metricsLinger < 0 {
 		errs = append(errs, errors.New("--report-every and --metrics-linger: need 0 or more"))

@@ -331,8 +331,16 @@ func TestServerLoopbackAndToken(t *testing.T) {
 	if c := get("Bearer s3cret"); c != http.StatusOK {
 		t.Errorf("with the token: %d", c)
 	}
-	if !IsLoopback("127.0.0.2") || !IsLoopback("::1") || !IsLoopback("localhost") || IsLoopback("10.0.0.1") || IsLoopback("") {
-		t.Error("IsLoopback")
+	for addr, ok := range map[string]bool{"127.0.0.2:1": true, "[::1]:1": true, "localhost:1": true, "10.0.0.1:1": false, ":1": false} {
+		if err := CheckListen("--metrics", addr, ""); (err == nil) != ok {
+			t.Errorf("CheckListen(%q) = %v, want ok %v", addr, err, ok)
+		}
+	}
+	if err := CheckListen("--metrics", "10.0.0.1:1", "token"); err != nil {
+		t.Errorf("off loopback with a token file: %v", err)
+	}
+	if err := CheckListen("--metrics", "no-port", ""); err == nil {
+		t.Error("an address without a port passed")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -43,29 +44,20 @@ type Server struct {
 	done chan error
 }
 
-// IsLoopback reports whether host (a name or an address, without port)
-// is loopback: "localhost", 127.0.0.0/8, ::1, or a name every address of
-// which is one of those.
-func IsLoopback(host string) bool {
-	if host == "localhost" {
-		return true
+// CheckListen reports what is wrong with serving on addr (HOST:PORT) for
+// flag: a malformed address, or one off loopback without a token file
+// (tokenFile, the value of flag's -token-file). Listen applies it; the
+// daemons' flag checks call it too, so a bad flag is reported at once
+// with the others.
+func CheckListen(flag, addr, tokenFile string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%s %q: want HOST:PORT: %w", flag, addr, err)
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback()
+	if tokenFile == "" && !secure.Loopback(addr) {
+		return fmt.Errorf("%w: %s %s is not a loopback address and would serve every network: pass %s-token-file FILE (a bearer token clients must send), or listen on 127.0.0.1",
+			ErrNotLoopback, flag, addr, flag)
 	}
-	if host == "" {
-		return false
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil || len(ips) == 0 {
-		return false
-	}
-	for _, ip := range ips {
-		if !ip.IsLoopback() {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // Listen starts serving h per c.
@@ -73,9 +65,8 @@ func Listen(c ServerConfig, h http.Handler) (*Server, error) {
 	if c.Flag == "" {
 		c.Flag = "--metrics"
 	}
-	host, _, err := net.SplitHostPort(c.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: want HOST:PORT: %w", c.Flag, c.Addr, err)
+	if err := CheckListen(c.Flag, c.Addr, c.TokenFile); err != nil {
+		return nil, err
 	}
 	var token []byte
 	if c.TokenFile != "" {
@@ -87,9 +78,6 @@ func Listen(c ServerConfig, h http.Handler) (*Server, error) {
 		if len(token) == 0 {
 			return nil, fmt.Errorf("%s-token-file %s: empty token", c.Flag, c.TokenFile)
 		}
-	} else if !IsLoopback(host) {
-		return nil, fmt.Errorf("%w: %s %s would serve every network: pass %s-token-file FILE (a bearer token scrapers must send), or listen on 127.0.0.1",
-			ErrNotLoopback, c.Flag, c.Addr, c.Flag)
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
