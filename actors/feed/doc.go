@@ -18,7 +18,7 @@
 // only (region, offset, shape, labels, keys, epoch, step). Release
 // messages give slots back, so the trainer's pace is the pipeline's
 // back-pressure. The server is actors/feedserver; in cluster mode the
-// node's ranks are put behind it by agent.ClusterFeed.
+// node's ranks are put behind it by node.ClusterFeed.
 //
 // # Concurrency and failure contract
 //

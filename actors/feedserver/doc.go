@@ -14,7 +14,7 @@
 // seeks to the cursor before the pipeline starts). The server calls the
 // OpenFunc once per rank at start and again when a trainer resumes from a
 // commit the running stream has gone past. Commits go through a
-// Committer: LocalCommitter standalone. In cluster mode agent.ClusterFeed's
+// Committer: LocalCommitter standalone. In cluster mode node.ClusterFeed's
 // OpenFunc returns SessionStreams over the agent's ranks: the server then
 // lets the stream decide where a trainer resumes (Attach), sends commits
 // to the coordinator and answers them on its ack (Commit), and turns a

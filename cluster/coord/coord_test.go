@@ -18,10 +18,10 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
@@ -300,9 +300,9 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 }
 
 // startNode starts a node with two ranks that records every ack.
-func (h *harness) startNode(name string) *agent.Node {
-	var started atomic.Pointer[agent.Node] // the report may be asked for before Start returns
-	nd, err := agent.Start(h.sys, agent.Config{
+func (h *harness) startNode(name string) *node.Node {
+	var started atomic.Pointer[node.Node] // the report may be asked for before Start returns
+	nd, err := node.Start(h.sys, node.Config{
 		Report: func() *wire.NodeReport {
 			var n int64
 			if nd := started.Load(); nd != nil {
@@ -346,7 +346,7 @@ func (h *harness) startNode(name string) *agent.Node {
 
 // introduce does what gossip would: coordinator and node learn each
 // other's PID (locally the address is the system's) and the node joins.
-func (h *harness) introduce(co *coord.Coordinator, nd *agent.Node) {
+func (h *harness) introduce(co *coord.Coordinator, nd *node.Node) {
 	h.mu.Lock()
 	h.co = co
 	h.mu.Unlock()
@@ -359,7 +359,7 @@ func (h *harness) introduce(co *coord.Coordinator, nd *agent.Node) {
 // train runs a trainer per rank that commits every batch, until the job
 // is over for it; a rollback makes it carry on. With co, it also waits
 // for the coordinator to be done.
-func (h *harness) train(ctx context.Context, nd *agent.Node, co *coord.Coordinator) {
+func (h *harness) train(ctx context.Context, nd *node.Node, co *coord.Coordinator) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for i := range 2 {
@@ -373,7 +373,7 @@ func (h *harness) train(ctx context.Context, nd *agent.Node, co *coord.Coordinat
 				if errors.Is(err, io.EOF) {
 					return
 				}
-				if errors.Is(err, agent.ErrRolledBack) {
+				if errors.Is(err, node.ErrRolledBack) {
 					continue // this trainer's model is its acks: nothing to restore
 				}
 				if err != nil {
@@ -572,7 +572,7 @@ func TestShutdownAbortsStuckJournalWrite(t *testing.T) {
 			for {
 				b, err := nd.Rank(i).Next(trainCtx)
 				if err != nil {
-					if errors.Is(err, agent.ErrRolledBack) {
+					if errors.Is(err, node.ErrRolledBack) {
 						continue
 					}
 					return

@@ -19,8 +19,8 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/agent"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/internal/clock"
@@ -55,10 +55,10 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		_, port, _ := net.SplitHostPort(o.gossip)
 		id = host + "-" + port
 	}
-	var cf *agent.ClusterFeed // --sink feed: real trainers over the feed
+	var cf *node.ClusterFeed // --sink feed: real trainers over the feed
 	var snk sink = nullSink{}
 	if o.sink == "feed" {
-		cf = agent.NewClusterFeed(o.ranks)
+		cf = node.NewClusterFeed(o.ranks)
 	} else if snk, err = parseSink(o.sink, o.logPixels); err != nil {
 		return err
 	}
@@ -103,9 +103,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 	var mem atomic.Pointer[gossip.Membership]
-	var job atomic.Pointer[agent.Job] // the coordinator's, once welcomed
+	var job atomic.Pointer[node.Job] // the coordinator's, once welcomed
 	commits := newCommitBook()
-	acfg := agent.Config{
+	acfg := node.Config{
 		Node:     id,
 		Ranks:    o.ranks,
 		Dataset:  ds,
@@ -123,7 +123,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			// dead (a partition, a stall): they no longer gossip to it,
 			// so its new life reaches them only at memberlist's next
 			// push/pull (up to 15-30 s). Join --join to push it now.
-			if err := m.Join(ctx, agent.JoinAddrs(o.join)); err != nil {
+			if err := m.Join(ctx, node.JoinAddrs(o.join)); err != nil {
 				logger.Warn("re-join after eviction failed; gossip will carry the new incarnation", "join", o.join, "err", err)
 			}
 			return nil
@@ -133,9 +133,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		},
 		Logger: o.logs.New(stderr, "agent"),
 	}
-	acfg.OnJob = func(j agent.Job) { job.Store(&j) }
+	acfg.OnJob = func(j node.Job) { job.Store(&j) }
 	if ps, ok := store.(*storage.PackedStore); ok {
-		acfg.OnJob = func(j agent.Job) {
+		acfg.OnJob = func(j node.Job) {
 			job.Store(&j)
 			if ps.Block() != j.Block || ps.Window() != j.Window {
 				ps.SetBlock(j.Block)
@@ -166,21 +166,21 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		return nil
 	}
-	node, err := agent.Start(sys, acfg)
+	nd, err := node.Start(sys, acfg)
 	if err != nil {
 		return err
 	}
 	ranks := func() []observe.RankCounters {
-		cs := node.RankCounters()
+		cs := nd.RankCounters()
 		out := make([]observe.RankCounters, len(cs))
 		for i, c := range cs {
-			out[i] = observe.RankCounters{Name: node.Rank(i).Name(), Counters: c}
+			out[i] = observe.RankCounters{Name: nd.Rank(i).Name(), Counters: c}
 		}
 		return out
 	}
 	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list}, store, logger)
 	if err != nil {
-		node.Shutdown(context.Background())
+		nd.Shutdown(context.Background())
 		return err
 	}
 	obs.Store(ob)
@@ -195,7 +195,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			merged = append(merged, rc.Counters)
 		}
 		c := actors.MergeCounters(merged...)
-		f := runFacts{store: store, ds: ds, counters: c, report: node.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: q}
+		f := runFacts{store: store, ds: ds, counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: q}
 		q.tell(stderr)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
@@ -208,18 +208,18 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
-		if err := node.Shutdown(sctx); err != nil {
+		if err := nd.Shutdown(sctx); err != nil {
 			logger.Warn("node shutdown", "err", err)
 		}
 	}()
 
 	jctx, cancel := context.WithTimeout(ctx, time.Minute)
 	m, err := gossip.Start(jctx, gossip.Config{
-		Meta: gossip.Meta{ID: id, Role: gossip.RoleNode, ActorAddr: actorAddr, Ranks: node.RankNames(),
-			Incarnation: node.Incarnation()},
+		Meta: gossip.Meta{ID: id, Role: gossip.RoleNode, ActorAddr: actorAddr, Ranks: nd.RankNames(),
+			Incarnation: nd.Incarnation()},
 		BindAddr:      o.gossip,
 		AdvertiseAddr: o.gossipAdvertise,
-		Join:          agent.JoinAddrs(o.join),
+		Join:          node.JoinAddrs(o.join),
 		Profile:       o.gossipProfile,
 		Keys:          keys,
 	})
@@ -229,7 +229,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	mem.Store(m)
 	defer reload.Go(m)() // SIGHUP: reload --gossip-key-file
-	logger.Info("joined", "node", id, "gossip", m.Addr(), "actor", actorAddr, "ranks", node.RankNames())
+	logger.Info("joined", "node", id, "gossip", m.Addr(), "actor", actorAddr, "ranks", nd.RankNames())
 	var gwg sync.WaitGroup
 	clk := clock.Real{} // the watchers' clock; their tests inject a fake
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -242,7 +242,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			}
 			switch ev.Kind {
 			case gossip.Joined, gossip.Updated:
-				node.SetCoordinator(ev.Meta.ActorAddr)
+				nd.SetCoordinator(ev.Meta.ActorAddr)
 			case gossip.Failed, gossip.Left:
 				logger.Warn("coordinator gone from gossip", "event", ev.Kind.String(), "gossip", ev.Addr)
 			}
@@ -252,8 +252,8 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		gwg.Add(1)
 		go func() {
 			defer gwg.Done()
-			w := agent.NewCoordWatch(clk.Now(), o.rejoinAfter, max(o.rejoinAfter, time.Second))
-			agent.WatchCoordinator(wctx, clk, min(o.rejoinAfter/2, 500*time.Millisecond), m, agent.JoinAddrs(o.join), w, logger)
+			w := node.NewCoordWatch(clk.Now(), o.rejoinAfter, max(o.rejoinAfter, time.Second))
+			node.WatchCoordinator(wctx, clk, min(o.rejoinAfter/2, 500*time.Millisecond), m, node.JoinAddrs(o.join), w, logger)
 		}()
 	}
 	defer gwg.Wait()
@@ -270,11 +270,11 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		gwg.Add(1)
 		go func() {
 			defer gwg.Done()
-			agent.WatchGiveUp(wctx, clk, m, o.giveUpAfter, giveUp)
+			node.WatchGiveUp(wctx, clk, m, o.giveUpAfter, giveUp)
 		}()
 	}
 	if cf != nil {
-		return summary(serveClusterFeed(ctx, o, node, cf, ac, logger, stderr))
+		return summary(serveClusterFeed(ctx, o, nd, cf, ac, logger, stderr))
 	}
 	errs := make([]error, o.ranks)
 	var twg sync.WaitGroup
@@ -282,18 +282,18 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		twg.Add(1)
 		go func() {
 			defer twg.Done()
-			t := trainer{rank: node.Rank(i), sink: snk, every: int64(o.commitEvery), step: o.stepTime}
+			t := trainer{rank: nd.Rank(i), sink: snk, every: int64(o.commitEvery), step: o.stepTime}
 			if slow[i] {
 				t.step = time.Duration(float64(o.stepTime) * o.slowFactor)
 			}
 			errs[i] = t.run(ctx)
 			if errs[i] != nil {
-				logger.Error("rank stopped", "rank", node.Rank(i).Name(), "err", errs[i])
+				logger.Error("rank stopped", "rank", nd.Rank(i).Name(), "err", errs[i])
 			}
 		}()
 	}
 	twg.Wait()
-	if cause := context.Cause(ctx); errors.Is(cause, agent.ErrGaveUp) {
+	if cause := context.Cause(ctx); errors.Is(cause, node.ErrGaveUp) {
 		return summary(cause)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -308,7 +308,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 // its epoch stream, after flushing the log so a committed step's lines
 // survive a crash.
 type trainer struct {
-	rank  *agent.Rank
+	rank  *node.Rank
 	sink  sink
 	every int64
 	step  time.Duration
@@ -321,7 +321,7 @@ func (t trainer) run(ctx context.Context) error {
 		switch {
 		case errors.Is(err, io.EOF):
 			return nil
-		case errors.Is(err, agent.ErrRolledBack):
+		case errors.Is(err, node.ErrRolledBack):
 			continue // the log's next session line starts over
 		case err != nil:
 			return err

@@ -12,7 +12,7 @@ import (
 	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
-	"github.com/longshore/longshore/cluster/agent"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
@@ -164,19 +164,19 @@ const feedGrace = 30 * time.Second
 // process over the rank's Unix socket; commits block until the
 // coordinator acknowledges them and return its journal token; rollbacks
 // reach the trainer as rollback messages; a trainer that reconnects after
-// uncommitted batches resets its rank (agent.ClusterFeed). It returns nil
+// uncommitted batches resets its rank (node.ClusterFeed). It returns nil
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
-func serveClusterFeed(ctx context.Context, o options, node *agent.Node, cf *agent.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
+func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
 	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
 		RankDevice: o.gpu.rankDevice()},
-		cf.Open(node, pipeline))
+		cf.Open(nd, pipeline))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "longshore-node: serving %d rank(s) of the cluster's job to trainers:\n", o.ranks)
 	for r := 0; r < o.ranks; r++ {
-		fmt.Fprintf(stderr, "  rank %d (%s): %s\n", r, node.Rank(r).Name(), s.SocketPath(r))
+		fmt.Fprintf(stderr, "  rank %d (%s): %s\n", r, nd.Rank(r).Name(), s.SocketPath(r))
 	}
 	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader())\n", feedDirOf(o))
 	var runErr error

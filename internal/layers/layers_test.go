@@ -51,7 +51,7 @@ var internal = map[string][]string{
 	"cluster/gossip":  {"internal/clock"},
 	"cluster/journal": {"cluster", "storage", "internal/clock"},
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
-	"cluster/agent": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
+	"cluster/node": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
 	// Keys and certificates (crypto/x509 only) for a secured cluster.
@@ -97,10 +97,10 @@ var reach = map[string][]string{
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
 	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/feedserver",
-		"cluster/wire", "cluster/coord", "cluster/agent", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
+		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
-	"github.com/hashicorp/memberlist": {"cmd/internal/observe", "cluster/gossip", "cluster/coord", "cluster/agent", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
+	"github.com/hashicorp/memberlist": {"cmd/internal/observe", "cluster/gossip", "cluster/coord", "cluster/node", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
 }
 
 // cudaModules are what gorgonia.org/cu links: in the cuda build, gpu

@@ -1,4 +1,4 @@
-package agent
+package node
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 
 // ClusterFeed serves a cluster node agent's ranks through a Server:
 //
-//	cf := agent.NewClusterFeed(ranks)
-//	node, _ := agent.Start(sys, agent.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck})
-//	srv, _ := feedserver.New(feedserver.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(node, pipelineCfg))
+//	cf := node.NewClusterFeed(ranks)
+//	nd, _ := node.Start(sys, node.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck})
+//	srv, _ := feedserver.New(feedserver.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
 //
 // Steps are the agent's, which are the trainer's: continuous per epoch
 // across the agent's sessions (a new session numbers on from the last

@@ -34,7 +34,7 @@
 // goroutine (one per rank); everything else is safe for concurrent use.
 // The actor owns all lease state; Next only reads a per-rank table of
 // segments under a mutex.
-package agent
+package node
 
 import (
 	"context"
