@@ -204,7 +204,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	}
 	a := &nodeActor{n: n, inc: cfg.Incarnation, byName: map[string]*rankState{}}
 	for _, r := range n.ranks {
-		rs := &rankState{r: r}
+		rs := &rankState{r: r, runs: cluster.NewRankRuns(r.name)}
 		a.ranks = append(a.ranks, rs)
 		a.byName[r.name] = rs
 	}
