@@ -94,7 +94,7 @@ func TestSimulation(t *testing.T) {
 
 type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
-	Fenced, Revokes, EqualEpochs, Held, HeldRequests, WelcomeResends, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
+	Fenced, FencedAnswers, Revokes, EqualEpochs, Held, HeldRequests, WelcomeResends, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
 }
 
 func (s *simStats) add(o simStats) {
@@ -108,6 +108,7 @@ func (s *simStats) add(o simStats) {
 	s.Joins += o.Joins
 	s.CoordCrashes += o.CoordCrashes
 	s.Fenced += o.Fenced
+	s.FencedAnswers += o.FencedAnswers
 	s.Revokes += o.Revokes
 	s.EqualEpochs += o.EqualEpochs
 	s.Held += o.Held
@@ -457,7 +458,12 @@ func (s *sim) stepOn(c *Coordinator, ev Event, from *simSession) {
 	if c == nil {
 		return
 	}
-	err := c.Step(ev)
+	var err error
+	if from != nil {
+		err = c.StepFrom(from.node.id, from.inc, ev)
+	} else {
+		err = c.Step(ev)
+	}
 	if from != nil && from.fenced && c == s.c {
 		if err == nil {
 			s.fail("coordinator accepted %T %+v from fenced session %s %v", ev, ev, from.rank, from.fence)
@@ -586,6 +592,18 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 		if n := s.nodes[ev.Node]; n != nil {
 			s.toNode(n, ev.Incarnation, ev)
 		}
+	}
+	for _, f := range rd.Fenced {
+		ss := s.bySession[f.Session]
+		switch {
+		case ss == nil || ss.node.id != f.Node:
+			s.fail("fenced answer %+v names no session of that node", f)
+			continue
+		case !ss.fenced && !stale:
+			s.fail("fenced answer %+v to a session the coordinator holds live", f)
+		}
+		s.stats.FencedAnswers++
+		s.toNode(ss.node, ss.inc, f)
 	}
 	for _, a := range rd.Acks {
 		ss := s.bySession[a.Session]
@@ -945,6 +963,17 @@ func (s *sim) nodeReceive(n *simNode, body any) {
 			}
 			n.sess[rs.Rank] = ss
 			s.start(n, ss)
+		}
+	case Fenced:
+		// As the node's actor: end the session if it is still the rank's.
+		for id, r := range n.runs {
+			if r.Active() && r.Session() == m.Session {
+				s.logf("%s: session %v fenced; rolling back", id, m.Session)
+				r.EndSession()
+				if ss := n.sess[id]; ss != nil && ss.fence == m.Session {
+					ss.dead = true
+				}
+			}
 		}
 	case Eviction:
 		s.logf("%s inc %d evicted; rejoining", n.id, n.inc)
