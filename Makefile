@@ -117,6 +117,15 @@ bench-peer: deps build
 	$(GO) build -o $(BIN)/longshore-bench ./cmd/longshore-bench
 	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_peer.py --dataset "$$ds" --json $(BIN)/bench-peer.json
 
+# Issue 16's internet-scale simulation, in one process and simulated time:
+# the real coordinator state machine, every rank's real node side and the
+# journal codec; 4,096 nodes × 8 ranks, a billion samples, 1%/hour churn.
+# SIMSCALE_FLAGS="--nodes 512 --samples 125000000" for a smaller run.
+SIMSCALE_FLAGS ?=
+sim-scale: deps-base
+	@mkdir -p $(BIN)
+	$(GO) run ./cmd/longshore-simscale --json $(BIN)/sim-scale.json $(SIMSCALE_FLAGS)
+
 proto:
 	cd cluster/wire && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=paths=source_relative wire.proto
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -25,6 +26,7 @@ type RankLeases struct {
 	epochs  int
 	cur     int // the epoch it requests work for
 	streams map[int]*rankStream
+	order   []int           // the keys of streams, ascending: Take's order
 	early   map[Fence]int64 // revokes that arrived before their grant
 	out     []Event
 }
@@ -93,6 +95,8 @@ func (r *RankLeases) stream(e int) *rankStream {
 	if st == nil {
 		st = &rankStream{leases: make(map[int]*heldLease)}
 		r.streams[e] = st
+		i, _ := slices.BinarySearch(r.order, e)
+		r.order = slices.Insert(r.order, i, e)
 	}
 	return st
 }
@@ -181,12 +185,7 @@ func (r *RankLeases) Ack(a Ack) int64 {
 // next lease is here, in stream order. It queues a LeaseDone for every
 // lease it finishes. ok is false when nothing can be taken now.
 func (r *RankLeases) Take() (p Position, ok bool) {
-	es := make([]int, 0, len(r.streams))
-	for e := range r.streams {
-		es = append(es, e)
-	}
-	sort.Ints(es)
-	for _, e := range es {
+	for _, e := range r.order {
 		if p, ok := r.take(e, r.streams[e]); ok {
 			return p, true
 		}

@@ -30,6 +30,7 @@ type RankRuns struct {
 	// may acknowledge its last commit late.
 	prev      Fence
 	prevAcked map[int]int64
+	buf       []Position // Fill's, reused
 }
 
 // Run is the next piece of an epoch's stream for the pipeline: Positions
@@ -192,6 +193,7 @@ func (r *RankRuns) Commit(epoch int, step int64) error {
 // Fill answers the pipeline's Want of up to want positions; done says the
 // coordinator declared the job done. ok is false when there is nothing to
 // give yet (wait for grants, and call Fill again after the next message).
+// run.Positions is valid until the next call.
 //
 // It keeps one position taken ahead of what it gives, so it knows whether
 // the position it gives ends the run before the pipeline could ship that
@@ -203,6 +205,8 @@ func (r *RankRuns) Fill(want int, done bool) (run Run, ok bool) {
 	}
 	b := r.batch
 	seg := r.steps.Current()
+	run.Positions = r.buf[:0]
+	defer func() { r.buf = run.Positions[:0] }()
 	for {
 		for len(r.ahead) < 2 {
 			p, ok := r.rl.Take()

@@ -51,6 +51,8 @@ var internal = map[string][]string{
 	"cluster/gossip":  {"internal/clock"},
 	"cluster/journal": {"cluster", "storage", "internal/clock"},
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
+	// Internet scale in one process: the core, the journal, a memory store.
+	"cluster/scalesim": {"cluster", "cluster/journal", "storage"},
 	"cluster/node": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
@@ -63,6 +65,7 @@ var internal = map[string][]string{
 	"cmd/longshore-pack":            {"*"},
 	"cmd/longshore-bench":           {"*"},
 	"cmd/longshore-gpucheck":        {"*"},
+	"cmd/longshore-simscale":        {"cluster/scalesim"},
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
@@ -115,7 +118,7 @@ var direct = map[string][]string{
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/procmem",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-simscale", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 
