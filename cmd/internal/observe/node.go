@@ -78,6 +78,7 @@ type nodeMetrics struct {
 	s3Requests, s3Retries, s3Throttled, s3Errors             metric
 	s3Timeouts, s3Bad, s3Backoff, s3Rate, s3RateWaits        metric
 	s3RateWait, s3RateCuts                                   metric
+	s3Hedges                                                 metric
 	packCache, packPeak, packChunks, packChunkBytes, packHit metric
 	packAlone, packEvict, packFail                           metric
 	jobSamples, jobEpochs, progress                          metric
@@ -126,6 +127,7 @@ func newNodeMetrics() *nodeMetrics {
 		s3RateCuts:     newMetric("store_rate_cuts_total", counter, "Times throttling cut the S3 request-rate limit."),
 		s3Throttled:    newMetric("store_throttled_total", counter, "S3 answers 429 or 503 (SlowDown)."),
 		s3Errors:       newMetric("store_errors_total", counter, "S3 operations that failed after retries."),
+		s3Hedges:       newMetric("store_hedges_total", counter, "Hedged S3 GETs (--hedge-quantile), by outcome: sent (second requests), won (answered first), cancelled (losers of either kind), denied (slow enough to hedge, kept from it by the budget or throttling).", "outcome"),
 		packCache:      newMetric("pack_cache_bytes", gauge, "Packed-sample chunk cache: bytes held or being fetched."),
 		packPeak:       newMetric("pack_cache_peak_bytes", gauge, "Most bytes the chunk cache ever held (with buffers kept for reuse)."),
 		packChunks:     newMetric("pack_chunks_total", counter, "Chunk fetches (one ranged GET each)."),
@@ -167,7 +169,7 @@ func (m *nodeMetrics) all() []metric {
 		m.busyRatio, m.occupancy, m.bottleneck, m.intervalRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
 		m.epoch, m.deliveredStep, m.slotsInUse, m.slots, m.outageRetries, m.committedEpoch, m.committedStep,
 		m.failures, m.storeRequests, m.storeBytes, m.s3Requests, m.s3Retries, m.s3Throttled, m.s3Errors,
-		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts,
+		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts, m.s3Hedges,
 		m.packCache, m.packPeak, m.packChunks, m.packChunkBytes, m.packHit, m.packAlone, m.packEvict, m.packFail,
 		m.jobSamples, m.jobEpochs, m.progress}
 }
@@ -274,6 +276,10 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 		m.s3RateCuts.emit(ch, float64(st.RateCuts))
 		m.s3Throttled.emit(ch, float64(st.Throttled))
 		m.s3Errors.emit(ch, float64(st.Errors))
+		m.s3Hedges.emit(ch, float64(st.Hedges), "sent")
+		m.s3Hedges.emit(ch, float64(st.HedgeWins), "won")
+		m.s3Hedges.emit(ch, float64(st.HedgesCancelled), "cancelled")
+		m.s3Hedges.emit(ch, float64(st.HedgesDenied), "denied")
 	}
 	if src.Pack != nil {
 		p := src.Pack()
