@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,5 +149,75 @@ func TestHedgeOptions(t *testing.T) {
 	}
 	if err := (s3.Options{HedgeQuantile: 0.95, HedgeBudget: 0.1, HedgeMin: time.Millisecond}).Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// BenchmarkHedgeSlowBodies: 400 GETs of 32 KiB objects, 8 in flight,
+// through the fault proxy on MinIO with 2% of GETs' bodies trickled at
+// 64 KiB/s (half a second each), without and with hedging at the p95.
+// It reports the p50 and p99 GET latency and the time for all 400 (the
+// figures in docs/faults.md).
+func BenchmarkHedgeSlowBodies(b *testing.B) {
+	srv := miniotest.Start(b)
+	bucket := srv.NewBucket(b)
+	ctx := context.Background()
+	const objects, gets, inFlight = 64, 400, 8
+	{
+		s, err := s3.New(ctx, bucket, "", srv.Options())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range objects {
+			if _, err := s.Put(ctx, fmt.Sprintf("o/%d", i), randomBytes(uint64(i), 32<<10), storage.Cond{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, q := range []float64{0, 0.95} {
+		b.Run(fmt.Sprintf("hedge=%v", q), func(b *testing.B) {
+			for range b.N {
+				p := faultproxy.Start(b, srv.Endpoint, faultproxy.Rule{Ops: faultproxy.OpGet, Prob: 0.02, Seed: 5, Fault: faultproxy.Trickle(64 << 10)})
+				o := srv.Options()
+				o.Endpoint = p.URL
+				o.HedgeQuantile = q
+				s, err := s3.New(ctx, bucket, "", o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat := make([]time.Duration, gets)
+				next := make(chan int)
+				var wg sync.WaitGroup
+				t0 := time.Now()
+				for range inFlight {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range next {
+							t := time.Now()
+							if _, err := s.Get(ctx, fmt.Sprintf("o/%d", i%objects), nil); err != nil {
+								b.Error(err)
+							}
+							lat[i] = time.Since(t)
+						}
+					}()
+				}
+				for i := range gets {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				total := time.Since(t0)
+				slices.Sort(lat)
+				st := s.Stats()
+				b.ReportMetric(float64(lat[gets/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[gets*99/100].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(total.Seconds(), "total-s")
+				b.ReportMetric(float64(st.Hedges), "hedges")
+				b.ReportMetric(float64(st.HedgeWins), "hedge-wins")
+				b.ReportMetric(float64(p.Fired(0)), "slow-bodies")
+				s.Close()
+				p.Close()
+			}
+		})
 	}
 }
