@@ -15,7 +15,8 @@
 // when it has nothing to write.
 //
 // Events come from gossip (Membership: a node's join, update with a larger
-// incarnation, leave, failure) and from nodes (wire.NodeEvents over
+// incarnation, leave, failure; a suspicion only marks the node suspect in
+// Status) and from nodes (wire.NodeEvents over
 // protoactor remote); a Tick comes from an injected clock every TickEvery.
 // Messages a node sends from a fenced session are answered with a
 // NodeMail listing the session as fenced, and with an Eviction if the
@@ -448,6 +449,16 @@ func (a *coordActor) membership(ev gossip.Event) {
 		if err := a.step(cluster.Join{Node: id, Incarnation: inc, Ranks: ev.Meta.Ranks}); err == nil {
 			n.inc = inc
 		}
+	case gossip.Suspected, gossip.Recovered:
+		if n.inc == 0 || (inc != 0 && inc != n.inc) {
+			return // not a life the state machine counts
+		}
+		if ev.Kind == gossip.Suspected {
+			a.log.Warn("node suspect", "node", id, "incarnation", n.inc)
+		} else {
+			a.log.Info("node answers again", "node", id, "incarnation", n.inc)
+		}
+		a.book.suspected(id, n.inc, ev.Kind == gossip.Suspected)
 	case gossip.Left, gossip.Failed:
 		if inc == 0 {
 			inc = n.inc

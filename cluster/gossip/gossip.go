@@ -80,6 +80,18 @@ const (
 	Updated
 	Left   // left gracefully
 	Failed // declared dead by failure detection
+	// Suspected: this member's probe of the member got no ack, direct or
+	// indirect, and memberlist now suspects it: it is declared dead
+	// (Failed) unless it refutes within the suspicion timeout (seconds).
+	// memberlist v0.7.0 has no callback for suspicion and does not set
+	// Node.State, so this is read from the line memberlist logs as it
+	// suspects (suspect.go); a suspicion that reaches this member only
+	// by gossip from another is not reported until this member's own
+	// probe fails too.
+	Suspected
+	// Recovered: a member this one suspected answered a direct probe
+	// again.
+	Recovered
 )
 
 func (k EventKind) String() string {
@@ -92,6 +104,10 @@ func (k EventKind) String() string {
 		return "left"
 	case Failed:
 		return "failed"
+	case Suspected:
+		return "suspected"
+	case Recovered:
+		return "recovered"
 	}
 	return "unknown(" + strconv.Itoa(int(k)) + ")"
 }
@@ -109,6 +125,9 @@ type Member struct {
 	Name string
 	Addr string
 	Meta Meta
+	// Suspect is true from a Suspected event of the member to its
+	// Recovered (or a newer Joined or Updated).
+	Suspect bool
 }
 
 // Config configures a Membership. The zero value is not valid: ID and
@@ -193,6 +212,8 @@ type Membership struct {
 		// mutating under its lock (a data race to read), so Members
 		// answers from this copy, taken inside the callbacks.
 		members map[string]Member
+		// suspect names the members suspected and not yet recovered.
+		suspect map[string]bool
 	}
 	wake chan struct{}
 	done chan struct{}
@@ -221,19 +242,22 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 		mc.AdvertiseAddr = ah
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 	}
-	if c.Logger != nil {
-		mc.Logger = c.Logger
-	} else {
-		mc.LogOutput = io.Discard
-	}
 	m := &Membership{
 		events: make(chan Event),
 		cfg:    c,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
+	// memberlist's log is where it says it suspects a member: every line
+	// passes through suspectLog on its way to c.Logger.
+	var next io.Writer = io.Discard
+	if c.Logger != nil {
+		next = loggerWriter{c.Logger}
+	}
+	mc.Logger = log.New(suspectLog{m: m, next: next}, "", 0)
 	mc.Delegate = delegate{m}
 	mc.Events = eventDelegate{m}
+	mc.Ping = pingDelegate{m}
 	if c.Network != nil {
 		tr, err := c.Network.listen(host, mc.BindPort)
 		if err != nil {
@@ -324,6 +348,7 @@ func (m *Membership) Members() []Member {
 	out := make([]Member, 0, len(m.mu.members))
 	for _, mb := range m.mu.members {
 		mb.Meta.Ranks = append([]string(nil), mb.Meta.Ranks...)
+		mb.Suspect = m.mu.suspect[mb.Name]
 		out = append(out, mb)
 	}
 	m.mu.Unlock()
@@ -418,11 +443,27 @@ func (m *Membership) push(e Event) {
 	if m.mu.members == nil {
 		m.mu.members = map[string]Member{}
 	}
+	if m.mu.suspect == nil {
+		m.mu.suspect = map[string]bool{}
+	}
 	switch e.Kind {
 	case Joined, Updated:
 		m.mu.members[e.Name] = Member{Name: e.Name, Addr: e.Addr, Meta: e.Meta}
+		delete(m.mu.suspect, e.Name)
 	case Left, Failed:
 		delete(m.mu.members, e.Name)
+		delete(m.mu.suspect, e.Name)
+	case Suspected, Recovered:
+		mb, ok := m.mu.members[e.Name]
+		if !ok || m.mu.suspect[e.Name] == (e.Kind == Suspected) {
+			m.mu.Unlock()
+			return // not a member, or no change
+		}
+		m.mu.suspect[e.Name] = e.Kind == Suspected
+		if e.Kind == Recovered {
+			delete(m.mu.suspect, e.Name)
+		}
+		e.Addr, e.Meta = mb.Addr, mb.Meta
 	}
 	if !m.mu.closed {
 		m.mu.queue = append(m.mu.queue, e)

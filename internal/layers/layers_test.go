@@ -38,7 +38,7 @@ var internal = map[string][]string{
 	"actors/feedserver": {"actors", "actors/feed", "gpu", "storage"},
 
 	// Object stores behind the seam.
-	"storage/s3":        {"storage"},
+	"storage/s3":        {"storage", "internal/clock"},
 	"storage/stores":    {"storage", "storage/s3"},
 	"storage/faulty":    {"storage", "internal/clock"},
 	"storage/storetest": {"storage"},
