@@ -5,7 +5,7 @@
 #   make build   bin/longshore-node, bin/longshore-coordinator, bin/longshore-pack and bin/longshore-certs
 #   make certs   a CA, one host certificate per CERT_HOSTS name and a gossip key in $(CERTS) (docs/security.md)
 #   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
-#   make bench-peer  longshore (Go in process, Python client) vs PyTorch's DataLoader, side by side
+#   make bench-peer  longshore-node --sink feed + the Python client (and Go in process) vs PyTorch's DataLoader, side by side
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
@@ -112,10 +112,12 @@ bench: deps build
 	@ds=$$(scripts/dataset.sh $(BENCH_N)) && $(GO) run ./cmd/longshore-bench --dataset "$$ds" --epochs $(BENCH_EPOCHS) --json $(BIN)/bench.json
 
 # Needs Debian's python3-torch, python3-torchvision, python3-pil, python3-numpy.
+# The raw results (every repetition, CPU model, load average) go to
+# docs/bench/: commit them with the figures docs/performance.md quotes.
+BENCH_PEER_JSON ?= docs/bench/bench-peer.json
 bench-peer: deps build
-	$(GO) build -o $(BIN)/feed_server ./examples/feed_server
 	$(GO) build -o $(BIN)/longshore-bench ./cmd/longshore-bench
-	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_peer.py --dataset "$$ds" --json $(BIN)/bench-peer.json
+	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_peer.py --dataset "$$ds" --json $(BENCH_PEER_JSON)
 
 proto:
 	cd cluster/wire && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=paths=source_relative wire.proto
