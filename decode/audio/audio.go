@@ -93,7 +93,9 @@ func (c Config) Validate() error {
 }
 
 // Samples is the window's length in samples per channel.
-func (c Config) Samples() int { return int(math.Round(c.Seconds * float64(c.WithDefaults().SampleRate))) }
+func (c Config) Samples() int {
+	return int(math.Round(c.Seconds * float64(c.WithDefaults().SampleRate)))
+}
 
 // SampleBytes is one window's size: Channels x Samples float32.
 func (c Config) SampleBytes() int {
