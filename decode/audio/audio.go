@@ -94,7 +94,8 @@ func (c Config) Validate() error {
 
 // Samples is the window's length in samples per channel.
 func (c Config) Samples() int {
-	return int(math.Round(c.Seconds * float64(c.WithDefaults().SampleRate)))
+	c = c.WithDefaults()
+	return int(math.Round(c.Seconds * float64(c.SampleRate)))
 }
 
 // SampleBytes is one window's size: Channels x Samples float32.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -257,4 +258,15 @@ func rss(t *testing.T) int64 {
 	f := bytes.Fields(b)
 	pages, _ := strconv.ParseInt(string(f[1]), 10, 64)
 	return pages * int64(os.Getpagesize())
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{}
+	if c.Samples() != 16000 || c.SampleBytes() != 64000 || c.Validate() != nil {
+		t.Fatalf("zero config: %d samples, %d bytes, %v", c.Samples(), c.SampleBytes(), c.Validate())
+	}
+	if err := (Config{SampleRate: 10, Channels: 99, Seconds: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "sample rate") ||
+		!strings.Contains(err.Error(), "channels") || !strings.Contains(err.Error(), "window") {
+		t.Fatalf("bad config: %v", err)
+	}
 }
