@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/ffdecode"
+	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/decode/audio"
+)
+
+// mediaFlags choose what a sample is (--media) and, for audio, its
+// waveform. Images keep every image flag (--size, --layout, --transform,
+// ...); audio reads --transform for its crop (train: random, seeded;
+// eval: centered).
+type mediaFlags struct {
+	media        string
+	sampleRate   int
+	channels     int
+	audioSeconds float64
+}
+
+// audioExtensions are the ImageFolder files kept with --media audio (a
+// manifest names its objects whatever they are called).
+var audioExtensions = []string{".wav", ".flac", ".mp3", ".opus", ".ogg", ".oga"}
+
+func (m *mediaFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.media, "media", "image", "what samples are: image (uint8 [3,H,W]), audio (float32 [C,S] waveforms: WAV, FLAC, MP3, Opus, Vorbis; docs/media.md)")
+	fs.IntVar(&m.sampleRate, "sample-rate", 16000, "--media audio: output sample rate in Hz (FFmpeg's resampler)")
+	fs.IntVar(&m.channels, "channels", 1, "--media audio: output channels (1 mono, 2 stereo; FFmpeg's default down/upmix)")
+	fs.Float64Var(&m.audioSeconds, "audio-seconds", 1, "--media audio: the window cut from each waveform, seconds (--transform train: a random window, seeded by (seed, epoch, sample); eval: the centered one); shorter audio is zero-padded and marked short")
+}
+
+func (m mediaFlags) kind() (actors.Kind, error) {
+	var k actors.Kind
+	if err := k.UnmarshalText([]byte(m.media)); err != nil {
+		return k, fmt.Errorf("--media %q: want image or audio", m.media)
+	}
+	if k == actors.KindVideo {
+		return k, fmt.Errorf("--media video: not available in this build yet (issue 17); image and audio are")
+	}
+	return k, nil
+}
+
+func (m mediaFlags) audioConfig(transform string) (audio.Config, error) {
+	c := audio.Config{SampleRate: m.sampleRate, Channels: m.channels, Seconds: m.audioSeconds}
+	var errs []error
+	switch strings.ToLower(transform) {
+	case "train":
+		c.Train = true
+	case "eval":
+	default:
+		errs = append(errs, fmt.Errorf("--media audio --transform %q: want train (random window) or eval (centered)", transform))
+	}
+	if c.SampleRate <= 0 || c.Channels <= 0 || c.Seconds <= 0 {
+		// zero would mean "the default" to audio.Config; on the command
+		// line it is a mistake
+		errs = append(errs, fmt.Errorf("--sample-rate %d, --channels %d, --audio-seconds %v: need positive values", c.SampleRate, c.Channels, c.Seconds))
+	}
+	errs = append(errs, c.Validate())
+	return c, errors.Join(errs...)
+}
+
+// check reports the media flags' problems.
+func (m mediaFlags) check(transform string) []error {
+	k, err := m.kind()
+	if err != nil {
+		return []error{err}
+	}
+	if k == actors.KindAudio {
+		if _, err := m.audioConfig(transform); err != nil {
+			return []error{err}
+		}
+	}
+	return nil
+}
+
+// useDecoder configures the pipeline's sample spec and decoders for the
+// media: ffdecode.Use for images, ffdecode.UseAudio for audio.
+func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Config) error {
+	k, err := o.mediaFlags.kind()
+	if err != nil {
+		return err
+	}
+	if k == actors.KindAudio {
+		c, err := o.mediaFlags.audioConfig(o.transform)
+		if err != nil {
+			return err
+		}
+		if err := ffdecode.UseAudio(ac, deps, c); err != nil {
+			return err
+		}
+		return ac.Validate()
+	}
+	return ffdecode.Use(ac, deps, dc)
+}
+
+// describe is the summary line's sample part.
+func (o options) describeSample() string {
+	if k, _ := o.mediaFlags.kind(); k == actors.KindAudio {
+		return fmt.Sprintf("audio %s, %d Hz x %d, %v s windows", o.transform, o.sampleRate, o.channels, o.audioSeconds)
+	}
+	return fmt.Sprintf("%s %d, %s", o.transform, o.size, strings.ToUpper(o.layout))
+}
