@@ -245,7 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, fmt.Errorf("--ranks %d: need at least 1", o.ranks))
 	}
 	errs = append(errs, checkMetricsFlags(o)...)
-	errs = append(errs, o.mediaFlags.check(o.transform)...)
+	errs = append(errs, o.mediaFlags.check(o.transform, o.size, o.layout)...)
 	errs = append(errs, o.logs.Check()...)
 	switch o.progress {
 	case "auto", "always", "never":
@@ -376,8 +376,11 @@ func openDataset(ctx context.Context, o options, block, window int) (storage.Sto
 	}
 	o.faults.s3Options(&sopts)
 	dopts := storage.DefaultDiscoverOptions()
-	if k, _ := o.mediaFlags.kind(); k == actors.KindAudio {
+	switch k, _ := o.mediaFlags.kind(); k {
+	case actors.KindAudio:
 		dopts.Extensions = audioExtensions
+	case actors.KindVideo:
+		dopts.Extensions = videoExtensions
 	}
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest

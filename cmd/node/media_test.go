@@ -42,7 +42,7 @@ func runAudio(t *testing.T, root string, args ...string) []string {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(errb.String(), "audio") {
+	if !strings.Contains(errb.String(), "audio") && !strings.Contains(errb.String(), "video") {
 		t.Errorf("summary does not say audio:\n%s", errb.String())
 	}
 	b, _ := os.ReadFile(logPath)
@@ -100,5 +100,73 @@ func TestStandaloneAudio(t *testing.T) {
 	}
 	if code := run([]string{"--standalone", "--dataset", root, "--media", "film"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--media") {
 		t.Errorf("--media film: exit %d\n%s", code, errb.String())
+	}
+}
+
+func videoDataset(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for class, names := range map[string][]string{
+		"a": {"cfr_h264.mp4", "vfr_h264.mkv", "short_h264.mp4"},
+		"b": {"hevc.mp4", "vp9.webm", "av1.mkv"},
+	} {
+		os.MkdirAll(filepath.Join(root, class), 0o755)
+		for _, n := range names {
+			b, err := os.ReadFile(filepath.Join("../../testdata/media", n))
+			if err != nil {
+				t.Fatalf("%v (scripts/mkmedia.sh makes it)", err)
+			}
+			os.WriteFile(filepath.Join(root, class, n), b, 0o644)
+		}
+	}
+	// a truncated clip: a per-sample failure, not the end of the job
+	b, _ := os.ReadFile(filepath.Join("../../testdata/media", "cfr_h264.mp4"))
+	os.WriteFile(filepath.Join(root, "b", "cut.mp4"), b[:len(b)/2], 0o644)
+	return root
+}
+
+// TestStandaloneVideo: --media video through the standalone node: every
+// clip once per epoch but the truncated one (a recorded failure), the
+// same clips on a second run, training windows and crops that differ
+// between epochs, evaluation clips that do not.
+func TestStandaloneVideo(t *testing.T) {
+	root := videoDataset(t)
+	args := func(transform string) []string {
+		return []string{"--media", "video", "--transform", transform, "--clip-frames", "4", "--clip-fps", "5",
+			"--clip-sampling", "random", "--size", "32", "--max-failures", "5"}
+	}
+	var train []string
+	for i := 0; i < 2; i++ {
+		lines := runAudio(t, root, args("train")...)
+		if len(lines) != 2*6 {
+			t.Fatalf("%d clips delivered, want 12 (2 epochs of 6; cut.mp4 fails):\n%s", len(lines), strings.Join(lines, "\n"))
+		}
+		if i == 1 && !slices.Equal(lines, train) {
+			t.Fatalf("a second run gave other clips")
+		}
+		train = lines
+	}
+	eval := runAudio(t, root, args("eval")...)
+	px := func(lines []string, epoch, key string) string {
+		for _, l := range lines {
+			if f := strings.Fields(l); f[0] == epoch && strings.HasSuffix(f[1], key) {
+				return f[2]
+			}
+		}
+		t.Fatalf("no line for epoch %s %s", epoch, key)
+		return ""
+	}
+	for _, k := range []string{"cfr_h264.mp4", "vfr_h264.mkv", "av1.mkv"} {
+		if px(train, "0", k) == px(train, "1", k) {
+			t.Errorf("%s: the same training clip in both epochs", k)
+		}
+		if px(eval, "0", k) != px(eval, "1", k) {
+			t.Errorf("%s: evaluation clips differ between epochs", k)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--standalone", "--dataset", root, "--media", "video", "--clip-sampling", "middle", "--clip-frames", "0"}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "--clip-sampling") || !strings.Contains(errb.String(), "--clip-frames") {
+		t.Errorf("bad video flags: exit %d\n%s", code, errb.String())
 	}
 }
