@@ -38,6 +38,7 @@ type slotMeta struct {
 	indices   []int64
 	positions []int64
 	pads      []bool
+	short     []bool // by sample region while decoding, compacted by assemble
 }
 
 func (a *rankActor) Receive(c actor.Context) {
@@ -65,6 +66,7 @@ func (a *rankActor) Receive(c actor.Context) {
 			a.bufs[m.buf] = nil // a stuck decoder still reads it
 		}
 		a.p.rec.task(StageDecode, m.dur, m.err != nil)
+		a.meta[m.slot].short[m.idx] = m.err == nil && m.short
 		a.run(c, a.core.decodeDone(m.decoder, m.slot, m.idx, m.buf, m.err))
 	case *releaseMsg:
 		a.run(c, a.core.release(m.slot))
@@ -82,7 +84,7 @@ func (a *rankActor) start(c actor.Context) {
 	for i := range a.meta {
 		b := p.cfg.BatchSize
 		a.meta[i] = slotMeta{labels: make([]int32, b), keys: make([]string, b), indices: make([]int64, b),
-			positions: make([]int64, b), pads: make([]bool, b)}
+			positions: make([]int64, b), pads: make([]bool, b), short: make([]bool, b)}
 	}
 	feed := c.Spawn(p.props("feed", func() actor.Actor { return &feedActor{p: p} }))
 	a.uploader = c.Spawn(p.props("uploader", func() actor.Actor { return &uploaderActor{p: p, feed: feed} }))
@@ -186,11 +188,13 @@ func (a *rankActor) assemble(b *batch) *Batch {
 		}
 		it := &b.items[i]
 		m.labels[j], m.keys[j], m.indices[j], m.positions[j], m.pads[j] = it.Label, it.Key, it.Index, it.Pos, it.Pad
+		m.short[j] = m.short[i] // j <= i: region i is read before it is overwritten
 	}
 	n := len(a.keep)
 	return &Batch{
 		Rank: p.rank, Epoch: b.epoch, Step: b.step,
 		Images: mem[: n*sb : n*sb], Dims: p.cfg.Sample.Dims(n), Layout: p.cfg.Sample.Layout,
+		Spec: p.cfg.Sample, Shape: p.cfg.Sample.BatchDims(n), Short: m.short[:n:n],
 		Labels: m.labels[:n:n], Keys: m.keys[:n:n], Indices: m.indices[:n:n], Positions: m.positions[:n:n], Pads: m.pads[:n:n],
 		EndOfStream: b.endOfStream(p.cfg.BatchSize), Failed: b.expected - b.ok, p: p, slot: b.slot,
 	}
@@ -281,8 +285,8 @@ func (d *decoderActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *decodeMsg:
 		t0 := d.p.clock.Now()
-		abandoned, err := d.decodeGuarded(c, m)
-		c.Send(c.Parent(), &decodedMsg{decoder: d.id, buf: m.buf, slot: m.slot, idx: m.idx, err: err, dur: d.p.clock.Now().Sub(t0), abandoned: abandoned})
+		abandoned, short, err := d.decodeGuarded(c, m)
+		c.Send(c.Parent(), &decodedMsg{decoder: d.id, buf: m.buf, slot: m.slot, idx: m.idx, err: err, dur: d.p.clock.Now().Sub(t0), abandoned: abandoned, short: short})
 	case *actor.Stopped:
 		d.stop()
 	}

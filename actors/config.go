@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,24 +52,168 @@ func (l *Layout) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Shape is the geometry of one decoded sample: 3-channel uint8 RGB.
-type Shape struct {
-	Height, Width int // pixels
-	Layout        Layout
+// Kind is what a sample is: an image (the zero value), a video clip or an
+// audio waveform.
+type Kind uint8
+
+const (
+	// KindImage: [3,H,W] (NCHW) or [H,W,3] (NHWC) uint8 RGB.
+	KindImage Kind = iota
+	// KindVideo: Frames frames, [T,3,H,W] (NCHW) or [T,H,W,3] (NHWC)
+	// uint8 RGB.
+	KindVideo
+	// KindAudio: [C,S] float32 PCM, C channels of S samples, channel
+	// planes.
+	KindAudio
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindImage:
+		return "image"
+	case KindVideo:
+		return "video"
+	case KindAudio:
+		return "audio"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Channels is always 3 (RGB).
+// MarshalText writes "image", "video" or "audio".
+func (k Kind) MarshalText() ([]byte, error) {
+	if k > KindAudio {
+		return nil, fmt.Errorf("actors: unknown sample kind %d", int(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText reads "image", "video" or "audio" (any case).
+func (k *Kind) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "image":
+		*k = KindImage
+	case "video":
+		*k = KindVideo
+	case "audio":
+		*k = KindAudio
+	default:
+		return fmt.Errorf("actors: media %q: want image, video or audio", b)
+	}
+	return nil
+}
+
+// DType is the element type of a sample's array.
+type DType uint8
+
+const (
+	Uint8   DType = iota // images and video frames
+	Float32              // audio PCM, little-endian IEEE 754 (the host order here)
+)
+
+func (d DType) String() string {
+	switch d {
+	case Uint8:
+		return "uint8"
+	case Float32:
+		return "float32"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Size is the bytes of one element.
+func (d DType) Size() int {
+	if d == Float32 {
+		return 4
+	}
+	return 1
+}
+
+// Shape is the sample spec: what one decoded sample is (Kind), its element
+// type (DType, fixed by the kind), its dimensions and memory order. The
+// zero Kind is an image, so an image spec is what it always was: Height,
+// Width and Layout.
+type Shape struct {
+	Height, Width int // pixels (images and video frames)
+	// Layout is the order of a frame's pixels: channel planes (NCHW) or
+	// interleaved RGB (NHWC). Audio is always channel planes.
+	Layout Layout
+	Kind   Kind
+	// Frames is the frames of a video clip (T). Ignored for other kinds.
+	Frames int
+	// AudioChannels and AudioSamples are an audio sample's [C,S]
+	// (channels, samples per channel). Ignored for other kinds.
+	AudioChannels, AudioSamples int
+}
+
+// Channels is the channels of a pixel (RGB).
 const Channels = 3
 
-// SampleBytes is the size of one decoded sample in a slot.
-func (s Shape) SampleBytes() int { return Channels * s.Height * s.Width }
+// DType is the element type of the kind's arrays.
+func (s Shape) DType() DType {
+	if s.Kind == KindAudio {
+		return Float32
+	}
+	return Uint8
+}
 
-// Dims returns the shape of a batch of n samples in s.Layout.
+// SampleDims is the shape of one sample, outermost first.
+func (s Shape) SampleDims() []int {
+	switch s.Kind {
+	case KindAudio:
+		return []int{s.AudioChannels, s.AudioSamples}
+	case KindVideo:
+		if s.Layout == NHWC {
+			return []int{s.Frames, s.Height, s.Width, Channels}
+		}
+		return []int{s.Frames, Channels, s.Height, s.Width}
+	}
+	if s.Layout == NHWC {
+		return []int{s.Height, s.Width, Channels}
+	}
+	return []int{Channels, s.Height, s.Width}
+}
+
+// SampleBytes is the size of one decoded sample in a slot.
+func (s Shape) SampleBytes() int {
+	n := s.DType().Size()
+	for _, d := range s.SampleDims() {
+		n *= d
+	}
+	return n
+}
+
+// BatchDims is the shape of a batch of n samples: [n] + SampleDims.
+func (s Shape) BatchDims(n int) []int { return append([]int{n}, s.SampleDims()...) }
+
+// Dims returns the shape of a batch of n images in s.Layout; for the other
+// kinds, which have no 4-dimensional shape, it is zero (use BatchDims).
 func (s Shape) Dims(n int) [4]int {
+	if s.Kind != KindImage {
+		return [4]int{}
+	}
 	if s.Layout == NHWC {
 		return [4]int{n, s.Height, s.Width, Channels}
 	}
 	return [4]int{n, Channels, s.Height, s.Width}
+}
+
+// LayoutName names the batch's memory order, batch dimension included:
+// "NCHW"/"NHWC" (images), "NTCHW"/"NTHWC" (video), "NCS" (audio).
+func (s Shape) LayoutName() string {
+	switch s.Kind {
+	case KindAudio:
+		return "NCS"
+	case KindVideo:
+		if s.Layout == NHWC {
+			return "NTHWC"
+		}
+		return "NTCHW"
+	}
+	return s.Layout.String()
+}
+
+func (s Shape) String() string {
+	return fmt.Sprintf("%s %s %v %s", s.Kind, s.DType(), s.SampleDims(), s.LayoutName())
 }
 
 // Config is one rank pipeline's configuration. Every field has a unit and a
@@ -119,8 +264,12 @@ type Config struct {
 	// FirstEpoch is the first epoch's number (to resume at an epoch
 	// boundary). Default 0.
 	FirstEpoch int
-	// Sample is the decoded sample geometry. Zero Height/Width: 224, the
-	// ImageNet training crop; zero Layout is NCHW, what PyTorch takes.
+	// Sample is the decoded sample spec. Zero Kind is an image. Zero
+	// Height/Width (images, video): 224, the ImageNet training crop; zero
+	// Layout is NCHW, what PyTorch takes. Zero Frames (video): 16, the
+	// clip length of most video recognition recipes. Zero AudioChannels:
+	// 1 (mono); zero AudioSamples: 16000, one second at 16 kHz, the rate
+	// speech models take.
 	Sample Shape
 	// MaxFailures is the failure budget (a count, or a fraction of the
 	// run's samples). Zero value: 1%, a few bad objects in a large dataset
@@ -190,11 +339,24 @@ func (c Config) WithDefaults() Config {
 	if c.Epochs == 0 {
 		c.Epochs = d.Epochs
 	}
-	if c.Sample.Height == 0 {
-		c.Sample.Height = d.Sample.Height
+	if c.Sample.Kind != KindAudio {
+		if c.Sample.Height == 0 {
+			c.Sample.Height = d.Sample.Height
+		}
+		if c.Sample.Width == 0 {
+			c.Sample.Width = d.Sample.Width
+		}
 	}
-	if c.Sample.Width == 0 {
-		c.Sample.Width = d.Sample.Width
+	if c.Sample.Kind == KindVideo && c.Sample.Frames == 0 {
+		c.Sample.Frames = 16
+	}
+	if c.Sample.Kind == KindAudio {
+		if c.Sample.AudioChannels == 0 {
+			c.Sample.AudioChannels = 1
+		}
+		if c.Sample.AudioSamples == 0 {
+			c.Sample.AudioSamples = 16000
+		}
 	}
 	if c.MaxFailures.kind == budgetUnset {
 		c.MaxFailures = d.MaxFailures
@@ -244,8 +406,20 @@ func (c Config) Validate() error {
 	if c.FirstEpoch < 0 {
 		bad("FirstEpoch %d: need 0 or more", c.FirstEpoch)
 	}
-	if c.Sample.Height < 1 || c.Sample.Width < 1 {
-		bad("Sample %dx%d: need positive height and width", c.Sample.Height, c.Sample.Width)
+	switch c.Sample.Kind {
+	case KindImage, KindVideo:
+		if c.Sample.Height < 1 || c.Sample.Width < 1 {
+			bad("Sample %dx%d: need positive height and width", c.Sample.Height, c.Sample.Width)
+		}
+		if c.Sample.Kind == KindVideo && c.Sample.Frames < 1 {
+			bad("Sample.Frames %d: need at least 1 frame per clip", c.Sample.Frames)
+		}
+	case KindAudio:
+		if c.Sample.AudioChannels < 1 || c.Sample.AudioSamples < 1 {
+			bad("Sample: %d audio channels of %d samples: need at least 1 of each", c.Sample.AudioChannels, c.Sample.AudioSamples)
+		}
+	default:
+		bad("Sample.Kind %d: want image, video or audio", int(c.Sample.Kind))
 	}
 	if c.Sample.Layout != NCHW && c.Sample.Layout != NHWC {
 		bad("Sample.Layout %d: want NCHW or NHWC", int(c.Sample.Layout))
@@ -253,9 +427,17 @@ func (c Config) Validate() error {
 	if err := c.MaxFailures.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.BatchSize >= 1 && c.Sample.Height >= 1 && c.Sample.Width >= 1 {
-		if sb := float64(c.BatchSize) * float64(c.Sample.SampleBytes()); sb > maxSlotBytes {
-			bad("a batch of %d samples of %dx%d is %.0f bytes, over the %d-byte slot limit: lower BatchSize or the sample size", c.BatchSize, c.Sample.Height, c.Sample.Width, sb, int64(maxSlotBytes))
+	if c.BatchSize >= 1 && !slices.ContainsFunc(c.Sample.SampleDims(), func(d int) bool { return d < 1 }) {
+		sb := float64(c.BatchSize) * float64(c.Sample.DType().Size())
+		for _, d := range c.Sample.SampleDims() {
+			sb *= float64(d)
+		}
+		if sb > maxSlotBytes {
+			what := fmt.Sprintf("%dx%d", c.Sample.Height, c.Sample.Width)
+			if c.Sample.Kind != KindImage {
+				what = c.Sample.String()
+			}
+			bad("a batch of %d samples of %s is %.0f bytes, over the %d-byte slot limit: lower BatchSize or the sample size", c.BatchSize, what, sb, int64(maxSlotBytes))
 		}
 	}
 	return errors.Join(errs...)

@@ -56,18 +56,23 @@ type decodeJob struct {
 	seed uint64
 }
 
+type decodeResult struct {
+	short bool
+	err   error
+}
+
 // decodeWorker runs one SampleDecoder on a goroutine of its own.
 type decodeWorker struct {
 	dec     SampleDecoder
 	jobs    chan decodeJob
-	results chan error // buffered: an abandoned worker never blocks on it
+	results chan decodeResult // buffered: an abandoned worker never blocks on it
 	exited  chan struct{}
 	scratch []byte
 }
 
 func newDecodeWorker(p *Pipeline, dec SampleDecoder) *decodeWorker {
 	w := &decodeWorker{
-		dec: dec, jobs: make(chan decodeJob), results: make(chan error, 1), exited: make(chan struct{}),
+		dec: dec, jobs: make(chan decodeJob), results: make(chan decodeResult, 1), exited: make(chan struct{}),
 		scratch: make([]byte, p.cfg.Sample.SampleBytes()),
 	}
 	go w.run(p)
@@ -78,55 +83,59 @@ func (w *decodeWorker) run(p *Pipeline) {
 	defer close(w.exited)
 	defer w.dec.Close()
 	for j := range w.jobs {
-		err := safeDecode(w.dec, j.data, j.seed, w.scratch)
+		short, err := safeDecode(w.dec, j.data, j.seed, w.scratch)
 		<-p.cores // the call returned: its core is free
-		w.results <- err
+		w.results <- decodeResult{short, err}
 	}
 }
 
 // safeDecode runs dec, turning a panic on hostile input into a
-// per-sample failure.
-func safeDecode(dec SampleDecoder, data []byte, seed uint64, dst []byte) (err error) {
+// per-sample failure; short is a WindowDecoder's answer.
+func safeDecode(dec SampleDecoder, data []byte, seed uint64, dst []byte) (short bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = WithFailureClass(fmt.Errorf("decoder panicked: %v", r), "panic")
+			short, err = false, WithFailureClass(fmt.Errorf("decoder panicked: %v", r), "panic")
 		}
 	}()
-	return dec.Decode(data, seed, dst)
+	if wd, ok := dec.(WindowDecoder); ok {
+		return wd.DecodeWindow(data, seed, dst)
+	}
+	return false, dec.Decode(data, seed, dst)
 }
 
 // decodeGuarded decodes m under the deadline; abandoned says the decoder
 // was left behind (and still reads m.data).
-func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned bool, err error) {
+func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, short bool, err error) {
 	p := d.p
 	if err := p.ctx.Err(); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if d.dec == nil {
-		return false, fmt.Errorf("actors: rank %d: decoder %d has no decoder", p.rank, d.id)
+		return false, false, fmt.Errorf("actors: rank %d: decoder %d has no decoder", p.rank, d.id)
 	}
 	if p.cfg.DecodeDeadline < 0 {
-		return false, safeDecode(d.dec, m.data, m.seed, m.dst)
+		short, err := safeDecode(d.dec, m.data, m.seed, m.dst)
+		return false, short, err
 	}
 	if d.w == nil {
 		d.w = newDecodeWorker(p, d.dec)
 	}
 	w := d.w
 	if err := d.takeCore(c); err != nil {
-		return false, err
+		return false, false, err
 	}
 	w.jobs <- decodeJob{data: m.data, seed: m.seed}
 	t := time.NewTimer(p.cfg.DecodeDeadline)
 	defer t.Stop()
 	select {
-	case err := <-w.results:
-		if err == nil {
+	case r := <-w.results:
+		if r.err == nil {
 			copy(m.dst, w.scratch)
 		}
-		return false, err
+		return false, r.err == nil && r.short, r.err
 	case <-t.C:
 		d.abandon(c)
-		return true, WithFailureClass(fmt.Errorf("decode did not finish within %v (the decode deadline): the decoder was abandoned", p.cfg.DecodeDeadline), "timeout")
+		return true, false, WithFailureClass(fmt.Errorf("decode did not finish within %v (the decode deadline): the decoder was abandoned", p.cfg.DecodeDeadline), "timeout")
 	}
 }
 

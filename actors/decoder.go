@@ -14,6 +14,17 @@ type SampleDecoder interface {
 	Close() error
 }
 
+// WindowDecoder is a SampleDecoder of samples cut from a timeline (video
+// clips, audio waveforms) that says whether the sample filled its window:
+// short is true when the media ended first and dst was padded (the
+// decoder's padding: zeros for audio, the last frame for video). The
+// pipeline marks such samples in Batch.Short. It is used instead of
+// Decode when a decoder implements it.
+type WindowDecoder interface {
+	SampleDecoder
+	DecodeWindow(data []byte, sampleSeed uint64, dst []byte) (short bool, err error)
+}
+
 // DecoderFactory makes one SampleDecoder per decoder actor. NewPipeline
 // calls it Decoders times before starting, so a bad decode configuration
 // fails there rather than per sample.

@@ -44,6 +44,7 @@ type decodedMsg struct {
 	err                     error
 	dur                     time.Duration
 	abandoned               bool
+	short                   bool // the sample was shorter than its window (WindowDecoder)
 }
 
 // uploadMsg: rank actor -> uploader: a full batch, in delivery order.

@@ -64,10 +64,21 @@ type Batch struct {
 	// Work): standalone, it holds the stream offsets
 	// [Step*BatchSize, (Step+1)*BatchSize), minus the samples that failed.
 	Step int64
-	// Images is uint8 RGB, Dims long: [N,3,H,W] (NCHW) or [N,H,W,3].
+	// Images is the samples' bytes, Shape long in Spec's DType: for
+	// images uint8 RGB [N,3,H,W] (NCHW) or [N,H,W,3], which Dims also
+	// holds; for video [N,T,3,H,W] or [N,T,H,W,3] uint8; for audio
+	// [N,C,S] float32 (Dims is zero for those: they have no 4 dimensions).
 	Images []byte
 	Dims   [4]int
 	Layout Layout
+	// Spec is the pipeline's sample spec (Config.Sample).
+	Spec Shape
+	// Shape is the batch's dimensions, Spec.BatchDims(Len()).
+	Shape []int
+	// Short marks samples shorter than their window (a clip or waveform
+	// that ended early): audio zero-padded, video padded by repeating its
+	// last frame. Always false for images.
+	Short  []bool
 	Labels []int32
 	Keys   []string
 	// Indices are the samples' dataset indices.

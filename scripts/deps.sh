@@ -41,7 +41,7 @@ need_pkgs() {
 
 install_base() {
 	need_pkgs pkg-config gcc libjpeg62-turbo-dev libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
-		libavfilter-dev libavdevice-dev libswresample-dev
+		libavfilter-dev libavdevice-dev libswresample-dev ffmpeg espeak-ng python3-av
 }
 
 install_demo() {

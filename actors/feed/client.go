@@ -98,14 +98,22 @@ func (e *RemoteError) Is(target error) bool {
 var ErrFailureBudgetRemote = errors.New("feed: failure budget exceeded at the node")
 
 // Batch is a batch as the trainer sees it: Images is a slice over the
-// shared mapping (no copy), valid until Release or Close.
+// shared mapping (no copy), valid until Release or Close. Its elements
+// are DType ("uint8", or "float32" little-endian: Float32s views them),
+// Shape in Layout; image batches also have Dims.
 type Batch struct {
-	ID        uint64
-	Epoch     int
-	Step      int64
-	Images    []byte
-	Dims      [4]int
-	Layout    string
+	ID     uint64
+	Epoch  int
+	Step   int64
+	Images []byte
+	Dims   [4]int
+	Layout string
+	DType  string
+	// Shape is the batch's dimensions, N first (from an older node,
+	// Dims).
+	Shape []int
+	// Short marks samples shorter than their window (padded).
+	Short     []bool
 	Labels    []int32
 	Keys      []string
 	Indices   []int64
@@ -125,6 +133,32 @@ type Batch struct {
 
 // Len is the number of samples in the batch.
 func (b *Batch) Len() int { return len(b.Labels) }
+
+// Float32s views a float32 batch's bytes as float32s (no copy; nil for
+// other dtypes). The node writes them in its byte order, which is the
+// trainer's: they share a machine.
+func (b *Batch) Float32s() []float32 {
+	if b.DType != DTypeFloat32 || len(b.Images) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b.Images[0])), len(b.Images)/4)
+}
+
+// bytes is the size of an array of s's dtype and shape; -1 if the
+// dtype is unknown or a dimension negative.
+func (s SampleSpec) bytes() int64 {
+	n := int64(s.ItemSize())
+	if n == 0 {
+		return -1
+	}
+	for _, d := range s.Shape {
+		if d < 0 {
+			return -1
+		}
+		n *= int64(d)
+	}
+	return n
+}
 
 // Release gives the slot back. Harmless more than once.
 func (b *Batch) Release() error {
@@ -264,12 +298,21 @@ func (c *Client) batch(payload []byte) (*Batch, error) {
 	if err := json.Unmarshal(payload, &d); err != nil {
 		return nil, fmt.Errorf("feed: bad batch descriptor: %w", err)
 	}
-	b := &Batch{ID: d.ID, Epoch: d.Epoch, Step: d.Step, Dims: d.Dims, Layout: d.Layout, Labels: d.Labels, Keys: d.Keys,
-		Indices: d.Indices, Positions: d.Positions, Pads: d.Pads, Failed: d.Failed, Era: d.Era, EndOfStream: d.EndOfStream, c: c}
+	b := &Batch{ID: d.ID, Epoch: d.Epoch, Step: d.Step, Dims: d.Dims, Layout: d.Layout, DType: d.DType, Shape: d.Shape, Short: d.Short,
+		Labels: d.Labels, Keys: d.Keys, Indices: d.Indices, Positions: d.Positions, Pads: d.Pads, Failed: d.Failed, Era: d.Era, EndOfStream: d.EndOfStream, c: c}
+	if b.Shape == nil {
+		b.Shape = d.Dims[:]
+	}
+	if b.DType == "" {
+		b.DType = DTypeUint8
+	}
 	if d.NBytes > 0 {
 		mem := c.regions[d.Region]
 		if mem == nil || d.Offset < 0 || d.NBytes < 0 || d.Offset+d.NBytes > int64(len(mem)) {
 			return nil, fmt.Errorf("feed: batch %d lies outside region %d", d.ID, d.Region)
+		}
+		if want := (SampleSpec{DType: b.DType, Shape: b.Shape}).bytes(); want != d.NBytes {
+			return nil, fmt.Errorf("feed: batch %d: %d bytes do not hold %s %v (%d bytes)", d.ID, d.NBytes, b.DType, b.Shape, want)
 		}
 		b.Images = mem[d.Offset : d.Offset+d.NBytes : d.Offset+d.NBytes]
 	}

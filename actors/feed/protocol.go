@@ -12,8 +12,12 @@ import (
 // docs/feed-protocol.md). Version 2 adds rollbacks (cluster mode): the
 // rollback message, eras on batches and commits, end_of_stream. The
 // server also accepts MinVersion: a version-1 trainer is told of a
-// rollback by a fatal rolled_back error instead.
-const Version = 2
+// rollback by a fatal rolled_back error instead. Version 3 adds the
+// sample spec (video clips and audio waveforms, any dtype and shape): the
+// welcome's spec, the batch's shape and short marks. A node serving
+// images speaks 1 to 3 alike; one serving video or audio refuses hellos
+// below 3 (their batches have no 4-dimensional uint8 dims).
+const Version = 3
 
 // MinVersion is the oldest hello version the server accepts.
 const MinVersion = 1
@@ -169,11 +173,45 @@ func (c Cursor) Less(d Cursor) bool {
 	return c.Epoch < d.Epoch || c.Epoch == d.Epoch && c.Step < d.Step
 }
 
-// SampleShape is a sample's geometry in a Welcome.
+// SampleShape is a sample's geometry in a Welcome (images and video
+// frames; zero for audio).
 type SampleShape struct {
 	Height   int `json:"height"`
 	Width    int `json:"width"`
 	Channels int `json:"channels"`
+}
+
+// Sample kinds and dtypes in a SampleSpec.
+const (
+	KindImage = "image"
+	KindVideo = "video"
+	KindAudio = "audio"
+
+	DTypeUint8   = "uint8"
+	DTypeFloat32 = "float32" // little-endian
+)
+
+// SampleSpec (version 3) is what one sample is: Kind, DType, Shape (one
+// sample's dimensions, outermost first: [3,H,W] or [H,W,3] for images,
+// [T,3,H,W] or [T,H,W,3] for video, [C,S] for audio) and Layout (the
+// batch's, batch dimension included: "NCHW", "NHWC", "NTCHW", "NTHWC",
+// "NCS").
+type SampleSpec struct {
+	Kind   string `json:"kind"`
+	DType  string `json:"dtype"`
+	Shape  []int  `json:"shape"`
+	Layout string `json:"layout"`
+}
+
+// ItemSize is the bytes of one element of DType, 0 if unknown.
+func (s SampleSpec) ItemSize() int {
+	switch s.DType {
+	case DTypeUint8:
+		return 1
+	case DTypeFloat32:
+		return 4
+	}
+	return 0
 }
 
 // Welcome answers a Hello.
@@ -187,6 +225,9 @@ type Welcome struct {
 	Sample    SampleShape `json:"sample"`
 	Layout    string      `json:"layout"`
 	DType     string      `json:"dtype"`
+	// Spec is the sample spec (version 3); nil from older nodes: an
+	// image, Sample in Layout, uint8.
+	Spec *SampleSpec `json:"spec,omitempty"`
 	// Resume is where delivery starts.
 	Resume Cursor `json:"resume"`
 	// Mode is "standalone" or "cluster" (version 2).
@@ -213,14 +254,22 @@ type Region struct {
 	Size   int64  `json:"size"`
 }
 
-// BatchDesc describes a ready batch: its pixels are bytes [Offset,
-// Offset+NBytes) of region Region, uint8, Dims in Layout.
+// BatchDesc describes a ready batch: its samples are bytes [Offset,
+// Offset+NBytes) of region Region, DType, Shape (version 3; images also
+// Dims) in Layout.
 type BatchDesc struct {
-	ID        uint64   `json:"id"`
-	Region    uint64   `json:"region"`
-	Offset    int64    `json:"offset"`
-	NBytes    int64    `json:"nbytes"`
-	Dims      [4]int   `json:"dims"`
+	ID     uint64 `json:"id"`
+	Region uint64 `json:"region"`
+	Offset int64  `json:"offset"`
+	NBytes int64  `json:"nbytes"`
+	// Dims is an image batch's [N,3,H,W] or [N,H,W,3]; zero for video
+	// and audio.
+	Dims [4]int `json:"dims"`
+	// Shape (version 3) is the batch's dimensions, N first, any rank.
+	Shape []int `json:"shape,omitempty"`
+	// Short (version 3, video and audio) marks samples shorter than
+	// their window, padded (audio with zeros, video with its last frame).
+	Short     []bool   `json:"short,omitempty"`
 	Layout    string   `json:"layout"`
 	DType     string   `json:"dtype"`
 	Epoch     int      `json:"epoch"`

@@ -558,10 +558,20 @@ func (s *session) run() {
 		}
 	}
 	cfg := s.r.stream().Config()
+	if cfg.Sample.Kind != actors.KindImage && s.version < 3 {
+		s.fail(feed.CodeVersion, fmt.Errorf("feed: this node serves %s samples (%s), which protocol version %d cannot describe: upgrade the client to version 3", cfg.Sample.Kind, cfg.Sample, s.version), nil)
+		return
+	}
 	w := feed.Welcome{
 		Version: s.version, Job: s.r.s.cfg.Job, Rank: s.r.rank, BatchSize: cfg.BatchSize, Slots: cfg.Slots,
-		SlotBytes: cfg.SlotBytes(), Layout: cfg.Sample.Layout.String(), DType: "uint8", Resume: at,
-		Sample: feed.SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels},
+		SlotBytes: cfg.SlotBytes(), Layout: cfg.Sample.LayoutName(), DType: cfg.Sample.DType().String(), Resume: at,
+	}
+	if cfg.Sample.Kind != actors.KindAudio {
+		w.Sample = feed.SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels}
+	}
+	if s.version >= 3 {
+		w.Spec = &feed.SampleSpec{Kind: cfg.Sample.Kind.String(), DType: cfg.Sample.DType().String(),
+			Shape: cfg.Sample.SampleDims(), Layout: cfg.Sample.LayoutName()}
 	}
 	if s.version >= 2 {
 		w.Mode = "standalone"
@@ -737,6 +747,15 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		}
 		if s.version >= 2 {
 			bd.Era, bd.EndOfStream = d.Era, d.EndOfStream
+		}
+		if s.version >= 3 {
+			bd.Shape = b.Shape
+			if bd.Shape == nil {
+				bd.Shape = b.Dims[:]
+			}
+			if b.Spec.Kind != actors.KindImage {
+				bd.Layout, bd.DType, bd.Short = b.Spec.LayoutName(), b.Spec.DType().String(), b.Short
+			}
 		}
 		if len(b.Images) > 0 {
 			loc, ok := r.alloc.Locate(b.Images)

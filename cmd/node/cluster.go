@@ -17,7 +17,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
@@ -99,7 +98,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if q != nil {
 		deps.OnFailure = q.record
 	}
-	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
+	if err := o.useDecoder(&ac, &deps, dc); err != nil {
 		return err
 	}
 	var mem atomic.Pointer[gossip.Membership]

@@ -11,7 +11,6 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
-	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/decode"
@@ -42,7 +41,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	if q != nil {
 		deps.OnFailure = q.record
 	}
-	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
+	if err := o.useDecoder(&ac, &deps, dc); err != nil {
 		return err
 	}
 	// Each rank's streams (reopened when a trainer resumes from an older

@@ -98,6 +98,7 @@ type options struct {
 	metricsLinger    time.Duration
 	reportEvery      time.Duration
 	faults           faultFlags
+	mediaFlags
 
 	// cluster mode
 	id              string
@@ -133,6 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.transform, "transform", "train", "train (RandomResizedCrop+flip), eval (resize 256 + center crop) or resize")
 	fs.IntVar(&o.size, "size", 224, "output side in pixels")
 	fs.StringVar(&o.layout, "layout", "nchw", "sample layout: nchw or nhwc")
+	o.mediaFlags.register(fs)
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for the epoch order and the random transforms")
 	fs.IntVar(&o.ranks, "ranks", 1, "trainer ranks served by this node")
 	fs.StringVar(&o.sink, "sink", "null", "where batches go: null, log:PATH (no trainer; cluster mode: a stand-in trainer), or feed (serve real trainers over Unix sockets, zero copy; docs/feed-protocol.md)")
@@ -243,6 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, fmt.Errorf("--ranks %d: need at least 1", o.ranks))
 	}
 	errs = append(errs, checkMetricsFlags(o)...)
+	errs = append(errs, o.mediaFlags.check(o.transform, o.size, o.layout)...)
 	errs = append(errs, o.logs.Check()...)
 	switch o.progress {
 	case "auto", "always", "never":
@@ -373,6 +376,12 @@ func openDataset(ctx context.Context, o options, block, window int) (storage.Sto
 	}
 	o.faults.s3Options(&sopts)
 	dopts := storage.DefaultDiscoverOptions()
+	switch k, _ := o.mediaFlags.kind(); k {
+	case actors.KindAudio:
+		dopts.Extensions = audioExtensions
+	case actors.KindVideo:
+		dopts.Extensions = videoExtensions
+	}
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest

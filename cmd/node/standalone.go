@@ -16,7 +16,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/storage"
@@ -213,7 +212,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if q != nil {
 		deps.OnFailure = q.record
 	}
-	if err := ffdecode.Use(&ac, &deps, dc); err != nil {
+	if err := o.useDecoder(&ac, &deps, dc); err != nil {
 		q.close()
 		snk.Close()
 		storage.Close(store)
@@ -229,8 +228,8 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	n := int64(len(ds.Samples))
 	perRank := (n + int64(o.ranks) - 1) / int64(o.ranks)
 	total := perRank * int64(o.ranks) * int64(o.epochs)
-	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s %d, %s\n",
-		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.transform, o.size, strings.ToUpper(o.layout))
+	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s\n",
+		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.describeSample())
 	if ps, ok := store.(*storage.PackedStore); ok {
 		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, ds, o.packCache, 1))
 	}

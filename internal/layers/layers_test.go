@@ -31,7 +31,9 @@ var internal = map[string][]string{
 	// The node's pipeline and its seams.
 	"actors":            {"gpu", "storage", "internal/clock"},
 	"actors/actorstest": {},
-	"actors/ffdecode":   {"actors", "decode"},
+	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video"},
+	"decode/video":      {},
+	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the
 	// node; the server sits on the pipeline.
 	"actors/feed":       {},

@@ -38,9 +38,9 @@ class CudaArray:
 
     __slots__ = ("__cuda_array_interface__", "owner", "device")
 
-    def __init__(self, ptr, shape, owner, device):
+    def __init__(self, ptr, shape, owner, device, typestr="|u1"):
         self.__cuda_array_interface__ = {
-            "shape": tuple(shape), "typestr": "|u1", "data": (int(ptr), False),
+            "shape": tuple(shape), "typestr": typestr, "data": (int(ptr), False),
             "strides": None, "version": 3, "stream": None,
         }
         self.owner = owner

@@ -16,7 +16,20 @@ import numpy as np
 
 from ._token import cut_token
 
-PROTOCOL_VERSION = 2  # 2 adds rollbacks (cluster mode); the node also accepts 1
+# 2 adds rollbacks (cluster mode); 3 the sample spec (video, audio: any
+# dtype and shape). A node serving images accepts 1 to 3.
+PROTOCOL_VERSION = 3
+
+# The dtypes a batch may carry (docs/feed-protocol.md), as NumPy dtypes in
+# the node's byte order: it shares this machine.
+_DTYPES = {"uint8": np.dtype(np.uint8), "float32": np.dtype(np.float32)}
+
+
+def _dtype(name):
+    dt = _DTYPES.get(name or "uint8")
+    if dt is None:
+        raise FeedError("protocol", f"batch dtype {name!r}: this client knows {sorted(_DTYPES)}")
+    return dt
 
 # message types (docs/feed-protocol.md)
 HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
@@ -78,10 +91,10 @@ def _distributed():
     return None
 
 
-def _cuda_array(ptr, dims, owner, index):
+def _cuda_array(ptr, dims, owner, index, dtype=np.dtype(np.uint8)):
     from ._cuda import CudaArray
 
-    return CudaArray(ptr, dims, owner, index)
+    return CudaArray(ptr, dims, owner, index, dtype.str)
 
 
 def _try_torch():
@@ -94,9 +107,12 @@ def _try_torch():
 
 
 class Batch:
-    """One batch. `images` is a uint8 NumPy array over the node's shared
-    memory (no copy) shaped `dims` in `layout` ("NCHW" or "NHWC");
-    `tensor()` is the same memory as a torch tensor. The slot goes back to
+    """One batch. `images` is a NumPy array over the node's shared memory
+    (no copy) of the batch's dtype and shape in `layout`: uint8 [N,3,H,W]
+    ("NCHW") or [N,H,W,3] ("NHWC") images, uint8 [N,T,3,H,W] ("NTCHW") or
+    [N,T,H,W,3] ("NTHWC") video clips, float32 [N,C,S] ("NCS") audio;
+    `tensor()` is the same memory as a torch tensor. `short[i]` says
+    sample i was shorter than its window (video and audio: padded). The slot goes back to
     the node when `release()` is called or when the images array and every
     view of it (including tensors from `tensor()` and `cuda()`) are gone.
 
@@ -109,7 +125,7 @@ class Batch:
     or copy still reads."""
 
     __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
-                 "positions", "pads", "failed", "layout", "era", "end_of_stream", "device_array",
+                 "positions", "pads", "failed", "layout", "short", "era", "end_of_stream", "device_array",
                  "_release", "_gate", "_cuda", "_index", "__weakref__")
 
     def __init__(self, desc, images, release, device_array=None, gate=None, cuda=None, index=None):
@@ -124,6 +140,7 @@ class Batch:
         self.pads = desc.get("pads") or []
         self.failed = desc.get("failed", 0)
         self.layout = desc.get("layout", "NCHW")
+        self.short = desc.get("short") or [False] * len(self.keys)
         # cluster mode (version 2): the delivery era, and whether this is
         # the rank's last batch of the epoch as planned now (commit it)
         self.era = desc.get("era", 0)
@@ -140,7 +157,8 @@ class Batch:
         return len(self.keys)
 
     def tensor(self):
-        """The images as a torch uint8 tensor sharing the shared memory."""
+        """The batch as a torch tensor (its dtype, its shape) sharing the
+        shared memory."""
         import torch
 
         return torch.from_numpy(self.images)
@@ -151,7 +169,7 @@ class Batch:
         return self.device_array is not None
 
     def cuda(self, non_blocking=True):
-        """The images as a CUDA uint8 tensor: the node's device slot itself
+        """The batch as a CUDA tensor: the node's device slot itself
         with device delivery, else a copy from shared memory enqueued on
         the current stream (asynchronous when the memory is pinned:
         Loader(pin_memory=True)). Kernels on the current stream see the
@@ -211,7 +229,7 @@ class _Conn:
             raise FeedError(w.get("code"), w.get("message"), True, w.get("report"))
         if t != WELCOME:
             raise FeedError("protocol", f"expected welcome, got type {t}")
-        if w.get("version") not in (1, PROTOCOL_VERSION):
+        if w.get("version") not in (1, 2, PROTOCOL_VERSION):
             raise FeedError("version", f"server speaks version {w.get('version')}")
         self.welcome = w
 
@@ -450,19 +468,22 @@ class Loader:
 
     def _make_batch(self, c, d):
         n = d["nbytes"]
-        dims = tuple(d["dims"])
+        dims = tuple(d.get("shape") or d["dims"])
+        dtype = _dtype(d.get("dtype"))
         if n:
+            if n != int(np.prod(dims, dtype=np.int64)) * dtype.itemsize:
+                raise FeedError("protocol", f"batch of {n} bytes does not hold {d.get('dtype')} {list(dims)}")
             mm = c.regions[d["region"]]
             # The flat array is the base of every view NumPy or torch makes
             # of the batch (NumPy collapses view chains down to it, and no
             # further: its own base is a memoryview of the mmap). When it is
             # collected, no view is left and the slot goes back. No pixel
             # memory is allocated here.
-            flat = np.frombuffer(memoryview(mm)[d["offset"]:d["offset"] + n], dtype=np.uint8)
+            flat = np.frombuffer(memoryview(mm)[d["offset"]:d["offset"] + n], dtype=dtype)
             images = flat.reshape(dims)
             owner = flat
         else:
-            images = np.zeros(dims, dtype=np.uint8)
+            images = np.zeros(dims, dtype=dtype)
             owner = images
         bid = d["id"]
         conn_ref = weakref.ref(c)
@@ -474,7 +495,7 @@ class Loader:
             off = d.get("device_offset", 0)
             if off < 0 or off + n > size:
                 raise FeedError("protocol", f"device batch [{off}, {off + n}) outside its region of {size} bytes")
-            dev = _cuda_array(ptr + off, dims, owner, index)
+            dev = _cuda_array(ptr + off, dims, owner, index, dtype)
         elif cuda is not None:
             if c.dev_index is None:  # once per connection: the welcome's device in this process
                 c.dev_index = cuda.device_index(c.welcome["device"]) if c.welcome.get("device") else 0

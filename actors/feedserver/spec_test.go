@@ -1,0 +1,132 @@
+package feedserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/actors/feed"
+)
+
+// shortPattern is PatternDecoder that marks objects whose key ends in an
+// odd digit as shorter than their window.
+type shortPattern struct{ actorstest.PatternDecoder }
+
+func (d shortPattern) DecodeWindow(data []byte, seed uint64, dst []byte) (bool, error) {
+	actorstest.Pattern(dst, data, seed)
+	return (data[len(data)-1]-'0')%2 == 1, nil
+}
+
+// TestAudioSpecOverFeed: a float32 [N,C,S] stream reaches a version-3
+// trainer with its spec, shape, dtype and short marks, zero copy and with
+// the in-process pipeline's bytes; a version-2 trainer is refused with a
+// version error rather than handed batches it would misread.
+func TestAudioSpecOverFeed(t *testing.T) {
+	e := newEnv(t, 30)
+	e.cfg.Epochs = 1
+	e.cfg.Sample = actors.Shape{Kind: actors.KindAudio, AudioChannels: 2, AudioSamples: 50}
+	e.deps.NewDecoder = func() (actors.SampleDecoder, error) { return shortPattern{}, nil }
+	want := e.reference(t, 1, 0)
+	s := e.serve(t, 1)
+
+	nc, err := net.Dial("unix", s.SocketPath(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write(frame(feed.MsgHello, `{"version":2}`))
+	nc.SetReadDeadline(time.Now().Add(time.Minute)) // a failure backstop: the server closes first
+	typ, payload, _, err := feed.ReadFrame(nc, feed.MaxServerFrame, nil)
+	nc.Close()
+	if err != nil || typ != feed.MsgError {
+		t.Fatalf("version-2 hello to an audio node: %v %v", typ, err)
+	}
+	if m, _ := parseErrorForTest(payload); m.Code != feed.CodeVersion || !strings.Contains(m.Message, "version 3") {
+		t.Fatalf("version-2 hello to an audio node: %+v", m)
+	}
+	sessionEnded(t, s, 0)
+
+	c := dial(t, s.SocketPath(0), nil)
+	defer c.Close()
+	w := c.Welcome()
+	if w.Spec == nil || w.Spec.Kind != "audio" || w.Spec.DType != "float32" || !slices.Equal(w.Spec.Shape, []int{2, 50}) || w.Spec.Layout != "NCS" || w.DType != "float32" {
+		t.Fatalf("welcome spec %+v dtype %s", w.Spec, w.DType)
+	}
+	got := map[sumKey]uint32{}
+	shorts := 0
+	for {
+		b, err := c.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := b.Len()
+		if !slices.Equal(b.Shape, []int{n, 2, 50}) || b.DType != "float32" || b.Layout != "NCS" || len(b.Float32s()) != n*100 || len(b.Short) != n {
+			t.Fatalf("batch shape %v dtype %s layout %s floats %d short %v", b.Shape, b.DType, b.Layout, len(b.Float32s()), b.Short)
+		}
+		if !c.Mapped(b.Images) {
+			t.Fatal("audio batch not in the shared mapping")
+		}
+		for j, k := range b.Keys {
+			if b.Short[j] != ((k[len(k)-1]-'0')%2 == 1) {
+				t.Fatalf("%s: short %v", k, b.Short[j])
+			}
+			if b.Short[j] {
+				shorts++
+			}
+		}
+		addSums(got, b.Epoch, b.Step, b.Images, n)
+		b.Release()
+	}
+	if len(got) != len(want) || shorts != 15 {
+		t.Fatalf("%d samples (want %d), %d short (want 15)", len(got), len(want), shorts)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("sample %+v: checksum %08x, want %08x", k, got[k], v)
+		}
+	}
+}
+
+// TestImageVersion2Unchanged: an image node answers a version-2 trainer
+// as before: no spec, uint8 dims, no shape.
+func TestImageVersion2Unchanged(t *testing.T) {
+	e := newEnv(t, 10)
+	s := e.serve(t, 1)
+	nc, err := net.Dial("unix", s.SocketPath(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write(frame(feed.MsgHello, `{"version":2}`))
+	nc.SetReadDeadline(time.Now().Add(time.Minute)) // a failure backstop
+	var sawBatch bool
+	for !sawBatch {
+		typ, payload, _, err := feed.ReadFrame(nc, feed.MaxServerFrame, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]json.RawMessage
+		json.Unmarshal(payload, &raw)
+		switch typ {
+		case feed.MsgWelcome:
+			if _, ok := raw["spec"]; ok || string(raw["dtype"]) != `"uint8"` || string(raw["layout"]) != `"NCHW"` || string(raw["version"]) != "2" {
+				t.Fatalf("version-2 welcome: %s", payload)
+			}
+		case feed.MsgBatch:
+			if _, ok := raw["shape"]; ok || string(raw["dims"]) != "[8,3,16,16]" {
+				t.Fatalf("version-2 batch: %s", payload)
+			}
+			sawBatch = true
+		}
+	}
+}

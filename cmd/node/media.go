@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/ffdecode"
+	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/decode/audio"
+	"github.com/longshore/longshore/decode/video"
+)
+
+// mediaFlags choose what a sample is (--media) and, for audio, its
+// waveform. Images keep every image flag (--size, --layout, --transform,
+// ...); audio reads --transform for its crop (train: random, seeded;
+// eval: centered).
+type mediaFlags struct {
+	media        string
+	sampleRate   int
+	channels     int
+	audioSeconds float64
+	clipFrames   int
+	clipFPS      float64
+	clipSampling string
+	videoThreads int
+}
+
+// videoExtensions are the ImageFolder files kept with --media video.
+var videoExtensions = []string{".mp4", ".m4v", ".mov", ".mkv", ".webm"}
+
+// audioExtensions are the ImageFolder files kept with --media audio (a
+// manifest names its objects whatever they are called).
+var audioExtensions = []string{".wav", ".flac", ".mp3", ".opus", ".ogg", ".oga"}
+
+func (m *mediaFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.media, "media", "image", "what samples are: image (uint8 [3,H,W]), video (uint8 [T,3,H,W] clips from MP4, MKV, WebM: H.264, HEVC, VP8, VP9, AV1), audio (float32 [C,S] waveforms: WAV, FLAC, MP3, Opus, Vorbis); docs/media.md")
+	fs.IntVar(&m.clipFrames, "clip-frames", 16, "--media video: frames per clip (T)")
+	fs.Float64Var(&m.clipFPS, "clip-fps", 8, "--media video, --clip-sampling random: frame rate of the clip's window")
+	fs.StringVar(&m.clipSampling, "clip-sampling", "uniform", "--media video: uniform (T frames spread over the whole clip) or random (a window of T frames at --clip-fps: --transform train draws its start, seeded by (seed, epoch, sample); eval takes the centered one). Frames are chosen by timestamp; clips shorter than the window repeat their last frame and are marked short")
+	fs.IntVar(&m.videoThreads, "video-threads", 2, "--media video: decoder threads per stream (SPDL found 2 the sweet spot for H.264)")
+	fs.IntVar(&m.sampleRate, "sample-rate", 16000, "--media audio: output sample rate in Hz (FFmpeg's resampler)")
+	fs.IntVar(&m.channels, "channels", 1, "--media audio: output channels (1 mono, 2 stereo; FFmpeg's default down/upmix)")
+	fs.Float64Var(&m.audioSeconds, "audio-seconds", 1, "--media audio: the window cut from each waveform, seconds (--transform train: a random window, seeded by (seed, epoch, sample); eval: the centered one); shorter audio is zero-padded and marked short")
+}
+
+func (m mediaFlags) kind() (actors.Kind, error) {
+	var k actors.Kind
+	if err := k.UnmarshalText([]byte(m.media)); err != nil {
+		return k, fmt.Errorf("--media %q: want image, video or audio", m.media)
+	}
+	return k, nil
+}
+
+func (m mediaFlags) audioConfig(transform string) (audio.Config, error) {
+	c := audio.Config{SampleRate: m.sampleRate, Channels: m.channels, Seconds: m.audioSeconds}
+	var errs []error
+	switch strings.ToLower(transform) {
+	case "train":
+		c.Train = true
+	case "eval":
+	default:
+		errs = append(errs, fmt.Errorf("--media audio --transform %q: want train (random window) or eval (centered)", transform))
+	}
+	if c.SampleRate <= 0 || c.Channels <= 0 || c.Seconds <= 0 {
+		// zero would mean "the default" to audio.Config; on the command
+		// line it is a mistake
+		errs = append(errs, fmt.Errorf("--sample-rate %d, --channels %d, --audio-seconds %v: need positive values", c.SampleRate, c.Channels, c.Seconds))
+	}
+	errs = append(errs, c.Validate())
+	return c, errors.Join(errs...)
+}
+
+func (m mediaFlags) videoConfig(transform string, size int, layout string) (video.Config, error) {
+	c := video.Config{Frames: m.clipFrames, FPS: m.clipFPS, Size: size, Threads: m.videoThreads, NHWC: strings.EqualFold(layout, "nhwc")}
+	var errs []error
+	switch strings.ToLower(transform) {
+	case "train":
+		c.Train = true
+	case "eval":
+	default:
+		errs = append(errs, fmt.Errorf("--media video --transform %q: want train (random window and crop) or eval (centered)", transform))
+	}
+	s, err := video.ParseSampling(m.clipSampling)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--clip-sampling: %w", err))
+	}
+	c.Sampling = s
+	if c.Frames <= 0 || c.FPS <= 0 || c.Threads <= 0 || c.Size <= 0 {
+		errs = append(errs, fmt.Errorf("--clip-frames %d, --clip-fps %v, --video-threads %d, --size %d: need positive values", c.Frames, c.FPS, c.Threads, c.Size))
+	}
+	errs = append(errs, c.Validate())
+	return c, errors.Join(errs...)
+}
+
+// check reports the media flags' problems.
+func (m mediaFlags) check(transform string, size int, layout string) []error {
+	k, err := m.kind()
+	if err != nil {
+		return []error{err}
+	}
+	switch k {
+	case actors.KindAudio:
+		if _, err := m.audioConfig(transform); err != nil {
+			return []error{err}
+		}
+	case actors.KindVideo:
+		if _, err := m.videoConfig(transform, size, layout); err != nil {
+			return []error{err}
+		}
+	}
+	return nil
+}
+
+// useDecoder configures the pipeline's sample spec and decoders for the
+// media: ffdecode.Use for images, ffdecode.UseAudio for audio.
+func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Config) error {
+	k, err := o.mediaFlags.kind()
+	if err != nil {
+		return err
+	}
+	switch k {
+	case actors.KindAudio:
+		c, err := o.mediaFlags.audioConfig(o.transform)
+		if err != nil {
+			return err
+		}
+		if err := ffdecode.UseAudio(ac, deps, c); err != nil {
+			return err
+		}
+		return ac.Validate()
+	case actors.KindVideo:
+		c, err := o.mediaFlags.videoConfig(o.transform, o.size, o.layout)
+		if err != nil {
+			return err
+		}
+		if err := ffdecode.UseVideo(ac, deps, c); err != nil {
+			return err
+		}
+		return ac.Validate()
+	}
+	return ffdecode.Use(ac, deps, dc)
+}
+
+// describe is the summary line's sample part.
+func (o options) describeSample() string {
+	switch k, _ := o.mediaFlags.kind(); k {
+	case actors.KindAudio:
+		return fmt.Sprintf("audio %s, %d Hz x %d, %v s windows", o.transform, o.sampleRate, o.channels, o.audioSeconds)
+	case actors.KindVideo:
+		return fmt.Sprintf("video %s, %d frames %s at %v fps, %d, %s", o.transform, o.clipFrames, o.clipSampling, o.clipFPS, o.size, strings.ToUpper(o.layout))
+	}
+	return fmt.Sprintf("%s %d, %s", o.transform, o.size, strings.ToUpper(o.layout))
+}

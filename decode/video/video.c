@@ -1,0 +1,269 @@
+#include "video.h"
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/imgutils.h>
+#include <libswscale/swscale.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "_cgo_export.h"
+
+static int src_read(void *opaque, uint8_t *buf, int n) {
+	ls_src *s = opaque;
+	if (s->data) {
+		int64_t left = s->size - s->pos;
+		if (left <= 0) return AVERROR_EOF;
+		if (n > left) n = (int)left;
+		memcpy(buf, s->data + s->pos, n);
+		s->pos += n;
+		return n;
+	}
+	int got = lsVideoRead(s->handle, buf, n);
+	if (got == 0) return AVERROR_EOF;
+	if (got < 0) return AVERROR(EIO);
+	return got;
+}
+
+static int64_t src_seek(void *opaque, int64_t off, int whence) {
+	ls_src *s = opaque;
+	int64_t p;
+	whence &= ~AVSEEK_FORCE;
+	if (whence == AVSEEK_SIZE) return s->size;
+	switch (whence) {
+	case SEEK_SET: p = off; break;
+	case SEEK_CUR: p = s->pos + off; break;
+	case SEEK_END: p = s->size + off; break;
+	default: return AVERROR(EINVAL);
+	}
+	if (p < 0 || p > s->size) return AVERROR(EINVAL);
+	if (!s->data && lsVideoSeek(s->handle, p) < 0) return AVERROR(EIO);
+	s->pos = p;
+	return p;
+}
+
+typedef struct {
+	struct SwsContext *sws;
+	uint8_t *rgb; // scaled frame, sw x sh x 3
+	int sw, sh, ox, oy;
+} conv;
+
+// emit writes frame f, scaled and cropped, as target k of dst.
+static int emit(conv *cv, ls_clip *c, AVFrame *f, int k, uint8_t *dst) {
+	if (!cv->sws) {
+		double s = (double)c->size / (f->width < f->height ? f->width : f->height);
+		cv->sw = (int)lround(f->width * s);
+		cv->sh = (int)lround(f->height * s);
+		if (cv->sw < c->size) cv->sw = c->size;
+		if (cv->sh < c->size) cv->sh = c->size;
+		cv->ox = (int)floor(c->u_x * (cv->sw - c->size) + 0.5);
+		cv->oy = (int)floor(c->u_y * (cv->sh - c->size) + 0.5);
+		cv->sws = sws_getContext(f->width, f->height, f->format, cv->sw, cv->sh, AV_PIX_FMT_RGB24, SWS_BILINEAR, NULL, NULL, NULL);
+		if (!cv->sws) return LS_VIDEO_UNSUPPORTED;
+		cv->rgb = av_malloc((size_t)cv->sw * cv->sh * 3 + 64);
+		if (!cv->rgb) return LS_VIDEO_NOMEM;
+	}
+	uint8_t *planes[4] = {cv->rgb, NULL, NULL, NULL};
+	int strides[4] = {cv->sw * 3, 0, 0, 0};
+	sws_scale(cv->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, strides);
+	int S = c->size;
+	uint8_t *out = dst + (size_t)k * S * S * 3;
+	for (int y = 0; y < S; y++) {
+		const uint8_t *row = cv->rgb + ((size_t)(y + cv->oy) * cv->sw + cv->ox) * 3;
+		if (c->nhwc) {
+			memcpy(out + (size_t)y * S * 3, row, (size_t)S * 3);
+		} else {
+			for (int x = 0; x < S; x++) {
+				out[(size_t)y * S + x] = row[3 * x];
+				out[(size_t)S * S + (size_t)y * S + x] = row[3 * x + 1];
+				out[(size_t)2 * S * S + (size_t)y * S + x] = row[3 * x + 2];
+			}
+		}
+	}
+	return 0;
+}
+
+int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) {
+	int rc = 0, ret;
+	AVIOContext *avio = NULL;
+	AVFormatContext *fmt = NULL;
+	AVCodecContext *dec = NULL;
+	AVPacket *pkt = NULL;
+	AVFrame *frame = NULL, *held = NULL;
+	conv cv = {0};
+	int64_t targets[1024];
+	int T = c->frames, next = 0, have_held = 0;
+	// AVIO's buffer: each refill is one read of this many bytes (a
+	// RangeReader serves several from one ranged GET).
+	const int bufsize = 16 << 10;
+	err[0] = 0;
+	c->short_clip = 0;
+	c->n_decoded = 0;
+#define FAIL(code, ...)                                                                                        \
+	do {                                                                                                   \
+		snprintf(err, errlen, __VA_ARGS__);                                                            \
+		rc = code;                                                                                     \
+		goto done;                                                                                     \
+	} while (0)
+	if (T < 1 || T > 1024) FAIL(LS_VIDEO_UNSUPPORTED, "%d frames per clip: want 1 to 1024", T);
+	uint8_t *iobuf = av_malloc(bufsize);
+	if (!iobuf) FAIL(LS_VIDEO_NOMEM, "out of memory");
+	avio = avio_alloc_context(iobuf, bufsize, 0, src, src_read, NULL, src_seek);
+	if (!avio) {
+		av_free(iobuf);
+		FAIL(LS_VIDEO_NOMEM, "out of memory");
+	}
+	fmt = avformat_alloc_context();
+	if (!fmt) FAIL(LS_VIDEO_NOMEM, "out of memory");
+	fmt->pb = avio;
+	fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+	if ((ret = avformat_open_input(&fmt, NULL, NULL, NULL)) < 0) {
+		fmt = NULL;
+		FAIL(ret == AVERROR(EIO) ? LS_VIDEO_IO : LS_VIDEO_CORRUPT, "open: %s", av_err2str(ret));
+	}
+	if ((ret = avformat_find_stream_info(fmt, NULL)) < 0) FAIL(LS_VIDEO_CORRUPT, "stream info: %s", av_err2str(ret));
+	const AVCodec *codec = NULL;
+	int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+	if (si == AVERROR_STREAM_NOT_FOUND) FAIL(LS_VIDEO_UNSUPPORTED, "no video stream");
+	if (si < 0 || !codec) FAIL(LS_VIDEO_UNSUPPORTED, "no decoder for the video stream");
+	AVStream *st = fmt->streams[si];
+	for (unsigned i = 0; i < fmt->nb_streams; i++)
+		if ((int)i != si) fmt->streams[i]->discard = AVDISCARD_ALL;
+	AVRational tb = st->time_base;
+	c->tb_num = tb.num;
+	c->tb_den = tb.den;
+	snprintf(c->codec, sizeof c->codec, "%s", codec->name);
+	c->width = st->codecpar->width;
+	c->height = st->codecpar->height;
+	if (c->width <= 0 || c->height <= 0) FAIL(LS_VIDEO_CORRUPT, "no frame size");
+	if ((int64_t)c->width * c->height > c->max_pixels) FAIL(LS_VIDEO_TOO_LARGE, "%dx%d frames, over %lld pixels", c->width, c->height, (long long)c->max_pixels);
+	int64_t start = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
+	int64_t dur = st->duration;
+	if (dur == AV_NOPTS_VALUE || dur <= 0) {
+		if (fmt->duration == AV_NOPTS_VALUE || fmt->duration <= 0) FAIL(LS_VIDEO_CORRUPT, "no duration");
+		dur = av_rescale_q(fmt->duration, AV_TIME_BASE_Q, tb);
+	}
+	c->start_pts = start;
+	c->duration_ts = dur;
+	double tbs = av_q2d(tb);
+	if (c->sampling == 0) {
+		for (int k = 0; k < T; k++) targets[k] = start + (int64_t)((2 * (int64_t)k + 1) * (__int128)dur / (2 * T));
+	} else {
+		double win = T / c->fps; // seconds
+		double room = dur * tbs - win;
+		double s = room > 0 ? c->u_start * room : 0;
+		for (int k = 0; k < T; k++) targets[k] = start + (int64_t)floor((s + k / c->fps) / tbs + 1e-6);
+	}
+	dec = avcodec_alloc_context3(codec);
+	if (!dec) FAIL(LS_VIDEO_NOMEM, "out of memory");
+	if ((ret = avcodec_parameters_to_context(dec, st->codecpar)) < 0) FAIL(LS_VIDEO_CORRUPT, "codec parameters: %s", av_err2str(ret));
+	dec->thread_count = c->threads;
+	dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+	dec->pkt_timebase = tb;
+	if ((ret = avcodec_open2(dec, codec, NULL)) < 0) FAIL(LS_VIDEO_UNSUPPORTED, "open %s decoder: %s", codec->name, av_err2str(ret));
+	pkt = av_packet_alloc();
+	frame = av_frame_alloc();
+	held = av_frame_alloc();
+	if (!pkt || !frame || !held) FAIL(LS_VIDEO_NOMEM, "out of memory");
+	// The keyframe at or before the first target: decode only from there.
+	// Demuxers seek by their index, some (MP4) by decode timestamps, so a
+	// keyframe whose dts is before the target may show after it (B-frame
+	// reordering): probe the first frame a seek yields and seek further
+	// back until it is not after the target.
+	if (targets[0] > start) {
+		int64_t ts = targets[0], back = 1;
+		for (int attempt = 0; attempt < 12; attempt++) {
+			if (av_seek_frame(fmt, si, ts, AVSEEK_FLAG_BACKWARD) < 0) {
+				av_seek_frame(fmt, si, start, AVSEEK_FLAG_BACKWARD);
+				ts = start;
+			}
+			avcodec_flush_buffers(dec);
+			if (ts <= start) break;
+			int64_t first = AV_NOPTS_VALUE;
+			while (first == AV_NOPTS_VALUE) {
+				ret = av_read_frame(fmt, pkt);
+				if (ret < 0) break;
+				if (pkt->stream_index == si) avcodec_send_packet(dec, pkt);
+				av_packet_unref(pkt);
+				if (avcodec_receive_frame(dec, frame) >= 0) {
+					first = frame->best_effort_timestamp;
+					av_frame_unref(frame);
+				}
+			}
+			if (first == AV_NOPTS_VALUE || first <= targets[0]) {
+				// seek there again for the decode proper
+				if (av_seek_frame(fmt, si, ts, AVSEEK_FLAG_BACKWARD) < 0) av_seek_frame(fmt, si, start, AVSEEK_FLAG_BACKWARD);
+				avcodec_flush_buffers(dec);
+				break;
+			}
+			back = back * 2 + (first - targets[0]);
+			ts = targets[0] - back;
+			if (ts < start) ts = start;
+		}
+	}
+	int eof = 0;
+	while (next < T && !eof) {
+		ret = av_read_frame(fmt, pkt);
+		if (ret == AVERROR_EOF) {
+			eof = 1;
+			avcodec_send_packet(dec, NULL);
+		} else if (ret == AVERROR(EIO)) {
+			FAIL(LS_VIDEO_IO, "read: %s", av_err2str(ret));
+		} else if (ret < 0) {
+			eof = 1; // a damaged tail: what was decoded stands
+			avcodec_send_packet(dec, NULL);
+		} else if (pkt->stream_index != si) {
+			av_packet_unref(pkt);
+			continue;
+		} else {
+			avcodec_send_packet(dec, pkt); // a damaged packet is skipped
+			av_packet_unref(pkt);
+		}
+		while (next < T) {
+			ret = avcodec_receive_frame(dec, frame);
+			if (ret < 0) break;
+			c->n_decoded++;
+			int64_t pts = frame->best_effort_timestamp;
+			if (pts == AV_NOPTS_VALUE) pts = frame->pts;
+			if (frame->width != c->width || frame->height != c->height) {
+				av_frame_unref(frame);
+				FAIL(LS_VIDEO_UNSUPPORTED, "frame size changes mid-stream");
+			}
+			// Targets before this frame are the held frame's (the one
+			// displayed then); before the first frame, this one's.
+			while (next < T && pts != AV_NOPTS_VALUE && pts > targets[next]) {
+				AVFrame *use = have_held ? held : frame;
+				if ((rc = emit(&cv, c, use, next, dst))) FAIL(rc, "convert frame");
+				c->pts[next] = use->best_effort_timestamp;
+				next++;
+			}
+			av_frame_unref(held);
+			av_frame_move_ref(held, frame);
+			have_held = 1;
+		}
+	}
+	if (next < T) {
+		if (!have_held) FAIL(LS_VIDEO_CORRUPT, "no decodable frame");
+		// The rest lie at or after the last frame: it is displayed until
+		// the end; targets past the end are padding.
+		for (; next < T; next++) {
+			if ((rc = emit(&cv, c, held, next, dst))) FAIL(rc, "convert frame");
+			c->pts[next] = held->best_effort_timestamp;
+			if (targets[next] >= start + dur) c->short_clip = 1;
+		}
+	}
+done:
+	if (cv.sws) sws_freeContext(cv.sws);
+	av_free(cv.rgb);
+	av_frame_free(&held);
+	av_frame_free(&frame);
+	av_packet_free(&pkt);
+	avcodec_free_context(&dec);
+	avformat_close_input(&fmt);
+	if (avio) {
+		av_freep(&avio->buffer);
+		avio_context_free(&avio);
+	}
+	return rc;
+}
