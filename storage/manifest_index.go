@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -214,6 +215,28 @@ func ParseManifestIndex(b []byte) (*ManifestIndex, error) {
 		}
 	} else if len(rest) != 0 {
 		return nil, bad("%d bytes after a header without pieces", len(rest))
+	}
+	return x, nil
+}
+
+// WriteManifestIndex scans the manifest at key (ScanManifest, with every
+// samples a piece and duplicates checked) and puts its index beside it,
+// replacing any older one. The index is written after the manifest is
+// complete: a process that finds none reads the manifest whole.
+func WriteManifestIndex(ctx context.Context, s Store, key string, every int, progress func(ScanProgress)) (*ManifestIndex, error) {
+	if every < 1 {
+		return nil, fmt.Errorf("storage: manifest index of %s: every %d: need at least 1", key, every)
+	}
+	x, err := ScanManifest(ctx, s, key, ScanOptions{Every: every, CheckDuplicates: true, Progress: progress})
+	if err != nil {
+		return nil, err
+	}
+	b, err := x.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Put(ctx, IndexKey(key), b, Cond{}); err != nil {
+		return nil, fmt.Errorf("put %s: %w", IndexKey(key), err)
 	}
 	return x, nil
 }
