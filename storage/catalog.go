@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"path"
 	"sync"
 )
@@ -394,3 +395,50 @@ func (m *IndexedManifest) Close() error {
 	m.mu.Unlock()
 	return nil
 }
+
+// CatalogStore serves a Catalog's samples by index (SampleStore) from
+// the store that holds them: a plain sample is Get of its key, a packed
+// one a ranged GET of its bytes in its object. It is the store of the
+// lazy path for packed datasets: unlike PackedStore it reads every
+// packed sample alone (one request a sample, as --pack-cache 0 does),
+// since it holds no sample list to plan chunks with. Other calls go to
+// the inner store.
+type CatalogStore struct {
+	Store
+	cat Catalog
+}
+
+var (
+	_ SampleStore = (*CatalogStore)(nil)
+	_ io.Closer   = (*CatalogStore)(nil)
+)
+
+// NewCatalogStore wraps inner to serve cat's samples.
+func NewCatalogStore(inner Store, cat Catalog) *CatalogStore {
+	return &CatalogStore{Store: inner, cat: cat}
+}
+
+// GetSample implements SampleStore.
+func (c *CatalogStore) GetSample(ctx context.Context, index int64, key string, dst []byte) ([]byte, error) {
+	s, object, err := c.cat.Sample(ctx, index)
+	if err != nil {
+		return dst[:0], err
+	}
+	if s.Key != key {
+		return dst[:0], fmt.Errorf("%w: catalog store: sample %d is %q, not %q (the store holds another dataset)", ErrInvalidKey, index, s.Key, key)
+	}
+	if !s.Packed() {
+		return c.Store.Get(ctx, key, dst)
+	}
+	return c.Store.GetRange(ctx, object, s.Offset, s.Size, dst)
+}
+
+// PrefetchSample implements SampleStore: the sample's piece of the
+// manifest, if the catalog reads lazily.
+func (c *CatalogStore) PrefetchSample(index int64) { c.cat.Prefetch(index, index+1) }
+
+// Unwrap returns the inner store.
+func (c *CatalogStore) Unwrap() Store { return c.Store }
+
+// Close closes the inner store if it is an io.Closer.
+func (c *CatalogStore) Close() error { return Close(c.Store) }
