@@ -13,24 +13,24 @@ import (
 // serving a job. A dataset without packed samples hashes as it did before
 // packing existed.
 func ManifestDigest(ds *Dataset) string {
-	var d digester
+	var d Digester
 	for _, s := range ds.Samples {
-		d.add(s, ds.ObjectOf(s))
+		d.Add(s, ds.ObjectOf(s))
 	}
 	return d.String()
 }
 
-// digester computes ManifestDigest one sample at a time, in index order,
+// Digester computes ManifestDigest one sample at a time, in index order,
 // so that a manifest can be digested as it streams past (ScanManifest)
-// without its Dataset.
-type digester struct {
+// without its Dataset. The zero value is ready.
+type Digester struct {
 	n   int64
 	h   uint64
 	buf []byte // one buffer for every sample's fields: no allocation a sample
 }
 
-// add hashes sample s, whose object's key is object ("" for a plain one).
-func (d *digester) add(s Sample, object string) {
+// Add hashes sample s, whose object's key is object ("" for a plain one).
+func (d *Digester) Add(s Sample, object string) {
 	if d.n == 0 {
 		// FNV-1a 64 over key, NUL, label, NUL: cheap, and a mismatch here
 		// is a misconfiguration, not an attack.
@@ -61,7 +61,7 @@ func (d *digester) add(s Sample, object string) {
 }
 
 // String is the digest of the samples added so far.
-func (d *digester) String() string {
+func (d *Digester) String() string {
 	h := d.h
 	if d.n == 0 {
 		h = 14695981039346656037

@@ -105,6 +105,9 @@ type manifestBuilder struct {
 	// manifest, so its first line is neither a header nor after a byte
 	// order mark.
 	continued bool
+	// recHint, if > 0, is about how many samples there are: a piece's
+	// parse allocates for that many, not recChunk.
+	recHint int
 
 	// bad is the first problem of a row of its own (not a duplicate key).
 	// Samples after it are not kept: only the parse errors after it, and a
@@ -152,7 +155,11 @@ func (b *manifestBuilder) add(row *manifestRow) {
 
 	i := b.n
 	if i%recChunk == 0 {
-		b.recs = append(b.recs, make([]sampleRec, 0, recChunk))
+		c := recChunk
+		if b.recHint > 0 {
+			c = min(c, b.recHint) // a piece's few samples; append grows it past
+		}
+		b.recs = append(b.recs, make([]sampleRec, 0, c))
 	}
 	b.recs[i/recChunk] = append(b.recs[i/recChunk], sampleRec{keyEnd: uint32(keyEnd), label: label, object: object})
 	if row.packed {

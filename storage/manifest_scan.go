@@ -115,7 +115,7 @@ func ScanManifest(ctx context.Context, s Store, key string, opts ScanOptions) (*
 		maxLabel = max(maxLabel, int32(v))
 		return int32(v), nil
 	}
-	var d digester
+	var d Digester
 	var last string
 	sorted := true
 	var hashes []uint64
@@ -126,7 +126,7 @@ func ScanManifest(ctx context.Context, s Store, key string, opts ScanOptions) (*
 			x.Sums = append(x.Sums, crc32.Checksum(p.raw, castagnoli))
 		}
 		for _, smp := range p.ds.Samples {
-			d.add(smp, p.ds.ObjectOf(smp))
+			d.Add(smp, p.ds.ObjectOf(smp))
 			if smp.Packed() {
 				x.PackedSamples++
 			}
@@ -180,10 +180,10 @@ func ScanManifest(ctx context.Context, s Store, key string, opts ScanOptions) (*
 		x.Classes = append(x.Classes, t)
 	}
 	slices.Sort(x.Classes)
-	d = digester{}
+	d = Digester{}
 	err = sc.pass(2, classResolver(x.Classes), func(p piece) error {
 		for _, smp := range p.ds.Samples {
-			d.add(smp, p.ds.ObjectOf(smp))
+			d.Add(smp, p.ds.ObjectOf(smp))
 		}
 		return nil
 	})
@@ -301,7 +301,7 @@ func (sc *scan) pass(n int, resolve func(string, bool) (int32, error), fn func(p
 // gives. continued: raw does not start the manifest.
 func parsePiece(raw []byte, format ManifestFormat, prefix string, continued bool, unit int, resolve func(string, bool) (int32, error)) (*Dataset, error) {
 	b := newManifestBuilder(prefix, len(raw)+unit*len(prefix))
-	b.continued, b.resolve = continued, resolve
+	b.continued, b.resolve, b.recHint = continued, resolve, unit+1
 	ds, err := parseManifestSized(bytes.NewReader(raw), format, b, csvBufferSize)
 	if err != nil {
 		return nil, err
