@@ -2,7 +2,7 @@
 #
 #   make demo    install what is missing, build, make a small real-photo dataset, run one epoch
 #   make test    install what is missing (FFmpeg dev packages, MinIO), vet, unit tests with -race, fuzz smoke
-#   make build   bin/longshore-node, bin/longshore-coordinator, bin/longshore-pack and bin/longshore-certs
+#   make build   bin/longshore-node, bin/longshore-coordinator, bin/longshore-pack, bin/longshore-manifest and bin/longshore-certs
 #   make certs   a CA, one host certificate per CERT_HOSTS name and a gossip key in $(CERTS) (docs/security.md)
 #   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
 #   make bench-peer  longshore-node --sink feed + the Python client (and Go in process) vs PyTorch's DataLoader, side by side
@@ -70,6 +70,7 @@ build: deps-base
 	$(GO) build -o $(BIN)/longshore-node ./cmd/node
 	$(GO) build -o $(BIN)/longshore-coordinator ./cmd/coordinator
 	$(GO) build -o $(BIN)/longshore-pack ./cmd/longshore-pack
+	$(GO) build -o $(BIN)/longshore-manifest ./cmd/longshore-manifest
 	$(GO) build -o $(BIN)/longshore-certs ./cmd/longshore-certs
 
 demo: deps-demo build
@@ -96,7 +97,7 @@ race: deps
 FUZZ_TARGETS := \
 	./decode/:FuzzDecode ./decode/:FuzzDecodeFFmpeg ./decode/:FuzzParseHeader \
 	./storage/:FuzzManifest ./storage/:FuzzManifestReference ./storage/:FuzzManifestJSONLine ./storage/:FuzzManifestDecimal \
-	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./cmd/longshore-pack/:FuzzWebDataset \
+	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./storage/:FuzzScanManifest ./storage/:FuzzManifestIndex ./cmd/longshore-pack/:FuzzWebDataset \
 	./storage/s3/:FuzzContentRange ./storage/s3/:FuzzRetryAfter \
 	./cluster/journal/:FuzzDecode ./cluster/journal/:FuzzParseToken ./cluster/wire/:FuzzWire \
 	./actors/feed/:FuzzClientFrames ./actors/feed/:FuzzServerFrames ./actors/feedserver/:FuzzLocalToken \

@@ -10,6 +10,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/storage"
 )
 
 // nodeActor owns every rank's lease state. All of it is touched only from
@@ -133,8 +134,9 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 		}
 	}
 	for _, l := range m.Grants {
-		if rs := a.byName[l.Rank]; rs != nil {
+		if rs := a.byName[l.Rank]; rs != nil && rs.runs.Active() {
 			rs.runs.Grant(l.Cluster())
+			a.prefetch(l.Cluster())
 		}
 	}
 	for _, rv := range m.Revokes {
@@ -219,9 +221,9 @@ func (a *nodeActor) checkJob(j *wire.Job) error {
 	switch {
 	case j == nil:
 		return fmt.Errorf("%w: the welcome carries no job", ErrJobMismatch)
-	case j.Samples != int64(len(a.n.cfg.Dataset.Samples)) || j.ManifestDigest != a.n.cfg.Digest:
+	case j.Samples != a.samples() || j.ManifestDigest != a.n.cfg.Digest:
 		return fmt.Errorf("%w: coordinator has %d samples (manifest %s), this node %d (%s): point both at the same dataset (and the same --exclude list)",
-			ErrJobMismatch, j.Samples, j.ManifestDigest, len(a.n.cfg.Dataset.Samples), a.n.cfg.Digest)
+			ErrJobMismatch, j.Samples, j.ManifestDigest, a.samples(), a.n.cfg.Digest)
 	case j.BatchSize < 1 || j.Epochs < 1 || j.Block < 1 || j.ShardSize < 1 || j.Window < 0:
 		return fmt.Errorf("%w: unusable job %v", ErrJobMismatch, j)
 	}
@@ -341,25 +343,75 @@ func (a *nodeActor) fill(rs *rankState) {
 	w := actors.Work{Epoch: run.Epoch, Start: run.Start, Step: run.Step,
 		RunEnd: run.RunEnd, StreamEnd: run.StreamEnd, Last: run.Last}
 	for _, p := range run.Positions {
-		w.Items = append(w.Items, a.item(p))
+		it, err := a.item(p)
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		w.Items = append(w.Items, it)
 	}
 	give := rs.want.give
 	rs.want = nil
 	give(w)
 }
 
-func (a *nodeActor) item(p cluster.Position) actors.Item {
-	o, ok := a.orders[p.Epoch]
+func (a *nodeActor) order(epoch int) cluster.Order {
+	o, ok := a.orders[epoch]
 	if !ok {
 		if a.orders == nil {
 			a.orders = map[int]cluster.Order{}
 		}
-		o = cluster.NewOrder(a.job.Seed, p.Epoch, a.job.Samples, int(a.job.Block), cluster.EffectiveWindow(int(a.job.Block), int(a.job.Window)))
-		a.orders[p.Epoch] = o
+		o = cluster.NewOrder(a.job.Seed, epoch, a.job.Samples, int(a.job.Block), cluster.EffectiveWindow(int(a.job.Block), int(a.job.Window)))
+		a.orders[epoch] = o
 	}
-	idx, pad := o.Sample(p.Pos)
-	s := a.n.cfg.Dataset.Samples[idx]
-	return actors.Item{Pos: p.Offset, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}
+	return o
+}
+
+// item maps a leased position to its sample. With a Catalog that reads
+// the manifest lazily it may wait for a piece of it; a lookup that
+// fails (the store down past its retries, a stale index) stops the node
+// with the error, as a dataset that cannot be read at start would.
+func (a *nodeActor) item(p cluster.Position) (actors.Item, error) {
+	idx, pad := a.order(p.Epoch).Sample(p.Pos)
+	var s storage.Sample
+	if c := a.n.cfg.Catalog; c != nil {
+		var err error
+		if s, _, err = c.Sample(a.n.ctx, idx); err != nil {
+			return actors.Item{}, fmt.Errorf("sample %d of the manifest: %w", idx, err)
+		}
+	} else {
+		s = a.n.cfg.Dataset.Samples[idx]
+	}
+	return actors.Item{Pos: p.Offset, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}, nil
+}
+
+// samples is the dataset's size as this node sees it.
+func (a *nodeActor) samples() int64 {
+	if c := a.n.cfg.Catalog; c != nil {
+		return c.Len()
+	}
+	return int64(len(a.n.cfg.Dataset.Samples))
+}
+
+// prefetch tells the catalog the samples of a lease just granted: the
+// order keeps blocks of consecutive indices together, so a lease's
+// samples lie in a few runs of the manifest, one per block, each in one
+// piece of the index when the block divides the index's pieces.
+func (a *nodeActor) prefetch(l cluster.Lease) {
+	c := a.n.cfg.Catalog
+	if c == nil || a.job == nil || a.job.Samples == 0 {
+		return
+	}
+	o := a.order(l.Epoch)
+	block := max(a.job.Block, 1)
+	seen := map[int64]bool{}
+	for pos := l.Start; pos < l.End; pos++ {
+		idx, _ := o.Sample(pos)
+		if lo := idx / block * block; !seen[lo] {
+			seen[lo] = true
+			c.Prefetch(lo, lo+block)
+		}
+	}
 }
 
 // commit turns a trainer's step into a stream offset for RankLeases.

@@ -65,6 +65,7 @@ var internal = map[string][]string{
 	"cmd/coordinator":               {"*"},
 	"cmd/node":                      {"*"},
 	"cmd/longshore-pack":            {"*"},
+	"cmd/longshore-manifest":        {"*"},
 	"cmd/longshore-bench":           {"*"},
 	"cmd/longshore-gpucheck":        {"*"},
 	"cmd/longshore-simscale":        {"cluster/scalesim"},
@@ -91,7 +92,7 @@ var reach = map[string][]string{
 	// the seam (storage), the pipeline, the journal and the coordinator
 	// actor need none of it.
 	"github.com/minio/minio-go/v7": {"cmd/internal/observe", "storage/s3", "storage/stores", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "examples/inprocess",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "examples/inprocess",
 		"integration/tools/upload"},
 	// FFmpeg only where images are decoded.
 	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "cmd/node", "cmd/longshore-bench",
@@ -120,7 +121,7 @@ var direct = map[string][]string{
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-simscale", "cmd/internal/procmem",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-simscale", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 
