@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/longshore/longshore/cluster"
@@ -221,6 +222,10 @@ func Run(cfg Config) (Report, error) {
 	for e := 0; e < cfg.Epochs; e++ {
 		s.seen = append(s.seen, make([]uint64, (cfg.Samples+63)/64))
 	}
+	// The simulation runs on this goroutine alone: lock it to its thread,
+	// so the thread's CPU time is the coordinator's when it steps.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start := time.Now()
 	s.coord(func() error { return nil }) // the initial Ready
 	for i := range cfg.Nodes {
@@ -382,7 +387,7 @@ func isRefusal(err error) bool {
 // coord runs fn (steps) with the coordinator's time counted, then the
 // tick's journal write and the acks behind it.
 func (s *sim) coord(fn func() error) {
-	t0 := time.Now()
+	t0 := threadCPU()
 	if err := fn(); err != nil {
 		panic(fmt.Sprintf("scalesim: coordinator refused a message as invalid: %v", err))
 	}
@@ -403,7 +408,7 @@ func (s *sim) coord(fn func() error) {
 		s.rep.MeanGenBytes += float64(oi.Size)
 		s.dirty = false
 	}
-	s.rep.CoordTime += time.Since(t0)
+	s.rep.CoordTime += threadCPU() - t0
 	for _, a := range s.pending {
 		s.committed(a)
 		s.toRank(a.Rank, a)
@@ -686,4 +691,16 @@ func (s *sim) churn() {
 			s.toCoord = append(s.toCoord, fromNode{ev: cluster.Fail{Node: n.id, Incarnation: inc}})
 		})
 	}
+}
+
+// rusageThread is Linux's RUSAGE_THREAD: the calling thread's usage.
+const rusageThread = 1
+
+// threadCPU is the calling thread's CPU time (user and system).
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		panic(fmt.Sprintf("scalesim: getrusage: %v", err))
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
