@@ -61,8 +61,30 @@ type Meta struct {
 // maxMeta is memberlist's limit on node metadata.
 const maxMeta = memberlist.MetaMaxSize
 
+// metaWire is Meta as gossip carries it: a node's ranks named
+// "<id>/0" … "<id>/<n-1>", as the node names them, travel as their count,
+// so that a node of 64 ranks stays far under memberlist's 512-byte limit.
+type metaWire struct {
+	Meta
+	NRanks int `json:"nranks,omitempty"`
+}
+
+// countedRanks reports n if ranks are exactly id/0 … id/n-1.
+func countedRanks(id string, ranks []string) (int, bool) {
+	for i, r := range ranks {
+		if r != id+"/"+strconv.Itoa(i) {
+			return 0, false
+		}
+	}
+	return len(ranks), len(ranks) > 0
+}
+
 func (m Meta) encode() ([]byte, error) {
-	b, err := json.Marshal(m)
+	w := metaWire{Meta: m}
+	if n, ok := countedRanks(m.ID, m.Ranks); ok {
+		w.Ranks, w.NRanks = nil, n
+	}
+	b, err := json.Marshal(w)
 	if err != nil {
 		return nil, err
 	}
@@ -500,9 +522,23 @@ func (m *Membership) deliver() {
 }
 
 func toMember(n *memberlist.Node) Member {
-	var meta Meta
-	_ = json.Unmarshal(n.Meta, &meta)
-	return Member{Name: n.Name, Addr: n.Address(), Meta: meta}
+	return Member{Name: n.Name, Addr: n.Address(), Meta: decodeMeta(n.Meta)}
+}
+
+// decodeMeta is encode's inverse; metadata that does not parse is empty.
+func decodeMeta(b []byte) Meta {
+	var w metaWire
+	if json.Unmarshal(b, &w) != nil {
+		return Meta{}
+	}
+	m := w.Meta
+	if len(m.Ranks) == 0 && w.NRanks > 0 && w.NRanks <= maxMeta {
+		m.Ranks = make([]string, w.NRanks)
+		for i := range m.Ranks {
+			m.Ranks[i] = m.ID + "/" + strconv.Itoa(i)
+		}
+	}
+	return m
 }
 
 type delegate struct{ m *Membership }
