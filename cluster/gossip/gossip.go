@@ -169,9 +169,10 @@ type Config struct {
 	// cluster (the coordinator, usually).
 	Join []string
 	// Profile picks memberlist's timing: "lan" (default: a hard-killed node
-	// is noticed in ~7 s on 3 nodes) or "local" (loopback and small
+	// is noticed in ~7 s on 3 nodes), "local" (loopback and small
 	// private networks: 4-6 s measured on 3 nodes, which is memberlist's
-	// 1 s probe interval plus its minimum 3-interval suspicion timeout).
+	// 1 s probe interval plus its minimum 3-interval suspicion timeout),
+	// or "large" (hundreds to thousands of nodes; see Start).
 	Profile string
 	// Logger receives memberlist's log lines; nil discards them.
 	Logger *log.Logger
@@ -206,9 +207,9 @@ func (c Config) Validate() error {
 		}
 	}
 	switch c.Profile {
-	case "", "lan", "local":
+	case "", "lan", "local", "large":
 	default:
-		errs = append(errs, fmt.Errorf("gossip: Profile %q: want lan or local", c.Profile))
+		errs = append(errs, fmt.Errorf("gossip: Profile %q: want lan, local or large", c.Profile))
 	}
 	if _, err := c.Meta.encode(); err != nil {
 		errs = append(errs, err)
@@ -251,8 +252,21 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 		return nil, err
 	}
 	mc := memberlist.DefaultLANConfig()
-	if c.Profile == "local" {
+	switch c.Profile {
+	case "local":
 		mc = memberlist.DefaultLocalConfig()
+	case "large":
+		// Clusters of hundreds to thousands of nodes on a LAN: the LAN
+		// timings, one more gossip target per round so news reaches
+		// everyone in fewer rounds, one more suspicion interval before
+		// a member is declared dead (a thousand members make a false
+		// suspicion somewhere likelier), and full state syncs half as
+		// often (their size grows with the members; memberlist already
+		// spaces them further as the cluster grows). Measured in
+		// docs/scale.md ("Gossip at scale").
+		mc.GossipNodes = 4
+		mc.SuspicionMult = 5
+		mc.PushPullInterval = 60 * time.Second
 	}
 	mc.Name = c.Meta.ID
 	host, port, _ := net.SplitHostPort(c.BindAddr)

@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address others use, if not --gossip")
-	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node) or local (loopback and small private networks, 4-6 s)")
+	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>[\\t<token>]), written before the ack is sent; each coordinator life first appends life\\t<incarnation>\\t<generation restored, 0: fresh>")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
 	fs.StringVar(&o.resume, "resume", "", "resume token (from a trainer's checkpoint): continue from that commit instead of the journal's newest")
@@ -179,8 +179,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.checkEvery < 1 {
 		errs = append(errs, fmt.Errorf("--journal-check-every %d: need at least 1", o.checkEvery))
 	}
-	if o.gossipProfile != "lan" && o.gossipProfile != "local" {
-		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+	if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
+		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
 	}
 	if err := o.sec.Check(o.endpoints()); err != nil {
 		errs = append(errs, err)

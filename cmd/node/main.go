@@ -169,7 +169,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "cluster mode: gossip address others use, if not --gossip (containers, NAT)")
-	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node) or local (loopback and small private networks, 4-6 s)")
+	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.DurationVar(&o.rejoinAfter, "rejoin-after", 5*time.Second, "cluster mode: re-join --join when no coordinator has been alive in gossip this long (a restarted coordinator may not know this node); 0: never")
 	fs.DurationVar(&o.giveUpAfter, "give-up-after", 10*time.Minute, "cluster mode: exit with an error when no coordinator has been alive in gossip this long (the job ended while this node was cut off, or the coordinator is down); 0: wait forever")
 	fs.StringVar(&o.listen, "listen", "", "cluster mode: control-message (protoactor remote) bind address host:port")
@@ -207,8 +207,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.commitEvery < 1 {
 			errs = append(errs, fmt.Errorf("--commit-every %d: need at least 1", o.commitEvery))
 		}
-		if o.gossipProfile != "lan" && o.gossipProfile != "local" {
-			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+		if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
+			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
 		}
 		if err := o.sec.Check(o.endpoints()); err != nil {
 			errs = append(errs, err)
