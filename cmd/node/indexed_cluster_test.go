@@ -27,9 +27,28 @@ import (
 // manifest has an index beside it, plain and packed, with a manifest
 // cache of a few pieces: the node takes the lazy path (it says so), and
 // every sample of the coordinator's dataset is delivered once.
+//
+// Each layout runs in a child process of the test binary: the test starts
+// the coordinator's protoactor remote in process, and a second remote in
+// one process races the first's grpc goroutines on grpc's global logger
+// (remote.Start sets it).
 func TestClusterIndexed(t *testing.T) {
+	layout := os.Getenv(indexedLayoutEnv)
+	if layout == "" {
+		for _, l := range []string{"plain", "packed"} {
+			t.Run(l, func(t *testing.T) {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestClusterIndexed$", "-test.v")
+				cmd.Env = append(os.Environ(), indexedLayoutEnv+"="+l)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("%s: %v\n%s", l, err, out)
+				}
+			})
+		}
+		return
+	}
 	root, keys := makeDataset(t, 40)
-	t.Run("plain", func(t *testing.T) {
+	switch layout {
+	case "plain":
 		var text strings.Builder
 		text.WriteString("key,label\n")
 		for _, k := range keys {
@@ -40,12 +59,17 @@ func TestClusterIndexed(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Remove(filepath.Join(root, "manifest.csv")) })
 		runIndexedCluster(t, root, "plain", keys)
-	})
-	t.Run("packed", func(t *testing.T) {
+	case "packed":
 		packed, pkeys := packDataset(t, root, keys, 8)
 		runIndexedCluster(t, packed, "packed", pkeys)
-	})
+	default:
+		t.Fatalf("%s=%q: want plain or packed", indexedLayoutEnv, layout)
+	}
 }
+
+// indexedLayoutEnv names the layout a child process of TestClusterIndexed
+// runs.
+const indexedLayoutEnv = "LONGSHORE_TEST_INDEXED_LAYOUT"
 
 func runIndexedCluster(t *testing.T, dir, layout string, want []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
