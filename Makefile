@@ -11,6 +11,7 @@
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
+#   make deploy-check  the Kubernetes manifests (deploy/k8s) against the API types
 #   make proto   regenerate cluster/wire/wire.pb.go (protoc + protoc-gen-go; the output is committed)
 #   make images  the docker-compose images, FROM scratch (integration/images/build.sh; skipped when unchanged)
 #   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
@@ -45,7 +46,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
-.PHONY: images integ certs cuda-check gpu-check-bundle
+.PHONY: images integ certs cuda-check gpu-check-bundle deploy-check
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -157,6 +158,11 @@ sim-scale: deps-base
 
 proto:
 	cd cluster/wire && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=paths=source_relative wire.proto
+
+# The Kubernetes manifests decoded strictly against k8s.io/api (a module
+# of its own, so the daemons do not link the Kubernetes client types).
+deploy-check: deps-base
+	cd deploy/k8s && $(GO) test -count=1 ./...
 
 clean: ; rm -rf $(BIN)
 

@@ -65,19 +65,19 @@ func (c datasetCatalog) Sample(_ context.Context, i int64) (Sample, string, erro
 // IndexedConfig configures an IndexedManifest. The zero value is valid.
 type IndexedConfig struct {
 	// CacheBytes bounds the decoded pieces kept (--manifest-cache); 0
-	// means DefaultManifestCache. A piece being read counts against it.
-	// At least one piece is kept whatever the bound, the one being
-	// served.
+	// means DefaultManifestCache. A piece being read counts against it,
+	// and makes room by evicting loaded pieces; pieces being read are
+	// not evicted, so with a bound smaller than Fetches+1 pieces the
+	// cache holds up to that many.
 	CacheBytes int64
 	// Fetches bounds the pieces read at once by Prefetch; 0 means 4.
 	Fetches int
 }
 
-// DefaultManifestCache is the default IndexedConfig.CacheBytes: at about
-// 100 bytes a decoded sample, 32 MiB holds some 300k samples' entries,
-// the pieces of a node's leases and those read ahead of them many times
-// over at the default shard size (a window of 128 blocks touches 128
-// pieces of 1024 samples, some 13 MiB).
+// DefaultManifestCache is the default IndexedConfig.CacheBytes: a lease
+// of a window (128 blocks of 16) touches 130-230 pieces of 1024 samples,
+// 8-14 MB decoded, so 32 MiB holds about two leases' pieces: the one a
+// rank reads and the next (docs/scale.md on sizing it).
 const DefaultManifestCache = 32 << 20
 
 // IndexedManifest is a Catalog over a manifest and its index: the node's

@@ -55,6 +55,17 @@
 // per line: every process parses it, and its peak is little above what
 // the Dataset keeps (about 80 bytes a sample for ImageNet-like keys).
 //
+// # Manifest indexes
+//
+// A manifest index (ManifestIndex, IndexKey: beside the manifest) holds a
+// manifest's count, layout, classes and digest and the offset and
+// checksum of every K-th sample's piece; ScanManifest makes one streaming
+// the manifest, WriteManifestIndex puts it. A Catalog gives samples by
+// index: DatasetCatalog from memory, IndexedManifest reading only the
+// pieces asked for into a bounded cache (a stale index: ErrStaleIndex),
+// and CatalogStore serves a Catalog's samples from the store. The
+// cluster node reads a big manifest this way (docs/scale.md).
+//
 // # Packed datasets
 //
 // A manifest may place samples inside bigger objects — members of tar
