@@ -46,7 +46,10 @@ func scaleOnce(b *testing.B, n int, profile string) {
 	ms := []*Membership{start(0, nil)}
 	seed := []string{ms[0].Addr()}
 	for i := 1; i < n; i++ {
-		ms = append(ms, start(i, seed))
+		// Each joins through an earlier member, as nodes joining through
+		// a headless Service would, so no one member serves every
+		// join's full state sync.
+		ms = append(ms, start(i, []string{ms[(i*7919)%i].Addr()}))
 	}
 	defer func() {
 		for _, m := range ms {
