@@ -2,10 +2,12 @@
 #
 #   make demo    install what is missing, build, make a small real-photo dataset, run one epoch
 #   make test    install what is missing (FFmpeg dev packages, MinIO), vet, unit tests with -race, fuzz smoke
-#   make build   bin/longshore-node, bin/longshore-coordinator, bin/longshore-pack and bin/longshore-certs
+#   make build   bin/longshore-node, bin/longshore-coordinator, bin/longshore-pack, bin/longshore-manifest and bin/longshore-certs
 #   make certs   a CA, one host certificate per CERT_HOSTS name and a gossip key in $(CERTS) (docs/security.md)
 #   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
-#   make bench-peer  longshore (Go in process, Python client) vs PyTorch's DataLoader, side by side
+#   make bench-peer  longshore-node --sink feed + the Python client (and Go in process) vs PyTorch's DataLoader, side by side
+#   make bench-host  loader memory of 8 ranks: one node --ranks 8 vs 8 DataLoaders of 8 workers (BENCH_HOST_SAMPLES)
+#   make bench-compare OLD=a.json NEW=b.json  ratios between two benchmark result files
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
@@ -68,6 +70,7 @@ build: deps-base
 	$(GO) build -o $(BIN)/longshore-node ./cmd/node
 	$(GO) build -o $(BIN)/longshore-coordinator ./cmd/coordinator
 	$(GO) build -o $(BIN)/longshore-pack ./cmd/longshore-pack
+	$(GO) build -o $(BIN)/longshore-manifest ./cmd/longshore-manifest
 	$(GO) build -o $(BIN)/longshore-certs ./cmd/longshore-certs
 
 demo: deps-demo build
@@ -94,7 +97,7 @@ race: deps
 FUZZ_TARGETS := \
 	./decode/:FuzzDecode ./decode/:FuzzDecodeFFmpeg ./decode/:FuzzParseHeader \
 	./storage/:FuzzManifest ./storage/:FuzzManifestReference ./storage/:FuzzManifestJSONLine ./storage/:FuzzManifestDecimal \
-	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./cmd/longshore-pack/:FuzzWebDataset \
+	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./storage/:FuzzScanManifest ./storage/:FuzzManifestIndex ./cmd/longshore-pack/:FuzzWebDataset \
 	./storage/s3/:FuzzContentRange ./storage/s3/:FuzzRetryAfter \
 	./cluster/journal/:FuzzDecode ./cluster/journal/:FuzzParseToken ./cluster/wire/:FuzzWire \
 	./actors/feed/:FuzzClientFrames ./actors/feed/:FuzzServerFrames ./actors/feedserver/:FuzzLocalToken \
@@ -108,14 +111,49 @@ fuzz: deps-base
 
 test: deps lint race fuzz
 
+BENCH_JSON   ?= docs/bench/bench.json
 bench: deps build
-	@ds=$$(scripts/dataset.sh $(BENCH_N)) && $(GO) run ./cmd/longshore-bench --dataset "$$ds" --epochs $(BENCH_EPOCHS) --json $(BIN)/bench.json
+	@ds=$$(scripts/dataset.sh $(BENCH_N)) && $(GO) run ./cmd/longshore-bench --dataset "$$ds" --epochs $(BENCH_EPOCHS) --json $(BENCH_JSON)
 
 # Needs Debian's python3-torch, python3-torchvision, python3-pil, python3-numpy.
+# The raw results (every repetition, CPU model, load average) go to
+# docs/bench/: commit them with the figures docs/performance.md quotes.
+BENCH_PEER_JSON ?= docs/bench/bench-peer.json
 bench-peer: deps build
-	$(GO) build -o $(BIN)/feed_server ./examples/feed_server
 	$(GO) build -o $(BIN)/longshore-bench ./cmd/longshore-bench
-	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_peer.py --dataset "$$ds" --json $(BIN)/bench-peer.json
+	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_peer.py --dataset "$$ds" --json $(BENCH_PEER_JSON)
+
+# Loader memory at host scale (issue 19): 8 trainers × DataLoader(num_workers=8)
+# against one longshore-node --ranks 8 --sink feed + 8 Python trainers, over
+# BENCH_HOST_SAMPLES hard links into the BENCH_PEER_N real-photo set.
+BENCH_HOST_SAMPLES ?= 100000
+BENCH_HOST_JSON    ?= docs/bench/bench-host.json
+bench-host: deps build
+	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_host.py --source "$$ds" \
+		--samples $(BENCH_HOST_SAMPLES) --json $(BENCH_HOST_JSON)
+
+# make bench-compare OLD NEW (or OLD=a.json NEW=b.json): new/old of every
+# median figure of two results of one benchmark. The two words after the
+# goal are the files, not goals (an empty rule each).
+.PHONY: bench-host bench-compare
+ifeq (bench-compare,$(firstword $(MAKECMDGOALS)))
+CMP_FILES := $(wordlist 2,3,$(MAKECMDGOALS))
+OLD ?= $(word 1,$(CMP_FILES))
+NEW ?= $(word 2,$(CMP_FILES))
+$(eval $(CMP_FILES):;@:)
+endif
+bench-compare:
+	@test -n "$(OLD)" -a -n "$(NEW)" || { echo "usage: make bench-compare OLD=old.json NEW=new.json" >&2; exit 2; }
+	@/usr/bin/python3 scripts/bench_compare.py "$(OLD)" "$(NEW)"
+
+# Issue 16's internet-scale simulation, in one process and simulated time:
+# the real coordinator state machine, every rank's real node side and the
+# journal codec; 4,096 nodes × 8 ranks, a billion samples, 1%/hour churn.
+# SIMSCALE_FLAGS="--nodes 512 --samples 125000000" for a smaller run.
+SIMSCALE_FLAGS ?=
+sim-scale: deps-base
+	@mkdir -p $(BIN)
+	$(GO) run ./cmd/longshore-simscale --json $(BIN)/sim-scale.json $(SIMSCALE_FLAGS)
 
 # Video and audio against the ffmpeg ceiling and a DataLoader+PyAV peer
 # (docs/media.md). Needs Debian's ffmpeg, python3-av, python3-torch.

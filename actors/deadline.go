@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,6 +21,29 @@ import (
 // outlives its pipeline, until it returns. The deadline is on the system
 // clock, not the pipeline's: it bounds real work, which a test's fake
 // clock does not do.
+//
+// An abandoned decode still runs on a core until its C call returns, so
+// replacing its decoder must not add a decode: every decode takes one of
+// the pipeline's Decoders core tokens (Pipeline.cores) before it starts
+// and its worker gives it back when the call returns, abandoned or not.
+// While a decode is stuck, the pipeline decodes with one decoder fewer
+// instead of oversubscribing the cores it was sized for; a decode that
+// had to wait for a token is counted (DecodeCores), and so are the
+// decodes abandoned and still running.
+
+// Process-wide counts of DecodeCores (every pipeline's).
+var (
+	decodesAbandoned atomic.Int64
+	decodeCoreWaits  atomic.Int64
+)
+
+// DecodeCores reports, over every pipeline of the process, the decodes
+// abandoned at their deadline that are still running (each holding a
+// core and its decoder's token), and how many decodes so far had to
+// wait for a token one of those held.
+func DecodeCores() (abandoned, waits int64) {
+	return decodesAbandoned.Load(), decodeCoreWaits.Load()
+}
 
 // maxAbandoned is how many abandoned decoders a pipeline tolerates at
 // once before it stops: one hostile file is bad data, a decoder that
@@ -61,6 +85,7 @@ func (w *decodeWorker) run(p *Pipeline) {
 	defer w.dec.Close()
 	for j := range w.jobs {
 		short, err := safeDecode(p, w.dec, j.key, j.data, j.seed, w.scratch)
+		<-p.cores // the call returned: its core is free
 		w.results <- decodeResult{short, err}
 	}
 }
@@ -101,6 +126,9 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 		d.w = newDecodeWorker(p, d.dec)
 	}
 	w := d.w
+	if err := d.takeCore(c); err != nil {
+		return false, false, err
+	}
 	w.jobs <- decodeJob{data: m.data, seed: m.seed, key: m.key}
 	t := time.NewTimer(p.cfg.DecodeDeadline)
 	defer t.Stop()
@@ -116,6 +144,39 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 	}
 }
 
+// takeCore takes a core token for a decode, waiting while abandoned
+// decodes hold them. A decode not abandoned gives its token back within
+// the deadline, so a wait that outlasts one (and at least a second, for
+// the rank actor's turn on a loaded machine) with every token held by an
+// abandoned decode would last as long as they hang: the run stops.
+func (d *decoderActor) takeCore(c actor.Context) error {
+	p := d.p
+	select {
+	case p.cores <- struct{}{}:
+		return nil
+	default: // every token taken: an abandoned decode holds one
+	}
+	decodeCoreWaits.Add(1)
+	grace := max(p.cfg.DecodeDeadline, time.Second)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for {
+		select {
+		case p.cores <- struct{}{}:
+			return nil
+		case <-p.ctx.Done():
+			return p.ctx.Err()
+		case <-t.C:
+			if n := p.abandoned.Load(); n >= int64(p.cfg.Decoders) {
+				err := fmt.Errorf("actors: rank %d: all %d decoder cores are held by decodes stuck past the decode deadline of %v: the decoder hangs on this data (raise --decode-deadline if decodes are only slow)", p.rank, n, p.cfg.DecodeDeadline)
+				c.Send(c.Parent(), &fatalMsg{err: err})
+				return err
+			}
+			t.Reset(grace)
+		}
+	}
+}
+
 // abandon leaves the worker to finish alone and makes a fresh decoder;
 // too many abandoned at once stop the run.
 func (d *decoderActor) abandon(c actor.Context) {
@@ -124,9 +185,11 @@ func (d *decoderActor) abandon(c actor.Context) {
 	d.w, d.dec = nil, nil
 	close(w.jobs) // it exits once its decode returns
 	n := p.abandoned.Add(1)
+	decodesAbandoned.Add(1)
 	go func() {
 		<-w.exited
 		p.abandoned.Add(-1)
+		decodesAbandoned.Add(-1)
 	}()
 	if n > maxAbandoned {
 		c.Send(c.Parent(), &fatalMsg{err: fmt.Errorf("actors: rank %d: %d decodes are stuck past the decode deadline of %v at once: the decoder hangs on this data (raise --decode-deadline if decodes are only slow)", p.rank, n, p.cfg.DecodeDeadline)})

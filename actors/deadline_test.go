@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,5 +174,117 @@ func TestMaxObjectBytes(t *testing.T) {
 	}
 	if rep.Failed != 1 || rep.Records[0].Key != ds.Samples[9].Key || rep.Records[0].Stage != StageFetch || rep.Records[0].Class != "too_large" {
 		t.Fatalf("report %v; want %s as fetch/too_large", rep, ds.Samples[9].Key)
+	}
+}
+
+// countingHang is a hangDecoder that also counts the decodes in C at
+// once, over every decoder of a pipeline.
+type countingHang struct {
+	hangDecoder
+	inflight, peak *atomic.Int64
+}
+
+func (d *countingHang) Decode(data []byte, seed uint64, dst []byte) error {
+	n := d.inflight.Add(1)
+	defer d.inflight.Add(-1)
+	for {
+		p := d.peak.Load()
+		if n <= p || d.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	return d.hangDecoder.Decode(data, seed, dst)
+}
+
+// TestDecodeDeadlineKeepsCoresBounded: a decode abandoned at its
+// deadline keeps its core until its call returns, so its replacement
+// waits for a core instead of decoding beside it: with one decoder, at
+// most one decode is ever in C. The wait and the abandoned decode are
+// counted (DecodeCores); once the stuck call returns, the run completes.
+func TestDecodeDeadlineKeepsCoresBounded(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 32, 2, 32)
+	ctx := context.Background()
+	h := &hangs{ch: map[string]chan struct{}{}}
+	hung := []byte("HANG " + ds.Samples[3].Key)
+	mem.Put(ctx, ds.Samples[3].Key, hung, storage.Cond{})
+	cfg := smallConfig()
+	cfg.Decoders = 1
+	cfg.MaxFailures = MaxFailureCount(1)
+	cfg.DecodeDeadline = 50 * time.Millisecond
+	var inflight, peak atomic.Int64
+	deps := testDeps(mem, func() (SampleDecoder, error) {
+		return &countingHang{hangDecoder: hangDecoder{release: func(data []byte) <-chan struct{} { return h.of(data) }}, inflight: &inflight, peak: &peak}, nil
+	})
+	abandoned0, waits0 := DecodeCores()
+	p, err := NewLoader(cfg, ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Release the stuck decode once its replacement waits for the core
+	// it holds (the event this test is about).
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		deadline := time.Now().Add(time.Minute) // a failure backstop only
+		for time.Now().Before(deadline) {
+			if a, w := DecodeCores(); w > waits0 && a > abandoned0 {
+				close(h.of(hung))
+				return
+			}
+			time.Sleep(time.Millisecond) // polling pace
+		}
+		t.Error("the replacement decoder never waited for the abandoned decode's core")
+		h.releaseAll()
+	}()
+	recs, err := drainAll(t, mem, cfg, p)
+	<-released
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("run: %v", err)
+	}
+	delivered := 0
+	for _, r := range recs {
+		delivered += len(r.Keys)
+	}
+	if rep := p.Failures(); delivered != 31 || rep.Failed != 1 || rep.Records[0].Class != "timeout" {
+		t.Errorf("delivered %d, failures %v: want 31 and one decode/timeout", delivered, rep)
+	}
+	if n := peak.Load(); n != 1 {
+		t.Errorf("%d decodes were in C at once with 1 decoder: the abandoned one and its replacement oversubscribed the core", n)
+	}
+	p.Close()
+	for deadline := time.Now().Add(time.Minute); p.abandoned.Load() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // waits on the abandoned worker's exit
+	}
+	if a, _ := DecodeCores(); a != abandoned0 {
+		t.Errorf("DecodeCores says %d decodes abandoned and running after the stuck one returned, want %d", a, abandoned0)
+	}
+}
+
+// TestDecodeDeadlineAllCoresStuck: when every core is held by a decode
+// stuck past its deadline, the run stops saying so instead of waiting
+// as long as they hang.
+func TestDecodeDeadlineAllCoresStuck(t *testing.T) {
+	mem, ds := makeDataset(t, 32, 2, 32)
+	ctx := context.Background()
+	h := &hangs{ch: map[string]chan struct{}{}}
+	defer h.releaseAll()
+	mem.Put(ctx, ds.Samples[3].Key, []byte("HANG "+ds.Samples[3].Key), storage.Cond{})
+	cfg := smallConfig()
+	cfg.Decoders = 1
+	cfg.MaxFailures = MaxFailureCount(10)
+	cfg.DecodeDeadline = 20 * time.Millisecond
+	deps := testDeps(mem, func() (SampleDecoder, error) {
+		return &hangDecoder{release: func(data []byte) <-chan struct{} { return h.of(data) }}, nil
+	})
+	p, err := NewLoader(cfg, ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, err = drainAll(t, mem, cfg, p)
+	if err == nil || !strings.Contains(err.Error(), "decoder cores are held by decodes stuck") {
+		t.Fatalf("run: %v; want it stopped for every core held by a stuck decode", err)
 	}
 }

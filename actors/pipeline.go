@@ -170,6 +170,9 @@ type Pipeline struct {
 
 	bufsMade  atomic.Int64 // fetch buffers ever made (for tests and stats)
 	abandoned atomic.Int64 // decoders left running past the decode deadline
+	// cores holds a token for each decode running in C (deadline.go),
+	// abandoned ones included: at most Decoders at once.
+	cores chan struct{}
 }
 
 // NewPipeline starts rank's pipeline, fed by src. cfg zero fields take
@@ -217,7 +220,7 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 	p := &Pipeline{
 		cfg: cfg, rank: rank, src: src, deps: deps, clock: clock.Or(deps.Clock), seedFn: deps.SampleSeed, book: book,
 		ready: make(chan *Batch, cfg.Slots), done: make(chan struct{}),
-		closedCh: make(chan struct{}), stopped: make(chan struct{}),
+		closedCh: make(chan struct{}), stopped: make(chan struct{}), cores: make(chan struct{}, cfg.Decoders),
 	}
 	defer func() {
 		if err != nil {

@@ -224,6 +224,49 @@ func (c *Coordinator) Step(ev Event) error {
 	return err
 }
 
+// StepFrom is Step for an event that node's life incarnation sent. A
+// message refused as fenced is answered in Ready: Fenced tells the node
+// the session is over, and when the node's life is not one the
+// coordinator knows (it was declared dead, or this coordinator life
+// never heard of it), an Eviction tells it to rejoin with a new
+// incarnation; until it does it has no session to talk from.
+func (c *Coordinator) StepFrom(node string, incarnation uint64, ev Event) error {
+	err := c.Step(ev)
+	if !errors.Is(err, ErrFenced) {
+		return err
+	}
+	if s, ok := sessionOf(ev); ok {
+		f := Fenced{Node: node, Session: s}
+		if !slices.Contains(c.ready.Fenced, f) {
+			c.ready.Fenced = append(c.ready.Fenced, f)
+		}
+	}
+	if n := c.nodes[node]; n == nil || n.incarnation != incarnation {
+		e := Eviction{Node: node, Incarnation: incarnation}
+		if !slices.Contains(c.ready.Evictions, e) {
+			c.ready.Evictions = append(c.ready.Evictions, e)
+		}
+	}
+	return err
+}
+
+// sessionOf is the session a rank's message names.
+func sessionOf(ev Event) (Fence, bool) {
+	switch e := ev.(type) {
+	case Request:
+		return e.Session, true
+	case Progress:
+		return e.Session, true
+	case LeaseDone:
+		return e.Session, true
+	case Commit:
+		return e.Session, true
+	case Reset:
+		return e.Session, true
+	}
+	return Fence{}, false
+}
+
 func (c *Coordinator) step(ev Event) error {
 	switch ev := ev.(type) {
 	case Join:

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -25,6 +26,7 @@ type RankLeases struct {
 	epochs  int
 	cur     int // the epoch it requests work for
 	streams map[int]*rankStream
+	order   []int           // the keys of streams, ascending: Take's order
 	early   map[Fence]int64 // revokes that arrived before their grant
 	out     []Event
 }
@@ -93,6 +95,8 @@ func (r *RankLeases) stream(e int) *rankStream {
 	if st == nil {
 		st = &rankStream{leases: make(map[int]*heldLease)}
 		r.streams[e] = st
+		i, _ := slices.BinarySearch(r.order, e)
+		r.order = slices.Insert(r.order, i, e)
 	}
 	return st
 }
@@ -181,12 +185,7 @@ func (r *RankLeases) Ack(a Ack) int64 {
 // next lease is here, in stream order. It queues a LeaseDone for every
 // lease it finishes. ok is false when nothing can be taken now.
 func (r *RankLeases) Take() (p Position, ok bool) {
-	es := make([]int, 0, len(r.streams))
-	for e := range r.streams {
-		es = append(es, e)
-	}
-	sort.Ints(es)
-	for _, e := range es {
+	for _, e := range r.order {
 		if p, ok := r.take(e, r.streams[e]); ok {
 			return p, true
 		}
@@ -240,6 +239,26 @@ func (r *RankLeases) finish(st *rankStream, l *heldLease) {
 	delete(st.leases, st.next)
 	st.next++
 	st.pos = 0
+}
+
+// Holds reports whether epoch e's leases hold a position to take now. It
+// first finishes the leases taken to their end (queuing their LeaseDone,
+// as Take would on its next call), so that Ended can see them done.
+func (r *RankLeases) Holds(e int) bool {
+	st := r.streams[e]
+	if st == nil {
+		return false
+	}
+	for {
+		l := st.leases[st.next]
+		if l == nil {
+			return false
+		}
+		if max(st.pos, l.Start) < l.end {
+			return true
+		}
+		r.finish(st, l)
+	}
 }
 
 // Ended reports whether the rank has taken its whole stream of epoch e as

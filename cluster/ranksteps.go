@@ -126,11 +126,20 @@ func (s *RankSteps) Through(epoch int, step int64) (int64, error) {
 }
 
 // Acked records that the trainer's commit of step of epoch was
-// acknowledged (in any session of this process life).
+// acknowledged (in any session of this process life). If the session has
+// opened no run of epoch yet, its first one starts after step: a commit
+// of an earlier session can become durable, and be acknowledged late,
+// after the session started (a resent Welcome carries it).
 func (s *RankSteps) Acked(epoch int, step int64) {
 	if old, ok := s.acked[epoch]; !ok || step > old {
 		s.acked[epoch] = step
 	}
+	for _, r := range s.runs {
+		if r.Epoch == epoch {
+			return
+		}
+	}
+	s.next[epoch] = max(s.next[epoch], step+1)
 }
 
 // LastAcked returns the last acknowledged step of epoch; ok is false if

@@ -107,3 +107,32 @@ func TestRankStepsAcrossSessions(t *testing.T) {
 		t.Errorf("epoch 1, never acknowledged, starts at step %d", got)
 	}
 }
+
+// TestRankStepsLateAckBeforeFirstRun: a commit of an earlier session that
+// is acknowledged after the new session started, but before it opened a
+// run of that epoch, moves the epoch's first step past it; once a run of
+// the epoch is open its numbering stays.
+func TestRankStepsLateAckBeforeFirstRun(t *testing.T) {
+	s := NewRankSteps(4)
+	s.StartSession()
+	s.Open(0, 0)
+	s.Give(8)
+	s.End(false)
+	s.Acked(0, 0)
+	s.StartSession() // the next session: epoch 0 numbers on from step 1
+	if got := s.NextStep(0); got != 1 {
+		t.Fatalf("NextStep(0) = %d after step 0's ack, want 1", got)
+	}
+	s.Acked(0, 1) // the old session's commit of step 1, acknowledged late
+	if got := s.NextStep(0); got != 2 {
+		t.Fatalf("NextStep(0) = %d after a late ack of step 1, want 2", got)
+	}
+	if got := s.Open(0, 0); got != 2 {
+		t.Fatalf("the session's first run of epoch 0 starts at step %d, want 2", got)
+	}
+	s.Give(4)
+	s.Acked(0, 5) // cannot renumber an open run
+	if r := s.Current(); r.FirstStep != 2 {
+		t.Fatalf("an ack renumbered the open run: %+v", r)
+	}
+}

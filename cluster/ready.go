@@ -19,6 +19,10 @@ type Ready struct {
 	Ends      []StreamEnd
 	Acks      []Ack
 	Evictions []Eviction
+	// Fenced answers messages of sessions the coordinator fenced (see
+	// StepFrom): the node ends each such session and rolls its trainer
+	// back.
+	Fenced []Fenced
 	// EpochsCompleted lists epochs whose every sample is now committed.
 	EpochsCompleted []int
 	// Persist says the committed state changed since the last Ready.
@@ -30,7 +34,7 @@ type Ready struct {
 // IsEmpty reports whether there is nothing to do.
 func (r *Ready) IsEmpty() bool {
 	return len(r.Welcomes) == 0 && len(r.Grants) == 0 && len(r.Revokes) == 0 &&
-		len(r.Ends) == 0 && len(r.Acks) == 0 && len(r.Evictions) == 0 &&
+		len(r.Ends) == 0 && len(r.Acks) == 0 && len(r.Evictions) == 0 && len(r.Fenced) == 0 &&
 		len(r.EpochsCompleted) == 0 && !r.Persist && !r.Done
 }
 
@@ -108,4 +112,13 @@ type Ack struct {
 type Eviction struct {
 	Node        string
 	Incarnation uint64
+}
+
+// Fenced tells node Node that Session is over: a message of it was
+// refused (ErrFenced). The node ends the session if it is still its
+// rank's, rolling the trainer back to its last acknowledged commit; a
+// later Welcome gives the rank a new one.
+type Fenced struct {
+	Node    string
+	Session Fence
 }

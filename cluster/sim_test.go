@@ -28,6 +28,13 @@ import (
 // the model saved beside that token. Everything is a function of the
 // seed: a failing seed prints itself and replays with -seed.
 //
+// Each node rank is the real node side, RankRuns, as the node's actor
+// drives it: Welcomes start sessions (after their late acknowledgements),
+// the coordinator's messages go to it, a model pipeline asks it for runs
+// (Fill) and a model trainer commits steps through it (Commit). Only the
+// node's process life is modelled: a crash starts a new RankRuns, an
+// eviction keeps it.
+//
 // After each run it checks the promise:
 //   - per epoch, the samples in acknowledged commits of every rank session
 //     that ever lived are exactly the dataset (less what DropRemainder
@@ -37,6 +44,11 @@ import (
 //     of batches), and delivers exactly that;
 //   - no message from a fenced session is ever accepted, and no Ack goes
 //     to one;
+//   - every run the node side hands the pipeline continues its session's
+//     stream of the job's epoch in order (each offset once), names the
+//     sample the epoch's order puts there (so augmentations, seeded by
+//     job epoch and sample index, are the same whatever the cluster did),
+//     and numbers its steps on from the rank's last acknowledged step;
 //   - the job finishes (liveness) once faults stop.
 var (
 	simSeed  = flag.Uint64("seed", 0, "run only this simulation seed (0: run -seeds seeds from 1)")
@@ -82,7 +94,7 @@ func TestSimulation(t *testing.T) {
 
 type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
-	Fenced, Revokes, EqualEpochs, Held, HeldRequests, WelcomeResends, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
+	Fenced, FencedAnswers, Revokes, EqualEpochs, Held, HeldRequests, WelcomeResends, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
 }
 
 func (s *simStats) add(o simStats) {
@@ -96,6 +108,7 @@ func (s *simStats) add(o simStats) {
 	s.Joins += o.Joins
 	s.CoordCrashes += o.CoordCrashes
 	s.Fenced += o.Fenced
+	s.FencedAnswers += o.FencedAnswers
 	s.Revokes += o.Revokes
 	s.EqualEpochs += o.EqualEpochs
 	s.Held += o.Held
@@ -127,6 +140,7 @@ type simNode struct {
 	nRank   int
 	rankIDs []string
 	sess    map[string]*simSession // current session per rank
+	runs    map[string]*RankRuns   // the node side of each rank, for this process life
 }
 
 type simSession struct {
@@ -134,8 +148,12 @@ type simSession struct {
 	node      *simNode
 	inc       uint64
 	fence     Fence
-	rl        *RankLeases
+	welcome   RankSession
+	rl        *RankLeases       // the node side's, once the session started there
 	items     map[int][]simItem // delivered, per epoch, in stream order
+	steps     map[int]int64     // per epoch: the step the pipeline's next batch is
+	inBatch   map[int]int64     // per epoch: positions of that batch delivered
+	batches   map[int]int64     // per epoch: batches completed in this session
 	durable   map[int]int64     // committed prefix: acks made durable, less any rewind
 	maxAck    map[int]int64     // largest Ack the coordinator sent
 	lookahead int64
@@ -287,9 +305,16 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 		s.newNode() // a job started with its nodes: enough of them come up
 	}
 	faultSteps := 2000 + rng.IntN(4000)
-	const maxSteps = 400_000
-	doneAt := -1
-	for step := 0; step < maxSteps && s.err == nil; step++ {
+	// Liveness: once faults stop, the job must keep delivering and
+	// finish. A slow node holding the rest of an epoch finishes it alone
+	// (the other ranks moved on), so the bound is on steps without a
+	// delivery, and a much larger one on the whole run.
+	const maxSteps, maxIdle = 2_000_000, 200_000
+	doneAt, lastDelivered, lastDelivery := -1, -1, 0
+	for step := 0; step < maxSteps && s.err == nil && step-lastDelivery < maxIdle; step++ {
+		if s.stats.Delivered != lastDelivered {
+			lastDelivered, lastDelivery = s.stats.Delivered, step
+		}
 		s.now++
 		s.stats.Steps++
 		if s.stale != nil && s.now > s.staleUntil {
@@ -326,7 +351,7 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 		return s.stats, s.err
 	}
 	if !s.c.Done() {
-		return s.stats, fmt.Errorf("job not done after %d steps (liveness): %s", maxSteps, s.describe())
+		return s.stats, fmt.Errorf("job not done after %d steps, %d of them without a delivery (liveness): %s", s.stats.Steps, s.stats.Steps-lastDelivery, s.describe())
 	}
 	// Let every live rank finish delivering what it holds (trailing
 	// padding), then check.
@@ -348,7 +373,14 @@ func (s *sim) describe() string {
 	}
 	for _, n := range s.order {
 		fmt.Fprintf(&b, "\n node %s inc %d alive %v", n.id, n.inc, n.alive)
+		for _, id := range n.rankIDs {
+			fmt.Fprintf(&b, "\n  runs %s", n.runs[id])
+		}
 		for _, ss := range n.sess {
+			if ss.rl == nil {
+				fmt.Fprintf(&b, "\n  %s %v not started dead=%v fenced=%v", ss.rank, ss.fence, ss.dead, ss.fenced)
+				continue
+			}
 			fmt.Fprintf(&b, "\n  %s %v epoch=%d dead=%v fenced=%v", ss.rank, ss.fence, ss.rl.Epoch(), ss.dead, ss.fenced)
 			for e, st := range ss.rl.streams {
 				fmt.Fprintf(&b, " [e%d held=%d next=%d taken=%d end=%+v complete=%v committed=%d req=%d]",
@@ -426,7 +458,12 @@ func (s *sim) stepOn(c *Coordinator, ev Event, from *simSession) {
 	if c == nil {
 		return
 	}
-	err := c.Step(ev)
+	var err error
+	if from != nil {
+		err = c.StepFrom(from.node.id, from.inc, ev)
+	} else {
+		err = c.Step(ev)
+	}
 	if from != nil && from.fenced && c == s.c {
 		if err == nil {
 			s.fail("coordinator accepted %T %+v from fenced session %s %v", ev, ev, from.rank, from.fence)
@@ -525,8 +562,9 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 				}
 			}
 			ss := &simSession{
-				rank: rs.Rank, node: n, inc: w.Incarnation, fence: rs.Session,
-				rl: NewRankLeases(rs, s.cfg.Epochs), items: map[int][]simItem{}, durable: map[int]int64{}, maxAck: map[int]int64{},
+				rank: rs.Rank, node: n, inc: w.Incarnation, fence: rs.Session, welcome: rs,
+				items: map[int][]simItem{}, durable: map[int]int64{}, maxAck: map[int]int64{},
+				steps: map[int]int64{}, inBatch: map[int]int64{}, batches: map[int]int64{},
 				lookahead: int64(1+s.rng.IntN(3)) * int64(s.cfg.ShardSize),
 				fenced:    stale, // the current coordinator never heard of it
 			}
@@ -554,6 +592,18 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 		if n := s.nodes[ev.Node]; n != nil {
 			s.toNode(n, ev.Incarnation, ev)
 		}
+	}
+	for _, f := range rd.Fenced {
+		ss := s.bySession[f.Session]
+		switch {
+		case ss == nil || ss.node.id != f.Node:
+			s.fail("fenced answer %+v names no session of that node", f)
+			continue
+		case !ss.fenced && !stale:
+			s.fail("fenced answer %+v to a session the coordinator holds live", f)
+		}
+		s.stats.FencedAnswers++
+		s.toNode(ss.node, ss.inc, f)
 	}
 	for _, a := range rd.Acks {
 		ss := s.bySession[a.Session]
@@ -588,9 +638,10 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 			s.logf("evict %+v", rd.Evictions)
 		}
 	}
-	if len(rd.Grants) > 0 && !s.granted {
+	if (len(rd.Grants) > 0 || len(rd.Ends) > 0) && !s.granted {
 		// MinRanks: the first epoch starts only once that many ranks
-		// have joined (grants follow in the Ready of the Request that
+		// have joined (grants, or stream ends when the epoch holds
+		// nothing for them, follow in the Ready of the Request that
 		// started it).
 		s.granted = true
 		if n := len(c.Ranks()); n < s.cfg.MinRanks {
@@ -701,6 +752,7 @@ func (s *sim) newNode() {
 	for i := range n.nRank {
 		n.rankIDs = append(n.rankIDs, fmt.Sprintf("%s/%d", n.id, i))
 	}
+	s.newProcess(n)
 	s.nodes[n.id] = n
 	s.order = append(s.order, n)
 	s.stats.Joins++
@@ -719,12 +771,26 @@ func (s *sim) gossipJoin(n *simNode) {
 	s.toCoord(Join{Node: n.id, Incarnation: n.inc, Ranks: n.rankIDs}, nil)
 }
 
+// newProcess gives a node (new, or restarted after a crash) the node side
+// of a new process: no steps acknowledged, no earlier session.
+func (s *sim) newProcess(n *simNode) {
+	n.runs = map[string]*RankRuns{}
+	for _, id := range n.rankIDs {
+		n.runs[id] = NewRankRuns(id)
+	}
+}
+
 // endLife ends a node's current life: its sessions can do nothing more.
+// An evicted node's process lives on (its node side ends the sessions and
+// keeps its steps); a crashed one's does not.
 func (s *sim) endLife(n *simNode) {
 	for _, ss := range n.sess {
 		ss.dead = true
 	}
 	n.sess = map[string]*simSession{}
+	for _, r := range n.runs {
+		r.EndSession()
+	}
 }
 
 func (s *sim) fault() {
@@ -765,6 +831,9 @@ func (s *sim) fault() {
 				s.logf("trainer of %s restarts; reset", ss.rank)
 				s.stats.Resets++
 				ss.dead = true
+				if r := n.runs[ss.rank]; r.Session() == ss.fence {
+					r.EndSession() // the node's actor ends the session on a reset
+				}
 				s.toCoord(Reset{Rank: ss.rank, Session: ss.fence}, ss)
 				// Steps stay equal only while membership does not change:
 				// a restarted trainer is a change.
@@ -793,6 +862,7 @@ func (s *sim) recover() {
 		}
 		n.alive = true
 		n.inc++
+		s.newProcess(n)
 		s.logf("restart %s inc %d", n.id, n.inc)
 		s.gossipJoin(n)
 	}
@@ -883,6 +953,7 @@ func (s *sim) nodeReceive(n *simNode, body any) {
 	case Welcome:
 		for _, rs := range m.Ranks {
 			ss := s.bySession[rs.Session]
+			s.lateAcks(n, rs)
 			if old := n.sess[rs.Rank]; old != nil && old != ss {
 				if !rs.Session.Less(old.fence) {
 					old.dead = true // a new coordinator life took over
@@ -891,6 +962,18 @@ func (s *sim) nodeReceive(n *simNode, body any) {
 				}
 			}
 			n.sess[rs.Rank] = ss
+			s.start(n, ss)
+		}
+	case Fenced:
+		// As the node's actor: end the session if it is still the rank's.
+		for id, r := range n.runs {
+			if r.Active() && r.Session() == m.Session {
+				s.logf("%s: session %v fenced; rolling back", id, m.Session)
+				r.EndSession()
+				if ss := n.sess[id]; ss != nil && ss.fence == m.Session {
+					ss.dead = true
+				}
+			}
 		}
 	case Eviction:
 		s.logf("%s inc %d evicted; rejoining", n.id, n.inc)
@@ -902,30 +985,75 @@ func (s *sim) nodeReceive(n *simNode, body any) {
 		if ss == nil {
 			return
 		}
+		r := n.runs[ss.rank]
 		switch m := body.(type) {
 		case Lease:
-			ss.rl.Grant(m)
-
+			r.Grant(m)
 		case Revoke:
-			ss.rl.Revoke(m)
+			r.Revoke(m)
 			s.logf("node %s got %+v", ss.rank, m)
 		case StreamEnd:
-			ss.rl.End(m)
+			r.End(m)
 			if s.log != nil {
 				st := ss.rl.streams[m.Epoch]
 				s.logf("node %s got %+v: taken %d end %+v", ss.rank, m, st.taken, st.end)
 			}
 		case Ack:
-			if k := ss.rl.Ack(m); k > int64(len(ss.items[m.Epoch])) {
-				s.fail("ack %+v beyond %d delivered", m, len(ss.items[m.Epoch]))
+			if r.Ack(m) {
+				if k := r.Acked(m.Epoch); k > int64(len(ss.items[m.Epoch])) {
+					s.fail("ack %+v beyond %d delivered", m, len(ss.items[m.Epoch]))
+				}
+				if k := ss.rl.streams[m.Epoch].acked; k != r.Acked(m.Epoch) {
+					s.fail("ack %+v: the rank's leases hold %d acknowledged, its runs %d", m, k, r.Acked(m.Epoch))
+				}
 			}
 		}
 		s.flush(ss)
 	}
 }
 
+// lateAcks hands the node side the commits a Welcome says are durable,
+// as the node's actor does for every rank of every Welcome, and checks
+// the ones it takes as acknowledged late.
+func (s *sim) lateAcks(n *simNode, rs RankSession) {
+	r := n.runs[rs.Rank]
+	if r == nil {
+		return
+	}
+	acks := make([]Ack, len(rs.Committed))
+	for i, rc := range rs.Committed {
+		acks[i] = Ack{Rank: rc.Rank, Session: rc.Session, Epoch: rc.Epoch, Offset: rc.Offset, Step: rc.Step}
+	}
+	for _, a := range r.LateAcks(acks) {
+		ss := s.bySession[a.Session]
+		if ss == nil || ss.node != n || ss.inc > n.inc {
+			s.fail("late ack %+v for a session not of this node's process (%s inc %d)", a, n.id, n.inc)
+			continue
+		}
+		if k := int64(len(ss.items[a.Epoch])); a.Offset > k {
+			s.fail("late ack %+v beyond the %d positions the session delivered", a, k)
+		}
+		s.logf("late ack %+v", a)
+	}
+}
+
+// start starts session ss on its node's rank, as a Welcome does (a grant
+// that overtook its Welcome starts it too: a real node gets them in one
+// mail, Welcome first).
+func (s *sim) start(n *simNode, ss *simSession) {
+	r := n.runs[ss.rank]
+	if r.Session() == ss.fence {
+		return
+	}
+	r.StartSession(ss.welcome, s.cfg.Epochs, s.batch)
+	ss.rl = r.Leases()
+}
+
 // flush sends what the session's RankLeases queued.
 func (s *sim) flush(ss *simSession) {
+	if ss.rl == nil {
+		return
+	}
 	for _, ev := range ss.rl.Messages() {
 		s.toCoord(ev, ss)
 	}
@@ -954,11 +1082,16 @@ func (s *sim) sessionFor(n *simNode, body any) *simSession {
 		if cur != nil && ss.fence.Less(cur.fence) {
 			return nil
 		}
-		// The Welcome is still in flight; a real node would buffer.
+		// The Welcome is still in flight; a real node gets it first.
 		if cur != nil {
 			cur.dead = true
 		}
 		n.sess[rank] = ss
+		s.lateAcks(n, ss.welcome)
+		s.start(n, ss)
+	}
+	if n.runs[rank].Session() != ss.fence {
+		return nil // ended at the node (a trainer reset)
 	}
 	return ss
 }
@@ -993,51 +1126,103 @@ func (s *sim) turnAll() bool {
 	return any
 }
 
-// rankTurn delivers up to budget positions, commits as a trainer that
-// commits every s.every batches and at the end of its epoch stream, and
-// asks for work ahead.
+// rankTurn lets the model pipeline ask the rank's node side for runs of
+// up to budget positions in all, checks each run, delivers its
+// positions in batches, commits as a trainer that commits every s.every
+// batches and at the end of its epoch stream, and asks for work ahead.
 func (s *sim) rankTurn(ss *simSession, budget int) {
-	if ss.dead {
+	r := ss.node.runs[ss.rank]
+	if ss.dead || r.Session() != ss.fence {
 		return
 	}
-	for ; budget > 0; budget-- {
-		p, ok := ss.rl.Take()
+	for budget > 0 {
+		run, ok := r.Fill(budget, false)
 		if !ok {
 			break
 		}
-		sample, pad := s.cfg.Order(p.Epoch).Sample(p.Pos)
-		if pad != p.Pad || pad != (p.Pos >= s.cfg.Samples) {
-			s.fail("position %+v: pad %v", p, pad)
-		}
-		items := append(ss.items[p.Epoch], simItem{sample: sample, pad: pad, lease: p.Lease, pos: p.Pos})
-		ss.items[p.Epoch] = items
-		if int64(len(items)) != p.Offset+1 {
-			s.fail("position %+v taken as item %d", p, len(items)-1)
-		}
-		s.stats.Delivered++
-		if k := int64(len(items)); k%(s.batch*s.every) == 0 {
-			s.commit(ss, p.Epoch, k)
-		}
-		if s.rng.IntN(8) == 0 {
-			s.toCoord(Progress{Rank: ss.rank, Session: ss.fence, Lease: p.Lease, Through: p.Pos + 1}, ss)
-		}
-	}
-	for e := range ss.items {
-		if ss.rl.Ended(e) {
-			s.commit(ss, e, int64(len(ss.items[e])))
+		budget -= max(len(run.Positions), 1)
+		s.deliverRun(ss, r, run)
+		for _, ev := range r.Progress(run) {
+			if s.rng.IntN(4) == 0 {
+				s.toCoord(ev, ss)
+			}
 		}
 	}
 	ss.rl.Request(ss.lookahead, s.rng.IntN(10) == 0)
 	s.flush(ss)
 }
 
-func (s *sim) commit(ss *simSession, e int, k int64) {
+// deliverRun is the model pipeline and trainer for one run: it checks
+// what actors.Intake and the seed promise require of it, then delivers.
+func (s *sim) deliverRun(ss *simSession, r *RankRuns, run Run) {
+	e := run.Epoch
+	if run.Start != int64(len(ss.items[e])) {
+		s.fail("rank %s: run %+v starts at offset %d of epoch %d, %d delivered", ss.rank, run, run.Start, e, len(ss.items[e]))
+		return
+	}
+	if run.Start == run.Base {
+		// A run's first batch is its session's next step of the epoch:
+		// after the last one acknowledged in this process life, or after
+		// the session's last run of the epoch.
+		want := ss.steps[e]
+		if len(ss.items[e]) == 0 {
+			want = 0
+			if st, ok := r.Steps().LastAcked(e); ok {
+				want = st + 1
+			}
+		}
+		if run.Step != want {
+			s.fail("rank %s: run %+v of epoch %d starts at step %d, want %d", ss.rank, run, e, run.Step, want)
+		}
+		ss.steps[e], ss.inBatch[e] = run.Step, 0
+	}
+	for i, p := range run.Positions {
+		if p.Epoch != e || p.Offset != run.Start+int64(i) {
+			s.fail("rank %s: run %+v holds position %+v at %d", ss.rank, run, p, i)
+			return
+		}
+		sample, pad := s.cfg.Order(e).Sample(p.Pos)
+		if pad != p.Pad || pad != (p.Pos >= s.cfg.Samples) {
+			s.fail("position %+v: pad %v", p, pad)
+		}
+		ss.items[e] = append(ss.items[e], simItem{sample: sample, pad: pad, lease: p.Lease, pos: p.Pos})
+		s.stats.Delivered++
+		if ss.inBatch[e]++; ss.inBatch[e] == s.batch {
+			s.batchDone(ss, r, e)
+		}
+	}
+	if run.RunEnd && ss.inBatch[e] > 0 {
+		s.batchDone(ss, r, e) // the run's short last batch ships
+	}
+	if run.StreamEnd {
+		s.commit(ss, r, e, ss.steps[e]-1)
+	}
+}
+
+// batchDone ships the epoch's open batch; the trainer commits every
+// s.every batches.
+func (s *sim) batchDone(ss *simSession, r *RankRuns, e int) {
+	step := ss.steps[e]
+	ss.steps[e]++
+	ss.inBatch[e] = 0
+	if ss.batches[e]++; ss.batches[e]%s.every == 0 {
+		s.commit(ss, r, e, step)
+	}
+}
+
+func (s *sim) commit(ss *simSession, r *RankRuns, e int, step int64) {
+	if step < 0 {
+		return
+	}
 	before := len(ss.rl.out)
-	if err := ss.rl.Commit(e, k, (k+s.batch-1)/s.batch-1); err != nil {
-		s.fail("commit: %v", err)
+	if err := r.Commit(e, step); err != nil {
+		s.fail("rank %s: commit of epoch %d step %d: %v", ss.rank, e, step, err)
 	}
 	if len(ss.rl.out) > before {
 		s.stats.Commits++
+		if c := ss.rl.out[len(ss.rl.out)-1].(Commit); c.Step != step || c.Offset > int64(len(ss.items[e])) {
+			s.fail("rank %s: commit of step %d became %+v with %d delivered", ss.rank, step, c, len(ss.items[e]))
+		}
 	}
 	s.flush(ss)
 }
@@ -1048,6 +1233,9 @@ func (s *sim) check() {
 	for e := range s.cfg.Epochs {
 		seen := make([]int, s.cfg.Samples)
 		for _, ss := range s.sessions {
+			if ss.rl == nil {
+				continue // never started at its node
+			}
 			if st := ss.rl.streams[e]; st != nil && st.acked > ss.maxAck[e] {
 				s.fail("rank %s received ack %d, coordinator sent %d", ss.rank, st.acked, ss.maxAck[e])
 			}

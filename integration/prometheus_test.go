@@ -299,10 +299,12 @@ func TestPrometheus(t *testing.T) {
 	_, nodeBin := binaries(t)
 
 	standaloneMetrics := hostPort(t, "127.0.0.1")
+	packedMetrics := hostPort(t, "127.0.0.1")
 	coordMetrics := hostPort(t, "127.0.0.1")
 	nodeMetrics := []string{hostPort(t, "127.0.0.2"), hostPort(t, "127.0.0.3")}
 	prom := startPrometheus(t, map[string][]string{
 		"standalone":  {standaloneMetrics},
+		"packed":      {packedMetrics},
 		"cluster":     nodeMetrics,
 		"coordinator": {coordMetrics},
 	})
@@ -344,6 +346,26 @@ func TestPrometheus(t *testing.T) {
 	}
 	if got := prom.scalar(`sum(max_over_time(longshore_store_requests_total{job="standalone",op="get",outcome="ok"}[1h]))`); got != float64(samples*standaloneEpochs) {
 		t.Errorf("standalone: %v successful store gets, want %d", got, samples*standaloneEpochs)
+	}
+
+	// Packed: the photos packed into tar shards, one epoch: the chunk
+	// cache's metrics, which the dashboard's packed-dataset panels use.
+	pdir := t.TempDir()
+	packed := filepath.Join(pdir, "packed")
+	if out, err := exec.Command("go", "run", "../cmd/longshore-pack", "--dataset", photos, "--out", packed, "--per-shard", "64").CombinedOutput(); err != nil {
+		t.Fatalf("longshore-pack: %v\n%s", err, out)
+	}
+	pn := startProc(t, pdir, "packed", nodeBin, srv.Env(), "--standalone", "--dataset", packed, "--epochs", "1", "--batch-size", "8",
+		"--size", "64", "--progress", "never", "--metrics", packedMetrics, "--metrics-linger", "5s", "--report-every", "1s")
+	if err := pn.wait(t, 3*time.Minute); err != nil {
+		t.Fatalf("packed node: %v\n%s", err, tail(pn.stderr, 30))
+	}
+	chunks := prom.scalar(`max_over_time(longshore_pack_chunks_total{job="packed"}[1h])`)
+	hits := prom.scalar(`max_over_time(longshore_pack_hits_total{job="packed"}[1h])`)
+	peak := prom.scalar(`max_over_time(longshore_pack_cache_peak_bytes{job="packed"}[1h])`)
+	t.Logf("packed: %v chunk fetches, %v samples from cached chunks, cache peak %.0f bytes", chunks, hits, peak)
+	if !(chunks > 0) || !(hits > chunks) || !(peak > 0) {
+		t.Errorf("packed: %v chunk fetches, %v cache hits, peak %v bytes: want chunks read and most samples served from them", chunks, hits, peak)
 	}
 
 	// A 2-node cluster, two ranks each, journaled.

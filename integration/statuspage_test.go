@@ -163,15 +163,29 @@ func TestStatusPageInBrowser(t *testing.T) {
 	b.run(base+"/", "--screenshot="+filepath.Join(artifacts, "status-page-running.png"))
 
 	// A node killed: the page shows it evicted, the other alive.
+	// On its way it is suspect once the coordinator's own gossip probe
+	// of it fails (a suspicion only gossiped to the coordinator by n1
+	// is not seen, and the window is seconds), or silent: the states
+	// it passed through are logged; none but those may appear.
 	c.nodes[1].kill(t)
+	var passed []string
 	waitStatus(t, base, time.Minute, "n2 evicted", func(s pageStatus) bool {
 		for _, nd := range s.Nodes {
 			if nd.Node == "n2" {
+				if len(passed) == 0 || passed[len(passed)-1] != nd.State {
+					passed = append(passed, nd.State)
+				}
 				return nd.State == "evicted"
 			}
 		}
 		return false
 	})
+	for _, st := range passed[:len(passed)-1] {
+		if st != "alive" && st != "suspect" && st != "silent" {
+			t.Errorf("n2 went %v after its kill: only alive, suspect and silent may come before evicted", passed)
+		}
+	}
+	t.Logf("n2 after its kill: %v", passed)
 	dom := b.run(base+"/", "--dump-dom")
 	v3 := viewOf(dom)
 	if v3.states["n2"] != "evicted" || v3.states["n1"] != "alive" {

@@ -1,63 +1,89 @@
 #!/usr/bin/python3
 """bench_peer.py: longshore against PyTorch's DataLoader, side by side (make bench-peer).
 
-    /usr/bin/python3 scripts/bench_peer.py --dataset DIR [--reps 3] [--json bin/bench-peer.json]
+    /usr/bin/python3 scripts/bench_peer.py --dataset DIR [--reps 3] [--json docs/bench/bench-peer.json]
 
 A benchmark, not a test. Every configuration runs as its own process tree,
-one after another, alternating (peer w0, w1, w2, w4, go, py-client, peer
-w0, ...) so machine noise hits them alike; the table shows medians of the
-repetitions and ratios to the peer's best num_workers (by images/s).
+one after another, alternating (peer w0, w1, w2, w4, py-client,
+py-client-ffmpeg, go, ..., peer w0, ...) so machine noise hits them alike;
+the table shows medians of the repetitions and ratios to the peer's best
+num_workers (by images/s). Every run is checked before it counts: each
+side must deliver every sample of the dataset exactly once, with zero
+failures, fully shuffled; a run that did not makes the benchmark exit
+non-zero (no table).
 
     peer-wN    PyTorch DataLoader over torchvision ImageFolder:
                RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor,
-               batch 32, shuffle, num_workers N (persistent workers), one epoch,
-               touching one byte of every batch.
-    go         bin/longshore-node --standalone --transform train --batch-size 32
-               --sink null: batches consumed in process, in Go.
+               batch 32, shuffle=True (a full shuffle), num_workers N
+               (persistent workers), one epoch, touching one byte of every
+               batch. The dataset returns each sample's index too, so the
+               bench counts distinct samples.
+    py-client  THE HEADLINE: what a PyTorch user runs. bin/longshore-node
+               --standalone --sink feed --transform train --batch-size 32
+               --block 1 (a full shuffle, the default for a plain dataset)
+               serving one rank over its Unix socket, and a Python trainer
+               (the same interpreter, `import torch` first) iterating
+               longshore.Loader from clients/python, touching one byte of
+               every batch through torch.from_numpy (no copy).
+    py-client-ffmpeg
+               the same with --decoder ffmpeg: the libjpeg-turbo fast path
+               off (every JPEG decoded whole by FFmpeg), to show what
+               decoding less buys.
+    go         bin/longshore-node --standalone --sink null --block 1:
+               batches consumed in process, in Go (no trainer, no torch).
     go-minio   the same with the dataset in a MinIO server on loopback
                (longshore-bench serve-minio: started once, the upload not
                timed; its CPU is not counted, as a store on other hosts).
     go-minio-packed
-               the same with the dataset packed into tar shards by
-               bin/longshore-pack (docs/packed-datasets.md), in that MinIO.
+               the same samples packed into tar shards by bin/longshore-pack
+               (docs/packed-datasets.md), in that MinIO, at the node's
+               defaults for a packed dataset (blocks of 16 in a mixing
+               window of 128, --pack-cache 1 GiB): not a full shuffle.
     ceiling    longshore-bench ceiling: one goroutine per core decoding and
                transforming the files from memory in a tight loop, no
                pipeline: what this machine can do with this decoder.
-    py-client  examples/feed_server (the same pipeline, serving batches over
-               the feed) + a Python loop over longshore.Loader, touching one
-               byte of every batch through torch.from_numpy (no copy).
 
 Figures, for each run:
 
-    images/s       images of the epoch over the time from the loader's start to
-                   the last batch (peer: ImageFolder scan + DataLoader + worker
-                   start, after `import torch`; go: the node's own figure, from
-                   its pipeline start; py-client: from feed_server's launch).
+    images/s       images of the epoch over the time from the loader's start
+                   to the last batch in the trainer's hands (peer: from
+                   ImageFolder's scan, after `import torch`; py-client: from
+                   the node's launch, the trainer having imported torch;
+                   go: the node's own figure, from its pipeline start).
     steady img/s   images after the first batch over first -> last batch (the
-                   Python loops only; the node reports no per-batch times).
-    CPU-s/1000     user+system CPU of the whole process tree over the epoch,
-                   per 1,000 images. peer: the trainer process from loader start
-                   plus every worker (/proc/<pid>/stat before they stop); go:
-                   the node's whole-process rusage; py-client: feed_server's
-                   whole process plus the Python loop from its connect. The
-                   JSON also has the whole-process-tree rusage of each run
-                   (interpreter start and `import torch` included).
-    peak PSS       proportional set size summed over the process tree
-                   (/proc/<pid>/smaps_rollup, every 100 ms), so pages shared
-                   between parent and workers, or between node and trainer
-                   (the feed's memfd slots), count once. Both trainers import
-                   torch; the JSON has the PSS of a bare `import torch,
-                   torchvision, numpy` process; `loader PSS` is the peak less
-                   that (an approximation of the loader's own memory).
-    first batch    from the loader's start (as above) to the first batch in the
-                   consumer's hands.
+                   Python trainers).
+    CPU-s/1000     user+system CPU of the whole tree over the epoch, per
+                   1,000 images. peer: the trainer from the loader's start
+                   plus every worker (/proc/<pid>/stat before they stop);
+                   py-client: the node's whole process (wait4 rusage, start-up
+                   included) plus the trainer from its connect; go: the
+                   node's whole process.
+    peak PSS       proportional set size summed over the whole process tree
+                   (trainer, its workers, the node: /proc/<pid>/smaps_rollup
+                   every 100 ms), so pages shared between processes (fork's
+                   copy-on-write pages, the feed's memfd slots) count once.
+    steady PSS     the median of those samples between first and last batch.
+    import PSS     the trainer's own `import torch, torchvision` (peer) or
+                   `import torch, longshore` (py-client): the tree's PSS
+                   when the trainer has imported and nothing else has
+                   started, measured in the same run. `loader PSS` is peak
+                   PSS less import PSS: the loader's own memory on either
+                   side.
+    first batch    from the loader's start (as above) to the first batch in
+                   the consumer's hands.
+    classes/batch  mean distinct labels per full batch: equal on both sides
+                   when both shuffle fully (checked: longshore's within 10%
+                   of the peer's).
 
-The machine's load average before and after is recorded: it is shared.
+The raw JSON has every repetition with the machine's CPU model and the
+load average after each run; scripts/bench_compare.py prints ratios
+between two such files.
 """
 
 import argparse
 import json
 import os
+import platform
 import resource
 import signal
 import statistics
@@ -72,8 +98,12 @@ REPO = os.path.dirname(HERE)
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+class BenchError(Exception):
+    """A run that does not count: lost or failed samples, a crash."""
+
+
 # --------------------------------------------------------------------------
-# /proc helpers
+# /proc helpers (bench_host.py uses them too)
 
 
 def proc_cpu(pid):
@@ -118,34 +148,57 @@ def pss_bytes(pid):
     return 0
 
 
+def tree_pss(roots):
+    pids = set()
+    for r in roots:
+        pids.update(tree(r))
+    return sum(pss_bytes(p) for p in pids), len(pids)
+
+
 class PSSSampler:
-    """Samples the summed PSS of the trees under roots every interval seconds."""
+    """Samples the summed PSS of the trees under roots every interval
+    seconds, keeping (time, bytes, processes) of each sample."""
 
     def __init__(self, interval=0.1):  # reading smaps_rollup costs the driver ~5% of a core at 50 ms
-        self.roots, self.peak, self.interval = [], 0, interval
+        self.roots, self.samples, self.interval = [], [], interval
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def add(self, pid):
-        self.roots.append(pid)
+        with self._lock:
+            self.roots.append(pid)
 
     def start(self):
         self._t.start()
         return self
 
+    def now(self):
+        with self._lock:
+            roots = list(self.roots)
+        return tree_pss(roots)
+
     def _run(self):
         while not self._stop.is_set():
-            pids = set()
-            for r in list(self.roots):
-                pids.update(tree(r))
-            total = sum(pss_bytes(p) for p in pids)
-            self.peak = max(self.peak, total)
+            v, n = self.now()
+            self.samples.append((time.time(), v, n))
             self._stop.wait(self.interval)
 
     def stop(self):
         self._stop.set()
         self._t.join()
-        return self.peak
+        return self.peak()
+
+    def peak(self):
+        return max((v for _, v, _ in self.samples), default=0)
+
+    def steady(self, t0, t1):
+        """Median PSS of the samples taken between t0 and t1 (None: none)."""
+        vals = [v for t, v, _ in self.samples if t0 <= t <= t1]
+        return statistics.median(vals) if vals else None
+
+    def max_procs(self):
+        return max((n for _, _, n in self.samples), default=0)
 
 
 def wait_rusage(p):
@@ -155,8 +208,69 @@ def wait_rusage(p):
     return ru.ru_utime + ru.ru_stime
 
 
+def wait_file(path, procs, what, limit=300):
+    """Waits for path to exist; fails if a process in procs exits first."""
+    t_end = time.time() + limit
+    while not os.path.exists(path):
+        for p in procs:
+            if p.poll() is not None:
+                raise BenchError(f"{what}: process {p.args[:3]} exited {p.returncode} before {os.path.basename(path)}")
+        if time.time() > t_end:
+            raise BenchError(f"{what}: no {path} after {limit} s")
+        time.sleep(0.005)
+
+
+def touch(path):
+    with open(path, "w"):
+        pass
+
+
+def load():
+    return list(os.getloadavg())
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def machine():
+    return dict(cpu_model=cpu_model(), cpus=os.cpu_count(), kernel=platform.release(),
+                python=platform.python_version(),
+                mem_total_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def count_samples(dataset):
+    """Files of an ImageFolder directory (what both sides must deliver)."""
+    return sum(1 for _, _, fs in os.walk(dataset, followlinks=True) for f in fs if not f.startswith("."))
+
+
+def classes_per_batch(label_batches, batch_size):
+    full = [len(set(b)) for b in label_batches if len(b) == batch_size]
+    return statistics.mean(full) if full else None
+
+
 # --------------------------------------------------------------------------
-# child: the peer (PyTorch DataLoader)
+# children: the trainers
+
+
+def indexed_image_folder(root, transform):
+    """ImageFolder whose items carry their index, so a run's distinct
+    samples can be counted (one int per sample: negligible)."""
+    from torchvision.datasets import ImageFolder
+
+    class Indexed(ImageFolder):
+        def __getitem__(self, i):
+            x, y = super().__getitem__(i)
+            return x, y, i
+
+    return Indexed(root, transform=transform)
 
 
 def child_peer(a):
@@ -164,36 +278,40 @@ def child_peer(a):
 
     warnings.filterwarnings("ignore", message="This DataLoader will create")  # num_workers 4 on 2 cores is asked for
     import torch
+    import torchvision  # noqa: F401
     import torchvision.transforms as T
     from torch.utils.data import DataLoader
-    from torchvision.datasets import ImageFolder
 
+    touch(a.imported)  # the driver measures the import's PSS, then says go
+    while not os.path.exists(a.go):
+        time.sleep(0.002)
     cpu0, t0 = self_cpu(), time.time()
     tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
-    ds = ImageFolder(a.dataset, transform=tf)
+    ds = indexed_image_folder(a.dataset, tf)
     loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=a.workers,
                         persistent_workers=a.workers > 0)
     it = iter(loader)
     n = touched = 0
     t_first = None
     n_first = 0
-    for images, labels in it:
+    seen = set()
+    labels = []
+    for images, y, idx in it:
         touched += int(images[0, 0, 0, 0])  # touch the data, as a trainer would
         n += images.shape[0]
+        seen.update(idx.tolist())
+        labels.append(y.tolist())
         if t_first is None:
             t_first, n_first = time.time(), n
     t_last = time.time()
     workers = [w.pid for w in getattr(it, "_workers", [])]
     cpu = self_cpu() - cpu0 + sum(proc_cpu(w) for w in workers)
-    out = dict(images=n, t0=t0, t_first=t_first, n_first=n_first, t_last=t_last, cpu_epoch=cpu,
-               workers=len(workers), torch=torch.__version__)
+    out = dict(images=n, distinct=len(seen), dataset_samples=len(ds), failures=0, t0=t0, t_first=t_first,
+               n_first=n_first, t_last=t_last, cpu_epoch=cpu, workers=len(workers), torch=torch.__version__,
+               classes_per_batch=classes_per_batch(labels, 32))
     with open(a.out, "w") as f:
         json.dump(out, f)
     del it, loader  # joins the workers, so the parent's rusage includes them
-
-
-# --------------------------------------------------------------------------
-# child: the Python client loop
 
 
 def child_client(a):
@@ -202,67 +320,155 @@ def child_client(a):
 
     import longshore
 
-    open(a.imported, "w").close()  # the driver launches feed_server now
+    touch(a.imported)  # the driver measures the import's PSS, then launches the node
     while not os.path.exists(a.socket):
         time.sleep(0.002)
     cpu0 = self_cpu()
-    loader = longshore.Loader(a.socket, release_previous=True, timeout=120)
-    for _ in range(2000):  # the socket file appears just before listen()
+    loader = longshore.Loader(a.socket, release_previous=True, timeout=300)
+    for _ in range(5000):  # the socket file appears just before listen()
         try:
             loader.welcome
             break
-        except ConnectionRefusedError:
+        except (ConnectionRefusedError, FileNotFoundError):
             time.sleep(0.002)
-    n = touched = 0
+    n = touched = failed = pads = 0
     t_first = None
     n_first = 0
+    seen = set()
+    labels = []
     for b in loader:
         x = torch.from_numpy(b.images)  # zero-copy view of the slot
         touched += int(x[0, 0, 0, 0])
         n += len(b)
+        failed += b.failed
+        pads += sum(1 for p in b.pads if p)
+        seen.update(b.indices)
+        labels.append(list(b.labels))
         if t_first is None:
             t_first, n_first = time.time(), n
     t_last = time.time()
     cpu = self_cpu() - cpu0
     loader.close()
     with open(a.out, "w") as f:
-        json.dump(dict(images=n, t_first=t_first, n_first=n_first, t_last=t_last, cpu_epoch=cpu), f)
-
-
-def child_baseline(a):
-    import numpy  # noqa: F401
-    import torch  # noqa: F401
-    import torchvision  # noqa: F401
-
-    open(a.out, "w").close()
-    time.sleep(0.5)
+        json.dump(dict(images=n, distinct=len(seen), failures=failed, pads=pads, t_first=t_first, n_first=n_first,
+                       t_last=t_last, cpu_epoch=cpu, torch=torch.__version__,
+                       classes_per_batch=classes_per_batch(labels, 32)), f)
 
 
 # --------------------------------------------------------------------------
-# driver
+# driver: one run of each kind
+
+
+def check_counts(what, want, images, distinct=None, failures=0, pads=0):
+    """A run counts only if it delivered every sample once, none failed."""
+    problems = []
+    if images != want:
+        problems.append(f"delivered {images} images, the dataset has {want}")
+    if distinct is not None and distinct != want:
+        problems.append(f"{distinct} distinct samples of {want}")
+    if failures:
+        problems.append(f"{failures} failed samples")
+    if pads:
+        problems.append(f"{pads} padding samples")
+    if problems:
+        raise BenchError(f"{what}: " + "; ".join(problems))
 
 
 def run_peer(a, workers, tmp, rep):
-    out = os.path.join(tmp, f"peer-{workers}-{rep}.json")
+    what = f"peer-w{workers} rep {rep + 1}"
+    d = tempfile.mkdtemp(prefix="peer", dir=tmp)
+    out, imported, go = (os.path.join(d, x) for x in ("out.json", "imported", "go"))
     s = PSSSampler()
     p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "_peer", "--dataset", a.dataset,
-                          "--workers", str(workers), "--out", out])
+                          "--workers", str(workers), "--out", out, "--imported", imported, "--go", go])
     s.add(p.pid)
-    s.start()
-    cpu_proc = wait_rusage(p)
+    try:
+        wait_file(imported, [p], what)
+        import_pss, _ = s.now()
+        s.start()
+        touch(go)
+        cpu_proc = wait_rusage(p)
+    finally:
+        if p.returncode is None:
+            p.kill()
+            p.wait()
     peak = s.stop()
     if p.returncode != 0:
-        raise RuntimeError(f"peer num_workers={workers} exited {p.returncode}")
+        raise BenchError(f"{what}: exited {p.returncode}")
     with open(out) as f:
         r = json.load(f)
+    check_counts(what, a.samples, r["images"], r["distinct"], r["failures"])
     n = r["images"]
-    return dict(images=n,
+    return dict(images=n, distinct=r["distinct"], failures=0,
                 images_per_s=n / (r["t_last"] - r["t0"]),
                 steady_images_per_s=(n - r["n_first"]) / (r["t_last"] - r["t_first"]),
                 cpu_s_per_1000=1000 * r["cpu_epoch"] / n,
                 cpu_s_per_1000_process=1000 * cpu_proc / n,
-                peak_pss_bytes=peak,
-                first_batch_s=r["t_first"] - r["t0"])
+                peak_pss_bytes=peak, steady_pss_bytes=s.steady(r["t_first"], r["t_last"]),
+                import_pss_bytes=import_pss, loader_pss_bytes=peak - import_pss,
+                processes=s.max_procs(), first_batch_s=r["t_first"] - r["t0"],
+                classes_per_batch=r["classes_per_batch"], torch=r["torch"])
+
+
+def node_stats(path, what):
+    with open(path) as f:
+        st = json.load(f)
+    if st.get("error"):
+        raise BenchError(f"{what}: the node reported {st['error']}")
+    return st
+
+
+def run_client(a, tmp, rep, decoder="turbo"):
+    what = f"py-client ({decoder}) rep {rep + 1}"
+    d = tempfile.mkdtemp(prefix="lsb", dir="/tmp")  # short: Unix socket paths are limited
+    out, imported, stats = os.path.join(d, "out.json"), os.path.join(d, "imported"), os.path.join(d, "stats.json")
+    sock = os.path.join(d, "rank-0.sock")
+    s = PSSSampler()
+    c = subprocess.Popen([sys.executable, os.path.abspath(__file__), "_client", "--socket", sock,
+                          "--imported", imported, "--out", out])
+    s.add(c.pid)
+    srv = None
+    try:
+        wait_file(imported, [c], what)
+        import_pss, _ = s.now()
+        s.start()
+        t0 = time.time()
+        argv = [a.node, "--standalone", "--sink", "feed", "--feed-dir", d, "--dataset", a.dataset,
+                "--epochs", "1", "--batch-size", "32", "--transform", "train", "--block", "1",
+                "--decoder", decoder, "--seed", str(rep + 1), "--stats-json", stats, "--progress", "never"]
+        srv = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        s.add(srv.pid)
+        cpu_c = wait_rusage(c)
+        # The node exits by itself once the epoch is delivered and its
+        # trainer has left; its rusage is the whole process's.
+        err = srv.stderr.read()
+        cpu_srv = wait_rusage(srv)
+    finally:
+        for p in (c, srv):
+            if p is not None and p.returncode is None:
+                p.kill()
+                p.wait()
+    peak = s.stop()
+    if c.returncode != 0 or srv.returncode != 0:
+        raise BenchError(f"{what}: trainer exited {c.returncode}, node {srv.returncode}: {err.decode(errors='replace')[-2000:]}")
+    with open(out) as f:
+        r = json.load(f)
+    st = node_stats(stats, what)
+    check_counts(what + " (trainer)", a.samples, r["images"], r["distinct"], r["failures"], r["pads"])
+    check_counts(what + " (node)", a.samples, st["images"], None, st["failures"]["total"], st["pads"])
+    n = r["images"]
+    return dict(images=n, distinct=r["distinct"], failures=st["failures"]["total"],
+                images_per_s=n / (r["t_last"] - t0),
+                steady_images_per_s=(n - r["n_first"]) / (r["t_last"] - r["t_first"]),
+                cpu_s_per_1000=1000 * (r["cpu_epoch"] + cpu_srv) / n,
+                cpu_s_per_1000_node=1000 * cpu_srv / n,
+                cpu_s_per_1000_trainer=1000 * r["cpu_epoch"] / n,
+                cpu_s_per_1000_process=1000 * (cpu_c + cpu_srv) / n,
+                peak_pss_bytes=peak, steady_pss_bytes=s.steady(r["t_first"], r["t_last"]),
+                import_pss_bytes=import_pss, loader_pss_bytes=peak - import_pss,
+                processes=s.max_procs(), first_batch_s=r["t_first"] - t0,
+                classes_per_batch=r["classes_per_batch"], node_argv=argv[1:],
+                node_images_per_s=st["images_per_second"], bottleneck=st.get("bottleneck"))
 
 
 def run_measured(argv, what, env=None):
@@ -275,28 +481,31 @@ def run_measured(argv, what, env=None):
     cpu_proc = wait_rusage(p)
     peak = s.stop()
     if p.returncode != 0:
-        raise RuntimeError(f"{what} exited {p.returncode}: {err.decode(errors='replace')}")
+        raise BenchError(f"{what} exited {p.returncode}: {err.decode(errors='replace')[-2000:]}")
     return cpu_proc, peak
 
 
-def run_go(a, tmp, rep, dataset=None, env=None, tag="go"):
+def run_go(a, tmp, rep, dataset=None, env=None, tag="go", block=("--block", "1")):
     stats = os.path.join(tmp, f"{tag}-{rep}.json")
-    cpu_proc, peak = run_measured([a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", "1",
-                                   "--batch-size", "32", "--transform", "train", "--seed", str(rep + 1), "--sink", "null",
-                                   "--stats-json", stats, "--progress", "never"], "node", env)
-    with open(stats) as f:
-        r = json.load(f)
-    n = r["images"]
-    return dict(images=n, images_per_s=n / r["seconds"], steady_images_per_s=None,
+    argv = [a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", "1", "--batch-size", "32",
+            "--transform", "train", *block, "--seed", str(rep + 1), "--sink", "null",
+            "--stats-json", stats, "--progress", "never"]
+    cpu_proc, peak = run_measured(argv, f"{tag} rep {rep + 1}", env)
+    st = node_stats(stats, tag)
+    check_counts(f"{tag} rep {rep + 1}", a.samples, st["images"], None, st["failures"]["total"], st["pads"])
+    n = st["images"]
+    return dict(images=n, failures=0, images_per_s=n / st["seconds"], steady_images_per_s=None,
                 cpu_s_per_1000=1000 * cpu_proc / n, cpu_s_per_1000_process=1000 * cpu_proc / n,
-                peak_pss_bytes=peak, first_batch_s=r["first_batch_seconds"])
+                peak_pss_bytes=peak, import_pss_bytes=0, loader_pss_bytes=peak,
+                first_batch_s=st["first_batch_seconds"], node_argv=argv[1:], pack=st.get("pack"),
+                bottleneck=st.get("bottleneck"))
 
 
 def run_go_minio(a, tmp, rep, packed=False):
     env = os.environ.copy()
     env.update(e.split("=", 1) for e in a.minio["env"])
-    if packed:
-        return run_go(a, tmp, rep, dataset=a.minio["packed_url"], env=env, tag="go-minio-packed")
+    if packed:  # the node's defaults for a packed dataset: blocks of 16, window 128, --pack-cache 1 GiB
+        return run_go(a, tmp, rep, dataset=a.minio["packed_url"], env=env, tag="go-minio-packed", block=())
     return run_go(a, tmp, rep, dataset=a.minio["url"], env=env, tag="go-minio")
 
 
@@ -306,9 +515,11 @@ def run_ceiling(a, tmp, rep):
     with open(out) as f:
         r = json.load(f)
     n = r["images"]
-    return dict(images=n, images_per_s=n / r["seconds"], steady_images_per_s=None,
+    if r.get("failed"):
+        raise BenchError(f"ceiling rep {rep + 1}: {r['failed']} failed")
+    return dict(images=n, failures=0, images_per_s=n / r["seconds"], steady_images_per_s=None,
                 cpu_s_per_1000=1000 * cpu_proc / n, cpu_s_per_1000_process=1000 * cpu_proc / n,
-                peak_pss_bytes=peak, first_batch_s=None)
+                peak_pss_bytes=peak, import_pss_bytes=0, loader_pss_bytes=peak, first_batch_s=None)
 
 
 def start_minio(a, tmp):
@@ -316,8 +527,7 @@ def start_minio(a, tmp):
     cmd = [a.bench, "serve-minio", "--dataset", a.dataset, "--ready", ready]
     if a.packed:
         cmd += ["--packed", a.packed]
-    p = subprocess.Popen(cmd,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)  # its stderr is ours: MinIO's complaints show
     while not os.path.exists(ready):
         if p.poll() is not None:
             sys.exit(f"bench_peer: longshore-bench serve-minio exited {p.returncode}")
@@ -327,78 +537,23 @@ def start_minio(a, tmp):
     return p
 
 
-def run_client(a, tmp, rep):
-    d = tempfile.mkdtemp(prefix="lsb", dir="/tmp")  # short: Unix socket paths are limited
-    out, imported = os.path.join(tmp, f"client-{rep}.json"), os.path.join(d, "imported")
-    sock = os.path.join(d, "rank-0.sock")
-    s = PSSSampler()
-    c = subprocess.Popen([sys.executable, os.path.abspath(__file__), "_client", "--socket", sock,
-                          "--imported", imported, "--out", out])
-    s.add(c.pid)
-    s.start()
-    while not os.path.exists(imported):
-        if c.poll() is not None:
-            raise RuntimeError("client exited before importing")
-        time.sleep(0.002)
-    t0 = time.time()
-    srv = subprocess.Popen([a.feed_server, "--dataset", a.dataset, "--dir", d, "--batch-size", "32",
-                            "--transform", "train", "--epochs", "1", "--seed", str(rep + 1)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    s.add(srv.pid)
-    cpu_c = wait_rusage(c)
-    srv_cpu = proc_cpu(srv.pid)  # whole feed_server process, read before it stops
-    srv.send_signal(signal.SIGTERM)
-    err = srv.stderr.read()
-    cpu_srv = wait_rusage(srv)
-    peak = s.stop()
-    if c.returncode != 0:
-        raise RuntimeError(f"client exited {c.returncode}; feed_server said: {err.decode(errors='replace')}")
-    with open(out) as f:
-        r = json.load(f)
-    n = r["images"]
-    return dict(images=n,
-                images_per_s=n / (r["t_last"] - t0),
-                steady_images_per_s=(n - r["n_first"]) / (r["t_last"] - r["t_first"]),
-                cpu_s_per_1000=1000 * (r["cpu_epoch"] + srv_cpu) / n,
-                cpu_s_per_1000_server=1000 * srv_cpu / n,
-                cpu_s_per_1000_client=1000 * r["cpu_epoch"] / n,
-                cpu_s_per_1000_process=1000 * (cpu_c + cpu_srv) / n,
-                peak_pss_bytes=peak,
-                first_batch_s=r["t_first"] - t0)
-
-
-def baseline_pss():
-    out = tempfile.mktemp(prefix="lsb-base")
-    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "_baseline", "--out", out])
-    while not os.path.exists(out) and p.poll() is None:
-        time.sleep(0.01)
-    v = pss_bytes(p.pid)
-    p.wait()
-    if os.path.exists(out):
-        os.unlink(out)
-    return v
-
-
 def median_row(runs):
     m = {}
     for k in runs[0]:
-        vals = [r[k] for r in runs if r.get(k) is not None]
+        vals = [r[k] for r in runs if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)]
         m[k] = statistics.median(vals) if vals else None
     return m
 
 
-def load():
-    return os.getloadavg()
-
-
 def driver(a):
     for path, what in ((a.node, "go build -o bin/longshore-node ./cmd/node"),
-                       (a.feed_server, "go build -o bin/feed_server ./examples/feed_server"),
                        (a.bench, "go build -o bin/longshore-bench ./cmd/longshore-bench")):
         if not os.access(path, os.X_OK):
             sys.exit(f"bench_peer: {path} missing: {what}")
-    n_files = sum(1 for _, _, fs in os.walk(a.dataset) for f in fs if not f.startswith("."))
-    configs = [f"peer-w{w}" for w in a.workers] + ["go", "py-client", "ceiling"]
+    a.samples = count_samples(a.dataset)
+    configs = [f"peer-w{w}" for w in a.workers] + ["py-client", "py-client-ffmpeg", "go"]
+    if not a.no_ceiling:
+        configs.append("ceiling")
     tmp = tempfile.mkdtemp(prefix="bench-peer-")
     minio = None
     a.packed = None
@@ -409,18 +564,20 @@ def driver(a):
                            stdout=subprocess.DEVNULL)
         print("bench-peer: starting MinIO and uploading the dataset", file=sys.stderr, flush=True)
         minio = start_minio(a, tmp)
-        configs.insert(configs.index("py-client"), "go-minio")
+        configs.insert(configs.index("go") + 1, "go-minio")
         if a.packed:
-            configs.insert(configs.index("py-client"), "go-minio-packed")
+            configs.insert(configs.index("go-minio") + 1, "go-minio-packed")
     runs = {c: [] for c in configs}
     load0, t_start = load(), time.time()
     try:
         run_all(a, configs, runs, tmp)
+    except BenchError as e:
+        sys.exit(f"bench_peer: INVALID RUN: {e}")
     finally:
         if minio is not None:
             minio.send_signal(signal.SIGTERM)
             minio.wait()
-    report_all(a, configs, runs, n_files, load0, t_start)
+    report_all(a, configs, runs, load0, t_start)
 
 
 def run_all(a, configs, runs, tmp):
@@ -428,74 +585,92 @@ def run_all(a, configs, runs, tmp):
         for c in configs:
             if c.startswith("peer-w"):
                 r = run_peer(a, int(c[6:]), tmp, rep)
+            elif c == "py-client":
+                r = run_client(a, tmp, rep)
+            elif c == "py-client-ffmpeg":
+                r = run_client(a, tmp, rep, decoder="ffmpeg")
             elif c == "go":
                 r = run_go(a, tmp, rep)
             elif c in ("go-minio", "go-minio-packed"):
                 r = run_go_minio(a, tmp, rep, packed=c == "go-minio-packed")
             elif c == "ceiling":
                 r = run_ceiling(a, tmp, rep)
-            else:
-                r = run_client(a, tmp, rep)
-            r["loadavg_1m"] = load()[0]
+            r["rep"] = rep + 1
+            r["loadavg_after"] = load()
             runs[c].append(r)
             fb = "-" if r["first_batch_s"] is None else f"{r['first_batch_s']:.3f}"
-            print(f"bench-peer: rep {rep + 1} {c:9s} {r['images_per_s']:6.0f} images/s, "
-                  f"{r['cpu_s_per_1000']:.2f} CPU-s/1000, {r['peak_pss_bytes'] / 2**20:.0f} MiB PSS, "
-                  f"first batch {fb} s (load {r['loadavg_1m']:.2f})", file=sys.stderr, flush=True)
+            print(f"bench-peer: rep {rep + 1} {c:16s} {r['images_per_s']:6.0f} images/s, "
+                  f"{r['cpu_s_per_1000']:.2f} CPU-s/1000, {r['peak_pss_bytes'] / 2**20:.0f} MiB PSS "
+                  f"({r['loader_pss_bytes'] / 2**20:.0f} loader), first batch {fb} s "
+                  f"(load {r['loadavg_after'][0]:.2f})", file=sys.stderr, flush=True)
 
 
-def report_all(a, configs, runs, n_files, load0, t_start):
+PYTHON_TREES = ("peer", "py-client")  # rows whose tree has a trainer that imported torch
+
+
+def report_all(a, configs, runs, load0, t_start):
     rows = {c: median_row(runs[c]) for c in configs}
-    best = max((c for c in configs if c.startswith("peer")), key=lambda c: rows[c]["images_per_s"])
+    peers = [c for c in configs if c.startswith("peer")]
+    best = max(peers, key=lambda c: rows[c]["images_per_s"])
     b = rows[best]
     for c in configs:
         m = rows[c]
         m["vs_peer_images_per_s"] = m["images_per_s"] / b["images_per_s"]
         m["vs_peer_cpu"] = m["cpu_s_per_1000"] / b["cpu_s_per_1000"]
         m["vs_peer_pss"] = m["peak_pss_bytes"] / b["peak_pss_bytes"]
+        m["vs_peer_loader_pss"] = m["loader_pss_bytes"] / max(b["loader_pss_bytes"], 1)
         m["vs_peer_first_batch"] = None if m["first_batch_s"] is None else m["first_batch_s"] / b["first_batch_s"]
         if "ceiling" in rows:
             m["vs_ceiling_images_per_s"] = m["images_per_s"] / rows["ceiling"]["images_per_s"]
-        for mc in ("go-minio", "go-minio-packed"):
-            if mc in rows:
-                rows[mc]["vs_local_images_per_s"] = rows[mc]["images_per_s"] / rows["go"]["images_per_s"]
-    base = baseline_pss()
-    for c in configs:  # the loader's own memory: less the trainer's `import torch` (Go processes have no trainer)
-        m = rows[c]
-        m["loader_pss_bytes"] = m["peak_pss_bytes"] - (0 if c in ("go", "go-minio", "go-minio-packed", "ceiling") else base)
-    for c in configs:
-        rows[c]["vs_peer_loader_pss"] = rows[c]["loader_pss_bytes"] / max(b["loader_pss_bytes"], 1)
+    for mc in ("go-minio", "go-minio-packed"):
+        if mc in rows:
+            rows[mc]["vs_local_images_per_s"] = rows[mc]["images_per_s"] / rows["go"]["images_per_s"]
+    # Paired ratios, run by run (each pair ran back to back): steadier than ratios of medians.
+    paired = {}
+    for c in ("py-client", "py-client-ffmpeg", "go"):
+        if c in runs:
+            paired[c] = dict(
+                images_per_s=statistics.median(x["images_per_s"] / y["images_per_s"] for x, y in zip(runs[c], runs[best])),
+                cpu=statistics.median(x["cpu_s_per_1000"] / y["cpu_s_per_1000"] for x, y in zip(runs[c], runs[best])))
+    if "py-client" in runs and "py-client-ffmpeg" in runs:
+        paired["py-client-ffmpeg/py-client"] = dict(
+            images_per_s=statistics.median(x["images_per_s"] / y["images_per_s"]
+                                           for x, y in zip(runs["py-client-ffmpeg"], runs["py-client"])),
+            cpu=statistics.median(x["cpu_s_per_1000"] / y["cpu_s_per_1000"]
+                                  for x, y in zip(runs["py-client-ffmpeg"], runs["py-client"])))
+    # Both sides fully shuffled: longshore's batches as mixed as the peer's.
+    cpb_peer = statistics.median(r["classes_per_batch"] for c in peers for r in runs[c])
+    for c in ("py-client", "py-client-ffmpeg"):
+        if c in runs:
+            v = statistics.median(r["classes_per_batch"] for r in runs[c])
+            if v < 0.9 * cpb_peer:
+                sys.exit(f"bench_peer: INVALID RUN: {c} batches hold {v:.1f} distinct classes against the peer's "
+                         f"{cpb_peer:.1f}: not a full shuffle")
     report = dict(
-        machine=cpu_model(), cpus=os.cpu_count(), dataset=a.dataset, dataset_files=n_files,
-        repetitions=a.reps, peer_best=best, started=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t_start)),
+        bench="bench-peer", machine=machine(), dataset=a.dataset, dataset_samples=a.samples,
+        repetitions=a.reps, peer_best=best, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
         seconds=round(time.time() - t_start, 1), loadavg_before=load0, loadavg_after=load(),
-        trainer_import_pss_bytes=base,
+        torch=runs[best][0].get("torch"), classes_per_batch_peer=cpb_peer, paired_vs_peer_best=paired,
         rows={c: dict(median=rows[c], runs=runs[c]) for c in configs})
     print_table(report, configs, rows)
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
-            json.dump(report, f, indent=2)
+            json.dump(report, f, indent=1)
             f.write("\n")
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
+def mib(v):
+    return "-" if v is None else f"{v / 2**20:.0f} MiB"
 
 
 def print_table(rep, configs, rows):
-    print(f"\nlongshore vs PyTorch DataLoader — {rep['machine']}, {rep['cpus']} CPUs; {rep['dataset_files']} JPEGs; "
-          f"RandomResizedCrop(224)+flip, uint8, batch 32; medians of {rep['repetitions']}; "
+    m0 = rep["machine"]
+    print(f"\nlongshore vs PyTorch DataLoader — {m0['cpu_model']}, {m0['cpus']} CPUs; {rep['dataset_samples']} JPEGs; "
+          f"RandomResizedCrop(224)+flip, uint8, batch 32, full shuffle both sides; medians of {rep['repetitions']}; "
           f"load avg {rep['loadavg_before'][0]:.2f} before, {rep['loadavg_after'][0]:.2f} after\n")
-    hdr = ("config", "images/s", "steady img/s", "CPU-s/1000", "peak PSS", "loader PSS", "first batch",
-           "img/s ×", "CPU ×", "PSS ×", "loader PSS ×", "× ceiling")
+    hdr = ("config", "images/s", "steady img/s", "CPU-s/1000", "peak PSS", "steady PSS", "import PSS", "loader PSS",
+           "first batch", "classes/batch", "img/s ×", "CPU ×", "PSS ×", "loader PSS ×")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in hdr) + "|")
     for c in configs:
@@ -503,45 +678,45 @@ def print_table(rep, configs, rows):
         name = c + (" (peer best)" if c == rep["peer_best"] else "")
         steady = f"{m['steady_images_per_s']:.0f}" if m["steady_images_per_s"] else "-"
         fb = "-" if m["first_batch_s"] is None else f"{m['first_batch_s']:.3f} s"
-        vc = m.get("vs_ceiling_images_per_s")
-        vc = "-" if vc is None else f"{vc:.2f}"
+        cpb = "-" if m.get("classes_per_batch") is None else f"{m['classes_per_batch']:.1f}"
         print(f"| {name} | {m['images_per_s']:.0f} | {steady} | {m['cpu_s_per_1000']:.2f} | "
-              f"{m['peak_pss_bytes'] / 2**20:.0f} MiB | {m['loader_pss_bytes'] / 2**20:.0f} MiB | "
-              f"{fb} | {m['vs_peer_images_per_s']:.2f} | {m['vs_peer_cpu']:.2f} | "
-              f"{m['vs_peer_pss']:.2f} | {m['vs_peer_loader_pss']:.2f} | {vc} |")
+              f"{mib(m['peak_pss_bytes'])} | {mib(m.get('steady_pss_bytes'))} | {mib(m['import_pss_bytes'])} | "
+              f"{mib(m['loader_pss_bytes'])} | {fb} | {cpb} | {m['vs_peer_images_per_s']:.2f} | "
+              f"{m['vs_peer_cpu']:.2f} | {m['vs_peer_pss']:.2f} | {m['vs_peer_loader_pss']:.2f} |")
     for mc in ("go-minio", "go-minio-packed"):
         if mc in rows:
             print(f"\n{mc} / go (MinIO path vs local path): {rows[mc]['vs_local_images_per_s']:.2f}", end="")
     print()
-    print(f"\n(ratios to {rep['peer_best']}; loader PSS = peak PSS less a bare `import torch, torchvision, "
-          f"numpy` process ({rep['trainer_import_pss_bytes'] / 2**20:.0f} MiB), which both Python trainers carry; "
-          f"{rep['seconds']:.0f} s)")
+    for k, v in rep["paired_vs_peer_best"].items():
+        print(f"paired, run by run: {k}: {v['images_per_s']:.2f}× images/s, {v['cpu']:.2f}× CPU per image"
+              + ("" if "/" in k else f" (vs {rep['peer_best']})"))
+    print(f"\n(every run delivered all {rep['dataset_samples']} samples once, 0 failures; "
+          f"loader PSS = peak PSS less the trainer's own import measured in the same run; {rep['seconds']:.0f} s)")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", nargs="?", default="driver", choices=["driver", "_peer", "_client", "_baseline"])
+    ap.add_argument("mode", nargs="?", default="driver", choices=["driver", "_peer", "_client"])
     ap.add_argument("--dataset")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--workers", default="0,1,2,4", help="peer num_workers to try (driver), or the one (child)")
     ap.add_argument("--node", default=os.path.join(REPO, "bin", "longshore-node"))
-    ap.add_argument("--feed-server", default=os.path.join(REPO, "bin", "feed_server"))
     ap.add_argument("--bench", default=os.path.join(REPO, "bin", "longshore-bench"))
     ap.add_argument("--pack", default=os.path.join(REPO, "bin", "longshore-pack"),
                     help="the pack binary, for go-minio-packed (skipped when missing)")
     ap.add_argument("--no-minio", action="store_true", help="skip the go-minio configurations")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the ceiling configuration")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("--out")
     ap.add_argument("--socket")
     ap.add_argument("--imported")
+    ap.add_argument("--go")
     a = ap.parse_args()
     if a.mode == "_peer":
         a.workers = int(a.workers)
         return child_peer(a)
     if a.mode == "_client":
         return child_client(a)
-    if a.mode == "_baseline":
-        return child_baseline(a)
     if not a.dataset:
         ap.error("--dataset is required")
     a.workers = [int(w) for w in a.workers.split(",")]

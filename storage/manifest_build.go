@@ -97,6 +97,18 @@ type manifestBuilder struct {
 
 	rows int // rows parsed, kept or not
 
+	// resolve, when set, gives each label text its final label (a piece
+	// of a manifest, whose classes are the whole manifest's: see
+	// IndexedManifest), instead of numbering the labels this builder saw.
+	resolve func(text string, number bool) (int32, error)
+	// continued: the text parsed is a piece that does not start the
+	// manifest, so its first line is neither a header nor after a byte
+	// order mark.
+	continued bool
+	// recHint, if > 0, is about how many samples there are: a piece's
+	// parse allocates for that many, not recChunk.
+	recHint int
+
 	// bad is the first problem of a row of its own (not a duplicate key).
 	// Samples after it are not kept: only the parse errors after it, and a
 	// duplicate key before it, come first. The row itself is kept when
@@ -143,7 +155,11 @@ func (b *manifestBuilder) add(row *manifestRow) {
 
 	i := b.n
 	if i%recChunk == 0 {
-		b.recs = append(b.recs, make([]sampleRec, 0, recChunk))
+		c := recChunk
+		if b.recHint > 0 {
+			c = min(c, b.recHint) // a piece's few samples; append grows it past
+		}
+		b.recs = append(b.recs, make([]sampleRec, 0, c))
 	}
 	b.recs[i/recChunk] = append(b.recs[i/recChunk], sampleRec{keyEnd: uint32(keyEnd), label: label, object: object})
 	if row.packed {
@@ -265,6 +281,25 @@ func (b *manifestBuilder) finish() (*Dataset, error) {
 	}
 	if b.full != nil {
 		return nil, b.full
+	}
+	if b.resolve != nil {
+		final := make([]int32, len(b.labelTexts))
+		for id, text := range b.labelTexts {
+			l, err := b.resolve(text, b.labelNumbers[id])
+			if err != nil {
+				for i := range ds.Samples {
+					if ds.Samples[i].Label == int32(id) {
+						return nil, badLine(b.line(i), "label %q: %v", text, err)
+					}
+				}
+				return nil, badLine(0, "label %q: %v", text, err)
+			}
+			final[id] = l
+		}
+		for i := range ds.Samples {
+			ds.Samples[i].Label = final[ds.Samples[i].Label]
+		}
+		return ds, nil
 	}
 	if !slices.Contains(b.labelNumbers, false) {
 		return ds, b.integerLabels(ds)

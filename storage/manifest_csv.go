@@ -17,7 +17,7 @@ import (
 // splits on commas, drops a "\r" before the "\n" or before the end of
 // the input, and skips empty lines).
 func parseCSV(r io.Reader, b *manifestBuilder, bufSize int) error {
-	p := csvParser{b: b, br: bufio.NewReaderSize(r, bufSize), first: true}
+	p := csvParser{b: b, br: bufio.NewReaderSize(r, bufSize), first: !b.continued}
 	return p.parse()
 }
 

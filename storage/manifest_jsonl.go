@@ -27,7 +27,7 @@ func parseJSONL(r io.Reader, b *manifestBuilder) error {
 	var row manifestRow
 	for line := 1; sc.Scan(); line++ {
 		text := bytes.TrimSpace(sc.Bytes())
-		if line == 1 {
+		if line == 1 && !b.continued {
 			text = bytes.TrimPrefix(text, []byte("\ufeff"))
 		}
 		if len(text) == 0 {

@@ -15,7 +15,8 @@
 // when it has nothing to write.
 //
 // Events come from gossip (Membership: a node's join, update with a larger
-// incarnation, leave, failure) and from nodes (wire.NodeEvents over
+// incarnation, leave, failure; a suspicion only marks the node suspect in
+// Status) and from nodes (wire.NodeEvents over
 // protoactor remote); a Tick comes from an injected clock every TickEvery.
 // Messages a node sends from a fenced session are answered with a
 // NodeMail listing the session as fenced, and with an Eviction if the
@@ -448,6 +449,16 @@ func (a *coordActor) membership(ev gossip.Event) {
 		if err := a.step(cluster.Join{Node: id, Incarnation: inc, Ranks: ev.Meta.Ranks}); err == nil {
 			n.inc = inc
 		}
+	case gossip.Suspected, gossip.Recovered:
+		if n.inc == 0 || (inc != 0 && inc != n.inc) {
+			return // not a life the state machine counts
+		}
+		if ev.Kind == gossip.Suspected {
+			a.log.Warn("node suspect", "node", id, "incarnation", n.inc)
+		} else {
+			a.log.Info("node answers again", "node", id, "incarnation", n.inc)
+		}
+		a.book.suspected(id, n.inc, ev.Kind == gossip.Suspected)
 	case gossip.Left, gossip.Failed:
 		if inc == 0 {
 			inc = n.inc
@@ -470,71 +481,49 @@ func (a *coordActor) membership(ev gossip.Event) {
 }
 
 // nodeEvents steps a node's events. sender is the node actor when the
-// node sent them as a request (agent does): the way to answer a node that
-// gossip has not introduced yet.
+// node sent them as a request (the node's actor does): the way to answer
+// a node that gossip has not introduced yet. The core answers messages of
+// fenced sessions (Ready.Fenced, and an Eviction for a life it does not
+// know).
 func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 	n := a.node(m.Node)
 	a.book.report(m.Node, m.Incarnation, m.Report, a.cfg.Clock.Now())
-	var fenced []*wire.Fence
+	if n.pid == nil && sender != nil {
+		// A node this life has not heard of in gossip, talking from a
+		// session of an earlier life: a restarted coordinator whose
+		// journal did not name it, and that it still sees as alive (the
+		// new life answers its pings at the old address). The core
+		// evicts it, so it rejoins with a new incarnation, which gossip
+		// spreads here.
+		n.pid = sender
+	}
 	for _, we := range m.Events {
 		ev := we.Cluster()
 		if ev == nil {
 			continue
 		}
-		err := a.step(ev)
+		err := a.stepFrom(m.Node, m.Incarnation, ev)
 		switch {
-		case err == nil:
-		case errors.Is(err, cluster.ErrFenced):
-			fenced = append(fenced, sessionOf(ev))
+		case err == nil, errors.Is(err, cluster.ErrFenced):
 		case errors.Is(err, cluster.ErrStale):
 			a.log.Debug("stale message", "node", m.Node, "err", err)
 		default:
 			a.log.Error("refused message", "node", m.Node, "event", fmt.Sprintf("%T %+v", ev, ev), "err", err)
 		}
 	}
-	if len(fenced) == 0 {
-		return
-	}
-	if n.pid == nil {
-		if sender == nil {
-			return
-		}
-		// A node this life has not heard of in gossip, talking from a
-		// session of an earlier life: a restarted coordinator whose
-		// journal did not name it, and that it still sees as alive (the
-		// new life answers its pings at the old address). Evict it so
-		// it rejoins with a new incarnation, which gossip spreads here.
-		n.pid = sender
-	}
-	mail := a.to(m.Node)
-	mail.Fenced = append(mail.Fenced, fenced...)
-	if n.inc != m.Incarnation {
-		// The state machine does not know this life (it was declared
-		// dead): tell it, so it rejoins with a new incarnation.
-		mail.Evictions = append(mail.Evictions, &wire.Eviction{Node: m.Node, Incarnation: m.Incarnation})
-	}
-}
-
-func sessionOf(ev cluster.Event) *wire.Fence {
-	switch e := ev.(type) {
-	case cluster.Request:
-		return wire.FenceOf(e.Session)
-	case cluster.Progress:
-		return wire.FenceOf(e.Session)
-	case cluster.LeaseDone:
-		return wire.FenceOf(e.Session)
-	case cluster.Commit:
-		return wire.FenceOf(e.Session)
-	case cluster.Reset:
-		return wire.FenceOf(e.Session)
-	}
-	return &wire.Fence{}
 }
 
 // step runs one event and then the Ready loop's first half: note what to
 // persist, hold the acks back, and queue the rest of the mail per node.
-func (a *coordActor) step(ev cluster.Event) error {
-	err := a.c.Step(ev)
+func (a *coordActor) step(ev cluster.Event) error { return a.ready(a.c.Step(ev)) }
+
+// stepFrom is step for an event a node's life sent (Coordinator.StepFrom).
+func (a *coordActor) stepFrom(node string, incarnation uint64, ev cluster.Event) error {
+	return a.ready(a.c.StepFrom(node, incarnation, ev))
+}
+
+// ready handles the Ready that the step returning err left.
+func (a *coordActor) ready(err error) error {
 	if !a.c.HasReady() {
 		return err
 	}
@@ -566,6 +555,10 @@ func (a *coordActor) step(ev cluster.Event) error {
 		a.log.Info("evicted", "node", e.Node, "incarnation", e.Incarnation)
 		m := a.to(e.Node)
 		m.Evictions = append(m.Evictions, wire.EvictionOf(e))
+	}
+	for _, f := range rd.Fenced {
+		m := a.to(f.Node)
+		m.Fenced = append(m.Fenced, wire.FenceOf(f.Session))
 	}
 	for _, l := range rd.Grants {
 		if _, ok := a.epochStart[l.Epoch]; !ok {

@@ -12,12 +12,19 @@ type NodeState string
 
 // Node states on the status page.
 const (
-	NodeAlive   NodeState = "alive"   // the state machine counts its life
+	NodeAlive NodeState = "alive" // the state machine counts its life
+	// NodeSuspect: alive in the state machine, but gossip's failure
+	// detector got no ack from it (gossip.Suspected): it is evicted in
+	// seconds unless it answers again.
+	NodeSuspect NodeState = "suspect"
 	NodeSilent  NodeState = "silent"  // alive, but no report for SilentAfter
 	NodeEvicted NodeState = "evicted" // declared dead (gossip failure, revoke timeout, fenced)
 	NodeLeft    NodeState = "left"    // left the cluster
 	NodeJoining NodeState = "joining" // heard of, not (yet) in the state machine
 )
+
+// NodeStates lists every NodeState, in the order the page explains them.
+var NodeStates = []NodeState{NodeAlive, NodeSuspect, NodeSilent, NodeEvicted, NodeLeft, NodeJoining}
 
 // SilentAfter is how long an alive node may go without a report before
 // the status page calls it silent (nodes report about once a second).
@@ -38,6 +45,27 @@ type NodeStatus struct {
 // for Status. Owned by the actor.
 type nodeBook struct {
 	by map[string]*NodeStatus
+	// suspect is the life of each node gossip suspects now.
+	suspect map[string]uint64
+}
+
+// Live reports whether a node in state s is counted alive by the state
+// machine (its ranks hold leases): alive, suspect or silent.
+func (s NodeState) Live() bool {
+	return s == NodeAlive || s == NodeSuspect || s == NodeSilent
+}
+
+// suspected records that gossip suspects (or no longer suspects) life
+// inc of node.
+func (b *nodeBook) suspected(node string, inc uint64, on bool) {
+	if b.suspect == nil {
+		b.suspect = map[string]uint64{}
+	}
+	if on {
+		b.suspect[node] = inc
+	} else if b.suspect[node] == inc {
+		delete(b.suspect, node)
+	}
 }
 
 func (b *nodeBook) get(node string) *NodeStatus {
@@ -74,8 +102,9 @@ func (b *nodeBook) gone(node string, left bool) {
 }
 
 // statuses lists every node heard of, by name, with its state now:
-// alive (or silent) if the state machine counts one of its ranks
-// (alive), else how its last life ended. Reports are shared, not
+// alive (or suspect, or silent) if the state machine counts one of its
+// ranks (alive), else how its last life ended. Suspect wins over
+// silent: a node gossip cannot reach is also one that cannot report. Reports are shared, not
 // copied: nothing changes one once received.
 func (b *nodeBook) statuses(nodes map[string]*nodeInfo, alive map[string]bool, now time.Time) []NodeStatus {
 	var out []NodeStatus
@@ -85,7 +114,9 @@ func (b *nodeBook) statuses(nodes map[string]*nodeInfo, alive map[string]bool, n
 		case alive[id]:
 			s.Incarnation = max(s.Incarnation, n.inc)
 			s.State = NodeAlive
-			if s.ReportAt.IsZero() || now.Sub(s.ReportAt) > SilentAfter {
+			if inc, ok := b.suspect[id]; ok && inc == n.inc {
+				s.State = NodeSuspect
+			} else if s.ReportAt.IsZero() || now.Sub(s.ReportAt) > SilentAfter {
 				s.State = NodeSilent
 			}
 		case s.State == "" && n.gone == 0:

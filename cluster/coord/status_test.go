@@ -42,6 +42,30 @@ func TestStatusNodes(t *testing.T) {
 	if states["a"] != coord.NodeAlive || states["b"] != coord.NodeSilent || states["c"] != coord.NodeJoining {
 		t.Errorf("states %v: want a alive, b silent (no report yet), c joining", states)
 	}
+	// Suspicion: a suspect until it answers again; one for a life the
+	// state machine does not count changes nothing.
+	join("b", gossip.Suspected)
+	co.Membership(gossip.Event{Kind: gossip.Suspected, Name: "a", Meta: gossip.Meta{ID: "a", Role: gossip.RoleNode, Incarnation: 6}})
+	if st, err = co.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		states[n.Node] = n.State
+	}
+	if states["a"] != coord.NodeAlive || states["b"] != coord.NodeSuspect {
+		t.Errorf("states %v: want a alive (the suspicion was of an older life), b suspect", states)
+	}
+	join("b", gossip.Recovered)
+	if st, err = co.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		states[n.Node] = n.State
+	}
+	if states["b"] != coord.NodeSilent {
+		t.Errorf("states %v: want b silent again (answers gossip, no report yet)", states)
+	}
+	join("b", gossip.Suspected)
 	join("a", gossip.Failed)
 	join("b", gossip.Left)
 	if st, err = co.Status(ctx); err != nil {

@@ -61,8 +61,30 @@ type Meta struct {
 // maxMeta is memberlist's limit on node metadata.
 const maxMeta = memberlist.MetaMaxSize
 
+// metaWire is Meta as gossip carries it: a node's ranks named
+// "<id>/0" … "<id>/<n-1>", as the node names them, travel as their count,
+// so that a node of 64 ranks stays far under memberlist's 512-byte limit.
+type metaWire struct {
+	Meta
+	NRanks int `json:"nranks,omitempty"`
+}
+
+// countedRanks reports n if ranks are exactly id/0 … id/n-1.
+func countedRanks(id string, ranks []string) (int, bool) {
+	for i, r := range ranks {
+		if r != id+"/"+strconv.Itoa(i) {
+			return 0, false
+		}
+	}
+	return len(ranks), len(ranks) > 0
+}
+
 func (m Meta) encode() ([]byte, error) {
-	b, err := json.Marshal(m)
+	w := metaWire{Meta: m}
+	if n, ok := countedRanks(m.ID, m.Ranks); ok {
+		w.Ranks, w.NRanks = nil, n
+	}
+	b, err := json.Marshal(w)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +102,18 @@ const (
 	Updated
 	Left   // left gracefully
 	Failed // declared dead by failure detection
+	// Suspected: this member's probe of the member got no ack, direct or
+	// indirect, and memberlist now suspects it: it is declared dead
+	// (Failed) unless it refutes within the suspicion timeout (seconds).
+	// memberlist v0.7.0 has no callback for suspicion and does not set
+	// Node.State, so this is read from the line memberlist logs as it
+	// suspects (suspect.go); a suspicion that reaches this member only
+	// by gossip from another is not reported until this member's own
+	// probe fails too.
+	Suspected
+	// Recovered: a member this one suspected answered a direct probe
+	// again.
+	Recovered
 )
 
 func (k EventKind) String() string {
@@ -92,6 +126,10 @@ func (k EventKind) String() string {
 		return "left"
 	case Failed:
 		return "failed"
+	case Suspected:
+		return "suspected"
+	case Recovered:
+		return "recovered"
 	}
 	return "unknown(" + strconv.Itoa(int(k)) + ")"
 }
@@ -109,6 +147,9 @@ type Member struct {
 	Name string
 	Addr string
 	Meta Meta
+	// Suspect is true from a Suspected event of the member to its
+	// Recovered (or a newer Joined or Updated).
+	Suspect bool
 }
 
 // Config configures a Membership. The zero value is not valid: ID and
@@ -128,9 +169,10 @@ type Config struct {
 	// cluster (the coordinator, usually).
 	Join []string
 	// Profile picks memberlist's timing: "lan" (default: a hard-killed node
-	// is noticed in ~7 s on 3 nodes) or "local" (loopback and small
+	// is noticed in ~7 s on 3 nodes), "local" (loopback and small
 	// private networks: 4-6 s measured on 3 nodes, which is memberlist's
-	// 1 s probe interval plus its minimum 3-interval suspicion timeout).
+	// 1 s probe interval plus its minimum 3-interval suspicion timeout),
+	// or "large" (hundreds to thousands of nodes; see Start).
 	Profile string
 	// Logger receives memberlist's log lines; nil discards them.
 	Logger *log.Logger
@@ -165,9 +207,9 @@ func (c Config) Validate() error {
 		}
 	}
 	switch c.Profile {
-	case "", "lan", "local":
+	case "", "lan", "local", "large":
 	default:
-		errs = append(errs, fmt.Errorf("gossip: Profile %q: want lan or local", c.Profile))
+		errs = append(errs, fmt.Errorf("gossip: Profile %q: want lan, local or large", c.Profile))
 	}
 	if _, err := c.Meta.encode(); err != nil {
 		errs = append(errs, err)
@@ -193,6 +235,8 @@ type Membership struct {
 		// mutating under its lock (a data race to read), so Members
 		// answers from this copy, taken inside the callbacks.
 		members map[string]Member
+		// suspect names the members suspected and not yet recovered.
+		suspect map[string]bool
 	}
 	wake chan struct{}
 	done chan struct{}
@@ -208,8 +252,21 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 		return nil, err
 	}
 	mc := memberlist.DefaultLANConfig()
-	if c.Profile == "local" {
+	switch c.Profile {
+	case "local":
 		mc = memberlist.DefaultLocalConfig()
+	case "large":
+		// Clusters of hundreds to thousands of nodes on a LAN: the LAN
+		// timings, one more gossip target per round so news reaches
+		// everyone in fewer rounds, one more suspicion interval before
+		// a member is declared dead (a thousand members make a false
+		// suspicion somewhere likelier), and full state syncs half as
+		// often (their size grows with the members; memberlist already
+		// spaces them further as the cluster grows). Measured in
+		// docs/scale.md ("Gossip at scale").
+		mc.GossipNodes = 4
+		mc.SuspicionMult = 5
+		mc.PushPullInterval = 60 * time.Second
 	}
 	mc.Name = c.Meta.ID
 	host, port, _ := net.SplitHostPort(c.BindAddr)
@@ -221,19 +278,22 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 		mc.AdvertiseAddr = ah
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 	}
-	if c.Logger != nil {
-		mc.Logger = c.Logger
-	} else {
-		mc.LogOutput = io.Discard
-	}
 	m := &Membership{
 		events: make(chan Event),
 		cfg:    c,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
+	// memberlist's log is where it says it suspects a member: every line
+	// passes through suspectLog on its way to c.Logger.
+	var next io.Writer = io.Discard
+	if c.Logger != nil {
+		next = loggerWriter{c.Logger}
+	}
+	mc.Logger = log.New(suspectLog{m: m, next: next}, "", 0)
 	mc.Delegate = delegate{m}
 	mc.Events = eventDelegate{m}
+	mc.Ping = pingDelegate{m}
 	if c.Network != nil {
 		tr, err := c.Network.listen(host, mc.BindPort)
 		if err != nil {
@@ -324,6 +384,7 @@ func (m *Membership) Members() []Member {
 	out := make([]Member, 0, len(m.mu.members))
 	for _, mb := range m.mu.members {
 		mb.Meta.Ranks = append([]string(nil), mb.Meta.Ranks...)
+		mb.Suspect = m.mu.suspect[mb.Name]
 		out = append(out, mb)
 	}
 	m.mu.Unlock()
@@ -418,11 +479,27 @@ func (m *Membership) push(e Event) {
 	if m.mu.members == nil {
 		m.mu.members = map[string]Member{}
 	}
+	if m.mu.suspect == nil {
+		m.mu.suspect = map[string]bool{}
+	}
 	switch e.Kind {
 	case Joined, Updated:
 		m.mu.members[e.Name] = Member{Name: e.Name, Addr: e.Addr, Meta: e.Meta}
+		delete(m.mu.suspect, e.Name)
 	case Left, Failed:
 		delete(m.mu.members, e.Name)
+		delete(m.mu.suspect, e.Name)
+	case Suspected, Recovered:
+		mb, ok := m.mu.members[e.Name]
+		if !ok || m.mu.suspect[e.Name] == (e.Kind == Suspected) {
+			m.mu.Unlock()
+			return // not a member, or no change
+		}
+		m.mu.suspect[e.Name] = e.Kind == Suspected
+		if e.Kind == Recovered {
+			delete(m.mu.suspect, e.Name)
+		}
+		e.Addr, e.Meta = mb.Addr, mb.Meta
 	}
 	if !m.mu.closed {
 		m.mu.queue = append(m.mu.queue, e)
@@ -459,9 +536,23 @@ func (m *Membership) deliver() {
 }
 
 func toMember(n *memberlist.Node) Member {
-	var meta Meta
-	_ = json.Unmarshal(n.Meta, &meta)
-	return Member{Name: n.Name, Addr: n.Address(), Meta: meta}
+	return Member{Name: n.Name, Addr: n.Address(), Meta: decodeMeta(n.Meta)}
+}
+
+// decodeMeta is encode's inverse; metadata that does not parse is empty.
+func decodeMeta(b []byte) Meta {
+	var w metaWire
+	if json.Unmarshal(b, &w) != nil {
+		return Meta{}
+	}
+	m := w.Meta
+	if len(m.Ranks) == 0 && w.NRanks > 0 && w.NRanks <= maxMeta {
+		m.Ranks = make([]string, w.NRanks)
+		for i := range m.Ranks {
+			m.Ranks[i] = m.ID + "/" + strconv.Itoa(i)
+		}
+	}
+	return m
 }
 
 type delegate struct{ m *Membership }

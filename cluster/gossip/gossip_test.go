@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,32 @@ func TestUpdateMeta(t *testing.T) {
 	shutdown(t, b)
 	if err := b.UpdateMeta(ctx, func(m *Meta) {}); err != ErrClosed {
 		t.Fatalf("UpdateMeta after Shutdown: %v, want ErrClosed", err)
+	}
+}
+
+// TestMetaOf64Ranks: a node of 64 ranks named as nodes name them fits
+// memberlist's 512-byte metadata limit, and decodes back to the same
+// names; ranks named otherwise still travel as a list.
+func TestMetaOf64Ranks(t *testing.T) {
+	id := "gpu-host-0123.rack-17.example.internal"
+	m := Meta{ID: id, Role: RoleNode, ActorAddr: "[fd00:1234:5678::abcd]:43210", Incarnation: 1<<63 + 12345}
+	for i := range 64 {
+		m.Ranks = append(m.Ranks, fmt.Sprintf("%s/%d", id, i))
+	}
+	b, err := m.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("64 ranks: %d bytes of metadata (limit %d)", len(b), maxMeta)
+	if got := decodeMeta(b); !reflect.DeepEqual(got, m) {
+		t.Fatalf("decoded %+v, want %+v", got, m)
+	}
+	odd := Meta{ID: "n", Ranks: []string{"n/1", "n/0"}}
+	b, err = odd.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeMeta(b); !reflect.DeepEqual(got, odd) {
+		t.Fatalf("decoded %+v, want %+v", got, odd)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -28,7 +29,10 @@ import (
 //
 // The zero Network is ready to use. It is safe for concurrent use.
 type Network struct {
-	mu struct {
+	// sent counts what members sent: packets (gossip, probes) and the
+	// bytes of packets and of stream writes (push-pull state syncs).
+	sent struct{ packets, bytes atomic.Uint64 }
+	mu   struct {
 		sync.Mutex
 		byAddr   map[string]*memTransport
 		lastPort int
@@ -80,6 +84,24 @@ func (n *Network) listen(host string, port int) (*memTransport, error) {
 	return t, nil
 }
 
+// Sent returns how many packets members sent, and the bytes of those
+// packets and of their stream writes, since the network was made.
+func (n *Network) Sent() (packets, bytes uint64) {
+	return n.sent.packets.Load(), n.sent.bytes.Load()
+}
+
+// countConn counts what is written to a stream in the network's bytes.
+type countConn struct {
+	net.Conn
+	n *Network
+}
+
+func (c countConn) Write(b []byte) (int, error) {
+	k, err := c.Conn.Write(b)
+	c.n.sent.bytes.Add(uint64(k))
+	return k, err
+}
+
 // peer returns the live member at addr, or nil.
 func (n *Network) peer(addr string) *memTransport {
 	n.mu.Lock()
@@ -124,6 +146,8 @@ func (t *memTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time
 	if dest == nil {
 		return now, nil
 	}
+	t.net.sent.packets.Add(1)
+	t.net.sent.bytes.Add(uint64(len(b)))
 	p := &memberlist.Packet{Buf: append([]byte(nil), b...), From: t.addr, Timestamp: now}
 	select {
 	case dest.packets <- p:
@@ -145,7 +169,8 @@ func (t *memTransport) DialAddressTimeout(a memberlist.Address, timeout time.Dur
 	if dest == nil {
 		return nil, fmt.Errorf("dial mem %s: connection refused", a.Addr)
 	}
-	local, remote := net.Pipe()
+	l, r := net.Pipe()
+	local, remote := countConn{l, t.net}, countConn{r, t.net}
 	wait := time.NewTimer(timeout)
 	defer wait.Stop()
 	select {

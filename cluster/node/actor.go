@@ -10,6 +10,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/storage"
 )
 
 // nodeActor owns every rank's lease state. All of it is touched only from
@@ -28,24 +29,13 @@ type nodeActor struct {
 	bad    error // fatal: the job cannot be served
 }
 
-// rankState is one rank's session as the actor sees it.
+// rankState is one rank as the actor sees it: its pure node side (leases,
+// steps, acknowledged state) and the pipeline of its current session.
 type rankState struct {
-	r       *Rank
-	rl      *cluster.RankLeases // nil between sessions
-	session cluster.Fence
-	pipe    *actors.Pipeline
-	want    *wantMsg
-	ahead   []cluster.Position // taken, not yet given to the pipeline
-	// steps numbers the rank's batches in the trainer's steps; it
-	// outlives sessions (a new one numbers on from the last acknowledged
-	// step), nil until the first session.
-	steps *cluster.RankSteps
-	acked map[int]int64 // per epoch: the largest offset acknowledged
-	// prev and prevAcked are the session before this one (it may be
-	// the current one's predecessor, or the last one while there is
-	// none): a Welcome may acknowledge its last commit late.
-	prev      cluster.Fence
-	prevAcked map[int]int64
+	r    *Rank
+	runs *cluster.RankRuns
+	pipe *actors.Pipeline // nil between sessions
+	want *wantMsg
 }
 
 func (a *nodeActor) Receive(ctx actor.Context) {
@@ -65,7 +55,7 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 		a.mail(m)
 	case wantMsg:
 		rs := a.ranks[m.rank]
-		if m.session != rs.session || rs.rl == nil {
+		if !rs.runs.Active() || m.session != rs.runs.Session() {
 			m.give(actors.Work{Err: ErrRolledBack})
 			return
 		}
@@ -73,16 +63,16 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 	case commitMsg:
 		a.commit(m)
 	case resetMsg:
-		if rs := a.ranks[m.rank]; rs.rl != nil && rs.session == m.session {
-			a.n.log.Info("trainer reset; ending the session", "rank", rs.r.name, "session", rs.session.String())
-			we, _ := wire.EventOf(cluster.Reset{Rank: rs.r.name, Session: rs.session})
+		if rs := a.ranks[m.rank]; rs.runs.Active() && rs.runs.Session() == m.session {
+			a.n.log.Info("trainer reset; ending the session", "rank", rs.r.name, "session", m.session.String())
+			we, _ := wire.EventOf(cluster.Reset{Rank: rs.r.name, Session: m.session})
 			a.out = append(a.out, we)
 			a.endSession(rs)
 		}
 	case tickMsg:
 		for _, rs := range a.ranks {
-			if rs.rl != nil {
-				rs.rl.Request(a.lookahead(), true)
+			if rl := rs.runs.Leases(); rl != nil {
+				rl.Request(a.lookahead(), true)
 			}
 		}
 		if a.n.cfg.Report != nil {
@@ -137,42 +127,38 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 	}
 	for _, f := range m.Fenced {
 		for _, rs := range a.ranks {
-			if rs.rl != nil && rs.session == f.Cluster() {
-				a.n.log.Warn("session fenced by the coordinator; rolling back", "rank", rs.r.name, "session", rs.session)
+			if rs.runs.Active() && rs.runs.Session() == f.Cluster() {
+				a.n.log.Warn("session fenced by the coordinator; rolling back", "rank", rs.r.name, "session", f.Cluster().String())
 				a.endSession(rs)
 			}
 		}
 	}
 	for _, l := range m.Grants {
-		if rs := a.byName[l.Rank]; rs != nil && rs.rl != nil {
-			rs.rl.Grant(l.Cluster())
+		if rs := a.byName[l.Rank]; rs != nil && rs.runs.Active() {
+			rs.runs.Grant(l.Cluster())
+			a.prefetch(l.Cluster())
 		}
 	}
 	for _, rv := range m.Revokes {
-		if rs := a.byName[rv.Rank]; rs != nil && rs.rl != nil {
-			rs.rl.Revoke(rv.Cluster())
+		if rs := a.byName[rv.Rank]; rs != nil {
+			rs.runs.Revoke(rv.Cluster())
 		}
 	}
 	for _, e := range m.Ends {
-		if rs := a.byName[e.Rank]; rs != nil && rs.rl != nil {
+		if rs := a.byName[e.Rank]; rs != nil {
 			ce := e.Cluster()
-			rs.rl.End(ce)
-			if ce.EpochComplete && ce.Session == rs.session && a.n.cfg.OnEpochComplete != nil {
-				a.n.cfg.OnEpochComplete(rs.r.name, rs.session, ce.Epoch)
+			if rs.runs.End(ce) && a.n.cfg.OnEpochComplete != nil {
+				a.n.cfg.OnEpochComplete(rs.r.name, ce.Session, ce.Epoch)
 			}
 		}
 	}
 	for _, ack := range m.Acks {
 		rs := a.byName[ack.Rank]
-		if rs == nil || rs.rl == nil || ack.Session.Cluster() != rs.session {
+		if rs == nil {
 			continue
 		}
-		ca := ack.Cluster()
-		rs.rl.Ack(ca)
-		rs.acked[ca.Epoch] = max(rs.acked[ca.Epoch], ca.Offset)
-		rs.steps.Acked(ca.Epoch, ca.Step)
-		if a.n.cfg.OnAck != nil {
-			a.n.cfg.OnAck(rs.r.name, rs.session, ca)
+		if ca := ack.Cluster(); rs.runs.Ack(ca) && a.n.cfg.OnAck != nil {
+			a.n.cfg.OnAck(rs.r.name, ca.Session, ca)
 		}
 	}
 	if m.Done && !a.done {
@@ -201,8 +187,8 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 			continue
 		}
 		a.lateAcks(rs, w.Ranks[i].GetCommitted())
-		if rs.rl != nil {
-			if rs.session == s.Session || s.Session.Less(rs.session) {
+		if rs.runs.Active() {
+			if cur := rs.runs.Session(); cur == s.Session || s.Session.Less(cur) {
 				continue // duplicate, or late from an older coordinator life
 			}
 			a.endSession(rs) // a new coordinator life took over
@@ -219,22 +205,11 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 // the one the coordinator will resume from, or the steps between would be
 // neither re-issued nor in its model's history.
 func (a *nodeActor) lateAcks(rs *rankState, committed []*wire.Ack) {
-	for _, wa := range committed {
-		ca := wa.Cluster()
-		var acked map[int]int64
-		switch {
-		case rs.rl != nil && ca.Session == rs.session:
-			acked = rs.acked
-		case !rs.prev.IsZero() && ca.Session == rs.prev:
-			acked = rs.prevAcked
-		default:
-			continue // a session of another process life of this node
-		}
-		if ca.Offset <= acked[ca.Epoch] {
-			continue
-		}
-		acked[ca.Epoch] = ca.Offset
-		rs.steps.Acked(ca.Epoch, ca.Step)
+	cs := make([]cluster.Ack, len(committed))
+	for i, wa := range committed {
+		cs[i] = wa.Cluster()
+	}
+	for _, ca := range rs.runs.LateAcks(cs) {
 		a.n.log.Info("commit acknowledged late", "rank", rs.r.name, "session", ca.Session.String(), "epoch", ca.Epoch, "step", ca.Step)
 		if a.n.cfg.OnAck != nil {
 			a.n.cfg.OnAck(rs.r.name, ca.Session, ca)
@@ -246,9 +221,9 @@ func (a *nodeActor) checkJob(j *wire.Job) error {
 	switch {
 	case j == nil:
 		return fmt.Errorf("%w: the welcome carries no job", ErrJobMismatch)
-	case j.Samples != int64(len(a.n.cfg.Dataset.Samples)) || j.ManifestDigest != a.n.cfg.Digest:
+	case j.Samples != a.samples() || j.ManifestDigest != a.n.cfg.Digest:
 		return fmt.Errorf("%w: coordinator has %d samples (manifest %s), this node %d (%s): point both at the same dataset (and the same --exclude list)",
-			ErrJobMismatch, j.Samples, j.ManifestDigest, len(a.n.cfg.Dataset.Samples), a.n.cfg.Digest)
+			ErrJobMismatch, j.Samples, j.ManifestDigest, a.samples(), a.n.cfg.Digest)
 	case j.BatchSize < 1 || j.Epochs < 1 || j.Block < 1 || j.ShardSize < 1 || j.Window < 0:
 		return fmt.Errorf("%w: unusable job %v", ErrJobMismatch, j)
 	}
@@ -290,15 +265,9 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 		a.fail(fmt.Errorf("agent: rank %s: pipeline: %w", rs.r.name, err))
 		return
 	}
-	rs.rl = cluster.NewRankLeases(s, int(j.Epochs))
-	rs.session = s.Session
+	rs.runs.StartSession(s, int(j.Epochs), j.BatchSize)
 	rs.pipe = p
 	rs.r.tally.Use(p)
-	if rs.steps == nil || rs.steps.BatchSize() != j.BatchSize {
-		rs.steps = cluster.NewRankSteps(j.BatchSize) // a job of another batch size has other steps
-	}
-	rs.steps.StartSession()
-	rs.acked = map[int]int64{}
 	a.n.log.Info("session started", "rank", rs.r.name, "session", s.Session.String(), "first_epoch", s.FirstEpoch)
 	rs.r.mu.Lock()
 	rs.r.mu.session = s.Session
@@ -306,7 +275,7 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	rs.r.mu.batch = j.BatchSize
 	rs.r.changedLocked()
 	rs.r.mu.Unlock()
-	rs.rl.Request(a.lookahead(), false)
+	rs.runs.Leases().Request(a.lookahead(), false)
 }
 
 // endSession drops a rank's leases and pipeline: what it delivered after
@@ -325,18 +294,16 @@ func (a *nodeActor) endSession(rs *rankState) {
 	}
 	rs.r.tally.Use(nil)
 	a.n.closePipeline(rs.pipe)
-	prev, prevAcked := rs.prev, rs.prevAcked
-	if rs.rl != nil {
-		prev, prevAcked = rs.session, rs.acked
-	}
-	*rs = rankState{r: rs.r, prev: prev, prevAcked: prevAcked, steps: rs.steps}
+	rs.runs.EndSession()
+	rs.pipe, rs.want = nil, nil
 }
 
 // pump gives the pipeline what it asked for, asks for more work, and
 // collects the messages to send. It also tells Next when a rank without a
 // session has nothing left to do.
 func (a *nodeActor) pump(rs *rankState) {
-	if rs.rl == nil {
+	rl := rs.runs.Leases()
+	if rl == nil {
 		if a.done && a.bad == nil {
 			rs.r.mu.Lock()
 			if !rs.r.mu.finished {
@@ -348,8 +315,8 @@ func (a *nodeActor) pump(rs *rankState) {
 		return
 	}
 	a.fill(rs)
-	rs.rl.Request(a.lookahead(), false)
-	for _, ev := range rs.rl.Messages() {
+	rl.Request(a.lookahead(), false)
+	for _, ev := range rl.Messages() {
 		we, err := wire.EventOf(ev)
 		if err != nil {
 			panic(err) // RankLeases queues only rank events
@@ -358,155 +325,102 @@ func (a *nodeActor) pump(rs *rankState) {
 	}
 }
 
-// fill answers the pipeline's outstanding Want. It keeps one position
-// taken ahead of what it gives, so it knows whether the position it gives
-// ends the segment before the pipeline could ship that batch: a batch
-// that completes with the segment's last position must carry the end.
-// A segment is one run of an epoch's stream for the pipeline (RankSteps
-// numbers its steps).
+// fill answers the pipeline's outstanding Want with the rank's next run
+// (cluster.RankRuns.Fill), telling the coordinator how far the rank took
+// its leases.
 func (a *nodeActor) fill(rs *rankState) {
 	if rs.want == nil {
 		return
 	}
-	b := a.job.BatchSize
-	seg := rs.steps.Current()
-	var items []actors.Item
-	var given []cluster.Position
-	for {
-		for len(rs.ahead) < 2 {
-			p, ok := rs.rl.Take()
-			if !ok {
-				break
-			}
-			rs.ahead = append(rs.ahead, p)
-		}
-		if len(rs.ahead) == 0 || len(items) == rs.want.n {
-			break
-		}
-		p := rs.ahead[0]
-		if seg == nil {
-			rs.steps.Open(p.Epoch, p.Offset)
-			seg = rs.steps.Current()
-		}
-		if p.Epoch != seg.Epoch && seg.Length%b != 0 && a.resumeSegment(rs) {
-			// An older epoch's stream grew (a departed rank's work came
-			// back) while this segment is mid-batch: finish the batch
-			// from this epoch's leases first if they hold more, so the
-			// cut costs no partial batch (which would be one step more
-			// than the other ranks take).
-			continue
-		}
-		if p.Epoch != seg.Epoch {
-			break // the segment ends here: an older epoch's stream grew
-		}
-		inBatch := (p.Offset - seg.Base) % b
-		if len(rs.ahead) == 1 && inBatch == b-1 && !rs.rl.Ended(p.Epoch) {
-			break // it would complete a batch that may be the stream's last: wait to know
-		}
-		items = append(items, a.item(p))
-		given = append(given, p)
-		rs.ahead = rs.ahead[1:]
-		rs.steps.Give(1)
-	}
-	a.progress(rs, given)
-	w := actors.Work{Items: items}
-	if seg != nil {
-		w.Epoch = seg.Epoch
-		w.Start = seg.Base + seg.Length - int64(len(items))
-		w.Step = seg.FirstStep
-		switch {
-		case len(rs.ahead) > 0 && rs.ahead[0].Epoch != seg.Epoch:
-			if seg.Length%b != 0 && a.resumeSegment(rs) {
-				// The Want ran out as another epoch's position came
-				// first mid-batch: the next fill finishes the batch.
-				break
-			}
-			// Another epoch's position is next: this one's stream ended
-			// (the usual case), or grew after the rank moved on.
-			w.RunEnd = true
-			w.StreamEnd = rs.rl.Ended(seg.Epoch)
-		case len(rs.ahead) == 0 && rs.rl.Ended(seg.Epoch):
-			w.RunEnd, w.StreamEnd = true, true
-		}
-	}
-	if w.RunEnd && a.done && len(rs.ahead) == 0 {
-		w.Last = true
-	}
-	if seg == nil && a.done && len(rs.ahead) == 0 {
-		// Nothing open, nothing held, and every epoch is committed: the
-		// coordinator sent this rank's last grants before Done.
-		w.RunEnd, w.Last = true, true
-	}
-	if len(items) == 0 && !w.RunEnd {
+	run, ok := rs.runs.Fill(rs.want.n, a.done)
+	if !ok {
 		return // wait for grants
 	}
-	if w.RunEnd && seg != nil {
-		rs.steps.End(w.StreamEnd)
+	for _, ev := range rs.runs.Progress(run) {
+		we, _ := wire.EventOf(ev)
+		a.out = append(a.out, we)
+	}
+	w := actors.Work{Epoch: run.Epoch, Start: run.Start, Step: run.Step,
+		RunEnd: run.RunEnd, StreamEnd: run.StreamEnd, Last: run.Last}
+	for _, p := range run.Positions {
+		it, err := a.item(p)
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		w.Items = append(w.Items, it)
 	}
 	give := rs.want.give
 	rs.want = nil
 	give(w)
 }
 
-// resumeSegment puts the open segment's epoch's next position first in
-// rs.ahead: the one already taken behind another epoch's, else the next
-// its leases hold. It reports false when there is none.
-func (a *nodeActor) resumeSegment(rs *rankState) bool {
-	epoch := rs.steps.Current().Epoch
-	for i, q := range rs.ahead {
-		if q.Epoch == epoch {
-			copy(rs.ahead[1:i+1], rs.ahead[:i])
-			rs.ahead[0] = q
-			return true
-		}
-	}
-	if q, ok := rs.rl.TakeFrom(epoch); ok {
-		rs.ahead = append([]cluster.Position{q}, rs.ahead...)
-		return true
-	}
-	return false
-}
-
-// progress tells the coordinator how far the rank has taken the leases in
-// ps: those positions are the pipeline's now, so a split can only take
-// what lies beyond (RankLeases stops a revoked lease there), and the
-// coordinator picks steal victims by what is really left.
-func (a *nodeActor) progress(rs *rankState, ps []cluster.Position) {
-	for i, p := range ps {
-		if i+1 < len(ps) && ps[i+1].Lease == p.Lease {
-			continue
-		}
-		we, _ := wire.EventOf(cluster.Progress{Rank: rs.r.name, Session: rs.session, Lease: p.Lease, Through: p.Pos + 1})
-		a.out = append(a.out, we)
-	}
-}
-
-func (a *nodeActor) item(p cluster.Position) actors.Item {
-	o, ok := a.orders[p.Epoch]
+func (a *nodeActor) order(epoch int) cluster.Order {
+	o, ok := a.orders[epoch]
 	if !ok {
 		if a.orders == nil {
 			a.orders = map[int]cluster.Order{}
 		}
-		o = cluster.NewOrder(a.job.Seed, p.Epoch, a.job.Samples, int(a.job.Block), cluster.EffectiveWindow(int(a.job.Block), int(a.job.Window)))
-		a.orders[p.Epoch] = o
+		o = cluster.NewOrder(a.job.Seed, epoch, a.job.Samples, int(a.job.Block), cluster.EffectiveWindow(int(a.job.Block), int(a.job.Window)))
+		a.orders[epoch] = o
 	}
-	idx, pad := o.Sample(p.Pos)
-	s := a.n.cfg.Dataset.Samples[idx]
-	return actors.Item{Pos: p.Offset, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}
+	return o
+}
+
+// item maps a leased position to its sample. With a Catalog that reads
+// the manifest lazily it may wait for a piece of it; a lookup that
+// fails (the store down past its retries, a stale index) stops the node
+// with the error, as a dataset that cannot be read at start would.
+func (a *nodeActor) item(p cluster.Position) (actors.Item, error) {
+	idx, pad := a.order(p.Epoch).Sample(p.Pos)
+	var s storage.Sample
+	if c := a.n.cfg.Catalog; c != nil {
+		var err error
+		if s, _, err = c.Sample(a.n.ctx, idx); err != nil {
+			return actors.Item{}, fmt.Errorf("sample %d of the manifest: %w", idx, err)
+		}
+	} else {
+		s = a.n.cfg.Dataset.Samples[idx]
+	}
+	return actors.Item{Pos: p.Offset, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}, nil
+}
+
+// samples is the dataset's size as this node sees it.
+func (a *nodeActor) samples() int64 {
+	if c := a.n.cfg.Catalog; c != nil {
+		return c.Len()
+	}
+	return int64(len(a.n.cfg.Dataset.Samples))
+}
+
+// prefetch tells the catalog the samples of a lease just granted: the
+// order keeps blocks of consecutive indices together, so a lease's
+// samples lie in a few runs of the manifest, one per block, each in one
+// piece of the index when the block divides the index's pieces.
+func (a *nodeActor) prefetch(l cluster.Lease) {
+	c := a.n.cfg.Catalog
+	if c == nil || a.job == nil || a.job.Samples == 0 {
+		return
+	}
+	o := a.order(l.Epoch)
+	block := max(a.job.Block, 1)
+	seen := map[int64]bool{}
+	for pos := l.Start; pos < l.End; pos++ {
+		idx, _ := o.Sample(pos)
+		if lo := idx / block * block; !seen[lo] {
+			seen[lo] = true
+			c.Prefetch(lo, lo+block)
+		}
+	}
 }
 
 // commit turns a trainer's step into a stream offset for RankLeases.
 func (a *nodeActor) commit(m commitMsg) {
 	rs := a.ranks[m.rank]
-	if rs.rl == nil || rs.session != m.session {
+	if !rs.runs.Active() || rs.runs.Session() != m.session {
 		return // the session is over; Next tells the trainer
 	}
-	through, err := rs.steps.Through(m.epoch, m.step)
-	if err != nil {
-		a.n.log.Error("commit of a step never delivered", "rank", rs.r.name, "epoch", m.epoch, "step", m.step, "err", err)
-		return
-	}
-	if err := rs.rl.Commit(m.epoch, through, m.step); err != nil {
+	if err := rs.runs.Commit(m.epoch, m.step); err != nil {
 		a.n.log.Error("commit refused", "rank", rs.r.name, "epoch", m.epoch, "step", m.step, "err", err)
 	}
 }

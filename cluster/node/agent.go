@@ -79,6 +79,14 @@ type Config struct {
 	// (storage.ManifestDigest) and must match the coordinator's.
 	Dataset *storage.Dataset
 	Digest  string
+	// Catalog, if set, serves the samples instead of Dataset (which may
+	// then be nil): a storage.IndexedManifest reads only the pieces of
+	// the manifest the node's leases touch, so the node holds O(work
+	// leased), not O(dataset). Its Digest is the default Digest. The
+	// actor looks samples up when it hands a lease's positions to a
+	// pipeline, and prefetches each lease's samples when it is granted,
+	// so that lookup rarely waits for a read.
+	Catalog storage.Catalog
 	// Pipeline configures each rank's pipeline. BatchSize, Seed and
 	// Epochs come from the coordinator's job; DropLast is forced off (a
 	// dropped batch could never be committed and the epoch would never
@@ -156,6 +164,10 @@ type Node struct {
 	ranks  []*Rank
 	log    *slog.Logger
 	stopCh chan struct{}
+	// ctx ends when the node shuts down: the actor's catalog lookups
+	// take it.
+	ctx    context.Context
+	cancel context.CancelFunc
 	wg     sync.WaitGroup // ticker and rejoin goroutines, pipeline shutdowns
 	once   sync.Once
 }
@@ -170,8 +182,8 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.Ranks < 1 {
 		errs = append(errs, fmt.Errorf("agent: Ranks = %d, want >= 1", cfg.Ranks))
 	}
-	if cfg.Dataset == nil {
-		errs = append(errs, errors.New("agent: Dataset is required"))
+	if cfg.Dataset == nil && cfg.Catalog == nil {
+		errs = append(errs, errors.New("agent: Dataset or Catalog is required"))
 	}
 	if cfg.Deps.Store == nil || cfg.Deps.NewDecoder == nil || cfg.Deps.SampleSeed == nil {
 		errs = append(errs, errors.New("agent: Deps.Store, Deps.NewDecoder and Deps.SampleSeed are required"))
@@ -182,8 +194,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.Incarnation == 0 {
 		cfg.Incarnation = uint64(time.Now().UnixNano())
 	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = storage.DatasetCatalog(cfg.Dataset)
+	}
 	if cfg.Digest == "" {
-		cfg.Digest = storage.ManifestDigest(cfg.Dataset)
+		cfg.Digest = cfg.Catalog.Digest()
 	}
 	if cfg.RequestEvery <= 0 {
 		cfg.RequestEvery = time.Second
@@ -197,6 +212,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{cfg: cfg, sys: sys, log: log, stopCh: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for i := range cfg.Ranks {
 		r := &Rank{name: fmt.Sprintf("%s/%d", cfg.Node, i), index: i, node: n, tally: actors.NewTally(i)}
 		r.mu.changed = make(chan struct{})
@@ -204,7 +220,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	}
 	a := &nodeActor{n: n, inc: cfg.Incarnation, byName: map[string]*rankState{}}
 	for _, r := range n.ranks {
-		rs := &rankState{r: r}
+		rs := &rankState{r: r, runs: cluster.NewRankRuns(r.name)}
 		a.ranks = append(a.ranks, rs)
 		a.byName[r.name] = rs
 	}
@@ -264,6 +280,7 @@ func (n *Node) SetCoordinator(addr string) { n.sys.Root.Send(n.pid, coordMsg{add
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.once.Do(func() {
 		close(n.stopCh)
+		n.cancel() // a catalog lookup in the actor returns
 		_ = n.sys.Root.StopFuture(n.pid).Wait()
 	})
 	done := make(chan struct{})

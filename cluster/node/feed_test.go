@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,14 @@ const clusterBatch = 4
 
 func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
 	t.Helper()
+	return newClusterEnvWith(t, samples, epochs, nil)
+}
+
+// newClusterEnvWith is newClusterEnv whose node, when catalog is set,
+// reads its samples through the catalog it makes of the store holding
+// them (and the dataset the checks compare with), instead of the dataset.
+func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.Store, *storage.Dataset) storage.Catalog) *clusterEnv {
+	t.Helper()
 	e := &clusterEnv{t: t, st: storage.NewMemStore("t"), jstore: storage.NewMemStore("journal"),
 		sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))}
 	e.ds = &storage.Dataset{Classes: []string{"a"}}
@@ -69,8 +78,13 @@ func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
 	pcfg := actors.Config{Sample: actors.Shape{Height: 4, Width: 4}, Decoders: 1, FetchConcurrency: 2, Slots: 2}
 	deps := actors.Deps{Store: e.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}
 	name := "n0"
+	ds := e.ds
+	var cat storage.Catalog
+	if catalog != nil {
+		ds, cat = nil, catalog(e.st, e.ds)
+	}
 	nd, err := Start(e.sys, Config{
-		Node: name, Ranks: 2, Dataset: e.ds, Pipeline: pcfg, Deps: deps,
+		Node: name, Ranks: 2, Dataset: ds, Catalog: cat, Pipeline: pcfg, Deps: deps,
 		RankDeps:        e.cf.RankDeps(deps),
 		OnAck:           e.cf.OnAck,
 		OnEpochComplete: e.cf.OnEpochComplete,
@@ -390,6 +404,41 @@ func TestClusterFeed(t *testing.T) {
 		if d := e.nd.Rank(tr.rank).Counters().Delivered(); d.Batches != int64(tr.m.received) {
 			t.Errorf("rank %d: counters say %d batches delivered, the trainer got %d", tr.rank, d.Batches, tr.m.received)
 		}
+	}
+}
+
+// TestClusterFeedIndexed is TestClusterFeed with the node reading the
+// manifest through its index, a piece of 4 samples at a time, into a
+// cache that holds about one piece: the job is exactly once all the
+// same, and the node never held more than its bound.
+func TestClusterFeedIndexed(t *testing.T) {
+	var m *storage.IndexedManifest
+	e := newClusterEnvWith(t, 61, 2, func(st storage.Store, ds *storage.Dataset) storage.Catalog {
+		ctx := context.Background()
+		var text strings.Builder
+		for _, s := range ds.Samples {
+			fmt.Fprintf(&text, "%s,%d\n", s.Key, s.Label)
+		}
+		if _, err := st.Put(ctx, "manifest.csv", []byte(text.String()), storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := storage.WriteManifestIndex(ctx, st, "manifest.csv", 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if m, err = storage.OpenIndexedManifest(ctx, st, "manifest.csv", storage.IndexedConfig{CacheBytes: 300}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e.runTrainers(ctx, nil)
+	e.waitFinished(ctx)
+	st := m.Stats()
+	if st.Reads < 16 || st.Prefetches == 0 || st.CacheBytes > 2*300 {
+		t.Errorf("catalog: %+v; want every one of the 16 pieces read, some prefetched, at most about the 300-byte bound held", st)
 	}
 }
 

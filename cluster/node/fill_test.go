@@ -8,6 +8,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/wire"
 )
 
 // served lists a Work's items as stream offsets of its epoch, with the
@@ -52,7 +53,7 @@ func checkSteps(t *testing.T, g *fillRig, want map[int]int64) {
 	t.Helper()
 	got := map[int]int64{}
 	for e := range want {
-		got[e] = g.rs.steps.NextStep(e)
+		got[e] = g.rs.runs.Steps().NextStep(e)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("next step per epoch = %v, want %v", got, want)
@@ -110,35 +111,121 @@ func TestFillFinishesBatchBeforeOlderEpoch(t *testing.T) {
 	}
 }
 
-// TestFillCutsBatchWhenEpochHoldsNoMore: when the rank holds nothing
-// more of its current epoch, an older epoch's growth cuts the segment
-// mid-batch (the one case a segment ends mid-batch), and the epoch
-// resumes at the next step.
-func TestFillCutsBatchWhenEpochHoldsNoMore(t *testing.T) {
+// TestFillHoldsRunEndUntilStreamEndKnown: when the rank holds nothing
+// more of its current epoch and does not know yet whether its stream
+// ends there, an older epoch's growth does not cut the run: its open
+// batch waits until the stream grows or ends. Cut, the run's last batch
+// would ship without EndOfStream while it might be the stream's last,
+// and a trainer that commits at the end of a stream would never commit
+// it (found by the simulation, which drives this code).
+func TestFillHoldsRunEndUntilStreamEndKnown(t *testing.T) {
 	g := newFillRig(t, 4, 2)
+	g.strict = true
 	g.send(g.lease(0, 0, 8), g.end(0), g.lease(1, 8, 15))
 	g.mustAsk(100)
 	if w := g.served(g.mustAsk(5)); !reflect.DeepEqual(w, served{1, 1, offsets(0, 5), false}) {
 		t.Fatalf("epoch 1 start: %+v", w)
 	}
 	g.send(g.lease(0, 40, 44), g.end(0))
-	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{1, 1, offsets(5, 7), true}) {
-		t.Fatalf("cut: %+v", w)
+	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{1, 1, offsets(5, 7), false}) {
+		t.Fatalf("before the end is known: %+v", w)
+	}
+	if w, ok := g.ask(100); ok {
+		t.Fatalf("epoch 1's run was cut before its stream's end was known: %s", workString(w))
+	}
+	// Epoch 1 grows by one and ends: the outstanding Want gets the
+	// batch's last position, with the end.
+	g.send(g.lease(1, 50, 51), g.end(1))
+	w, ok := g.answer()
+	if !ok {
+		t.Fatal("the Want is still unanswered after epoch 1's end")
+	}
+	if got := g.served(w); !reflect.DeepEqual(got, served{1, 1, offsets(7, 8), true}) || !w.StreamEnd {
+		t.Fatalf("epoch 1's end: %s", workString(w))
 	}
 	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{2, 0, offsets(8, 12), true}) {
 		t.Fatalf("epoch 0's growth: %+v", w)
 	}
-	g.send(g.lease(1, 50, 51), g.end(1))
-	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{3, 1, offsets(7, 8), true}) {
-		t.Fatalf("epoch 1 resumed: %+v", w)
-	}
 	checkSegs(t, g, []cluster.StepRun{
 		{Epoch: 0, FirstStep: 0, Base: 0, Length: 8, Ended: true, StreamEnd: true},
-		{Epoch: 1, FirstStep: 0, Base: 0, Length: 7, Ended: true},
+		{Epoch: 1, FirstStep: 0, Base: 0, Length: 8, Ended: true, StreamEnd: true},
 		{Epoch: 0, FirstStep: 2, Base: 8, Length: 4, Ended: true, StreamEnd: true},
-		{Epoch: 1, FirstStep: 2, Base: 7, Length: 1, Ended: true, StreamEnd: true},
 	})
-	checkSteps(t, g, map[int]int64{0: 3, 1: 3})
+	checkSteps(t, g, map[int]int64{0: 3, 1: 2})
+	if !g.endOfStream(1, 1) {
+		t.Error("epoch 1's last batch does not say EndOfStream")
+	}
+}
+
+// TestFillEndsHeldRunWithAnEndAlone: as above, but epoch 1's stream
+// ends where the rank stopped; the run's open batch ships with an end
+// that carries no item.
+func TestFillEndsHeldRunWithAnEndAlone(t *testing.T) {
+	g := newFillRig(t, 4, 2)
+	g.strict = true
+	g.send(g.lease(0, 0, 8), g.end(0), g.lease(1, 8, 14))
+	g.mustAsk(100)
+	if w := g.served(g.mustAsk(5)); !reflect.DeepEqual(w, served{1, 1, offsets(0, 5), false}) {
+		t.Fatalf("epoch 1 start: %+v", w)
+	}
+	g.send(g.lease(0, 40, 44), g.end(0))
+	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{1, 1, offsets(5, 6), false}) {
+		t.Fatalf("before the end is known: %+v", w)
+	}
+	if w, ok := g.ask(100); ok {
+		t.Fatalf("epoch 1's run was cut before its stream's end was known: %s", workString(w))
+	}
+	g.send(g.end(1))
+	w, ok := g.answer()
+	if !ok {
+		t.Fatal("the Want is still unanswered after epoch 1's end")
+	}
+	if len(w.Items) != 0 || !w.RunEnd || !w.StreamEnd || w.Epoch != 1 {
+		t.Fatalf("epoch 1's end: %s, want the end alone", workString(w))
+	}
+	if w := g.served(g.mustAsk(100)); !reflect.DeepEqual(w, served{2, 0, offsets(8, 12), true}) {
+		t.Fatalf("epoch 0's growth: %+v", w)
+	}
+	if !g.endOfStream(1, 1) {
+		t.Error("epoch 1's last batch does not say EndOfStream")
+	}
+}
+
+// TestFillSecuresNextBeforeCompletingBatch: a batch-completing position
+// is given, with another epoch's position next, only once its stream's
+// next position is taken, not merely held: a held one may be revoked,
+// and the batch already shipped would be the stream's last without
+// saying so.
+func TestFillSecuresNextBeforeCompletingBatch(t *testing.T) {
+	g := newFillRig(t, 4, 2)
+	g.strict = true
+	g.send(g.lease(0, 0, 8), g.end(0), g.lease(1, 8, 11))
+	g.mustAsk(100)
+	if w := g.served(g.mustAsk(3)); !reflect.DeepEqual(w, served{1, 1, offsets(0, 3), false}) {
+		t.Fatalf("epoch 1 start: %+v", w)
+	}
+	l := g.lease(1, 20, 30)
+	g.send(l, g.lease(0, 40, 44), g.end(0))
+	// Offset 3 completes the batch, and the run is cut there for epoch
+	// 0's growth; offset 4 was taken with it, so the revoke stops the
+	// lease after it and epoch 1's stream goes on past the cut.
+	if w := g.served(g.mustAsk(1)); !reflect.DeepEqual(w, served{1, 1, offsets(3, 4), true}) {
+		t.Fatalf("the batch's last: %+v", w)
+	}
+	rv := cluster.Revoke{Rank: "n/0", Session: g.sess, Lease: l.Fence, From: 20}
+	g.a.mail(&wire.NodeMail{Revokes: []*wire.Revoke{wire.RevokeOf(rv)}})
+	found := false
+	for _, m := range g.rs.runs.Leases().Messages() {
+		if d, ok := m.(cluster.LeaseDone); ok && d.Lease == l.Fence {
+			found = true
+			if d.Through != 22 {
+				t.Fatalf("revoke stopped the lease at %d, want 22 (two positions taken)", d.Through)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no LeaseDone answers the revoke")
+	}
 }
 
 // TestFillTakeFromKeepsStreamOrder: finishing a batch from the current
@@ -395,7 +482,7 @@ func TestFillRandomized(t *testing.T) {
 				steps[sg.Epoch] += (sg.Length + b - 1) / b
 			}
 			for e, n := range steps {
-				if got := g.rs.steps.NextStep(e); got != n {
+				if got := g.rs.runs.Steps().NextStep(e); got != n {
 					t.Errorf("epoch %d: next step %d, segments add up to %d", e, got, n)
 				}
 			}

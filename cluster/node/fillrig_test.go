@@ -56,14 +56,10 @@ func newFillRig(t *testing.T, batch int64, epochs int) *fillRig {
 	g.intake.BatchSize = int(batch)
 	g.sess = g.fence()
 	job := &wire.Job{Samples: rigSamples, Seed: 7, Block: 1, Epochs: int64(epochs), ShardSize: 8, BatchSize: batch}
-	g.rs = &rankState{r: r}
+	g.rs = &rankState{r: r, runs: cluster.NewRankRuns(r.name)}
 	g.a = &nodeActor{n: n, job: job, ranks: []*rankState{g.rs}, byName: map[string]*rankState{r.name: g.rs}}
 	// What startSession does, less the pipeline.
-	g.rs.rl = cluster.NewRankLeases(cluster.RankSession{Rank: r.name, Session: g.sess}, epochs)
-	g.rs.session = g.sess
-	g.rs.steps = cluster.NewRankSteps(batch)
-	g.rs.steps.StartSession()
-	g.rs.acked = map[int]int64{}
+	g.rs.runs.StartSession(cluster.RankSession{Rank: r.name, Session: g.sess}, epochs, batch)
 	r.mu.session = g.sess
 	return g
 }
@@ -175,7 +171,7 @@ func (g *fillRig) give(w actors.Work) {
 	}
 	var sg cluster.StepRun
 	if ok {
-		sg = g.rs.steps.Runs()[p]
+		sg = g.rs.runs.Steps().Runs()[p]
 		if w.Step != sg.FirstStep {
 			g.t.Fatalf("%s: step %d, its segment starts at step %d", workString(w), w.Step, sg.FirstStep)
 		}
@@ -215,7 +211,7 @@ func (g *fillRig) give(w actors.Work) {
 // end alone, the epoch's last segment.
 func (g *fillRig) seg(w actors.Work) (int, bool) {
 	found := -1
-	for p, sg := range g.rs.steps.Runs() {
+	for p, sg := range g.rs.runs.Steps().Runs() {
 		if sg.Epoch != w.Epoch {
 			continue
 		}
@@ -227,14 +223,14 @@ func (g *fillRig) seg(w actors.Work) (int, bool) {
 }
 
 // segs lists the session's segments in the order they opened.
-func (g *fillRig) segs() []cluster.StepRun { return g.rs.steps.Runs() }
+func (g *fillRig) segs() []cluster.StepRun { return g.rs.runs.Steps().Runs() }
 
 // endOfStream reports whether segment p's batch k is its epoch stream's
 // last: the pipeline marks it EndOfStream (a run's last batch, when its
 // Work said StreamEnd).
 func (g *fillRig) endOfStream(p int, k int64) bool {
 	g.t.Helper()
-	sg := g.rs.steps.Runs()[p]
+	sg := g.rs.runs.Steps().Runs()[p]
 	return sg.Ended && sg.StreamEnd && (k+1)*g.a.job.BatchSize >= sg.Length
 }
 

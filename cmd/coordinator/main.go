@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address others use, if not --gossip")
-	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node) or local (loopback and small private networks, 4-6 s)")
+	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>[\\t<token>]), written before the ack is sent; each coordinator life first appends life\\t<incarnation>\\t<generation restored, 0: fresh>")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
 	fs.StringVar(&o.resume, "resume", "", "resume token (from a trainer's checkpoint): continue from that commit instead of the journal's newest")
@@ -179,8 +179,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.checkEvery < 1 {
 		errs = append(errs, fmt.Errorf("--journal-check-every %d: need at least 1", o.checkEvery))
 	}
-	if o.gossipProfile != "lan" && o.gossipProfile != "local" {
-		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+	if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
+		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
 	}
 	if err := o.sec.Check(o.endpoints()); err != nil {
 		errs = append(errs, err)
@@ -275,23 +275,13 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			return fmt.Errorf("--exclude %s: %w", o.exclude, err)
 		}
 	}
-	store, ds, err := stores.OpenDataset(ctx, o.dataset, sopts, dopts, nil)
+	store, facts, err := datasetFacts(ctx, o, sopts, dopts, logger)
 	if err != nil {
 		return err
 	}
 	defer storage.Close(store)
-	if ds.Excluded > 0 {
-		logger.Info("samples left out by --exclude (give the nodes the same file)", "excluded", ds.Excluded, "samples", len(ds.Samples))
-	}
-	o.cluster.Samples = int64(len(ds.Samples))
-	packed := ds.Packed()
-	// The sample list is needed only for its count, layout and digest: let
-	// it go, and give its memory back to the system now rather than at
-	// the runtime's leisure, so the coordinator's footprint is its state
-	// (O(shards)), not the manifest's (hundreds of bytes a sample).
-	digest := storage.ManifestDigest(ds)
-	ds = nil
-	debug.FreeOSMemory()
+	o.cluster.Samples = facts.samples
+	packed, digest := facts.packed, facts.digest
 
 	var jn *journal.Journal
 	var restore *cluster.State
@@ -500,4 +490,111 @@ func liveNodes(m *gossip.Membership) int {
 		}
 	}
 	return k
+}
+
+// dataset is what the coordinator needs of the dataset: never its
+// sample list.
+type dataset struct {
+	samples int64
+	packed  bool
+	digest  string
+}
+
+// datasetFacts finds the dataset's count, layout and digest in the
+// cheapest way its layout allows: from the manifest's index (a small
+// GET and a piece of the manifest); else by streaming the manifest once
+// (twice for class-name labels) in pieces, in O(1) memory, logging the
+// progress; else (an ImageFolder, or --exclude, which needs the keys) by
+// discovering the sample list and letting it go.
+func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storage.DiscoverOptions, logger *slog.Logger) (storage.Store, dataset, error) {
+	if len(dopts.Exclude) == 0 {
+		s, err := stores.Open(ctx, o.dataset, sopts)
+		if err != nil {
+			return nil, dataset{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		}
+		facts, ok, err := manifestFacts(ctx, s, o.manifest, logger)
+		if err != nil {
+			storage.Close(s)
+			return nil, dataset{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		}
+		if ok {
+			return s, facts, nil
+		}
+		storage.Close(s)
+	}
+	store, ds, err := stores.OpenDataset(ctx, o.dataset, sopts, dopts, nil)
+	if err != nil {
+		return nil, dataset{}, err
+	}
+	if ds.Excluded > 0 {
+		logger.Info("samples left out by --exclude (give the nodes the same file)", "excluded", ds.Excluded, "samples", len(ds.Samples))
+	}
+	if len(ds.Samples) >= listingHint && dopts.Manifest == "" {
+		logger.Warn("a big ImageFolder is listed by every process at every start: write its manifest and index once with longshore-manifest --dataset, and jobs read those instead",
+			"samples", len(ds.Samples))
+	}
+	facts := dataset{samples: int64(len(ds.Samples)), packed: ds.Packed(), digest: storage.ManifestDigest(ds)}
+	// The sample list is needed only for its count, layout and digest: let
+	// it go, and give its memory back to the system now rather than at
+	// the runtime's leisure, so the coordinator's footprint is its state
+	// (O(shards)), not the manifest's (hundreds of bytes a sample).
+	ds = nil
+	debug.FreeOSMemory()
+	return store, facts, nil
+}
+
+// listingHint is the ImageFolder size past which the coordinator says to
+// write a manifest: a million keys is a thousand LIST requests, done
+// again by every node.
+const listingHint = 1 << 20
+
+// manifestFacts reads the facts of the manifest key (empty: the root's
+// manifest.csv or manifest.jsonl) from its index, or by scanning it;
+// false when there is no manifest.
+func manifestFacts(ctx context.Context, s storage.Store, key string, logger *slog.Logger) (dataset, bool, error) {
+	keys := []string{storage.ManifestCSVName, storage.ManifestJSONLName}
+	if key != "" {
+		keys = []string{key}
+	}
+	var found []string
+	for _, k := range keys {
+		m, err := storage.OpenIndexedManifest(ctx, s, k, storage.IndexedConfig{CacheBytes: 1})
+		if err == nil {
+			x := m.Index()
+			m.Close()
+			logger.Info("dataset from the manifest's index", "manifest", k, "samples", x.Samples, "layout", x.Layout(), "digest", x.Digest)
+			return dataset{samples: x.Samples, packed: x.PackedSamples > 0, digest: x.Digest}, true, nil
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return dataset{}, false, err
+		}
+		if _, err := s.Stat(ctx, k); err == nil {
+			found = append(found, k)
+		} else if !errors.Is(err, storage.ErrNotFound) {
+			return dataset{}, false, err
+		}
+	}
+	switch {
+	case len(found) == 0 && key != "":
+		return dataset{}, false, fmt.Errorf("manifest %s: %w", key, storage.ErrNotFound)
+	case len(found) == 0:
+		return dataset{}, false, nil
+	case len(found) > 1:
+		return dataset{}, false, fmt.Errorf("both %s and %s exist: set --manifest", found[0], found[1])
+	}
+	start := time.Now()
+	last := start
+	x, err := storage.ScanManifest(ctx, s, found[0], storage.ScanOptions{Progress: func(p storage.ScanProgress) {
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			logger.Info("reading the manifest for its count and digest (longshore-manifest --index makes this instant)",
+				"pass", p.Pass, "samples", p.Samples, "bytes", p.Bytes, "size", p.Size)
+		}
+	}})
+	if err != nil {
+		return dataset{}, false, fmt.Errorf("manifest %s: %w", found[0], err)
+	}
+	logger.Info("dataset from its manifest, streamed", "manifest", found[0], "samples", x.Samples, "layout", x.Layout(),
+		"digest", x.Digest, "seconds", time.Since(start).Seconds())
+	return dataset{samples: x.Samples, packed: x.PackedSamples > 0, digest: x.Digest}, true, nil
 }

@@ -149,7 +149,21 @@ func upload(ctx context.Context, s *minioServer, dir, prefix string, files []str
 		return "", err
 	}
 	const bucket = "bench"
-	if ok, err := c.BucketExists(ctx, bucket); err != nil {
+	// MinIO answers /minio/health/live before it can serve requests
+	// ("Server not initialized yet"), more so on a loaded machine: ask
+	// again for a while.
+	var ok bool
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if ok, err = c.BucketExists(ctx, bucket); err == nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
 		return "", err
 	} else if !ok {
 		if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {

@@ -72,6 +72,12 @@ type result struct {
 	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
 	FirstBatchSeconds float64 `json:"first_batch_seconds,omitempty"`
 	ServerCPUPer1000  float64 `json:"server_cpu_seconds_per_1000,omitempty"`
+	// Rep and LoadAvg (1, 5, 15 min, after the run): the machine is
+	// shared; a reader weighs each repetition by it.
+	Rep     int       `json:"rep,omitempty"`
+	LoadAvg []float64 `json:"loadavg_after,omitempty"`
+	// Pack is a packed run's chunk cache figures, from the node.
+	Pack json.RawMessage `json:"pack,omitempty"`
 }
 
 type row struct {
@@ -95,9 +101,11 @@ type report struct {
 	Rows    []row   `json:"rows"`
 	// Metrics is the cost of metrics: local-metrics against the local
 	// run just before it, pair by pair (medians of the ratios).
-	Metrics  *pairs `json:"metrics_on,omitempty"`
-	Started  string `json:"started"`
-	Duration string `json:"duration"`
+	Metrics       *pairs    `json:"metrics_on,omitempty"`
+	Started       string    `json:"started"`
+	Duration      string    `json:"duration"`
+	LoadAvgBefore []float64 `json:"loadavg_before"`
+	LoadAvgAfter  []float64 `json:"loadavg_after"`
 }
 
 func benchMain(args []string) error {
@@ -127,7 +135,8 @@ func benchMain(args []string) error {
 	}
 	ctx := context.Background()
 	rep := report{Machine: machine(), CPUs: runtime.NumCPU(), Dataset: *dataset, Images: len(files),
-		MeanKB: float64(total) / float64(len(files)) / 1024, Reps: *reps, Args: *extra, Started: time.Now().Format(time.RFC3339)}
+		MeanKB: float64(total) / float64(len(files)) / 1024, Reps: *reps, Args: *extra, Started: time.Now().UTC().Format(time.RFC3339),
+		LoadAvgBefore: loadAvg()}
 	t0 := time.Now()
 
 	tmp, err := os.MkdirTemp("", "longshore-bench-")
@@ -220,12 +229,13 @@ func benchMain(args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", cfg, r+1, err)
 			}
-			if err := mergeStats(&res, statsPath); err != nil {
+			if err := mergeStats(&res, statsPath, int64(len(files))*int64(*epochs)); err != nil {
 				return fmt.Errorf("%s run %d: %w", cfg, r+1, err)
 			}
 			if srvCPU > 0 {
 				res.ServerCPUPer1000 = 1000 * srvCPU / float64(res.Images)
 			}
+			res.Rep, res.LoadAvg = r+1, loadAvg()
 			fmt.Fprintf(os.Stderr, "bench: %-12s run %d: %6.0f images/s, %.2f CPU-s/1000\n", cfg, r+1, res.ImagesPerSecond, res.CPUSecondsPer1000)
 			runs[cfg] = append(runs[cfg], res)
 		}
@@ -245,9 +255,13 @@ func benchMain(args []string) error {
 		rep.Metrics.ScrapeEvery = scrapeEvery.String()
 	}
 	rep.Duration = time.Since(t0).Round(time.Second).String()
+	rep.LoadAvgAfter = loadAvg()
 	printTable(os.Stdout, rep)
 	if *out != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			return err
+		}
 		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
@@ -321,22 +335,45 @@ func runProc(ctx context.Context, cfg string, env []string, bin string, args ...
 
 // mergeStats reads the run's own JSON (images, its measured seconds, first
 // batch) and turns the process CPU total into CPU-seconds per 1000 images.
-func mergeStats(res *result, path string) error {
+func mergeStats(res *result, path string, want int64) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	var s struct {
-		Images            int64   `json:"images"`
-		Seconds           float64 `json:"seconds"`
-		FirstBatchSeconds float64 `json:"first_batch_seconds"`
-		PeakRSSBytes      int64   `json:"peak_rss_bytes"`
+		Images            int64           `json:"images"`
+		Seconds           float64         `json:"seconds"`
+		FirstBatchSeconds float64         `json:"first_batch_seconds"`
+		PeakRSSBytes      int64           `json:"peak_rss_bytes"`
+		Pads              int64           `json:"pads"`
+		Failures          json.RawMessage `json:"failures"` // the node's {total, ...}; the ceiling's count
+		Failed            int64           `json:"failed"`
+		Pack              json.RawMessage `json:"pack"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
 	if s.Images == 0 || s.Seconds == 0 {
 		return fmt.Errorf("%s: no images delivered", path)
+	}
+	// A run that lost or padded samples does not count: every row must
+	// have delivered the whole dataset, each epoch.
+	var failed struct {
+		Total int64 `json:"total"`
+	}
+	if len(s.Failures) > 0 {
+		if err := json.Unmarshal(s.Failures, &failed); err != nil {
+			return fmt.Errorf("%s: failures: %w", path, err)
+		}
+	}
+	if n := failed.Total + s.Failed; n > 0 || s.Pads > 0 {
+		return fmt.Errorf("%s: %d failed samples, %d padding: the run does not count", path, n, s.Pads)
+	}
+	if want > 0 && s.Images != want {
+		return fmt.Errorf("%s: delivered %d images, want %d (the dataset × epochs): the run does not count", path, s.Images, want)
+	}
+	if len(s.Pack) > 0 && string(s.Pack) != "null" {
+		res.Pack = s.Pack
 	}
 	cpu := res.CPUSecondsPer1000
 	res.Images, res.Seconds, res.FirstBatchSeconds = s.Images, s.Seconds, s.FirstBatchSeconds
@@ -450,6 +487,23 @@ func machine() string {
 		}
 	}
 	return runtime.GOOS + "/" + runtime.GOARCH
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 minutes (zeros
+// where /proc/loadavg cannot be read).
+func loadAvg() []float64 {
+	l := make([]float64, 3)
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return l
+	}
+	for i, f := range strings.Fields(string(b)) {
+		if i == 3 {
+			break
+		}
+		l[i], _ = strconv.ParseFloat(f, 64)
+	}
+	return l
 }
 
 // procCPU is a process's user+system CPU seconds so far, from /proc.

@@ -112,8 +112,14 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("the manifest made from the tars does not parse (a bug; nothing written): %w", err)
 	}
+	if err := s.Delete(ctx, storage.IndexKey(storage.ManifestJSONLName)); err != nil {
+		return fmt.Errorf("remove the old %s: %w", storage.IndexKey(storage.ManifestJSONLName), err)
+	}
 	if _, err := s.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
 		return fmt.Errorf("put %s: %w", storage.ManifestJSONLName, err)
+	}
+	if _, err := storage.WriteManifestIndex(ctx, s, storage.ManifestJSONLName, o.indexEvery, nil); err != nil {
+		return fmt.Errorf("index %s (the manifest is written; make the index with longshore-manifest --index): %w", storage.ManifestJSONLName, err)
 	}
 	fmt.Fprintf(stdout, "indexed %d samples in %d classes from %d tars; wrote %s\n", n, len(ds.Classes), len(tars), path.Join(s.String(), storage.ManifestJSONLName))
 	return nil

@@ -46,6 +46,7 @@ type options struct {
 	shuffle     bool
 	seed        uint64
 	force       bool
+	indexEvery  int
 	s3Endpoint  string
 }
 
@@ -86,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 16, "objects read at once")
 	fs.BoolVar(&o.shuffle, "shuffle", true, "write the samples in a random order (by --seed); --shuffle=false keeps the dataset's, whose blocks are then as varied as the source order (an ImageFolder's is sorted by class: each block would hold one class)")
 	fs.Uint64Var(&o.seed, "seed", 0, "the seed of the shuffled order")
+	fs.IntVar(&o.indexEvery, "index-every", storage.DefaultIndexEvery, "samples per piece of the manifest index written beside the manifest (manifest.jsonl.index, docs/scale.md): a node reads the manifest a piece at a time; a multiple of the order's block")
 	fs.BoolVar(&o.force, "force", false, "write over an existing manifest.jsonl (and shards, with --out)")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	if err := fs.Parse(args); err != nil {
@@ -119,6 +121,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if set["seed"] && !o.shuffle {
 			errs = append(errs, errors.New("--seed with --shuffle=false has no effect"))
 		}
+	}
+	if o.indexEvery < 1 {
+		errs = append(errs, fmt.Errorf("--index-every %d: need at least 1", o.indexEvery))
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency %d: need at least 1", o.concurrency))

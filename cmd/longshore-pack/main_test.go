@@ -97,6 +97,7 @@ func readBack(t *testing.T, loc string, sopts s3.Options) (map[string][]byte, *s
 		t.Fatal(err)
 	}
 	defer ps.Close()
+	checkIndex(t, s, ds)
 	got := map[string][]byte{}
 	for _, smp := range ds.Samples {
 		if !smp.Packed() || !strings.HasPrefix(smp.Key, ds.ObjectOf(smp)+"/") {
@@ -109,6 +110,27 @@ func readBack(t *testing.T, loc string, sopts s3.Options) (map[string][]byte, *s
 		got[strings.TrimPrefix(smp.Key, ds.ObjectOf(smp)+"/")] = b
 	}
 	return got, ds
+}
+
+// checkIndex: the manifest's index, written beside it, describes ds: its
+// digest, and every sample read through it.
+func checkIndex(t *testing.T, s storage.Store, ds *storage.Dataset) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := storage.OpenIndexedManifest(ctx, s, storage.ManifestJSONLName, storage.IndexedConfig{})
+	if err != nil {
+		t.Fatalf("the manifest's index: %v", err)
+	}
+	defer m.Close()
+	if m.Digest() != storage.ManifestDigest(ds) || m.Len() != int64(len(ds.Samples)) || m.Index().Layout() != "packed" {
+		t.Fatalf("index: %d samples, digest %s, layout %s; the manifest %d, %s", m.Len(), m.Digest(), m.Index().Layout(), len(ds.Samples), storage.ManifestDigest(ds))
+	}
+	for i, want := range ds.Samples {
+		got, object, err := m.Sample(ctx, int64(i))
+		if err != nil || got.Key != want.Key || got.Label != want.Label || got.Offset != want.Offset || got.Size != want.Size || object != ds.ObjectOf(want) {
+			t.Fatalf("sample %d through the index: %+v in %s (%v), want %+v in %s", i, got, object, err, want, ds.ObjectOf(want))
+		}
+	}
 }
 
 func sameBytes(t *testing.T, got, want map[string][]byte) {

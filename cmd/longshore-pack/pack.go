@@ -83,6 +83,8 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		// that fails midway must leave no dataset, not the old manifest
 		// over new shards.
 		return fmt.Errorf("--force: remove the old %s: %w", storage.ManifestJSONLName, err)
+	} else if err := dst.Delete(ctx, storage.IndexKey(storage.ManifestJSONLName)); err != nil {
+		return fmt.Errorf("--force: remove the old %s: %w", storage.IndexKey(storage.ManifestJSONLName), err)
 	}
 
 	order := make([]int, len(ds.Samples))
@@ -147,6 +149,9 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if _, err := dst.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
 		return fmt.Errorf("put %s: %w", storage.ManifestJSONLName, err)
+	}
+	if _, err := storage.WriteManifestIndex(ctx, dst, storage.ManifestJSONLName, o.indexEvery, nil); err != nil {
+		return fmt.Errorf("index %s (the manifest is written; make the index with longshore-manifest --index): %w", storage.ManifestJSONLName, err)
 	}
 	fmt.Fprintf(stdout, "packed %d samples in %d classes into %d shards (%.1f MiB) at %s; manifest %s\n",
 		len(ds.Samples), len(ds.Classes), len(shards), float64(bytesOut)/(1<<20), dst, storage.ManifestJSONLName)

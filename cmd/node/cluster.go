@@ -65,14 +65,31 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	// The order's block and window come with the coordinator's job
 	// (OnJob below); until then a packed dataset's samples are read one
 	// by one.
-	store, ds, err := openDataset(ctx, o, 0, 0)
+	store, indexed, err := openIndexed(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer storage.Close(store)
-	if err := snk.Accept(ds); err != nil {
-		return err
+	var ds *storage.Dataset
+	var catalog storage.Catalog
+	if indexed != nil {
+		defer indexed.Close()
+		catalog = indexed
+		x := indexed.Index()
+		logger.Info("reading the manifest through its index: pieces for the leases only", "manifest", x.Manifest, "samples", x.Samples,
+			"layout", x.Layout(), "pieces", x.Pieces(), "every", x.Every, "manifest_cache", int64(o.manifestCache))
+		if x.Layout() != "plain" {
+			logger.Warn("packed dataset read through the manifest index: every sample is its own ranged GET (no chunk cache on this path yet); --manifest-cache 0 reads the manifest whole and reads chunks")
+		}
+	} else {
+		if store, ds, err = openDataset(ctx, o, 0, 0); err != nil {
+			return err
+		}
+		catalog = storage.DatasetCatalog(ds)
+		if err := snk.Accept(ds); err != nil {
+			return err
+		}
 	}
+	defer storage.Close(store)
 
 	reload := o.sec.CatchReload(logger)
 	keys, ropts, err := o.sec.Load(logger)
@@ -108,6 +125,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		Node:     id,
 		Ranks:    o.ranks,
 		Dataset:  ds,
+		Catalog:  catalog,
 		Pipeline: ac,
 		Deps:     deps,
 		Rejoin: func(ctx context.Context, inc uint64) error {
@@ -194,7 +212,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			merged = append(merged, rc.Counters)
 		}
 		c := actors.MergeCounters(merged...)
-		f := runFacts{store: store, ds: ds, counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: q}
+		f := runFacts{store: store, samples: catalog.Len(), classes: len(catalog.Classes()), excluded: excludedOf(ds), counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: q}
 		q.tell(stderr)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
@@ -370,4 +388,13 @@ func parseSlowRanks(spec string, ranks int) (map[int]bool, error) {
 		out[i] = true
 	}
 	return out, nil
+}
+
+// excludedOf is how many samples --exclude left out of ds (none on the
+// lazy path, which --exclude turns off).
+func excludedOf(ds *storage.Dataset) int {
+	if ds == nil {
+		return 0
+	}
+	return ds.Excluded
 }

@@ -100,7 +100,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	}
 	c := actors.MergeCounters(merged...)
 	q.tell(stderr)
-	sum := summarize(o, runFacts{store: store, ds: ds, epochs: o.epochs, batchSize: o.batchSize, counters: c,
+	sum := summarize(o, runFacts{store: store, samples: int64(len(ds.Samples)), classes: len(ds.Classes), excluded: ds.Excluded, epochs: o.epochs, batchSize: o.batchSize, counters: c,
 		report: report, seconds: activeSeconds(c), err: runErr, quarantine: q})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err

@@ -87,6 +87,7 @@ type options struct {
 	readAhead        int
 	storeOutage      time.Duration
 	packCache        byteSize
+	manifestCache    byteSize
 	block            int  // standalone: the epoch order's block (see orderBlock)
 	blockSet         bool // --block was given
 	window           int  // standalone: the epoch order's window
@@ -152,6 +153,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
 	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
 	fs.IntVar(&o.window, "mix-window", cluster.DefaultWindow, "standalone: blocks of the epoch order mixed together when --block > 1: each batch draws from this many blocks at once, and a packed dataset's reader holds this many blocks' chunks at once (1: one block after another). In cluster mode the coordinator's --mix-window rules")
+	o.manifestCache = byteSize(storage.DefaultManifestCache)
+	fs.Var(&o.manifestCache, "manifest-cache", "cluster mode, a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the node's leases, like 32MiB, instead of the whole sample list; 0: read the whole manifest at start")
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
@@ -166,7 +169,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "cluster mode: gossip address others use, if not --gossip (containers, NAT)")
-	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node) or local (loopback and small private networks, 4-6 s)")
+	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.DurationVar(&o.rejoinAfter, "rejoin-after", 5*time.Second, "cluster mode: re-join --join when no coordinator has been alive in gossip this long (a restarted coordinator may not know this node); 0: never")
 	fs.DurationVar(&o.giveUpAfter, "give-up-after", 10*time.Minute, "cluster mode: exit with an error when no coordinator has been alive in gossip this long (the job ended while this node was cut off, or the coordinator is down); 0: wait forever")
 	fs.StringVar(&o.listen, "listen", "", "cluster mode: control-message (protoactor remote) bind address host:port")
@@ -204,8 +207,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.commitEvery < 1 {
 			errs = append(errs, fmt.Errorf("--commit-every %d: need at least 1", o.commitEvery))
 		}
-		if o.gossipProfile != "lan" && o.gossipProfile != "local" {
-			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan or local", o.gossipProfile))
+		if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
+			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
 		}
 		if err := o.sec.Check(o.endpoints()); err != nil {
 			errs = append(errs, err)
@@ -367,14 +370,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 // once. block 0 reads every sample alone until SetBlock (cluster mode
 // learns the block and window from the job).
 func openDataset(ctx context.Context, o options, block, window int) (storage.Store, *storage.Dataset, error) {
-	sopts := s3.DefaultOptions()
-	if o.s3Endpoint != "" {
-		sopts.Endpoint = o.s3Endpoint
-	}
-	if o.fetchConcurrency*o.ranks > sopts.FetchConcurrency {
-		sopts.FetchConcurrency = o.fetchConcurrency * o.ranks
-	}
-	o.faults.s3Options(&sopts)
 	dopts := storage.DefaultDiscoverOptions()
 	switch k, _ := o.mediaFlags.kind(); k {
 	case actors.KindAudio:
@@ -394,13 +389,79 @@ func openDataset(ctx context.Context, o options, block, window int) (storage.Sto
 	if err := packed.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
+	s, err := openStore(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return stores.DatasetIn(ctx, s, o.dataset, dopts, packed)
+}
+
+// openStore opens the dataset's store, counted: the metrics show the
+// requests the object store answers.
+func openStore(ctx context.Context, o options) (storage.Store, error) {
+	sopts := s3.DefaultOptions()
+	if o.s3Endpoint != "" {
+		sopts.Endpoint = o.s3Endpoint
+	}
+	if o.fetchConcurrency*o.ranks > sopts.FetchConcurrency {
+		sopts.FetchConcurrency = o.fetchConcurrency * o.ranks
+	}
+	o.faults.s3Options(&sopts)
 	s, err := stores.Open(ctx, o.dataset, sopts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
-	// Counted under the packed store: the metrics show the requests the
-	// object store answers.
-	return stores.DatasetIn(ctx, storage.NewCountingStore(s), o.dataset, dopts, packed)
+	return storage.NewCountingStore(s), nil
+}
+
+// openIndexed opens the dataset's manifest through its index (the lazy
+// path, docs/scale.md): the node reads the pieces of the manifest its
+// leases touch, into --manifest-cache bytes, instead of the whole sample
+// list. It returns a nil catalog, and no error, when the dataset has no
+// index, or --manifest-cache is 0, or --exclude is set (exclusions
+// renumber the samples, which needs them all): the caller reads the
+// manifest whole. A packed dataset's store is a CatalogStore, which
+// reads each sample alone.
+func openIndexed(ctx context.Context, o options) (storage.Store, *storage.IndexedManifest, error) {
+	if o.manifestCache == 0 || o.faults.exclude != "" {
+		return nil, nil, nil
+	}
+	s, err := openStore(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := []string{storage.ManifestCSVName, storage.ManifestJSONLName}
+	if o.manifest != "" {
+		keys = []string{o.manifest}
+	}
+	var found *storage.IndexedManifest
+	for _, key := range keys {
+		m, err := storage.OpenIndexedManifest(ctx, s, key, storage.IndexedConfig{CacheBytes: int64(o.manifestCache)})
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			continue
+		case err != nil:
+			if found != nil {
+				found.Close()
+			}
+			storage.Close(s)
+			return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		case found != nil:
+			found.Close()
+			m.Close()
+			storage.Close(s)
+			return nil, nil, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, storage.ManifestCSVName, storage.ManifestJSONLName)
+		}
+		found = m
+	}
+	if found == nil {
+		storage.Close(s)
+		return nil, nil, nil
+	}
+	if found.Index().Layout() == "plain" {
+		return s, found, nil
+	}
+	return storage.NewCatalogStore(s, found), found, nil
 }
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.

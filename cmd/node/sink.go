@@ -94,6 +94,9 @@ func (s *logSink) Accept(ds *storage.Dataset) error {
 }
 
 func (s *logSink) Deliver(epoch int, rank string, step int64, key string, pad bool, pixels []byte) error {
+	if strings.ContainsAny(key, "\t\n\r") { // Accept saw no sample list on the lazy path
+		return fmt.Errorf("--sink log: sample key %q holds a tab or a line break, which the log's tab-separated lines cannot carry: rename it, or use --sink null or feed", key)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(s.w, "%d\t%s\t%d\t%s", epoch, rank, step, key)

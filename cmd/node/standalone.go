@@ -290,7 +290,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		runErr = err
 	}
 	q.tell(stderr)
-	s := summarize(o, runFacts{store: store, ds: ds, epochs: o.epochs, batchSize: o.batchSize, counters: counters,
+	s := summarize(o, runFacts{store: store, samples: int64(len(ds.Samples)), classes: len(ds.Classes), excluded: ds.Excluded, epochs: o.epochs, batchSize: o.batchSize, counters: counters,
 		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), err: runErr, quarantine: q})
 	storage.Close(store)
 	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
@@ -305,7 +305,8 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 // runFacts are what a run's Summary is made of.
 type runFacts struct {
 	store             storage.Store
-	ds                *storage.Dataset
+	samples           int64 // in the dataset
+	classes, excluded int
 	epochs, batchSize int
 	counters          actors.Counters // the node's, merged over its ranks
 	report            actors.Report
@@ -343,7 +344,7 @@ func summarize(o options, f runFacts) Summary {
 		f.firstBatch = stats.FirstBatchSeconds
 	}
 	s := Summary{
-		Dataset: f.store.String(), Samples: len(f.ds.Samples), Classes: len(f.ds.Classes),
+		Dataset: f.store.String(), Samples: int(f.samples), Classes: f.classes,
 		Epochs: f.epochs, Ranks: o.ranks, BatchSize: f.batchSize, Transform: o.transform,
 		Images: stats.Samples, Pads: stats.Pads, Batches: stats.Batches,
 		Seconds:           f.seconds,
@@ -357,7 +358,7 @@ func summarize(o options, f runFacts) Summary {
 		Failures:          FailureSummary{Total: f.report.Failed, ByReason: map[string]int64{}, Report: f.report},
 		Pack:              pack,
 		Store:             s3Stats(f.store),
-		Excluded:          f.ds.Excluded,
+		Excluded:          f.excluded,
 		Quarantined:       f.quarantine.added(),
 	}
 	if s.Seconds > 0 {

@@ -40,7 +40,7 @@ var internal = map[string][]string{
 	"actors/feedserver": {"actors", "actors/feed", "gpu", "storage"},
 
 	// Object stores behind the seam.
-	"storage/s3":        {"storage"},
+	"storage/s3":        {"storage", "internal/clock"},
 	"storage/stores":    {"storage", "storage/s3"},
 	"storage/faulty":    {"storage", "internal/clock"},
 	"storage/storetest": {"storage"},
@@ -53,6 +53,8 @@ var internal = map[string][]string{
 	"cluster/gossip":  {"internal/clock"},
 	"cluster/journal": {"cluster", "storage", "internal/clock"},
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
+	// Internet scale in one process: the core, the journal, a memory store.
+	"cluster/scalesim": {"cluster", "cluster/journal", "storage"},
 	"cluster/node": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
@@ -63,8 +65,10 @@ var internal = map[string][]string{
 	"cmd/coordinator":               {"*"},
 	"cmd/node":                      {"*"},
 	"cmd/longshore-pack":            {"*"},
+	"cmd/longshore-manifest":        {"*"},
 	"cmd/longshore-bench":           {"*"},
 	"cmd/longshore-gpucheck":        {"*"},
+	"cmd/longshore-simscale":        {"cluster/scalesim"},
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
@@ -88,7 +92,7 @@ var reach = map[string][]string{
 	// the seam (storage), the pipeline, the journal and the coordinator
 	// actor need none of it.
 	"github.com/minio/minio-go/v7": {"cmd/internal/observe", "storage/s3", "storage/stores", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "examples/inprocess",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "examples/inprocess",
 		"integration/tools/upload"},
 	// FFmpeg only where images are decoded.
 	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "cmd/node", "cmd/longshore-bench",
@@ -117,7 +121,7 @@ var direct = map[string][]string{
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/procmem",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-simscale", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 

@@ -30,7 +30,10 @@
 //   - SlowDownAbove: 503 SlowDown to the requests beyond a rate;
 //   - WrongRange: a ranged GET is answered with a Content-Range moved by N
 //     bytes and its body rotated by as much: the right length, the wrong
-//     bytes, as from a cache that mixed up ranges.
+//     bytes, as from a cache that mixed up ranges;
+//   - Hold: the request waits at a Gate the test opens, and the Gate
+//     reports it held and, if so, that its client hung up first (a
+//     request the client cancelled): slowness on events, not on a clock.
 //
 // The proxy keeps the Host header, which S3 signatures cover. A Proxy is
 // safe for concurrent use; with concurrent clients which requests a
@@ -107,6 +110,7 @@ const (
 	KindRefuse
 	KindWrongRange
 	KindThrottle
+	KindHold
 )
 
 func (k Kind) String() string {
@@ -129,6 +133,8 @@ func (k Kind) String() string {
 		return "wrong-range"
 	case KindThrottle:
 		return "throttle"
+	case KindHold:
+		return "hold"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -152,6 +158,8 @@ type Fault struct {
 	Rate int
 	// For: how long KindRefuse refuses connections.
 	For time.Duration
+	// Gate: where KindHold holds requests.
+	Gate *Gate
 }
 
 // Status answers with an S3 error of status and code.
@@ -196,6 +204,57 @@ func SlowDownAbove(rate int) Fault {
 // that trusts it would read is the wrong data. Other requests pass.
 // (The Range header itself cannot be rewritten: SigV4 signs it.)
 func WrongRange(shift int64) Fault { return Fault{Kind: KindWrongRange, N: shift} }
+
+// Hold holds each request it picks at g until g opens, then forwards it
+// untouched; a request whose client hangs up first is reported by
+// g.HungUp and dropped.
+func Hold(g *Gate) Fault { return Fault{Kind: KindHold, Gate: g} }
+
+// Gate is where Hold keeps requests. Held and HungUp report each request
+// held, and each whose client hung up while held, by key; both are
+// buffered (64): a test that reads neither still runs.
+type Gate struct {
+	held, hungUp chan string
+	open         chan struct{}
+	once         sync.Once
+}
+
+// NewGate returns a closed gate.
+func NewGate() *Gate {
+	return &Gate{held: make(chan string, 64), hungUp: make(chan string, 64), open: make(chan struct{})}
+}
+
+// Held yields the key of each request as it is held.
+func (g *Gate) Held() <-chan string { return g.held }
+
+// HungUp yields the key of each held request whose client hung up
+// before the gate opened.
+func (g *Gate) HungUp() <-chan string { return g.hungUp }
+
+// Open lets every held request, and every later one, through.
+func (g *Gate) Open() { g.once.Do(func() { close(g.open) }) }
+
+func report(ch chan string, key string) {
+	select {
+	case ch <- key:
+	default:
+	}
+}
+
+// hold keeps r at f.Gate until it opens (then forwards it), the client
+// hangs up, or the proxy closes.
+func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, key string, g *Gate) {
+	p.held.Add(1)
+	defer p.held.Done()
+	report(g.held, key)
+	select {
+	case <-g.open:
+		p.forward(w, r, nil)
+	case <-r.Context().Done():
+		report(g.hungUp, key)
+	case <-p.done:
+	}
+}
 
 // Rule picks requests and says what to do with them.
 type Rule struct {
@@ -498,6 +557,8 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.silence(w, r)
 	case KindRefuse:
 		p.refuse(w, f.For)
+	case KindHold:
+		p.hold(w, r, key, f.Gate)
 	default:
 		p.forward(w, r, &f)
 	}

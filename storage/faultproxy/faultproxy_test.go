@@ -156,3 +156,59 @@ func TestRefuseThenListenAgain(t *testing.T) {
 		t.Errorf("URL %s", p.URL)
 	}
 }
+
+// TestHold: a held request waits at its gate, reported by Held; a client
+// that gives up is reported by HungUp; once the gate opens a request is
+// forwarded untouched.
+func TestHold(t *testing.T) {
+	up := upstream(t)
+	g := faultproxy.NewGate()
+	p := faultproxy.Start(t, up.URL, faultproxy.Rule{Ops: faultproxy.OpGet, Fault: faultproxy.Hold(g)})
+	c := &http.Client{}
+	wait := func(ch <-chan string, what string) string {
+		t.Helper()
+		select {
+		case k := <-ch:
+			return k
+		case <-time.After(time.Minute): // a failure backstop only
+			t.Fatalf("no %s", what)
+			return ""
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/b/gone.jpg", nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	if k := wait(g.Held(), "held request"); k != "gone.jpg" {
+		t.Fatalf("held %q", k)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled held request: %v", err)
+	}
+	if k := wait(g.HungUp(), "hang-up"); k != "gone.jpg" {
+		t.Fatalf("hung up %q", k)
+	}
+	done := make(chan []byte, 1)
+	go func() {
+		_, b, err := get(t, c, p.URL+"/b/a.jpg", "")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- b
+	}()
+	wait(g.Held(), "second held request")
+	g.Open()
+	if b := <-done; !bytes.Equal(b, body) {
+		t.Errorf("after Open: %d bytes, want the upstream's %d", len(b), len(body))
+	}
+	if _, b, err := get(t, c, p.URL+"/b/c.jpg", ""); err != nil || !bytes.Equal(b, body) {
+		t.Errorf("with the gate open: %d bytes, %v", len(b), err)
+	}
+}

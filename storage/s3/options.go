@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"os"
 	"time"
+
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // Environment variables DefaultOptions reads. AWS_ENDPOINT_URL_S3, the
@@ -107,6 +109,24 @@ type Options struct {
 	// MaxRequestRate (without one, the limit is lifted once the rate is
 	// back at twice where it was cut). false: the rate is only the budget.
 	AdaptiveRate bool
+
+	// HedgeQuantile turns on hedged GETs (hedge.go): a GET still
+	// unanswered after this quantile of recent GETs' latencies (0.95: the
+	// p95 so far; whole objects and ranges apart) is sent a second time;
+	// the first good answer wins and the other is cancelled. Only after
+	// 20 GETs of a kind were answered. 0: no hedging.
+	HedgeQuantile float64
+	// HedgeMin is the least wait before a hedge, a floor under the
+	// quantile (a store that answers in a millisecond is not worth asking
+	// twice); 0: none.
+	HedgeMin time.Duration
+	// HedgeBudget bounds hedges to this share of GETs (each GET earns it,
+	// a hedge spends 1, at most 10 saved up), so a slow store is never
+	// asked for much more than its load; 0: DefaultHedgeBudget.
+	HedgeBudget float64
+	// Clock times hedges (their timers and the latencies they learn
+	// from); nil: the system clock. Tests give a fake one.
+	Clock clock.Clock
 
 	// credSource names where the credentials came from, for error hints.
 	credSource string
@@ -224,6 +244,15 @@ func (o Options) Validate() error {
 	}
 	if !(o.MaxRequestRate >= 0) || math.IsInf(o.MaxRequestRate, 0) {
 		bad("MaxRequestRate %v: want requests per second, 0 for no budget", o.MaxRequestRate)
+	}
+	if !(o.HedgeQuantile >= 0 && o.HedgeQuantile < 1) {
+		bad("HedgeQuantile %v: want a quantile in (0, 1), like 0.95, or 0 for no hedging", o.HedgeQuantile)
+	}
+	if o.HedgeMin < 0 {
+		bad("HedgeMin %v is negative", o.HedgeMin)
+	}
+	if !(o.HedgeBudget >= 0 && o.HedgeBudget <= 1) {
+		bad("HedgeBudget %v: want a share of GETs in [0, 1] (0: %v)", o.HedgeBudget, DefaultHedgeBudget)
 	}
 	return errors.Join(errs...)
 }

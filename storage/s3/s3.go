@@ -66,6 +66,7 @@ type Store struct {
 	opts   Options
 	stats  counters
 	rate   *rateLimiter
+	hedge  *hedger // nil: no hedging
 }
 
 var (
@@ -107,6 +108,15 @@ type Stats struct {
 	Rate      float64       `json:"rate"`
 	RateLow   float64       `json:"rate_low"`
 	RateCuts  int64         `json:"rate_cuts"`
+	// Hedges counts second requests sent for slow GETs (HedgeQuantile);
+	// HedgeWins those that answered first; HedgesCancelled the losers
+	// (first or second) cancelled once the other answered; HedgesDenied
+	// the GETs slow enough to hedge that the budget or throttling kept
+	// from it.
+	Hedges          int64 `json:"hedges"`
+	HedgeWins       int64 `json:"hedge_wins"`
+	HedgesCancelled int64 `json:"hedges_cancelled"`
+	HedgesDenied    int64 `json:"hedges_denied"`
 	// Errors is the number of operations that failed, after any retries,
 	// with an error other than ErrNotFound, ErrPrecondition, ErrRange or
 	// the caller's context ending (those are answers, not failures).
@@ -130,6 +140,7 @@ type counters struct {
 	byCause                                                       [causeBad + 1]atomic.Int64
 	retryAfterHonoured, backoffNanos, timeouts, bad, verified     atomic.Int64
 	rateWaits, rateWaitNanos                                      atomic.Int64
+	hedges, hedgeWins, hedgeCancelled, hedgesDenied               atomic.Int64
 }
 
 // Stats returns the store's counters.
@@ -156,6 +167,10 @@ func (s *Store) Stats() Stats {
 		Rate:               rate,
 		RateLow:            low,
 		RateCuts:           cuts,
+		Hedges:             s.stats.hedges.Load(),
+		HedgeWins:          s.stats.hedgeWins.Load(),
+		HedgesCancelled:    s.stats.hedgeCancelled.Load(),
+		HedgesDenied:       s.stats.hedgesDenied.Load(),
 		Errors:             s.stats.errors.Load(),
 		BytesRead:          s.stats.bytesRead.Load(),
 		BytesWritten:       s.stats.bytesWritten.Load(),
@@ -219,6 +234,7 @@ func New(ctx context.Context, bucket, prefix string, opts Options) (*Store, erro
 	tr.ResponseHeaderTimeout = opts.ResponseHeaderTimeout
 	s := &Store{bucket: bucket, prefix: prefix, opts: opts, tr: tr}
 	s.rate = newRateLimiter(opts, &s.stats)
+	s.hedge = newHedger(opts)
 	client, err := minio.New(host, &minio.Options{
 		Creds:      credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
 		Secure:     secure,
@@ -470,50 +486,63 @@ func rangeEnd(end int64) string {
 // object longer than limit (>= 0) fails with storage.ErrTooLarge before
 // its body is read.
 func (s *Store) get(ctx context.Context, key string, rng *byteRange, limit int64, dst []byte) ([]byte, error) {
+	kind := hedgeWhole
+	if rng != nil {
+		kind = hedgeRange
+	}
 	var out []byte
 	err := s.retry(ctx, func(ctx context.Context, _ int) error {
-		var opts minio.GetObjectOptions
-		if rng != nil {
-			end := int64(0) // "bytes=off-"
-			if rng.length > 0 {
-				end = rng.off + rng.length - 1
-			}
-			if err := opts.SetRange(rng.off, end); err != nil {
-				return err
-			}
-		}
-		body, info, h, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
-		if err != nil {
-			return err
-		}
-		defer body.Close()
-		size := info.Size
-		if rng != nil {
-			if size, err = rng.check(h.Get("Content-Range"), info.Size); err != nil {
-				s.stats.bad.Add(1)
-				return err
-			}
-		} else if limit >= 0 && size > limit {
-			return fmt.Errorf("%w: %d bytes, over the limit of %d", storage.ErrTooLarge, size, limit)
-		}
-		s.allow(ctx, size)
-		out, err = readBody(body, size, dst)
-		s.stats.bytesRead.Add(int64(len(out)))
-		if err != nil {
-			if errors.Is(err, ErrBadResponse) {
-				s.stats.bad.Add(1)
-			}
-			return err
-		}
-		if rng == nil {
-			if err := s.verify(out, info.ETag, h); err != nil {
-				s.stats.bad.Add(1)
-				return err
-			}
-		}
-		return nil
+		var err error
+		out, err = s.hedged(ctx, kind, dst, func(ctx context.Context, dst []byte) ([]byte, error) {
+			return s.getOnce(ctx, key, rng, limit, dst)
+		})
+		return err
 	})
 	return out, err
+}
+
+// getOnce is one attempt of get (or its hedge), into dst.
+func (s *Store) getOnce(ctx context.Context, key string, rng *byteRange, limit int64, dst []byte) ([]byte, error) {
+	var opts minio.GetObjectOptions
+	if rng != nil {
+		end := int64(0) // "bytes=off-"
+		if rng.length > 0 {
+			end = rng.off + rng.length - 1
+		}
+		if err := opts.SetRange(rng.off, end); err != nil {
+			return nil, err
+		}
+	}
+	body, info, h, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	size := info.Size
+	if rng != nil {
+		if size, err = rng.check(h.Get("Content-Range"), info.Size); err != nil {
+			s.stats.bad.Add(1)
+			return nil, err
+		}
+	} else if limit >= 0 && size > limit {
+		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d", storage.ErrTooLarge, size, limit)
+	}
+	s.allow(ctx, size)
+	out, err := readBody(body, size, dst)
+	s.stats.bytesRead.Add(int64(len(out)))
+	if err != nil {
+		if errors.Is(err, ErrBadResponse) {
+			s.stats.bad.Add(1)
+		}
+		return out, err
+	}
+	if rng == nil {
+		if err := s.verify(out, info.ETag, h); err != nil {
+			s.stats.bad.Add(1)
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // verify checks a whole object's bytes against its ETag when that is the

@@ -26,7 +26,7 @@ type CoordSource struct {
 }
 
 type coordMetrics struct {
-	up, nodes, ranks, leases, done                           metric
+	up, nodes, nodeStates, ranks, leases, done               metric
 	events, grants, revokes, commits, fenced, stale, invalid metric
 	evictions, returned, padding, held                       metric
 	jobEpochs, jobSamples, epochsComplete, epoch, committed  metric
@@ -39,6 +39,7 @@ func newCoordMetrics() *coordMetrics {
 	return &coordMetrics{
 		up:             newMetric("coord_up", gauge, "1 if the coordinator answered the scrape, 0 if it has stopped (a journal failure, another coordinator took over)."),
 		nodes:          newMetric("coord_nodes", gauge, "Node lives the coordinator counts alive."),
+		nodeStates:     newMetric("coord_node_states", gauge, "Nodes heard of, by state as on the status page (alive, suspect, silent, evicted, left, joining); every state is exported, 0 included.", "state"),
 		ranks:          newMetric("coord_ranks", gauge, "Ranks alive."),
 		leases:         newMetric("coord_leases", gauge, "Leases of open epochs not wholly committed, by state (active, delivered, revoking).", "state"),
 		done:           newMetric("coord_done", gauge, "1 once every epoch is committed."),
@@ -67,7 +68,7 @@ func newCoordMetrics() *coordMetrics {
 }
 
 func (m *coordMetrics) all() []metric {
-	return []metric{m.up, m.nodes, m.ranks, m.leases, m.done, m.events, m.grants, m.revokes, m.commits, m.fenced, m.stale,
+	return []metric{m.up, m.nodes, m.nodeStates, m.ranks, m.leases, m.done, m.events, m.grants, m.revokes, m.commits, m.fenced, m.stale,
 		m.invalid, m.evictions, m.returned, m.padding, m.held, m.jobEpochs, m.jobSamples, m.epochsComplete, m.epoch,
 		m.committed, m.progress, m.rankLeases, m.rankEpoch, m.rankStep, m.rankCommitted}
 }
@@ -119,6 +120,13 @@ func (c *CoordCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	s, cs := st.Stats, st.Census
 	m.nodes.emit(ch, float64(cs.Nodes))
+	byState := map[coord.NodeState]int{}
+	for _, n := range st.Nodes {
+		byState[n.State]++
+	}
+	for _, s := range coord.NodeStates {
+		m.nodeStates.emit(ch, float64(byState[s]), string(s))
+	}
 	m.ranks.emit(ch, float64(len(cs.Ranks)))
 	m.leases.emit(ch, float64(cs.Leases.Active), "active")
 	m.leases.emit(ch, float64(cs.Leases.Delivered), "delivered")

@@ -132,6 +132,7 @@ func TestCoordMetrics(t *testing.T) {
 		Census: cluster.Census{Nodes: 2, Leases: cluster.LeaseStates{Active: 3, Delivered: 1},
 			Ranks: []cluster.RankCensus{{Rank: "a/0", Node: "a", Epoch: 1, Step: 4, Leases: 2}, {Rank: "b/0", Node: "b", Epoch: -1, Step: -1}}},
 		Epochs: []cluster.EpochStatus{{Started: true, Complete: true, Committed: 10}, {Started: true, Committed: 4}, {}},
+		Nodes:  []coord.NodeStatus{{Node: "a", State: coord.NodeAlive}, {Node: "b", State: coord.NodeSuspect}, {Node: "c", State: coord.NodeEvicted}},
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCoordCollector(CoordSource{Samples: 10, Epochs: 3, Status: func(context.Context) (coord.Status, error) { return st, nil }}))
@@ -144,6 +145,12 @@ func TestCoordMetrics(t *testing.T) {
 	} {
 		if got := sum(mfs, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for _, state := range coord.NodeStates {
+		want := map[coord.NodeState]float64{coord.NodeAlive: 1, coord.NodeSuspect: 1, coord.NodeEvicted: 1}[state]
+		if got := sum(mfs, "longshore_coord_node_states", map[string]string{"state": string(state)}); got != want {
+			t.Errorf("longshore_coord_node_states{state=%q} = %v, want %v", state, got, want)
 		}
 	}
 	if got := sum(mfs, "longshore_coord_progress_ratio", nil); got < 0.466 || got > 0.467 {

@@ -78,6 +78,8 @@ type nodeMetrics struct {
 	s3Requests, s3Retries, s3Throttled, s3Errors             metric
 	s3Timeouts, s3Bad, s3Backoff, s3Rate, s3RateWaits        metric
 	s3RateWait, s3RateCuts                                   metric
+	s3Hedges                                                 metric
+	decodesAbandoned, decodeCoreWaits                        metric
 	packCache, packPeak, packChunks, packChunkBytes, packHit metric
 	packAlone, packEvict, packFail                           metric
 	jobSamples, jobEpochs, progress                          metric
@@ -100,43 +102,46 @@ func newNodeMetrics() *nodeMetrics {
 		intervalRate:  newMetric("report_samples_per_second", gauge, "Samples delivered per second by the node in the latest report interval."),
 		stageSeconds: prometheus.NewDesc(Namespace+"_stage_seconds",
 			"Task time of a pipeline stage (for feed: the consumer's wait in Next).", sr, nil),
-		batches:        newMetric("delivered_batches_total", counter, "Batches delivered to the rank's trainer.", r...),
-		samples:        newMetric("delivered_samples_total", counter, "Samples delivered to the rank's trainer, padding included.", r...),
-		pads:           newMetric("padding_samples_total", counter, "Delivered samples that repeat others to even out ranks.", r...),
-		ready:          newMetric("ready_batches_total", counter, "Batches the trainer found ready without waiting.", r...),
-		elapsed:        newMetric("pipeline_seconds_total", counter, "Time the rank's pipelines ran.", r...),
-		epoch:          newMetric("delivered_epoch", gauge, "Epoch of the rank's last delivered batch.", r...),
-		deliveredStep:  newMetric("delivered_step", gauge, "Step of the rank's last delivered batch.", r...),
-		slotsInUse:     newMetric("slots_in_use", gauge, "Batch slots not free (being filled, uploaded, or held by the trainer).", r...),
-		slots:          newMetric("slots", gauge, "Batch slots of the rank.", r...),
-		outageRetries:  newMetric("fetch_outage_retries_total", counter, "Fetches repeated while the store did not answer (not failures).", r...),
-		committedEpoch: newMetric("committed_epoch", gauge, "Epoch of the rank's last acknowledged commit.", r...),
-		committedStep:  newMetric("committed_step", gauge, "Step of the rank's last acknowledged commit.", r...),
-		failures:       newMetric("failures_total", counter, "Samples that failed, by stage and class (what the summary's failures list).", "stage", "class"),
-		storeRequests:  newMetric("store_requests_total", counter, "Calls to the dataset's store, by operation and outcome.", "op", "outcome"),
-		storeBytes:     newMetric("store_bytes_total", counter, "Payload bytes moved by the dataset's store.", "direction"),
-		s3Requests:     newMetric("s3_http_requests_total", counter, "HTTP requests the S3 client sent (retries included)."),
-		s3Retries:      newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response).", "cause"),
-		s3Timeouts:     newMetric("store_timeouts_total", counter, "S3 attempts ended by the request timeout."),
-		s3Bad:          newMetric("store_bad_responses_total", counter, "S3 answers refused as short, corrupt or for the wrong range."),
-		s3Backoff:      newMetric("store_backoff_seconds_total", counter, "Time slept between S3 attempts."),
-		s3Rate:         newMetric("store_request_rate_limit", gauge, "The adaptive S3 request-rate limit now, requests/s (0: none)."),
-		s3RateWaits:    newMetric("store_rate_waits_total", counter, "S3 requests the rate limiter held back."),
-		s3RateWait:     newMetric("store_rate_wait_seconds_total", counter, "Time S3 requests waited for the rate limiter."),
-		s3RateCuts:     newMetric("store_rate_cuts_total", counter, "Times throttling cut the S3 request-rate limit."),
-		s3Throttled:    newMetric("store_throttled_total", counter, "S3 answers 429 or 503 (SlowDown)."),
-		s3Errors:       newMetric("store_errors_total", counter, "S3 operations that failed after retries."),
-		packCache:      newMetric("pack_cache_bytes", gauge, "Packed-sample chunk cache: bytes held or being fetched."),
-		packPeak:       newMetric("pack_cache_peak_bytes", gauge, "Most bytes the chunk cache ever held (with buffers kept for reuse)."),
-		packChunks:     newMetric("pack_chunks_total", counter, "Chunk fetches (one ranged GET each)."),
-		packChunkBytes: newMetric("pack_chunk_bytes_total", counter, "Bytes chunk fetches read."),
-		packHit:        newMetric("pack_hits_total", counter, "Samples served from a cached chunk."),
-		packAlone:      newMetric("pack_read_alone_total", counter, "Samples read with a ranged GET of their own."),
-		packEvict:      newMetric("pack_evictions_total", counter, "Chunks dropped before all their samples were served."),
-		packFail:       newMetric("pack_chunk_failures_total", counter, "Chunk fetches that failed."),
-		jobSamples:     newMetric("job_samples", gauge, "Samples the node delivers over the whole job, padding included (standalone)."),
-		jobEpochs:      newMetric("job_epochs", gauge, "Epochs of the job (standalone)."),
-		progress:       newMetric("job_progress_ratio", gauge, "Fraction of the node's job delivered (standalone)."),
+		batches:          newMetric("delivered_batches_total", counter, "Batches delivered to the rank's trainer.", r...),
+		samples:          newMetric("delivered_samples_total", counter, "Samples delivered to the rank's trainer, padding included.", r...),
+		pads:             newMetric("padding_samples_total", counter, "Delivered samples that repeat others to even out ranks.", r...),
+		ready:            newMetric("ready_batches_total", counter, "Batches the trainer found ready without waiting.", r...),
+		elapsed:          newMetric("pipeline_seconds_total", counter, "Time the rank's pipelines ran.", r...),
+		epoch:            newMetric("delivered_epoch", gauge, "Epoch of the rank's last delivered batch.", r...),
+		deliveredStep:    newMetric("delivered_step", gauge, "Step of the rank's last delivered batch.", r...),
+		slotsInUse:       newMetric("slots_in_use", gauge, "Batch slots not free (being filled, uploaded, or held by the trainer).", r...),
+		slots:            newMetric("slots", gauge, "Batch slots of the rank.", r...),
+		outageRetries:    newMetric("fetch_outage_retries_total", counter, "Fetches repeated while the store did not answer (not failures).", r...),
+		committedEpoch:   newMetric("committed_epoch", gauge, "Epoch of the rank's last acknowledged commit.", r...),
+		committedStep:    newMetric("committed_step", gauge, "Step of the rank's last acknowledged commit.", r...),
+		failures:         newMetric("failures_total", counter, "Samples that failed, by stage and class (what the summary's failures list).", "stage", "class"),
+		storeRequests:    newMetric("store_requests_total", counter, "Calls to the dataset's store, by operation and outcome.", "op", "outcome"),
+		storeBytes:       newMetric("store_bytes_total", counter, "Payload bytes moved by the dataset's store.", "direction"),
+		s3Requests:       newMetric("s3_http_requests_total", counter, "HTTP requests the S3 client sent (retries included)."),
+		s3Retries:        newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response).", "cause"),
+		s3Timeouts:       newMetric("store_timeouts_total", counter, "S3 attempts ended by the request timeout."),
+		s3Bad:            newMetric("store_bad_responses_total", counter, "S3 answers refused as short, corrupt or for the wrong range."),
+		s3Backoff:        newMetric("store_backoff_seconds_total", counter, "Time slept between S3 attempts."),
+		s3Rate:           newMetric("store_request_rate_limit", gauge, "The adaptive S3 request-rate limit now, requests/s (0: none)."),
+		s3RateWaits:      newMetric("store_rate_waits_total", counter, "S3 requests the rate limiter held back."),
+		s3RateWait:       newMetric("store_rate_wait_seconds_total", counter, "Time S3 requests waited for the rate limiter."),
+		s3RateCuts:       newMetric("store_rate_cuts_total", counter, "Times throttling cut the S3 request-rate limit."),
+		s3Throttled:      newMetric("store_throttled_total", counter, "S3 answers 429 or 503 (SlowDown)."),
+		s3Errors:         newMetric("store_errors_total", counter, "S3 operations that failed after retries."),
+		decodesAbandoned: newMetric("decodes_abandoned", gauge, "Decodes abandoned at --decode-deadline still running in C: each holds a decoder's core until it returns, so the node decodes with one decoder fewer."),
+		decodeCoreWaits:  newMetric("decode_core_waits_total", counter, "Decodes that waited for a core an abandoned decode held."),
+		s3Hedges:         newMetric("store_hedges_total", counter, "Hedged S3 GETs (--hedge-quantile), by outcome: sent (second requests), won (answered first), cancelled (losers of either kind), denied (slow enough to hedge, kept from it by the budget or throttling).", "outcome"),
+		packCache:        newMetric("pack_cache_bytes", gauge, "Packed-sample chunk cache: bytes held or being fetched."),
+		packPeak:         newMetric("pack_cache_peak_bytes", gauge, "Most bytes the chunk cache ever held (with buffers kept for reuse)."),
+		packChunks:       newMetric("pack_chunks_total", counter, "Chunk fetches (one ranged GET each)."),
+		packChunkBytes:   newMetric("pack_chunk_bytes_total", counter, "Bytes chunk fetches read."),
+		packHit:          newMetric("pack_hits_total", counter, "Samples served from a cached chunk."),
+		packAlone:        newMetric("pack_read_alone_total", counter, "Samples read with a ranged GET of their own."),
+		packEvict:        newMetric("pack_evictions_total", counter, "Chunks dropped before all their samples were served."),
+		packFail:         newMetric("pack_chunk_failures_total", counter, "Chunk fetches that failed."),
+		jobSamples:       newMetric("job_samples", gauge, "Samples the node delivers over the whole job, padding included (standalone)."),
+		jobEpochs:        newMetric("job_epochs", gauge, "Epochs of the job (standalone)."),
+		progress:         newMetric("job_progress_ratio", gauge, "Fraction of the node's job delivered (standalone)."),
 	}
 }
 
@@ -167,7 +172,7 @@ func (m *nodeMetrics) all() []metric {
 		m.busyRatio, m.occupancy, m.bottleneck, m.intervalRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
 		m.epoch, m.deliveredStep, m.slotsInUse, m.slots, m.outageRetries, m.committedEpoch, m.committedStep,
 		m.failures, m.storeRequests, m.storeBytes, m.s3Requests, m.s3Retries, m.s3Throttled, m.s3Errors,
-		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts,
+		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts, m.s3Hedges, m.decodesAbandoned, m.decodeCoreWaits,
 		m.packCache, m.packPeak, m.packChunks, m.packChunkBytes, m.packHit, m.packAlone, m.packEvict, m.packFail,
 		m.jobSamples, m.jobEpochs, m.progress}
 }
@@ -181,6 +186,11 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	var ranks []RankCounters
 	if src.Ranks != nil {
 		ranks = src.Ranks()
+	}
+	if src.Ranks != nil {
+		abandoned, waits := actors.DecodeCores()
+		m.decodesAbandoned.emit(ch, float64(abandoned))
+		m.decodeCoreWaits.emit(ch, float64(waits))
 	}
 	failures := map[[2]string]int64{}
 	var delivered int64
@@ -274,6 +284,10 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 		m.s3RateCuts.emit(ch, float64(st.RateCuts))
 		m.s3Throttled.emit(ch, float64(st.Throttled))
 		m.s3Errors.emit(ch, float64(st.Errors))
+		m.s3Hedges.emit(ch, float64(st.Hedges), "sent")
+		m.s3Hedges.emit(ch, float64(st.HedgeWins), "won")
+		m.s3Hedges.emit(ch, float64(st.HedgesCancelled), "cancelled")
+		m.s3Hedges.emit(ch, float64(st.HedgesDenied), "denied")
 	}
 	if src.Pack != nil {
 		p := src.Pack()

@@ -173,7 +173,7 @@ func (p *StatusPage) sample(ctx context.Context) {
 	}
 	pt := Point{Time: p.clock().Now(), Nodes: map[string]float64{}, Committed: Progress(st).Committed}
 	for _, n := range st.Nodes {
-		if n.Report != nil && (n.State == coord.NodeAlive || n.State == coord.NodeSilent) {
+		if n.Report != nil && n.State.Live() {
 			pt.Nodes[n.Node] = n.Report.SamplesPerSecond
 		}
 	}
@@ -255,7 +255,7 @@ func (p *StatusPage) Snapshot(ctx context.Context) (StatusJSON, error) {
 				nj.Failures = append(nj.Failures, FailureJSON{f.Reason, f.Count})
 				failures[f.Reason] += f.Count
 			}
-			if alive := n.State == coord.NodeAlive || n.State == coord.NodeSilent; alive && r.Bottleneck != "" {
+			if n.State.Live() && r.Bottleneck != "" {
 				votes[r.Bottleneck]++
 				if v, ok := slowest[r.Bottleneck]; !ok || r.SamplesPerSecond < v {
 					slowest[r.Bottleneck] = r.SamplesPerSecond
@@ -296,7 +296,7 @@ func ClusterBottleneck(st coord.Status) string {
 	votes, slowest := map[string]int{}, map[string]float64{}
 	for _, n := range st.Nodes {
 		r := n.Report
-		if r == nil || r.Bottleneck == "" || (n.State != coord.NodeAlive && n.State != coord.NodeSilent) {
+		if r == nil || r.Bottleneck == "" || !n.State.Live() {
 			continue
 		}
 		votes[r.Bottleneck]++

@@ -32,7 +32,7 @@ func TestStatusPage(t *testing.T) {
 				{Node: "a", State: coord.NodeAlive, Incarnation: 1, ReportAt: now, Report: &wire.NodeReport{Samples: 50, SamplesPerSecond: 20,
 					Bottleneck: "decode", BottleneckReason: "decoders busy", Failed: 2, Failures: []*wire.FailureCount{{Reason: "decode/corrupt", Count: 2}},
 					Ranks: []*wire.RankReport{{Rank: "a/0", Samples: 50, Epoch: 0, Step: 5, SlotsInUse: 2}}}},
-				{Node: "b", State: coord.NodeAlive, Incarnation: 1, ReportAt: now, Report: &wire.NodeReport{Samples: 70, SamplesPerSecond: 30, Bottleneck: "decode"}},
+				{Node: "b", State: coord.NodeSuspect, Incarnation: 1, ReportAt: now, Report: &wire.NodeReport{Samples: 70, SamplesPerSecond: 30, Bottleneck: "decode"}},
 				{Node: "c", State: coord.NodeEvicted, Incarnation: 4, ReportAt: now.Add(-time.Minute), Report: &wire.NodeReport{Bottleneck: "fetch"}},
 			},
 		}, nil
@@ -66,7 +66,7 @@ func TestStatusPage(t *testing.T) {
 	if s.Progress.Committed != 50 || s.Progress.Total != 200 || s.Progress.Ratio != 0.25 || s.Progress.PerSecond != 5 || s.Progress.ETASeconds != 30 {
 		t.Errorf("progress %+v: want 50 of 200 at 5/s, 30 s left", s.Progress)
 	}
-	if len(s.Nodes) != 3 || s.Nodes[2].State != "evicted" || s.Nodes[0].SamplesPerSecond != 20 {
+	if len(s.Nodes) != 3 || s.Nodes[1].State != "suspect" || s.Nodes[2].State != "evicted" || s.Nodes[0].SamplesPerSecond != 20 {
 		t.Errorf("nodes %+v", s.Nodes)
 	}
 	if st, _ := status(context.Background()); ClusterBottleneck(st) != "decode" {
@@ -85,7 +85,7 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("journal %+v", s.Journal)
 	}
 	if len(s.History) != 2 || s.History[1].Nodes["b"] != 30 {
-		t.Errorf("history %+v", s.History)
+		t.Errorf("history %+v: want b's throughput (a suspect node still holds leases)", s.History)
 	}
 	for _, path := range []string{"/", "/page.js", "/page.css"} {
 		if body := get(path); len(body) < 100 {

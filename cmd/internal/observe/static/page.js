@@ -80,7 +80,7 @@ function draw(s) {
     tr.dataset.state = n.state;
     cell(tr, n.node);
     cell(tr, n.state, "state");
-    const live = n.state === "alive" || n.state === "silent";
+    const live = n.state === "alive" || n.state === "suspect" || n.state === "silent";
     cell(tr, live ? Math.round(n.samples_per_second) : "–");
     cell(tr, n.samples);
     cell(tr, n.failed);

@@ -1,0 +1,139 @@
+package gossip
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkScale measures memberlist at cluster sizes one machine can hold
+// in one process, on the in-memory network, for each profile: how long a
+// join takes to reach every member, how long until every member has
+// dropped a member killed without leaving, and what each member sends per
+// second in steady state (probes, gossip and push-pull state syncs). One
+// iteration is one whole measurement; run with -benchtime=1x. The figures
+// are wall-clock ones, so run it on a quiet machine (they are in
+// docs/scale.md, "Gossip at scale", with the load at the time).
+//
+//	go test -run '^$' -bench BenchmarkScale -benchtime=1x -timeout 60m ./cluster/gossip
+func BenchmarkScale(b *testing.B) {
+	for _, n := range []int{32, 256, 1024} {
+		for _, profile := range []string{"local", "lan", "large"} {
+			b.Run(fmt.Sprintf("members=%d/profile=%s", n, profile), func(b *testing.B) {
+				for range b.N {
+					scaleOnce(b, n, profile)
+				}
+			})
+		}
+	}
+}
+
+func scaleOnce(b *testing.B, n int, profile string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	net := &Network{}
+	start := func(i int, join []string) *Membership {
+		m, err := Start(ctx, Config{
+			Meta:     Meta{ID: fmt.Sprintf("n%04d", i), Role: RoleNode, ActorAddr: "127.0.0.1:1", Ranks: rankNames(fmt.Sprintf("n%04d", i), 8)},
+			BindAddr: "10.0.0.1:0", Network: net, Join: join, Profile: profile,
+		})
+		if err != nil {
+			b.Fatalf("member %d: %v", i, err)
+		}
+		return m
+	}
+	ms := []*Membership{start(0, nil)}
+	seed := []string{ms[0].Addr()}
+	for i := 1; i < n; i++ {
+		ms = append(ms, start(i, seed))
+	}
+	defer func() {
+		for _, m := range ms {
+			if m != nil {
+				m.Shutdown(context.Background())
+			}
+		}
+	}()
+	if !waitAll(ctx, ms, func(m *Membership) bool { return count(m) == n }) {
+		b.Fatalf("%d members never all saw each other", n)
+	}
+
+	// Steady state: what members send per second with nothing changing.
+	const window = 20 * time.Second
+	p0, b0 := net.Sent()
+	time.Sleep(window)
+	p1, b1 := net.Sent()
+	perMember := float64(b1-b0) / window.Seconds() / float64(n)
+
+	// A join: until every member has it.
+	t0 := time.Now()
+	joined := start(n, seed)
+	ms = append(ms, joined)
+	name := joined.cfg.Meta.ID
+	if !waitAll(ctx, ms, func(m *Membership) bool { return has(m, name) }) {
+		b.Fatalf("the join of %s never reached every member", name)
+	}
+	join := time.Since(t0)
+
+	// A kill: the member's transport and memberlist stop, no leave.
+	victim := ms[n/2]
+	vname := victim.cfg.Meta.ID
+	t0 = time.Now()
+	victim.ml.Shutdown() // no Leave: to the others it died
+	ms[n/2] = nil
+	rest := append(append([]*Membership(nil), ms[:n/2]...), ms[n/2+1:]...)
+	if !waitAll(ctx, rest, func(m *Membership) bool { return !has(m, vname) }) {
+		b.Fatalf("the death of %s never reached every member", vname)
+	}
+	detect := time.Since(t0)
+
+	b.ReportMetric(join.Seconds(), "join-s")
+	b.ReportMetric(detect.Seconds(), "detect-s")
+	b.ReportMetric(perMember, "B/s/member")
+	b.ReportMetric(float64(p1-p0)/window.Seconds()/float64(n), "pkts/s/member")
+}
+
+func rankNames(id string, k int) []string {
+	out := make([]string, k)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s/%d", id, i)
+	}
+	return out
+}
+
+// has and count read m's view without Members' copy: polled across a
+// thousand members, the copies would be the benchmark.
+func has(m *Membership, name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.mu.members[name]
+	return ok
+}
+
+func count(m *Membership) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mu.members)
+}
+
+// waitAll polls until ok holds for every member, or ctx ends.
+func waitAll(ctx context.Context, ms []*Membership, ok func(*Membership) bool) bool {
+	for {
+		all := true
+		for _, m := range ms {
+			if m != nil && !ok(m) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,444 @@
+package storage
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path"
+	"sync"
+)
+
+// Catalog is a dataset's samples looked up by index: what a node needs
+// of the manifest for the samples its leases touch. A *Dataset serves
+// one from memory (DatasetCatalog); an IndexedManifest reads the pieces
+// of the manifest that hold the samples asked for, through the manifest
+// index, into a cache bounded in bytes.
+//
+// Implementations are safe for concurrent use. Sample may block on I/O
+// (honouring ctx); Prefetch never blocks.
+type Catalog interface {
+	// Len is the number of samples.
+	Len() int64
+	// Classes are the label names (Dataset.Classes).
+	Classes() []string
+	// Digest is the dataset's ManifestDigest.
+	Digest() string
+	// Sample returns sample i and, for a packed one, the key of its
+	// object ("" for a plain sample). s.Object means nothing outside the
+	// call: only the returned key names the object.
+	Sample(ctx context.Context, i int64) (s Sample, object string, err error)
+	// Prefetch hints that samples [lo, hi) will be asked for soon.
+	Prefetch(lo, hi int64)
+}
+
+var (
+	_ Catalog = datasetCatalog{}
+	_ Catalog = (*IndexedManifest)(nil)
+)
+
+// DatasetCatalog serves ds from memory; its digest is computed once,
+// here. ds must not change while it is in use.
+func DatasetCatalog(ds *Dataset) Catalog {
+	return datasetCatalog{ds: ds, digest: ManifestDigest(ds)}
+}
+
+type datasetCatalog struct {
+	ds     *Dataset
+	digest string
+}
+
+func (c datasetCatalog) Len() int64            { return int64(len(c.ds.Samples)) }
+func (c datasetCatalog) Classes() []string     { return c.ds.Classes }
+func (c datasetCatalog) Digest() string        { return c.digest }
+func (c datasetCatalog) Prefetch(lo, hi int64) {}
+func (c datasetCatalog) Sample(_ context.Context, i int64) (Sample, string, error) {
+	if i < 0 || i >= int64(len(c.ds.Samples)) {
+		return Sample{}, "", fmt.Errorf("storage: catalog: sample %d outside [0, %d)", i, len(c.ds.Samples))
+	}
+	s := c.ds.Samples[i]
+	return s, c.ds.ObjectOf(s), nil
+}
+
+// IndexedConfig configures an IndexedManifest. The zero value is valid.
+type IndexedConfig struct {
+	// CacheBytes bounds the decoded pieces kept (--manifest-cache); 0
+	// means DefaultManifestCache. A piece being read counts against it.
+	// At least one piece is kept whatever the bound, the one being
+	// served.
+	CacheBytes int64
+	// Fetches bounds the pieces read at once by Prefetch; 0 means 4.
+	Fetches int
+}
+
+// DefaultManifestCache is the default IndexedConfig.CacheBytes: at about
+// 100 bytes a decoded sample, 32 MiB holds some 300k samples' entries,
+// the pieces of a node's leases and those read ahead of them many times
+// over at the default shard size (a window of 128 blocks touches 128
+// pieces of 1024 samples, some 13 MiB).
+const DefaultManifestCache = 32 << 20
+
+// IndexedManifest is a Catalog over a manifest and its index: the node's
+// lazy path. It holds the index (12 bytes a piece) and a bounded cache
+// of decoded pieces; a sample's piece is read with one ranged GET the
+// first time one of its samples is asked for (or prefetched), checked
+// against the index's checksum (ErrStaleIndex if it changed) and parsed.
+// Close stops the reads in flight and waits for them.
+type IndexedManifest struct {
+	s      Store
+	x      *ManifestIndex
+	prefix string
+	cap    int64
+	sem    chan struct{} // Prefetch's reads in flight
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     struct {
+		sync.Mutex
+		pieces map[int]*catalogPiece
+		lru    list.List // loaded pieces, most recently used first
+		used   int64
+		closed bool
+		stats  CatalogStats
+	}
+}
+
+// CatalogStats counts an IndexedManifest's work.
+type CatalogStats struct {
+	Reads      int64 // pieces read (ranged GETs)
+	ReadBytes  int64
+	Prefetches int64 // of Reads, started by Prefetch
+	Hits       int64 // Sample calls served from a loaded piece
+	Waits      int64 // Sample calls that waited for a read
+	Evictions  int64
+	CacheBytes int64 // decoded pieces held or being read now
+	Pieces     int   // held now
+}
+
+type catalogPiece struct {
+	index   int
+	done    chan struct{}
+	ds      *Dataset // after done, on success
+	err     error
+	cost    int64
+	elem    *list.Element
+	waiters int
+}
+
+// OpenIndexedManifest reads the index of the manifest at key (IndexKey)
+// and checks that it still describes the manifest: the last piece's
+// checksum, and that the manifest ends where the index says. Errors:
+// ErrNotFound without an index, ErrBadIndex, ErrStaleIndex.
+func OpenIndexedManifest(ctx context.Context, s Store, key string, cfg IndexedConfig) (*IndexedManifest, error) {
+	if cfg.CacheBytes < 0 || cfg.Fetches < 0 {
+		return nil, fmt.Errorf("storage: indexed manifest: CacheBytes %d and Fetches %d must not be negative", cfg.CacheBytes, cfg.Fetches)
+	}
+	data, err := s.Get(ctx, IndexKey(key), nil)
+	if err != nil {
+		return nil, fmt.Errorf("manifest index %s: %w", IndexKey(key), err)
+	}
+	x, err := ParseManifestIndex(data)
+	if err != nil {
+		return nil, fmt.Errorf("manifest index %s: %w", IndexKey(key), err)
+	}
+	if x.Manifest != key {
+		return nil, fmt.Errorf("manifest index %s: %w: made for %s", IndexKey(key), ErrStaleIndex, x.Manifest)
+	}
+	if x.Pieces() == 0 {
+		return nil, fmt.Errorf("manifest index %s: holds only totals (made with --every 0): rebuild it with longshore-manifest --index: %w", IndexKey(key), ErrBadIndex)
+	}
+	m := &IndexedManifest{s: s, x: x, cap: cfg.CacheBytes}
+	if m.cap == 0 {
+		m.cap = DefaultManifestCache
+	}
+	m.sem = make(chan struct{}, max(cfg.Fetches, 4))
+	if cfg.Fetches > 0 {
+		m.sem = make(chan struct{}, cfg.Fetches)
+	}
+	if dir := path.Dir(key); dir != "." {
+		m.prefix = dir + "/"
+	}
+	m.mu.pieces = map[int]*catalogPiece{}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+
+	// The manifest must not have grown: a byte past its indexed end is
+	// out of range.
+	if _, err := s.GetRange(ctx, key, x.Size(), 1, nil); err == nil {
+		m.cancel()
+		return nil, fmt.Errorf("manifest index %s: %w: the manifest is longer than the %d bytes indexed: rebuild it with longshore-manifest --index", IndexKey(key), ErrStaleIndex, x.Size())
+	} else if !errors.Is(err, ErrRange) {
+		m.cancel()
+		return nil, fmt.Errorf("manifest %s: %w", key, err)
+	}
+	// Nor changed at its end (nor shrunk): the last piece's checksum.
+	if _, _, err := m.Sample(ctx, x.Samples-1); err != nil {
+		m.cancel()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Index returns the manifest's index.
+func (m *IndexedManifest) Index() *ManifestIndex { return m.x }
+
+// Len implements Catalog.
+func (m *IndexedManifest) Len() int64 { return m.x.Samples }
+
+// Classes implements Catalog.
+func (m *IndexedManifest) Classes() []string { return m.x.Classes }
+
+// Digest implements Catalog.
+func (m *IndexedManifest) Digest() string { return m.x.Digest }
+
+// Stats returns the counters so far.
+func (m *IndexedManifest) Stats() CatalogStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.mu.stats
+	s.CacheBytes, s.Pieces = m.mu.used, m.mu.lru.Len()
+	return s
+}
+
+// Sample implements Catalog.
+func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, error) {
+	if i < 0 || i >= m.x.Samples {
+		return Sample{}, "", fmt.Errorf("storage: manifest %s: sample %d outside [0, %d)", m.x.Manifest, i, m.x.Samples)
+	}
+	k := int(i / int64(m.x.Every))
+	m.mu.Lock()
+	p := m.mu.pieces[k]
+	if p == nil {
+		p = m.startLocked(k, false)
+		if p == nil {
+			m.mu.Unlock()
+			return Sample{}, "", fmt.Errorf("storage: manifest %s: closed", m.x.Manifest)
+		}
+	}
+	select {
+	case <-p.done:
+		m.mu.stats.Hits++
+	default:
+		m.mu.stats.Waits++
+		p.waiters++
+		m.mu.Unlock()
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			m.mu.Lock()
+			p.waiters--
+			m.mu.Unlock()
+			return Sample{}, "", ctx.Err()
+		}
+		m.mu.Lock()
+		p.waiters--
+	}
+	if p.err != nil {
+		m.mu.Unlock()
+		return Sample{}, "", p.err
+	}
+	if p.elem != nil {
+		m.mu.lru.MoveToFront(p.elem)
+	}
+	s := p.ds.Samples[i-int64(k)*int64(m.x.Every)]
+	object := p.ds.ObjectOf(s)
+	m.mu.Unlock()
+	return s, object, nil
+}
+
+// Prefetch implements Catalog: it starts reading the pieces of [lo, hi)
+// not held or being read, as many as Fetches allows now (it never
+// waits for room).
+func (m *IndexedManifest) Prefetch(lo, hi int64) {
+	lo, hi = max(lo, 0), min(hi, m.x.Samples)
+	if lo >= hi {
+		return
+	}
+	every := int64(m.x.Every)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := int(lo / every); k <= int((hi-1)/every); k++ {
+		if m.mu.pieces[k] != nil {
+			continue
+		}
+		if m.startLocked(k, true) == nil {
+			return
+		}
+	}
+}
+
+// startLocked starts reading piece k; nil when closed, or for a
+// prefetch, when Fetches reads are in flight.
+func (m *IndexedManifest) startLocked(k int, prefetch bool) *catalogPiece {
+	if m.mu.closed {
+		return nil
+	}
+	if prefetch {
+		select {
+		case m.sem <- struct{}{}:
+		default:
+			return nil
+		}
+		m.mu.stats.Prefetches++
+	}
+	size := m.x.Offsets[k+1] - m.x.Offsets[k]
+	p := &catalogPiece{index: k, done: make(chan struct{}), cost: 2 * size}
+	m.mu.pieces[k] = p
+	m.mu.used += p.cost
+	m.mu.stats.Reads++
+	m.mu.stats.ReadBytes += size
+	m.evictLocked(p)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if prefetch {
+			defer func() { <-m.sem }()
+		}
+		ds, err := m.read(k)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p.ds, p.err = ds, err
+		if err != nil {
+			delete(m.mu.pieces, k) // the next Sample reads it again
+			m.mu.used -= p.cost
+		} else {
+			cost := pieceCost(ds)
+			m.mu.used += cost - p.cost
+			p.cost = cost
+			p.elem = m.mu.lru.PushFront(p)
+			m.evictLocked(p)
+		}
+		close(p.done)
+	}()
+	return p
+}
+
+// evictLocked drops the least recently used loaded pieces but keep while
+// the cache is over its bound.
+func (m *IndexedManifest) evictLocked(keep *catalogPiece) {
+	for e := m.mu.lru.Back(); e != nil && m.mu.used > m.cap; {
+		prev := e.Prev()
+		if p := e.Value.(*catalogPiece); p != keep {
+			m.mu.lru.Remove(e)
+			p.elem = nil
+			delete(m.mu.pieces, p.index)
+			m.mu.used -= p.cost
+			m.mu.stats.Evictions++
+		}
+		e = prev
+	}
+}
+
+// pieceCost is what a decoded piece holds: its samples, their keys, its
+// objects' keys.
+func pieceCost(ds *Dataset) int64 {
+	n := int64(cap(ds.Samples)) * 40
+	for _, s := range ds.Samples {
+		n += int64(len(s.Key))
+	}
+	for _, o := range ds.Objects {
+		n += int64(len(o)) + 16
+	}
+	return n
+}
+
+// read reads and parses piece k.
+func (m *IndexedManifest) read(k int) (*Dataset, error) {
+	off, end := m.x.Offsets[k], m.x.Offsets[k+1]
+	raw, err := m.s.GetRange(m.ctx, m.x.Manifest, off, end-off, nil)
+	if err != nil {
+		if errors.Is(err, ErrRange) {
+			return nil, fmt.Errorf("manifest %s: piece %d [%d,%d): %w: the manifest is shorter than indexed (%v): rebuild the index with longshore-manifest --index", m.x.Manifest, k, off, end, ErrStaleIndex, err)
+		}
+		return nil, fmt.Errorf("manifest %s: piece %d: %w", m.x.Manifest, k, err)
+	}
+	if int64(len(raw)) != end-off || crc32.Checksum(raw, castagnoli) != m.x.Sums[k] {
+		return nil, fmt.Errorf("manifest %s: piece %d [%d,%d): %w: its bytes changed since the index was made: rebuild it with longshore-manifest --index", m.x.Manifest, k, off, end, ErrStaleIndex)
+	}
+	resolve := classResolver(m.x.Classes)
+	if m.x.IntegerLabels {
+		n := int64(len(m.x.Classes))
+		resolve = func(text string, number bool) (int32, error) {
+			v, ok := parseDecimal([]byte(text))
+			if !number || !ok || v < 0 || v >= n {
+				return 0, fmt.Errorf("not one of the index's %d integer classes: %w", n, ErrStaleIndex)
+			}
+			return int32(v), nil
+		}
+	}
+	ds, err := parsePiece(raw, m.x.Format, m.prefix, k > 0, m.x.Every, resolve)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: piece %d: %w", m.x.Manifest, k, err)
+	}
+	want := m.x.Every
+	if k == m.x.Pieces()-1 {
+		want = int(m.x.Samples - int64(k)*int64(m.x.Every))
+	}
+	if len(ds.Samples) != want {
+		return nil, fmt.Errorf("manifest %s: piece %d: %d samples, the index says %d: %w", m.x.Manifest, k, len(ds.Samples), want, ErrStaleIndex)
+	}
+	return ds, nil
+}
+
+// Close stops the reads in flight, waits for them and drops the cache.
+func (m *IndexedManifest) Close() error {
+	m.mu.Lock()
+	m.mu.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	m.mu.Lock()
+	m.mu.pieces = map[int]*catalogPiece{}
+	m.mu.lru.Init()
+	m.mu.used = 0
+	m.mu.Unlock()
+	return nil
+}
+
+// CatalogStore serves a Catalog's samples by index (SampleStore) from
+// the store that holds them: a plain sample is Get of its key, a packed
+// one a ranged GET of its bytes in its object. It is the store of the
+// lazy path for packed datasets: unlike PackedStore it reads every
+// packed sample alone (one request a sample, as --pack-cache 0 does),
+// since it holds no sample list to plan chunks with. Other calls go to
+// the inner store.
+type CatalogStore struct {
+	Store
+	cat Catalog
+}
+
+var (
+	_ SampleStore = (*CatalogStore)(nil)
+	_ io.Closer   = (*CatalogStore)(nil)
+)
+
+// NewCatalogStore wraps inner to serve cat's samples.
+func NewCatalogStore(inner Store, cat Catalog) *CatalogStore {
+	return &CatalogStore{Store: inner, cat: cat}
+}
+
+// GetSample implements SampleStore.
+func (c *CatalogStore) GetSample(ctx context.Context, index int64, key string, dst []byte) ([]byte, error) {
+	s, object, err := c.cat.Sample(ctx, index)
+	if err != nil {
+		return dst[:0], err
+	}
+	if s.Key != key {
+		return dst[:0], fmt.Errorf("%w: catalog store: sample %d is %q, not %q (the store holds another dataset)", ErrInvalidKey, index, s.Key, key)
+	}
+	if !s.Packed() {
+		return c.Store.Get(ctx, key, dst)
+	}
+	return c.Store.GetRange(ctx, object, s.Offset, s.Size, dst)
+}
+
+// PrefetchSample implements SampleStore: the sample's piece of the
+// manifest, if the catalog reads lazily.
+func (c *CatalogStore) PrefetchSample(index int64) { c.cat.Prefetch(index, index+1) }
+
+// Unwrap returns the inner store.
+func (c *CatalogStore) Unwrap() Store { return c.Store }
+
+// Close closes the inner store if it is an io.Closer.
+func (c *CatalogStore) Close() error { return Close(c.Store) }

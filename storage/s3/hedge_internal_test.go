@@ -1,0 +1,65 @@
+package s3
+
+import (
+	"testing"
+	"time"
+)
+
+// TestHedgeBookQuantile: no hedge before the warm-up; then the wait is
+// the quantile of the recent latencies of that kind (never below the
+// floor), and ranged GETs learn apart from whole ones.
+func TestHedgeBookQuantile(t *testing.T) {
+	b := newHedgeBook(0.9, 5*time.Millisecond, 1)
+	for i := range hedgeWarmup {
+		if _, ok := b.start(hedgeWhole); ok {
+			t.Fatalf("hedge armed after %d latencies, want none before %d", i, hedgeWarmup)
+		}
+		b.record(hedgeWhole, time.Duration(i+1)*time.Millisecond) // 1..20 ms
+	}
+	wait, ok := b.start(hedgeWhole)
+	if !ok || wait != 19*time.Millisecond {
+		t.Errorf("p90 of 1..20 ms: %v %v, want 19ms", wait, ok)
+	}
+	if _, ok := b.start(hedgeRange); ok {
+		t.Error("ranged GETs hedged on whole GETs' latencies")
+	}
+	// Latencies all under the floor: the floor.
+	f := newHedgeBook(0.5, 5*time.Millisecond, 1)
+	for range hedgeWarmup {
+		f.record(hedgeRange, time.Millisecond)
+	}
+	if wait, _ := f.start(hedgeRange); wait != 5*time.Millisecond {
+		t.Errorf("wait %v, want the 5ms floor", wait)
+	}
+	// The window follows a store that slows down: after hedgeWindow
+	// latencies of 100ms (and the next recomputation) the quantile is
+	// 100ms.
+	for range hedgeWindow {
+		b.record(hedgeWhole, 100*time.Millisecond)
+	}
+	if wait, _ := b.start(hedgeWhole); wait != 100*time.Millisecond {
+		t.Errorf("after the store slowed down: wait %v, want 100ms", wait)
+	}
+}
+
+// TestHedgeBookBudget: however many GETs are slow, hedges stay under
+// budget x GETs + the burst.
+func TestHedgeBookBudget(t *testing.T) {
+	for _, budget := range []float64{0.01, 0.05, 0.2} {
+		b := newHedgeBook(0.95, 0, budget)
+		hedges := 0
+		const gets = 10000
+		for range gets {
+			b.start(hedgeWhole)
+			if b.take() { // every GET slow: each would hedge
+				hedges++
+			}
+		}
+		if limit := budget*gets + hedgeBurst; float64(hedges) > limit || float64(hedges) < budget*gets {
+			t.Errorf("budget %v: %d hedges of %d GETs, want about %v and at most %v", budget, hedges, gets, budget*gets, limit)
+		}
+	}
+	if b := newHedgeBook(0.95, 0, 0); b.budget != DefaultHedgeBudget {
+		t.Errorf("budget 0 is %v, want DefaultHedgeBudget", b.budget)
+	}
+}
