@@ -45,7 +45,7 @@ INTEG_SKIP    ?=
 
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
-.PHONY: all build demo proto test unit race bench bench-peer lint fmt deps deps-base deps-demo deps-minio fuzz clean
+.PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz clean sim-scale
 .PHONY: images integ certs cuda-check gpu-check-bundle deploy-check
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
@@ -155,6 +155,11 @@ SIMSCALE_FLAGS ?=
 sim-scale: deps-base
 	@mkdir -p $(BIN)
 	$(GO) run ./cmd/longshore-simscale --json $(BIN)/sim-scale.json $(SIMSCALE_FLAGS)
+
+# Video and audio against the ffmpeg ceiling and a DataLoader+PyAV peer
+# (docs/media.md). Needs Debian's ffmpeg, python3-av, python3-torch.
+bench-media: deps build
+	/usr/bin/python3 scripts/bench_media.py --node $(BIN)/longshore-node --json $(BIN)/bench-media.json
 
 proto:
 	cd cluster/wire && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=paths=source_relative wire.proto

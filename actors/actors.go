@@ -125,7 +125,7 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 		case effDecode:
 			sb := p.cfg.Sample.SampleBytes()
 			dst := p.pool.Slot(e.slot).Bytes()[e.idx*sb : (e.idx+1)*sb : (e.idx+1)*sb]
-			c.Send(a.decoders[e.worker], &decodeMsg{buf: e.buf, slot: e.slot, idx: e.idx, data: a.bufs[e.buf], dst: dst,
+			c.Send(a.decoders[e.worker], &decodeMsg{buf: e.buf, slot: e.slot, idx: e.idx, data: a.bufs[e.buf], dst: dst, key: e.item.Key,
 				seed: p.seedFn(p.cfg.Seed, e.epoch, e.item.Index)})
 		case effFail:
 			if p.ctx.Err() != nil {
@@ -251,6 +251,9 @@ func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 // so (a packed dataset: no key lookup), else by key; an object over
 // Config.MaxObjectBytes is refused before it is read.
 func (f *fetcherActor) read(m *fetchMsg) ([]byte, error) {
+	if f.p.ranged {
+		return m.data[:0], nil // the decoder reads the object by ranges
+	}
 	limit := f.p.cfg.MaxObjectBytes
 	if ss, ok := f.p.deps.Store.(storage.SampleStore); ok {
 		return storage.GetSampleLimit(f.p.ctx, ss, m.index, m.key, limit, m.data)

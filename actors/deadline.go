@@ -54,6 +54,7 @@ const maxAbandoned = 4
 type decodeJob struct {
 	data []byte
 	seed uint64
+	key  string
 }
 
 type decodeResult struct {
@@ -83,20 +84,24 @@ func (w *decodeWorker) run(p *Pipeline) {
 	defer close(w.exited)
 	defer w.dec.Close()
 	for j := range w.jobs {
-		short, err := safeDecode(w.dec, j.data, j.seed, w.scratch)
+		short, err := safeDecode(p, w.dec, j.key, j.data, j.seed, w.scratch)
 		<-p.cores // the call returned: its core is free
 		w.results <- decodeResult{short, err}
 	}
 }
 
 // safeDecode runs dec, turning a panic on hostile input into a
-// per-sample failure; short is a WindowDecoder's answer.
-func safeDecode(dec SampleDecoder, data []byte, seed uint64, dst []byte) (short bool, err error) {
+// per-sample failure; short is a WindowDecoder's answer. In a ranged
+// pipeline the ObjectDecoder reads key from the store itself.
+func safeDecode(p *Pipeline, dec SampleDecoder, key string, data []byte, seed uint64, dst []byte) (short bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			short, err = false, WithFailureClass(fmt.Errorf("decoder panicked: %v", r), "panic")
 		}
 	}()
+	if od, ok := dec.(ObjectDecoder); ok && p.ranged {
+		return od.DecodeObject(p.ctx, p.deps.Store, key, seed, dst)
+	}
 	if wd, ok := dec.(WindowDecoder); ok {
 		return wd.DecodeWindow(data, seed, dst)
 	}
@@ -114,7 +119,7 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 		return false, false, fmt.Errorf("actors: rank %d: decoder %d has no decoder", p.rank, d.id)
 	}
 	if p.cfg.DecodeDeadline < 0 {
-		short, err := safeDecode(d.dec, m.data, m.seed, m.dst)
+		short, err := safeDecode(p, d.dec, m.key, m.data, m.seed, m.dst)
 		return false, short, err
 	}
 	if d.w == nil {
@@ -124,7 +129,7 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 	if err := d.takeCore(c); err != nil {
 		return false, false, err
 	}
-	w.jobs <- decodeJob{data: m.data, seed: m.seed}
+	w.jobs <- decodeJob{data: m.data, seed: m.seed, key: m.key}
 	t := time.NewTimer(p.cfg.DecodeDeadline)
 	defer t.Stop()
 	select {

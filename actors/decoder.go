@@ -1,5 +1,11 @@
 package actors
 
+import (
+	"context"
+
+	"github.com/longshore/longshore/storage"
+)
+
 // SampleDecoder decodes one object into one sample region of a slot. It is
 // the seam to package decode: the pipeline's decoder actors each own one
 // SampleDecoder, so implementations need not be safe for concurrent use.
@@ -23,6 +29,18 @@ type SampleDecoder interface {
 type WindowDecoder interface {
 	SampleDecoder
 	DecodeWindow(data []byte, sampleSeed uint64, dst []byte) (short bool, err error)
+}
+
+// ObjectDecoder is a WindowDecoder that reads its object itself, by ranges
+// (a long video is not fetched whole to sample two seconds of it). When
+// every decoder of a pipeline implements it and the store does not address
+// samples by index (a packed dataset's samples are fetched whole, with
+// their tar neighbours), the fetch stage reads nothing and the decoder is
+// handed the store and the key; its read errors are decode failures (no
+// store-outage retries on this path).
+type ObjectDecoder interface {
+	WindowDecoder
+	DecodeObject(ctx context.Context, st storage.Store, key string, sampleSeed uint64, dst []byte) (short bool, err error)
 }
 
 // DecoderFactory makes one SampleDecoder per decoder actor. NewPipeline

@@ -35,6 +35,7 @@ type decodeMsg struct {
 	buf, slot, idx int
 	data, dst      []byte
 	seed           uint64
+	key            string // for an ObjectDecoder
 }
 
 // decodedMsg: decoder -> rank actor. abandoned: the decode passed its

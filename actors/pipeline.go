@@ -142,6 +142,7 @@ type Pipeline struct {
 	disp     *poolDispatcher
 	pool     *gpu.HostPool
 	decoders []SampleDecoder
+	ranged   bool // the decoders read their objects (ObjectDecoder): the fetchers read nothing
 	uploader gpu.Uploader
 	rec      *recorder
 	book     *failureBook
@@ -235,6 +236,13 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 			return nil, fmt.Errorf("actors: rank %d: make decoder %d: %w", rank, i, err)
 		}
 		p.decoders = append(p.decoders, d)
+	}
+	_, packed := deps.Store.(storage.SampleStore)
+	p.ranged = !packed
+	for _, d := range p.decoders {
+		if _, ok := d.(ObjectDecoder); !ok {
+			p.ranged = false
+		}
 	}
 	if deps.NewUploader != nil {
 		if p.uploader, err = deps.NewUploader(rank, p.pool); err != nil {

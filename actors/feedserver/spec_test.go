@@ -130,3 +130,57 @@ func TestImageVersion2Unchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestAudioResume: a float32 audio stream resumes from a commit token with
+// the same samples (bytes and short marks) the uninterrupted run has.
+func TestAudioResume(t *testing.T) {
+	e := newEnv(t, 50)
+	e.cfg.Epochs = 1
+	e.cfg.Sample = actors.Shape{Kind: actors.KindAudio, AudioChannels: 1, AudioSamples: 30}
+	e.deps.NewDecoder = func() (actors.SampleDecoder, error) { return shortPattern{}, nil }
+	want := e.reference(t, 1, 0)
+	s := e.serve(t, 1)
+	c := dial(t, s.SocketPath(0), nil)
+	var tok []byte
+	for i := 0; i < 4; i++ {
+		b := next(t, c)
+		if i == 1 {
+			var err error
+			if tok, err = c.Commit(context.Background(), b.Epoch, b.Step); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.Release()
+	}
+	c.Abort()
+	c = dial(t, s.SocketPath(0), tok)
+	defer c.Close()
+	for step := int64(2); ; step++ {
+		b, err := c.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			if step != 7 {
+				t.Fatalf("resumed stream ended at step %d, want 7", step)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Step != step || b.DType != "float32" || !slices.Equal(b.Shape, []int{b.Len(), 1, 30}) {
+			t.Fatalf("resumed batch step %d (want %d) dtype %s shape %v", b.Step, step, b.DType, b.Shape)
+		}
+		got := map[sumKey]uint32{}
+		addSums(got, b.Epoch, b.Step, b.Images, b.Len())
+		for k, v := range got {
+			if want[k] != v {
+				t.Fatalf("resumed sample %+v differs from the uninterrupted run", k)
+			}
+		}
+		for j, k := range b.Keys {
+			if b.Short[j] != ((k[len(k)-1]-'0')%2 == 1) {
+				t.Fatalf("%s: short %v after resume", k, b.Short[j])
+			}
+		}
+		b.Release()
+	}
+}

@@ -26,6 +26,7 @@ type mediaFlags struct {
 	clipFPS      float64
 	clipSampling string
 	videoThreads int
+	readAhead    byteSize
 }
 
 // videoExtensions are the ImageFolder files kept with --media video.
@@ -40,6 +41,8 @@ func (m *mediaFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.clipFrames, "clip-frames", 16, "--media video: frames per clip (T)")
 	fs.Float64Var(&m.clipFPS, "clip-fps", 8, "--media video, --clip-sampling random: frame rate of the clip's window")
 	fs.StringVar(&m.clipSampling, "clip-sampling", "uniform", "--media video: uniform (T frames spread over the whole clip) or random (a window of T frames at --clip-fps: --transform train draws its start, seeded by (seed, epoch, sample); eval takes the centered one). Frames are chosen by timestamp; clips shorter than the window repeat their last frame and are marked short")
+	m.readAhead = 256 << 10
+	fs.Var(&m.readAhead, "video-read-ahead", "--media video: demux each clip over ranged reads of the store of at least this many bytes (like 256KiB), so long files are not fetched whole; 0: fetch whole objects (packed datasets always are)")
 	fs.IntVar(&m.videoThreads, "video-threads", 2, "--media video: decoder threads per stream (SPDL found 2 the sweet spot for H.264)")
 	fs.IntVar(&m.sampleRate, "sample-rate", 16000, "--media audio: output sample rate in Hz (FFmpeg's resampler)")
 	fs.IntVar(&m.channels, "channels", 1, "--media audio: output channels (1 mono, 2 stereo; FFmpeg's default down/upmix)")
@@ -136,7 +139,7 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 		if err != nil {
 			return err
 		}
-		if err := ffdecode.UseVideo(ac, deps, c); err != nil {
+		if err := ffdecode.UseVideo(ac, deps, c, int64(o.mediaFlags.readAhead)); err != nil {
 			return err
 		}
 		return ac.Validate()

@@ -30,10 +30,10 @@ func audioDataset(t *testing.T) string {
 	return root
 }
 
-// runAudio runs a standalone audio job with a log sink and returns its
+// runMedia runs a standalone media job (audio unless args say --media video) with a log sink and returns its
 // lines sorted, each "epoch key px" (rank and step vary with timing only
 // in their order, not their content).
-func runAudio(t *testing.T, root string, args ...string) []string {
+func runMedia(t *testing.T, root string, args ...string) []string {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "a.log")
 	var out, errb bytes.Buffer
@@ -64,15 +64,15 @@ func runAudio(t *testing.T, root string, args ...string) []string {
 // long clips differ between epochs, evaluation's (centered) do not.
 func TestStandaloneAudio(t *testing.T) {
 	root := audioDataset(t)
-	train := runAudio(t, root, "--transform", "train", "--audio-seconds", "0.5", "--sample-rate", "8000", "--channels", "2")
+	train := runMedia(t, root, "--transform", "train", "--audio-seconds", "0.5", "--sample-rate", "8000", "--channels", "2")
 	if len(train) != 2*12 {
 		t.Fatalf("%d samples delivered, want 24 (2 epochs of 12):\n%s", len(train), strings.Join(train, "\n"))
 	}
-	again := runAudio(t, root, "--transform", "train", "--audio-seconds", "0.5", "--sample-rate", "8000", "--channels", "2")
+	again := runMedia(t, root, "--transform", "train", "--audio-seconds", "0.5", "--sample-rate", "8000", "--channels", "2")
 	if !slices.Equal(train, again) {
 		t.Fatalf("a second run gave other windows:\n%s\nvs\n%s", strings.Join(train, "\n"), strings.Join(again, "\n"))
 	}
-	eval := runAudio(t, root, "--transform", "eval", "--audio-seconds", "0.5", "--sample-rate", "8000", "--channels", "2")
+	eval := runMedia(t, root, "--transform", "eval", "--audio-seconds", "0.5", "--sample-rate", "8000", "--channels", "2")
 	px := func(lines []string, epoch, key string) string {
 		for _, l := range lines {
 			if f := strings.Fields(l); f[0] == epoch && strings.HasSuffix(f[1], key) {
@@ -137,7 +137,7 @@ func TestStandaloneVideo(t *testing.T) {
 	}
 	var train []string
 	for i := 0; i < 2; i++ {
-		lines := runAudio(t, root, args("train")...)
+		lines := runMedia(t, root, args("train")...)
 		if len(lines) != 2*6 {
 			t.Fatalf("%d clips delivered, want 12 (2 epochs of 6; cut.mp4 fails):\n%s", len(lines), strings.Join(lines, "\n"))
 		}
@@ -146,7 +146,7 @@ func TestStandaloneVideo(t *testing.T) {
 		}
 		train = lines
 	}
-	eval := runAudio(t, root, args("eval")...)
+	eval := runMedia(t, root, args("eval")...)
 	px := func(lines []string, epoch, key string) string {
 		for _, l := range lines {
 			if f := strings.Fields(l); f[0] == epoch && strings.HasSuffix(f[1], key) {
@@ -168,5 +168,55 @@ func TestStandaloneVideo(t *testing.T) {
 	if code := run([]string{"--standalone", "--dataset", root, "--media", "video", "--clip-sampling", "middle", "--clip-frames", "0"}, &out, &errb); code != 2 ||
 		!strings.Contains(errb.String(), "--clip-sampling") || !strings.Contains(errb.String(), "--clip-frames") {
 		t.Errorf("bad video flags: exit %d\n%s", code, errb.String())
+	}
+}
+
+// relKeys lists an ImageFolder's files as sorted keys.
+func relKeys(t *testing.T, root string) []string {
+	var keys []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			r, _ := filepath.Rel(root, p)
+			keys = append(keys, filepath.ToSlash(r))
+		}
+		return nil
+	})
+	slices.Sort(keys)
+	return keys
+}
+
+// TestPackedMedia: audio and video packed into tar shards (as
+// longshore-pack writes them) give the same samples, pixel for pixel and
+// sample for sample, as the loose files: the augmentation follows (seed,
+// epoch, index), and a packed sample is fetched whole with its chunk.
+func TestPackedMedia(t *testing.T) {
+	for _, tc := range []struct {
+		root string
+		args []string
+	}{
+		{audioDataset(t), []string{"--transform", "train", "--audio-seconds", "0.5", "--sample-rate", "8000"}},
+		{videoDataset(t), []string{"--media", "video", "--transform", "train", "--clip-frames", "3", "--clip-sampling", "random", "--size", "24", "--max-failures", "5"}},
+	} {
+		keys := relKeys(t, tc.root)
+		packed, _ := packDataset(t, tc.root, keys, 4)
+		loose := runMedia(t, tc.root, tc.args...)
+		pk := runMedia(t, packed, tc.args...)
+		norm := func(lines []string) []string {
+			var out []string
+			for _, l := range lines {
+				f := strings.Fields(l)
+				for _, k := range keys {
+					if strings.HasSuffix(f[1], k) {
+						f[1] = k
+					}
+				}
+				out = append(out, strings.Join(f, " "))
+			}
+			slices.Sort(out)
+			return out
+		}
+		if a, b := norm(loose), norm(pk); !slices.Equal(a, b) || len(a) == 0 {
+			t.Errorf("packed and loose runs differ:\n%s\nvs\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
 	}
 }

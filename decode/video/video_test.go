@@ -415,3 +415,45 @@ func rss(t *testing.T) int64 {
 	pages, _ := strconv.ParseInt(string(bytes.Fields(b)[1]), 10, 64)
 	return pages * int64(os.Getpagesize())
 }
+
+// TestRangedReadsPartOfLongFile: a 2 s window of a 120 s clip read by
+// ranges fetches a small part of the file (the header, the index, the
+// GOPs around the window), not the whole object; and the frames are the
+// in-memory decode's.
+func TestRangedReadsPartOfLongFile(t *testing.T) {
+	for _, ext := range []string{"mp4", "mkv"} {
+		path := filepath.Join(t.TempDir(), "long."+ext)
+		out, err := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-f", "lavfi", "-i",
+			"testsrc2=size=96x64:rate=25:duration=120", "-c:v", "libx264", "-preset", "ultrafast", "-g", "50",
+			"-x264-params", "threads=1", "-fflags", "+bitexact", path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ffmpeg: %v %s", err, out)
+		}
+		data, _ := os.ReadFile(path)
+		d, _ := NewDecoder(Config{Frames: 16, FPS: 8, Sampling: Random, Size: 32, Train: true})
+		a, b := make([]byte, d.Config().SampleBytes()), make([]byte, d.Config().SampleBytes())
+		var starts []int64
+		for _, seed := range []uint64{1, 2, 3} {
+			c, err := d.Decode(data, seed, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			starts = append(starts, c.PTS[0])
+			rr := NewRangeReader(context.Background(), memRange{data}, "k", int64(len(data)), 32<<10)
+			if _, err := d.DecodeReader(rr, int64(len(data)), seed, b); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, b) {
+				t.Fatalf("%s seed %d: ranged and in-memory clips differ", ext, seed)
+			}
+			t.Logf("%s seed %d: %d of %d bytes in %d ranged gets", ext, seed, rr.Fetched, len(data), rr.Gets)
+			if rr.Fetched > int64(len(data))/4 {
+				t.Errorf("%s seed %d: a 2 s window of 120 s fetched %d of %d bytes", ext, seed, rr.Fetched, len(data))
+			}
+		}
+		if starts[0] == starts[1] && starts[1] == starts[2] {
+			t.Errorf("%s: three seeds, one window (first pts %v)", ext, starts)
+		}
+		t.Logf("%s: windows start at pts %v", ext, starts)
+	}
+}

@@ -31,7 +31,7 @@ var internal = map[string][]string{
 	// The node's pipeline and its seams.
 	"actors":            {"gpu", "storage", "internal/clock"},
 	"actors/actorstest": {},
-	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video"},
+	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video", "storage"},
 	"decode/video":      {},
 	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the

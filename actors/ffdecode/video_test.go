@@ -1,0 +1,121 @@
+package ffdecode
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/decode/video"
+	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/storage"
+)
+
+// videoRun runs the committed clips (and a truncated one) through a
+// 2-rank, 2-epoch node and returns every delivered clip's bytes and short
+// mark by (epoch, key), and the store's request counts.
+func videoRun(t *testing.T, vc video.Config, readAhead int64) (map[[2]string][]byte, map[string]bool, storage.RequestStats) {
+	t.Helper()
+	mem := storage.NewMemStore("video")
+	ds := &storage.Dataset{Classes: []string{"a"}}
+	ctx := context.Background()
+	for _, name := range []string{"cfr_h264.mp4", "vfr_h264.mkv", "hevc.mp4", "vp9.webm", "av1.mkv", "short_h264.mp4", "cut.mp4"} {
+		src := name
+		if name == "cut.mp4" {
+			src = "cfr_h264.mp4"
+		}
+		b, err := os.ReadFile(filepath.Join("../../testdata/media", src))
+		if err != nil {
+			t.Fatalf("%v (scripts/mkmedia.sh makes it)", err)
+		}
+		if name == "cut.mp4" {
+			b = b[:len(b)/2]
+		}
+		mem.Put(ctx, name, b, storage.Cond{})
+		ds.Samples = append(ds.Samples, storage.Sample{Key: name})
+	}
+	st := storage.NewCountingStore(mem)
+	cfg := actors.Config{BatchSize: 2, Slots: 3, FetchConcurrency: 3, Decoders: 2, Epochs: 2, Seed: 8,
+		MaxFailures: actors.MaxFailureCount(4)}
+	deps := actors.Deps{Store: st, Allocator: gpu.HeapAllocator{}, Order: func(seed uint64, epoch int, n int64) actors.Order {
+		return actorstest.Shuffle(seed, epoch, n)
+	}}
+	if err := UseVideo(&cfg, &deps, vc, readAhead); err != nil {
+		t.Fatal(err)
+	}
+	node, err := actors.NewNode(cfg, ds, 2, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	var mu sync.Mutex
+	clips := map[[2]string][]byte{}
+	short := map[string]bool{}
+	ref, _ := video.NewDecoder(vc)
+	sb := cfg.Sample.SampleBytes()
+	want := make([]byte, sb)
+	err = node.Run(ctx, func(b *actors.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(b.Shape, append([]int{b.Len()}, cfg.Sample.SampleDims()...)) {
+			t.Errorf("batch shape %v", b.Shape)
+		}
+		for i, key := range b.Keys {
+			got := b.Images[i*sb : (i+1)*sb]
+			data, _ := mem.Get(ctx, key, nil)
+			c, err := ref.Decode(data, decode.SampleSeed(cfg.Seed, b.Epoch, b.Indices[i]), want)
+			if err != nil || !bytes.Equal(got, want) || c.Short != b.Short[i] {
+				t.Errorf("epoch %d %s: pipeline clip differs from a lone decoder's (short %v/%v, err %v)", b.Epoch, key, b.Short[i], c.Short, err)
+			}
+			if !b.Pads[i] {
+				clips[[2]string{string(rune('0' + b.Epoch)), key}] = append([]byte(nil), got...)
+				short[key] = b.Short[i]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := node.Failures(); rep.Failed < 2 || rep.Groups[0].Class != "corrupt" {
+		t.Errorf("report: %v", rep)
+	}
+	return clips, short, st.Stats()
+}
+
+// TestVideoThroughNode: clips through the pipeline equal a lone decoder's
+// for their (seed, epoch, index), whole-object and ranged alike; the
+// ranged pipeline reads by GetRange only (no whole-object Get); the short
+// clip is marked; a truncated one fails as corrupt; training clips differ
+// between epochs.
+func TestVideoThroughNode(t *testing.T) {
+	vc := video.Config{Frames: 4, FPS: 6, Sampling: video.Random, Size: 32, Train: true, Threads: 1}
+	whole, short, wst := videoRun(t, vc, 0)
+	ranged, rshort, rst := videoRun(t, vc, 8<<10)
+	if len(whole) != 12 || len(ranged) != 12 {
+		t.Fatalf("%d and %d clips delivered, want 12 (2 epochs of 6)", len(whole), len(ranged))
+	}
+	for k, v := range whole {
+		if !bytes.Equal(v, ranged[k]) {
+			t.Errorf("%v: ranged and whole-object clips differ", k)
+		}
+	}
+	if !short["short_h264.mp4"] || !rshort["short_h264.mp4"] || short["cfr_h264.mp4"] {
+		t.Errorf("short marks %v %v", short, rshort)
+	}
+	if bytes.Equal(whole[[2]string{"0", "vfr_h264.mkv"}], whole[[2]string{"1", "vfr_h264.mkv"}]) {
+		t.Error("the same training clip in both epochs")
+	}
+	okGets := func(s storage.RequestStats, op storage.StoreOp) int64 { return s.Count(op, storage.OutcomeOK) }
+	if okGets(rst, storage.OpGet) != 0 || okGets(rst, storage.OpGetRange) == 0 || okGets(wst, storage.OpGetRange) != 0 {
+		t.Errorf("whole: %d gets, %d ranged; ranged: %d gets, %d ranged", okGets(wst, storage.OpGet), okGets(wst, storage.OpGetRange),
+			okGets(rst, storage.OpGet), okGets(rst, storage.OpGetRange))
+	}
+	t.Logf("whole-object: %d bytes read; ranged (8 KiB read-ahead): %d bytes in %d ranged gets", wst.BytesRead, rst.BytesRead, okGets(rst, storage.OpGetRange))
+}
