@@ -47,12 +47,15 @@ def flatten(obj, prefix="", every=False):
 
 
 HIGHER = re.compile(r"images_per_s|images_per_second|vs_peer_images|vs_local|vs_ceiling|classes_per_batch")
-LOWER = re.compile(r"cpu|pss|rss|first_batch|_s$|seconds|loader_")
+LOWER = re.compile(r"cpu|pss|rss|first_batch|_s$|seconds|loader_|tree_")
+NEITHER = re.compile(r"window|target|ranks|workers|processes|images_by|dataset|^images$|distinct")
 
 
 def direction(path):
     """+1: higher is better, -1: lower is better, 0: neither."""
     leaf = path.rsplit(".", 1)[-1]
+    if NEITHER.search(leaf):
+        return 0
     if HIGHER.search(leaf):
         return 1
     if LOWER.search(leaf):
