@@ -28,7 +28,7 @@ var (
 
 // binaries builds longshore-coordinator and longshore-node once per test
 // binary, into a temporary directory removed by TestMain.
-func binaries(t *testing.T) (coord, node string) {
+func binaries(t testing.TB) (coord, node string) {
 	t.Helper()
 	binOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "longshore-integ-bin-")
@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 
 // makeDataset writes n tiny JPEGs in ImageFolder layout (3 classes) and
 // returns the directory and the keys.
-func makeDataset(t *testing.T, n int) (string, []string) {
+func makeDataset(t testing.TB, n int) (string, []string) {
 	t.Helper()
 	dir := t.TempDir()
 	var keys []string

@@ -22,23 +22,13 @@ type observer struct {
 }
 
 func checkMetricsFlags(o options) []error {
-	var errs []error
-	if o.metrics == "" {
-		if o.metricsToken != "" || o.metricsLinger != 0 {
-			errs = append(errs, errors.New("--metrics-token-file and --metrics-linger need --metrics HOST:PORT"))
-		}
-	} else if err := observe.CheckListen("--metrics", o.metrics, o.metricsToken); err != nil {
-		errs = append(errs, err)
-	}
+	errs := observe.CheckMetricsFlags(o.metrics, o.metricsToken, o.metricsLinger, o.reportEvery)
 	if o.http == "" {
 		if o.httpToken != "" {
 			errs = append(errs, errors.New("--http-token-file needs --http HOST:PORT"))
 		}
 	} else if err := observe.CheckListen("--http", o.http, o.httpToken); err != nil {
 		errs = append(errs, err)
-	}
-	if o.reportEvery < 0 || o.metricsLinger < 0 {
-		errs = append(errs, errors.New("--report-every and --metrics-linger: need 0 or more"))
 	}
 	return errs
 }

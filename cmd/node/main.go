@@ -466,18 +466,7 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.
 func checkMetricsFlags(o options) []error {
-	var errs []error
-	if o.metrics == "" {
-		if o.metricsToken != "" || o.metricsLinger != 0 {
-			errs = append(errs, errors.New("--metrics-token-file and --metrics-linger need --metrics HOST:PORT"))
-		}
-	} else if err := observe.CheckListen("--metrics", o.metrics, o.metricsToken); err != nil {
-		errs = append(errs, err)
-	}
-	if o.reportEvery < 0 || o.metricsLinger < 0 {
-		errs = append(errs, errors.New("--report-every and --metrics-linger: need 0 or more"))
-	}
-	return errs
+	return observe.CheckMetricsFlags(o.metrics, o.metricsToken, o.metricsLinger, o.reportEvery)
 }
 
 // wait is how long a stopped run gives its pipelines to drain.

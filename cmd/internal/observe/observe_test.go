@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -388,5 +389,23 @@ func BenchmarkReportStep(b *testing.B) {
 	rep := &Reporter{Ranks: rankCounters(node)}
 	for b.Loop() {
 		rep.Step()
+	}
+}
+
+// TestCheckMetricsFlags: the metrics flags both daemons share, every
+// problem at once.
+func TestCheckMetricsFlags(t *testing.T) {
+	if errs := CheckMetricsFlags("", "", 0, time.Second); len(errs) != 0 {
+		t.Errorf("metrics off: %v", errs)
+	}
+	if errs := CheckMetricsFlags("127.0.0.1:9464", "", time.Second, 0); len(errs) != 0 {
+		t.Errorf("loopback: %v", errs)
+	}
+	errs := CheckMetricsFlags("", "tok", -time.Second, -time.Second)
+	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "need --metrics") || !strings.Contains(errs[1].Error(), "need 0 or more") {
+		t.Errorf("token without --metrics and negative durations: %v", errs)
+	}
+	if errs := CheckMetricsFlags("0.0.0.0:9464", "", 0, 0); len(errs) != 1 {
+		t.Errorf("off loopback without a token: %v, want one error", errs)
 	}
 }

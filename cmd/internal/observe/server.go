@@ -44,6 +44,24 @@ type Server struct {
 	done chan error
 }
 
+// CheckMetricsFlags reports every problem with the metrics flags both
+// daemons share: --metrics (addr), --metrics-token-file (tokenFile),
+// --metrics-linger and --report-every.
+func CheckMetricsFlags(addr, tokenFile string, linger, reportEvery time.Duration) []error {
+	var errs []error
+	if addr == "" {
+		if tokenFile != "" || linger != 0 {
+			errs = append(errs, errors.New("--metrics-token-file and --metrics-linger need --metrics HOST:PORT"))
+		}
+	} else if err := CheckListen("--metrics", addr, tokenFile); err != nil {
+		errs = append(errs, err)
+	}
+	if reportEvery < 0 || linger < 0 {
+		errs = append(errs, errors.New("--report-every and --metrics-linger: need 0 or more"))
+	}
+	return errs
+}
+
 // CheckListen reports what is wrong with serving on addr (HOST:PORT) for
 // flag: a malformed address, or one off loopback without a token file
 // (tokenFile, the value of flag's -token-file). Listen applies it; the
