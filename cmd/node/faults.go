@@ -35,6 +35,7 @@ func (f *faultFlags) register(fs *flag.FlagSet) {
 	so := s3.DefaultOptions()
 	ac := actors.DefaultConfig()
 	fs.Float64Var(&f.maxRequestRate, "max-request-rate", 0, "S3: this node's budget of requests per second, retries included (0: none)")
+	fs.Float64Var(&f.maxRequestRate, "store-rps", 0, "S3: the same budget as --max-request-rate, by the name the scale docs use (the last one given wins)")
 	fs.BoolVar(&f.adaptiveRate, "adaptive-rate", so.AdaptiveRate, "S3: halve the request rate when the store throttles (503 SlowDown, 429) and grow it back while it does not (AIMD, under --max-request-rate)")
 	fs.BoolVar(&f.verifyChecksums, "verify-checksums", so.VerifyChecksums, "S3: check each object read whole against its ETag when that is an MD5 (single-part, no SSE-KMS/SSE-C) and retry a mismatch; ranged reads (packed chunks) are checked by length and Content-Range")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", so.RequestTimeout, "S3: one request's limit from sending to the last byte, plus a second per MiB of body; a slower one is retried on a fresh connection (0: none)")
@@ -50,7 +51,7 @@ func (f *faultFlags) register(fs *flag.FlagSet) {
 func (f *faultFlags) validate() []error {
 	var errs []error
 	if f.maxRequestRate < 0 {
-		errs = append(errs, fmt.Errorf("--max-request-rate %v: need 0 (no budget) or more", f.maxRequestRate))
+		errs = append(errs, fmt.Errorf("--max-request-rate (--store-rps) %v: need 0 (no budget) or more", f.maxRequestRate))
 	}
 	if f.requestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %v: need 0 (none) or more", f.requestTimeout))
