@@ -362,6 +362,7 @@ func (s *sim) tick() {
 		s.drain()
 		return nil
 	})
+	s.reissued() // once a second: Epoch's status is O(ranks)
 	for _, n := range s.nodes {
 		if !n.alive {
 			if n.restart != 0 && s.now >= n.restart {
@@ -460,7 +461,6 @@ func (s *sim) drain() {
 		s.toRank(e.Rank, e)
 	}
 	s.c.Advance()
-	s.reissued()
 }
 
 func (s *sim) toRank(id string, m any) {
