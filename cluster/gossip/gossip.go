@@ -262,8 +262,8 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 		// a member is declared dead (a thousand members make a false
 		// suspicion somewhere likelier), and full state syncs half as
 		// often (their size grows with the members; memberlist already
-		// spaces them further as the cluster grows). Measured in
-		// docs/scale.md ("Gossip at scale").
+		// spaces them further as the cluster grows). BenchmarkScale
+		// measures it; docs/scale.md ("Gossip at scale") has what ran.
 		mc.GossipNodes = 4
 		mc.SuspicionMult = 5
 		mc.PushPullInterval = 60 * time.Second
