@@ -10,7 +10,7 @@
 // fault, at the scale of a real fleet: 4,096 nodes of 8 ranks and a
 // billion samples fit on one machine because the core is pure and its
 // state is O(leases), not O(samples). cmd/longshore-simscale (make
-// sim-scale) runs it and prints the report; docs/scale-sim.md records the
+// sim-scale) runs it and prints the report; docs/scale.md records the
 // figures.
 package scalesim
 
