@@ -241,26 +241,6 @@ func (r *RankLeases) finish(st *rankStream, l *heldLease) {
 	st.pos = 0
 }
 
-// Holds reports whether epoch e's leases hold a position to take now. It
-// first finishes the leases taken to their end (queuing their LeaseDone,
-// as Take would on its next call), so that Ended can see them done.
-func (r *RankLeases) Holds(e int) bool {
-	st := r.streams[e]
-	if st == nil {
-		return false
-	}
-	for {
-		l := st.leases[st.next]
-		if l == nil {
-			return false
-		}
-		if max(st.pos, l.Start) < l.end {
-			return true
-		}
-		r.finish(st, l)
-	}
-}
-
 // Ended reports whether the rank has taken its whole stream of epoch e as
 // the coordinator last planned it. It can become false again if a later
 // grant extends the stream (membership changed).
