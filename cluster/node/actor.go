@@ -341,7 +341,7 @@ func (a *nodeActor) fill(rs *rankState) {
 		a.out = append(a.out, we)
 	}
 	w := actors.Work{Epoch: run.Epoch, Start: run.Start, Step: run.Step,
-		RunEnd: run.RunEnd, StreamEnd: run.StreamEnd, Last: run.Last}
+		RunEnd: run.RunEnd, StreamEnd: run.StreamEnd, Last: run.Last, Items: make([]actors.Item, 0, len(run.Positions))}
 	for _, p := range run.Positions {
 		it, err := a.item(p)
 		if err != nil {
