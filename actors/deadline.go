@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // The decode deadline (Config.DecodeDeadline). A C decoder cannot be
@@ -18,9 +20,10 @@ import (
 // it still reads is dropped by the rank actor (decodedMsg.abandoned) and
 // never reused. A pipeline's Close or Shutdown waits for a decode in
 // progress (up to its deadline), as without one; only an abandoned decode
-// outlives its pipeline, until it returns. The deadline is on the system
-// clock, not the pipeline's: it bounds real work, which a test's fake
-// clock does not do.
+// outlives its pipeline, until it returns. The deadline is on
+// Deps.DeadlineClock (the system clock unless a test gives one), not the
+// pipeline's Clock: it bounds real work, which a fake clock advanced for
+// stage timings does not do. So is the wait for a core token below.
 //
 // An abandoned decode still runs on a core until its C call returns, so
 // replacing its decoder must not add a decode: every decode takes one of
@@ -130,7 +133,7 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 		return false, false, err
 	}
 	w.jobs <- decodeJob{data: m.data, seed: m.seed, key: m.key}
-	t := time.NewTimer(p.cfg.DecodeDeadline)
+	t, expired := clock.Or(p.deps.DeadlineClock).NewTimer(p.cfg.DecodeDeadline)
 	defer t.Stop()
 	select {
 	case r := <-w.results:
@@ -138,7 +141,7 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 			copy(m.dst, w.scratch)
 		}
 		return false, r.err == nil && r.short, r.err
-	case <-t.C:
+	case <-expired:
 		d.abandon(c)
 		return true, false, WithFailureClass(fmt.Errorf("decode did not finish within %v (the decode deadline): the decoder was abandoned", p.cfg.DecodeDeadline), "timeout")
 	}
@@ -158,7 +161,7 @@ func (d *decoderActor) takeCore(c actor.Context) error {
 	}
 	decodeCoreWaits.Add(1)
 	grace := max(p.cfg.DecodeDeadline, time.Second)
-	t := time.NewTimer(grace)
+	t, expired := clock.Or(p.deps.DeadlineClock).NewTimer(grace)
 	defer t.Stop()
 	for {
 		select {
@@ -166,7 +169,7 @@ func (d *decoderActor) takeCore(c actor.Context) error {
 			return nil
 		case <-p.ctx.Done():
 			return p.ctx.Err()
-		case <-t.C:
+		case <-expired:
 			if n := p.abandoned.Load(); n >= int64(p.cfg.Decoders) {
 				err := fmt.Errorf("actors: rank %d: all %d decoder cores are held by decodes stuck past the decode deadline of %v: the decoder hangs on this data (raise --decode-deadline if decodes are only slow)", p.rank, n, p.cfg.DecodeDeadline)
 				c.Send(c.Parent(), &fatalMsg{err: err})

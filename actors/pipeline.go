@@ -44,6 +44,12 @@ type Deps struct {
 	// Clock times stages and the fetch retries' backoff; nil: the system
 	// clock.
 	Clock clock.Clock
+	// DeadlineClock times the decode deadline (Config.DecodeDeadline);
+	// nil: the system clock. It is apart from Clock because the deadline
+	// bounds real work, which a fake Clock that a test advances for
+	// stage timings does not do; a test of the deadline itself gives it
+	// a fake to fire a deadline when the decode it means is running.
+	DeadlineClock clock.Clock
 	// Logger receives the actor system's logs when the pipeline makes
 	// its own system; nil: discarded.
 	Logger *slog.Logger
