@@ -132,9 +132,17 @@ type catalogPiece struct {
 // checksum, and that the manifest ends where the index says. Errors:
 // ErrNotFound without an index, ErrBadIndex, ErrStaleIndex.
 func OpenIndexedManifest(ctx context.Context, s Store, key string, cfg IndexedConfig) (*IndexedManifest, error) {
-	if cfg.CacheBytes < 0 || cfg.Fetches < 0 {
-		return nil, fmt.Errorf("storage: indexed manifest: CacheBytes %d and Fetches %d must not be negative", cfg.CacheBytes, cfg.Fetches)
+	x, err := ReadManifestIndex(ctx, s, key)
+	if err != nil {
+		return nil, err
 	}
+	return OpenIndex(ctx, s, x, cfg)
+}
+
+// ReadManifestIndex reads and checks the index beside manifest key (one
+// GET; ErrNotFound, wrapped, when there is none). Its Layout tells a
+// caller which path to take before any of the manifest is read.
+func ReadManifestIndex(ctx context.Context, s Store, key string) (*ManifestIndex, error) {
 	data, err := s.Get(ctx, IndexKey(key), nil)
 	if err != nil {
 		return nil, fmt.Errorf("manifest index %s: %w", IndexKey(key), err)
@@ -149,6 +157,18 @@ func OpenIndexedManifest(ctx context.Context, s Store, key string, cfg IndexedCo
 	if x.Pieces() == 0 {
 		return nil, fmt.Errorf("manifest index %s: holds only totals (made with --every 0): rebuild it with longshore-manifest --index: %w", IndexKey(key), ErrBadIndex)
 	}
+	return x, nil
+}
+
+// OpenIndex opens the manifest that index x (from ReadManifestIndex on
+// the same store) describes: it checks that the manifest has neither
+// grown nor changed at its end, and then reads pieces as they are asked
+// for.
+func OpenIndex(ctx context.Context, s Store, x *ManifestIndex, cfg IndexedConfig) (*IndexedManifest, error) {
+	if cfg.CacheBytes < 0 || cfg.Fetches < 0 {
+		return nil, fmt.Errorf("storage: indexed manifest: CacheBytes %d and Fetches %d must not be negative", cfg.CacheBytes, cfg.Fetches)
+	}
+	key := x.Manifest
 	m := &IndexedManifest{s: s, x: x, cap: cfg.CacheBytes}
 	if m.cap == 0 {
 		m.cap = DefaultManifestCache

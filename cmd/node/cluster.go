@@ -81,7 +81,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			logger.Warn("packed dataset read through the manifest index: every sample is its own ranged GET (no chunk cache on this path yet); --manifest-cache 0 reads the manifest whole and reads chunks")
 		}
 	} else {
-		if store, ds, err = openDataset(ctx, o, 0, 0); err != nil {
+		if store, ds, err = openDataset(ctx, o, store, 0, 0); err != nil {
 			return err
 		}
 		catalog = storage.DatasetCatalog(ds)

@@ -371,7 +371,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 // order (block, samples) that share a shard, window blocks' chunks at
 // once. block 0 reads every sample alone until SetBlock (cluster mode
 // learns the block and window from the job).
-func openDataset(ctx context.Context, o options, block, window int) (storage.Store, *storage.Dataset, error) {
+//
+// s is the dataset's store from openStore, or nil: openDataset opens
+// it then.
+func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *storage.Dataset, error) {
 	dopts := storage.DefaultDiscoverOptions()
 	switch k, _ := o.mediaFlags.kind(); k {
 	case actors.KindAudio:
@@ -384,16 +387,22 @@ func openDataset(ctx context.Context, o options, block, window int) (storage.Sto
 		dopts.Manifest = o.manifest
 	}
 	var err error
-	if dopts.Exclude, err = o.faults.exclusions(); err != nil {
-		return nil, nil, err
-	}
 	packed := &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache)}
-	if err := packed.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	if dopts.Exclude, err = o.faults.exclusions(); err == nil {
+		if err = packed.Validate(); err != nil {
+			err = fmt.Errorf("dataset %s: %w", o.dataset, err)
+		}
 	}
-	s, err := openStore(ctx, o)
 	if err != nil {
+		if s != nil {
+			storage.Close(s)
+		}
 		return nil, nil, err
+	}
+	if s == nil {
+		if s, err = openStore(ctx, o); err != nil {
+			return nil, nil, err
+		}
 	}
 	return stores.DatasetIn(ctx, s, o.dataset, dopts, packed)
 }
@@ -416,63 +425,63 @@ func openStore(ctx context.Context, o options) (storage.Store, error) {
 	return storage.NewCountingStore(s), nil
 }
 
-// openIndexed opens the dataset's manifest through its index (the lazy
-// path, docs/scale.md): the node reads the pieces of the manifest its
-// leases touch, into --manifest-cache bytes, instead of the whole sample
-// list. It returns a nil catalog, and no error, when the dataset has no
-// index, or --manifest-cache is 0, or the dataset is packed and
-// --manifest-cache was not given, or --exclude is set (exclusions
-// renumber the samples, which needs them all): the caller reads the
-// manifest whole. A packed dataset's store is a CatalogStore, which
-// reads each sample alone.
+// openIndexed opens the dataset's store and, where the lazy path
+// applies (docs/scale.md), its manifest through the index: the node
+// reads the pieces of the manifest its leases touch, into
+// --manifest-cache bytes, instead of the whole sample list. The catalog
+// is nil, and the store is still returned for openDataset, when the
+// dataset has no index, or --manifest-cache is 0, or the dataset is
+// packed and --manifest-cache was not given, or --exclude is set
+// (exclusions renumber the samples, which needs them all): the caller
+// reads the manifest whole. The layout is read from the index (one GET
+// on the counted store) before any of the manifest is. A packed
+// dataset's lazy store is a CatalogStore, which reads each sample
+// alone.
 func openIndexed(ctx context.Context, o options) (storage.Store, *storage.IndexedManifest, error) {
-	if o.manifestCache == 0 || o.faults.exclude != "" {
-		return nil, nil, nil
-	}
 	s, err := openStore(ctx, o)
 	if err != nil {
 		return nil, nil, err
+	}
+	if o.manifestCache == 0 || o.faults.exclude != "" {
+		return s, nil, nil
 	}
 	keys := []string{storage.ManifestCSVName, storage.ManifestJSONLName}
 	if o.manifest != "" {
 		keys = []string{o.manifest}
 	}
-	var found *storage.IndexedManifest
+	var found *storage.ManifestIndex
 	for _, key := range keys {
-		m, err := storage.OpenIndexedManifest(ctx, s, key, storage.IndexedConfig{CacheBytes: int64(o.manifestCache)})
+		x, err := storage.ReadManifestIndex(ctx, s, key)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			continue
 		case err != nil:
-			if found != nil {
-				found.Close()
-			}
 			storage.Close(s)
 			return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		case found != nil:
-			found.Close()
-			m.Close()
 			storage.Close(s)
 			return nil, nil, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, storage.ManifestCSVName, storage.ManifestJSONLName)
 		}
-		found = m
+		found = x
 	}
 	if found == nil {
-		storage.Close(s)
-		return nil, nil, nil
+		return s, nil, nil
 	}
-	if found.Index().Layout() != "plain" && !o.manifestCacheSet {
+	if found.Layout() != "plain" && !o.manifestCacheSet {
 		// The lazy path reads a packed dataset's samples one ranged GET
 		// each (no chunk cache there yet): a packed dataset keeps the
 		// chunk path unless --manifest-cache asks for the lazy one.
-		found.Close()
+		return s, nil, nil
+	}
+	m, err := storage.OpenIndex(ctx, s, found, storage.IndexedConfig{CacheBytes: int64(o.manifestCache)})
+	if err != nil {
 		storage.Close(s)
-		return nil, nil, nil
+		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
-	if found.Index().Layout() == "plain" {
-		return s, found, nil
+	if found.Layout() == "plain" {
+		return s, m, nil
 	}
-	return storage.NewCatalogStore(s, found), found, nil
+	return storage.NewCatalogStore(s, m), m, nil
 }
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.

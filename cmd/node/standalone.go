@@ -147,7 +147,7 @@ func (o options) orderFunc(ds *storage.Dataset) actors.OrderFunc {
 // read in chunks of its order's blocks, a window of them at once.
 func openStandalone(ctx context.Context, o options) (storage.Store, *storage.Dataset, error) {
 	b := o.orderBlock(true)
-	return openDataset(ctx, o, b, cluster.EffectiveWindow(b, o.window))
+	return openDataset(ctx, o, nil, b, cluster.EffectiveWindow(b, o.window))
 }
 
 // packedLine describes a packed dataset's chunk reading, and warns when
