@@ -2,23 +2,15 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/coord"
-	"github.com/longshore/longshore/cluster/gossip"
-	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -52,40 +44,10 @@ func TestClusterExclude(t *testing.T) {
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.Seed = int64(len(ds.Samples)), 2, 4
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	rem, actorAddr, err := wire.StartRemote(sys, freeAddr(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rem.Shutdown(false)
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Shutdown(context.Background())
-	m, err := gossip.Start(ctx, gossip.Config{
-		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
-		BindAddr: freeAddr(t), Profile: "local",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
-	go func() {
-		for ev := range m.Events() {
-			co.Membership(ev)
-		}
-	}()
+	c := startCoordinator(t, ctx, cfg, 4, storage.ManifestDigest(ds))
 	node := func(id, logPath string, extra ...string) (string, error) {
-		args := append([]string{"--id", id, "--join", m.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
-			"--dataset", root, "--sink", "log:" + logPath, "--size", "32", "--progress", "never"}, extra...)
-		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
-		cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		return out.String(), err
+		out, logs, err := runNode(ctx, c.nodeArgs(t, append([]string{"--id", id, "--dataset", root, "--sink", "log:" + logPath, "--size", "32"}, extra...)...))
+		return out + logs, err
 	}
 
 	dir := t.TempDir()
@@ -97,11 +59,7 @@ func TestClusterExclude(t *testing.T) {
 	if out, err := node("excluding", logPath, "--exclude", listPath); err != nil {
 		t.Fatalf("a node with the same list: %v\n%s", err, out)
 	}
-	select {
-	case <-co.Done():
-	case <-ctx.Done():
-		t.Fatal("the coordinator never saw the job done")
-	}
+	c.waitDone(t, ctx)
 	lf, err := os.Open(logPath)
 	if err != nil {
 		t.Fatal(err)

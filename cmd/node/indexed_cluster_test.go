@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/coord"
-	"github.com/longshore/longshore/cluster/gossip"
-	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -95,49 +88,16 @@ func runIndexedCluster(t *testing.T, dir, layout string, want []string) {
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = x.Samples, 1, 8, 4, 2, 3
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	rem, actorAddr, err := wire.StartRemote(sys, freeAddr(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rem.Shutdown(false)
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: x.Digest, TickEvery: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Shutdown(context.Background())
-	m, err := gossip.Start(ctx, gossip.Config{
-		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
-		BindAddr: freeAddr(t), Profile: "local",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
-	go func() {
-		for ev := range m.Events() {
-			co.Membership(ev)
-		}
-	}()
+	c := startCoordinator(t, ctx, cfg, 4, x.Digest)
 	logPath := filepath.Join(t.TempDir(), "d.log")
-	args := []string{"--join", m.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
-		"--dataset", dir, "--sink", "log:" + logPath, "--size", "32", "--progress", "never", "--ranks", "2",
-		"--manifest-cache", "2KiB", "--log-format", "text"}
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
-	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node: %v\n%s%s", err, out.String(), errb.String())
+	out, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", dir, "--sink", "log:"+logPath, "--size", "32", "--ranks", "2",
+		"--manifest-cache", "2KiB"))
+	if err != nil {
+		t.Fatalf("node: %v\n%s%s", err, out, logs)
 	}
-	select {
-	case <-co.Done():
-	case <-ctx.Done():
-		t.Fatal("the coordinator never saw the job done")
-	}
-	if !strings.Contains(errb.String(), "reading the manifest through its index") {
-		t.Errorf("the node did not take the lazy path:\n%s", errb.String())
+	c.waitDone(t, ctx)
+	if !strings.Contains(logs, "reading the manifest through its index") {
+		t.Errorf("the node did not take the lazy path:\n%s", logs)
 	}
 	f, err := os.Open(logPath)
 	if err != nil {

@@ -2,24 +2,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"log/slog"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/coord"
-	"github.com/longshore/longshore/cluster/gossip"
-	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -51,47 +43,14 @@ func TestClusterAudio(t *testing.T) {
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(ds.Samples)), 1, 4, 4
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	rem, actorAddr, err := wire.StartRemote(sys, freeAddr(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rem.Shutdown(false)
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 3, Digest: storage.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Shutdown(context.Background())
-	m, err := gossip.Start(ctx, gossip.Config{
-		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
-		BindAddr: freeAddr(t), Profile: "local",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
-	go func() {
-		for ev := range m.Events() {
-			co.Membership(ev)
-		}
-	}()
+	c := startCoordinator(t, ctx, cfg, 3, storage.ManifestDigest(ds))
 	logPath := filepath.Join(t.TempDir(), "d.log")
-	args := append([]string{"--join", m.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
-		"--dataset", packed, "--sink", "log:" + logPath, "--log-pixels", "--progress", "never", "--ranks", "2",
-		"--log-format", "text", "--decoders", "2"}, media...)
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
-	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node: %v\n%s%s", err, out.String(), errb.String())
+	args := c.nodeArgs(t, append([]string{"--dataset", packed, "--sink", "log:" + logPath, "--log-pixels", "--ranks", "2",
+		"--decoders", "2"}, media...)...)
+	if out, logs, err := runNode(ctx, args); err != nil {
+		t.Fatalf("node: %v\n%s%s", err, out, logs)
 	}
-	select {
-	case <-co.Done():
-	case <-ctx.Done():
-		t.Fatal("the coordinator never saw the job done")
-	}
+	c.waitDone(t, ctx)
 	f, err := os.Open(logPath)
 	if err != nil {
 		t.Fatal(err)

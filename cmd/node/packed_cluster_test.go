@@ -2,12 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -16,38 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/coord"
-	"github.com/longshore/longshore/cluster/gossip"
-	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
-
-// nodeProcessEnv carries a node's arguments (one a line) to the test
-// binary run as a node process (TestNodeProcess).
-const nodeProcessEnv = "NODE_PROCESS_ARGS"
-
-// TestNodeProcess is not a test: run by another test as a process of its
-// own, it is longshore-node with the arguments in $NODE_PROCESS_ARGS.
-func TestNodeProcess(t *testing.T) {
-	args, ok := os.LookupEnv(nodeProcessEnv)
-	if !ok {
-		t.Skip("runs only as a node process started by another test")
-	}
-	os.Exit(run(strings.Split(args, "\n"), os.Stdout, os.Stderr))
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestClusterPacked runs the node in cluster mode over a packed dataset,
 // against a coordinator in this process (what longshore-coordinator
@@ -71,51 +38,14 @@ func TestClusterPacked(t *testing.T) {
 	cfg := cluster.DefaultConfig()
 	// Blocks of 12 (a shard each), two to a window, leases of a window.
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 1, 24, 12, 2, 3
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer sys.Shutdown()
-	rem, actorAddr, err := wire.StartRemote(sys, freeAddr(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rem.Shutdown(false)
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Shutdown(context.Background())
-	m, err := gossip.Start(ctx, gossip.Config{
-		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
-		BindAddr: freeAddr(t), Profile: "local",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
-	go func() {
-		for ev := range m.Events() {
-			co.Membership(ev)
-		}
-	}()
-
-	// The node runs in a process of its own: protoactor's remote sets
-	// grpc's global logger when it starts, which races with a running
-	// remote in the same process.
+	c := startCoordinator(t, ctx, cfg, 4, storage.ManifestDigest(ds))
 	logPath, statsPath := filepath.Join(t.TempDir(), "d.log"), filepath.Join(t.TempDir(), "s.json")
-	args := []string{"--join", m.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
-		"--dataset", packed, "--sink", "log:" + logPath, "--size", "32", "--progress", "never", "--ranks", "2",
-		"--stats-json", statsPath, "--log-format", "text"}
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
-	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node: %v\n%s%s", err, out.String(), errb.String())
+	out, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", packed, "--sink", "log:"+logPath, "--size", "32", "--ranks", "2",
+		"--stats-json", statsPath))
+	if err != nil {
+		t.Fatalf("node: %v\n%s%s", err, out, logs)
 	}
-	select {
-	case <-co.Done():
-	case <-ctx.Done():
-		t.Fatal("the coordinator never saw the job done")
-	}
+	c.waitDone(t, ctx)
 
 	f, err := os.Open(logPath)
 	if err != nil {
@@ -144,7 +74,6 @@ func TestClusterPacked(t *testing.T) {
 	// The job's block and window (12 and 2, not the standalone
 	// defaults) reached the store, and the samples came in chunks: 4
 	// shards of 12, one read each.
-	logs := errb.String()
 	if !strings.Contains(logs, "block=12 window=2") {
 		t.Errorf("the node never logged the job's block and window:\n%s", logs)
 	}

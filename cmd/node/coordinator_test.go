@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/coord"
+	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/cluster/wire"
+)
+
+// nodeProcessEnv carries a node's arguments (one a line) to the test
+// binary run as a node process (TestNodeProcess).
+const nodeProcessEnv = "NODE_PROCESS_ARGS"
+
+// TestNodeProcess is not a test: run by another test as a process of its
+// own, it is longshore-node with the arguments in $NODE_PROCESS_ARGS.
+func TestNodeProcess(t *testing.T) {
+	args, ok := os.LookupEnv(nodeProcessEnv)
+	if !ok {
+		t.Skip("runs only as a node process started by another test")
+	}
+	os.Exit(run(strings.Split(args, "\n"), os.Stdout, os.Stderr))
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// testCoordinator is a coordinator in this process, wired as
+// longshore-coordinator wires one (remote, coordinator actor, gossip
+// membership feeding it), for the tests that run a node process against
+// it. The node runs in a process of its own (runNode): protoactor's
+// remote sets grpc's global logger when it starts, which races with a
+// running remote in the same process.
+type testCoordinator struct {
+	co   *coord.Coordinator
+	join string // the coordinator's gossip address, for --join
+}
+
+// startCoordinator starts a coordinator of the job cfg with batch size
+// batch over the dataset whose manifest digest is digest; everything it
+// started is stopped when the test ends.
+func startCoordinator(t *testing.T, ctx context.Context, cfg cluster.Config, batch int, digest string) *testCoordinator {
+	t.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	rem, actorAddr, err := wire.StartRemote(sys, freeAddr(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rem.Shutdown(false) })
+	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: batch, Digest: digest, TickEvery: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { co.Shutdown(context.Background()) })
+	m, err := gossip.Start(ctx, gossip.Config{
+		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
+		BindAddr: freeAddr(t), Profile: "local",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	go func() {
+		for ev := range m.Events() {
+			co.Membership(ev)
+		}
+	}()
+	return &testCoordinator{co: co, join: m.Addr()}
+}
+
+// nodeArgs are the arguments of a node joining c over loopback with the
+// local gossip profile, text logs and no progress bar, followed by
+// extra.
+func (c *testCoordinator) nodeArgs(t *testing.T, extra ...string) []string {
+	return append([]string{"--join", c.join, "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
+		"--progress", "never", "--log-format", "text"}, extra...)
+}
+
+// runNode runs longshore-node with args in a child process of the test
+// binary until it exits, and returns its standard output and error.
+func runNode(ctx context.Context, args []string) (stdout, stderr string, err error) {
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
+	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+strings.Join(args, "\n"))
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// waitDone waits until the coordinator has seen the job done.
+func (c *testCoordinator) waitDone(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-c.co.Done():
+	case <-ctx.Done():
+		t.Fatal("the coordinator never saw the job done")
+	}
+}
