@@ -8,7 +8,8 @@ import "fmt"
 // current session's RankLeases, the rank's steps across sessions
 // (RankSteps), the positions taken ahead of what the pipeline was given,
 // and what the coordinator acknowledged, per session: the one owner of
-// the rank's acknowledged offsets and steps.
+// the rank's acknowledged offsets and steps, and of what its trainer is
+// told of them (TakeAcks; the trainer's side reads a published copy).
 //
 // The pipeline asks for work with Fill; a Run is a piece of one epoch's
 // stream in stream order (what actors.Work carries, less the samples: a
@@ -31,6 +32,23 @@ type RankRuns struct {
 	prev      Fence
 	prevAcked map[int]int64
 	buf       []Position // Fill's, reused
+
+	// What the trainer is told of acknowledgements (TrainerAcks): the
+	// newest acknowledged commit of this process life, the last
+	// acknowledged commit of each epoch of the current and the previous
+	// session, the epochs the coordinator completed in the current
+	// session, the highest commit of each epoch still waiting for its
+	// Ack, and the acknowledgements not yet taken (TakeAcks).
+	last      *Ack
+	stepAcks  map[Fence]map[int]Ack
+	completed map[int]bool
+	waiting   map[int]int64
+	news      []Ack
+	// CompletedToken, if set, turns the newest commit's resume token into
+	// the one that stands for a commit of a completed epoch (its epoch and
+	// step, the newest generation, which holds the epoch complete); unset,
+	// such a commit carries the newest token as it is.
+	CompletedToken func(tok string, epoch int, step int64) string
 }
 
 // Run is the next piece of an epoch's stream for the pipeline: Positions
@@ -90,6 +108,12 @@ func (r *RankRuns) StartSession(s RankSession, epochs int, batch int64) {
 	r.steps.StartSession()
 	r.acked = map[int]int64{}
 	r.ahead = nil
+	r.completed, r.waiting = map[int]bool{}, map[int]int64{}
+	for f := range r.stepAcks {
+		if f != r.prev {
+			delete(r.stepAcks, f)
+		}
+	}
 }
 
 // EndSession drops the session's leases and what was taken ahead: what
@@ -102,6 +126,7 @@ func (r *RankRuns) EndSession() {
 	}
 	r.prev, r.prevAcked = r.rl.Session(), r.acked
 	r.rl, r.acked, r.ahead = nil, nil, nil
+	r.completed, r.waiting = nil, nil
 }
 
 // Grant, Revoke and End apply the coordinator's messages to the current
@@ -126,7 +151,16 @@ func (r *RankRuns) End(e StreamEnd) bool {
 		return false
 	}
 	r.rl.End(e)
-	return e.EpochComplete
+	if !e.EpochComplete {
+		return false
+	}
+	// The coordinator acknowledges no more commits of the epoch: the one
+	// waiting counts as acknowledged, and so will later ones (padding).
+	r.completed[e.Epoch] = true
+	if step, ok := r.waiting[e.Epoch]; ok {
+		r.ackCompleted(e.Epoch, step)
+	}
+	return true
 }
 
 // Ack applies an acknowledged commit of the current session; it reports
@@ -138,7 +172,93 @@ func (r *RankRuns) Ack(a Ack) bool {
 	r.rl.Ack(a)
 	r.acked[a.Epoch] = max(r.acked[a.Epoch], a.Offset)
 	r.steps.Acked(a.Epoch, a.Step)
+	if w, ok := r.waiting[a.Epoch]; ok && w <= a.Step {
+		delete(r.waiting, a.Epoch)
+	}
+	r.noteAck(a)
 	return true
+}
+
+// noteAck records a as what the trainer is told: the newest
+// acknowledged commit, and its session's epoch's.
+func (r *RankRuns) noteAck(a Ack) {
+	if r.stepAcks == nil {
+		r.stepAcks = map[Fence]map[int]Ack{}
+	}
+	by := r.stepAcks[a.Session]
+	if by == nil {
+		by = map[int]Ack{}
+		r.stepAcks[a.Session] = by
+	}
+	if old, ok := by[a.Epoch]; ok && old.Step >= a.Step {
+		return
+	}
+	by[a.Epoch] = a
+	r.last = &a
+	r.news = append(r.news, a)
+}
+
+// ackCompleted acknowledges, for the trainer, the commit of step of the
+// current session's completed epoch: the newest generation holds the
+// epoch complete, so it restores this commit too.
+func (r *RankRuns) ackCompleted(epoch int, step int64) {
+	delete(r.waiting, epoch)
+	a := Ack{Rank: r.rank, Session: r.rl.Session(), Epoch: epoch, Step: step}
+	if r.last != nil {
+		a.Token = r.last.Token
+		if r.CompletedToken != nil {
+			a.Token = r.CompletedToken(a.Token, epoch, step)
+		}
+	}
+	if through, err := r.steps.Through(epoch, step); err == nil {
+		a.Offset = through
+	}
+	r.noteAck(a)
+}
+
+// TrainerAcks is what the trainer may be told of the rank's
+// acknowledgements: Last, the newest acknowledged commit of this process
+// life (nil: none), which a trainer restores after a rollback; and
+// Steps, the last acknowledged commit of each epoch of the current and
+// the previous session. The shell publishes a copy after every change
+// (TakeAcks) for the trainer's side to read.
+type TrainerAcks struct {
+	Last  *Ack
+	Steps map[Fence]map[int]Ack
+}
+
+// Acked returns the last acknowledged commit of epoch of session s.
+func (t *TrainerAcks) Acked(s Fence, epoch int) (Ack, bool) {
+	if t == nil {
+		return Ack{}, false
+	}
+	a, ok := t.Steps[s][epoch]
+	return a, ok
+}
+
+// TakeAcks returns the acknowledgements recorded since the last call
+// (from Ack, LateAcks, an epoch's completion and commits of completed
+// epochs), in order, with a copy of TrainerAcks after them; nil, nil
+// when nothing changed.
+func (r *RankRuns) TakeAcks() ([]Ack, *TrainerAcks) {
+	if len(r.news) == 0 {
+		return nil, nil
+	}
+	news := r.news
+	r.news = nil
+	t := &TrainerAcks{Steps: make(map[Fence]map[int]Ack, len(r.stepAcks))}
+	if r.last != nil {
+		l := *r.last
+		t.Last = &l
+	}
+	for f, by := range r.stepAcks {
+		c := make(map[int]Ack, len(by))
+		for e, a := range by {
+			c[e] = a
+		}
+		t.Steps[f] = c
+	}
+	return news, t
 }
 
 // LateAcks takes the commits a Welcome says the coordinator holds durable
@@ -166,6 +286,12 @@ func (r *RankRuns) LateAcks(committed []Ack) []Ack {
 		}
 		acked[ca.Epoch] = ca.Offset
 		r.steps.Acked(ca.Epoch, ca.Step)
+		if r.rl != nil && ca.Session == r.rl.Session() {
+			if w, ok := r.waiting[ca.Epoch]; ok && w <= ca.Step {
+				delete(r.waiting, ca.Epoch)
+			}
+		}
+		r.noteAck(ca)
 		out = append(out, ca)
 	}
 	return out
@@ -187,7 +313,21 @@ func (r *RankRuns) Commit(epoch int, step int64) error {
 	if err != nil {
 		return err
 	}
-	return r.rl.Commit(epoch, through, step)
+	if r.completed[epoch] {
+		// Acknowledged at once (TakeAcks): the coordinator acknowledges
+		// no commit of a completed epoch.
+		if a, ok := r.stepAcks[r.rl.Session()][epoch]; !ok || a.Step < step {
+			r.ackCompleted(epoch, step)
+		}
+		return nil
+	}
+	if err := r.rl.Commit(epoch, through, step); err != nil {
+		return err
+	}
+	if w, ok := r.waiting[epoch]; !ok || w < step {
+		r.waiting[epoch] = step
+	}
+	return nil
 }
 
 // Fill answers the pipeline's Want of up to want positions; done says the

@@ -994,6 +994,7 @@ func (s *sim) nodeReceive(n *simNode, body any) {
 			s.logf("node %s got %+v", ss.rank, m)
 		case StreamEnd:
 			r.End(m)
+			s.takeAcks(r)
 			if s.log != nil {
 				st := ss.rl.streams[m.Epoch]
 				s.logf("node %s got %+v: taken %d end %+v", ss.rank, m, st.taken, st.end)
@@ -1007,6 +1008,7 @@ func (s *sim) nodeReceive(n *simNode, body any) {
 					s.fail("ack %+v: the rank's leases hold %d acknowledged, its runs %d", m, k, r.Acked(m.Epoch))
 				}
 			}
+			s.takeAcks(r)
 		}
 		s.flush(ss)
 	}
@@ -1034,6 +1036,29 @@ func (s *sim) lateAcks(n *simNode, rs RankSession) {
 			s.fail("late ack %+v beyond the %d positions the session delivered", a, k)
 		}
 		s.logf("late ack %+v", a)
+	}
+	s.takeAcks(r)
+}
+
+// takeAcks takes what the node side would tell the trainer of its
+// acknowledgements, as the node's actor does after every change, and
+// checks it: a trainer is told of each session's epoch's commits in
+// step order, and the newest is what it restores.
+func (s *sim) takeAcks(r *RankRuns) {
+	news, view := r.TakeAcks()
+	if view == nil {
+		return
+	}
+	for i, a := range news {
+		if a.Rank != r.Rank() {
+			s.fail("rank %s told of an ack of %s: %+v", r.Rank(), a.Rank, a)
+		}
+		if got, ok := view.Acked(a.Session, a.Epoch); i == len(news)-1 && (!ok || got.Step < a.Step) {
+			s.fail("rank %s: ack %+v not in the published view (%+v)", r.Rank(), a, got)
+		}
+	}
+	if l := news[len(news)-1]; view.Last == nil || *view.Last != l {
+		s.fail("rank %s: the newest ack is %+v, the view's last %+v", r.Rank(), l, view.Last)
 	}
 }
 
@@ -1218,6 +1243,7 @@ func (s *sim) commit(ss *simSession, r *RankRuns, e int, step int64) {
 	if err := r.Commit(e, step); err != nil {
 		s.fail("rank %s: commit of epoch %d step %d: %v", ss.rank, e, step, err)
 	}
+	s.takeAcks(r)
 	if len(ss.rl.out) > before {
 		s.stats.Commits++
 		if c := ss.rl.out[len(ss.rl.out)-1].(Commit); c.Step != step || c.Offset > int64(len(ss.items[e])) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/storage"
 )
@@ -147,18 +148,14 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 	for _, e := range m.Ends {
 		if rs := a.byName[e.Rank]; rs != nil {
 			ce := e.Cluster()
-			if rs.runs.End(ce) && a.n.cfg.OnEpochComplete != nil {
-				a.n.cfg.OnEpochComplete(rs.r.name, ce.Session, ce.Epoch)
-			}
+			rs.runs.End(ce)
+			a.flushAcks(rs)
 		}
 	}
 	for _, ack := range m.Acks {
-		rs := a.byName[ack.Rank]
-		if rs == nil {
-			continue
-		}
-		if ca := ack.Cluster(); rs.runs.Ack(ca) && a.n.cfg.OnAck != nil {
-			a.n.cfg.OnAck(rs.r.name, ca.Session, ca)
+		if rs := a.byName[ack.Rank]; rs != nil {
+			rs.runs.Ack(ack.Cluster())
+			a.flushAcks(rs)
 		}
 	}
 	if m.Done && !a.done {
@@ -211,8 +208,24 @@ func (a *nodeActor) lateAcks(rs *rankState, committed []*wire.Ack) {
 	}
 	for _, ca := range rs.runs.LateAcks(cs) {
 		a.n.log.Info("commit acknowledged late", "rank", rs.r.name, "session", ca.Session.String(), "epoch", ca.Epoch, "step", ca.Step)
-		if a.n.cfg.OnAck != nil {
-			a.n.cfg.OnAck(rs.r.name, ca.Session, ca)
+	}
+	a.flushAcks(rs)
+}
+
+// flushAcks publishes what the trainer may be told of rs's
+// acknowledgements (RankRuns.TakeAcks, Rank.Acks) and calls OnAck with
+// each new one. The actor calls it right after every change, before any
+// end of a session shows in Next: a trainer rolled back then restores
+// the commit the coordinator resumes from.
+func (a *nodeActor) flushAcks(rs *rankState) {
+	news, view := rs.runs.TakeAcks()
+	if view == nil {
+		return
+	}
+	rs.r.setAcks(view)
+	if a.n.cfg.OnAck != nil {
+		for _, ack := range news {
+			a.n.cfg.OnAck(rs.r.name, ack.Session, ack)
 		}
 	}
 }
@@ -423,6 +436,7 @@ func (a *nodeActor) commit(m commitMsg) {
 	if err := rs.runs.Commit(m.epoch, m.step); err != nil {
 		a.n.log.Error("commit refused", "rank", rs.r.name, "epoch", m.epoch, "step", m.step, "err", err)
 	}
+	a.flushAcks(rs) // a commit of a completed epoch is acknowledged at once
 }
 
 // send flushes the queued events to the coordinator in one message.
@@ -434,4 +448,18 @@ func (a *nodeActor) send(ctx actor.Context) {
 	// introduced to it yet (a restarted coordinator, coord.nodeEvents).
 	ctx.Request(a.coord, &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out, Report: a.report})
 	a.out, a.report = nil, nil
+}
+
+// completedToken returns the journal token tok naming (epoch, step): the
+// token that stands for a commit of an epoch the coordinator completed,
+// which it acknowledges no more (RankRuns.CompletedToken). The
+// generation (what restores) is tok's, and it holds the epoch complete.
+// tok unchanged if it does not parse ("" without a journal).
+func completedToken(tok string, epoch int, step int64) string {
+	t, err := journal.ParseToken(tok)
+	if err != nil {
+		return tok
+	}
+	t.Epoch, t.Step = epoch, step
+	return t.String()
 }

@@ -106,19 +106,15 @@ type Config struct {
 	// incarnation: it must re-advertise the node with it (gossip.UpdateMeta).
 	Rejoin func(ctx context.Context, incarnation uint64) error
 	// OnAck is called from the actor for every acknowledged commit of a
-	// rank's current session, and for a commit of its current or previous
+	// rank's current session; for a commit of its current or previous
 	// session that a coordinator's Welcome reports durable although its
-	// Ack never arrived (before the session's rollback shows in Next). It
-	// must not block for long.
+	// Ack never arrived (before the session's rollback shows in Next);
+	// and for a commit of an epoch the coordinator completed (every real
+	// sample committed), which it acknowledges no more: what the rank
+	// still had of it was padding, and the commit carries the newest
+	// generation's token, which holds the epoch complete. Rank.Acks shows
+	// the ack before OnAck is called. It must not block for long.
 	OnAck func(rank string, session cluster.Fence, a cluster.Ack)
-	// OnEpochComplete, if set, is called from the actor when the
-	// coordinator tells a rank's current session that an epoch is
-	// complete (every real sample committed): commits of that epoch made
-	// after it are never acknowledged (the coordinator calls them stale;
-	// what the rank still had of it was padding). A trainer waiting for
-	// such an ack learns here that its commit needs none. It must not
-	// block for long.
-	OnEpochComplete func(rank string, session cluster.Fence, epoch int)
 	// OnJob, if set, is called from the actor with the job of every
 	// coordinator Welcome the node accepts, before the sessions it brings
 	// start: parts of the node that size themselves by the job learn it
@@ -221,6 +217,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	a := &nodeActor{n: n, inc: cfg.Incarnation, byName: map[string]*rankState{}}
 	for _, r := range n.ranks {
 		rs := &rankState{r: r, runs: cluster.NewRankRuns(r.name)}
+		rs.runs.CompletedToken = completedToken
 		a.ranks = append(a.ranks, rs)
 		a.byName[r.name] = rs
 	}
@@ -324,6 +321,7 @@ type Rank struct {
 		finished bool          // the job is done and this rank has no stream
 		err      error         // fatal: the node cannot serve the job
 		changed  chan struct{} // closed and replaced on every change
+		acks     *cluster.TrainerAcks
 	}
 
 	// The trainer goroutine's own state.
@@ -347,6 +345,22 @@ type Batch struct {
 
 // Name returns "<node>/<i>".
 func (r *Rank) Name() string { return r.name }
+
+// Acks is what the trainer may be told of the rank's acknowledged
+// commits (cluster.TrainerAcks), as the actor last published it; nil
+// before the first. The actor's RankRuns is its one owner; this is a
+// copy.
+func (r *Rank) Acks() *cluster.TrainerAcks {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.acks
+}
+
+func (r *Rank) setAcks(t *cluster.TrainerAcks) {
+	r.mu.Lock()
+	r.mu.acks = t
+	r.mu.Unlock()
+}
 
 func (r *Rank) changedLocked() {
 	close(r.mu.changed)

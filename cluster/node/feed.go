@@ -51,8 +51,6 @@ func NewClusterFeed(ranks int) *ClusterFeed {
 		cr := &clusterRank{index: i}
 		cr.mu.era = 1
 		cr.mu.sent = map[sessEpoch]sentSteps{}
-		cr.mu.ackedIn = map[sessEpoch]ackRec{}
-		cr.mu.complete = map[sessEpoch]bool{}
 		f.ranks = append(f.ranks, cr)
 	}
 	return f
@@ -71,8 +69,9 @@ func (f *ClusterFeed) RankDeps(deps actors.Deps) func(rank int) actors.Deps {
 	}
 }
 
-// OnAck records an acknowledged commit: set it as Config.OnAck
-// (wrap it to log as well).
+// OnAck answers the commits an acknowledgement covers: set it as
+// Config.OnAck (wrap it to log as well). What was acknowledged the feed
+// reads from Rank.Acks, whose one owner is the node's actor.
 func (f *ClusterFeed) OnAck(rank string, session cluster.Fence, a cluster.Ack) {
 	if r := f.byName(rank); r != nil {
 		r.onAck(session, a)
@@ -87,14 +86,6 @@ func (f *ClusterFeed) byName(rank string) *clusterRank {
 		return nil
 	}
 	return f.ranks[n]
-}
-
-// OnEpochComplete answers commits of an epoch the coordinator completed:
-// set it as Config.OnEpochComplete.
-func (f *ClusterFeed) OnEpochComplete(rank string, session cluster.Fence, epoch int) {
-	if r := f.byName(rank); r != nil {
-		r.onEpochComplete(session, epoch)
-	}
 }
 
 // Open returns the OpenFunc serving node's ranks; pipeline is the
@@ -121,11 +112,6 @@ type sessEpoch struct {
 	epoch   int
 }
 
-type ackRec struct {
-	step  int64
-	token []byte
-}
-
 // sentSteps are the first and last steps of an epoch a session returned.
 type sentSteps struct{ first, last int64 }
 
@@ -145,11 +131,7 @@ type clusterRank struct {
 		era      uint64
 		cur      cluster.Fence           // session of this era's batches; zero: none yet
 		sent     map[sessEpoch]sentSteps // steps returned per session and epoch
-		ackedIn  map[sessEpoch]ackRec    // last acknowledged per session and epoch
-		last     *feed.Rollback          // the last acknowledged commit
-		lastAck  batchAt                 // ... and its session
 		lastSent *batchAt                // the last batch returned this era
-		complete map[sessEpoch]bool      // epochs the coordinator completed, per session
 		waiters  map[*commitWaiter]struct{}
 	}
 }
@@ -196,8 +178,8 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, er
 		c.mu.lastSent = nil
 		c.failWaitersLocked(nil)
 		rb := feed.Rollback{Era: c.mu.era}
-		if c.mu.last != nil {
-			rb = *c.mu.last
+		if last := c.lastLocked(); last != nil {
+			rb = *last
 			rb.Era = c.mu.era
 		}
 		return feedserver.Delivery{}, &feed.RollbackError{Rollback: rb}
@@ -230,72 +212,37 @@ func (c *clusterRank) failWaitersLocked(keep *cluster.Fence) {
 	}
 }
 
+// lastLocked is the rank's last acknowledged commit (Rank.Acks), as the
+// trainer restores it; nil: none in this node process.
+func (c *clusterRank) lastLocked() *feed.Rollback {
+	t := c.mu.r.Acks()
+	if t == nil || t.Last == nil {
+		return nil
+	}
+	return &feed.Rollback{Epoch: t.Last.Epoch, Step: t.Last.Step, Token: []byte(t.Last.Token), Committed: true}
+}
+
+// lastAckLocked is the batch of the rank's last acknowledged commit.
+func (c *clusterRank) lastAckLocked() (batchAt, bool) {
+	t := c.mu.r.Acks()
+	if t == nil || t.Last == nil {
+		return batchAt{}, false
+	}
+	return batchAt{sessEpoch{t.Last.Session, t.Last.Epoch}, t.Last.Step}, true
+}
+
+// onAck answers the commits waiting on a's session and epoch that a
+// covers.
 func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := sessEpoch{session, a.Epoch}
-	if _, ok := c.mu.sent[key]; !ok {
-		return // a session this process never delivered from
-	}
-	tok := []byte(a.Token)
-	c.mu.last = &feed.Rollback{Epoch: a.Epoch, Step: a.Step, Token: tok, Committed: true}
-	c.mu.lastAck = batchAt{key, a.Step}
-	c.mu.ackedIn[key] = ackRec{step: a.Step, token: tok}
 	for w := range c.mu.waiters {
 		if w.at.sessEpoch == key && w.at.step <= a.Step {
-			w.ch <- feedserver.CommitResult{Token: tok}
+			w.ch <- feedserver.CommitResult{Token: []byte(a.Token)}
 			delete(c.mu.waiters, w)
 		}
 	}
-}
-
-// completedToken returns the journal token tok naming (epoch, step): the
-// token that stands for a commit of an epoch the coordinator completed,
-// which it acknowledges no more. The generation (what restores) is tok's,
-// and it holds the epoch complete. tok unchanged if it does not parse (""
-// without a journal).
-func completedToken(tok string, epoch int, step int64) string {
-	t, err := journal.ParseToken(tok)
-	if err != nil {
-		return tok
-	}
-	t.Epoch, t.Step = epoch, step
-	return t.String()
-}
-
-// onEpochComplete: the coordinator completed epoch (every real sample
-// committed) and will acknowledge no more commits of it; what the rank
-// still has of it is padding. Waiting commits of it are answered with the
-// rank's newest token, and count as acknowledged.
-func (c *clusterRank) onEpochComplete(session cluster.Fence, epoch int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := sessEpoch{session, epoch}
-	c.mu.complete[key] = true
-	for w := range c.mu.waiters {
-		if w.at.sessEpoch == key {
-			w.ch <- feedserver.CommitResult{Token: c.ackCompleteLocked(w.at)}
-			delete(c.mu.waiters, w)
-		}
-	}
-}
-
-// ackCompleteLocked records a commit of a completed epoch as
-// acknowledged and returns the token that stands for it.
-func (c *clusterRank) ackCompleteLocked(at batchAt) []byte {
-	if rec, ok := c.mu.ackedIn[at.sessEpoch]; ok && rec.step >= at.step {
-		return rec.token
-	}
-	var tok []byte
-	if c.mu.last != nil {
-		// The newest generation holds the epoch complete, so it restores
-		// this commit too.
-		tok = []byte(completedToken(string(c.mu.last.Token), at.epoch, at.step))
-	}
-	c.mu.last = &feed.Rollback{Epoch: at.epoch, Step: at.step, Token: tok, Committed: true}
-	c.mu.lastAck = at
-	c.mu.ackedIn[at.sessEpoch] = ackRec{step: at.step, token: tok}
-	return tok
 }
 
 func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
@@ -305,18 +252,19 @@ func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
 		if _, err := journal.ParseToken(string(token)); err != nil {
 			return feedserver.Attachment{}, fmt.Errorf("%w: %v", feed.ErrBadToken, err)
 		}
-		switch {
-		case c.mu.last == nil:
+		switch last := c.lastLocked(); {
+		case last == nil:
 			// This node process acknowledged nothing for the rank (it
 			// restarted): the coordinator's state is the authority.
-		case string(token) == string(c.mu.last.Token):
+		case string(token) == string(last.Token):
 		default:
 			return feedserver.Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
-				feed.ErrStaleToken, c.index, c.mu.last.Epoch, c.mu.last.Step, c.mu.last.Token, token)
+				feed.ErrStaleToken, c.index, last.Epoch, last.Step, last.Token, token)
 		}
 	}
 	at := feedserver.Attachment{}
-	if ls := c.mu.lastSent; ls != nil && (c.mu.last == nil || *ls != c.mu.lastAck) {
+	lastAck, acked := c.lastAckLocked()
+	if ls := c.mu.lastSent; ls != nil && (!acked || *ls != lastAck) {
 		// The last trainer got batches after its last acknowledged
 		// commit: they are delivered again, from a new session.
 		c.mu.r.Reset()
@@ -327,9 +275,8 @@ func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
 		at.Reset = true
 	}
 	at.Era = c.mu.era
-	if c.mu.last != nil {
-		l := *c.mu.last
-		at.Committed = &l
+	if l := c.lastLocked(); l != nil {
+		at.Committed = l
 		at.Resume = feed.After(l.Epoch, l.Step)
 	}
 	return at, nil
@@ -352,19 +299,16 @@ func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan feedserv
 		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, sent.first-1)
 	}
 	ch := make(chan feedserver.CommitResult, 1)
-	if rec, ok := c.mu.ackedIn[key]; ok && step <= rec.step {
+	if rec, ok := c.mu.r.Acks().Acked(c.mu.cur, epoch); ok && step <= rec.Step {
 		c.mu.Unlock()
-		if step < rec.step {
-			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, rec.step)
+		if step < rec.Step {
+			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, rec.Step)
 		}
-		ch <- feedserver.CommitResult{Token: rec.token}
+		ch <- feedserver.CommitResult{Token: []byte(rec.Token)}
 		return ch, nil
 	}
-	if c.mu.complete[key] {
-		ch <- feedserver.CommitResult{Token: c.ackCompleteLocked(batchAt{key, step})}
-		c.mu.Unlock()
-		return ch, nil
-	}
+	// The actor answers through OnAck; a commit of an epoch the
+	// coordinator completed at once (RankRuns.Commit).
 	w := &commitWaiter{at: batchAt{key, step}, ch: ch}
 	if c.mu.waiters == nil {
 		c.mu.waiters = map[*commitWaiter]struct{}{}

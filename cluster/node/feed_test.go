@@ -85,11 +85,10 @@ func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.S
 	}
 	nd, err := Start(e.sys, Config{
 		Node: name, Ranks: 2, Dataset: ds, Catalog: cat, Pipeline: pcfg, Deps: deps,
-		RankDeps:        e.cf.RankDeps(deps),
-		OnAck:           e.cf.OnAck,
-		OnEpochComplete: e.cf.OnEpochComplete,
-		RequestEvery:    20 * time.Millisecond,
-		Logger:          testLogger(),
+		RankDeps:     e.cf.RankDeps(deps),
+		OnAck:        e.cf.OnAck,
+		RequestEvery: 20 * time.Millisecond,
+		Logger:       testLogger(),
 		Rejoin: func(_ context.Context, inc uint64) error {
 			e.mu.Lock()
 			co := e.co

@@ -169,7 +169,6 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if cf != nil {
 		acfg.RankDeps = cf.RankDeps(deps)
 		acfg.OnAck = cf.OnAck
-		acfg.OnEpochComplete = cf.OnEpochComplete
 	}
 	onAck := acfg.OnAck
 	acfg.OnAck = func(rank string, session cluster.Fence, a cluster.Ack) {

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestRankRunsTrainerAcks: RankRuns is the one owner of what a trainer
+// is told of acknowledgements. An Ack is taken once, in order, with a
+// view whose Last is the newest; a commit waiting when the coordinator
+// completes its epoch is acknowledged then, and a commit of a completed
+// epoch at once, both with the newest token turned by CompletedToken; a
+// late ack of the previous session is told too.
+func TestRankRunsTrainerAcks(t *testing.T) {
+	s := Fence{1, 1}
+	r := NewRankRuns("a/0")
+	r.CompletedToken = func(tok string, epoch int, step int64) string { return fmt.Sprintf("%s@%d.%d", tok, epoch, step) }
+	r.StartSession(RankSession{Rank: "a/0", Session: s}, 1, 2)
+	r.Grant(Lease{Rank: "a/0", Session: s, Fence: Fence{1, 2}, Epoch: 0, Index: 0, Start: 0, End: 6})
+	r.End(StreamEnd{Rank: "a/0", Session: s, Epoch: 0, Length: 6, Leases: 1})
+	given := 0
+	for given < 6 {
+		run, ok := r.Fill(6, false)
+		if !ok {
+			t.Fatalf("Fill gave nothing after %d positions", given)
+		}
+		given += len(run.Positions)
+	}
+	if news, view := r.TakeAcks(); news != nil || view != nil {
+		t.Fatalf("acks before any: %v %v", news, view)
+	}
+
+	if err := r.Commit(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	r.Ack(Ack{Rank: "a/0", Session: s, Epoch: 0, Offset: 2, Step: 0, Token: "g1"})
+	news, view := r.TakeAcks()
+	if len(news) != 1 || news[0].Token != "g1" || view.Last == nil || view.Last.Step != 0 {
+		t.Fatalf("after the ack of step 0: %v, last %v", news, view.Last)
+	}
+	if a, ok := view.Acked(s, 0); !ok || a.Step != 0 {
+		t.Fatalf("view of epoch 0: %v %v", a, ok)
+	}
+	r.Ack(Ack{Rank: "a/0", Session: s, Epoch: 0, Offset: 2, Step: 0, Token: "g1"}) // duplicate
+	if news, _ := r.TakeAcks(); news != nil {
+		t.Fatalf("a duplicate ack told again: %v", news)
+	}
+
+	// Step 1 waits; the epoch completes: it is acknowledged then.
+	if err := r.Commit(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if news, _ := r.TakeAcks(); news != nil {
+		t.Fatalf("a commit told acknowledged before its ack: %v", news)
+	}
+	r.End(StreamEnd{Rank: "a/0", Session: s, Epoch: 0, Length: 6, Leases: 1, EpochComplete: true})
+	news, view = r.TakeAcks()
+	if len(news) != 1 || news[0].Step != 1 || news[0].Token != "g1@0.1" || news[0].Session != s || *view.Last != news[0] {
+		t.Fatalf("at the epoch's completion: %+v, last %+v", news, view.Last)
+	}
+	// Step 2, of the completed epoch, at once.
+	if err := r.Commit(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	news, view = r.TakeAcks()
+	if len(news) != 1 || news[0].Step != 2 || news[0].Token != "g1@0.1@0.2" || view.Last.Step != 2 {
+		t.Fatalf("a commit of the completed epoch: %+v, last %+v", news, view.Last)
+	}
+
+	// The session ends; a Welcome reports a commit of it durable that was
+	// told already: it is not told twice.
+	s2 := Fence{2, 1}
+	r.EndSession()
+	r.LateAcks([]Ack{{Rank: "a/0", Session: s, Epoch: 0, Offset: 6, Step: 2, Token: "g2"}})
+	if news, _ := r.TakeAcks(); news != nil {
+		t.Fatalf("a late ack of a step already told, told again: %v", news)
+	}
+	r.StartSession(RankSession{Rank: "a/0", Session: s2}, 1, 2)
+	if news, view := r.TakeAcks(); news != nil || view != nil {
+		t.Fatalf("a session start told an ack: %v %+v", news, view)
+	}
+}
+
+// TestRankRunsLateAckTold: a commit of the previous session whose Ack
+// never arrived, reported durable by a Welcome, is told to the trainer
+// before the new session starts, and becomes what it restores.
+func TestRankRunsLateAckTold(t *testing.T) {
+	s := Fence{1, 1}
+	r := NewRankRuns("a/0")
+	r.StartSession(RankSession{Rank: "a/0", Session: s}, 1, 2)
+	r.Grant(Lease{Rank: "a/0", Session: s, Fence: Fence{1, 2}, Epoch: 0, Index: 0, Start: 0, End: 4})
+	r.End(StreamEnd{Rank: "a/0", Session: s, Epoch: 0, Length: 4, Leases: 1})
+	for given := 0; given < 4; {
+		run, ok := r.Fill(4, false)
+		if !ok {
+			t.Fatal("Fill gave nothing")
+		}
+		given += len(run.Positions)
+	}
+	if err := r.Commit(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.EndSession()
+	late := r.LateAcks([]Ack{{Rank: "a/0", Session: s, Epoch: 0, Offset: 4, Step: 1, Token: "g7"}})
+	news, view := r.TakeAcks()
+	if len(late) != 1 || len(news) != 1 || news[0].Token != "g7" || view.Last == nil || view.Last.Step != 1 || view.Last.Session != s {
+		t.Fatalf("late %v, told %v, last %+v", late, news, view)
+	}
+	r.StartSession(RankSession{Rank: "a/0", Session: Fence{2, 1}}, 1, 2)
+	if a, ok := view.Acked(s, 0); !ok || a.Step != 1 {
+		t.Fatalf("the view lost the previous session's ack: %+v", a)
+	}
+}
