@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -38,6 +39,28 @@ type stack struct {
 	logDir  string
 	env     []string
 	file    string
+
+	mu       sync.Mutex
+	failures []string // what Errorf reported, repeated after the containers' logs
+}
+
+// Errorf reports a failure of the test, and keeps it: teardown repeats
+// the failures after the containers' logs, which would otherwise push
+// them out of the tail of a CI log.
+func (s *stack) Errorf(format string, args ...any) {
+	s.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.failures = append(s.failures, msg)
+	s.mu.Unlock()
+	s.t.Error(msg)
+}
+
+// Fatalf is Errorf, and ends the test.
+func (s *stack) Fatalf(format string, args ...any) {
+	s.t.Helper()
+	s.Errorf(format, args...)
+	s.t.FailNow()
 }
 
 // settings are the compose file's ${VAR} values for a chaos run: small
@@ -149,7 +172,7 @@ func (s *stack) container(service string) string {
 	s.t.Helper()
 	id := strings.TrimSpace(s.mustCompose("ps", "-q", service))
 	if id == "" {
-		s.t.Fatalf("no container for %s", service)
+		s.Fatalf("no container for %s", service)
 	}
 	return id
 }
@@ -164,7 +187,7 @@ func (s *stack) waitExit(service string, d time.Duration) int {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "docker", "wait", id).Output()
 	if err != nil {
-		s.t.Fatalf("%s did not exit within %v", service, d)
+		s.Fatalf("%s did not exit within %v", service, d)
 	}
 	var code int
 	fmt.Sscan(string(out), &code)
@@ -176,7 +199,7 @@ func (s *stack) finish(d time.Duration, nodes ...string) {
 	s.t.Helper()
 	for _, svc := range append(nodes, "coordinator") {
 		if code := s.waitExit(svc, d); code != 0 {
-			s.t.Errorf("%s exited %d", svc, code)
+			s.Errorf("%s exited %d", svc, code)
 		}
 	}
 }
@@ -192,6 +215,13 @@ func (s *stack) teardown() {
 			os.WriteFile(filepath.Join(keep, "containers.log"), []byte(out), 0o644)
 			t.Logf("delivery logs and containers' logs kept in %s", keep)
 		}
+		s.mu.Lock()
+		if len(s.failures) > 0 {
+			t.Logf("the failures above, again:\n  %s", strings.Join(s.failures, "\n  "))
+		} else {
+			t.Logf("the failure is above the containers' logs (a Fatal, or a check outside the stack)")
+		}
+		s.mu.Unlock()
 	}
 	if out, err := s.compose("down", "-v", "--remove-orphans", "-t", "2"); err != nil {
 		t.Errorf("teardown: %v\n%s", err, out)
@@ -236,7 +266,7 @@ func (s *stack) check(epochs int) *history {
 		s.t.Fatal(err)
 	}
 	if ps := append(h.check(keys, epochs), h.checkResume()...); len(ps) > 0 {
-		s.t.Errorf("the promise is broken:\n  %s", strings.Join(ps, "\n  "))
+		s.Errorf("the promise is broken:\n  %s", strings.Join(ps, "\n  "))
 	}
 	return h
 }
@@ -246,11 +276,11 @@ func (s *stack) check(epochs int) *history {
 func (s *stack) checkLives(h *history, want int) {
 	s.t.Helper()
 	if len(h.lives) != want {
-		s.t.Errorf("commit log shows %d coordinator lives, want %d", len(h.lives), want)
+		s.Errorf("commit log shows %d coordinator lives, want %d", len(h.lives), want)
 	}
 	for i, l := range h.lives {
 		if i > 0 && l.restored == 0 {
-			s.t.Errorf("coordinator life %d started fresh; it should have continued from the journal", i+1)
+			s.Errorf("coordinator life %d started fresh; it should have continued from the journal", i+1)
 		}
 	}
 }
@@ -260,8 +290,8 @@ func (s *stack) checkLives(h *history, want int) {
 // all its sessions: a session that ends (its node killed, the coordinator
 // restored) is followed by a new one that takes over from the rank's last
 // commit.
-func checkEqualCommitted(t *testing.T, h *history, e int, live func(rank string) bool) {
-	t.Helper()
+func checkEqualCommitted(s *stack, h *history, e int, live func(rank string) bool) {
+	s.t.Helper()
 	st := map[string]int64{}
 	for k := range h.delivered {
 		if a, ok := h.acked[k.sessionEpoch]; ok && k.epoch == e && k.step <= a && live(k.rank) {
@@ -271,13 +301,13 @@ func checkEqualCommitted(t *testing.T, h *history, e int, live func(rank string)
 	var want int64 = -1
 	for _, n := range st {
 		if want >= 0 && n != want {
-			t.Errorf("epoch %d: unequal committed steps per rank: %v", e, st)
+			s.Errorf("epoch %d: unequal committed steps per rank: %v", e, st)
 			return
 		}
 		want = n
 	}
 	if len(st) == 0 {
-		t.Errorf("epoch %d: no rank committed anything", e)
+		s.Errorf("epoch %d: no rank committed anything", e)
 	}
 }
 
@@ -289,8 +319,8 @@ func checkEqualCommitted(t *testing.T, h *history, e int, live func(rank string)
 // are cut at different steps and the restored coordinator splits the
 // epoch's uncommitted rest equally among the ranks present (a data-parallel
 // trainer commits one global step, and then the sums are equal too).
-func checkEqualStepsAfterRestore(t *testing.T, h *history, e int) map[string]int64 {
-	t.Helper()
+func checkEqualStepsAfterRestore(s *stack, h *history, e int) map[string]int64 {
+	s.t.Helper()
 	gen := sessionLife
 	var newest uint64
 	for k := range h.delivered {
@@ -302,7 +332,7 @@ func checkEqualStepsAfterRestore(t *testing.T, h *history, e int) map[string]int
 	var want int64 = -1
 	for _, n := range st {
 		if want >= 0 && n != want {
-			t.Errorf("epoch %d: unequal steps among the sessions of coordinator life %d: %v", e, newest, st)
+			s.Errorf("epoch %d: unequal steps among the sessions of coordinator life %d: %v", e, newest, st)
 			break
 		}
 		want = n
@@ -359,7 +389,7 @@ next:
 func (s *stack) checkMidEpoch(t0 time.Time, epoch int) {
 	s.t.Helper()
 	if s.firstAfter(t0, "epoch complete", map[string]string{"epoch": strconv.Itoa(epoch)}) < 0 {
-		s.t.Errorf("epoch %d completed before the fault: the test did not hit a running epoch", epoch)
+		s.Errorf("epoch %d completed before the fault: the test did not hit a running epoch", epoch)
 	}
 }
 
@@ -383,13 +413,13 @@ func TestChaosKillNode(t *testing.T) {
 	s.checkMidEpoch(killed, 0)
 	h := s.check(2)
 	for e := range 2 {
-		checkEqualCommitted(t, h, e, func(r string) bool { return nodeOf(r) != "node3" })
+		checkEqualCommitted(s, h, e, func(r string) bool { return nodeOf(r) != "node3" })
 	}
 	detect := s.firstAfter(killed, "node failed", map[string]string{"node": "node3"})
 	reissue := s.firstAfter(killed, "reassigned", nil)
 	t.Logf("docker kill → failure noticed %.2f s, → first lease re-issued %.2f s (local gossip profile)", detect.Seconds(), reissue.Seconds())
 	if detect < 0 {
-		t.Errorf("the coordinator never noticed the kill")
+		s.Errorf("the coordinator never noticed the kill")
 	}
 	s.logEpochs()
 }
@@ -416,7 +446,7 @@ func TestChaosPartitionNode(t *testing.T) {
 	s.checkMidEpoch(cut, 0)
 	h := s.check(8)
 	if s.firstAfter(healed, "job done", nil) < 0 {
-		t.Errorf("the job finished before the partition healed: nothing shows the stale leases were fenced")
+		s.Errorf("the job finished before the partition healed: nothing shows the stale leases were fenced")
 	}
 	detect := s.firstAfter(cut, "node failed", map[string]string{"node": "node2"})
 	reissue := s.firstAfter(cut, "reassigned", nil)
@@ -424,7 +454,7 @@ func TestChaosPartitionNode(t *testing.T) {
 	t.Logf("disconnect → failure noticed %.2f s, → first lease re-issued %.2f s; reconnect (after %.0f s) → node2 rejoined %.2f s",
 		detect.Seconds(), reissue.Seconds(), healed.Sub(cut).Seconds(), rejoin.Seconds())
 	if detect < 0 {
-		t.Errorf("the coordinator never noticed the partition")
+		s.Errorf("the coordinator never noticed the partition")
 	}
 	fenced := 0
 	for k := range h.delivered {
@@ -459,7 +489,7 @@ func (s *stack) restartMinIOMidEpoch() {
 	s.checkMidEpoch(t0, 0)
 	h := s.check(2)
 	for e := range 2 {
-		checkEqualCommitted(t, h, e, func(string) bool { return true })
+		checkEqualCommitted(s, h, e, func(string) bool { return true })
 	}
 }
 
@@ -474,7 +504,7 @@ func TestChaosMinIORestartPacked(t *testing.T) {
 	set["PACK_PER_SHARD"] = "64"
 	s := startStack(t, set, "minio", "setup", "pack")
 	if code := s.waitExit("pack", 2*time.Minute); code != 0 {
-		t.Fatalf("pack exited %d", code)
+		s.Fatalf("pack exited %d", code)
 	}
 	s.mustCompose("up", "-d", "--no-color", "coordinator", "node1", "node2", "node3")
 	s.restartMinIOMidEpoch()
@@ -483,7 +513,7 @@ func TestChaosMinIORestartPacked(t *testing.T) {
 		out, _ := s.compose("logs", "--no-color", node)
 		m := regexp.MustCompile(`chunk cache.*chunks=(\d+)`).FindStringSubmatch(out)
 		if m == nil || m[1] == "0" {
-			t.Errorf("%s: no chunk reads in its log (%q)", node, m)
+			s.Errorf("%s: no chunk reads in its log (%q)", node, m)
 		} else {
 			t.Logf("%s: %s chunk reads", node, m[1])
 		}
@@ -532,10 +562,10 @@ func TestChaosJoinMidEpoch(t *testing.T) {
 		if granted := s.firstAfter(started, "epoch started", map[string]string{"epoch": "1"}); granted >= 0 && granted < joined {
 			why = fmt.Sprintf(" (every lease of epoch 0 was granted %.2f s after the start, before it joined)", granted.Seconds())
 		}
-		t.Errorf("the node that joined mid-epoch 0 delivered nothing of it%s", why)
+		s.Errorf("the node that joined mid-epoch 0 delivered nothing of it%s", why)
 	}
 	if share := h.samplesBy(1); share["node3/0"] == 0 || share["node3/1"] == 0 {
-		t.Errorf("the joiner's ranks took no real samples of epoch 1: %v", share)
+		s.Errorf("the joiner's ranks took no real samples of epoch 1: %v", share)
 	}
 	s.logEpochs()
 }
@@ -560,7 +590,7 @@ func TestChaosKillCoordinator(t *testing.T) {
 	h := s.check(3)
 	s.checkLives(h, 2)
 	for e := range 3 {
-		t.Logf("epoch %d: committed batches per rank over all sessions %v", e, checkEqualStepsAfterRestore(t, h, e))
+		t.Logf("epoch %d: committed batches per rank over all sessions %v", e, checkEqualStepsAfterRestore(s, h, e))
 	}
 	cont := s.firstAfter(killed, "journal: continuing", nil)
 	ack := time.Duration(-1)
@@ -573,7 +603,7 @@ func TestChaosKillCoordinator(t *testing.T) {
 	t.Logf("docker kill coordinator → started again after %.1f s → continuing from the journal %.2f s after the kill; next epoch complete %.2f s after the kill",
 		restarted.Sub(killed).Seconds(), cont.Seconds(), ack.Seconds())
 	if cont < 0 {
-		t.Errorf("the restarted coordinator did not continue from its journal")
+		s.Errorf("the restarted coordinator did not continue from its journal")
 	}
 	s.logEpochs()
 }
@@ -597,13 +627,13 @@ func TestChaosRestartAll(t *testing.T) {
 	h := s.check(3)
 	s.checkLives(h, 2)
 	for e := range 3 {
-		t.Logf("epoch %d: committed batches per rank over all sessions %v", e, checkEqualStepsAfterRestore(t, h, e))
+		t.Logf("epoch %d: committed batches per rank over all sessions %v", e, checkEqualStepsAfterRestore(s, h, e))
 	}
 	cont := s.firstAfter(killed, "journal: continuing", nil)
 	t.Logf("docker-compose kill → up again after %.1f s → coordinator continuing from the journal %.2f s after the kill",
 		restarted.Sub(killed).Seconds(), cont.Seconds())
 	if cont < 0 {
-		t.Errorf("the coordinator did not continue from its journal after the restart")
+		s.Errorf("the coordinator did not continue from its journal after the restart")
 	}
 	s.logEpochs()
 }
