@@ -30,6 +30,8 @@ type nodeStats struct {
 		Retries        int64            `json:"retries"`
 		RetriesByCause map[string]int64 `json:"retries_by_cause"`
 		Throttled      int64            `json:"throttled"`
+		Budget         float64          `json:"budget"`
+		Ceiling        float64          `json:"ceiling"`
 	} `json:"store"`
 }
 

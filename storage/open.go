@@ -75,3 +75,27 @@ func Close(s Store) error {
 	}
 	return nil
 }
+
+// RequestBudgeter is a store that takes a job-wide request budget's
+// share (the S3 store: s3.Store.SetRequestBudget).
+type RequestBudgeter interface {
+	SetRequestBudget(rps float64)
+}
+
+// SetRequestBudget gives rps requests per second (0: none) to the first
+// store under s, through the wrappers' Unwrap, that takes a budget; it
+// reports whether one did (a directory store has no request rate).
+func SetRequestBudget(s Store, rps float64) bool {
+	for s != nil {
+		if b, ok := s.(RequestBudgeter); ok {
+			b.SetRequestBudget(rps)
+			return true
+		}
+		w, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			return false
+		}
+		s = w.Unwrap()
+	}
+	return false
+}

@@ -86,7 +86,17 @@ type Config struct {
 	// journal for a restarted coordinator to rejoin (package gossip's
 	// Members); nil: the node addresses gossip events carried.
 	Peers func() []string
+	// JobStoreRPS is the job-wide object-store request budget in requests
+	// per second (0: none). The coordinator divides it among the live
+	// nodes by their ranks (cluster.StoreShares) and mails each its share
+	// (NodeMail.StoreBudget) as nodes join and leave, and again every
+	// ShareResendTicks ticks in case a mail was lost.
+	JobStoreRPS float64
 }
+
+// ShareResendTicks is how many ticks pass between resends of every
+// node's store budget share (30 s at the default tick).
+const ShareResendTicks = 30
 
 // Journal is the coordinator's durable store; *journal.Journal
 // implements it. Called only from the actor.
@@ -309,8 +319,10 @@ type nodeInfo struct {
 	addr   string
 	gossip string // gossip address, recorded in the journal
 	pid    *actor.PID
-	inc    uint64 // the life the state machine knows; 0 once it is gone
-	gone   uint64 // the largest life that left or failed
+	inc    uint64  // the life the state machine knows; 0 once it is gone
+	gone   uint64  // the largest life that left or failed
+	ranks  int     // of the life inc, as it joined
+	share  float64 // the store budget share last mailed to life inc; 0: none
 }
 
 type coordActor struct {
@@ -345,6 +357,8 @@ type coordActor struct {
 	lastProgress time.Time
 
 	book nodeBook // nodes' reports, for Status
+
+	sharesDirty bool // membership changed since the shares were mailed
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
@@ -364,6 +378,9 @@ func (a *coordActor) Receive(ctx actor.Context) {
 	case tickMsg:
 		a.step(cluster.Tick{})
 		a.ticks++
+		if a.ticks%ShareResendTicks == 0 {
+			a.mailShares(true)
+		}
 		if j := a.cfg.Journal; j != nil && a.ticks%a.cfg.CheckEvery == 0 && !a.dirty {
 			cctx, cancel := context.WithTimeout(a.base, 30*time.Second)
 			err := j.Check(cctx)
@@ -447,7 +464,8 @@ func (a *coordActor) membership(ev gossip.Event) {
 		}
 		a.log.Info("node joined", "node", id, "incarnation", inc, "ranks", ev.Meta.Ranks, "actor", n.addr)
 		if err := a.step(cluster.Join{Node: id, Incarnation: inc, Ranks: ev.Meta.Ranks}); err == nil {
-			n.inc = inc
+			n.inc, n.ranks, n.share = inc, len(ev.Meta.Ranks), 0
+			a.sharesDirty = true
 		}
 	case gossip.Suspected, gossip.Recovered:
 		if n.inc == 0 || (inc != 0 && inc != n.inc) {
@@ -467,7 +485,8 @@ func (a *coordActor) membership(ev gossip.Event) {
 		if inc != n.inc {
 			return
 		}
-		n.inc = 0
+		n.inc, n.share = 0, 0
+		a.sharesDirty = true
 		a.evictedAt, a.evictedNode = a.cfg.Clock.Now(), id
 		a.book.gone(id, ev.Kind == gossip.Left)
 		if ev.Kind == gossip.Left {
@@ -629,6 +648,37 @@ func (a *coordActor) logAcks(acks []cluster.Ack) error {
 	return a.commitLog.Flush()
 }
 
+// mailShares divides the job's store budget among the live nodes and
+// mails each node whose share changed (all of them if all) its share.
+func (a *coordActor) mailShares(all bool) {
+	a.sharesDirty = false
+	if a.cfg.JobStoreRPS <= 0 || a.finished {
+		return // no budget, or the job is done: the nodes only leave now
+	}
+	ranks := map[string]int{}
+	for id, n := range a.nodes {
+		if n.inc != 0 {
+			ranks[id] = n.ranks
+		}
+	}
+	shares := cluster.StoreShares(a.cfg.JobStoreRPS, ranks)
+	changed := 0
+	for id := range ranks {
+		n, s := a.nodes[id], shares[id]
+		if !all && !cluster.ShareChanged(n.share, s) {
+			continue
+		}
+		if s != n.share {
+			changed++
+		}
+		n.share = s
+		a.to(id).StoreBudget = &wire.StoreBudget{Rps: s}
+	}
+	if changed > 0 {
+		a.log.Info("store budget divided", "job_store_rps", a.cfg.JobStoreRPS, "nodes", len(ranks), "changed", changed)
+	}
+}
+
 func (a *coordActor) to(node string) *wire.NodeMail {
 	if a.mail == nil {
 		a.mail = map[string]*wire.NodeMail{}
@@ -691,6 +741,9 @@ func (a *coordActor) flush(ctx actor.Context) {
 		m.Acks = append(m.Acks, wire.AckOf(ack))
 	}
 	a.pending = nil
+	if a.sharesDirty {
+		a.mailShares(false)
+	}
 	for id, m := range a.mail {
 		if n := a.nodes[id]; n != nil && n.pid != nil && !m.IsEmpty() {
 			ctx.Send(n.pid, m)

@@ -601,3 +601,81 @@ func TestShutdownAbortsStuckJournalWrite(t *testing.T) {
 		t.Fatal("the stuck journal write outlived Shutdown")
 	}
 }
+
+// TestStoreBudgetShares: with a job-wide store budget the coordinator
+// mails each live node its share by ranks as nodes join and leave, and
+// Status shows the shares. The nodes here are stand-ins that record the
+// shares their mail carries.
+func TestStoreBudgetShares(t *testing.T) {
+	h := newHarness(t, 40)
+	defer h.sys.Shutdown()
+	cfg := cluster.DefaultConfig()
+	cfg.Samples, cfg.Epochs, cfg.ShardSize = int64(len(h.ds.Samples)), 1, 8
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds),
+		TickEvery: time.Hour, JobStoreRPS: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Shutdown(context.Background())
+	type share struct {
+		node string
+		rps  float64
+	}
+	shares := make(chan share, 64)
+	join := func(name string, ranks int) {
+		pid, err := h.sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+			if m, ok := c.Message().(*wire.NodeMail); ok && m.StoreBudget != nil {
+				shares <- share{name, m.StoreBudget.Rps}
+			}
+		}), "standin-"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		co.SetNodePID(name, pid)
+		var names []string
+		for i := range ranks {
+			names = append(names, fmt.Sprintf("%s/%d", name, i))
+		}
+		co.Membership(gossip.Event{Kind: gossip.Joined, Name: name, Meta: gossip.Meta{ID: name, Role: gossip.RoleNode, Ranks: names, Incarnation: 1}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// expect waits until every named node's latest share is the one
+	// wanted (a node may first get a share that a later join changed).
+	expect := func(want map[string]float64) {
+		t.Helper()
+		got := map[string]float64{}
+		for {
+			ok := true
+			for n, w := range want {
+				if got[n] != w {
+					ok = false
+				}
+			}
+			if ok {
+				return
+			}
+			select {
+			case s := <-shares:
+				got[s.node] = s.rps
+			case <-ctx.Done():
+				t.Fatalf("shares %v, want %v", got, want)
+			}
+		}
+	}
+	join("a", 2)
+	expect(map[string]float64{"a": 300})
+	join("b", 1)
+	expect(map[string]float64{"a": 200, "b": 100})
+	co.Membership(gossip.Event{Kind: gossip.Left, Name: "b", Meta: gossip.Meta{ID: "b", Role: gossip.RoleNode, Incarnation: 1}})
+	expect(map[string]float64{"a": 300})
+	st, err := co.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if want := map[string]float64{"a": 300, "b": 0}[n.Node]; n.StoreRPS != want {
+			t.Errorf("status: %s's share %v, want %v", n.Node, n.StoreRPS, want)
+		}
+	}
+}

@@ -39,6 +39,9 @@ type NodeStatus struct {
 	// ReportAt is when Report arrived.
 	ReportAt time.Time
 	Report   *wire.NodeReport
+	// StoreRPS is the node's share of the job's store request budget
+	// last mailed to it (Config.JobStoreRPS; 0: none).
+	StoreRPS float64
 }
 
 // nodeBook keeps each node's latest report and how its last life ended,
@@ -113,6 +116,7 @@ func (b *nodeBook) statuses(nodes map[string]*nodeInfo, alive map[string]bool, n
 		switch {
 		case alive[id]:
 			s.Incarnation = max(s.Incarnation, n.inc)
+			s.StoreRPS = n.share
 			s.State = NodeAlive
 			if inc, ok := b.suspect[id]; ok && inc == n.inc {
 				s.State = NodeSuspect

@@ -162,6 +162,9 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 		a.n.log.Info("job done")
 		a.done = true
 	}
+	if b := m.GetStoreBudget(); b != nil && a.n.cfg.OnStoreBudget != nil {
+		a.n.cfg.OnStoreBudget(b.Rps)
+	}
 }
 
 func (a *nodeActor) welcome(w *wire.Welcome) {

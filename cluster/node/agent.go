@@ -115,6 +115,11 @@ type Config struct {
 	// generation's token, which holds the epoch complete. Rank.Acks shows
 	// the ack before OnAck is called. It must not block for long.
 	OnAck func(rank string, session cluster.Fence, a cluster.Ack)
+	// OnStoreBudget, if set, is called from the actor with the node's
+	// share of the job-wide store request budget, in requests per second
+	// (0: none), each time the coordinator mails it (as nodes join and
+	// leave, and now and then again). It must not block for long.
+	OnStoreBudget func(rps float64)
 	// OnJob, if set, is called from the actor with the job of every
 	// coordinator Welcome the node accepts, before the sessions it brings
 	// start: parts of the node that size themselves by the job learn it

@@ -192,5 +192,5 @@ func (e *Eviction) Cluster() cluster.Eviction {
 // IsEmpty reports whether the mail carries nothing.
 func (m *NodeMail) IsEmpty() bool {
 	return len(m.Welcomes) == 0 && len(m.Evictions) == 0 && len(m.Grants) == 0 && len(m.Revokes) == 0 &&
-		len(m.Ends) == 0 && len(m.Acks) == 0 && len(m.Fenced) == 0 && !m.Done
+		len(m.Ends) == 0 && len(m.Acks) == 0 && len(m.Fenced) == 0 && !m.Done && m.StoreBudget == nil
 }

@@ -1714,7 +1714,12 @@ type NodeMail struct {
 	Fenced []*Fence `protobuf:"bytes,7,rep,name=fenced,proto3" json:"fenced,omitempty"`
 	// done says every epoch of the job is committed: a node exits once its
 	// ranks have delivered what they hold.
-	Done          bool `protobuf:"varint,8,opt,name=done,proto3" json:"done,omitempty"`
+	Done bool `protobuf:"varint,8,opt,name=done,proto3" json:"done,omitempty"`
+	// store_budget, if set, is the node's share of the job-wide object
+	// store request budget (the coordinator's --job-store-rps), divided
+	// among the live nodes by their ranks: it changes as nodes join and
+	// leave, and is resent now and then in case a mail was lost.
+	StoreBudget   *StoreBudget `protobuf:"bytes,9,opt,name=store_budget,json=storeBudget,proto3" json:"store_budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1803,6 +1808,59 @@ func (x *NodeMail) GetDone() bool {
 		return x.Done
 	}
 	return false
+}
+
+func (x *NodeMail) GetStoreBudget() *StoreBudget {
+	if x != nil {
+		return x.StoreBudget
+	}
+	return nil
+}
+
+type StoreBudget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rps is requests per second for the whole node process, retries
+	// included; the node's own --store-rps still caps it.
+	Rps           float64 `protobuf:"fixed64,1,opt,name=rps,proto3" json:"rps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreBudget) Reset() {
+	*x = StoreBudget{}
+	mi := &file_wire_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreBudget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreBudget) ProtoMessage() {}
+
+func (x *StoreBudget) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreBudget.ProtoReflect.Descriptor instead.
+func (*StoreBudget) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StoreBudget) GetRps() float64 {
+	if x != nil {
+		return x.Rps
+	}
+	return 0
 }
 
 var File_wire_proto protoreflect.FileDescriptor
@@ -1943,7 +2001,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x05token\x18\x06 \x01(\tR\x05token\"@\n" +
 	"\bEviction\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"\xf3\x02\n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"\xb3\x03\n" +
 	"\bNodeMail\x123\n" +
 	"\bwelcomes\x18\x01 \x03(\v2\x17.longshore.wire.WelcomeR\bwelcomes\x126\n" +
 	"\tevictions\x18\x02 \x03(\v2\x18.longshore.wire.EvictionR\tevictions\x12-\n" +
@@ -1952,7 +2010,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x04ends\x18\x05 \x03(\v2\x19.longshore.wire.StreamEndR\x04ends\x12'\n" +
 	"\x04acks\x18\x06 \x03(\v2\x13.longshore.wire.AckR\x04acks\x12-\n" +
 	"\x06fenced\x18\a \x03(\v2\x15.longshore.wire.FenceR\x06fenced\x12\x12\n" +
-	"\x04done\x18\b \x01(\bR\x04doneB-Z+github.com/longshore/longshore/cluster/wireb\x06proto3"
+	"\x04done\x18\b \x01(\bR\x04done\x12>\n" +
+	"\fstore_budget\x18\t \x01(\v2\x1b.longshore.wire.StoreBudgetR\vstoreBudget\"\x1f\n" +
+	"\vStoreBudget\x12\x10\n" +
+	"\x03rps\x18\x01 \x01(\x01R\x03rpsB-Z+github.com/longshore/longshore/cluster/wireb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -1966,7 +2027,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 	return file_wire_proto_rawDescData
 }
 
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_wire_proto_goTypes = []any{
 	(*Fence)(nil),        // 0: longshore.wire.Fence
 	(*Join)(nil),         // 1: longshore.wire.Join
@@ -1991,6 +2052,7 @@ var file_wire_proto_goTypes = []any{
 	(*Ack)(nil),          // 20: longshore.wire.Ack
 	(*Eviction)(nil),     // 21: longshore.wire.Eviction
 	(*NodeMail)(nil),     // 22: longshore.wire.NodeMail
+	(*StoreBudget)(nil),  // 23: longshore.wire.StoreBudget
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: longshore.wire.Request.session:type_name -> longshore.wire.Fence
@@ -2028,11 +2090,12 @@ var file_wire_proto_depIdxs = []int32{
 	19, // 32: longshore.wire.NodeMail.ends:type_name -> longshore.wire.StreamEnd
 	20, // 33: longshore.wire.NodeMail.acks:type_name -> longshore.wire.Ack
 	0,  // 34: longshore.wire.NodeMail.fenced:type_name -> longshore.wire.Fence
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	23, // 35: longshore.wire.NodeMail.store_budget:type_name -> longshore.wire.StoreBudget
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -2053,7 +2116,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

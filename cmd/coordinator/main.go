@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -84,6 +85,7 @@ type options struct {
 	metrics, metricsToken         string
 	http, httpToken               string
 	metricsLinger, reportEvery    time.Duration
+	jobStoreRPS                   float64
 	cluster                       cluster.Config
 	// given: which of --block, --mix-window and --shard-size were given
 	// (on the command line or in the environment), by flag name.
@@ -126,6 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&c.MinRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
+	fs.Float64Var(&o.jobStoreRPS, "job-store-rps", 0, "the job-wide object-store budget in requests per second, retries included, divided among the live nodes by their ranks as they join and leave (each node's own --store-rps still caps its share; 0: none)")
 	o.sec.Register(fs)
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9465; another address needs --metrics-token-file); default off")
 	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send; needed off loopback")
@@ -158,6 +161,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.batchSize < 1 {
 		errs = append(errs, fmt.Errorf("--batch-size %d: need at least 1", o.batchSize))
+	}
+	if !(o.jobStoreRPS >= 0) || math.IsInf(o.jobStoreRPS, 0) {
+		errs = append(errs, fmt.Errorf("--job-store-rps %v: need requests per second, 0 for no budget", o.jobStoreRPS))
 	}
 	switch o.balance {
 	case "equal":
@@ -336,7 +342,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	ccfg := coord.Config{
 		Cluster: o.cluster, BatchSize: o.batchSize, Digest: digest,
 		TickEvery: o.tick, CommitLog: commitLog, Logger: logger,
-		Restore: restore, CheckEvery: o.checkEvery,
+		Restore: restore, CheckEvery: o.checkEvery, JobStoreRPS: o.jobStoreRPS,
 		Peers: func() []string {
 			m := mem.Load()
 			if m == nil {

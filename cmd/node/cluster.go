@@ -151,6 +151,18 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		Logger: o.logs.New(stderr, "agent"),
 	}
 	acfg.OnJob = func(j node.Job) { job.Store(&j) }
+	var budget float64 // the share in force; the actor's goroutine only
+	acfg.OnStoreBudget = func(rps float64) {
+		if rps == budget {
+			return // a resend
+		}
+		budget = rps
+		if !storage.SetRequestBudget(store, rps) {
+			logger.Warn("the coordinator gives a job-wide store budget, but this dataset's store has no request rate to limit (not S3)", "store_rps", rps)
+			return
+		}
+		logger.Info("store budget: the job's share for this node", "store_rps", rps, "own_cap", o.faults.maxRequestRate)
+	}
 	if ps, ok := store.(*storage.PackedStore); ok {
 		acfg.OnJob = func(j node.Job) {
 			job.Store(&j)

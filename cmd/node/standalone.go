@@ -409,6 +409,10 @@ func printSummary(w io.Writer, s Summary) {
 		r := st.RetriesByCause
 		fmt.Fprintf(w, "  store         %d requests, %d retries (throttle %d, server %d, timeout %d, conn %d, bad response %d), %d throttled, %.2f s backed off\n",
 			st.Requests, st.Retries, r.Throttle, r.Server, r.Timeout, r.Conn, r.BadResponse, st.Throttled, st.Backoff.Seconds())
+		if st.Ceiling > 0 || st.Budget > 0 {
+			fmt.Fprintf(w, "  store rate    limit %.0f/s (now %.0f/s, lowest %.0f/s), job budget share %.0f/s, %d requests held back %.2f s\n",
+				st.Ceiling, st.Rate, st.RateLow, st.Budget, st.RateWaits, st.RateWait.Seconds())
+		}
 	}
 	if p := s.Pack; p != nil {
 		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions\n",

@@ -154,7 +154,8 @@ func (s *Store) throttledNow() bool {
 		return false
 	}
 	rate, _, cuts := s.rate.snapshot()
-	return cuts > 0 && rate > 0 && (s.opts.MaxRequestRate <= 0 || rate < s.opts.MaxRequestRate)
+	ceil, _ := s.rate.ceiling()
+	return cuts > 0 && rate > 0 && (ceil <= 0 || rate < ceil)
 }
 
 type fetchResult struct {

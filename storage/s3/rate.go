@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,6 +16,10 @@ import (
 // ceiling. A throttle of a request sent before the last
 // cut is the old rate's and cuts nothing, so a burst of 503s from the
 // requests in flight at once counts as one.
+//
+// The ceiling may be lowered later by a job-wide budget
+// (Store.SetRequestBudget: the coordinator's share for this node), never
+// raised above MaxRequestRate.
 //
 // aimd is the pure part: time comes in as arguments, nothing blocks.
 
@@ -58,6 +63,22 @@ type aimd struct {
 
 func newAIMD(ceiling float64, adaptive bool) aimd {
 	return aimd{ceiling: ceiling, adaptive: adaptive, rate: ceiling, low: ceiling}
+}
+
+// setCeiling moves the ceiling to c (0: none). The rate follows down at
+// once; up, a rate that throttling cut climbs to it as after a cut, and
+// any other takes it (0: unlimited).
+func (l *aimd) setCeiling(c float64) {
+	l.ceiling = c
+	switch {
+	case c > 0 && (l.rate <= 0 || l.rate > c):
+		l.rate = c
+	case !l.adaptive || l.cuts == 0:
+		l.rate = c
+	}
+	if c > 0 && (l.low == 0 || l.rate < l.low) {
+		l.low = l.rate
+	}
 }
 
 // reserve takes the next request's place at now and returns how long it
@@ -146,23 +167,49 @@ func (l *aimd) measured(now time.Time) float64 {
 
 // rateLimiter is aimd behind a mutex, on the system clock.
 type rateLimiter struct {
-	on    bool
+	on    atomic.Bool // a ceiling, a budget or adaptation: the limiter is asked
+	cap   float64     // MaxRequestRate: the node's own ceiling; 0: none
 	stats *counters
 	mu    struct {
 		sync.Mutex
-		l aimd
+		l      aimd
+		budget float64 // the job-wide share in force; 0: none
 	}
 }
 
 func newRateLimiter(o Options, stats *counters) *rateLimiter {
-	r := &rateLimiter{on: o.MaxRequestRate > 0 || o.AdaptiveRate, stats: stats}
+	r := &rateLimiter{cap: o.MaxRequestRate, stats: stats}
+	r.on.Store(o.MaxRequestRate > 0 || o.AdaptiveRate)
 	r.mu.l = newAIMD(o.MaxRequestRate, o.AdaptiveRate)
 	return r
 }
 
+// setBudget applies a job-wide share of rps requests/s (0: none): the
+// ceiling becomes the lower of it and the node's own.
+func (r *rateLimiter) setBudget(rps float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.budget = rps
+	c := r.cap
+	if rps > 0 && (c <= 0 || rps < c) {
+		c = rps
+	}
+	r.mu.l.setCeiling(c)
+	if c > 0 {
+		r.on.Store(true)
+	}
+}
+
+// ceiling returns the ceiling in force and the job-wide budget (0: none).
+func (r *rateLimiter) ceiling() (ceiling, budget float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.l.ceiling, r.mu.budget
+}
+
 // wait blocks until the next request may go, or ctx ends.
 func (r *rateLimiter) wait(ctx context.Context) error {
-	if !r.on {
+	if !r.on.Load() {
 		return nil
 	}
 	r.mu.Lock()
@@ -178,7 +225,7 @@ func (r *rateLimiter) wait(ctx context.Context) error {
 
 // done reports an attempt sent at sent: throttled or answered otherwise.
 func (r *rateLimiter) done(sent time.Time, throttled bool) {
-	if !r.on {
+	if !r.on.Load() {
 		return
 	}
 	r.mu.Lock()

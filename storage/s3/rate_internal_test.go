@@ -103,3 +103,58 @@ func TestAIMDUnlimited(t *testing.T) {
 		t.Errorf("the limit was not lifted: rate %v", l.rate)
 	}
 }
+
+// TestRateLimiterBudget: a job-wide share lowers the ceiling below the
+// node's own, never raises it above, and 0 gives the node's own back; a
+// budget alone turns the limiter on, and the stats say what is in force.
+func TestRateLimiterBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		cap                float64
+		adaptive           bool
+		budgets            []float64
+		wantCeil, wantRate float64
+		wantBudget         float64
+		wantOn             bool
+	}{
+		{name: "no cap, no budget", wantOn: false},
+		{name: "budget alone", budgets: []float64{40}, wantCeil: 40, wantRate: 40, wantBudget: 40, wantOn: true},
+		{name: "budget under the cap", cap: 100, budgets: []float64{40}, wantCeil: 40, wantRate: 40, wantBudget: 40, wantOn: true},
+		{name: "budget over the cap", cap: 100, budgets: []float64{400}, wantCeil: 100, wantRate: 100, wantBudget: 400, wantOn: true},
+		{name: "budget lifted", cap: 100, budgets: []float64{40, 0}, wantCeil: 100, wantRate: 100, wantOn: true},
+		{name: "budget raised, never throttled", cap: 100, adaptive: true, budgets: []float64{10, 80}, wantCeil: 80, wantRate: 80, wantBudget: 80, wantOn: true},
+		{name: "budget lifted, no cap, adaptive", adaptive: true, budgets: []float64{10, 0}, wantCeil: 0, wantRate: 0, wantOn: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRateLimiter(Options{MaxRequestRate: tc.cap, AdaptiveRate: tc.adaptive}, &counters{})
+			for _, b := range tc.budgets {
+				r.setBudget(b)
+			}
+			ceil, budget := r.ceiling()
+			rate, _, _ := r.snapshot()
+			if ceil != tc.wantCeil || budget != tc.wantBudget || rate != tc.wantRate || r.on.Load() != tc.wantOn {
+				t.Errorf("ceiling %v budget %v rate %v on %v; want %v %v %v %v", ceil, budget, rate, r.on.Load(), tc.wantCeil, tc.wantBudget, tc.wantRate, tc.wantOn)
+			}
+		})
+	}
+}
+
+// TestAIMDCeilingAfterCut: a rate throttling cut keeps climbing under a
+// raised ceiling instead of jumping to it, and follows a lowered one down
+// at once.
+func TestAIMDCeilingAfterCut(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := newAIMD(100, true)
+	l.throttled(now, now)
+	if l.rate != 50 {
+		t.Fatalf("cut to %v, want 50", l.rate)
+	}
+	l.setCeiling(200)
+	if l.rate != 50 {
+		t.Errorf("a raised ceiling moved a cut rate to %v", l.rate)
+	}
+	l.setCeiling(20)
+	if l.rate != 20 || l.low != 20 {
+		t.Errorf("a lowered ceiling: rate %v low %v, want 20 and 20", l.rate, l.low)
+	}
+}

@@ -108,6 +108,11 @@ type Stats struct {
 	Rate      float64       `json:"rate"`
 	RateLow   float64       `json:"rate_low"`
 	RateCuts  int64         `json:"rate_cuts"`
+	// Budget is the job-wide share of requests/s the coordinator gave
+	// this node (SetRequestBudget; 0: none), and Ceiling the limit in
+	// force: the lower of it and MaxRequestRate (0: none).
+	Budget  float64 `json:"budget"`
+	Ceiling float64 `json:"ceiling"`
 	// Hedges counts second requests sent for slow GETs (HedgeQuantile);
 	// HedgeWins those that answered first; HedgesCancelled the losers
 	// (first or second) cancelled once the other answered; HedgesDenied
@@ -143,10 +148,20 @@ type counters struct {
 	hedges, hedgeWins, hedgeCancelled, hedgesDenied               atomic.Int64
 }
 
+// SetRequestBudget applies a job-wide budget's share for this store, in
+// requests per second (0: none): the coordinator divides the job's
+// budget among the nodes as they join and leave. The store's ceiling
+// becomes the lower of it and Options.MaxRequestRate; adaptation to
+// throttling goes on under it. Safe for concurrent use.
+func (s *Store) SetRequestBudget(rps float64) { s.rate.setBudget(rps) }
+
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	rate, low, cuts := s.rate.snapshot()
+	ceil, budget := s.rate.ceiling()
 	return Stats{
+		Budget:   budget,
+		Ceiling:  ceil,
 		Requests: s.stats.requests.Load(),
 		Retries:  s.stats.retries.Load(),
 		RetriesByCause: RetriesByCause{

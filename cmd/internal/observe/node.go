@@ -77,7 +77,7 @@ type nodeMetrics struct {
 	storeRequests, storeBytes                                metric
 	s3Requests, s3Retries, s3Throttled, s3Errors             metric
 	s3Timeouts, s3Bad, s3Backoff, s3Rate, s3RateWaits        metric
-	s3RateWait, s3RateCuts                                   metric
+	s3RateWait, s3RateCuts, s3Budget                         metric
 	s3Hedges                                                 metric
 	decodesAbandoned, decodeCoreWaits                        metric
 	packCache, packPeak, packChunks, packChunkBytes, packHit metric
@@ -126,6 +126,7 @@ func newNodeMetrics() *nodeMetrics {
 		s3RateWaits:      newMetric("store_rate_waits_total", counter, "S3 requests the rate limiter held back."),
 		s3RateWait:       newMetric("store_rate_wait_seconds_total", counter, "Time S3 requests waited for the rate limiter."),
 		s3RateCuts:       newMetric("store_rate_cuts_total", counter, "Times throttling cut the S3 request-rate limit."),
+		s3Budget:         newMetric("store_budget_requests_per_second", gauge, "This node's share of the job-wide S3 request budget (the coordinator's --job-store-rps), requests/s (0: none)."),
 		s3Throttled:      newMetric("store_throttled_total", counter, "S3 answers 429 or 503 (SlowDown)."),
 		s3Errors:         newMetric("store_errors_total", counter, "S3 operations that failed after retries."),
 		decodesAbandoned: newMetric("decodes_abandoned", gauge, "Decodes abandoned at --decode-deadline still running in C: each holds a decoder's core until it returns, so the node decodes with one decoder fewer."),
@@ -172,7 +173,7 @@ func (m *nodeMetrics) all() []metric {
 		m.busyRatio, m.occupancy, m.bottleneck, m.intervalRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
 		m.epoch, m.deliveredStep, m.slotsInUse, m.slots, m.outageRetries, m.committedEpoch, m.committedStep,
 		m.failures, m.storeRequests, m.storeBytes, m.s3Requests, m.s3Retries, m.s3Throttled, m.s3Errors,
-		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts, m.s3Hedges, m.decodesAbandoned, m.decodeCoreWaits,
+		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts, m.s3Budget, m.s3Hedges, m.decodesAbandoned, m.decodeCoreWaits,
 		m.packCache, m.packPeak, m.packChunks, m.packChunkBytes, m.packHit, m.packAlone, m.packEvict, m.packFail,
 		m.jobSamples, m.jobEpochs, m.progress}
 }
@@ -279,6 +280,7 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 		m.s3Bad.emit(ch, float64(st.BadResponses))
 		m.s3Backoff.emit(ch, st.Backoff.Seconds())
 		m.s3Rate.emit(ch, st.Rate)
+		m.s3Budget.emit(ch, st.Budget)
 		m.s3RateWaits.emit(ch, float64(st.RateWaits))
 		m.s3RateWait.emit(ch, st.RateWait.Seconds())
 		m.s3RateCuts.emit(ch, float64(st.RateCuts))
