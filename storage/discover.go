@@ -28,6 +28,29 @@ const (
 // what the decoder reads.
 var DefaultExtensions = []string{".jpg", ".jpeg", ".png", ".webp"}
 
+// VideoExtensions and AudioExtensions are the ImageFolder file
+// extensions of --media video and --media audio datasets (a manifest
+// names its objects whatever they are called).
+var (
+	VideoExtensions = []string{".mp4", ".m4v", ".mov", ".mkv", ".webm"}
+	AudioExtensions = []string{".wav", ".flac", ".mp3", ".opus", ".ogg", ".oga"}
+)
+
+// MediaExtensions returns the ImageFolder file extensions of a dataset
+// of media (image, video or audio: every daemon's and tool's --media),
+// so the coordinator, the nodes and longshore-pack see the same samples.
+func MediaExtensions(media string) ([]string, error) {
+	switch media {
+	case "", "image":
+		return slices.Clone(DefaultExtensions), nil
+	case "video":
+		return slices.Clone(VideoExtensions), nil
+	case "audio":
+		return slices.Clone(AudioExtensions), nil
+	}
+	return nil, fmt.Errorf("--media %q: want image, video or audio", media)
+}
+
 // Layout says how Discover reads a dataset.
 type Layout int
 

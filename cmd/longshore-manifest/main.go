@@ -44,6 +44,7 @@ type options struct {
 	concurrency int
 	force       bool
 	s3Endpoint  string
+	media       string
 }
 
 const usage = `longshore-manifest makes manifests and manifest indexes (docs/scale.md).
@@ -73,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.every, "every", storage.DefaultIndexEvery, "samples per piece of the index: a node reads the manifest a piece at a time; a multiple of the order's --block keeps each block in one piece")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "with --dataset: class prefixes listed at once")
 	fs.BoolVar(&o.force, "force", false, "with --dataset: write over an existing manifest.jsonl")
+	fs.StringVar(&o.media, "media", "image", "with --dataset: what the samples are, image, video or audio (the nodes' --media): which files of the ImageFolder are samples")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -100,6 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency %d: need at least 1", o.concurrency))
+	}
+	if _, err := storage.MediaExtensions(o.media); err != nil {
+		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)
 }
@@ -204,6 +209,7 @@ func listDataset(ctx context.Context, o options, stdout, stderr io.Writer) error
 	dopts := storage.DefaultDiscoverOptions()
 	dopts.Layout = storage.LayoutImageFolder
 	dopts.Concurrency = o.concurrency
+	dopts.Extensions, _ = storage.MediaExtensions(o.media) // checked in parseFlags
 	ds, err := storage.Discover(ctx, s, dopts)
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ func FuzzWebDataset(f *testing.F) {
 		if _, err := m.Put(ctx, "shards/s.tar", data, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		samples, err := indexTar(ctx, m, storage.ObjectInfo{Key: "shards/s.tar", Size: int64(len(data))})
+		samples, err := indexTar(ctx, m, storage.ObjectInfo{Key: "shards/s.tar", Size: int64(len(data))}, imageExts)
 		if err != nil {
 			return
 		}
@@ -64,3 +64,5 @@ func bytesOf(ss []string) [][]byte {
 	}
 	return out
 }
+
+var imageExts, _ = sampleExts("image")

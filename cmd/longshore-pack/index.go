@@ -15,9 +15,20 @@ import (
 	"github.com/longshore/longshore/storage"
 )
 
-// imageExts are the member extensions that hold a sample's image: what the
-// decoder reads (storage.DefaultExtensions).
-var imageExts = map[string]bool{"jpg": true, "jpeg": true, "png": true, "webp": true}
+// sampleExts are the member extensions that hold a sample's data for
+// --media (storage.MediaExtensions, without the dot): what the decoder
+// reads.
+func sampleExts(media string) (map[string]bool, error) {
+	exts, err := storage.MediaExtensions(media)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, e := range exts {
+		out[strings.TrimPrefix(e, ".")] = true
+	}
+	return out, nil
+}
 
 // labelExt is the member extension that holds a sample's integer label,
 // as in WebDataset's ImageNet shards.
@@ -37,6 +48,10 @@ type tarSample struct {
 }
 
 func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	exts, err := sampleExts(o.media)
+	if err != nil {
+		return err
+	}
 	s, err := openStore(ctx, o.index, o.storeOptions(), false)
 	if err != nil {
 		return fmt.Errorf("--index: %w", err)
@@ -76,7 +91,7 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 				if i >= len(tars) || ctx.Err() != nil {
 					return
 				}
-				found[i], errs[i] = indexTar(ctx, s, tars[i])
+				found[i], errs[i] = indexTar(ctx, s, tars[i], exts)
 			}
 		})
 	}
@@ -127,7 +142,7 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 
 // indexTar lists the samples of one WebDataset-style tar: members grouped
 // by stem, each with exactly one image member and a .cls member.
-func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo) ([]tarSample, error) {
+func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, exts map[string]bool) ([]tarSample, error) {
 	r := &rangeReader{ctx: ctx, s: s, key: info.Key, size: info.Size}
 	type group struct {
 		images []storage.TarMember
@@ -157,7 +172,7 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo) ([]
 			stems = append(stems, stem)
 		}
 		switch {
-		case imageExts[ext]:
+		case exts[ext]:
 			key := info.Key + "/" + name
 			if err := storage.CheckKey(key); err != nil {
 				return fmt.Errorf("member %q: %w", name, err)

@@ -48,6 +48,7 @@ type options struct {
 	force       bool
 	indexEvery  int
 	s3Endpoint  string
+	media       string
 }
 
 const usage = `longshore-pack makes packed datasets: samples as members of tar shards,
@@ -89,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 0, "the seed of the shuffled order")
 	fs.IntVar(&o.indexEvery, "index-every", storage.DefaultIndexEvery, "samples per piece of the manifest index written beside the manifest (manifest.jsonl.index, docs/scale.md): a node reads the manifest a piece at a time; a multiple of the order's block")
 	fs.BoolVar(&o.force, "force", false, "write over an existing manifest.jsonl (and shards, with --out)")
+	fs.StringVar(&o.media, "media", "image", "what the samples are: image, video or audio (the nodes' --media): which files of an ImageFolder, and which members of a tar with --index, hold samples (storage's extensions for each: docs/media.md)")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -127,6 +129,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency %d: need at least 1", o.concurrency))
+	}
+	if _, err := storage.MediaExtensions(o.media); err != nil {
+		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)
 }

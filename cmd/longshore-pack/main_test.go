@@ -552,3 +552,66 @@ func TestPackForceFailsClean(t *testing.T) {
 		t.Errorf("after a failed --force run: %s is there (%v); stderr: %s", storage.ManifestJSONLName, err, errs)
 	}
 }
+
+// TestPackMedia: --media video packs an ImageFolder's clips (what the
+// image default would skip) and --index with --media video finds clip
+// members in a tar; byte for byte.
+func TestPackMedia(t *testing.T) {
+	root := t.TempDir()
+	want := map[string][]byte{}
+	for i, src := range []string{"cfr_h264.mp4", "vp9.webm", "vfr_h264.mkv"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "media", src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprintf("c%d/clip%d%s", i%2, i, filepath.Ext(src))
+		os.MkdirAll(filepath.Join(root, filepath.Dir(key)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, key), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = data
+	}
+	os.WriteFile(filepath.Join(root, "c0", "still.jpg"), []byte("an image, not a clip"), 0o644)
+	if _, errs, code := runPack(t, "--dataset", root, "--out", filepath.Join(t.TempDir(), "x"), "--per-shard", "2"); code == 0 {
+		t.Fatalf("packing clips as images found samples (want none): %s", errs)
+	}
+	out := filepath.Join(t.TempDir(), "packed")
+	if _, errs, code := runPack(t, "--dataset", root, "--out", out, "--per-shard", "2", "--media", "video"); code != 0 {
+		t.Fatalf("pack --media video exited %d: %s", code, errs)
+	}
+	got, ds := readBack(t, out, s3.DefaultOptions())
+	if len(ds.Samples) != len(want) {
+		t.Fatalf("%d samples packed, want the %d clips", len(ds.Samples), len(want))
+	}
+	for k, w := range want {
+		if !bytes.Equal(got[k], w) {
+			t.Errorf("%s: %d bytes back, want %d", k, len(got[k]), len(w))
+		}
+	}
+	// A WebDataset tar of clips, indexed in place by its clip members.
+	wds := t.TempDir()
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for i, k := range []string{"c0/clip0.mp4", "c1/clip1.webm"} {
+		for _, m := range []struct {
+			name string
+			data []byte
+		}{{fmt.Sprintf("s%d%s", i, filepath.Ext(k)), want[k]}, {fmt.Sprintf("s%d.cls", i), []byte(fmt.Sprint(i))}} {
+			tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.data))})
+			tw.Write(m.data)
+		}
+	}
+	tw.Close()
+	os.WriteFile(filepath.Join(wds, "a.tar"), tb.Bytes(), 0o644)
+	if _, errs, code := runPack(t, "--index", wds); code == 0 {
+		t.Fatalf("indexing clips as images found samples (want none): %s", errs)
+	}
+	if _, errs, code := runPack(t, "--index", wds, "--media", "video"); code != 0 {
+		t.Fatalf("--index --media video exited %d: %s", code, errs)
+	}
+	s, _ := storage.NewDirStore(wds)
+	idx, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{})
+	if err != nil || len(idx.Samples) != 2 {
+		t.Fatalf("indexed %v (%v), want 2 clips", idx, err)
+	}
+}

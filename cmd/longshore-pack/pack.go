@@ -45,6 +45,9 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--out %s is the dataset itself: write the packed copy elsewhere", o.out)
 	}
 	dopts := storage.DefaultDiscoverOptions()
+	if dopts.Extensions, err = storage.MediaExtensions(o.media); err != nil {
+		return err
+	}
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest

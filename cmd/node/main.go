@@ -376,21 +376,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 // it then.
 func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *storage.Dataset, error) {
 	dopts := storage.DefaultDiscoverOptions()
-	switch k, _ := o.mediaFlags.kind(); k {
-	case actors.KindAudio:
-		dopts.Extensions = audioExtensions
-	case actors.KindVideo:
-		dopts.Extensions = videoExtensions
-	}
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	var err error
 	packed := &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache)}
-	if dopts.Exclude, err = o.faults.exclusions(); err == nil {
-		if err = packed.Validate(); err != nil {
-			err = fmt.Errorf("dataset %s: %w", o.dataset, err)
+	var err error
+	if dopts.Extensions, err = storage.MediaExtensions(o.mediaFlags.media); err == nil {
+		if dopts.Exclude, err = o.faults.exclusions(); err == nil {
+			if err = packed.Validate(); err != nil {
+				err = fmt.Errorf("dataset %s: %w", o.dataset, err)
+			}
 		}
 	}
 	if err != nil {

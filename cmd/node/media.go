@@ -29,13 +29,6 @@ type mediaFlags struct {
 	readAhead    byteSize
 }
 
-// videoExtensions are the ImageFolder files kept with --media video.
-var videoExtensions = []string{".mp4", ".m4v", ".mov", ".mkv", ".webm"}
-
-// audioExtensions are the ImageFolder files kept with --media audio (a
-// manifest names its objects whatever they are called).
-var audioExtensions = []string{".wav", ".flac", ".mp3", ".opus", ".ogg", ".oga"}
-
 func (m *mediaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.media, "media", "image", "what samples are: image (uint8 [3,H,W]), video (uint8 [T,3,H,W] clips from MP4, MKV, WebM: H.264, HEVC, VP8, VP9, AV1), audio (float32 [C,S] waveforms: WAV, FLAC, MP3, Opus, Vorbis); docs/media.md")
 	fs.IntVar(&m.clipFrames, "clip-frames", 16, "--media video: frames per clip (T)")
