@@ -203,7 +203,7 @@ func (r *RankRuns) noteAck(a Ack) {
 // epoch complete, so it restores this commit too.
 func (r *RankRuns) ackCompleted(epoch int, step int64) {
 	delete(r.waiting, epoch)
-	a := Ack{Rank: r.rank, Session: r.rl.Session(), Epoch: epoch, Step: step}
+	a := Ack{Rank: r.rank, Session: r.rl.Session(), Epoch: epoch, Step: step, Completed: true}
 	if r.last != nil {
 		a.Token = r.last.Token
 		if r.CompletedToken != nil {

@@ -103,6 +103,12 @@ type Ack struct {
 	// shell fills it in once the journal write that made the commit
 	// durable has returned (package journal).
 	Token string
+	// Completed marks an ack the node side made itself (RankRuns): the
+	// commit is of an epoch the coordinator completed, which it
+	// acknowledges no more, so the trainer need not wait; the coordinator
+	// never acknowledged this commit, and its committed history (the
+	// commit log) does not hold it. Never on the wire.
+	Completed bool
 }
 
 // Eviction tells a node that its life Incarnation is over: its sessions

@@ -146,6 +146,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			return nil
 		},
 		OnAck: func(rank string, _ cluster.Fence, a cluster.Ack) {
+			if a.Completed {
+				return // of an epoch already complete: the coordinator acknowledged no such commit
+			}
 			_ = snk.Line(fmt.Sprintf("commit\t%d\t%s\t%d", a.Epoch, rank, a.Step))
 		},
 		Logger: o.logs.New(stderr, "agent"),
@@ -184,7 +187,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	onAck := acfg.OnAck
 	acfg.OnAck = func(rank string, session cluster.Fence, a cluster.Ack) {
-		commits.record(rank, a.Epoch, a.Step)
+		if !a.Completed {
+			commits.record(rank, a.Epoch, a.Step)
+		}
 		onAck(rank, session, a)
 	}
 	var obs atomic.Pointer[observer] // started once the node is
