@@ -135,6 +135,19 @@ func TestS3ErrorsAfterOpen(t *testing.T) {
 	if err := srv.Client(t).RemoveBucket(ctx, bucket); err != nil {
 		t.Fatal(err)
 	}
+	// MinIO may answer for a removed bucket for a moment (a loaded run
+	// listed it empty and deleted in it): wait until it says the bucket
+	// is gone.
+	for deadline := time.Now().Add(time.Minute); ; { // a failure backstop only
+		ok, err := srv.Client(t).BucketExists(ctx, bucket)
+		if err == nil && !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MinIO still reports the removed bucket (%v)", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling pace
+	}
 	if _, err := s.Get(ctx, "k", nil); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("Get from a deleted bucket: %v, want ErrNotFound", err)
 	}
