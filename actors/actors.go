@@ -21,6 +21,7 @@ type rankActor struct {
 	p        *Pipeline
 	core     *core
 	fetchers []*actor.PID
+	tuner    *fetchTuner // Config.FetchAuto; nil: a fixed concurrency
 	decoders []*actor.PID
 	uploader *actor.PID
 	self     *actor.PID
@@ -61,6 +62,11 @@ func (a *rankActor) Receive(c actor.Context) {
 		a.bufs[m.buf] = m.data
 		a.p.rec.task(StageFetch, m.dur, m.err != nil)
 		a.run(c, a.core.fetchDone(m.fetcher, m.slot, m.idx, m.buf, m.err))
+		if a.tuner != nil {
+			if n, ok := a.tuner.done(a.p.clock.Now(), m.dur); ok {
+				a.setFetchLimit(c, n)
+			}
+		}
 	case *decodedMsg:
 		if m.abandoned {
 			a.bufs[m.buf] = nil // a stuck decoder still reads it
@@ -94,7 +100,20 @@ func (a *rankActor) start(c actor.Context) {
 	for i, d := range p.decoders {
 		a.decoders = append(a.decoders, c.Spawn(p.props("decoder", func() actor.Actor { return &decoderActor{p: p, id: i, dec: d} })))
 	}
+	if p.cfg.FetchAuto {
+		a.tuner = newFetchTuner(p.cfg.FetchConcurrency)
+		a.core.fetchLimit = a.tuner.limit
+		p.rec.setWorkers(StageFetch, a.tuner.limit)
+		p.fetchLimit.Store(int64(a.tuner.limit))
+	}
 	a.run(c, a.core.start())
+}
+
+// setFetchLimit applies the fetch tuner's new limit.
+func (a *rankActor) setFetchLimit(c actor.Context, n int) {
+	a.p.rec.setWorkers(StageFetch, n)
+	a.p.fetchLimit.Store(int64(n))
+	a.run(c, a.core.setFetchLimit(n))
 }
 
 // fatal ends the run with err: nothing more is scheduled, and the consumer

@@ -232,6 +232,12 @@ type Config struct {
 	// (one fetcher actor each). 0: 16, enough to hide ~20 ms S3 latency
 	// at ~800 objects/s; a local disk needs fewer but is not hurt.
 	FetchConcurrency int
+	// FetchAuto makes FetchConcurrency the most reads in flight, not a
+	// fixed number: the rank picks how many from the fetches it measures
+	// (in flight = fetchHeadroom × rate × latency, Little's law; tune.go),
+	// starting at 16, so a store far away gets the reads in flight it
+	// needs and a local disk few.
+	FetchAuto bool
 	// Decoders is the number of decoder actors per rank, each with its own
 	// decoder. 0: runtime.NumCPU(), decoding is CPU-bound (NewNode divides
 	// this among ranks).

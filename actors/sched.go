@@ -130,6 +130,7 @@ type core struct {
 
 	// fetch
 	idleFetchers []int
+	fetchLimit   int // most fetches in flight (setFetchLimit); 0: every fetcher
 	freeBufs     []int
 	bufsMade     int
 	maxBufs      int
@@ -238,6 +239,18 @@ func (c *core) shorten(b *batch) {
 			b.drop = true
 		}
 	}
+}
+
+// fetching is the number of fetches in flight.
+func (c *core) fetching() int { return c.cfg.fetchers - len(c.idleFetchers) }
+
+// setFetchLimit lets at most n fetches be in flight (at least 1, at
+// most the fetchers): the fetch tuner's choice. Fetches in flight above a
+// lowered limit finish; no new one starts until they are under it.
+func (c *core) setFetchLimit(n int) []effect {
+	c.fetchLimit = min(max(n, 1), c.cfg.fetchers)
+	c.pump()
+	return c.take()
 }
 
 // fetched takes a fetcher's result: the sample's bytes are in buf, or err.
@@ -385,7 +398,7 @@ func (c *core) pumpOnce() (freed bool) {
 			}
 			continue
 		}
-		if len(c.idleFetchers) == 0 || !c.haveBuf() {
+		if len(c.idleFetchers) == 0 || (c.fetchLimit > 0 && c.fetching() >= c.fetchLimit) || !c.haveBuf() {
 			break
 		}
 		b := c.batchFor(it.run, it.Pos)

@@ -350,3 +350,53 @@ func TestCoreRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreFetchLimit: with a fetch limit the core keeps at most that many
+// fetches in flight whatever its fetchers; a fetch done lets one more
+// start, and raising the limit starts the difference at once.
+func TestCoreFetchLimit(t *testing.T) {
+	f := simFeeder(t, 200, 1, false)
+	c := newCore(coreConfig{batchSize: 8, slots: 8, fetchers: 64, decoders: 1, decodeQueue: 64})
+	c.fetchLimit = 16
+	var fetches []effect
+	var want int
+	handle := func(effs []effect) {
+		for _, e := range effs {
+			switch e.kind {
+			case effWant:
+				want = e.n
+			case effFetch:
+				fetches = append(fetches, e)
+			}
+		}
+	}
+	handle(c.start())
+	effs, err := c.work(f.Next(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle(effs)
+	if len(fetches) != 16 || c.fetching() != 16 {
+		t.Fatalf("%d fetches started (%d in flight) with a limit of 16 and 64 fetchers", len(fetches), c.fetching())
+	}
+	e := fetches[0]
+	handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
+	if len(fetches) != 17 || c.fetching() != 16 {
+		t.Fatalf("after one fetch done: %d started, %d in flight; want 17 and 16", len(fetches), c.fetching())
+	}
+	handle(c.setFetchLimit(24))
+	if c.fetching() != 24 {
+		t.Fatalf("raised to 24: %d in flight", c.fetching())
+	}
+	handle(c.setFetchLimit(4))
+	if c.fetching() != 24 {
+		t.Fatalf("lowered to 4: %d in flight; the ones started finish", c.fetching())
+	}
+	started := len(fetches)
+	for _, e := range fetches[1:21] {
+		handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
+	}
+	if c.fetching() != 4 || len(fetches) != started {
+		t.Fatalf("after 20 done under a limit of 4: %d in flight, %d started anew", c.fetching(), len(fetches)-started)
+	}
+}

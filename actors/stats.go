@@ -171,6 +171,13 @@ func (r *recorder) task(s Stage, d time.Duration, failed bool) {
 	r.mu.Unlock()
 }
 
+// setWorkers sets a stage's concurrency (the fetch tuner moves it).
+func (r *recorder) setWorkers(s Stage, n int) {
+	r.mu.Lock()
+	r.mu.stages[s].workers = n
+	r.mu.Unlock()
+}
+
 // schedQueues sets the queue lengths the scheduler knows.
 func (r *recorder) schedQueues(now time.Time, fetched, decoded int) {
 	r.mu.Lock()

@@ -49,7 +49,7 @@ func readNodeStats(t *testing.T, path string) nodeStats {
 }
 
 // uploadTree copies every file under dir to bucket under prefix.
-func uploadTree(t *testing.T, srv *miniotest.Server, bucket, prefix, dir string) {
+func uploadTree(t testing.TB, srv *miniotest.Server, bucket, prefix, dir string) {
 	t.Helper()
 	cl := srv.Client(t)
 	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

@@ -269,8 +269,14 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	cfg.DropLast = false
 	if cfg.ReadAhead == 0 {
 		// What a rank has taken from its leases cannot be split off for
-		// an idle rank: take no more than keeps the fetchers busy.
-		cfg.ReadAhead = max(cfg.BatchSize, cfg.WithDefaults().FetchConcurrency)
+		// an idle rank: take no more than keeps the fetchers busy (with
+		// FetchAuto, what the tuner starts at; the rank asks for more as
+		// its fetchers take it, a local round trip).
+		f := cfg.WithDefaults().FetchConcurrency
+		if cfg.FetchAuto {
+			f = min(f, 16)
+		}
+		cfg.ReadAhead = max(cfg.BatchSize, f)
 	}
 	deps := a.n.cfg.Deps
 	if a.n.cfg.RankDeps != nil {

@@ -91,7 +91,8 @@ type Config struct {
 	// Epochs come from the coordinator's job; DropLast is forced off (a
 	// dropped batch could never be committed and the epoch would never
 	// complete; the coordinator's DropRemainder drops instead). A zero
-	// ReadAhead means max(the job's batch size, FetchConcurrency), not
+	// ReadAhead means max(the job's batch size, FetchConcurrency, or 16
+	// with FetchAuto), not
 	// the standalone Slots*BatchSize: what a rank has taken cannot be
 	// given to an idle rank when it falls behind.
 	Pipeline actors.Config

@@ -76,7 +76,7 @@ type options struct {
 	statsJSON        string
 	maxFailures      string
 	maxPixels        int64
-	fetchConcurrency int
+	fetchConcurrency fetchFlag
 	decoders         int
 	slots            int
 	dropLast         bool
@@ -146,10 +146,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
 	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "refuse images whose header claims more pixels")
-	fs.IntVar(&o.fetchConcurrency, "fetch-concurrency", def.FetchConcurrency, "object reads in flight per rank")
+	o.fetchConcurrency = fetchFlag{n: fetchAutoMax, auto: true}
+	fs.Var(&o.fetchConcurrency, "fetch-concurrency", fmt.Sprintf("object reads in flight per rank: auto (the rank keeps as many in flight as the store's latency needs at the pace it decodes, Little's law, from 16 up to %d), auto:N (up to N), or N (fixed)", fetchAutoMax))
 	fs.IntVar(&o.decoders, "decoders", def.Decoders, "decoders for the whole node (default: one per core)")
 	fs.IntVar(&o.slots, "slots", def.Slots, "batch slots per rank (bounds memory and read-ahead)")
-	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: slots x batch-size standalone; in cluster mode max(batch-size, fetch-concurrency), since what a rank has taken cannot be handed to an idle rank)")
+	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: slots x batch-size standalone; in cluster mode max(batch-size, fetch-concurrency, or 16 with auto), since what a rank has taken cannot be handed to an idle rank)")
 	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
 	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
 	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
@@ -293,7 +294,7 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 	c := actors.DefaultConfig()
 	c.BatchSize = o.batchSize
 	c.Slots = o.slots
-	c.FetchConcurrency = o.fetchConcurrency
+	c.FetchConcurrency, c.FetchAuto = o.fetchConcurrency.n, o.fetchConcurrency.auto
 	c.Decoders = o.decoders
 	c.ReadAhead = o.readAhead
 	c.StoreOutage = o.storeOutage
@@ -410,8 +411,8 @@ func openStore(ctx context.Context, o options) (storage.Store, error) {
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
-	if o.fetchConcurrency*o.ranks > sopts.FetchConcurrency {
-		sopts.FetchConcurrency = o.fetchConcurrency * o.ranks
+	if o.fetchConcurrency.n*o.ranks > sopts.FetchConcurrency {
+		sopts.FetchConcurrency = o.fetchConcurrency.n * o.ranks
 	}
 	o.faults.s3Options(&sopts)
 	s, err := stores.Open(ctx, o.dataset, sopts)

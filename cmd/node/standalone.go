@@ -28,32 +28,37 @@ var started = time.Now()
 
 // Summary is what --stats-json writes: the figures of one run.
 type Summary struct {
-	Dataset           string               `json:"dataset"`
-	Samples           int                  `json:"dataset_samples"`
-	Classes           int                  `json:"dataset_classes"`
-	Epochs            int                  `json:"epochs"`
-	Ranks             int                  `json:"ranks"`
-	BatchSize         int                  `json:"batch_size"`
-	Transform         string               `json:"transform"`
-	Images            int64                `json:"images"` // delivered, padding included
-	Pads              int64                `json:"pads"`
-	Batches           int64                `json:"batches"`
-	Seconds           float64              `json:"seconds"` // from the first fetch to the last batch
-	ImagesPerSecond   float64              `json:"images_per_second"`
-	FirstBatchSeconds float64              `json:"first_batch_seconds"` // from process start
-	CPUSeconds        float64              `json:"cpu_seconds"`         // whole process, user+system
-	CPUMsPerImage     float64              `json:"cpu_ms_per_image"`
-	PeakRSSBytes      int64                `json:"peak_rss_bytes"`
-	Failures          FailureSummary       `json:"failures"`
-	Bottleneck        string               `json:"bottleneck"`
-	BottleneckReason  string               `json:"bottleneck_reason"`
-	BottleneckAdvice  string               `json:"bottleneck_advice,omitempty"`
-	Stages            actors.Stats         `json:"stages"`
-	Pack              *storage.PackedStats `json:"pack,omitempty"`  // a packed dataset's chunk cache
-	Store             *s3.Stats            `json:"store,omitempty"` // an S3 dataset's requests, retries by cause, throttling
-	Excluded          int                  `json:"excluded"`        // samples left out by --exclude
-	Quarantined       int                  `json:"quarantined"`     // keys this run added to --quarantine
-	Error             string               `json:"error,omitempty"`
+	Dataset           string         `json:"dataset"`
+	Samples           int            `json:"dataset_samples"`
+	Classes           int            `json:"dataset_classes"`
+	Epochs            int            `json:"epochs"`
+	Ranks             int            `json:"ranks"`
+	BatchSize         int            `json:"batch_size"`
+	Transform         string         `json:"transform"`
+	Images            int64          `json:"images"` // delivered, padding included
+	Pads              int64          `json:"pads"`
+	Batches           int64          `json:"batches"`
+	Seconds           float64        `json:"seconds"` // from the first fetch to the last batch
+	ImagesPerSecond   float64        `json:"images_per_second"`
+	FirstBatchSeconds float64        `json:"first_batch_seconds"` // from process start
+	CPUSeconds        float64        `json:"cpu_seconds"`         // whole process, user+system
+	CPUMsPerImage     float64        `json:"cpu_ms_per_image"`
+	PeakRSSBytes      int64          `json:"peak_rss_bytes"`
+	Failures          FailureSummary `json:"failures"`
+	Bottleneck        string         `json:"bottleneck"`
+	BottleneckReason  string         `json:"bottleneck_reason"`
+	BottleneckAdvice  string         `json:"bottleneck_advice,omitempty"`
+	Stages            actors.Stats   `json:"stages"`
+	// FetchConcurrency is --fetch-concurrency (auto, auto:N or N) and
+	// FetchInFlight the reads in flight it allowed at the end, summed
+	// over the ranks (with auto, the tuners' choice).
+	FetchConcurrency string               `json:"fetch_concurrency"`
+	FetchInFlight    int                  `json:"fetch_in_flight"`
+	Pack             *storage.PackedStats `json:"pack,omitempty"`  // a packed dataset's chunk cache
+	Store            *s3.Stats            `json:"store,omitempty"` // an S3 dataset's requests, retries by cause, throttling
+	Excluded         int                  `json:"excluded"`        // samples left out by --exclude
+	Quarantined      int                  `json:"quarantined"`     // keys this run added to --quarantine
+	Error            string               `json:"error,omitempty"`
 }
 
 // FailureSummary is the failure part of Summary.
@@ -355,11 +360,17 @@ func summarize(o options, f runFacts) Summary {
 		BottleneckReason:  stats.Bottleneck.Reason,
 		BottleneckAdvice:  stats.Bottleneck.Advice,
 		Stages:            stats,
+		FetchConcurrency:  o.fetchConcurrency.String(),
 		Failures:          FailureSummary{Total: f.report.Failed, ByReason: map[string]int64{}, Report: f.report},
 		Pack:              pack,
 		Store:             s3Stats(f.store),
 		Excluded:          f.excluded,
 		Quarantined:       f.quarantine.added(),
+	}
+	for _, st := range stats.Stages {
+		if st.Stage == actors.StageFetch {
+			s.FetchInFlight = st.Workers
+		}
 	}
 	if s.Seconds > 0 {
 		s.ImagesPerSecond = float64(s.Images) / s.Seconds
@@ -417,6 +428,9 @@ func printSummary(w io.Writer, s Summary) {
 	if p := s.Pack; p != nil {
 		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions\n",
 			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)
+	}
+	if s.FetchInFlight > 0 {
+		fmt.Fprintf(w, "  fetch         %d reads in flight allowed over %d rank(s) at the end (--fetch-concurrency %s)\n", s.FetchInFlight, s.Ranks, s.FetchConcurrency)
 	}
 	fmt.Fprintf(w, "  bottleneck    %s: %s\n", s.Bottleneck, s.BottleneckReason)
 	if s.BottleneckAdvice != "" {

@@ -111,6 +111,7 @@ const (
 	KindWrongRange
 	KindThrottle
 	KindHold
+	KindDelay
 )
 
 func (k Kind) String() string {
@@ -135,6 +136,8 @@ func (k Kind) String() string {
 		return "throttle"
 	case KindHold:
 		return "hold"
+	case KindDelay:
+		return "delay"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -156,7 +159,8 @@ type Fault struct {
 	// Rate: KindTrickle's bytes per second; KindThrottle's requests per
 	// second.
 	Rate int
-	// For: how long KindRefuse refuses connections.
+	// For: how long KindRefuse refuses connections; how long KindDelay
+	// holds a request before forwarding it.
 	For time.Duration
 	// Gate: where KindHold holds requests.
 	Gate *Gate
@@ -204,6 +208,13 @@ func SlowDownAbove(rate int) Fault {
 // that trusts it would read is the wrong data. Other requests pass.
 // (The Range header itself cannot be rewritten: SigV4 signs it.)
 func WrongRange(shift int64) Fault { return Fault{Kind: KindWrongRange, N: shift} }
+
+// Delay holds each request it picks for d, then forwards it untouched: a
+// store d further away (a request's round trip; TCP's own handshakes on
+// the loopback stay fast, so it stands for a network with warm
+// connections). The kernel's netem does this below the sockets; this is
+// its user-space stand-in where netem is not built in.
+func Delay(d time.Duration) Fault { return Fault{Kind: KindDelay, For: d} }
 
 // Hold holds each request it picks at g until g opens, then forwards it
 // untouched; a request whose client hangs up first is reported by
@@ -559,6 +570,16 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, f.For)
 	case KindHold:
 		p.hold(w, r, key, f.Gate)
+	case KindDelay:
+		t := time.NewTimer(f.For)
+		select {
+		case <-t.C:
+			p.forward(w, r, nil)
+		case <-r.Context().Done():
+			t.Stop()
+		case <-p.done:
+			t.Stop()
+		}
 	default:
 		p.forward(w, r, &f)
 	}

@@ -212,3 +212,18 @@ func TestHold(t *testing.T) {
 		t.Errorf("with the gate open: %d bytes, %v", len(b), err)
 	}
 }
+
+// TestDelay: a delayed request is forwarded untouched, no sooner than
+// its delay (a lower bound: a loaded machine only makes it later).
+func TestDelay(t *testing.T) {
+	up := upstream(t)
+	p := faultproxy.Start(t, up.URL, faultproxy.Rule{Ops: faultproxy.OpGet, Fault: faultproxy.Delay(30 * time.Millisecond)})
+	t0 := time.Now()
+	resp, b, err := get(t, &http.Client{}, p.URL+"/b/a.jpg", "")
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(b, body) {
+		t.Fatalf("delayed GET: %v %v, %d bytes", err, resp, len(b))
+	}
+	if d := time.Since(t0); d < 30*time.Millisecond {
+		t.Errorf("answered after %v, before the 30 ms delay", d)
+	}
+}

@@ -1,0 +1,73 @@
+package actors
+
+import (
+	"math"
+	"time"
+)
+
+// The automatic fetch concurrency (Config.FetchAuto). Fetches in flight
+// must cover the store's latency at the rate the pipeline consumes:
+// by Little's law, in flight = rate × latency. fetchTuner measures both
+// over windows of fetches (the rate of fetches completed, their mean
+// duration) and sets the limit to fetchHeadroom times their product.
+// While the limit binds, the rate it measures is limit/latency, so the
+// next limit is fetchHeadroom × the current one: it grows geometrically
+// until something else (decoders, slots, the trainer) sets the pace, and
+// then settles at fetchHeadroom × what that pace needs. It starts at
+// Config.FetchConcurrency's default share and never passes its maximum.
+//
+// Pure: times come in as arguments (the pipeline's clock).
+type fetchTuner struct {
+	min, max int
+	limit    int
+
+	start   time.Time     // of the window
+	n       int           // fetches completed in it
+	busy    time.Duration // their durations summed
+	changes int           // how many times the limit moved
+}
+
+const (
+	// fetchHeadroom over Little's product: bursts (a batch's fetches start
+	// together) and the latency's tail.
+	fetchHeadroom = 2.0
+	// fetchWindow is the shortest window, and fetchWindowN the fewest
+	// fetches in it, for one measurement: a few hundred ms of traffic.
+	fetchWindow  = 250 * time.Millisecond
+	fetchWindowN = 16
+	// fetchMinAuto is the lowest automatic limit: a local disk needs one
+	// or two, but a burst after a stall should not queue behind them.
+	fetchMinAuto = 4
+	// fetchStartAuto is where the limit starts: the fixed default.
+	fetchStartAuto = 16
+)
+
+func newFetchTuner(max int) *fetchTuner {
+	lo := min(fetchMinAuto, max)
+	return &fetchTuner{min: lo, max: max, limit: min(max, fetchStartAuto)}
+}
+
+// done records a fetch that completed at now after d; it returns the new
+// limit and true when a window closed and the limit moved.
+func (t *fetchTuner) done(now time.Time, d time.Duration) (int, bool) {
+	if t.start.IsZero() {
+		t.start = now.Add(-d)
+	}
+	t.n++
+	t.busy += d
+	span := now.Sub(t.start)
+	if t.n < fetchWindowN || span < fetchWindow {
+		return t.limit, false
+	}
+	rate := float64(t.n) / span.Seconds()
+	latency := t.busy.Seconds() / float64(t.n)
+	t.start, t.n, t.busy = now, 0, 0
+	want := int(math.Ceil(fetchHeadroom * rate * latency))
+	want = min(max(want, t.min), t.max)
+	if want == t.limit {
+		return t.limit, false
+	}
+	t.limit = want
+	t.changes++
+	return want, true
+}
