@@ -35,7 +35,7 @@ func TestConfigFile(t *testing.T) {
 	}
 	for _, want := range []string{"\nepochs: 2\n", "\ndataset: s3://imagenet/train\n", "\nmin-ranks: 64\n", "\nlog-format: json\n",
 		"\nreport-every: 1m0s\n", "\nmetrics-linger: 30s\n", "\ncheckpoint: s3://longshore-jobs/jobs/imagenet-r50\n",
-		"\nhttp-token-file: " + dir, "\ntls-peer-name: gpu-*.internal\n"} {
+		"\nhttp-token-file: " + dir, "\ntls-peer-name: gpu-*.internal\n", "\njob-store-rps: 3000\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--print-config lacks %q:\n%s", want, out.String())
 		}
