@@ -115,6 +115,9 @@ type NodeJSON struct {
 	Reason           string        `json:"bottleneck_reason,omitempty"`
 	Advice           string        `json:"bottleneck_advice,omitempty"`
 	Failures         []FailureJSON `json:"failures,omitempty"`
+	// StoreRPS is the node's share of the job's store request budget
+	// (the coordinator's --job-store-rps; 0: none).
+	StoreRPS float64 `json:"store_rps"`
 }
 
 // RankJSON is one rank: the coordinator's view joined with its node's
@@ -246,7 +249,7 @@ func (p *StatusPage) Snapshot(ctx context.Context) (StatusJSON, error) {
 	slowest := map[string]float64{}
 	for _, n := range st.Nodes {
 		reports[n.Node] = n
-		nj := NodeJSON{Node: n.Node, State: string(n.State), Incarnation: n.Incarnation, ReportAgeSeconds: -1}
+		nj := NodeJSON{Node: n.Node, State: string(n.State), Incarnation: n.Incarnation, ReportAgeSeconds: -1, StoreRPS: n.StoreRPS}
 		if r := n.Report; r != nil {
 			nj.ReportAgeSeconds = now.Sub(n.ReportAt).Seconds()
 			nj.SamplesPerSecond, nj.Samples, nj.Failed = r.SamplesPerSecond, r.Samples, r.Failed

@@ -86,7 +86,7 @@ function draw(s) {
     cell(tr, n.failed);
     cell(tr, n.bottleneck || "–");
     cell(tr, n.report_age_seconds < 0 ? "never" : n.report_age_seconds.toFixed(1) + " s ago");
-    tr.title = n.bottleneck_reason || "";
+    tr.title = (n.bottleneck_reason || "") + (n.store_rps > 0 ? " · store budget " + Math.round(n.store_rps) + " requests/s" : "");
     return tr;
   });
   fill($("ranks").tBodies[0], s.ranks || [], (r) => {
