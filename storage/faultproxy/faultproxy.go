@@ -624,8 +624,11 @@ func (p *Proxy) silence(w http.ResponseWriter, r *http.Request) {
 // refuse stops listening for d, drops every open connection (an endpoint
 // that went away), and resets the triggering one.
 func (p *Proxy) refuse(w http.ResponseWriter, d time.Duration) {
+	// The request that triggers the refusal is reset last: once its
+	// client sees the reset, the listener is closed, so its next dial is
+	// refused (not accepted into the old backlog and reset).
 	if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-		reset(conn)
+		defer reset(conn)
 	}
 	p.mu.Lock()
 	if p.mu.closed {
@@ -641,6 +644,11 @@ func (p *Proxy) refuse(w http.ResponseWriter, d time.Duration) {
 	if ln != nil {
 		p.mu.listening = make(chan struct{})
 	}
+	p.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	p.mu.Lock()
 	for c := range p.mu.conns {
 		reset(c)
 	}
@@ -648,7 +656,6 @@ func (p *Proxy) refuse(w http.ResponseWriter, d time.Duration) {
 	if ln == nil {
 		return // already refusing; the reopener sees the new deadline
 	}
-	ln.Close()
 	p.held.Add(1)
 	go func() {
 		defer p.held.Done()
