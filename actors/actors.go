@@ -160,6 +160,13 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 				a.fatal(c, &BudgetError{Report: p.book.report()})
 			}
 		case effShip:
+			if a.dead {
+				// A failure earlier in these effects ended the run: its
+				// error went to the uploader already, and a batch after
+				// it would reach the consumer past the end (a second
+				// Next returning a batch after the budget error).
+				continue
+			}
 			a.batchDone(e.slot)
 			p.rec.queueAdd(StageBatch, +1)
 			c.Send(a.uploader, &uploadMsg{b: a.assemble(e.batch)})

@@ -847,3 +847,70 @@ func TestPrefetchHints(t *testing.T) {
 		t.Errorf("%d of %d samples read by index", st.bySample, len(ds.Samples))
 	}
 }
+
+// gatedStore answers its first Get; every later one fails with
+// ErrNotFound once gate is closed.
+type gatedStore struct {
+	storage.Store
+	gets atomic.Int64
+	gate <-chan struct{}
+}
+
+func (s *gatedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	if s.gets.Add(1) > 1 {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return dst[:0], ctx.Err()
+		}
+		return dst[:0], storage.ErrNotFound
+	}
+	return s.Store.Get(ctx, key, dst)
+}
+
+// signalDecoder is fakeDecoder that closes done after its first decode.
+type signalDecoder struct {
+	fakeDecoder
+	once *sync.Once
+	done chan struct{}
+}
+
+func (d *signalDecoder) Decode(data []byte, seed uint64, dst []byte) error {
+	err := d.fakeDecoder.Decode(data, seed, dst)
+	d.once.Do(func() { close(d.done) })
+	return err
+}
+
+// TestBudgetBreachCompletingABatch: the failure that breaches the budget
+// is also the one that completes a batch (its other sample decoded
+// first). The run ends with the budget error, and that batch is not
+// delivered after it: every Next from then on returns the error.
+func TestBudgetBreachCompletingABatch(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 2, 1, 32)
+	cfg := smallConfig()
+	cfg.BatchSize, cfg.Slots, cfg.FetchConcurrency, cfg.Decoders = 2, 1, 1, 1
+	cfg.MaxFailures = MaxFailureCount(0)
+	decoded := make(chan struct{})
+	var once sync.Once
+	deps := testDeps(&gatedStore{Store: mem, gate: decoded}, func() (SampleDecoder, error) {
+		return &signalDecoder{once: &once, done: decoded}, nil
+	})
+	// One fetcher: the second sample's fetch starts after the first's
+	// returned, and fails only once the first is decoded.
+	p, err := NewLoader(cfg, ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 3 {
+		b, err := p.Next(context.Background())
+		if b != nil {
+			b.Release()
+			t.Fatalf("Next %d delivered a batch (%v) when the budget is 0 and a sample failed", i, b.Keys)
+		}
+		if !errors.Is(err, ErrFailureBudget) {
+			t.Fatalf("Next %d = %v, want the budget error", i, err)
+		}
+	}
+}
