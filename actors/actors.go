@@ -104,7 +104,6 @@ func (a *rankActor) start(c actor.Context) {
 		a.tuner = newFetchTuner(p.cfg.FetchConcurrency)
 		a.core.fetchLimit = a.tuner.limit
 		p.rec.setWorkers(StageFetch, a.tuner.limit)
-		p.fetchLimit.Store(int64(a.tuner.limit))
 	}
 	a.run(c, a.core.start())
 }
@@ -112,7 +111,6 @@ func (a *rankActor) start(c actor.Context) {
 // setFetchLimit applies the fetch tuner's new limit.
 func (a *rankActor) setFetchLimit(c actor.Context, n int) {
 	a.p.rec.setWorkers(StageFetch, n)
-	a.p.fetchLimit.Store(int64(n))
 	a.run(c, a.core.setFetchLimit(n))
 }
 

@@ -176,9 +176,6 @@ type Pipeline struct {
 
 	bufsMade  atomic.Int64 // fetch buffers ever made (for tests and stats)
 	abandoned atomic.Int64 // decoders left running past the decode deadline
-	// fetchLimit is the fetch tuner's limit now (Config.FetchAuto); 0:
-	// fixed at FetchConcurrency.
-	fetchLimit atomic.Int64
 	// cores holds a token for each decode running in C (deadline.go),
 	// abandoned ones included: at most Decoders at once.
 	cores chan struct{}
@@ -415,14 +412,6 @@ func (p *Pipeline) Stats() Stats { return p.rec.raw(p.rank).stats() }
 // Failures returns the failure report so far (shared by a node's ranks).
 func (p *Pipeline) Failures() Report { return p.book.report() }
 
-// FetchConcurrency is how many object reads the rank lets be in flight
-// now: Config.FetchConcurrency, or with FetchAuto the tuner's choice.
-func (p *Pipeline) FetchConcurrency() int {
-	if n := p.fetchLimit.Load(); n > 0 {
-		return int(n)
-	}
-	return p.cfg.FetchConcurrency
-}
 
 // Close stops the pipeline and waits for every actor to stop; see
 // Shutdown.
