@@ -412,7 +412,6 @@ func (p *Pipeline) Stats() Stats { return p.rec.raw(p.rank).stats() }
 // Failures returns the failure report so far (shared by a node's ranks).
 func (p *Pipeline) Failures() Report { return p.book.report() }
 
-
 // Close stops the pipeline and waits for every actor to stop; see
 // Shutdown.
 func (p *Pipeline) Close() error { return p.Shutdown(context.Background()) }
