@@ -45,7 +45,7 @@ INTEG_SKIP    ?=
 
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
-.PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz clean sim-scale
+.PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz fuzz-long clean sim-scale
 .PHONY: images integ certs cuda-check gpu-check-bundle deploy-check
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
@@ -109,6 +109,12 @@ fuzz: deps-base
 		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$name ($$pkg)"; \
 		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMIN) $$pkg; \
 	done
+
+# The long run (issue 15): every target FUZZ_LONG_TIME each, FUZZ_LANES side by side.
+FUZZ_LONG_TIME ?= 10m
+FUZZ_LANES     ?= 2
+fuzz-long: deps-base
+	FUZZ_LONG_TIME=$(FUZZ_LONG_TIME) FUZZ_LANES=$(FUZZ_LANES) GO=$(GO) scripts/fuzz-long.sh $(FUZZ_TARGETS)
 
 test: deps lint race fuzz
 
