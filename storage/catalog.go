@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"path"
 	"sync"
 )
@@ -35,8 +34,10 @@ type Catalog interface {
 }
 
 var (
-	_ Catalog = datasetCatalog{}
-	_ Catalog = (*IndexedManifest)(nil)
+	_ Catalog      = datasetCatalog{}
+	_ Catalog      = (*IndexedManifest)(nil)
+	_ SamplePeeker = datasetCatalog{}
+	_ SamplePeeker = (*IndexedManifest)(nil)
 )
 
 // DatasetCatalog serves ds from memory; its digest is computed once,
@@ -115,6 +116,10 @@ type CatalogStats struct {
 	Evictions  int64
 	CacheBytes int64 // decoded pieces held or being read now
 	Pieces     int   // held now
+	// PackedSamples and PackedBytes total the packed samples of the
+	// pieces read (a piece read again counts again): their mean size is
+	// the dataset's, as far as it has been read.
+	PackedSamples, PackedBytes int64
 }
 
 type catalogPiece struct {
@@ -267,6 +272,24 @@ func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, 
 	return s, object, nil
 }
 
+// Peek implements SamplePeeker: sample i, if its piece is loaded; it
+// never blocks on I/O.
+func (m *IndexedManifest) Peek(i int64) (Sample, string, bool) {
+	if i < 0 || i >= m.x.Samples {
+		return Sample{}, "", false
+	}
+	k := int(i / int64(m.x.Every))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.mu.pieces[k]
+	if p == nil || p.elem == nil { // not read, being read, or failed
+		return Sample{}, "", false
+	}
+	m.mu.lru.MoveToFront(p.elem)
+	s := p.ds.Samples[i-int64(k)*int64(m.x.Every)]
+	return s, p.ds.ObjectOf(s), true
+}
+
 // Prefetch implements Catalog: it starts reading the pieces of [lo, hi)
 // not held or being read, as many as Fetches allows now (it never
 // waits for room).
@@ -324,6 +347,12 @@ func (m *IndexedManifest) startLocked(k int, prefetch bool) *catalogPiece {
 			m.mu.used -= p.cost
 		} else {
 			cost := pieceCost(ds)
+			for _, s := range ds.Samples {
+				if s.Packed() {
+					m.mu.stats.PackedSamples++
+					m.mu.stats.PackedBytes += s.Size
+				}
+			}
 			m.mu.used += cost - p.cost
 			p.cost = cost
 			p.elem = m.mu.lru.PushFront(p)
@@ -415,50 +444,3 @@ func (m *IndexedManifest) Close() error {
 	m.mu.Unlock()
 	return nil
 }
-
-// CatalogStore serves a Catalog's samples by index (SampleStore) from
-// the store that holds them: a plain sample is Get of its key, a packed
-// one a ranged GET of its bytes in its object. It is the store of the
-// lazy path for packed datasets: unlike PackedStore it reads every
-// packed sample alone (one request a sample, as --pack-cache 0 does),
-// since it holds no sample list to plan chunks with. Other calls go to
-// the inner store.
-type CatalogStore struct {
-	Store
-	cat Catalog
-}
-
-var (
-	_ SampleStore = (*CatalogStore)(nil)
-	_ io.Closer   = (*CatalogStore)(nil)
-)
-
-// NewCatalogStore wraps inner to serve cat's samples.
-func NewCatalogStore(inner Store, cat Catalog) *CatalogStore {
-	return &CatalogStore{Store: inner, cat: cat}
-}
-
-// GetSample implements SampleStore.
-func (c *CatalogStore) GetSample(ctx context.Context, index int64, key string, dst []byte) ([]byte, error) {
-	s, object, err := c.cat.Sample(ctx, index)
-	if err != nil {
-		return dst[:0], err
-	}
-	if s.Key != key {
-		return dst[:0], fmt.Errorf("%w: catalog store: sample %d is %q, not %q (the store holds another dataset)", ErrInvalidKey, index, s.Key, key)
-	}
-	if !s.Packed() {
-		return c.Store.Get(ctx, key, dst)
-	}
-	return c.Store.GetRange(ctx, object, s.Offset, s.Size, dst)
-}
-
-// PrefetchSample implements SampleStore: the sample's piece of the
-// manifest, if the catalog reads lazily.
-func (c *CatalogStore) PrefetchSample(index int64) { c.cat.Prefetch(index, index+1) }
-
-// Unwrap returns the inner store.
-func (c *CatalogStore) Unwrap() Store { return c.Store }
-
-// Close closes the inner store if it is an io.Closer.
-func (c *CatalogStore) Close() error { return Close(c.Store) }

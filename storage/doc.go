@@ -63,7 +63,8 @@
 // the manifest, WriteManifestIndex puts it. A Catalog gives samples by
 // index: DatasetCatalog from memory, IndexedManifest reading only the
 // pieces asked for into a bounded cache (a stale index: ErrStaleIndex),
-// and CatalogStore serves a Catalog's samples from the store. The
+// and NewCatalogPackedStore reads a packed Catalog's samples in chunks
+// as NewPackedStore does a Dataset's. The
 // cluster node reads a big manifest this way (docs/scale.md).
 //
 // # Packed datasets

@@ -4,7 +4,8 @@ package storage
 // sample i's chunk (0 if none is in flight): a test holding the fetch
 // knows from it that every Get has joined before it lets the fetch end.
 func PackedWaiters(p *PackedStore, i int) int {
-	ck, ok := p.chunkOf(i)
+	_, object, _ := p.peek(int64(i))
+	ck, ok := p.chunkOf(int64(i), object)
 	if !ok {
 		return 0
 	}

@@ -120,14 +120,20 @@ func GetSampleLimit(ctx context.Context, s SampleStore, index int64, key string,
 }
 
 // GetSampleLimit is GetSample refusing a sample larger than limit by its
-// manifest size, before any read (see the function GetSampleLimit).
+// manifest size, before any read (see the function GetSampleLimit);
+// limit < 0: no limit.
 func (p *PackedStore) GetSampleLimit(ctx context.Context, index int64, key string, limit int64, dst []byte) ([]byte, error) {
-	if limit >= 0 && index >= 0 && index < int64(len(p.ds.Samples)) {
-		if s := &p.ds.Samples[index]; s.Key == key && s.Size > limit {
-			return dst[:0], tooLarge("get", p.ds.ObjectOf(*s)+"#"+key, s.Size, limit)
-		}
+	s, object, err := p.sampleAt(ctx, index, key)
+	if err != nil {
+		return dst[:0], err
 	}
-	return p.GetSample(ctx, index, key, dst)
+	if !s.Packed() {
+		return GetLimit(ctx, p.inner, key, limit, dst)
+	}
+	if limit >= 0 && s.Size > limit {
+		return dst[:0], tooLarge("get", object+"#"+key, s.Size, limit)
+	}
+	return p.getSample(ctx, index, s, object, dst)
 }
 
 // GetLimit implements LimitedGetter, counted as a Get.

@@ -252,36 +252,3 @@ func FuzzScanManifest(f *testing.F) {
 		checkIndexed(t, data, key, 1+int(every%8), 0)
 	})
 }
-
-// TestCatalogStore reads packed and plain samples by index through an
-// indexed manifest: each one's own bytes, and a key that is not the
-// index's sample refused.
-func TestCatalogStore(t *testing.T) {
-	ctx := context.Background()
-	s := NewMemStore("cs")
-	s.Put(ctx, "d/shards/a.tar", []byte("0123456789abcdef"), Cond{})
-	s.Put(ctx, "d/plain.jpg", []byte("plain bytes"), Cond{})
-	s.Put(ctx, "d/manifest.csv", []byte("key,label,object,offset,size\nshards/a.tar/x,0,shards/a.tar,2,3\nplain.jpg,1,,,\nshards/a.tar/y,1,shards/a.tar,10,6\n"), Cond{})
-	if _, err := WriteManifestIndex(ctx, s, "d/manifest.csv", 2, nil); err != nil {
-		t.Fatal(err)
-	}
-	m, err := OpenIndexedManifest(ctx, s, "d/manifest.csv", IndexedConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if m.Index().Layout() != "mixed" {
-		t.Errorf("layout %s", m.Index().Layout())
-	}
-	cs := NewCatalogStore(s, m)
-	for i, want := range []struct{ key, data string }{{"d/shards/a.tar/x", "234"}, {"d/plain.jpg", "plain bytes"}, {"d/shards/a.tar/y", "abcdef"}} {
-		cs.PrefetchSample(int64(i))
-		got, err := cs.GetSample(ctx, int64(i), want.key, nil)
-		if err != nil || string(got) != want.data {
-			t.Errorf("sample %d: %q %v, want %q", i, got, err, want.data)
-		}
-	}
-	if _, err := cs.GetSample(ctx, 0, "d/plain.jpg", nil); !errors.Is(err, ErrInvalidKey) {
-		t.Errorf("wrong key: %v", err)
-	}
-}

@@ -137,7 +137,16 @@ const sparseSlack = 4 << 10
 // io.Closer.
 type PackedStore struct {
 	inner Store
-	ds    *Dataset
+	// ds is the dataset in memory (NewPackedStore), nil on the lazy path
+	// (NewCatalogPackedStore), where Get by a packed sample's key passes
+	// through: only GetSample knows a sample there.
+	ds *Dataset
+	// src serves the samples by index, peek without blocking (false when
+	// the sample is not at hand: its piece of the manifest is not read).
+	// Lock order: mu before the catalog's own.
+	src  Catalog
+	peek func(i int64) (Sample, string, bool)
+	n    int64
 	// byKey holds the dataset indices of the packed samples sorted by
 	// key, for Get's lookup: 4 bytes a sample, where a map from key to
 	// index costs ~50 (hundreds of MB at ten million samples). Made on
@@ -196,10 +205,17 @@ var (
 
 // chunkKey names a chunk: an object of the dataset and a block of dataset
 // indices. The block's bounds (not its number) are the key, so a change
-// of Block makes new chunks and never mixes them with old ones.
+// of Block makes new chunks and never mixes them with old ones. The
+// object is its key: a lazy catalog numbers objects per piece.
 type chunkKey struct {
-	object ObjectID
-	lo, hi int
+	object string
+	lo, hi int64
+}
+
+// blockSample is a sample of a block and its object, read for planning.
+type blockSample struct {
+	s      Sample
+	object string
 }
 
 type chunk struct {
@@ -231,11 +247,53 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 	if len(ds.Samples) > math.MaxInt32 {
 		return nil, fmt.Errorf("storage: packed store: %d samples, more than %d", len(ds.Samples), math.MaxInt32)
 	}
-	p := &PackedStore{inner: inner, ds: ds, cap: cfg.CacheBytes}
 	for i, s := range ds.Samples {
 		if s.Object < 0 || int(s.Object) > len(ds.Objects) {
 			return nil, fmt.Errorf("storage: packed store: sample %d (%s): object ID %d outside the dataset's %d objects (a bug of the dataset's maker)", i, s.Key, s.Object, len(ds.Objects))
 		}
+	}
+	p := newPackedStore(inner, datasetCatalog{ds: ds}, cfg)
+	p.ds = ds
+	return p, nil
+}
+
+// SamplePeeker is a Catalog that can tell a sample without blocking, when
+// it is at hand (an IndexedManifest: its piece is loaded). A
+// PackedStore over a catalog prefetches chunks only through it.
+type SamplePeeker interface {
+	Peek(i int64) (s Sample, object string, ok bool)
+}
+
+// Peek implements SamplePeeker.
+func (c datasetCatalog) Peek(i int64) (Sample, string, bool) {
+	if i < 0 || i >= int64(len(c.ds.Samples)) {
+		return Sample{}, "", false
+	}
+	s := c.ds.Samples[i]
+	return s, c.ds.ObjectOf(s), true
+}
+
+// NewCatalogPackedStore is NewPackedStore over a catalog instead of the
+// whole sample list: the lazy path of a packed dataset read through its
+// manifest index (IndexedManifest). It plans chunks from the samples the
+// catalog has at hand, reading the block's pieces of the manifest first
+// when a Get needs them, and prefetches a chunk only when its samples
+// are at hand (else it prefetches their pieces). Get by a packed
+// sample's key is the inner store's (the sample list to look keys up in
+// is what this path does without); the pipeline reads by index
+// (GetSample).
+func NewCatalogPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedStore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newPackedStore(inner, cat, cfg), nil
+}
+
+func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) *PackedStore {
+	p := &PackedStore{inner: inner, src: cat, n: cat.Len(), cap: cfg.CacheBytes}
+	p.peek = func(int64) (Sample, string, bool) { return Sample{}, "", false }
+	if pk, ok := cat.(SamplePeeker); ok {
+		p.peek = pk.Peek
 	}
 	p.block.Store(int64(cfg.Block))
 	p.window.Store(int64(max(cfg.Window, 1)))
@@ -244,7 +302,7 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 	p.mu.alone = map[chunkKey]bool{}
 	p.mu.spans = map[chunkKey]int64{}
 	p.mu.budget = max(cfg.Window, 1)
-	return p, nil
+	return p
 }
 
 // SetBlock changes the chunk block (PackedConfig.Block), for a node that
@@ -291,40 +349,77 @@ func (p *PackedStore) Get(ctx context.Context, key string, dst []byte) ([]byte, 
 	if !ok {
 		return p.inner.Get(ctx, key, dst)
 	}
-	return p.getSample(ctx, i, dst)
+	s := p.ds.Samples[i]
+	return p.getSample(ctx, int64(i), s, p.ds.ObjectOf(s), dst)
 }
 
 // GetSample implements SampleStore: sample index of the dataset, read
 // without a lookup by key.
 func (p *PackedStore) GetSample(ctx context.Context, index int64, key string, dst []byte) ([]byte, error) {
-	if index < 0 || index >= int64(len(p.ds.Samples)) || p.ds.Samples[index].Key != key {
-		return dst[:0], fmt.Errorf("%w: packed store: sample %d is not %q (the store holds another dataset)", ErrInvalidKey, index, key)
-	}
-	if !p.ds.Samples[index].Packed() {
-		return p.inner.Get(ctx, key, dst)
-	}
-	return p.getSample(ctx, int(index), dst)
+	return p.GetSampleLimit(ctx, index, key, -1, dst)
 }
 
-// getSample reads packed sample i.
-func (p *PackedStore) getSample(ctx context.Context, i int, dst []byte) ([]byte, error) {
-	s := &p.ds.Samples[i]
+// sampleAt is sample index of the catalog, checked to be key.
+func (p *PackedStore) sampleAt(ctx context.Context, index int64, key string) (Sample, string, error) {
+	if index < 0 || index >= p.n {
+		return Sample{}, "", fmt.Errorf("%w: packed store: sample %d is not %q: the dataset has %d samples (the store holds another dataset)", ErrInvalidKey, index, key, p.n)
+	}
+	s, object, err := p.src.Sample(ctx, index)
+	if err != nil {
+		return Sample{}, "", err
+	}
+	if s.Key != key {
+		return Sample{}, "", fmt.Errorf("%w: packed store: sample %d is %q, not %q (the store holds another dataset)", ErrInvalidKey, index, s.Key, key)
+	}
+	return s, object, nil
+}
+
+// getSample reads packed sample i, s in object.
+func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object string, dst []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return dst[:0], err
 	}
-	ck, ok := p.chunkOf(i)
+	ck, ok := p.chunkOf(i, object)
 	if !ok {
-		return p.getMember(ctx, s, dst)
+		return p.getMember(ctx, s, object, dst)
 	}
 
 	p.mu.Lock()
 	if p.mu.alone[ck] {
 		p.mu.Unlock()
-		return p.getMember(ctx, s, dst)
+		return p.getMember(ctx, s, object, dst)
 	}
 	c := p.mu.chunks[ck]
 	if c == nil {
-		c = p.startLocked(ctx, ck)
+		var atHand bool
+		c, atHand = p.startLocked(ctx, ck, p.peek)
+		if !atHand {
+			// The block's samples are not all at hand (a lazy catalog
+			// has not read their pieces, or holds fewer pieces than a
+			// block straddles): read them, and plan from what was read.
+			p.mu.Unlock()
+			block := make([]blockSample, 0, ck.hi-ck.lo)
+			for j := ck.lo; j < ck.hi; j++ {
+				s, object, err := p.src.Sample(ctx, j)
+				if err != nil {
+					if ctx.Err() != nil {
+						return dst[:0], ctx.Err()
+					}
+					break // that sample fails on its own Get; this one is read alone
+				}
+				block = append(block, blockSample{s, object})
+			}
+			at := func(j int64) (Sample, string, bool) {
+				if b := j - ck.lo; b < int64(len(block)) {
+					return block[b].s, block[b].object, true
+				}
+				return Sample{}, "", false
+			}
+			p.mu.Lock()
+			if c = p.mu.chunks[ck]; c == nil && !p.mu.alone[ck] {
+				c, _ = p.startLocked(ctx, ck, at)
+			}
+		}
 		if c == nil { // not worth a chunk, or no room
 			if !p.mu.alone[ck] {
 				// No room: this sample is read alone, so a fetch of its
@@ -332,7 +427,7 @@ func (p *PackedStore) getSample(ctx context.Context, i int, dst []byte) ([]byte,
 				p.markServedLocked(ck, i)
 			}
 			p.mu.Unlock()
-			return p.getMember(ctx, s, dst)
+			return p.getMember(ctx, s, object, dst)
 		}
 	} else if c.speculative {
 		c.speculative = false // a prefetch that paid
@@ -369,15 +464,19 @@ func (p *PackedStore) getSample(ctx context.Context, i int, dst []byte) ([]byte,
 			p.recycleLocked(c)
 		}
 		p.mu.Unlock()
-		return p.getMember(ctx, s, dst)
+		return p.getMember(ctx, s, object, dst)
 	}
 	data := p.serveLocked(c, i)
 	p.mu.Unlock()
 	return p.copyOut(c, s, data, dst), nil
 }
 
-// lookup returns the dataset index of the packed sample key.
+// lookup returns the dataset index of the packed sample key; never on the
+// lazy path.
 func (p *PackedStore) lookup(key string) (int, bool) {
+	if p.ds == nil {
+		return 0, false
+	}
 	p.byKeyOnce.Do(func() {
 		for i := range p.ds.Samples {
 			if p.ds.Samples[i].Packed() {
@@ -398,26 +497,26 @@ func (p *PackedStore) lookup(key string) (int, bool) {
 
 // chunkOf names the chunk of sample i under the current block; false when
 // samples are read one by one (block 0 or 1, or no cache).
-func (p *PackedStore) chunkOf(i int) (chunkKey, bool) {
-	b := int(p.block.Load())
+func (p *PackedStore) chunkOf(i int64, object string) (chunkKey, bool) {
+	b := p.block.Load()
 	if b <= 1 || p.cap <= 0 {
 		return chunkKey{}, false
 	}
 	lo := i / b * b
-	return chunkKey{object: p.ds.Samples[i].Object, lo: lo, hi: min(lo+b, len(p.ds.Samples))}, true
+	return chunkKey{object: object, lo: lo, hi: min(lo+b, p.n)}, true
 }
 
 // getMember reads one packed sample with a ranged GET of its own.
-func (p *PackedStore) getMember(ctx context.Context, s *Sample, dst []byte) ([]byte, error) {
+func (p *PackedStore) getMember(ctx context.Context, s Sample, object string, dst []byte) ([]byte, error) {
 	p.alone.Add(1)
-	return p.inner.GetRange(ctx, p.ds.ObjectOf(*s), s.Offset, s.Size, dst)
+	return p.inner.GetRange(ctx, object, s.Offset, s.Size, dst)
 }
 
 // copyOut appends the sample's bytes from its chunk's data to dst[:0]. It
 // runs unlocked: a loaded chunk's data is not written while it has
 // readers (serveLocked counted this one), and its buffer is recycled only
 // once it has none.
-func (p *PackedStore) copyOut(c *chunk, s *Sample, data, dst []byte) []byte {
+func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) []byte {
 	at := s.Offset - c.off
 	dst = append(dst[:0], data[at:at+s.Size]...)
 	p.mu.Lock()
@@ -492,10 +591,18 @@ func bufferSize(size int64) int64 {
 // the cache without evicting anything. It does nothing for other
 // indices and never blocks on I/O.
 func (p *PackedStore) PrefetchSample(index int64) {
-	if index < 0 || index >= int64(len(p.ds.Samples)) || !p.ds.Samples[index].Packed() {
+	if index < 0 || index >= p.n {
 		return
 	}
-	ck, ok := p.chunkOf(int(index))
+	s, object, ok := p.peek(index)
+	if !ok {
+		p.src.Prefetch(index, index+1) // its piece of the manifest
+		return
+	}
+	if !s.Packed() {
+		return
+	}
+	ck, ok := p.chunkOf(index, object)
 	if !ok {
 		return
 	}
@@ -507,7 +614,12 @@ func (p *PackedStore) PrefetchSample(index int64) {
 	if span, ok := p.mu.spans[ck]; ok && p.mu.used+2*span > p.cap {
 		return // no room (see planLocked), known without planning again
 	}
-	if c := p.planLocked(ck, false); c != nil {
+	c, atHand := p.planLocked(ck, false, p.peek)
+	if !atHand {
+		p.src.Prefetch(ck.lo, ck.hi)
+		return
+	}
+	if c != nil {
 		c.speculative = true
 		p.mu.unread++
 		p.mu.stats.Prefetches++
@@ -517,27 +629,33 @@ func (p *PackedStore) PrefetchSample(index int64) {
 
 // startLocked plans the chunk ck and, if it is worth fetching whole and
 // fits (evicting idle chunks as needed), reserves its bytes and starts its
-// fetch; it returns nil otherwise.
-func (p *PackedStore) startLocked(ctx context.Context, ck chunkKey) *chunk {
-	c := p.planLocked(ck, true)
+// fetch; it returns nil otherwise, and atHand false when the block's
+// samples are not at hand to plan with (see planLocked).
+func (p *PackedStore) startLocked(ctx context.Context, ck chunkKey, at func(int64) (Sample, string, bool)) (c *chunk, atHand bool) {
+	c, atHand = p.planLocked(ck, true, at)
 	if c != nil {
 		p.launchLocked(ctx, c)
 	}
-	return c
+	return c, atHand
 }
 
 // planLocked plans the chunk ck: nil if it is not worth fetching whole or
 // does not fit (with evict, after evicting every idle chunk; without,
-// as things stand).
-func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
+// as things stand), from the block's samples as at gives them. atHand is
+// false, and nothing planned, when at does not have one of them (a lazy
+// catalog has not read its piece).
+func (p *PackedStore) planLocked(ck chunkKey, evict bool, at func(int64) (Sample, string, bool)) (c *chunk, atHand bool) {
 	if p.mu.closed || p.mu.alone[ck] {
-		return nil
+		return nil, true
 	}
 	n := 0
 	first, end, total := int64(-1), int64(0), int64(0)
 	for j := ck.lo; j < ck.hi; j++ {
-		s := &p.ds.Samples[j]
-		if s.Object != ck.object {
+		s, object, ok := at(j)
+		if !ok {
+			return nil, false
+		}
+		if object != ck.object || !s.Packed() {
 			continue
 		}
 		n++
@@ -550,7 +668,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 	span := end - first
 	if n < 2 || span > 2*total+int64(n)*sparseSlack || span > p.cap {
 		p.markAloneLocked(ck)
-		return nil
+		return nil, true
 	}
 	// Samples served while the chunk was not cached (evicted after
 	// serving them, or read alone) are not waited for; if that is all of
@@ -560,7 +678,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 		left -= bits.OnesCount64(w)
 	}
 	if left == 0 {
-		return nil
+		return nil, true
 	}
 	if len(p.mu.spans) >= maxServedRecords {
 		clear(p.mu.spans)
@@ -570,7 +688,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 		// A prefetch leaves room for one more chunk like it: the one a
 		// Get needs now must not find the cache full of chunks that are
 		// still being fetched (those cannot be evicted).
-		return nil
+		return nil, true
 	}
 	if p.mu.used+span > p.cap {
 		// Evict only if that makes room: chunks being fetched cannot
@@ -582,14 +700,14 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 		}
 		if p.mu.used-loaded+span > p.cap {
 			p.mu.stats.Overflows++
-			return nil
+			return nil, true
 		}
 	}
 	for p.mu.used+span > p.cap {
 		e := p.victimLocked()
 		if e == nil {
 			p.mu.stats.Overflows++
-			return nil
+			return nil, true
 		}
 		p.evictLocked(e.Value.(*chunk))
 	}
@@ -598,7 +716,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool) *chunk {
 	} else {
 		served = make([]uint64, (ck.hi-ck.lo+63)/64)
 	}
-	return &chunk{key: ck, off: first, size: span, n: n, served: served, left: left, done: make(chan struct{})}
+	return &chunk{key: ck, off: first, size: span, n: n, served: served, left: left, done: make(chan struct{})}, true
 }
 
 // launchLocked reserves the planned chunk c's bytes and starts its fetch,
@@ -620,7 +738,7 @@ func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) {
 // outcome.
 func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 	defer p.wg.Done()
-	object := p.ds.Object(c.key.object)
+	object := c.key.object
 	data, err := p.inner.GetRange(ctx, object, c.off, c.size, buf)
 	if err == nil && int64(len(data)) != c.size {
 		err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, c.off, c.size, len(data), ErrRange)
@@ -652,7 +770,7 @@ func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 // serveLocked marks member i of the loaded chunk c served and returns the
 // chunk's data, counting the caller as a reader until its copyOut; a
 // chunk whose every member has been served is dropped.
-func (p *PackedStore) serveLocked(c *chunk, i int) []byte {
+func (p *PackedStore) serveLocked(c *chunk, i int64) []byte {
 	p.mu.stats.Hits++
 	data := c.data
 	c.readers++
@@ -734,7 +852,7 @@ func (p *PackedStore) evictLocked(c *chunk) {
 
 // markServedLocked records that sample i of the chunk ck was served
 // without ck being cached (evicted after serving it, or read alone).
-func (p *PackedStore) markServedLocked(ck chunkKey, i int) {
+func (p *PackedStore) markServedLocked(ck chunkKey, i int64) {
 	bits := p.mu.served[ck]
 	if bits == nil {
 		if len(p.mu.served) >= maxServedRecords {

@@ -889,3 +889,85 @@ func TestPackedPrefetchFollowsWindows(t *testing.T) {
 		})
 	}
 }
+
+// TestCatalogPackedStore: a packed dataset read through its manifest
+// index costs the chunks the in-memory path costs, one ranged GET per
+// (block, shard) pair, for blocks aligned with the index's pieces and
+// blocks that straddle two, with a manifest cache of one piece (pieces
+// are read again and again) and with room for all; prefetching through
+// the catalog fetches chunks before their Gets; a key that is not the
+// sample is refused; and a plain sample in the manifest is the inner
+// store's object.
+func TestCatalogPackedStore(t *testing.T) {
+	ctx := context.Background()
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 7, 200, 24, 2000)
+	if _, err := storage.WriteManifestIndex(ctx, mem, storage.ManifestJSONLName, 32, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		block      int
+		cacheBytes int64
+	}{{16, 0}, {16, 1}, {12, 1}, {40, 0}} {
+		t.Run(fmt.Sprintf("block%d/cache%d", tc.block, tc.cacheBytes), func(t *testing.T) {
+			m, err := storage.OpenIndexedManifest(ctx, mem, storage.ManifestJSONLName, storage.IndexedConfig{CacheBytes: tc.cacheBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			cs := &countingStore{Store: mem}
+			p, err := storage.NewCatalogPackedStore(cs, m, storage.PackedConfig{Block: tc.block, CacheBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			var buf []byte
+			for _, i := range blockOrder(rand.New(rand.NewPCG(uint64(tc.block), 3)), len(ds.Samples), tc.block) {
+				key := ds.Samples[i].Key
+				if buf, err = p.GetSample(ctx, int64(i), key, buf); err != nil || !bytes.Equal(buf, want[key]) {
+					t.Fatalf("GetSample %d %s: %d bytes, %v; want its %d bytes", i, key, len(buf), err, len(want[key]))
+				}
+			}
+			pairs, multi := chunkCount(ds, tc.block)
+			st := p.Stats()
+			if got := cs.ranges.Load(); got != int64(pairs) || st.Chunks != int64(multi) || st.CachedBytes != 0 {
+				t.Errorf("%d ranged GETs of shards, stats %+v; want %d GETs (one per block and shard), %d chunks, nothing left", got, st, pairs, multi)
+			}
+			if _, err := p.GetSample(ctx, 0, ds.Samples[1].Key, nil); !errors.Is(err, storage.ErrInvalidKey) {
+				t.Errorf("sample 0 under sample 1's key: %v, want ErrInvalidKey", err)
+			}
+			if _, err := p.GetSample(ctx, int64(len(ds.Samples)), "x", nil); !errors.Is(err, storage.ErrInvalidKey) {
+				t.Errorf("sample past the end: %v, want ErrInvalidKey", err)
+			}
+		})
+	}
+
+	// Prefetch: the first call finds the piece not read and reads it;
+	// once it is loaded, the chunk is fetched ahead of its Gets.
+	m, err := storage.OpenIndexedManifest(ctx, mem, storage.ManifestJSONLName, storage.IndexedConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cs := &countingStore{Store: mem}
+	p, err := storage.NewCatalogPackedStore(cs, m, storage.PackedConfig{Block: 16, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Block [48, 64) lies in one shard (24 samples each) and one piece.
+	waitFor(t, func() bool {
+		p.PrefetchSample(50)
+		return p.Stats().Prefetches == 1
+	})
+	waitFor(t, func() bool { return cs.ranges.Load() == 1 })
+	for i := 48; i < 64; i++ {
+		key := ds.Samples[i].Key
+		if got, err := p.GetSample(ctx, int64(i), key, nil); err != nil || !bytes.Equal(got, want[key]) {
+			t.Fatalf("GetSample %d: %v", i, err)
+		}
+	}
+	if got, st := cs.ranges.Load(), p.Stats(); got != 1 || st.Hits != 16 {
+		t.Errorf("a prefetched chunk: %d ranged GETs, stats %+v; want 1 GET and 16 hits", got, st)
+	}
+}

@@ -77,9 +77,6 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		x := indexed.Index()
 		logger.Info("reading the manifest through its index: pieces for the leases only", "manifest", x.Manifest, "samples", x.Samples,
 			"layout", x.Layout(), "pieces", x.Pieces(), "every", x.Every, "manifest_cache", int64(o.manifestCache))
-		if x.Layout() != "plain" {
-			logger.Warn("packed dataset read through the manifest index: every sample is its own ranged GET (no chunk cache on this path yet); --manifest-cache 0 reads the manifest whole and reads chunks")
-		}
 	} else {
 		if store, ds, err = openDataset(ctx, o, store, 0, 0); err != nil {
 			return err
@@ -172,7 +169,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			if ps.Block() != j.Block || ps.Window() != j.Window {
 				ps.SetBlock(j.Block)
 				ps.SetWindow(j.Window)
-				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, ds, o.packCache, o.ranks))
+				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, packedMean(ds, indexed), o.packCache, o.ranks))
 			}
 		}
 		defer func() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -98,6 +99,14 @@ func runIndexedCluster(t *testing.T, dir, layout string, want []string) {
 	c.waitDone(t, ctx)
 	if !strings.Contains(logs, "reading the manifest through its index") {
 		t.Errorf("the node did not take the lazy path:\n%s", logs)
+	}
+	if layout == "packed" {
+		// Blocks of 4 in shards of 8: each block is one chunk, read
+		// with one ranged GET, planned from the pieces read.
+		m := regexp.MustCompile(`chunk cache".* chunks=(\d+) .* read_alone=(\d+)`).FindStringSubmatch(logs)
+		if m == nil || m[1] != fmt.Sprint(len(want)/4) || m[2] != "0" {
+			t.Errorf("packed over the index: chunk cache %q, want %d chunks and no sample read alone:\n%s", m, len(want)/4, logs)
+		}
 	}
 	f, err := os.Open(logPath)
 	if err != nil {

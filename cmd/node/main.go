@@ -88,7 +88,6 @@ type options struct {
 	storeOutage      time.Duration
 	packCache        byteSize
 	manifestCache    byteSize
-	manifestCacheSet bool // given: packed datasets take the lazy path too
 	block            int  // standalone: the epoch order's block (see orderBlock)
 	blockSet         bool // --block was given
 	window           int  // standalone: the epoch order's window
@@ -156,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
 	fs.IntVar(&o.window, "mix-window", cluster.DefaultWindow, "standalone: blocks of the epoch order mixed together when --block > 1: each batch draws from this many blocks at once, and a packed dataset's reader holds this many blocks' chunks at once (1: one block after another). In cluster mode the coordinator's --mix-window rules")
 	o.manifestCache = byteSize(storage.DefaultManifestCache)
-	fs.Var(&o.manifestCache, "manifest-cache", "cluster mode, a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the node's leases, like 32MiB, instead of the whole sample list; 0: read the whole manifest at start. Packed datasets take this path only when it is given (it reads each packed sample alone, without chunks)")
+	fs.Var(&o.manifestCache, "manifest-cache", "cluster mode, a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the node's leases, like 32MiB, instead of the whole sample list; 0: read the whole manifest at start. Packed datasets too: their chunks are planned from the pieces read")
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
@@ -227,7 +226,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Visit(func(f *flag.Flag) {
 		o.blockSet = o.blockSet || f.Name == "block"
 		o.gpuFlags.ranksSet = o.gpuFlags.ranksSet || f.Name == "ranks"
-		o.manifestCacheSet = o.manifestCacheSet || f.Name == "manifest-cache"
 	})
 	if err := o.gpuFlags.check(); err != nil {
 		errs = append(errs, err)
@@ -428,12 +426,11 @@ func openStore(ctx context.Context, o options) (storage.Store, error) {
 // --manifest-cache bytes, instead of the whole sample list. The catalog
 // is nil, and the store is still returned for openDataset, when the
 // dataset has no index, or --manifest-cache is 0, or the dataset is
-// packed and --manifest-cache was not given, or --exclude is set
-// (exclusions renumber the samples, which needs them all): the caller
-// reads the manifest whole. The layout is read from the index (one GET
-// on the counted store) before any of the manifest is. A packed
-// dataset's lazy store is a CatalogStore, which reads each sample
-// alone.
+// --exclude is set (exclusions renumber the samples, which needs them
+// all): the caller reads the manifest whole. The layout is read from the
+// index (one GET on the counted store) before any of the manifest is. A
+// packed dataset's lazy store is a PackedStore over the catalog, which
+// reads chunks of the job's blocks as the in-memory path does.
 func openIndexed(ctx context.Context, o options) (storage.Store, *storage.IndexedManifest, error) {
 	s, err := openStore(ctx, o)
 	if err != nil {
@@ -464,12 +461,6 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 	if found == nil {
 		return s, nil, nil
 	}
-	if found.Layout() != "plain" && !o.manifestCacheSet {
-		// The lazy path reads a packed dataset's samples one ranged GET
-		// each (no chunk cache there yet): a packed dataset keeps the
-		// chunk path unless --manifest-cache asks for the lazy one.
-		return s, nil, nil
-	}
 	m, err := storage.OpenIndex(ctx, s, found, storage.IndexedConfig{CacheBytes: int64(o.manifestCache)})
 	if err != nil {
 		storage.Close(s)
@@ -478,7 +469,15 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 	if found.Layout() == "plain" {
 		return s, m, nil
 	}
-	return storage.NewCatalogStore(s, m), m, nil
+	// The chunks' block and window come with the job (OnJob); until then
+	// samples are read one by one.
+	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: int64(o.packCache)})
+	if err != nil {
+		m.Close()
+		storage.Close(s)
+		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	return ps, m, nil
 }
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.

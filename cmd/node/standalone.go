@@ -160,18 +160,10 @@ func openStandalone(ctx context.Context, o options) (storage.Store, *storage.Dat
 // (ranks: how many windows are read at once; standalone ranks share
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
-func packedLine(ps *storage.PackedStore, ds *storage.Dataset, cache byteSize, ranks int) string {
-	var n, bytes int64
-	for _, s := range ds.Samples {
-		if s.Packed() {
-			n, bytes = n+1, bytes+s.Size
-		}
-	}
+// mean is a packed sample's mean size (packedMean).
+func packedLine(ps *storage.PackedStore, mean int64, cache byteSize, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
-	need := int64(0)
-	if n > 0 {
-		need = bytes / n * int64(block) * int64(window) * int64(ranks)
-	}
+	need := mean * int64(block) * int64(window) * int64(ranks)
 	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s",
 		block, window, byteSize(need/int64(ranks)), cache)
 	if int64(cache) < need {
@@ -236,7 +228,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s\n",
 		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.describeSample())
 	if ps, ok := store.(*storage.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, ds, o.packCache, 1))
+		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(ds, nil), o.packCache, 1))
 	}
 	if ds.Excluded > 0 {
 		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ds.Excluded)
@@ -459,4 +451,24 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("--stats-json: %w", err)
 	}
 	return nil
+}
+
+// packedMean is the mean size of a packed sample: over ds, or on the
+// lazy path (ds nil) over the pieces of the manifest m has read so far.
+func packedMean(ds *storage.Dataset, m *storage.IndexedManifest) int64 {
+	var n, bytes int64
+	if ds != nil {
+		for _, s := range ds.Samples {
+			if s.Packed() {
+				n, bytes = n+1, bytes+s.Size
+			}
+		}
+	} else if m != nil {
+		st := m.Stats()
+		n, bytes = st.PackedSamples, st.PackedBytes
+	}
+	if n == 0 {
+		return 0
+	}
+	return bytes / n
 }
