@@ -3,11 +3,15 @@ package storage
 import (
 	"container/list"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"path"
 	"sync"
+
+	"github.com/longshore/longshore/internal/offheap"
 )
 
 // Catalog is a dataset's samples looked up by index: what a node needs
@@ -125,11 +129,104 @@ type CatalogStats struct {
 type catalogPiece struct {
 	index   int
 	done    chan struct{}
-	ds      *Dataset // after done, on success
+	recs    compactPiece // after done, on success; freed on eviction
 	err     error
 	cost    int64
 	elem    *list.Element
 	waiters int
+}
+
+// compactPiece holds a decoded piece's samples off the Go heap
+// (internal/offheap), so that a cache of B bytes costs B and not the
+// collector's 2B: a record a sample, then the keys back to back. A
+// plain piece's record is the key's end and the label (8 bytes); a
+// piece with packed samples adds the object, offset and size (28).
+// Keys are copied out (Sample), never pointed into: the buffer is
+// freed when the piece is evicted.
+type compactPiece struct {
+	data    []byte
+	n       int
+	rec     int      // record size
+	objects []string // ObjectID i is objects[i-1], on the heap
+}
+
+const (
+	plainRecord  = 8
+	packedRecord = 28
+)
+
+// newCompactPiece encodes ds's samples.
+func newCompactPiece(ds *Dataset) (compactPiece, error) {
+	c := compactPiece{n: len(ds.Samples), rec: plainRecord, objects: ds.Objects}
+	if ds.Packed() {
+		c.rec = packedRecord
+	}
+	keys := 0
+	for _, s := range ds.Samples {
+		keys += len(s.Key)
+	}
+	if int64(keys) > math.MaxUint32 {
+		return compactPiece{}, fmt.Errorf("a piece of %d bytes of keys: more than a piece may hold", keys)
+	}
+	data, err := offheap.Alloc(max(c.n*c.rec+keys, 1))
+	if err != nil {
+		return compactPiece{}, err
+	}
+	c.data = data
+	at, end := c.n*c.rec, uint32(0)
+	le := binary.LittleEndian
+	for i, s := range ds.Samples {
+		end += uint32(len(s.Key))
+		r := data[i*c.rec:]
+		le.PutUint32(r, end)
+		le.PutUint32(r[4:], uint32(s.Label))
+		if c.rec == packedRecord {
+			le.PutUint32(r[8:], uint32(s.Object))
+			le.PutUint64(r[12:], uint64(s.Offset))
+			le.PutUint64(r[20:], uint64(s.Size))
+		}
+		at += copy(data[at:], s.Key)
+	}
+	return c, nil
+}
+
+// sample decodes sample j of the piece and its object's key ("" if
+// plain); its key is a copy.
+func (c compactPiece) sample(j int) (Sample, string) {
+	le := binary.LittleEndian
+	keys := c.data[c.n*c.rec:]
+	r := c.data[j*c.rec:]
+	start := uint32(0)
+	if j > 0 {
+		start = le.Uint32(c.data[(j-1)*c.rec:])
+	}
+	s := Sample{Key: string(keys[start:le.Uint32(r)]), Label: int32(le.Uint32(r[4:]))}
+	if c.rec != packedRecord {
+		return s, ""
+	}
+	s.Object = ObjectID(int32(le.Uint32(r[8:])))
+	s.Offset, s.Size = int64(le.Uint64(r[12:])), int64(le.Uint64(r[20:]))
+	if s.Object == NoObject {
+		return s, ""
+	}
+	return s, c.objects[s.Object-1]
+}
+
+// cost is what the piece holds: its buffer, and its objects' keys.
+func (c compactPiece) cost() int64 {
+	n := int64(cap(c.data))
+	for _, o := range c.objects {
+		n += int64(len(o)) + 16
+	}
+	return n
+}
+
+// free returns the piece's buffer.
+func (c *compactPiece) free() {
+	if c.data != nil {
+		offheap.Free(c.data)
+		c.data = nil
+	}
 }
 
 // OpenIndexedManifest reads the index of the manifest at key (IndexKey)
@@ -233,43 +330,47 @@ func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, 
 	}
 	k := int(i / int64(m.x.Every))
 	m.mu.Lock()
-	p := m.mu.pieces[k]
-	if p == nil {
-		p = m.startLocked(k, false)
+	for {
+		p := m.mu.pieces[k]
 		if p == nil {
-			m.mu.Unlock()
-			return Sample{}, "", fmt.Errorf("storage: manifest %s: closed", m.x.Manifest)
+			p = m.startLocked(k, false)
+			if p == nil {
+				m.mu.Unlock()
+				return Sample{}, "", fmt.Errorf("storage: manifest %s: closed", m.x.Manifest)
+			}
 		}
-	}
-	select {
-	case <-p.done:
-		m.mu.stats.Hits++
-	default:
-		m.mu.stats.Waits++
-		p.waiters++
-		m.mu.Unlock()
 		select {
 		case <-p.done:
-		case <-ctx.Done():
+			m.mu.stats.Hits++
+		default:
+			m.mu.stats.Waits++
+			p.waiters++
+			m.mu.Unlock()
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				m.mu.Lock()
+				p.waiters--
+				m.mu.Unlock()
+				return Sample{}, "", ctx.Err()
+			}
 			m.mu.Lock()
 			p.waiters--
-			m.mu.Unlock()
-			return Sample{}, "", ctx.Err()
 		}
-		m.mu.Lock()
-		p.waiters--
-	}
-	if p.err != nil {
+		if p.err != nil {
+			m.mu.Unlock()
+			return Sample{}, "", p.err
+		}
+		if p.recs.data == nil {
+			continue // evicted between its read and this wake-up: again
+		}
+		if p.elem != nil {
+			m.mu.lru.MoveToFront(p.elem)
+		}
+		s, object := p.recs.sample(int(i - int64(k)*int64(m.x.Every)))
 		m.mu.Unlock()
-		return Sample{}, "", p.err
+		return s, object, nil
 	}
-	if p.elem != nil {
-		m.mu.lru.MoveToFront(p.elem)
-	}
-	s := p.ds.Samples[i-int64(k)*int64(m.x.Every)]
-	object := p.ds.ObjectOf(s)
-	m.mu.Unlock()
-	return s, object, nil
 }
 
 // Peek implements SamplePeeker: sample i, if its piece is loaded; it
@@ -286,8 +387,8 @@ func (m *IndexedManifest) Peek(i int64) (Sample, string, bool) {
 		return Sample{}, "", false
 	}
 	m.mu.lru.MoveToFront(p.elem)
-	s := p.ds.Samples[i-int64(k)*int64(m.x.Every)]
-	return s, p.ds.ObjectOf(s), true
+	s, object := p.recs.sample(int(i - int64(k)*int64(m.x.Every)))
+	return s, object, true
 }
 
 // Prefetch implements Catalog: it starts reading the pieces of [lo, hi)
@@ -339,14 +440,26 @@ func (m *IndexedManifest) startLocked(k int, prefetch bool) *catalogPiece {
 			defer func() { <-m.sem }()
 		}
 		ds, err := m.read(k)
+		var recs compactPiece
+		if err == nil {
+			if recs, err = newCompactPiece(ds); err != nil {
+				err = fmt.Errorf("manifest %s: piece %d: %w", m.x.Manifest, k, err)
+			}
+		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		p.ds, p.err = ds, err
+		p.recs, p.err = recs, err
 		if err != nil {
 			delete(m.mu.pieces, k) // the next Sample reads it again
 			m.mu.used -= p.cost
+		} else if m.mu.closed {
+			// Close is waiting for this read: it must not stay behind.
+			p.recs.free()
+			p.err = fmt.Errorf("storage: manifest %s: closed", m.x.Manifest)
+			delete(m.mu.pieces, k)
+			m.mu.used -= p.cost
 		} else {
-			cost := pieceCost(ds)
+			cost := recs.cost()
 			for _, s := range ds.Samples {
 				if s.Packed() {
 					m.mu.stats.PackedSamples++
@@ -371,25 +484,13 @@ func (m *IndexedManifest) evictLocked(keep *catalogPiece) {
 		if p := e.Value.(*catalogPiece); p != keep {
 			m.mu.lru.Remove(e)
 			p.elem = nil
+			p.recs.free() // nobody reads it: reads hold mu
 			delete(m.mu.pieces, p.index)
 			m.mu.used -= p.cost
 			m.mu.stats.Evictions++
 		}
 		e = prev
 	}
-}
-
-// pieceCost is what a decoded piece holds: its samples, their keys, its
-// objects' keys.
-func pieceCost(ds *Dataset) int64 {
-	n := int64(cap(ds.Samples)) * 40
-	for _, s := range ds.Samples {
-		n += int64(len(s.Key))
-	}
-	for _, o := range ds.Objects {
-		n += int64(len(o)) + 16
-	}
-	return n
 }
 
 // read reads and parses piece k.
@@ -438,6 +539,9 @@ func (m *IndexedManifest) Close() error {
 	m.cancel()
 	m.wg.Wait()
 	m.mu.Lock()
+	for _, p := range m.mu.pieces {
+		p.recs.free()
+	}
 	m.mu.pieces = map[int]*catalogPiece{}
 	m.mu.lru.Init()
 	m.mu.used = 0

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/longshore/longshore/internal/offheap"
 )
 
 // checkIndexed holds ScanManifest and IndexedManifest to Discover: for a
@@ -44,11 +46,17 @@ func checkIndexed(t *testing.T, data []byte, key string, every int, cache int64)
 	if _, err := s.Put(ctx, IndexKey(key), enc, Cond{}); err != nil {
 		t.Fatal(err)
 	}
+	mapped := offheap.Mapped()
 	m, err := OpenIndexedManifest(ctx, s, key, IndexedConfig{CacheBytes: cache})
 	if err != nil {
 		t.Fatalf("manifest %q: open indexed: %v", data, err)
 	}
-	defer m.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			m.Close()
+		}
+	}()
 	if m.Digest() != ManifestDigest(want) || m.Len() != int64(len(want.Samples)) {
 		t.Fatalf("indexed: %d samples %s", m.Len(), m.Digest())
 	}
@@ -70,12 +78,20 @@ func checkIndexed(t *testing.T, data []byte, key string, every int, cache int64)
 	if st := m.Stats(); cache > 0 && st.CacheBytes > cache+5*maxPieceCost(m) {
 		t.Fatalf("cache holds %d bytes, bound %d", st.CacheBytes, cache)
 	}
+	// Every piece's buffer is freed: those evicted on the way, the rest
+	// at Close.
+	m.Close()
+	closed = true
+	if got := offheap.Mapped(); got != mapped {
+		t.Fatalf("after Close %d bytes are still mapped off the heap, %d before Open", got, mapped)
+	}
 }
 
 func maxPieceCost(m *IndexedManifest) int64 {
 	var c int64
 	for k := 0; k < m.x.Pieces(); k++ {
-		c = max(c, 2*(m.x.Offsets[k+1]-m.x.Offsets[k])+int64(m.x.Every)*48)
+		// Decoded records and keys, rounded up to a whole page off the heap.
+		c = max(c, 2*(m.x.Offsets[k+1]-m.x.Offsets[k])+int64(m.x.Every)*48+4096)
 	}
 	return c
 }

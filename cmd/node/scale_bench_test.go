@@ -209,10 +209,23 @@ func BenchmarkNodeMemory(b *testing.B) {
 	}
 }
 
-// benchSizes are BenchmarkNodeMemory's dataset sizes, benchCache its
-// --manifest-cache (LONGSHORE_BENCH_MANIFEST_CACHE bytes overrides it).
+// benchSizes are BenchmarkNodeMemory's dataset sizes
+// (LONGSHORE_BENCH_SAMPLES, a comma-separated list of counts, overrides
+// them), benchCache its --manifest-cache (LONGSHORE_BENCH_MANIFEST_CACHE
+// bytes overrides it).
 var (
-	benchSizes = []int64{10_000_000, 100_000_000}
+	benchSizes = func() []int64 {
+		var out []int64
+		for _, f := range strings.Split(os.Getenv("LONGSHORE_BENCH_SAMPLES"), ",") {
+			if v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64); err == nil && v > 0 {
+				out = append(out, v)
+			}
+		}
+		if len(out) == 0 {
+			return []int64{10_000_000, 100_000_000}
+		}
+		return out
+	}()
 	benchCache = func() int64 {
 		if v, err := strconv.ParseInt(os.Getenv("LONGSHORE_BENCH_MANIFEST_CACHE"), 10, 64); err == nil {
 			return v

@@ -23,8 +23,9 @@ var internal = map[string][]string{
 	"gpu":                 {"gpu/internal/cuinit"}, // cuinit: the cuda build only
 	"gpu/internal/cuinit": {},
 	"gpu/nvjpeg":          {"gpu"},
-	"storage":             {},
+	"storage":             {"internal/offheap"},
 	"internal/clock":      {},
+	"internal/offheap":    {},
 	"decode":              {},
 	"internal/layers":     {},
 
@@ -142,7 +143,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock"}
+var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap"}
 
 type pkg struct {
 	ImportPath string
