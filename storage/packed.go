@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/longshore/longshore/internal/offheap"
 )
 
 // PackedConfig configures a PackedStore. The zero value is valid: every
@@ -128,9 +130,11 @@ const sparseSlack = 4 << 10
 //     decoding of the chunks before. With windows (PackedConfig.Window)
 //     up to a window of chunks per rank may be prefetched: the order
 //     reads them together.
-//   - Chunk buffers are recycled: a dropped chunk's buffer is kept for
-//     the next fetch, within CacheBytes, so the memory held stays at the
-//     cache's working set instead of growing with garbage between GCs.
+//   - Chunk buffers live off the Go heap (internal/offheap) and are
+//     recycled: a dropped chunk's buffer is kept for the next fetch,
+//     within CacheBytes, and freed past it, so the memory held is the
+//     cache's working set, not twice it (the collector's heap growth
+//     between GCs), and goes back to the kernel as chunks are dropped.
 //
 // A PackedStore is safe for concurrent use. Close cancels fetches still
 // running, waits for them and closes the wrapped store if it is an
@@ -230,7 +234,8 @@ type chunk struct {
 	speculative bool
 
 	done    chan struct{} // closed when the fetch ended
-	data    []byte        // after done, on success
+	buf     []byte        // the fetch's buffer, off the heap: freed or kept for reuse by recycleLocked
+	data    []byte        // after done, on success: buf's bytes (or the inner store's own)
 	err     error         // after done, on failure
 	waiters int           // Gets waiting for the fetch
 	cancel  context.CancelFunc
@@ -529,25 +534,39 @@ func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) []byte {
 }
 
 // recycleLocked keeps the buffer of the dropped chunk c for a later
-// fetch, once nobody reads it, if it fits within the cache's bound.
+// fetch, once nobody reads it, if it fits within the cache's bound; else
+// it frees it (its pages go back to the kernel at once).
 func (p *PackedStore) recycleLocked(c *chunk) {
-	if c.readers > 0 || c.waiters > 0 || c.data == nil {
+	if c.readers > 0 || c.waiters > 0 || c.buf == nil {
 		return // a Get still reads it, or will once it wakes up
 	}
-	buf := c.data[:0]
-	c.data = nil
+	buf := c.buf[:0]
+	c.buf, c.data = nil, nil
 	if p.mu.closed || p.mu.used+p.mu.freeBytes+int64(cap(buf)) > p.cap {
-		return // the garbage collector's
+		offheap.Free(buf)
+		return
 	}
 	p.mu.free = append(p.mu.free, buf)
 	p.mu.freeBytes += int64(cap(buf))
 }
 
+// freeBuffersLocked frees the free list's buffers from index j on.
+func (p *PackedStore) freeBuffersLocked(j int) {
+	for k := j; k < len(p.mu.free); k++ {
+		p.mu.freeBytes -= int64(cap(p.mu.free[k]))
+		offheap.Free(p.mu.free[k])
+		p.mu.free[k] = nil
+	}
+	p.mu.free = p.mu.free[:j]
+}
+
 // bufferLocked returns a recycled buffer of at least size bytes (the
 // smallest), or a new one; it also gives up free buffers as long as they
 // would push the memory held past the cache's bound once this fetch's
-// span is reserved.
-func (p *PackedStore) bufferLocked(size int64) []byte {
+// span is reserved. Buffers are off the Go heap (internal/offheap): the
+// cache's bytes cost what they are, not the collector's twice, and a
+// freed one's pages go back to the kernel.
+func (p *PackedStore) bufferLocked(size int64) ([]byte, error) {
 	best := -1
 	for j, b := range p.mu.free {
 		if int64(cap(b)) >= size && (best < 0 || cap(b) < cap(p.mu.free[best])) {
@@ -565,17 +584,17 @@ func (p *PackedStore) bufferLocked(size int64) []byte {
 		// were the short last shard's). Let them go rather than hold
 		// memory no fetch can use, and make a new one with room to
 		// spare, so that chunks of similar size share buffers.
-		clear(p.mu.free)
-		p.mu.free, p.mu.freeBytes = p.mu.free[:0], 0
-		out = make([]byte, 0, bufferSize(size))
+		p.freeBuffersLocked(0)
+		b, err := offheap.Alloc(int(bufferSize(size)))
+		if err != nil {
+			return nil, err
+		}
+		out = b[:0]
 	}
 	for len(p.mu.free) > 0 && p.mu.used+p.mu.freeBytes > p.cap {
-		last := len(p.mu.free) - 1
-		p.mu.freeBytes -= int64(cap(p.mu.free[last]))
-		p.mu.free[last] = nil
-		p.mu.free = p.mu.free[:last]
+		p.freeBuffersLocked(len(p.mu.free) - 1)
 	}
-	return out
+	return out, nil
 }
 
 // bufferSize is the capacity of a new chunk buffer for a span of size
@@ -619,11 +638,10 @@ func (p *PackedStore) PrefetchSample(index int64) {
 		p.src.Prefetch(ck.lo, ck.hi)
 		return
 	}
-	if c != nil {
+	if c != nil && p.launchLocked(context.Background(), c) {
 		c.speculative = true
 		p.mu.unread++
 		p.mu.stats.Prefetches++
-		p.launchLocked(context.Background(), c)
 	}
 }
 
@@ -633,8 +651,8 @@ func (p *PackedStore) PrefetchSample(index int64) {
 // samples are not at hand to plan with (see planLocked).
 func (p *PackedStore) startLocked(ctx context.Context, ck chunkKey, at func(int64) (Sample, string, bool)) (c *chunk, atHand bool) {
 	c, atHand = p.planLocked(ck, true, at)
-	if c != nil {
-		p.launchLocked(ctx, c)
+	if c != nil && !p.launchLocked(ctx, c) {
+		c = nil
 	}
 	return c, atHand
 }
@@ -720,18 +738,26 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool, at func(int64) (Sample
 }
 
 // launchLocked reserves the planned chunk c's bytes and starts its fetch,
-// into a recycled buffer when there is one.
-func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) {
+// into a recycled buffer when there is one; false, and nothing started,
+// when no buffer can be had (the system's mappings or memory are out):
+// the caller reads the sample alone.
+func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) bool {
+	buf, err := p.bufferLocked(c.size)
+	if err != nil {
+		p.mu.stats.Overflows++
+		return false
+	}
+	c.buf = buf
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	p.mu.chunks[c.key] = c
 	p.mu.used += c.size
-	buf := p.bufferLocked(c.size)
 	p.mu.stats.PeakBytes = max(p.mu.stats.PeakBytes, p.mu.used+p.mu.freeBytes)
 	p.mu.stats.Chunks++
 	p.mu.stats.ChunkBytes += c.size
 	p.wg.Add(1)
 	go p.fetch(fctx, c, buf)
+	return true
 }
 
 // fetch reads c's span into buf (appending to buf[:0]) and publishes the
@@ -892,13 +918,14 @@ func (p *PackedStore) dropLocked(c *chunk) {
 	}
 }
 
-// Close cancels the chunk fetches still running, waits for them, and
-// closes the wrapped store if it is an io.Closer. Gets after Close are
-// served from chunks still cached, and read every other sample alone.
+// Close cancels the chunk fetches still running, waits for them, drops
+// every chunk (its buffer is freed once no Get copies from it), and
+// closes the wrapped store if it is an io.Closer. Gets after Close read
+// every sample alone.
 func (p *PackedStore) Close() error {
 	p.mu.Lock()
 	p.mu.closed = true
-	p.mu.free, p.mu.freeBytes = nil, 0
+	p.freeBuffersLocked(0)
 	for _, c := range p.mu.chunks {
 		if c.cancel != nil {
 			c.cancel()
@@ -906,6 +933,11 @@ func (p *PackedStore) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	p.mu.Lock()
+	for _, c := range p.mu.chunks {
+		p.dropLocked(c)
+	}
+	p.mu.Unlock()
 	return Close(p.inner)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/internal/clock"
+	"github.com/longshore/longshore/internal/offheap"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 	"github.com/longshore/longshore/storage/miniotest"
@@ -671,6 +672,40 @@ func TestPackedRecyclesBuffers(t *testing.T) {
 	}
 	if st.PeakBytes > 1<<20 {
 		t.Errorf("peak %d bytes held, over the cap", st.PeakBytes)
+	}
+}
+
+// TestPackedFreesBuffers: chunk buffers live off the Go heap, and every
+// one goes back to the kernel: those dropped past the cache's bound on
+// the way, the free list's and the chunks still cached (half served, or
+// prefetched and never asked for) at Close; a Get after Close reads its
+// sample alone.
+func TestPackedFreesBuffers(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 6, 160, 16, 2000)
+	mapped := offheap.Mapped()
+	cs := &countingStore{Store: mem}
+	p, err := storage.NewPackedStore(cs, ds, storage.PackedConfig{Block: 16, Window: 2, CacheBytes: 100 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	getAll(t, p, ds, blockOrder(rand.New(rand.NewPCG(6, 1)), 96, 16), want)
+	getAll(t, p, ds, []int{100, 101}, want) // a chunk half served
+	p.PrefetchSample(150)                   // and one never asked for
+	waitFor(t, func() bool { st := p.Stats(); return st.Chunks == 8 && st.Prefetches == 1 })
+	if !offheap.OnHeap && offheap.Mapped() == mapped {
+		t.Errorf("no chunk buffer is off the heap")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := offheap.Mapped(); got != mapped {
+		t.Errorf("after Close %d bytes are still mapped, %d before", got, mapped)
+	}
+	before := cs.ranges.Load()
+	getAll(t, p, ds, []int{102}, want)
+	if got := cs.ranges.Load() - before; got != 1 || offheap.Mapped() != mapped {
+		t.Errorf("a Get after Close: %d ranged GETs, %d bytes mapped; want its own GET and no buffer", got, offheap.Mapped()-mapped)
 	}
 }
 
