@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
@@ -88,6 +89,7 @@ type PackedStats struct {
 	FreeBytes     int64 `json:"free_bytes"`     // now: buffers kept for reuse
 	PeakBytes     int64 `json:"peak_bytes"`     // most CachedBytes+FreeBytes ever: the memory held
 	ChunkFailures int64 `json:"chunk_failures"` // chunk fetches that failed
+	ReleasedBytes int64 `json:"released_bytes"` // pages of served members given back to the kernel
 }
 
 // The prefetch budget (PackedStore.mu.budget): how many chunks Prefetch
@@ -229,6 +231,13 @@ type chunk struct {
 	n       int      // members: the block's samples that lie in the object
 	served  []uint64 // a bit per index of the block: member served
 	left    int      // members not served yet
+	// taken marks the members this fetch's bytes were handed out for:
+	// their pages are released once copied (releasable), so a second Get
+	// of one reads it alone. releasable is false when members overlap
+	// (a page of one may hold another's bytes), or the inner store
+	// returned bytes of its own instead of filling buf.
+	taken      []uint64
+	releasable bool
 	readers int      // Gets copying out of data now (unlocked)
 	// speculative: fetched by Prefetch, and no Get has asked for it yet.
 	speculative bool
@@ -442,8 +451,11 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 	select {
 	case <-c.done:
 		if c.err == nil {
-			data := p.serveLocked(c, i)
+			data, ok := p.serveLocked(c, i)
 			p.mu.Unlock()
+			if !ok {
+				return p.getMember(ctx, s, object, dst)
+			}
 			return p.copyOut(c, s, data, dst), nil
 		}
 	default:
@@ -471,8 +483,11 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 		p.mu.Unlock()
 		return p.getMember(ctx, s, object, dst)
 	}
-	data := p.serveLocked(c, i)
+	data, ok := p.serveLocked(c, i)
 	p.mu.Unlock()
+	if !ok {
+		return p.getMember(ctx, s, object, dst)
+	}
 	return p.copyOut(c, s, data, dst), nil
 }
 
@@ -521,10 +536,20 @@ func (p *PackedStore) getMember(ctx context.Context, s Sample, object string, ds
 // runs unlocked: a loaded chunk's data is not written while it has
 // readers (serveLocked counted this one), and its buffer is recycled only
 // once it has none.
+//
+// Then it gives the member's pages back to the kernel (the pages wholly
+// inside its bytes; serveLocked took the member, so no other Get reads
+// them): a chunk holds in memory only the members not yet served.
 func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) []byte {
 	at := s.Offset - c.off
-	dst = append(dst[:0], data[at:at+s.Size]...)
+	member := data[at : at+s.Size]
+	dst = append(dst[:0], member...)
+	var released int
+	if c.releasable {
+		released, _ = offheap.ReleasePages(member) // an error leaves them resident: only memory
+	}
 	p.mu.Lock()
+	p.mu.stats.ReleasedBytes += int64(released)
 	c.readers--
 	if c.gone {
 		p.recycleLocked(c)
@@ -668,6 +693,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool, at func(int64) (Sample
 	}
 	n := 0
 	first, end, total := int64(-1), int64(0), int64(0)
+	var spans [][2]int64 // the members' byte ranges, to find overlaps
 	for j := ck.lo; j < ck.hi; j++ {
 		s, object, ok := at(j)
 		if !ok {
@@ -676,6 +702,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool, at func(int64) (Sample
 		if object != ck.object || !s.Packed() {
 			continue
 		}
+		spans = append(spans, [2]int64{s.Offset, s.Offset + s.Size})
 		n++
 		if first < 0 || s.Offset < first {
 			first = s.Offset
@@ -734,7 +761,13 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool, at func(int64) (Sample
 	} else {
 		served = make([]uint64, (ck.hi-ck.lo+63)/64)
 	}
-	return &chunk{key: ck, off: first, size: span, n: n, served: served, left: left, done: make(chan struct{})}, true
+	slices.SortFunc(spans, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	disjoint := true
+	for k := 1; k < len(spans); k++ {
+		disjoint = disjoint && spans[k][0] >= spans[k-1][1]
+	}
+	words := (ck.hi - ck.lo + 63) / 64
+	return &chunk{key: ck, off: first, size: span, n: n, served: served, left: left, taken: make([]uint64, words), releasable: disjoint, done: make(chan struct{})}, true
 }
 
 // launchLocked reserves the planned chunk c's bytes and starts its fetch,
@@ -773,6 +806,8 @@ func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.data = data
+	// Pages are released only from the buffer this store owns.
+	c.releasable = c.releasable && err == nil && len(data) > 0 && cap(buf) > 0 && &data[0] == &buf[:1][0]
 	if err != nil {
 		c.err = err
 		if !c.gone { // else abandoned: nobody waits for the outcome
@@ -795,12 +830,21 @@ func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 
 // serveLocked marks member i of the loaded chunk c served and returns the
 // chunk's data, counting the caller as a reader until its copyOut; a
-// chunk whose every member has been served is dropped.
-func (p *PackedStore) serveLocked(c *chunk, i int64) []byte {
+// chunk whose every member has been served is dropped. ok is false, and
+// nothing counted, for a member already handed out from this fetch
+// whose pages are (being) released: the caller reads it alone.
+func (p *PackedStore) serveLocked(c *chunk, i int64) (data []byte, ok bool) {
+	b := i - c.key.lo
+	if c.releasable {
+		if c.taken[b/64]&(1<<(b%64)) != 0 {
+			return nil, false
+		}
+		c.taken[b/64] |= 1 << (b % 64)
+	}
 	p.mu.stats.Hits++
-	data := c.data
+	data = c.data
 	c.readers++
-	if b := i - c.key.lo; c.served[b/64]&(1<<(b%64)) == 0 {
+	if c.served[b/64]&(1<<(b%64)) == 0 {
 		c.served[b/64] |= 1 << (b % 64)
 		c.left--
 	}
@@ -809,7 +853,7 @@ func (p *PackedStore) serveLocked(c *chunk, i int64) []byte {
 	} else if c.elem != nil {
 		p.mu.lru.MoveToFront(c.elem)
 	}
-	return data
+	return data, true
 }
 
 // leaveLocked is a Get giving up on c's fetch: the last one to leave

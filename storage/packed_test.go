@@ -1006,3 +1006,40 @@ func TestCatalogPackedStore(t *testing.T) {
 		t.Errorf("a prefetched chunk: %d ranged GETs, stats %+v; want 1 GET and 16 hits", got, st)
 	}
 }
+
+// TestPackedReleasesServedMembers: a served member's pages go back to the
+// kernel once copied out, the chunk's other members keep their bytes, a
+// member asked for again is read alone with its right bytes, and members
+// whose bytes overlap are never released (a page of one would be
+// another's).
+func TestPackedReleasesServedMembers(t *testing.T) {
+	mem := storage.NewMemStore(t.Name())
+	ds, want := packFixture(t, mem, 8, 32, 16, 40000)
+	cs := &countingStore{Store: mem}
+	p := packedStore(t, cs, ds, 16, 4<<20)
+	getAll(t, p, ds, []int{3, 0, 7, 5}, want)
+	st := p.Stats()
+	if st.Chunks != 1 || (!offheap.OnHeap && st.ReleasedBytes == 0) {
+		t.Errorf("stats %+v: want one chunk and the pages of its served members released", st)
+	}
+	before := cs.ranges.Load()
+	getAll(t, p, ds, []int{3, 1, 2, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15}, want)
+	if got := cs.ranges.Load() - before; got != 1 {
+		t.Errorf("%d ranged GETs for a member asked for again and the rest of its chunk, want 1 (its own)", got)
+	}
+
+	// Samples 16 and 17 name the same bytes.
+	dup := *ds
+	dup.Samples = slices.Clone(ds.Samples)
+	dup.Samples[17].Offset, dup.Samples[17].Size = dup.Samples[16].Offset, dup.Samples[16].Size
+	wantDup := map[string][]byte{}
+	for k, v := range want {
+		wantDup[k] = v
+	}
+	wantDup[dup.Samples[17].Key] = want[dup.Samples[16].Key]
+	p2 := packedStore(t, mem, &dup, 16, 4<<20)
+	getAll(t, p2, &dup, []int{16, 17, 18, 17}, wantDup)
+	if st := p2.Stats(); st.ReleasedBytes != 0 {
+		t.Errorf("a chunk with overlapping members released %d bytes", st.ReleasedBytes)
+	}
+}

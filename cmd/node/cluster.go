@@ -175,7 +175,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		defer func() {
 			st := ps.Stats()
 			logger.Info("packed dataset: chunk cache", "chunks", st.Chunks, "chunk_bytes", st.ChunkBytes, "hits", st.Hits,
-				"read_alone", st.ReadAlone, "evictions", st.Evictions, "peak_bytes", st.PeakBytes)
+				"read_alone", st.ReadAlone, "evictions", st.Evictions, "peak_bytes", st.PeakBytes, "released_bytes", st.ReleasedBytes)
 		}()
 	}
 	if cf != nil {

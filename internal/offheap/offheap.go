@@ -16,6 +16,7 @@ package offheap
 import (
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 )
 
 var mapped atomic.Int64 // bytes mapped now, pages rounded
@@ -49,17 +50,28 @@ func Free(b []byte) error {
 	return nil
 }
 
-// Release gives b's pages back to the kernel but keeps b usable: it
-// reads as zeros afterwards, and a page is taken again when written.
-// For a buffer kept for reuse that may stay idle.
-func Release(b []byte) error {
-	if cap(b) == 0 {
-		return nil
+// ReleasePages gives the pages that lie wholly inside b (a part of a
+// buffer from Alloc) back to the kernel, and returns how many bytes they
+// are. b stays usable: those pages read as zeros afterwards, and are
+// taken again when written. Bytes of b in a page it shares with bytes
+// outside it are left alone, so b may be any part of a buffer, for
+// example one member of a chunk whose other members are still being
+// read.
+func ReleasePages(b []byte) (int, error) {
+	if OnHeap || len(b) < pageSize {
+		return 0, nil
 	}
-	if err := release(b[:cap(b)]); err != nil {
-		return fmt.Errorf("offheap: release of %d bytes: %w", cap(b), err)
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	ps := uintptr(pageSize)
+	lo := (addr + ps - 1) / ps * ps
+	hi := (addr + uintptr(len(b))) / ps * ps
+	if hi <= lo {
+		return 0, nil
 	}
-	return nil
+	if err := release(b[lo-addr : hi-addr]); err != nil {
+		return 0, fmt.Errorf("offheap: release of %d bytes: %w", hi-lo, err)
+	}
+	return int(hi - lo), nil
 }
 
 // Mapped returns the bytes allocated and not yet freed, in whole pages

@@ -7,7 +7,7 @@ import (
 
 // TestAllocFree: buffers are zeroed, writable to their capacity, counted
 // while held, and freed whole from any reslice of their start;
-// Release keeps a buffer usable and reading zeros.
+// ReleasePages zeroes the whole pages inside a range, and only them.
 func TestAllocFree(t *testing.T) {
 	before := Mapped()
 	var bufs [][]byte
@@ -25,16 +25,34 @@ func TestAllocFree(t *testing.T) {
 		}
 		bufs = append(bufs, b[:0])
 	}
-	if !OnHeap && Mapped()-before < 4096+4096+4096+8192+1<<20 {
+	if !OnHeap && Mapped()-before < 1<<20+4 {
 		t.Errorf("mapped %d bytes more, want at least the pages allocated", Mapped()-before)
 	}
-	if err := Release(bufs[4]); err != nil {
+	// The pages wholly inside [100, 3*page+100) of the 1 MiB buffer: the
+	// second and third; the bytes around them keep their values.
+	b, pg := bufs[4][:1<<20], pageSize
+	n, err := ReleasePages(b[100 : 3*pg+100])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if b := bufs[4][:1<<20]; !OnHeap && !bytes.Equal(b, make([]byte, len(b))) {
-		t.Errorf("a released buffer does not read as zeros")
+	if !OnHeap {
+		if n != 2*pg {
+			t.Errorf("released %d bytes, want two pages", n)
+		}
+		for i := range 4 * pg {
+			want := byte(i)
+			if i >= pg && i < 3*pg {
+				want = 0
+			}
+			if b[i] != want {
+				t.Fatalf("byte %d is %d after the release, want %d", i, b[i], want)
+			}
+		}
 	}
-	bufs[4][:1][0] = 7 // still writable
+	b[pg+5] = 7 // still writable
+	if n, _ := ReleasePages(b[10 : pg-10]); n != 0 {
+		t.Errorf("released %d bytes of a range inside one page", n)
+	}
 	for _, b := range bufs {
 		if err := Free(b); err != nil {
 			t.Fatal(err)
