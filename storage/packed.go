@@ -225,12 +225,12 @@ type blockSample struct {
 }
 
 type chunk struct {
-	key     chunkKey
-	off     int64    // first byte of the span in the object
-	size    int64    // span length: what the chunk reserves in the cache
-	n       int      // members: the block's samples that lie in the object
-	served  []uint64 // a bit per index of the block: member served
-	left    int      // members not served yet
+	key    chunkKey
+	off    int64    // first byte of the span in the object
+	size   int64    // span length: what the chunk reserves in the cache
+	n      int      // members: the block's samples that lie in the object
+	served []uint64 // a bit per index of the block: member served
+	left   int      // members not served yet
 	// taken marks the members this fetch's bytes were handed out for:
 	// their pages are released once copied (releasable), so a second Get
 	// of one reads it alone. releasable is false when members overlap
@@ -238,7 +238,7 @@ type chunk struct {
 	// returned bytes of its own instead of filling buf.
 	taken      []uint64
 	releasable bool
-	readers int      // Gets copying out of data now (unlocked)
+	readers    int // Gets copying out of data now (unlocked)
 	// speculative: fetched by Prefetch, and no Get has asked for it yet.
 	speculative bool
 
