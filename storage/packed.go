@@ -266,7 +266,7 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 			return nil, fmt.Errorf("storage: packed store: sample %d (%s): object ID %d outside the dataset's %d objects (a bug of the dataset's maker)", i, s.Key, s.Object, len(ds.Objects))
 		}
 	}
-	p := newPackedStore(inner, datasetCatalog{ds: ds}, cfg)
+	p := newPackedStore(inner, &datasetCatalog{ds: ds}, cfg)
 	p.ds = ds
 	return p, nil
 }
@@ -279,7 +279,7 @@ type SamplePeeker interface {
 }
 
 // Peek implements SamplePeeker.
-func (c datasetCatalog) Peek(i int64) (Sample, string, bool) {
+func (c *datasetCatalog) Peek(i int64) (Sample, string, bool) {
 	if i < 0 || i >= int64(len(c.ds.Samples)) {
 		return Sample{}, "", false
 	}
@@ -451,7 +451,7 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 	select {
 	case <-c.done:
 		if c.err == nil {
-			data, ok := p.serveLocked(c, i)
+			data, ok := p.serveLocked(c, i, s)
 			p.mu.Unlock()
 			if !ok {
 				return p.getMember(ctx, s, object, dst)
@@ -483,7 +483,7 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 		p.mu.Unlock()
 		return p.getMember(ctx, s, object, dst)
 	}
-	data, ok := p.serveLocked(c, i)
+	data, ok := p.serveLocked(c, i, s)
 	p.mu.Unlock()
 	if !ok {
 		return p.getMember(ctx, s, object, dst)
@@ -545,7 +545,7 @@ func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) []byte {
 	member := data[at : at+s.Size]
 	dst = append(dst[:0], member...)
 	var released int
-	if c.releasable {
+	if c.releasable && holdsPage(at, s.Size) {
 		released, _ = offheap.ReleasePages(member) // an error leaves them resident: only memory
 	}
 	p.mu.Lock()
@@ -833,9 +833,9 @@ func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 // chunk whose every member has been served is dropped. ok is false, and
 // nothing counted, for a member already handed out from this fetch
 // whose pages are (being) released: the caller reads it alone.
-func (p *PackedStore) serveLocked(c *chunk, i int64) (data []byte, ok bool) {
+func (p *PackedStore) serveLocked(c *chunk, i int64, s Sample) (data []byte, ok bool) {
 	b := i - c.key.lo
-	if c.releasable {
+	if c.releasable && holdsPage(s.Offset-c.off, s.Size) {
 		if c.taken[b/64]&(1<<(b%64)) != 0 {
 			return nil, false
 		}
@@ -854,6 +854,14 @@ func (p *PackedStore) serveLocked(c *chunk, i int64) (data []byte, ok bool) {
 		p.mu.lru.MoveToFront(c.elem)
 	}
 	return data, true
+}
+
+// holdsPage reports whether the bytes [at, at+n) of a chunk's buffer
+// (which starts on a page) hold a whole page, which copyOut releases: a
+// smaller member is left resident, and may be served again.
+func holdsPage(at, n int64) bool {
+	ps := int64(offheap.PageSize())
+	return ps > 1 && (at+n)/ps*ps-(at+ps-1)/ps*ps >= ps
 }
 
 // leaveLocked is a Get giving up on c's fetch: the last one to leave

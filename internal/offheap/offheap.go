@@ -74,6 +74,10 @@ func ReleasePages(b []byte) (int, error) {
 	return int(hi - lo), nil
 }
 
+// PageSize is the size of the pages ReleasePages gives back (1 where
+// buffers are on the heap: nothing is released there).
+func PageSize() int { return pageSize }
+
 // Mapped returns the bytes allocated and not yet freed, in whole pages
 // (0 where buffers are on the heap).
 func Mapped() int64 { return mapped.Load() }
