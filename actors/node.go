@@ -31,7 +31,15 @@ type Node struct {
 
 // NewNode starts ranks pipelines over ds. cfg.Decoders is the node's total
 // (see Node).
-func NewNode(cfg Config, ds *storage.Dataset, ranks int, deps Deps) (_ *Node, err error) {
+func NewNode(cfg Config, ds *storage.Dataset, ranks int, deps Deps) (*Node, error) {
+	if ds == nil {
+		return nil, fmt.Errorf("actors: node: nil dataset")
+	}
+	return NewCatalogNode(cfg, storage.DatasetCatalog(ds), ranks, deps)
+}
+
+// NewCatalogNode is NewNode over a catalog (NewCatalogFeeder).
+func NewCatalogNode(cfg Config, cat storage.Catalog, ranks int, deps Deps) (_ *Node, err error) {
 	cfg = cfg.WithDefaults()
 	if ranks < 1 {
 		return nil, fmt.Errorf("actors: node with %d ranks: need at least 1", ranks)
@@ -53,7 +61,7 @@ func NewNode(cfg Config, ds *storage.Dataset, ranks int, deps Deps) (_ *Node, er
 		}
 	}()
 	for r := 0; r < ranks; r++ {
-		f, err := NewFeeder(ds, rcfg, r, ranks, deps.Order)
+		f, err := NewCatalogFeeder(cat, rcfg, r, ranks, deps.Order)
 		if err != nil {
 			return nil, err
 		}

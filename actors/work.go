@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/longshore/longshore/storage"
@@ -90,9 +91,14 @@ type OrderFunc func(seed uint64, epoch int, n int64) Order
 // DistributedSampler does, padding with repeats from the start of the order
 // (marked Pad) so every rank gets ceil(N/World) samples and the same number
 // of steps. Each epoch is one run, from offset 0 and step 0 unless Seek
-// moved it. It is a plain state machine: no goroutines, no clocks.
+// moved it. It is a plain state machine: no goroutines, no clocks, over
+// a catalog in memory. Over a lazy one (storage.IndexedManifest: the
+// manifest read piece by piece) Want answers from a goroutine, since a
+// lookup may wait for a piece, Next prefetches the pieces of the next
+// run, and a lookup that fails ends the work with Work.Err.
 type Feeder struct {
-	ds         *storage.Dataset
+	cat        storage.Catalog
+	lazy       bool
 	seed       uint64
 	rank       int
 	world      int
@@ -115,24 +121,33 @@ var _ Source = (*Feeder)(nil)
 // of cluster.NewOrder, as the node does, so standalone and cluster runs
 // agree).
 func NewFeeder(ds *storage.Dataset, cfg Config, rank, world int, order OrderFunc) (*Feeder, error) {
+	if ds == nil {
+		return nil, fmt.Errorf("actors: feeder: nil dataset")
+	}
+	return NewCatalogFeeder(storage.DatasetCatalog(ds), cfg, rank, world, order)
+}
+
+// NewCatalogFeeder is NewFeeder over a catalog: the samples looked up as
+// they are handed out, for a dataset held in memory or read lazily.
+func NewCatalogFeeder(cat storage.Catalog, cfg Config, rank, world int, order OrderFunc) (*Feeder, error) {
 	cfg = cfg.WithDefaults()
 	if world < 1 || rank < 0 || rank >= world {
 		return nil, fmt.Errorf("actors: feeder for rank %d of %d: need 0 <= rank < world", rank, world)
 	}
-	if ds == nil {
+	if cat == nil {
 		return nil, fmt.Errorf("actors: feeder: nil dataset")
 	}
 	if order == nil {
 		return nil, fmt.Errorf("actors: feeder: no epoch order (pass a wrapper of cluster.NewOrder, as the node does)")
 	}
-	return &Feeder{ds: ds, seed: cfg.Seed, rank: rank, world: world, batch: int64(cfg.BatchSize),
+	return &Feeder{cat: cat, lazy: !storage.InMemory(cat), seed: cfg.Seed, rank: rank, world: world, batch: int64(cfg.BatchSize),
 		firstEpoch: cfg.FirstEpoch, epochs: cfg.Epochs, order: order, epoch: cfg.FirstEpoch}, nil
 }
 
 // StreamLen is how many samples the rank gets per epoch: ceil(N/World)
 // (with padding) when World > 1, else N.
 func (f *Feeder) StreamLen() int64 {
-	n := int64(len(f.ds.Samples))
+	n := f.cat.Len()
 	if n == 0 {
 		return 0
 	}
@@ -157,8 +172,16 @@ func (f *Feeder) Seek(epoch int, pos int64) error {
 	return nil
 }
 
-// Want implements Source by answering at once with Next(n).
-func (f *Feeder) Want(n int, give func(Work)) { give(f.Next(n)) }
+// Want implements Source by answering with Next(n): at once over a
+// catalog in memory, from a goroutine over a lazy one (the Source
+// contract: one Want at a time, so Next never runs twice at once).
+func (f *Feeder) Want(n int, give func(Work)) {
+	if !f.lazy {
+		give(f.Next(n))
+		return
+	}
+	go func() { give(f.Next(n)) }()
+}
 
 // Next returns the next run of at most max items (at least one unless the
 // epoch or the run ends here).
@@ -166,7 +189,7 @@ func (f *Feeder) Next(max int) Work {
 	if f.done {
 		return Work{Epoch: f.epoch, StreamEnd: true, Last: true}
 	}
-	n := int64(len(f.ds.Samples))
+	n := f.cat.Len()
 	if f.cur == nil || f.cur.Len() != n {
 		f.cur = f.order(f.seed, f.epoch, n)
 	}
@@ -176,9 +199,21 @@ func (f *Feeder) Next(max int) Work {
 		g := int64(f.rank) + f.pos*int64(f.world)
 		pad := g >= n
 		idx := f.cur.At(g % n)
-		s := f.ds.Samples[idx]
+		s, _, err := f.cat.Sample(context.Background(), idx)
+		if err != nil {
+			// The dataset cannot be read (a lazy catalog's piece: the
+			// store down past its retries, a stale index): as at start.
+			return Work{Epoch: f.epoch, Err: fmt.Errorf("dataset: sample %d: %w", idx, err)}
+		}
 		w.Items = append(w.Items, Item{Pos: f.pos, Index: idx, Key: s.Key, Label: s.Label, Pad: pad})
 		f.pos++
+	}
+	if f.lazy {
+		// The next run's pieces, read while this one is fetched.
+		for p := f.pos; p < min(f.pos+int64(max), l); p++ {
+			idx := f.cur.At((int64(f.rank) + p*int64(f.world)) % n)
+			f.cat.Prefetch(idx, idx+1)
+		}
 	}
 	if f.pos >= l {
 		w.StreamEnd = true

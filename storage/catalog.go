@@ -38,28 +38,46 @@ type Catalog interface {
 }
 
 var (
-	_ Catalog      = datasetCatalog{}
+	_ Catalog      = (*datasetCatalog)(nil)
 	_ Catalog      = (*IndexedManifest)(nil)
-	_ SamplePeeker = datasetCatalog{}
+	_ SamplePeeker = (*datasetCatalog)(nil)
 	_ SamplePeeker = (*IndexedManifest)(nil)
 )
 
-// DatasetCatalog serves ds from memory; its digest is computed once,
-// here. ds must not change while it is in use.
-func DatasetCatalog(ds *Dataset) Catalog {
-	return datasetCatalog{ds: ds, digest: ManifestDigest(ds)}
+// DatasetCatalog serves ds from memory; its digest is computed once, on
+// the first Digest. ds must not change while it is in use.
+func DatasetCatalog(ds *Dataset) Catalog { return &datasetCatalog{ds: ds} }
+
+// InMemory reports whether c serves its samples from memory
+// (DatasetCatalog): Sample never blocks.
+func InMemory(c Catalog) bool {
+	_, ok := c.(*datasetCatalog)
+	return ok
+}
+
+// CatalogDataset returns the Dataset a DatasetCatalog serves, or nil for
+// any other catalog.
+func CatalogDataset(c Catalog) *Dataset {
+	if d, ok := c.(*datasetCatalog); ok {
+		return d.ds
+	}
+	return nil
 }
 
 type datasetCatalog struct {
 	ds     *Dataset
+	once   sync.Once
 	digest string
 }
 
-func (c datasetCatalog) Len() int64            { return int64(len(c.ds.Samples)) }
-func (c datasetCatalog) Classes() []string     { return c.ds.Classes }
-func (c datasetCatalog) Digest() string        { return c.digest }
-func (c datasetCatalog) Prefetch(lo, hi int64) {}
-func (c datasetCatalog) Sample(_ context.Context, i int64) (Sample, string, error) {
+func (c *datasetCatalog) Len() int64        { return int64(len(c.ds.Samples)) }
+func (c *datasetCatalog) Classes() []string { return c.ds.Classes }
+func (c *datasetCatalog) Digest() string {
+	c.once.Do(func() { c.digest = ManifestDigest(c.ds) })
+	return c.digest
+}
+func (c *datasetCatalog) Prefetch(lo, hi int64) {}
+func (c *datasetCatalog) Sample(_ context.Context, i int64) (Sample, string, error) {
 	if i < 0 || i >= int64(len(c.ds.Samples)) {
 		return Sample{}, "", fmt.Errorf("storage: catalog: sample %d outside [0, %d)", i, len(c.ds.Samples))
 	}

@@ -36,11 +36,17 @@ type OpenFunc func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, err
 // decoded, and batches carry their true Step and Positions. Unlike
 // NewNode, each rank has its own failure budget.
 func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.Deps) OpenFunc {
+	return StandaloneCatalog(cfg, storage.DatasetCatalog(ds), world, deps)
+}
+
+// StandaloneCatalog is Standalone over a catalog (actors.NewCatalogFeeder):
+// a dataset in memory or read lazily through its manifest index.
+func StandaloneCatalog(cfg actors.Config, cat storage.Catalog, world int, deps actors.Deps) OpenFunc {
 	cfg = cfg.WithDefaults()
 	return func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error) {
 		rcfg := cfg
 		rcfg.Decoders = (cfg.Decoders + world - 1) / world
-		f, err := actors.NewFeeder(ds, rcfg, rank, world, deps.Order)
+		f, err := actors.NewCatalogFeeder(cat, rcfg, rank, world, deps.Order)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
-	"github.com/longshore/longshore/storage"
 )
 
 // serveFeed is standalone mode with --sink feed: each rank's batches are
@@ -27,17 +26,18 @@ import (
 // feedGrace after the last rank's end), or when stopped (SIGINT,
 // SIGTERM).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stdout, stderr io.Writer, logger *slog.Logger) error {
-	store, ds, err := openStandalone(ctx, o)
+	data, err := openStandalone(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer storage.Close(store)
+	defer data.close()
+	store := data.store
 	q, err := openQuarantine(o.faults.quarantine)
 	if err != nil {
 		return err
 	}
 	defer q.close()
-	deps := actors.Deps{Store: store, Order: o.orderFunc(ds), NewUploader: o.gpu.newUploader()}
+	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader()}
 	if q != nil {
 		deps.OnFailure = q.record
 	}
@@ -50,7 +50,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	for r := range tallies {
 		tallies[r] = actors.NewTally(r)
 	}
-	base := feedserver.Standalone(ac, ds, o.ranks, deps)
+	base := feedserver.StandaloneCatalog(ac, data.cat, o.ranks, deps)
 	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
 		st, err := base(rank, from, alloc)
 		if err == nil {
@@ -68,7 +68,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		}
 		return out
 	}
-	n := int64(len(ds.Samples))
+	n := data.cat.Len()
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
 	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs}, store, logger)
 	if err != nil {
@@ -79,7 +79,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		ob.shutdown(ctx, 0)
 		return err
 	}
-	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, len(ds.Samples), o.ranks)
+	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, n, o.ranks)
 	for r := 0; r < o.ranks; r++ {
 		fmt.Fprintf(stderr, "  rank %d: %s\n", r, s.SocketPath(r))
 	}
@@ -100,7 +100,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	}
 	c := actors.MergeCounters(merged...)
 	q.tell(stderr)
-	sum := summarize(o, runFacts{store: store, samples: int64(len(ds.Samples)), classes: len(ds.Classes), excluded: ds.Excluded, epochs: o.epochs, batchSize: o.batchSize, counters: c,
+	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
 		report: report, seconds: activeSeconds(c), err: runErr, quarantine: q})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -132,5 +134,71 @@ func runIndexedCluster(t *testing.T, dir, layout string, want []string) {
 	sort.Strings(sorted)
 	if strings.Join(got, ",") != strings.Join(sorted, ",") {
 		t.Errorf("delivered %d distinct keys %q, want the dataset's %d", len(got), got, len(want))
+	}
+}
+
+// TestStandaloneIndexed runs standalone over datasets whose manifest has
+// an index, plain and packed, with a manifest cache of a few pieces: the
+// node takes the lazy path (it says so) and delivers exactly what the
+// in-memory path (--manifest-cache 0) delivers, each sample once an epoch
+// at the same epoch, rank and step; packed samples come in chunks.
+func TestStandaloneIndexed(t *testing.T) {
+	root, keys := makeDataset(t, 40)
+	var text strings.Builder
+	text.WriteString("key,label\n")
+	for _, k := range keys {
+		fmt.Fprintf(&text, "%s,%s\n", k, filepath.Dir(k))
+	}
+	if err := os.WriteFile(filepath.Join(root, storage.ManifestCSVName), []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	packed, pkeys := packDataset(t, root, keys, 8)
+	for _, tc := range []struct {
+		layout, dir, manifest string
+		keys                  []string
+	}{{"plain", root, storage.ManifestCSVName, keys}, {"packed", packed, storage.ManifestJSONLName, pkeys}} {
+		t.Run(tc.layout, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := storage.NewDirStore(tc.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := storage.WriteManifestIndex(ctx, st, tc.manifest, 4, nil); err != nil {
+				t.Fatal(err)
+			}
+			runOnce := func(cache string) (lines []string, stderr string, s Summary) {
+				dir := t.TempDir()
+				logPath, statsPath := filepath.Join(dir, "d.log"), filepath.Join(dir, "s.json")
+				var out, errb bytes.Buffer
+				code := run([]string{"--standalone", "--dataset", tc.dir, "--manifest", tc.manifest, "--epochs", "2", "--batch-size", "8", "--ranks", "2",
+					"--size", "32", "--seed", "5", "--sink", "log:" + logPath, "--stats-json", statsPath, "--progress", "never",
+					"--manifest-cache", cache, "--block", "4"}, &out, &errb)
+				if code != 0 {
+					t.Fatalf("--manifest-cache %s: exit %d\nstdout: %s\nstderr: %s", cache, code, out.String(), errb.String())
+				}
+				checkOncePerEpoch(t, logPath, 2, tc.keys)
+				b, _ := os.ReadFile(logPath)
+				lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+				sort.Strings(lines)
+				b, _ = os.ReadFile(statsPath)
+				if err := json.Unmarshal(b, &s); err != nil {
+					t.Fatal(err)
+				}
+				return lines, errb.String(), s
+			}
+			lazy, lazyErr, lazyStats := runOnce("2KiB")
+			whole, wholeErr, wholeStats := runOnce("0")
+			t.Logf("in memory: %+v", wholeStats.Pack)
+			const says = "reading the manifest through its index"
+			if !strings.Contains(lazyErr, says) || strings.Contains(wholeErr, says) {
+				t.Errorf("lazy run says %q: %v, in-memory run: %v\n%s", says, strings.Contains(lazyErr, says), strings.Contains(wholeErr, says), lazyErr)
+			}
+			if strings.Join(lazy, "\n") != strings.Join(whole, "\n") {
+				t.Errorf("the lazy path delivered %d lines, the in-memory path %d, not the same", len(lazy), len(whole))
+			}
+			if tc.layout == "packed" && (lazyStats.Pack == nil || lazyStats.Pack.Chunks == 0 || lazyStats.Pack.ReadAlone != 0) {
+				t.Errorf("packed over the index: pack stats %+v, want chunks and no sample read alone", lazyStats.Pack)
+			}
+		})
 	}
 }

@@ -105,7 +105,7 @@ func TestStandaloneMixing(t *testing.T) {
 			for _, world := range []int{1, 2} {
 				full := feederMixing(t, ds, world, fixedOrder(1, 1))
 				before := feederMixing(t, ds, world, fixedOrder(256, 1))
-				after := feederMixing(t, ds, world, o.orderFunc(ds))
+				after := feederMixing(t, ds, world, o.orderFunc(ds.Packed()))
 				name := fmt.Sprintf("%dx%d %s, %d rank(s)", set.classes, set.per, layout, world)
 				if !after.Within(full, 0.1) {
 					t.Errorf("%s: default order %v, full shuffle %v: want within 10%% of its distinct classes", name, after, full)
@@ -174,7 +174,7 @@ func TestStandalonePackedWindowReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ps.Close()
-	order := o.orderFunc(ds)
+	order := o.orderFunc(ds.Packed())
 	var feeders []*actors.Feeder
 	for r := range ranks {
 		f, err := actors.NewFeeder(ds, actors.Config{Seed: 7, Epochs: 2, BatchSize: mixBatch}, r, ranks, order)

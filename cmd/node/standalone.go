@@ -139,20 +139,67 @@ func (o options) orderBlock(packed bool) int {
 	return cluster.DefaultBlock(packed)
 }
 
-// orderFunc is the standalone epoch order over ds: cluster.NewOrder with
-// its block (orderBlock) and --mix-window.
-func (o options) orderFunc(ds *storage.Dataset) actors.OrderFunc {
-	block, window := o.orderBlock(ds.Packed()), o.window
+// orderFunc is the standalone epoch order over a dataset, packed or not:
+// cluster.NewOrder with its block (orderBlock) and --mix-window.
+func (o options) orderFunc(packed bool) actors.OrderFunc {
+	block, window := o.orderBlock(packed), o.window
 	return func(seed uint64, epoch int, n int64) actors.Order {
 		return cluster.NewOrder(seed, epoch, n, block, window)
 	}
 }
 
+// standaloneData is a standalone run's dataset: its store and catalog;
+// ds is the sample list in memory, nil on the lazy path (indexed: the
+// manifest read piece by piece through its index, as in cluster mode).
+type standaloneData struct {
+	store   storage.Store
+	cat     storage.Catalog
+	ds      *storage.Dataset
+	indexed *storage.IndexedManifest
+}
+
+// packed reports whether the dataset has packed samples.
+func (d standaloneData) packed() bool {
+	if d.ds != nil {
+		return d.ds.Packed()
+	}
+	return d.indexed.Index().Layout() != "plain"
+}
+
+// excluded is how many samples --exclude left out.
+func (d standaloneData) excluded() int { return excludedOf(d.ds) }
+
+// close closes the catalog and the store.
+func (d standaloneData) close() {
+	if d.indexed != nil {
+		d.indexed.Close()
+	}
+	storage.Close(d.store)
+}
+
 // openStandalone opens the dataset for a standalone run: a packed one is
-// read in chunks of its order's blocks, a window of them at once.
-func openStandalone(ctx context.Context, o options) (storage.Store, *storage.Dataset, error) {
+// read in chunks of its order's blocks, a window of them at once. A
+// manifest with an index takes the lazy path, as in cluster mode
+// (openIndexed says when).
+func openStandalone(ctx context.Context, o options) (standaloneData, error) {
 	b := o.orderBlock(true)
-	return openDataset(ctx, o, nil, b, cluster.EffectiveWindow(b, o.window))
+	w := cluster.EffectiveWindow(b, o.window)
+	store, indexed, err := openIndexed(ctx, o)
+	if err != nil {
+		return standaloneData{}, err
+	}
+	if indexed != nil {
+		if ps, ok := store.(*storage.PackedStore); ok {
+			ps.SetBlock(b)
+			ps.SetWindow(w)
+		}
+		return standaloneData{store: store, cat: indexed, indexed: indexed}, nil
+	}
+	store, ds, err := openDataset(ctx, o, store, b, w)
+	if err != nil {
+		return standaloneData{}, err
+	}
+	return standaloneData{store: store, cat: storage.DatasetCatalog(ds), ds: ds}, nil
 }
 
 // packedLine describes a packed dataset's chunk reading, and warns when
@@ -189,49 +236,57 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	store, ds, err := openStandalone(ctx, o)
+	data, err := openStandalone(ctx, o)
 	if err != nil {
 		snk.Close()
 		return err
 	}
-	if err := snk.Accept(ds); err != nil {
-		snk.Close()
-		storage.Close(store)
-		return err
+	store := data.store
+	if data.ds != nil { // the lazy path has no list to check: Deliver checks each key
+		if err := snk.Accept(data.ds); err != nil {
+			snk.Close()
+			data.close()
+			return err
+		}
 	}
 	q, err := openQuarantine(o.faults.quarantine)
 	if err != nil {
 		snk.Close()
-		storage.Close(store)
+		data.close()
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: o.orderFunc(ds), NewUploader: o.gpu.newUploader()}
+	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader()}
 	if q != nil {
 		deps.OnFailure = q.record
 	}
 	if err := o.useDecoder(&ac, &deps, dc); err != nil {
 		q.close()
 		snk.Close()
-		storage.Close(store)
+		data.close()
 		return err
 	}
-	node, err := actors.NewNode(ac, ds, o.ranks, deps)
+	node, err := actors.NewCatalogNode(ac, data.cat, o.ranks, deps)
 	if err != nil {
 		q.close()
 		snk.Close()
-		storage.Close(store)
+		data.close()
 		return err
 	}
-	n := int64(len(ds.Samples))
+	n := data.cat.Len()
 	perRank := (n + int64(o.ranks) - 1) / int64(o.ranks)
 	total := perRank * int64(o.ranks) * int64(o.epochs)
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s\n",
-		store, n, len(ds.Classes), o.epochs, o.ranks, o.batchSize, o.describeSample())
-	if ps, ok := store.(*storage.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(ds, nil), o.packCache, 1))
+		store, n, len(data.cat.Classes()), o.epochs, o.ranks, o.batchSize, o.describeSample())
+	if data.indexed != nil {
+		x := data.indexed.Index()
+		fmt.Fprintf(stderr, "longshore-node: reading the manifest through its index: %s in %d pieces of %d samples, --manifest-cache %s\n",
+			x.Manifest, x.Pieces(), x.Every, o.manifestCache)
 	}
-	if ds.Excluded > 0 {
-		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ds.Excluded)
+	if ps, ok := store.(*storage.PackedStore); ok {
+		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), o.packCache, 1))
+	}
+	if ex := data.excluded(); ex > 0 {
+		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ex)
 	}
 	ranks := func() []observe.RankCounters {
 		var out []observe.RankCounters
@@ -287,9 +342,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		runErr = err
 	}
 	q.tell(stderr)
-	s := summarize(o, runFacts{store: store, samples: int64(len(ds.Samples)), classes: len(ds.Classes), excluded: ds.Excluded, epochs: o.epochs, batchSize: o.batchSize, counters: counters,
+	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
 		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), err: runErr, quarantine: q})
-	storage.Close(store)
+	data.close()
 	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
 		runErr = err
 	}
