@@ -84,6 +84,15 @@ static int emit(conv *cv, ls_clip *c, AVFrame *f, int k, uint8_t *dst) {
 	return 0;
 }
 
+// needed reports whether the frame of pkt may be one a target shows:
+// some target lies in [pts, pts+duration). Unknown timing: needed.
+static int needed(const AVPacket *pkt, const int64_t *targets, int T) {
+	if (pkt->pts == AV_NOPTS_VALUE || pkt->duration <= 0) return 1;
+	for (int k = 0; k < T; k++)
+		if (targets[k] >= pkt->pts && targets[k] < pkt->pts + pkt->duration) return 1;
+	return 0;
+}
+
 int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) {
 	int rc = 0, ret;
 	AVIOContext *avio = NULL;
@@ -217,6 +226,12 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 			av_packet_unref(pkt);
 			continue;
 		} else {
+			// A frame no target falls on (its display interval [pts,
+			// pts+duration) holds none) is not needed: if it is not a
+			// reference either, the decoder may skip it
+			// (AVDISCARD_NONREF; frame threads copy skip_frame per
+			// packet). Only with a known pts and duration: else decode.
+			dec->skip_frame = needed(pkt, targets, T) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
 			avcodec_send_packet(dec, pkt); // a damaged packet is skipped
 			av_packet_unref(pkt);
 		}
