@@ -15,6 +15,10 @@ Rows (video):
 Audio: longshore --media audio (16 kHz mono, 1 s random windows) against a
 DataLoader + PyAV AudioResampler peer doing the same.
 
+Both sides make --passes passes over the files (the node's --epochs): the
+node's CPU is its whole process's, start included, the peer's the loop
+over its DataLoader in a Python that has imported torch.
+
 Prints a table; --json writes it."""
 
 import argparse
@@ -81,12 +85,12 @@ def ffmpeg_ceiling(ds, threads):
     return {"clips": len(files), "frames": frames, "seconds": wall, "cpu_seconds": cpu}
 
 
-def longshore(node, ds, args, decoders):
+def longshore(node, ds, args, decoders, passes):
     with tempfile.TemporaryDirectory() as d:
         stats = os.path.join(d, "s.json")
         c0, t0 = children_cpu(), time.monotonic()
         subprocess.run([node, "--standalone", "--dataset", ds, "--sink", "null", "--progress", "never", "--decoders",
-                        str(decoders), "--batch-size", "8", "--stats-json", stats, *args], check=True,
+                        str(decoders), "--batch-size", "8", "--epochs", str(passes), "--stats-json", stats, *args], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall, cpu = time.monotonic() - t0, children_cpu() - c0
         s = json.load(open(stats))
@@ -170,7 +174,7 @@ class AudioWindows:
         return out
 
 
-def peer(dataset, workers):
+def peer(dataset, workers, passes):
     import torch
 
     best = None
@@ -183,8 +187,9 @@ def peer(dataset, workers):
         s0 = resource.getrusage(resource.RUSAGE_SELF)
         c0, t0 = children_cpu(), time.monotonic()
         n = 0
-        for b in dl:
-            n += b.shape[0]
+        for _ in range(passes):
+            for b in dl:
+                n += b.shape[0]
         del dl
         wall = time.monotonic() - t0
         s1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -205,6 +210,8 @@ def main():
     ap.add_argument("--audio", type=int, default=20, help="copies of each audio format")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--workers", default="0,1,2,4")
+    ap.add_argument("--passes", type=int, default=4,
+                    help="passes over the files on both sides (the node's --epochs): the node's CPU includes its process start, which one pass over a few clips would weigh as much as the clips")
     ap.add_argument("--json")
     o = ap.parse_args()
     workers = [int(w) for w in o.workers.split(",")]
@@ -214,22 +221,22 @@ def main():
     rows["ffmpeg ceiling (full decode)"] = ceil = ffmpeg_ceiling(ds, o.threads)
     per_clip = ceil["frames"] // ceil["clips"]
     full = longshore(o.node, ds, ["--media", "video", "--clip-sampling", "uniform", "--clip-frames", str(per_clip),
-                                  "--size", "112", "--transform", "eval"], o.threads)
+                                  "--size", "112", "--transform", "eval"], o.threads, o.passes)
     full["frames"] = full["clips"] * per_clip
     rows["longshore full decode + resize"] = full
     clips = longshore(o.node, ds, ["--media", "video", "--clip-sampling", "random", "--clip-frames", "16",
-                                   "--clip-fps", "8", "--size", "112", "--transform", "train"], o.threads)
+                                   "--clip-fps", "8", "--size", "112", "--transform", "train"], o.threads, o.passes)
     clips["frames"] = clips["clips"] * 16
     rows["longshore clips (16 @ 8 fps)"] = clips
-    pc = peer(VideoClips(files, 16, 8, 112), workers)
+    pc = peer(VideoClips(files, 16, 8, 112), workers, o.passes)
     pc["frames"] = pc["clips"] * 16
     rows["DataLoader+PyAV clips (16 @ 8 fps)"] = pc
     ads = make_audio(o.audio)
     afiles = sorted(os.path.join(ads, "a", f) for f in os.listdir(os.path.join(ads, "a")))
     rows["longshore audio (1 s @ 16 kHz)"] = longshore(o.node, ads, ["--media", "audio", "--sample-rate", "16000",
                                                                      "--channels", "1", "--audio-seconds", "1",
-                                                                     "--transform", "train"], o.threads)
-    rows["DataLoader+PyAV audio (1 s @ 16 kHz)"] = peer(AudioWindows(afiles, 16000, 1), workers)
+                                                                     "--transform", "train"], o.threads, o.passes)
+    rows["DataLoader+PyAV audio (1 s @ 16 kHz)"] = peer(AudioWindows(afiles, 16000, 1), workers, o.passes)
 
     print(f"media benchmark: {len(files)} H.264 clips of {o.seconds:g} s 320x240, {len(afiles)} audio files, "
           f"{os.cpu_count()} cores, {o.threads} decoders/threads")

@@ -180,6 +180,10 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 	// keyframe whose dts is before the target may show after it (B-frame
 	// reordering): probe the first frame a seek yields and seek further
 	// back until it is not after the target.
+	// The probe's decoder state and first frame are kept (pending) when
+	// that keyframe will do: the decode goes on from there instead of
+	// seeking back and decoding the keyframe again.
+	int pending = 0;
 	if (targets[0] > start) {
 		int64_t ts = targets[0], back = 1;
 		for (int attempt = 0; attempt < 12; attempt++) {
@@ -197,10 +201,17 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 				av_packet_unref(pkt);
 				if (avcodec_receive_frame(dec, frame) >= 0) {
 					first = frame->best_effort_timestamp;
+					if (first == AV_NOPTS_VALUE) first = frame->pts;
+					if (first == AV_NOPTS_VALUE) first = ts; // untimed: a frame all the same
+					if (first <= targets[0]) {
+						pending = 1;
+						break;
+					}
 					av_frame_unref(frame);
 				}
 			}
-			if (first == AV_NOPTS_VALUE || first <= targets[0]) {
+			if (pending) break;
+			if (first == AV_NOPTS_VALUE) {
 				// seek there again for the decode proper
 				if (av_seek_frame(fmt, si, ts, AVSEEK_FLAG_BACKWARD) < 0) av_seek_frame(fmt, si, start, AVSEEK_FLAG_BACKWARD);
 				avcodec_flush_buffers(dec);
@@ -213,8 +224,9 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 	}
 	int eof = 0;
 	while (next < T && !eof) {
-		ret = av_read_frame(fmt, pkt);
-		if (ret == AVERROR_EOF) {
+		if (pending) {
+			ret = 0; // the probe's frame first, then packets
+		} else if ((ret = av_read_frame(fmt, pkt)) == AVERROR_EOF) {
 			eof = 1;
 			avcodec_send_packet(dec, NULL);
 		} else if (ret == AVERROR(EIO)) {
@@ -236,8 +248,11 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 			av_packet_unref(pkt);
 		}
 		while (next < T) {
-			ret = avcodec_receive_frame(dec, frame);
-			if (ret < 0) break;
+			if (pending) {
+				pending = 0; // frame holds the probe's
+			} else if ((ret = avcodec_receive_frame(dec, frame)) < 0) {
+				break;
+			}
 			c->n_decoded++;
 			int64_t pts = frame->best_effort_timestamp;
 			if (pts == AV_NOPTS_VALUE) pts = frame->pts;
