@@ -359,11 +359,11 @@ def child_client(a):
 # driver: one run of each kind
 
 
-def check_counts(what, want, images, distinct=None, failures=0, pads=0):
-    """A run counts only if it delivered every sample once, none failed."""
+def check_counts(what, want, images, distinct=None, failures=0, pads=0, epochs=1):
+    """A run counts only if it delivered every sample once an epoch, none failed."""
     problems = []
-    if images != want:
-        problems.append(f"delivered {images} images, the dataset has {want}")
+    if images != want * epochs:
+        problems.append(f"delivered {images} images, the dataset has {want} x {epochs} epoch(s)")
     if distinct is not None and distinct != want:
         problems.append(f"{distinct} distinct samples of {want}")
     if failures:
@@ -434,7 +434,7 @@ def run_client(a, tmp, rep, decoder="turbo"):
         s.start()
         t0 = time.time()
         argv = [a.node, "--standalone", "--sink", "feed", "--feed-dir", d, "--dataset", a.dataset,
-                "--epochs", "1", "--batch-size", "32", "--transform", "train", "--block", "1",
+                "--epochs", str(a.epochs), "--batch-size", "32", "--transform", "train", "--block", "1",
                 "--decoder", decoder, "--seed", str(rep + 1), "--stats-json", stats, "--progress", "never"]
         srv = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         s.add(srv.pid)
@@ -454,8 +454,8 @@ def run_client(a, tmp, rep, decoder="turbo"):
     with open(out) as f:
         r = json.load(f)
     st = node_stats(stats, what)
-    check_counts(what + " (trainer)", a.samples, r["images"], r["distinct"], r["failures"], r["pads"])
-    check_counts(what + " (node)", a.samples, st["images"], None, st["failures"]["total"], st["pads"])
+    check_counts(what + " (trainer)", a.samples, r["images"], r["distinct"], r["failures"], r["pads"], a.epochs)
+    check_counts(what + " (node)", a.samples, st["images"], None, st["failures"]["total"], st["pads"], a.epochs)
     n = r["images"]
     return dict(images=n, distinct=r["distinct"], failures=st["failures"]["total"],
                 images_per_s=n / (r["t_last"] - t0),
@@ -485,14 +485,14 @@ def run_measured(argv, what, env=None):
     return cpu_proc, peak
 
 
-def run_go(a, tmp, rep, dataset=None, env=None, tag="go", block=("--block", "1")):
+def run_go(a, tmp, rep, dataset=None, env=None, tag="go", block=("--block", "1"), extra=()):
     stats = os.path.join(tmp, f"{tag}-{rep}.json")
-    argv = [a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", "1", "--batch-size", "32",
+    argv = [a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", str(a.epochs), "--batch-size", "32",
             "--transform", "train", *block, "--seed", str(rep + 1), "--sink", "null",
-            "--stats-json", stats, "--progress", "never"]
+            "--stats-json", stats, "--progress", "never", *extra]
     cpu_proc, peak = run_measured(argv, f"{tag} rep {rep + 1}", env)
     st = node_stats(stats, tag)
-    check_counts(f"{tag} rep {rep + 1}", a.samples, st["images"], None, st["failures"]["total"], st["pads"])
+    check_counts(f"{tag} rep {rep + 1}", a.samples, st["images"], None, st["failures"]["total"], st["pads"], a.epochs)
     n = st["images"]
     return dict(images=n, failures=0, images_per_s=n / st["seconds"], steady_images_per_s=None,
                 cpu_s_per_1000=1000 * cpu_proc / n, cpu_s_per_1000_process=1000 * cpu_proc / n,
@@ -545,7 +545,53 @@ def median_row(runs):
     return m
 
 
+def feed_only(a):
+    """--feed-only: the feed's own cost. The node with --decoder none (no
+    decode: a sample's pixels are its bytes repeated) consumed in process
+    (--sink null) against the same node serving the Python client, rep by
+    rep back to back; the client's steady images/s over Go's."""
+    a.samples = count_samples(a.dataset)
+    tmp = tempfile.mkdtemp(prefix="bench-feed-")
+    runs = {"go-none": [], "py-client-none": []}
+    load0, t_start = load(), time.time()
+    try:
+        for rep in range(a.reps):
+            for c in runs:
+                if c == "go-none":
+                    r = run_go(a, tmp, rep, tag=c, extra=("--decoder", "none"))
+                else:
+                    r = run_client(a, tmp, rep, decoder="none")
+                r["rep"], r["loadavg_after"] = rep + 1, load()
+                runs[c].append(r)
+                print(f"bench-feed: rep {rep + 1} {c:15s} {r['images_per_s']:7.0f} images/s"
+                      f"{'' if r['steady_images_per_s'] is None else ', steady %.0f' % r['steady_images_per_s']}, "
+                      f"{r['cpu_s_per_1000']:.3f} CPU-s/1000 (load {r['loadavg_after'][0]:.2f})", file=sys.stderr, flush=True)
+    except BenchError as e:
+        sys.exit(f"bench_peer: INVALID RUN: {e}")
+    pairs = list(zip(runs["py-client-none"], runs["go-none"]))
+    steady = statistics.median(c["steady_images_per_s"] / g["images_per_s"] for c, g in pairs)
+    whole = statistics.median(c["images_per_s"] / g["images_per_s"] for c, g in pairs)
+    own = statistics.median(c["steady_images_per_s"] / c["node_images_per_s"] for c, _ in pairs)
+    cpu = statistics.median(c["cpu_s_per_1000"] / g["cpu_s_per_1000"] for c, g in pairs)
+    print(f"\nbench-feed: {a.samples} samples, --decoder none, {a.reps} reps, {cpu_model()}, {os.cpu_count()} CPUs")
+    print("| config | images/s (median) | steady images/s | CPU-s/1000 (node + trainer) |")
+    print("|---|---:|---:|---:|")
+    for c, rs in runs.items():
+        m = median_row(rs)
+        st = "-" if m["steady_images_per_s"] is None else f"{m['steady_images_per_s']:.0f}"
+        print(f"| {c} | {m['images_per_s']:.0f} | {st} | {m['cpu_s_per_1000']:.3f} |")
+    print(f"\nPython client / Go in process, paired by rep: steady {steady:.3f}x, whole epoch {whole:.3f}x, "
+          f"CPU {cpu:.2f}x; client steady / its own node's images/s {own:.3f}x")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(kind="bench-feed", machine=cpu_model(), cpus=os.cpu_count(), samples=a.samples, reps=a.reps,
+                           load_before=load0, started=t_start, runs=runs,
+                           paired=dict(steady=steady, whole=whole, own_node=own, cpu=cpu)), f, indent=1)
+
+
 def driver(a):
+    if a.feed_only:
+        return feed_only(a)
     for path, what in ((a.node, "go build -o bin/longshore-node ./cmd/node"),
                        (a.bench, "go build -o bin/longshore-bench ./cmd/longshore-bench")):
         if not os.access(path, os.X_OK):
@@ -706,6 +752,9 @@ def main():
                     help="the pack binary, for go-minio-packed (skipped when missing)")
     ap.add_argument("--no-minio", action="store_true", help="skip the go-minio configurations")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the ceiling configuration")
+    ap.add_argument("--epochs", type=int, default=1, help="epochs of each longshore run (the peer makes one)")
+    ap.add_argument("--feed-only", action="store_true",
+                    help="only the feed's own cost: --decoder none, Go in process against the Python client (no peer)")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("--out")
     ap.add_argument("--socket")
@@ -719,6 +768,8 @@ def main():
         return child_client(a)
     if not a.dataset:
         ap.error("--dataset is required")
+    if a.epochs != 1 and not a.feed_only:
+        ap.error("--epochs is for --feed-only (the peer makes one epoch)")
     a.workers = [int(w) for w in a.workers.split(",")]
     driver(a)
 

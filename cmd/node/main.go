@@ -159,7 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
-	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image)")
+	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image); none, for benchmarks only: nothing is decoded, each sample's pixels are its object's bytes repeated (what fetching and delivery cost alone)")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9464; another address needs --metrics-token-file); default off")
@@ -282,8 +282,12 @@ func (o options) decodeConfig() (decode.Config, error) {
 		c.FastJPEG = true
 	case "ffmpeg":
 		c.FastJPEG = false
+	case "none":
+		if k, _ := o.mediaFlags.kind(); k != actors.KindImage {
+			return c, fmt.Errorf("--decoder none: images only, not --media %s", o.mediaFlags.media)
+		}
 	default:
-		return c, fmt.Errorf("--decoder %q: want turbo or ffmpeg", o.decoder)
+		return c, fmt.Errorf("--decoder %q: want turbo, ffmpeg or none", o.decoder)
 	}
 	return c, c.Validate()
 }

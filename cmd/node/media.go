@@ -137,8 +137,32 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 		}
 		return ac.Validate()
 	}
+	if o.decoder == "none" {
+		ac.Sample = ffdecode.Shape(dc)
+		deps.NewDecoder = func() (actors.SampleDecoder, error) { return noDecoder{}, nil }
+		deps.SampleSeed = decode.SampleSeed
+		return ac.Validate()
+	}
 	return ffdecode.Use(ac, deps, dc)
 }
+
+// noDecoder is --decoder none: each sample's pixels are its object's
+// bytes repeated, nothing decoded, so a run measures fetching, the
+// pipeline and delivery alone (the feed's own cost against Go in
+// process, say). Images only.
+type noDecoder struct{}
+
+func (noDecoder) Decode(data []byte, _ uint64, dst []byte) error {
+	if len(data) == 0 {
+		return actors.WithFailureClass(fmt.Errorf("decoder none: an empty object"), "corrupt")
+	}
+	for n := 0; n < len(dst); {
+		n += copy(dst[n:], data)
+	}
+	return nil
+}
+
+func (noDecoder) Close() error { return nil }
 
 // describe is the summary line's sample part.
 func (o options) describeSample() string {

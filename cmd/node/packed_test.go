@@ -166,3 +166,29 @@ func TestPackedDefaultsMatchTheOrder(t *testing.T) {
 			c.Block, c.Window, cluster.PackedBlock, cluster.DefaultWindow)
 	}
 }
+
+// TestDecoderNone: --decoder none delivers every sample once an epoch
+// without decoding (the benchmarks' knob for the feed's own cost), and
+// is refused for video.
+func TestDecoderNone(t *testing.T) {
+	root, keys := makeDataset(t, 30)
+	dir := t.TempDir()
+	logPath, statsPath := filepath.Join(dir, "d.log"), filepath.Join(dir, "s.json")
+	var out, errb bytes.Buffer
+	code := run([]string{"--standalone", "--dataset", root, "--epochs", "2", "--batch-size", "8", "--size", "32",
+		"--decoder", "none", "--sink", "log:" + logPath, "--stats-json", statsPath, "--progress", "never"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	checkOncePerEpoch(t, logPath, 2, keys)
+	var s Summary
+	b, _ := os.ReadFile(statsPath)
+	if err := json.Unmarshal(b, &s); err != nil || s.Failures.Total != 0 {
+		t.Fatalf("stats: %v, failures %+v", err, s.Failures)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"--standalone", "--dataset", root, "--media", "video", "--decoder", "none", "--sink", "null"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "images only") {
+		t.Errorf("--decoder none --media video: exit %d, %s", code, errb.String())
+	}
+}
