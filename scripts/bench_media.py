@@ -192,9 +192,13 @@ def peer(dataset, workers, passes):
                 n += b.shape[0]
         del dl
         wall = time.monotonic() - t0
+        if nw > 0:
+            # The workers are the forkserver's children: their CPU reaches
+            # this process's RUSAGE_CHILDREN only once the forkserver is
+            # reaped, so stop it (the next loader starts another).
+            import multiprocessing.forkserver
+            multiprocessing.forkserver._forkserver._stop()
         s1 = resource.getrusage(resource.RUSAGE_SELF)
-        # worker processes are reaped when the loader goes: their CPU shows
-        # in RUSAGE_CHILDREN
         cpu = (s1.ru_utime + s1.ru_stime - s0.ru_utime - s0.ru_stime) + (children_cpu() - c0)
         r = {"clips": n, "seconds": wall, "cpu_seconds": cpu, "num_workers": nw}
         if best is None or r["clips"] / r["seconds"] > best["clips"] / best["seconds"]:

@@ -84,6 +84,18 @@ static int emit(conv *cv, ls_clip *c, AVFrame *f, int k, uint8_t *dst) {
 	return 0;
 }
 
+// header_suffices reports whether the demuxer's header gave the best
+// video stream a codec, a frame size, a time base and a duration (its own
+// or the container's).
+static int header_suffices(const AVFormatContext *fmt) {
+	int si = av_find_best_stream((AVFormatContext *)fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+	if (si < 0) return 0;
+	const AVStream *st = fmt->streams[si];
+	const AVCodecParameters *p = st->codecpar;
+	return p->codec_id != AV_CODEC_ID_NONE && p->width > 0 && p->height > 0 && st->time_base.num > 0 && st->time_base.den > 0 &&
+	       ((st->duration != AV_NOPTS_VALUE && st->duration > 0) || (fmt->duration != AV_NOPTS_VALUE && fmt->duration > 0));
+}
+
 // needed reports whether the frame of pkt may be one a target shows:
 // some target lies in [pts, pts+duration). Unknown timing: needed.
 static int needed(const AVPacket *pkt, const int64_t *targets, int T) {
@@ -131,7 +143,13 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 		fmt = NULL;
 		FAIL(ret == AVERROR(EIO) ? LS_VIDEO_IO : LS_VIDEO_CORRUPT, "open: %s", av_err2str(ret));
 	}
-	if ((ret = avformat_find_stream_info(fmt, NULL)) < 0) FAIL(LS_VIDEO_CORRUPT, "stream info: %s", av_err2str(ret));
+	// The container's header usually says all the decode needs: the
+	// codec, the frame size and the duration. avformat_find_stream_info
+	// would then only decode frames from the start of the file (for the
+	// pixel format and, for H.264, the reorder delay), which the seek
+	// throws away: it runs only when the header leaves a gap.
+	if (!header_suffices(fmt) && (ret = avformat_find_stream_info(fmt, NULL)) < 0)
+		FAIL(LS_VIDEO_CORRUPT, "stream info: %s", av_err2str(ret));
 	const AVCodec *codec = NULL;
 	int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
 	if (si == AVERROR_STREAM_NOT_FOUND) FAIL(LS_VIDEO_UNSUPPORTED, "no video stream");
