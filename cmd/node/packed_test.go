@@ -192,3 +192,13 @@ func TestDecoderNone(t *testing.T) {
 		t.Errorf("--decoder none --media video: exit %d, %s", code, errb.String())
 	}
 }
+
+func TestAutoVideoThreads(t *testing.T) {
+	for _, c := range []struct{ cores, decoders, want int }{
+		{2, 0, 1}, {2, 2, 1}, {16, 0, 1}, {16, 16, 1}, {16, 8, 2}, {16, 4, 2}, {2, 4, 1}, {1, 1, 1},
+	} {
+		if got := autoVideoThreads(c.cores, c.decoders); got != c.want {
+			t.Errorf("%d cores, %d decoders: %d threads a stream, want %d", c.cores, c.decoders, got, c.want)
+		}
+	}
+}
