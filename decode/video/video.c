@@ -240,6 +240,7 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 			if (ts < start) ts = start;
 		}
 	}
+	int exact_durations = fmt->iformat && fmt->iformat->name && strstr(fmt->iformat->name, "mp4") != NULL;
 	int eof = 0;
 	while (next < T && !eof) {
 		if (pending) {
@@ -260,8 +261,10 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 			// pts+duration) holds none) is not needed: if it is not a
 			// reference either, the decoder may skip it
 			// (AVDISCARD_NONREF; frame threads copy skip_frame per
-			// packet). Only with a known pts and duration: else decode.
-			dec->skip_frame = needed(pkt, targets, T) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+			// packet). Only where durations are the samples' own (MP4's
+			// table gives each; Matroska may repeat a track's default
+			// duration over variable-rate frames) and known: else decode.
+			dec->skip_frame = !exact_durations || needed(pkt, targets, T) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
 			avcodec_send_packet(dec, pkt); // a damaged packet is skipped
 			av_packet_unref(pkt);
 		}
