@@ -457,3 +457,26 @@ func TestRangedReadsPartOfLongFile(t *testing.T) {
 		t.Logf("%s: windows start at pts %v", ext, starts)
 	}
 }
+
+// TestSkipsUnneededFrames: in an MP4 with B-frames, frames no target
+// falls on are not decoded when nothing refers to them (TestFrameExact
+// holds the frames delivered to the right ones): uniform sampling of 4
+// frames decodes fewer than the frames up to the last target.
+func TestSkipsUnneededFrames(t *testing.T) {
+	pts := framePTS(t, "cfr_h264.mp4")
+	d, err := NewDecoder(Config{Frames: 4, Sampling: Uniform, Size: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, d.Config().SampleBytes())
+	c, err := d.Decode(read(t, "cfr_h264.mp4"), 1, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := targets(d.Config(), c, 1)
+	upTo := shown(pts, want[len(want)-1]) + 1 // frames from the start through the last target's
+	if c.Decoded >= upTo {
+		t.Errorf("decoded %d frames for 4 targets, the frames up to the last target's are %d: nothing skipped", c.Decoded, upTo)
+	}
+	t.Logf("decoded %d of the %d frames up to the last target", c.Decoded, upTo)
+}
