@@ -98,11 +98,11 @@ type Report struct {
 	// every LiveEvery simulated seconds (0: never): the whole
 	// simulation's live state, without the garbage PeakHeapBytes counts.
 	PeakLiveHeapBytes uint64
-	Generations   int
-	MaxGenBytes   int
-	MeanGenBytes  float64
-	Kills         int
-	Joins         int
+	Generations       int
+	MaxGenBytes       int
+	MeanGenBytes      float64
+	Kills             int
+	Joins             int
 	// MaxReissueSeconds and MeanReissueSeconds: per kill, simulated
 	// seconds from the kill (detection included) until its epoch's pool
 	// held no more than just before the failure was reported: the work
