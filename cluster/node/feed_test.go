@@ -436,8 +436,10 @@ func TestClusterFeedIndexed(t *testing.T) {
 	e.runTrainers(ctx, nil)
 	e.waitFinished(ctx)
 	st := m.Stats()
-	if st.Reads < 16 || st.Prefetches == 0 || st.CacheBytes > 2*300 {
-		t.Errorf("catalog: %+v; want every one of the 16 pieces read, some prefetched, at most about the 300-byte bound held", st)
+	// A piece off the heap takes at least a page, more than the 300-byte
+	// bound: the cache then holds the one piece last read.
+	if st.Reads < 16 || st.Prefetches == 0 || st.Pieces > 1 || st.CacheBytes > int64(2*os.Getpagesize()) {
+		t.Errorf("catalog: %+v; want every one of the 16 pieces read, some prefetched, at most one piece held (the 300-byte bound is less than a piece)", st)
 	}
 }
 
