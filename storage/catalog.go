@@ -163,6 +163,7 @@ type catalogPiece struct {
 // freed when the piece is evicted.
 type compactPiece struct {
 	data    []byte
+	heap    bool // data is a heap slice: the mapping failed (see newCompactPiece)
 	n       int
 	rec     int      // record size
 	objects []string // ObjectID i is objects[i-1], on the heap
@@ -186,9 +187,13 @@ func newCompactPiece(ds *Dataset) (compactPiece, error) {
 	if int64(keys) > math.MaxUint32 {
 		return compactPiece{}, fmt.Errorf("a piece of %d bytes of keys: more than a piece may hold", keys)
 	}
-	data, err := offheap.Alloc(max(c.n*c.rec+keys, 1))
+	size := max(c.n*c.rec+keys, 1)
+	data, err := offheap.Alloc(size)
 	if err != nil {
-		return compactPiece{}, err
+		// Out of mappings (vm.max_map_count: a huge cache of tiny
+		// pieces) or memory: the piece is as good on the heap, only
+		// counted twice by the collector.
+		data, c.heap = make([]byte, size), true
 	}
 	c.data = data
 	at, end := c.n*c.rec, uint32(0)
@@ -241,10 +246,10 @@ func (c compactPiece) cost() int64 {
 
 // free returns the piece's buffer.
 func (c *compactPiece) free() {
-	if c.data != nil {
+	if c.data != nil && !c.heap {
 		offheap.Free(c.data)
-		c.data = nil
 	}
+	c.data = nil
 }
 
 // OpenIndexedManifest reads the index of the manifest at key (IndexKey)
