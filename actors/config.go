@@ -557,7 +557,11 @@ func (b FailureBudget) validate() error {
 
 // Allowed is how many failures the budget allows. total is the number of
 // samples the run will attempt when known (> 0), else attempted so far is
-// used: a fraction budget then judges the rate seen so far.
+// used: a fraction budget then judges the rate seen so far, over at least
+// fractionWarmup failures' worth of samples (10/fraction), so that the
+// first few failures (one bad shard's samples, fetched together at a
+// node's start) cannot breach a budget before there are samples enough
+// to judge a rate by.
 func (b FailureBudget) Allowed(attempted, total int64) int64 {
 	switch b.kind {
 	case budgetCount:
@@ -566,8 +570,15 @@ func (b FailureBudget) Allowed(attempted, total int64) int64 {
 		base := total
 		if base <= 0 {
 			base = attempted
+			if b.fraction > 0 {
+				base = max(base, int64(math.Ceil(fractionWarmup/b.fraction)))
+			}
 		}
 		return int64(math.Floor(b.fraction * float64(base)))
 	}
 	return math.MaxInt64
 }
+
+// fractionWarmup is how many failures a fraction budget allows, at
+// least, while the run's total is unknown (cluster mode): see Allowed.
+const fractionWarmup = 10

@@ -52,9 +52,16 @@ func TestParseFailureBudget(t *testing.T) {
 			t.Errorf("%q: round trip via %q: %v %v", tc.in, txt, b2, err)
 		}
 	}
-	// Without a known total, a fraction judges the rate seen so far.
-	if got := MaxFailureFraction(0.1).Allowed(50, 0); got != 5 {
-		t.Errorf("10%% of 50 attempted = %d", got)
+	// Without a known total, a fraction judges the rate seen so far, and
+	// allows 10 failures until 10/fraction samples have been attempted.
+	for _, c := range []struct {
+		fraction  float64
+		attempted int64
+		want      int64
+	}{{0.1, 50, 10}, {0.1, 100, 10}, {0.1, 250, 25}, {0.3, 6, 10}, {0.01, 5000, 50}, {0, 1000, 0}} {
+		if got := MaxFailureFraction(c.fraction).Allowed(c.attempted, 0); got != c.want {
+			t.Errorf("%v of %d attempted, total unknown: %d allowed, want %d", c.fraction, c.attempted, got, c.want)
+		}
 	}
 }
 

@@ -306,6 +306,12 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if cf != nil {
 		return summary(serveClusterFeed(ctx, o, nd, cf, ac, logger, stderr))
 	}
+	// A rank that stops on an error (the node's failure budget, a dataset
+	// that cannot be read) stops the node: its leases would otherwise stay
+	// with a live node that no longer reads them, and the job would never
+	// end. The node leaves; the coordinator gives its work to the others.
+	rctx, stopRanks := context.WithCancelCause(ctx)
+	defer stopRanks(nil)
 	errs := make([]error, o.ranks)
 	var twg sync.WaitGroup
 	for i := range o.ranks {
@@ -316,15 +322,19 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			if slow[i] {
 				t.step = time.Duration(float64(o.stepTime) * o.slowFactor)
 			}
-			errs[i] = t.run(ctx)
-			if errs[i] != nil {
+			errs[i] = t.run(rctx)
+			if errs[i] != nil && context.Cause(rctx) == nil {
 				logger.Error("rank stopped", "rank", nd.Rank(i).Name(), "err", errs[i])
+				stopRanks(fmt.Errorf("rank %s: %w", nd.Rank(i).Name(), errs[i]))
 			}
 		}()
 	}
 	twg.Wait()
 	if cause := context.Cause(ctx); errors.Is(cause, node.ErrGaveUp) {
 		return summary(cause)
+	}
+	if cause := context.Cause(rctx); cause != nil && ctx.Err() == nil {
+		return summary(cause) // a rank's error, not the others' cancellation
 	}
 	if err := errors.Join(errs...); err != nil {
 		return summary(err)

@@ -143,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
 	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
-	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%)")
+	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%) of the samples attempted; cluster mode judges a fraction over at least 10/fraction samples, and a node past its budget exits (docs/faults.md)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "refuse images whose header claims more pixels")
 	o.fetchConcurrency = fetchFlag{n: fetchAutoMax, auto: true}
 	fs.Var(&o.fetchConcurrency, "fetch-concurrency", fmt.Sprintf("object reads in flight per rank: auto (the rank keeps as many in flight as the store's latency needs at the pace it decodes, Little's law, from 16 up to %d), auto:N (up to N), or N (fixed)", fetchAutoMax))
