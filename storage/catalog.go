@@ -55,15 +55,6 @@ func InMemory(c Catalog) bool {
 	return ok
 }
 
-// CatalogDataset returns the Dataset a DatasetCatalog serves, or nil for
-// any other catalog.
-func CatalogDataset(c Catalog) *Dataset {
-	if d, ok := c.(*datasetCatalog); ok {
-		return d.ds
-	}
-	return nil
-}
-
 type datasetCatalog struct {
 	ds     *Dataset
 	once   sync.Once
