@@ -205,16 +205,19 @@ func newCompactPiece(ds *Dataset) (compactPiece, error) {
 }
 
 // sample decodes sample j of the piece and its object's key ("" if
-// plain); its key is a copy.
-func (c compactPiece) sample(j int) (Sample, string) {
+// plain); its key is a copy, and with withKey false it is left empty
+// (planning reads only where a sample lies: no copy to make).
+func (c compactPiece) sample(j int, withKey bool) (Sample, string) {
 	le := binary.LittleEndian
-	keys := c.data[c.n*c.rec:]
 	r := c.data[j*c.rec:]
-	start := uint32(0)
-	if j > 0 {
-		start = le.Uint32(c.data[(j-1)*c.rec:])
+	s := Sample{Label: int32(le.Uint32(r[4:]))}
+	if withKey {
+		start := uint32(0)
+		if j > 0 {
+			start = le.Uint32(c.data[(j-1)*c.rec:])
+		}
+		s.Key = string(c.data[c.n*c.rec:][start:le.Uint32(r)])
 	}
-	s := Sample{Key: string(keys[start:le.Uint32(r)]), Label: int32(le.Uint32(r[4:]))}
 	if c.rec != packedRecord {
 		return s, ""
 	}
@@ -381,7 +384,7 @@ func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, 
 		if p.elem != nil {
 			m.mu.lru.MoveToFront(p.elem)
 		}
-		s, object := p.recs.sample(int(i - int64(k)*int64(m.x.Every)))
+		s, object := p.recs.sample(int(i-int64(k)*int64(m.x.Every)), true)
 		m.mu.Unlock()
 		return s, object, nil
 	}
@@ -389,7 +392,13 @@ func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, 
 
 // Peek implements SamplePeeker: sample i, if its piece is loaded; it
 // never blocks on I/O.
-func (m *IndexedManifest) Peek(i int64) (Sample, string, bool) {
+func (m *IndexedManifest) Peek(i int64) (Sample, string, bool) { return m.peek(i, true) }
+
+// placement is Peek without the key (Sample.Key empty): where sample i
+// lies, for a PackedStore planning chunks, with no key copied.
+func (m *IndexedManifest) placement(i int64) (Sample, string, bool) { return m.peek(i, false) }
+
+func (m *IndexedManifest) peek(i int64, withKey bool) (Sample, string, bool) {
 	if i < 0 || i >= m.x.Samples {
 		return Sample{}, "", false
 	}
@@ -401,7 +410,7 @@ func (m *IndexedManifest) Peek(i int64) (Sample, string, bool) {
 		return Sample{}, "", false
 	}
 	m.mu.lru.MoveToFront(p.elem)
-	s, object := p.recs.sample(int(i - int64(k)*int64(m.x.Every)))
+	s, object := p.recs.sample(int(i-int64(k)*int64(m.x.Every)), withKey)
 	return s, object, true
 }
 

@@ -147,9 +147,11 @@ type PackedStore struct {
 	// (NewCatalogPackedStore), where Get by a packed sample's key passes
 	// through: only GetSample knows a sample there.
 	ds *Dataset
-	// src serves the samples by index, peek without blocking (false when
-	// the sample is not at hand: its piece of the manifest is not read).
-	// Lock order: mu before the catalog's own.
+	// src serves the samples by index, peek where they lie without
+	// blocking (false when the sample is not at hand: its piece of the
+	// manifest is not read; Sample.Key may be empty: planning and
+	// prefetching never read it). Lock order: mu before the catalog's
+	// own.
 	src  Catalog
 	peek func(i int64) (Sample, string, bool)
 	n    int64
@@ -305,9 +307,13 @@ func NewCatalogPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedS
 
 func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) *PackedStore {
 	p := &PackedStore{inner: inner, src: cat, n: cat.Len(), cap: cfg.CacheBytes}
-	p.peek = func(int64) (Sample, string, bool) { return Sample{}, "", false }
-	if pk, ok := cat.(SamplePeeker); ok {
-		p.peek = pk.Peek
+	switch c := cat.(type) {
+	case *IndexedManifest:
+		p.peek = c.placement // no key copied per sample planned or prefetched
+	case SamplePeeker:
+		p.peek = c.Peek
+	default:
+		p.peek = func(int64) (Sample, string, bool) { return Sample{}, "", false }
 	}
 	p.block.Store(int64(cfg.Block))
 	p.window.Store(int64(max(cfg.Window, 1)))
