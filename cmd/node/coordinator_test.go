@@ -17,6 +17,7 @@ import (
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/storage"
 )
 
 // nodeProcessEnv carries a node's arguments (one a line) to the test
@@ -114,4 +115,19 @@ func (c *testCoordinator) waitDone(t *testing.T, ctx context.Context) {
 	case <-ctx.Done():
 		t.Fatal("the coordinator never saw the job done")
 	}
+}
+
+// discoverDir is the dataset a local directory holds, as the coordinator
+// of a test job discovers it.
+func discoverDir(t *testing.T, ctx context.Context, dir string) *storage.Dataset {
+	t.Helper()
+	st, err := storage.NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
 }

@@ -207,30 +207,15 @@ func TestStandaloneIndexed(t *testing.T) {
 // node's failure budget, --max-failures 0, spent on the one corrupt
 // sample) stops the node, which exits with the error, instead of running
 // its other ranks on while the stopped rank's leases keep the job from
-// ending. In a child process, as TestClusterIndexed.
+// ending.
 func TestClusterRankErrorStopsNode(t *testing.T) {
-	if os.Getenv(indexedLayoutEnv) == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestClusterRankErrorStopsNode$", "-test.v")
-		cmd.Env = append(os.Environ(), indexedLayoutEnv+"=child")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		return
-	}
 	root, keys := makeDataset(t, 40)
 	if err := os.WriteFile(filepath.Join(root, keys[17]), []byte("not a jpeg"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st, err := storage.NewDirStore(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds := discoverDir(t, ctx, root)
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 1, 8, 4, 2, 3
 	c := startCoordinator(t, ctx, cfg, 2, storage.ManifestDigest(ds))

@@ -33,14 +33,7 @@ func TestClusterAudio(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st, err := storage.NewDirStore(packed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds := discoverDir(t, ctx, packed)
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(ds.Samples)), 1, 4, 4
 	c := startCoordinator(t, ctx, cfg, 3, storage.ManifestDigest(ds))

@@ -27,14 +27,7 @@ func TestClusterPacked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	st, err := storage.NewDirStore(packed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds := discoverDir(t, ctx, packed)
 	cfg := cluster.DefaultConfig()
 	// Blocks of 12 (a shard each), two to a window, leases of a window.
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 1, 24, 12, 2, 3
