@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -237,6 +238,61 @@ func WriteManifestIndex(ctx context.Context, s Store, key string, every int, pro
 	}
 	if _, err := s.Put(ctx, IndexKey(key), b, Cond{}); err != nil {
 		return nil, fmt.Errorf("put %s: %w", IndexKey(key), err)
+	}
+	return x, nil
+}
+
+// FolderManifestOptions configures WriteFolderManifest.
+type FolderManifestOptions struct {
+	// Every is the index's samples a piece (DefaultIndexEvery when 0).
+	Every int
+	// Replace writes over an existing manifest.jsonl (removing its index
+	// first, so that no process pairs the new manifest with the old
+	// index). Without it the manifest is put only if absent: when another
+	// process wrote it first, WriteFolderManifest returns an error
+	// wrapping ErrPrecondition and writes nothing.
+	Replace bool
+	// Progress, if set, is called as the index's scan reads the manifest.
+	Progress func(ScanProgress)
+}
+
+// WriteFolderManifest writes ds, an ImageFolder as Discover listed it
+// from s, as s's manifest.jsonl (keys relative to s, labels the class
+// names) and then its index, so that later processes read the manifest
+// instead of listing (Discover prefers a manifest at the root). It checks
+// that the manifest written digests to the listing's digest: on a
+// mismatch (a bug) it removes both and says so. The manifest's text is
+// held in memory while it is put (about 50 bytes a sample): Store.Put
+// takes one buffer.
+func WriteFolderManifest(ctx context.Context, s Store, ds *Dataset, o FolderManifestOptions) (*ManifestIndex, error) {
+	every := o.Every
+	if every == 0 {
+		every = DefaultIndexEvery
+	}
+	if every < 1 {
+		return nil, fmt.Errorf("storage: manifest of %s: every %d: need at least 1", s, every)
+	}
+	digest := ManifestDigest(ds)
+	var text bytes.Buffer
+	if err := WriteManifestJSONL(&text, ds); err != nil {
+		return nil, err
+	}
+	if o.Replace {
+		if err := s.Delete(ctx, IndexKey(ManifestJSONLName)); err != nil {
+			return nil, fmt.Errorf("remove the old %s: %w", IndexKey(ManifestJSONLName), err)
+		}
+	}
+	if _, err := s.Put(ctx, ManifestJSONLName, text.Bytes(), Cond{IfAbsent: !o.Replace}); err != nil {
+		return nil, fmt.Errorf("put %s: %w", ManifestJSONLName, err)
+	}
+	text = bytes.Buffer{}
+	x, err := WriteManifestIndex(ctx, s, ManifestJSONLName, every, o.Progress)
+	if err != nil {
+		return nil, fmt.Errorf("index %s (the manifest is written; index it with longshore-manifest --index): %w", ManifestJSONLName, err)
+	}
+	if x.Digest != digest {
+		err := fmt.Errorf("storage: the %s written digests to %s, the ImageFolder listed to %s (a bug): removed it", ManifestJSONLName, x.Digest, digest)
+		return nil, errors.Join(err, s.Delete(ctx, IndexKey(ManifestJSONLName)), s.Delete(ctx, ManifestJSONLName))
 	}
 	return x, nil
 }

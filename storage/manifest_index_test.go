@@ -268,3 +268,34 @@ func FuzzScanManifest(f *testing.F) {
 		checkIndexed(t, data, key, 1+int(every%8), 0)
 	})
 }
+
+// TestWriteFolderManifest: the manifest written for a listed ImageFolder
+// digests as the listing and is put only if absent (a second writer gets
+// ErrPrecondition and changes nothing), unless Replace.
+func TestWriteFolderManifest(t *testing.T) {
+	ctx := context.Background()
+	mem := NewMemStore("folder")
+	for i := range 50 {
+		mem.Put(ctx, fmt.Sprintf("%s/%02d.jpg", []string{"b", "a"}[i%2], i), []byte("x"), Cond{})
+	}
+	ds, err := Discover(ctx, mem, DefaultDiscoverOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := WriteFolderManifest(ctx, mem, ds, FolderManifestOptions{Every: 8})
+	if err != nil || x.Samples != 50 || x.Digest != ManifestDigest(ds) || x.Every != 8 {
+		t.Fatalf("first write: %+v %v", x, err)
+	}
+	first, _ := mem.Get(ctx, ManifestJSONLName, nil)
+	fewer := &Dataset{Classes: ds.Classes, Samples: ds.Samples[:10]}
+	if _, err := WriteFolderManifest(ctx, mem, fewer, FolderManifestOptions{}); !errors.Is(err, ErrPrecondition) {
+		t.Errorf("a second writer: %v, want ErrPrecondition", err)
+	}
+	if now, _ := mem.Get(ctx, ManifestJSONLName, nil); !bytes.Equal(now, first) {
+		t.Errorf("the second writer changed the manifest")
+	}
+	x, err = WriteFolderManifest(ctx, mem, fewer, FolderManifestOptions{Replace: true})
+	if err != nil || x.Samples != 10 || x.Digest != ManifestDigest(fewer) {
+		t.Errorf("replace: %+v %v", x, err)
+	}
+}

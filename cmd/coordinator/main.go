@@ -56,6 +56,7 @@ import (
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/cmd/internal/config"
+	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/cmd/internal/logs"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
@@ -66,6 +67,7 @@ import (
 
 type options struct {
 	dataset, manifest, s3Endpoint string
+	writeManifestOver             int
 	exclude                       string
 	listen, advertise             string
 	gossip, gossipAdvertise       string
@@ -103,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (the nodes must see the same manifest)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	listing.Register(fs, &o.writeManifestOver, "; nodes starting after it read them too")
 	fs.StringVar(&o.exclude, "exclude", "", "leave out the samples this file lists (a node's --quarantine file, or one key a line); every node must be given the same file, or its dataset digest will not match")
 	fs.StringVar(&o.listen, "listen", "", "control-message (protoactor remote) bind address host:port")
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
@@ -541,9 +544,8 @@ func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storag
 	if ds.Excluded > 0 {
 		logger.Info("samples left out by --exclude (give the nodes the same file)", "excluded", ds.Excluded, "samples", len(ds.Samples))
 	}
-	if len(ds.Samples) >= listingHint && dopts.Manifest == "" {
-		logger.Warn("a big ImageFolder is listed by every process at every start: write its manifest and index once with longshore-manifest --dataset, and jobs read those instead",
-			"samples", len(ds.Samples))
+	if dopts.Manifest == "" && len(dopts.Exclude) == 0 {
+		listing.WriteManifest(ctx, store, ds, o.writeManifestOver, logger)
 	}
 	facts := dataset{samples: int64(len(ds.Samples)), packed: ds.Packed(), digest: storage.ManifestDigest(ds)}
 	// The sample list is needed only for its count, layout and digest: let
@@ -554,11 +556,6 @@ func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storag
 	debug.FreeOSMemory()
 	return store, facts, nil
 }
-
-// listingHint is the ImageFolder size past which the coordinator says to
-// write a manifest: a million keys is a thousand LIST requests, done
-// again by every node.
-const listingHint = 1 << 20
 
 // manifestFacts reads the facts of the manifest key (empty: the root's
 // manifest.csv or manifest.jsonl) from its index, or by scanning it;

@@ -19,7 +19,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -217,28 +216,9 @@ func listDataset(ctx context.Context, o options, stdout, stderr io.Writer) error
 	listed := time.Since(start)
 	fmt.Fprintf(stderr, "longshore-manifest: listed %d samples in %d classes in %.1fs (%.0f keys/s, %d prefixes at once)\n",
 		len(ds.Samples), len(ds.Classes), listed.Seconds(), float64(len(ds.Samples))/listed.Seconds(), o.concurrency)
-	digest := storage.ManifestDigest(ds)
-
-	// The whole text in memory: Store.Put takes one buffer (about 50
-	// bytes a sample).
-	var text bytes.Buffer
-	if err := storage.WriteManifestJSONL(&text, ds); err != nil {
-		return err
-	}
-	ds = nil
-	if err := s.Delete(ctx, storage.IndexKey(storage.ManifestJSONLName)); err != nil {
-		return fmt.Errorf("remove the old %s: %w", storage.IndexKey(storage.ManifestJSONLName), err)
-	}
-	if _, err := s.Put(ctx, storage.ManifestJSONLName, text.Bytes(), storage.Cond{}); err != nil {
-		return fmt.Errorf("put %s: %w", storage.ManifestJSONLName, err)
-	}
-	text = bytes.Buffer{}
-	x, err := storage.WriteManifestIndex(ctx, s, storage.ManifestJSONLName, o.every, progress(stderr))
+	x, err := storage.WriteFolderManifest(ctx, s, ds, storage.FolderManifestOptions{Every: o.every, Replace: o.force, Progress: progress(stderr)})
 	if err != nil {
-		return fmt.Errorf("index %s (the manifest is written; index it with --index): %w", storage.ManifestJSONLName, err)
-	}
-	if x.Digest != digest {
-		return fmt.Errorf("the manifest written digests to %s, the ImageFolder listed to %s (a bug): remove %s", x.Digest, digest, storage.ManifestJSONLName)
+		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s at %s: %d samples, %d classes, digest %s (the ImageFolder's)\n",
 		storage.ManifestJSONLName, storage.IndexKey(storage.ManifestJSONLName), s, x.Samples, len(x.Classes), x.Digest)

@@ -26,7 +26,7 @@ import (
 // feedGrace after the last rank's end), or when stopped (SIGINT,
 // SIGTERM).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stdout, stderr io.Writer, logger *slog.Logger) error {
-	data, err := openStandalone(ctx, o)
+	data, err := openStandalone(ctx, o, logger)
 	if err != nil {
 		return err
 	}

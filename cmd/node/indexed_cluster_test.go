@@ -227,3 +227,48 @@ func TestClusterRankErrorStopsNode(t *testing.T) {
 		t.Fatalf("node: %v, want a non-zero exit on the failure budget:\n%s", err, logs)
 	}
 }
+
+// TestStandaloneWritesManifest: a standalone node that lists an
+// ImageFolder of at least --write-manifest-over samples writes its
+// manifest and index, and the next run reads them through the index,
+// delivering what the listing did; below the threshold nothing is
+// written.
+func TestStandaloneWritesManifest(t *testing.T) {
+	root, keys := makeDataset(t, 40)
+	runOnce := func(over string) ([]string, string) {
+		dir := t.TempDir()
+		logPath := filepath.Join(dir, "d.log")
+		var out, errb bytes.Buffer
+		code := run([]string{"--standalone", "--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "2",
+			"--size", "32", "--seed", "5", "--sink", "log:" + logPath, "--progress", "never", "--write-manifest-over", over}, &out, &errb)
+		if code != 0 {
+			t.Fatalf("--write-manifest-over %s: exit %d\nstdout: %s\nstderr: %s", over, code, out.String(), errb.String())
+		}
+		checkOncePerEpoch(t, logPath, 1, keys)
+		b, _ := os.ReadFile(logPath)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		sort.Strings(lines)
+		return lines, errb.String()
+	}
+	manifest := filepath.Join(root, storage.ManifestJSONLName)
+	listed, _ := runOnce("41")
+	if _, err := os.Stat(manifest); err == nil {
+		t.Fatalf("a manifest was written for 40 samples with --write-manifest-over 41")
+	}
+	_, stderr := runOnce("40")
+	if !strings.Contains(stderr, "wrote the ImageFolder's manifest") {
+		t.Errorf("no line says the manifest was written:\n%s", stderr)
+	}
+	for _, p := range []string{manifest, filepath.Join(root, storage.IndexKey(storage.ManifestJSONLName))} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("after the run: %v", err)
+		}
+	}
+	read, stderr := runOnce("40")
+	if !strings.Contains(stderr, "reading the manifest through its index") {
+		t.Errorf("the next run did not read the written manifest through its index:\n%s", stderr)
+	}
+	if strings.Join(read, "\n") != strings.Join(listed, "\n") {
+		t.Errorf("from the written manifest: %d lines, from the listing %d, not the same", len(read), len(listed))
+	}
+}

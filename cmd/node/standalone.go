@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -181,7 +183,10 @@ func (d standaloneData) close() {
 // read in chunks of its order's blocks, a window of them at once. A
 // manifest with an index takes the lazy path, as in cluster mode
 // (openIndexed says when).
-func openStandalone(ctx context.Context, o options) (standaloneData, error) {
+//
+// An ImageFolder listed past --write-manifest-over gets its manifest and
+// index written (cmd/internal/listing), so the next run reads them.
+func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standaloneData, error) {
 	b := o.orderBlock(true)
 	w := cluster.EffectiveWindow(b, o.window)
 	store, indexed, err := openIndexed(ctx, o)
@@ -198,6 +203,9 @@ func openStandalone(ctx context.Context, o options) (standaloneData, error) {
 	store, ds, err := openDataset(ctx, o, store, b, w)
 	if err != nil {
 		return standaloneData{}, err
+	}
+	if o.manifest == "" && o.faults.exclude == "" {
+		listing.WriteManifest(ctx, store, ds, o.writeManifestOver, logger)
 	}
 	return standaloneData{store: store, cat: storage.DatasetCatalog(ds), ds: ds}, nil
 }
@@ -236,7 +244,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	data, err := openStandalone(ctx, o)
+	data, err := openStandalone(ctx, o, logger)
 	if err != nil {
 		snk.Close()
 		return err

@@ -1,0 +1,77 @@
+package listing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/longshore/longshore/storage"
+)
+
+// readOnly is a store that refuses every write, as a bucket a
+// process may only read does.
+type readOnly struct{ storage.Store }
+
+func (readOnly) Put(context.Context, string, []byte, storage.Cond) (string, error) {
+	return "", fmt.Errorf("put: access denied")
+}
+
+// TestWriteManifest: an ImageFolder listed past --write-manifest-over
+// gets its manifest and index written once, digesting as the listing
+// does, and the next process reads them without a LIST; below the
+// threshold, with a manifest already there, or in a folder it may not
+// write, it writes nothing and the run goes on.
+func TestWriteManifest(t *testing.T) {
+	ctx := context.Background()
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	mem := storage.NewMemStore("folder")
+	for i := range 300 {
+		mem.Put(ctx, fmt.Sprintf("%s/%03d.jpg", []string{"cat", "dog", "emu"}[i%3], i), []byte("x"), storage.Cond{})
+	}
+	dopts := storage.DefaultDiscoverOptions()
+	listed, err := storage.Discover(ctx, mem, dopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := storage.ManifestDigest(listed)
+
+	WriteManifest(ctx, mem, listed, 301, log)
+	WriteManifest(ctx, readOnly{mem}, listed, 300, log)
+	if _, err := mem.Stat(ctx, storage.ManifestJSONLName); err == nil {
+		t.Fatalf("a manifest was written below the threshold, or through a read-only store")
+	}
+	if !strings.Contains(logged.String(), "could not write the ImageFolder's manifest") {
+		t.Errorf("a folder it may not write: no warning in %q", logged.String())
+	}
+
+	WriteManifest(ctx, mem, listed, 300, log)
+	if !strings.Contains(logged.String(), "wrote the ImageFolder's manifest") {
+		t.Errorf("no line says the manifest was written: %q", logged.String())
+	}
+	x, err := storage.ReadManifestIndex(ctx, mem, storage.ManifestJSONLName)
+	if err != nil || x.Samples != 300 || x.Digest != digest {
+		t.Fatalf("the written index: %+v %v, want 300 samples digesting %s", x, err, digest)
+	}
+	s := storage.NewCountingStore(mem)
+	ds, err := storage.Discover(ctx, s, dopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lists := s.Stats().Count(storage.OpList, storage.OutcomeOK) + s.Stats().Count(storage.OpListPrefixes, storage.OutcomeOK); lists != 0 {
+		t.Errorf("the next process listed %d times", lists)
+	}
+	if d := storage.ManifestDigest(ds); d != digest || len(ds.Samples) != 300 || ds.Samples[150].Key != listed.Samples[150].Key || ds.Samples[150].Label != listed.Samples[150].Label {
+		t.Errorf("the manifest's dataset differs from the listing's: digest %s, want %s", d, digest)
+	}
+
+	// Once there, it is neither written again nor replaced.
+	before := logged.Len()
+	s = storage.NewCountingStore(mem)
+	WriteManifest(ctx, s, listed, 1, log)
+	if puts := s.Stats().Count(storage.OpPut, storage.OutcomeOK); puts != 0 || logged.Len() != before {
+		t.Errorf("with a manifest there: %d puts, logged %q", puts, logged.String()[before:])
+	}
+}
