@@ -88,6 +88,9 @@ func parseDelivery(fs []string) (epoch int, rank string, step int64, s sample, o
 		}
 		fs = fs[:n-1]
 	}
+	if len(fs) >= 5 && fs[4] == "short" { // a clip shorter than its window
+		fs = append(fs[:4:4], fs[5:]...)
+	}
 	if !(len(fs) == 4 || len(fs) == 5 && fs[4] == "pad") {
 		return 0, "", 0, s, false
 	}

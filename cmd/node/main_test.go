@@ -149,6 +149,9 @@ func checkOncePerEpoch(t *testing.T, logPath string, epochs int, keys []string) 
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		cols := strings.Split(sc.Text(), "\t")
+		if len(cols) >= 5 && cols[4] == "short" { // a clip shorter than its window
+			cols = append(cols[:4:4], cols[5:]...)
+		}
 		if len(cols) != 4 && !(len(cols) == 5 && cols[4] == "pad") {
 			t.Fatalf("bad line %q", sc.Text())
 		}

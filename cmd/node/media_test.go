@@ -32,7 +32,8 @@ func audioDataset(t *testing.T) string {
 
 // runMedia runs a standalone media job (audio unless args say --media video) with a log sink and returns its
 // lines sorted, each "epoch key px" (rank and step vary with timing only
-// in their order, not their content).
+// in their order, not their content), and " short" for a sample the log
+// marks shorter than its window.
 func runMedia(t *testing.T, root string, args ...string) []string {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "a.log")
@@ -45,6 +46,13 @@ func runMedia(t *testing.T, root string, args ...string) []string {
 	if !strings.Contains(errb.String(), "audio") && !strings.Contains(errb.String(), "video") {
 		t.Errorf("summary does not say audio:\n%s", errb.String())
 	}
+	one, many := "waveform", "waveforms"
+	if slices.Contains(args, "video") {
+		one, many = "clip", "clips"
+	}
+	if !strings.Contains(out.String(), " "+many+" (") || !strings.Contains(out.String(), "ms per "+one+")") {
+		t.Errorf("the summary does not count %s:\n%s", many, out.String())
+	}
 	b, _ := os.ReadFile(logPath)
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -52,7 +60,11 @@ func runMedia(t *testing.T, root string, args ...string) []string {
 		if f[len(f)-2] == "pad" {
 			continue
 		}
-		lines = append(lines, f[0]+" "+f[3]+" "+f[len(f)-1])
+		line := f[0] + " " + f[3] + " " + f[len(f)-1]
+		if slices.Contains(f[4:], "short") {
+			line += " short"
+		}
+		lines = append(lines, line)
 	}
 	slices.Sort(lines)
 	return lines
@@ -145,6 +157,13 @@ func TestStandaloneVideo(t *testing.T) {
 			t.Fatalf("a second run gave other clips")
 		}
 		train = lines
+	}
+	// The 6-frame clip is shorter than the 0.8 s window: the log marks
+	// it, and only it.
+	for _, l := range train {
+		if short := strings.HasSuffix(l, " short"); short != strings.Contains(l, "short_h264.mp4") {
+			t.Errorf("line %q: marked short %v", l, short)
+		}
 	}
 	eval := runMedia(t, root, args("eval")...)
 	px := func(lines []string, epoch, key string) string {

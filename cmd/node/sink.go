@@ -17,9 +17,11 @@ import (
 type sink interface {
 	// Accept refuses a dataset whose keys the sink could not record.
 	Accept(ds *storage.Dataset) error
-	// Deliver records one delivered sample; pixels are its decoded bytes
-	// in the batch (valid only during the call).
-	Deliver(epoch int, rank string, step int64, key string, pad bool, pixels []byte) error
+	// Deliver records one delivered sample; short marks a clip or
+	// waveform shorter than its window (padded), pad a padding sample;
+	// pixels are its decoded bytes in the batch (valid only during the
+	// call).
+	Deliver(epoch int, rank string, step int64, key string, short, pad bool, pixels []byte) error
 	// Line appends a line as is (cluster mode's session and commit lines).
 	Line(s string) error
 	// Flush makes what was delivered so far reach the file (before a
@@ -51,17 +53,19 @@ func parseSink(spec string, pixels bool) (sink, error) {
 
 type nullSink struct{}
 
-func (nullSink) Accept(*storage.Dataset) error                          { return nil }
-func (nullSink) Deliver(int, string, int64, string, bool, []byte) error { return nil }
-func (nullSink) Line(string) error                                      { return nil }
-func (nullSink) Flush() error                                           { return nil }
-func (nullSink) Close() error                                           { return nil }
+func (nullSink) Accept(*storage.Dataset) error                                { return nil }
+func (nullSink) Deliver(int, string, int64, string, bool, bool, []byte) error { return nil }
+func (nullSink) Line(string) error                                            { return nil }
+func (nullSink) Flush() error                                                 { return nil }
+func (nullSink) Close() error                                                 { return nil }
 
 // logSink appends one line per delivered sample:
 //
 //	<epoch>\t<rank>\t<step>\t<key>
 //
-// with a column "pad" for padding samples and, with --log-pixels, a last
+// with a column "short" for a clip or waveform shorter than its window
+// (padded by repeating its last frame, or with silence), then a column
+// "pad" for padding samples and, with --log-pixels, a last
 // column "px:<16 hex digits>": the FNV-1a 64 digest of the sample's
 // decoded bytes as the trainer got them, so runs can be compared pixel
 // for pixel (the same job standalone and in a cluster, before and after a
@@ -93,13 +97,16 @@ func (s *logSink) Accept(ds *storage.Dataset) error {
 	return nil
 }
 
-func (s *logSink) Deliver(epoch int, rank string, step int64, key string, pad bool, pixels []byte) error {
+func (s *logSink) Deliver(epoch int, rank string, step int64, key string, short, pad bool, pixels []byte) error {
 	if strings.ContainsAny(key, "\t\n\r") { // Accept saw no sample list on the lazy path
 		return fmt.Errorf("--sink log: sample key %q holds a tab or a line break, which the log's tab-separated lines cannot carry: rename it, or use --sink null or feed", key)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(s.w, "%d\t%s\t%d\t%s", epoch, rank, step, key)
+	if short {
+		s.w.WriteString("\tshort")
+	}
 	if pad {
 		s.w.WriteString("\tpad")
 	}

@@ -37,7 +37,8 @@ type Summary struct {
 	Ranks             int            `json:"ranks"`
 	BatchSize         int            `json:"batch_size"`
 	Transform         string         `json:"transform"`
-	Images            int64          `json:"images"` // delivered, padding included
+	Media             string         `json:"media"`  // image, video or audio (--media): what the "images" fields count
+	Images            int64          `json:"images"` // samples delivered (images, clips or waveforms), padding included
 	Pads              int64          `json:"pads"`
 	Batches           int64          `json:"batches"`
 	Seconds           float64        `json:"seconds"` // from the first fetch to the last batch
@@ -80,10 +81,28 @@ type progress struct {
 	done  int64
 	last  time.Time
 	start time.Time
+	// noun and unit name what is loaded (mediaNouns): "images", "img".
+	noun, unit string
 }
 
-func newProgress(mode string, total int64, w io.Writer) *progress {
+// mediaNouns names what a run of --media delivers, in the summary and the
+// progress line: one of them, and more than one.
+func mediaNouns(media string) (one, many string) {
+	switch media {
+	case "video":
+		return "clip", "clips"
+	case "audio":
+		return "waveform", "waveforms"
+	}
+	return "image", "images"
+}
+
+func newProgress(mode string, total int64, media string, w io.Writer) *progress {
 	p := &progress{w: w, total: total, start: time.Now(), last: time.Now()}
+	p.unit, p.noun = mediaNouns(media)
+	if p.unit == "image" {
+		p.unit = "img" // as the bar has always said
+	}
 	tty := false
 	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
@@ -94,7 +113,7 @@ func newProgress(mode string, total int64, w io.Writer) *progress {
 			progressbar.OptionSetDescription("loading"),
 			progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("img"),
+			progressbar.OptionSetItsString(p.unit),
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
@@ -116,7 +135,7 @@ func (p *progress) add(n int) {
 	if p.w != nil && time.Since(p.last) >= 5*time.Second {
 		p.last = time.Now()
 		el := time.Since(p.start).Seconds()
-		fmt.Fprintf(p.w, "loading: %d/%d images, %.0f img/s\n", p.done, p.total, float64(p.done)/el)
+		fmt.Fprintf(p.w, "loading: %d/%d %s, %.0f %s/s\n", p.done, p.total, p.noun, float64(p.done)/el, p.unit)
 	}
 }
 
@@ -310,7 +329,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		storage.Close(store)
 		return err
 	}
-	bar := newProgress(o.progress, total, stderr)
+	bar := newProgress(o.progress, total, o.mediaFlags.media, stderr)
 
 	var (
 		mu         sync.Mutex // serializes the sink
@@ -324,7 +343,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		mu.Lock()
 		sb := len(b.Images) / max(b.Len(), 1)
 		for i, key := range b.Keys {
-			if err := snk.Deliver(b.Epoch, strconv.Itoa(b.Rank), b.Step, key, b.Pads[i], b.Images[i*sb:(i+1)*sb]); err != nil && sinkErr == nil {
+			if err := snk.Deliver(b.Epoch, strconv.Itoa(b.Rank), b.Step, key, b.Short != nil && b.Short[i], b.Pads[i], b.Images[i*sb:(i+1)*sb]); err != nil && sinkErr == nil {
 				sinkErr = err
 			}
 		}
@@ -406,7 +425,7 @@ func summarize(o options, f runFacts) Summary {
 	s := Summary{
 		Dataset: f.store.String(), Samples: int(f.samples), Classes: f.classes,
 		Epochs: f.epochs, Ranks: o.ranks, BatchSize: f.batchSize, Transform: o.transform,
-		Images: stats.Samples, Pads: stats.Pads, Batches: stats.Batches,
+		Media: o.mediaFlags.media, Images: stats.Samples, Pads: stats.Pads, Batches: stats.Batches,
 		Seconds:           f.seconds,
 		FirstBatchSeconds: f.firstBatch,
 		CPUSeconds:        use.CPU.Seconds(),
@@ -452,10 +471,11 @@ func emitSummary(o options, stdout io.Writer, s Summary) error {
 }
 
 func printSummary(w io.Writer, s Summary) {
-	fmt.Fprintf(w, "\nlongshore: %d images (%d padding) in %d batches, %.2f s: %.0f images/s\n",
-		s.Images, s.Pads, s.Batches, s.Seconds, s.ImagesPerSecond)
+	unit, plural := mediaNouns(s.Media)
+	fmt.Fprintf(w, "\nlongshore: %d %s (%d padding) in %d batches, %.2f s: %.0f %s/s\n",
+		s.Images, plural, s.Pads, s.Batches, s.Seconds, s.ImagesPerSecond, plural)
 	fmt.Fprintf(w, "  first batch   %.3f s after start\n", s.FirstBatchSeconds)
-	fmt.Fprintf(w, "  CPU           %.2f s (%.2f ms per image)\n", s.CPUSeconds, s.CPUMsPerImage)
+	fmt.Fprintf(w, "  CPU           %.2f s (%.2f ms per %s)\n", s.CPUSeconds, s.CPUMsPerImage, unit)
 	fmt.Fprintf(w, "  peak memory   %.1f MiB RSS\n", float64(s.PeakRSSBytes)/(1<<20))
 	fmt.Fprintf(w, "  failures      %d", s.Failures.Total)
 	if len(s.Failures.ByReason) > 0 {
