@@ -59,48 +59,48 @@ import (
 // options are the command line, gathered before anything starts so that
 // every mistake is reported at once.
 type options struct {
-	standalone        bool
-	dataset           string
-	manifest          string
-	s3Endpoint        string
-	epochs            int
-	batchSize         int
-	transform         string
-	size              int
-	layout            string
-	seed              uint64
-	ranks             int
-	sink              string
-	logPixels         bool
-	feedDir           string
-	job               string
-	statsJSON         string
-	maxFailures       string
-	maxPixels         int64
-	fetchConcurrency  fetchFlag
-	decoders          int
-	slots             int
-	dropLast          bool
-	lowres            bool
-	decoder           string
-	progress          string
-	cpuProfile        string
-	readAhead         int
-	storeOutage       time.Duration
-	packCache         byteSize
-	manifestCache     byteSize
-	writeManifestOver int
-	block             int  // standalone: the epoch order's block (see orderBlock)
-	blockSet          bool // --block was given
-	window            int  // standalone: the epoch order's window
-	logs              logs.Flags
-	printConfig       *bool
-	flags             *flag.FlagSet // for --print-config
-	metrics           string
-	metricsToken      string
-	metricsLinger     time.Duration
-	reportEvery       time.Duration
-	faults            faultFlags
+	standalone       bool
+	dataset          string
+	manifest         string
+	s3Endpoint       string
+	epochs           int
+	batchSize        int
+	transform        string
+	size             int
+	layout           string
+	seed             uint64
+	ranks            int
+	sink             string
+	logPixels        bool
+	feedDir          string
+	job              string
+	statsJSON        string
+	maxFailures      string
+	maxPixels        int64
+	fetchConcurrency fetchFlag
+	decoders         int
+	slots            int
+	dropLast         bool
+	lowres           bool
+	decoder          string
+	progress         string
+	cpuProfile       string
+	readAhead        int
+	storeOutage      time.Duration
+	packCache        byteSize
+	manifestCache    byteSize
+	writeManifest    int
+	block            int  // standalone: the epoch order's block (see orderBlock)
+	blockSet         bool // --block was given
+	window           int  // standalone: the epoch order's window
+	logs             logs.Flags
+	printConfig      *bool
+	flags            *flag.FlagSet // for --print-config
+	metrics          string
+	metricsToken     string
+	metricsLinger    time.Duration
+	reportEvery      time.Duration
+	faults           faultFlags
 	mediaFlags
 
 	// cluster mode
@@ -156,7 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
 	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
 	fs.IntVar(&o.window, "mix-window", cluster.DefaultWindow, "standalone: blocks of the epoch order mixed together when --block > 1: each batch draws from this many blocks at once, and a packed dataset's reader holds this many blocks' chunks at once (1: one block after another). In cluster mode the coordinator's --mix-window rules")
-	listing.Register(fs, &o.writeManifestOver, "; standalone only: in cluster mode the coordinator writes it")
+	listing.Register(fs, &o.writeManifest, "; standalone only: in cluster mode the coordinator writes it")
 	o.manifestCache = byteSize(storage.DefaultManifestCache)
 	fs.Var(&o.manifestCache, "manifest-cache", "a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the samples handed out (cluster mode: the node's leases), like 32MiB, instead of the whole sample list; 0: read the whole manifest at start. Packed datasets too: their chunks are planned from the pieces read")
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone")

@@ -224,7 +224,7 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 		return standaloneData{}, err
 	}
 	if o.manifest == "" && o.faults.exclude == "" {
-		listing.WriteManifest(ctx, store, ds, o.writeManifestOver, logger)
+		listing.WriteManifest(ctx, store, ds, o.writeManifest, logger)
 	}
 	return standaloneData{store: store, cat: storage.DatasetCatalog(ds), ds: ds}, nil
 }
