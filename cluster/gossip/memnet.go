@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +30,13 @@ import (
 //
 // The zero Network is ready to use. It is safe for concurrent use.
 type Network struct {
+	// Inbox is how many packets a member's inbox holds before it drops
+	// more, as a full socket buffer would; 0 means 4096 (memQueue). A
+	// kernel's default UDP receive buffer (212,992 bytes) holds about
+	// 150 full-size gossip packets: BenchmarkScale sets that, so that a
+	// thousand members falling behind on two cores drop packets as
+	// sockets would, instead of queueing gigabytes.
+	Inbox int
 	// sent counts what members sent: packets (gossip, probes) and the
 	// bytes of packets and of stream writes (push-pull state syncs).
 	sent struct{ packets, bytes atomic.Uint64 }
@@ -76,7 +84,7 @@ func (n *Network) listen(host string, port int) (*memTransport, error) {
 		net:     n,
 		addr:    &net.UDPAddr{IP: ip, Port: port},
 		key:     addr,
-		packets: make(chan *memberlist.Packet, memQueue),
+		packets: make(chan *memberlist.Packet, cmp.Or(n.Inbox, memQueue)),
 		streams: make(chan net.Conn, 64),
 		done:    make(chan struct{}),
 	}

@@ -32,7 +32,7 @@ func BenchmarkScale(b *testing.B) {
 func scaleOnce(b *testing.B, n int, profile string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	net := &Network{}
+	net := &Network{Inbox: 150} // a default UDP socket buffer's packets
 	start := func(i int, join []string) *Membership {
 		m, err := Start(ctx, Config{
 			Meta:     Meta{ID: fmt.Sprintf("n%04d", i), Role: RoleNode, ActorAddr: "127.0.0.1:1", Ranks: rankNames(fmt.Sprintf("n%04d", i), 8)},
@@ -41,6 +41,13 @@ func scaleOnce(b *testing.B, n int, profile string) {
 		if err != nil {
 			b.Fatalf("member %d: %v", i, err)
 		}
+		// Read its events, as a node's daemon does: unread, each
+		// member's queue would hold every other member's join (a
+		// million events at 1,024 members).
+		go func() {
+			for range m.Events() {
+			}
+		}()
 		return m
 	}
 	ms := []*Membership{start(0, nil)}
