@@ -77,6 +77,7 @@ var internal = map[string][]string{
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
 	"cmd/longshore-certs":           {"cluster/certs"},
 	"cmd/internal/mixing":           {},
+	"cmd/internal/listing":          {"storage"},
 	"cmd/internal/procmem":          {},
 	"examples/feed_server":          {"*"},
 	"examples/go_train":             {"actors/feed"},
