@@ -3,6 +3,8 @@ package gossip
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -68,7 +70,32 @@ func scaleOnce(b *testing.B, n int, profile string) {
 			}
 		}
 	}()
-	if !waitAll(ctx, ms, func(m *Membership) bool { return count(m) == n }) {
+	// Say how the setup goes every minute (the smallest and the median
+	// view), so that a run that does not converge shows how far it got.
+	setup, done, reported := time.Now(), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(reported)
+		tick := time.NewTicker(time.Minute)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			views := make([]int, 0, len(ms))
+			for _, m := range ms {
+				views = append(views, count(m))
+			}
+			slices.Sort(views)
+			fmt.Fprintf(os.Stderr, "gossip scale: %d members, %v after the last started: views smallest %d, median %d\n",
+				n, time.Since(setup).Round(time.Second), views[0], views[len(views)/2])
+		}
+	}()
+	converged := waitAll(ctx, ms, func(m *Membership) bool { return count(m) == n })
+	close(done)
+	<-reported // ms changes below
+	if !converged {
 		b.Fatalf("%d members never all saw each other", n)
 	}
 
