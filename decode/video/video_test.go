@@ -401,8 +401,10 @@ func TestNoMemoryGrowth(t *testing.T) {
 	r2 := rss(t)
 	t.Logf("resident memory %d -> %d -> %d KiB over 2 x 1000 clips", r0>>10, r1>>10, r2>>10)
 	// A leak of the reader and its buffers (16 KiB and more a clip) would
-	// be 16 MB a thousand clips; allow the allocator 4 MB of noise.
-	if r2-r1 > 4<<20 || r2-r0 > 8<<20 {
+	// be 16 MB a thousand clips, 32 MB over the two. The allocator's (and
+	// under -race the detector's) noise moves a measurement by 4 MB either
+	// way (seen: -3.5 then +4.2 MB): allow 10 MB a thousand, 12 over both.
+	if r2-r1 > 10<<20 || r2-r0 > 12<<20 {
 		t.Fatalf("resident memory grew %d then %d KiB per 1000 clips", (r1-r0)>>10, (r2-r1)>>10)
 	}
 }
