@@ -160,12 +160,20 @@ type Clip struct {
 	Width, Height            int
 	Codec                    string
 	Decoded                  int // frames decoded
+	// Planar: the frames were scaled to planar YUV and converted to RGB
+	// with swscale's own lookup, which gives swscale's RGB24 pixels at a
+	// quarter of its cost; false: swscale's RGB24 output. Which one a
+	// clip takes depends on its geometry (an even scaled width, 8-bit
+	// 4:2:0, the height shrunk), and the first frame of every planar clip
+	// is checked against the RGB24 output.
+	Planar bool
 }
 
 // Decoder samples clips. Make one per goroutine.
 type Decoder struct {
-	cfg Config
-	c   C.ls_clip
+	cfg     Config
+	c       C.ls_clip
+	rgbOnly bool // tests: never the planar path
 }
 
 // NewDecoder checks cfg and makes a decoder.
@@ -243,12 +251,15 @@ func (d *Decoder) run(src *C.ls_src, seed uint64, dst []byte) (Clip, error) {
 	}
 	c.threads = C.int(cfg.Threads)
 	c.max_pixels = C.int64_t(cfg.MaxPixels)
+	if d.rgbOnly {
+		c.rgb_only = 1
+	}
 	var msg [256]C.char
 	// dst is Go memory holding no Go pointers, used only during the call.
 	rc := C.ls_video_clip(src, c, (*C.uint8_t)(unsafe.Pointer(&dst[0])), &msg[0], C.int(len(msg)))
 	clip := Clip{Short: c.short_clip != 0, TimeBaseNum: int(c.tb_num), TimeBaseDen: int(c.tb_den),
 		StartPTS: int64(c.start_pts), Duration: int64(c.duration_ts), Width: int(c.width), Height: int(c.height),
-		Codec: C.GoString(&c.codec[0]), Decoded: int(c.n_decoded)}
+		Codec: C.GoString(&c.codec[0]), Decoded: int(c.n_decoded), Planar: c.planar != 0}
 	if rc != 0 {
 		why := C.GoString(&msg[0])
 		switch rc {

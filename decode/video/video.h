@@ -30,8 +30,10 @@ typedef struct {
 	int nhwc;            // 1: [T,H,W,3]; 0: [T,3,H,W]
 	int threads;         // decoder threads
 	int64_t max_pixels;  // per frame
+	int rgb_only;        // 1: always swscale's RGB24 output (tests compare the planar path with it)
 	// out
 	int short_clip;      // 1: some targets lay past the end: padded with the last frame
+	int planar;          // 1: frames took the planar path (video.c, fast_geometry)
 	int64_t pts[1024];   // each target's chosen frame pts (stream time base), for tests
 	int n_decoded;       // frames decoded
 	int tb_num, tb_den;

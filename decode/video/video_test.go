@@ -482,3 +482,82 @@ func TestSkipsUnneededFrames(t *testing.T) {
 	}
 	t.Logf("decoded %d of the %d frames up to the last target", c.Decoded, upTo)
 }
+
+// TestPlanarMatchesRGB24: wherever a clip takes the planar path (scaled
+// to YUV 4:2:2, converted with swscale's lookup), its bytes are swscale's
+// RGB24 output's exactly, for every codec, both layouts, training crops,
+// limited and full range, and scale factors from just past the 1:1 the
+// rule excludes to 8x; and the clips the rule sends to RGB24 (odd widths,
+// heights barely shrunk) take it.
+func TestPlanarMatchesRGB24(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name string, args ...string) string {
+		path := filepath.Join(dir, name)
+		args = append([]string{"-v", "error", "-nostdin", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-t", "1"}, args...)
+		if out, err := exec.Command("ffmpeg", append(args, path)...).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v %s", err, out)
+		}
+		return path
+	}
+	wide := mk("wide.mp4", "-c:v", "libx264", "-pix_fmt", "yuv420p")
+	full := mk("full.avi", "-c:v", "mjpeg", "-pix_fmt", "yuvj420p")
+	type source struct {
+		path string
+		w, h int
+	}
+	var sources []source
+	for _, f := range []string{"cfr_h264.mp4", "vfr_h264.mkv", "hevc.mp4", "vp9.webm", "av1.mkv"} {
+		sources = append(sources, source{filepath.Join(media, f), 160, 128})
+	}
+	sources = append(sources, source{wide, 640, 360}, source{full, 640, 360})
+	planar := 0
+	for _, src := range sources {
+		data, err := os.ReadFile(src.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{16, 32, 48, 56, 64, 96, 100, 112, 120, 124, 126, 128, 180, 224, 228, 256, 340, 344} {
+			if size > src.h {
+				continue
+			}
+			// The scaled width as the decoder computes it.
+			sw := int(math.Round(float64(src.w) * float64(size) / float64(min(src.w, src.h))))
+			want := sw%2 == 0 && src.h*16 >= size*17
+			for _, nhwc := range []bool{true, false} {
+				cfg := Config{Frames: 4, Size: size, NHWC: nhwc, Train: true, Sampling: Random, FPS: 10}
+				fast, _ := NewDecoder(cfg)
+				slow, _ := NewDecoder(cfg)
+				slow.rgbOnly = true
+				a := make([]byte, fast.Config().SampleBytes())
+				b := make([]byte, len(a))
+				ca, err := fast.Decode(data, uint64(size), a)
+				if err != nil {
+					t.Fatalf("%s size %d: %v", src.path, size, err)
+				}
+				cb, err := slow.Decode(data, uint64(size), b)
+				if err != nil {
+					t.Fatalf("%s size %d: %v", src.path, size, err)
+				}
+				if ca.Planar != want || cb.Planar {
+					t.Errorf("%s size %d (%dx%d to width %d): planar %v, want %v (RGB24-only decoder: %v)",
+						filepath.Base(src.path), size, src.w, src.h, sw, ca.Planar, want, cb.Planar)
+				}
+				if !bytes.Equal(a, b) {
+					n := 0
+					for i := range a {
+						if a[i] != b[i] {
+							n++
+						}
+					}
+					t.Errorf("%s size %d nhwc %v: %d of %d bytes differ from swscale's RGB24", filepath.Base(src.path), size, nhwc, n, len(a))
+				}
+				if ca.Planar {
+					planar++
+				}
+			}
+		}
+	}
+	if planar == 0 {
+		t.Fatal("no clip took the planar path")
+	}
+}
