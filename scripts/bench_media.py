@@ -157,7 +157,8 @@ class VideoClips:
                 k += 1
             w, h = out[0].width, out[0].height
             sc = self.size / min(w, h)
-            sw, sh = max(self.size, round(w * sc)), max(self.size, round(h * sc))
+            # The node's geometry: the long side to the nearest even number.
+            sw, sh = (2 * round(w * sc / 2), self.size) if w >= h else (self.size, 2 * round(h * sc / 2))
             ox, oy = (sw - self.size) // 2, (sh - self.size) // 2
             arr = np.stack([f.to_ndarray(width=sw, height=sh, format="rgb24")[oy:oy + self.size, ox:ox + self.size]
                             for f in out])

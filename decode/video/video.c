@@ -201,9 +201,19 @@ static int planar_init(conv *cv, ls_clip *c, AVFrame *f, struct SwsContext *rgb)
 // emit writes frame f, scaled and cropped, as target k of dst.
 static int emit(conv *cv, ls_clip *c, AVFrame *f, int k, uint8_t *dst) {
 	if (!cv->sws) {
+		// The short side becomes size; the long side keeps the aspect,
+		// rounded to the nearest even number as ffmpeg's scale=-2:size
+		// does, so a landscape frame's width is even: the planar path
+		// needs that (fast_geometry), and a nearest-integer width is odd
+		// about half the time (320x240 at 112: 149).
 		double s = (double)c->size / (f->width < f->height ? f->width : f->height);
-		cv->sw = (int)lround(f->width * s);
-		cv->sh = (int)lround(f->height * s);
+		if (f->width >= f->height) {
+			cv->sw = 2 * (int)lround(f->width * s / 2);
+			cv->sh = c->size;
+		} else {
+			cv->sw = c->size;
+			cv->sh = 2 * (int)lround(f->height * s / 2);
+		}
 		if (cv->sw < c->size) cv->sw = c->size;
 		if (cv->sh < c->size) cv->sh = c->size;
 		cv->ox = (int)floor(c->u_x * (cv->sw - c->size) + 0.5);

@@ -487,8 +487,8 @@ func TestSkipsUnneededFrames(t *testing.T) {
 // to YUV 4:2:2, converted with swscale's lookup), its bytes are swscale's
 // RGB24 output's exactly, for every codec, both layouts, training crops,
 // limited and full range, and scale factors from just past the 1:1 the
-// rule excludes to 8x; and the clips the rule sends to RGB24 (odd widths,
-// heights barely shrunk) take it.
+// rule excludes to 8x; and the clips the rule sends to RGB24 (heights
+// barely shrunk, a portrait frame's odd width) take it.
 func TestPlanarMatchesRGB24(t *testing.T) {
 	dir := t.TempDir()
 	mk := func(name string, args ...string) string {
@@ -501,6 +501,7 @@ func TestPlanarMatchesRGB24(t *testing.T) {
 	}
 	wide := mk("wide.mp4", "-c:v", "libx264", "-pix_fmt", "yuv420p")
 	full := mk("full.avi", "-c:v", "mjpeg", "-pix_fmt", "yuvj420p")
+	tall := mk("tall.mp4", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-vf", "transpose=1")
 	type source struct {
 		path string
 		w, h int
@@ -509,20 +510,25 @@ func TestPlanarMatchesRGB24(t *testing.T) {
 	for _, f := range []string{"cfr_h264.mp4", "vfr_h264.mkv", "hevc.mp4", "vp9.webm", "av1.mkv"} {
 		sources = append(sources, source{filepath.Join(media, f), 160, 128})
 	}
-	sources = append(sources, source{wide, 640, 360}, source{full, 640, 360})
+	sources = append(sources, source{wide, 640, 360}, source{full, 640, 360}, source{tall, 360, 640})
 	planar := 0
 	for _, src := range sources {
 		data, err := os.ReadFile(src.path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, size := range []int{16, 32, 48, 56, 64, 96, 100, 112, 120, 124, 126, 128, 180, 224, 228, 256, 340, 344} {
-			if size > src.h {
+		for _, size := range []int{16, 32, 48, 56, 64, 95, 96, 100, 112, 120, 124, 126, 128, 180, 224, 228, 255, 256, 340, 344} {
+			if size > min(src.w, src.h) {
 				continue
 			}
-			// The scaled width as the decoder computes it.
-			sw := int(math.Round(float64(src.w) * float64(size) / float64(min(src.w, src.h))))
-			want := sw%2 == 0 && src.h*16 >= size*17
+			// The scaled size as the decoder computes it: the short
+			// side to size, the long side to the nearest even number.
+			long := 2 * int(math.Round(float64(max(src.w, src.h))*float64(size)/float64(min(src.w, src.h))/2))
+			sw, sh := long, size
+			if src.w < src.h {
+				sw, sh = size, long
+			}
+			want := sw%2 == 0 && src.h*16 >= sh*17
 			for _, nhwc := range []bool{true, false} {
 				cfg := Config{Frames: 4, Size: size, NHWC: nhwc, Train: true, Sampling: Random, FPS: 10}
 				fast, _ := NewDecoder(cfg)
