@@ -86,11 +86,17 @@ lint: deps-base
 
 fmt: ; gofmt -w $$(git ls-files '*.go')
 
+# A test binary's own limit. Tests wait on events, not on the clock; on a
+# loaded machine (a -race run of every package on two cores) the slowest,
+# the Python client's (examples/feed_server), takes minutes, and its hang
+# bound is a quarter of this (clients/python/tests/limits.py).
+TEST_TIMEOUT ?= 30m
+
 unit: deps
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 race: deps
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # Every fuzz target, as package:Target. Each runs briefly (FUZZTIME) on
 # top of its committed seed corpus; `make fuzz FUZZTIME=10m` is a long run

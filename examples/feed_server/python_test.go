@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestPythonClient runs the Python client's tests (clients/python/tests)
@@ -21,10 +24,25 @@ func TestPythonClient(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	// The tests wait on events; their bound on one wait only ends a
+	// hung run (clients/python/tests/limits.py). Within go test's own
+	// -timeout it is a quarter of what is left, and pytest is stopped
+	// before go test would be, so a hang is reported with its output.
+	ctx := context.Background()
+	env := append(os.Environ(), "LONGSHORE_FEED_SERVER="+bin)
+	if deadline, ok := t.Deadline(); ok {
+		left := time.Until(deadline)
+		if os.Getenv("LONGSHORE_TEST_HANG_S") == "" {
+			env = append(env, fmt.Sprintf("LONGSHORE_TEST_HANG_S=%.0f", left.Seconds()/4))
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-left/20))
+		defer cancel()
+	}
 	py := "/usr/bin/python3"
-	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests")
+	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "LONGSHORE_FEED_SERVER="+bin)
+	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {

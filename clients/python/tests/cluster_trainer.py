@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import longshore  # noqa: E402
+from limits import HANG_S
 
 
 def main():
@@ -39,7 +40,7 @@ def main():
     def log(**ev):
         rec.write(json.dumps(ev) + "\n")
 
-    loader = longshore.Loader(a.socket, timeout=120)
+    loader = longshore.Loader(a.socket, timeout=HANG_S)
     hist = []        # the model: (epoch, step, keys) of every batch trained on
     committed = 0    # len(hist) at the last acknowledged commit (the checkpoint)
     last_ack = None  # (epoch, step, token) of it

@@ -15,6 +15,7 @@ import tempfile
 import time
 
 import pytest
+from limits import HANG_S
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "clients" / "python"))
@@ -53,7 +54,7 @@ class Server:
         if self.sums_path:
             cmd += ["--checksums", self.sums_path]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
+        deadline = time.time() + HANG_S
         while not os.path.exists(ready):
             if self.proc.poll() is not None:
                 raise RuntimeError("feed_server exited: " + self.proc.stderr.read())
@@ -191,7 +192,7 @@ class Cluster:
         self.coord = self._start(f"coordinator-{self.lives}", [self.coord_bin, *self.coord_args])
         return self.coord
 
-    def socket(self, rank=0, timeout=60):
+    def socket(self, rank=0, timeout=HANG_S):
         """The rank's socket, once the node listens on it."""
         path = os.path.join(self.feed_dir, f"rank-{rank}.sock")
         deadline = time.time() + timeout

@@ -8,6 +8,7 @@ import socket
 import struct
 import tempfile
 import threading
+from limits import HANG_S
 
 HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
 WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR, ROLLBACK = 16, 17, 18, 19, 20, 21, 22, 23
@@ -42,7 +43,7 @@ class FakeNode:
     def _run(self):
         try:
             self.conn, _ = self.lsock.accept()
-            self.conn.settimeout(10)
+            self.conn.settimeout(HANG_S)
             for step in self.script:
                 if callable(step):
                     step(self)
@@ -53,7 +54,7 @@ class FakeNode:
                 elif step[0] == "accept":
                     self.conn.close()
                     self.conn, _ = self.lsock.accept()
-                    self.conn.settimeout(10)
+                    self.conn.settimeout(HANG_S)
             try:  # then read what the client still says, until it closes
                 self.expect(BYE)
             except EOFError:
@@ -87,7 +88,7 @@ class FakeNode:
             if t != RELEASE and want != BYE:
                 raise AssertionError(f"fake node: expected message type {want}, got {t} {payload}")
 
-    def join(self, timeout=10):
+    def join(self, timeout=HANG_S):
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "fake node script did not finish"
         self.lsock.close()

@@ -13,6 +13,7 @@ import numpy as np
 import torch  # noqa: F401  (Batch.tensor)
 
 import longshore
+from limits import HANG_S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "..", "testdata", "media")
@@ -51,12 +52,12 @@ def test_audio_feed_matches_ffmpeg(cluster_bins, tmp_path):
                              "--progress", "never"], stderr=subprocess.PIPE, text=True)
     try:
         sock = os.path.join(feed, "rank-0.sock")
-        deadline = time.time() + 60
+        deadline = time.time() + HANG_S
         while not os.path.exists(sock):
             assert node.poll() is None, node.stderr.read()
             assert time.time() < deadline, "node did not open its socket"
             time.sleep(0.05)
-        loader = longshore.Loader(sock, timeout=120)
+        loader = longshore.Loader(sock, timeout=HANG_S)
         spec = loader.welcome["spec"]
         n = int(round(SECONDS * RATE))
         assert spec == {"kind": "audio", "dtype": "float32", "shape": [CHANNELS, n], "layout": "NCS"}
@@ -75,7 +76,7 @@ def test_audio_feed_matches_ffmpeg(cluster_bins, tmp_path):
             del t
             b.release()
         loader.close()
-        assert node.wait(60) == 0, node.stderr.read()
+        assert node.wait(HANG_S) == 0, node.stderr.read()
     finally:
         if node.poll() is None:
             node.kill()

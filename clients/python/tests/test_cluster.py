@@ -13,6 +13,7 @@ import sys
 import time
 
 import longshore
+from limits import HANG_S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -32,7 +33,7 @@ def read_record(path):
         return [json.loads(line) for line in f if line.endswith("\n")]
 
 
-def wait_record(path, pred, proc, c, timeout=60):
+def wait_record(path, pred, proc, c, timeout=HANG_S):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if pred(read_record(path)):
@@ -83,11 +84,11 @@ def check_promise(events, keys, epochs):
     return acks, rollbacks
 
 
-def finish(c, trainer, timeout=120):
+def finish(c, trainer, timeout=HANG_S):
     try:
         assert trainer.wait(timeout) == 0, f"trainer failed:\n{trainer.stderr.read()}\n{c.logs()}"
-        assert c.node.wait(60) == 0, f"node failed:\n{c.logs()}"
-        assert c.coord.wait(60) == 0, f"coordinator failed:\n{c.logs()}"
+        assert c.node.wait(HANG_S) == 0, f"node failed:\n{c.logs()}"
+        assert c.coord.wait(HANG_S) == 0, f"coordinator failed:\n{c.logs()}"
     except subprocess.TimeoutExpired:
         raise AssertionError(f"the job did not finish:\n{c.logs()}") from None
 
@@ -147,7 +148,7 @@ def test_pytorch_example_rollback(start_cluster, tmp_path):
     def output():
         return out_path.read_text()
 
-    deadline = time.time() + 90
+    deadline = time.time() + HANG_S
     while "checkpoint at step 6\n" not in output():
         assert tr.poll() is None and time.time() < deadline, output() + c.logs()
         time.sleep(0.02)
@@ -155,7 +156,7 @@ def test_pytorch_example_rollback(start_cluster, tmp_path):
     c.coord.wait()
     c.start_coordinator()
     try:
-        assert tr.wait(120) == 0, output() + c.logs()
+        assert tr.wait(HANG_S) == 0, output() + c.logs()
     except subprocess.TimeoutExpired:
         tr.kill()
         raise AssertionError("pytorch_train.py did not finish:\n" + output() + c.logs()) from None

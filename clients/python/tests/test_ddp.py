@@ -32,6 +32,7 @@ import time
 
 import longshore
 from test_cluster import read_record, replay
+from limits import HANG_S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "..", "examples", "pytorch_train.py")
@@ -90,7 +91,7 @@ class DDPRun:
         return all(any(e["ev"] == "state" and (e["epoch"], e["step"]) == (epoch, step) for e in evs)
                    for evs in self.records())
 
-    def wait_for(self, pred, what, timeout=90, poll=0.02):
+    def wait_for(self, pred, what, timeout=HANG_S, poll=0.02):
         deadline = time.time() + timeout
         while not pred():
             assert self.proc.poll() is None, f"torchrun exited while waiting for {what}:\n{self.output()}{self.c.logs()}"
@@ -116,7 +117,7 @@ class DDPRun:
             os.killpg(self.proc.pid, signal.SIGKILL)  # torchrun and its workers: its own session
             self.proc.wait()
 
-    def finish(self, timeout=60):
+    def finish(self, timeout=HANG_S):
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -124,8 +125,8 @@ class DDPRun:
             raise AssertionError(f"the DDP job did not finish:\n{self.output()}{self.c.logs()}") from None
         assert rc == 0, f"torchrun failed ({rc}):\n{self.output()}{self.c.logs()}"
         try:
-            assert self.c.node.wait(60) == 0, f"node failed:\n{self.c.logs()}"
-            assert self.c.coord.wait(60) == 0, f"coordinator failed:\n{self.c.logs()}"
+            assert self.c.node.wait(HANG_S) == 0, f"node failed:\n{self.c.logs()}"
+            assert self.c.coord.wait(HANG_S) == 0, f"coordinator failed:\n{self.c.logs()}"
         except subprocess.TimeoutExpired:
             raise AssertionError(f"the cluster did not finish:\n{self.c.logs()}") from None
 
@@ -274,7 +275,7 @@ def test_ddp_torchrun_kill9_splits_a_commit_round(start_cluster, tiny_dataset, t
     c.start_coordinator()
     release.touch()
     try:
-        rc = run.proc.wait(60)
+        rc = run.proc.wait(HANG_S)
     except subprocess.TimeoutExpired:
         run.kill()
         raise AssertionError(f"the DDP job hung after a split commit round:\n{run.output()}{c.logs()}") from None

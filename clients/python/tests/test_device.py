@@ -8,6 +8,7 @@ import base64
 import longshore
 from fakecuda import FakeCuda
 from fakenode import BATCH, BYE, DEVICE_REGION, HELLO, RELEASE, WELCOME, FakeNode, batch, send_region, welcome
+from limits import HANG_S
 
 UUID = "GPU-7717a000-0000-4000-8000-000000000000"
 HANDLE = bytes(range(64))
@@ -40,7 +41,7 @@ def test_device_batches_over_ipc():
         ("send", BATCH, host_batch(3, 2, device_region=5, device_offset=0)),
     ])
     cuda = FakeCuda()
-    loader = longshore.Loader(node.path, timeout=10, device="cuda", cuda=cuda)
+    loader = longshore.Loader(node.path, timeout=HANG_S, device="cuda", cuda=cuda)
     assert loader.welcome["delivery"] == "cuda_ipc"
     b1 = loader.next_batch()
     opened = [e for e in cuda.log if e[0] == "ipc_open"]
@@ -95,7 +96,7 @@ def test_pinned_host_delivery():
         ("send", BATCH, host_batch(2, 1, offset=24)),
     ])
     cuda = FakeCuda()
-    loader = longshore.Loader(node.path, timeout=10, pin_memory=True, cuda=cuda)
+    loader = longshore.Loader(node.path, timeout=HANG_S, pin_memory=True, cuda=cuda)
     b1 = loader.next_batch()
     regs = [e for e in cuda.log if e[0] == "host_register"]
     assert len(regs) == 1 and regs[0][2] == len(pixels)
@@ -122,7 +123,7 @@ def test_pinned_host_delivery():
 
 def test_host_trainer_asks_nothing_of_cuda():
     node = FakeNode([("expect", HELLO), ("send", WELCOME, welcome()), ("send", BATCH, batch(1, 0, 0, era=1))])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     b = loader.next_batch()
     assert not b.on_device and loader._conn.cuda is None
     loader.close()

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import longshore
+from limits import HANG_S
 
 
 def region_bounds(loader):
@@ -36,7 +37,7 @@ def test_zero_copy_and_content(start_server):
     srv = start_server(checksums=True, epochs=2)
     want = srv.sums()
     got = {}
-    loader = longshore.Loader(srv.socket(), timeout=60)
+    loader = longshore.Loader(srv.socket(), timeout=HANG_S)
     assert loader.welcome["sample"] == {"height": 64, "width": 64, "channels": 3}
     # epoch 0: every batch lies in the shared mapping, pixels equal the Go pipeline's
     for b in loader:
@@ -74,7 +75,7 @@ def test_torch_view(start_server):
     import torch  # CI installs python3-torch: this test must run there
 
     srv = start_server()
-    loader = longshore.Loader(srv.socket(), timeout=60)
+    loader = longshore.Loader(srv.socket(), timeout=HANG_S)
     b = loader.next_batch()
     t = b.tensor()
     assert t.dtype == torch.uint8 and tuple(t.shape) == b.images.shape
@@ -95,7 +96,7 @@ def test_release_on_drop_and_torchrun_env(start_server, monkeypatch):
     srv = start_server(slots=2)
     monkeypatch.setenv("LONGSHORE_FEED_DIR", srv.dir)
     monkeypatch.setenv("LOCAL_RANK", "0")
-    loader = longshore.Loader(timeout=30)  # socket from the environment
+    loader = longshore.Loader(timeout=HANG_S)  # socket from the environment
     n = 0
     for b in loader:  # never released explicitly: dropped each iteration
         n += 1
@@ -127,7 +128,7 @@ def test_kill9_resume(start_server):
         return b
 
     # a restarted trainer without a token resumes after the node's last commit
-    loader = longshore.Loader(srv.socket(), timeout=60)
+    loader = longshore.Loader(srv.socket(), timeout=HANG_S)
     assert loader.welcome["resume"] == {"epoch": 0, "step": 6}
     check_resumed(loader)
     for _ in range(3):
@@ -136,7 +137,7 @@ def test_kill9_resume(start_server):
     assert (sd["epoch"], sd["step"]) == (0, 9)
     loader.close()
     # and a trainer restoring the older checkpoint gets the older cursor back
-    loader = longshore.Loader(srv.socket(), timeout=60)
+    loader = longshore.Loader(srv.socket(), timeout=HANG_S)
     loader.load_state_dict({"token": token})
     check_resumed(loader)
     # then the rest of the epoch, exactly once
@@ -163,7 +164,7 @@ def test_hostile_bytes_get_error_and_close(start_server):
         data += chunk
     assert data[4] == 22 and b'"code":"protocol"' in data
     # the node is fine
-    loader = longshore.Loader(srv.socket(), timeout=60)
+    loader = longshore.Loader(srv.socket(), timeout=HANG_S)
     assert loader.next_batch() is not None
     loader.close()
     assert srv.alive()

@@ -18,6 +18,7 @@ from test_cluster import finish, read_record, start_trainer, wait_record
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cluster_trainer import pixel_digest  # noqa: E402
+from limits import HANG_S
 
 JOB = dict(epochs=2, batch=8, seed=11)
 NODE = ["--transform", "train", "--size", "32", "--decoders", "2"]
@@ -32,12 +33,12 @@ def standalone_pixels(node_bin, dataset, tmp_path):
                              "--progress", "never", *NODE], stderr=subprocess.PIPE, text=True)
     try:
         sock = os.path.join(feed, "rank-0.sock")
-        deadline = time.time() + 60
+        deadline = time.time() + HANG_S
         while not os.path.exists(sock):
             assert node.poll() is None, node.stderr.read()
             assert time.time() < deadline, "standalone node did not open its socket"
             time.sleep(0.05)
-        loader = longshore.Loader(sock, timeout=120)
+        loader = longshore.Loader(sock, timeout=HANG_S)
         px = collections.defaultdict(dict)
         for b in loader.batches():
             for i, (k, pad) in enumerate(zip(b.keys, b.pads)):
@@ -48,7 +49,7 @@ def standalone_pixels(node_bin, dataset, tmp_path):
         loader.close()
         # Every epoch delivered and the trainer gone: the node exits 0 by
         # itself, as a cluster node does.
-        assert node.wait(60) == 0, node.stderr.read()
+        assert node.wait(HANG_S) == 0, node.stderr.read()
     finally:
         if node.poll() is None:
             node.kill()

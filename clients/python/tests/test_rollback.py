@@ -8,6 +8,7 @@ import pytest
 import longshore
 from fakenode import (BATCH, COMMIT, COMMITTED, EPOCH_END, ERROR, HELLO, ROLLBACK, WELCOME, FakeNode,
                       batch, welcome)
+from limits import HANG_S
 
 T3 = b"lsr1.iHdmVUQzIhEHAAr0yoIk"  # any well-formed token (see test_token.py)
 T7 = b"lsr1.iHdmVUQzIhGsAgKCAsRuyxE"
@@ -34,7 +35,7 @@ def test_rollback_names_last_ack_and_reading_continues():
         ("send", EPOCH_END, {"epoch": 0}),
         ("expect", COMMIT), answer_commit,
     ])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     assert loader.welcome["mode"] == "cluster"
     assert [(b.epoch, b.step, b.era) for b in (loader.next_batch(), loader.next_batch())] == [(0, 0, 1), (0, 1, 1)]
     assert loader.commit() == T3
@@ -72,7 +73,7 @@ def test_commit_of_ended_era_then_rollback():
                                  "req": n.last[COMMIT]["req"]}),
         ("send", BATCH, batch(2, 1, 5, era=4)),
     ])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     # the welcome's last acknowledged commit is the loader's state before any commit
     assert loader.state_dict()["token"] == T7
     b = loader.next_batch()
@@ -97,7 +98,7 @@ def test_rollback_before_any_commit():
         ("send", ROLLBACK, {"epoch": 0, "step": 0, "committed": False, "era": 2}),
         ("send", BATCH, batch(2, 0, 0, era=2)),
     ])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     loader.next_batch()
     with pytest.raises(longshore.RolledBack) as ei:
         loader.next_batch()
@@ -131,7 +132,7 @@ def test_state_dict_data_parallel_cut(monkeypatch):
     node = FakeNode([("expect", HELLO), ("send", WELCOME, welcome(era=1)), ("send", BATCH, batch(1, 0, 5, era=1)),
                      ("expect", COMMIT), answer_commit, ("accept",), ("expect", HELLO),
                      ("send", WELCOME, welcome(era=1))])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     loader.next_batch()
     # the other rank's commit of step 5 landed in a later generation (300 > 7)
     monkeypatch.setattr(_feed, "_distributed", lambda: FakeDist([T7]))

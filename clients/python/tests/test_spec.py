@@ -6,10 +6,11 @@ memory itself (no copy), with their short marks; an old image batch
 
 import numpy as np
 import pytest
-import torch  # imported before a fake node starts its 10 s timeouts
+import torch  # imported before a fake node starts its timeouts
 
 import longshore
 from fakenode import BATCH, HELLO, WELCOME, FakeNode, send_region, welcome
+from limits import HANG_S
 
 
 def spec_welcome(kind, dtype, shape, layout):
@@ -39,7 +40,7 @@ def test_float32_audio_zero_copy():
         lambda n: send_region(n, 1, region),
         ("send", BATCH, spec_batch(1, [2, 2, 5], "float32", "NCS", wave.nbytes, short=[False, True])),
     ])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     assert loader.welcome["spec"]["kind"] == "audio"
     b = loader.next_batch()
     assert b.images.dtype == np.float32 and b.images.shape == (2, 2, 5) and b.layout == "NCS"
@@ -73,7 +74,7 @@ def test_uint8_video_and_old_image_batches():
         ("send", BATCH, spec_batch(1, [1, 3, 3, 2, 2], "uint8", "NTCHW", clip.nbytes, short=[True])),
         ("send", BATCH, old),
     ])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     b = loader.next_batch()
     assert b.images.shape == (1, 3, 3, 2, 2) and b.images.dtype == np.uint8 and b.short == [True]
     np.testing.assert_array_equal(b.images, clip)
@@ -93,7 +94,7 @@ def test_inconsistent_descriptor_is_a_protocol_error():
         lambda n: send_region(n, 1, b"\0" * 64),
         ("send", BATCH, spec_batch(1, [2, 1, 4], "float32", "NCS", 16)),  # 2x1x4 float32 is 32 bytes
     ])
-    loader = longshore.Loader(node.path, timeout=10)
+    loader = longshore.Loader(node.path, timeout=HANG_S)
     with pytest.raises(longshore.FeedError) as ei:
         loader.next_batch()
     assert ei.value.code == "protocol"

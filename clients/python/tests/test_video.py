@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 import longshore
+from limits import HANG_S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "..", "testdata", "media")
@@ -59,12 +60,12 @@ def test_video_feed_frames(cluster_bins, tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         sock = os.path.join(feed, "rank-0.sock")
-        deadline = time.time() + 60
+        deadline = time.time() + HANG_S
         while not os.path.exists(sock):
             assert node.poll() is None, node.stderr.read()
             assert time.time() < deadline, "node did not open its socket"
             time.sleep(0.05)
-        loader = longshore.Loader(sock, timeout=120)
+        loader = longshore.Loader(sock, timeout=HANG_S)
         assert loader.welcome["spec"] == {"kind": "video", "dtype": "uint8", "shape": [T, 3, SIZE, SIZE], "layout": "NTCHW"}
         seen = set()
         for b in loader.batches():
@@ -81,7 +82,7 @@ def test_video_feed_frames(cluster_bins, tmp_path):
                 seen.add(key)
             b.release()
         loader.close()
-        assert node.wait(60) == 0, node.stderr.read()
+        assert node.wait(HANG_S) == 0, node.stderr.read()
     finally:
         if node.poll() is None:
             node.kill()

@@ -9,6 +9,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import longshore  # noqa: E402
+from limits import HANG_S
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--socket")
@@ -16,7 +17,7 @@ ap.add_argument("--commit-at", type=int)
 ap.add_argument("--stop-at", type=int)
 ap.add_argument("--token-out")
 a = ap.parse_args()
-loader = longshore.Loader(a.socket, timeout=60)
+loader = longshore.Loader(a.socket, timeout=HANG_S)
 held = []
 for b in loader:
     held.append(b)  # keep every batch: the node must free them on kill
