@@ -12,10 +12,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
-from limits import HANG_S
+from limits import wait_for_path
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "clients" / "python"))
@@ -54,13 +53,7 @@ class Server:
         if self.sums_path:
             cmd += ["--checksums", self.sums_path]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + HANG_S
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None:
-                raise RuntimeError("feed_server exited: " + self.proc.stderr.read())
-            if time.time() > deadline:
-                raise TimeoutError("feed_server did not start")
-            time.sleep(0.05)
+        wait_for_path(ready, self.proc, "feed_server")
         self.batch_size = args["batch_size"]
 
     def socket(self, rank=0):
@@ -192,17 +185,10 @@ class Cluster:
         self.coord = self._start(f"coordinator-{self.lives}", [self.coord_bin, *self.coord_args])
         return self.coord
 
-    def socket(self, rank=0, timeout=HANG_S):
+    def socket(self, rank=0):
         """The rank's socket, once the node listens on it."""
         path = os.path.join(self.feed_dir, f"rank-{rank}.sock")
-        deadline = time.time() + timeout
-        while not os.path.exists(path):
-            if self.node.poll() is not None:
-                raise RuntimeError("node exited:\n" + self.stderr("node"))
-            if time.time() > deadline:
-                raise TimeoutError("node did not open its feed socket:\n" + self.stderr("node"))
-            time.sleep(0.05)
-        return path
+        return wait_for_path(path, self.node, "the node", log=lambda: self.stderr("node"))
 
     def stderr(self, name, lines=40):
         try:

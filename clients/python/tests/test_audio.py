@@ -7,13 +7,12 @@ the clips shorter than the window are zero-padded and marked short."""
 import os
 import shutil
 import subprocess
-import time
 
 import numpy as np
 import torch  # noqa: F401  (Batch.tensor)
 
 import longshore
-from limits import HANG_S
+from limits import HANG_S, wait_for_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "..", "testdata", "media")
@@ -52,11 +51,7 @@ def test_audio_feed_matches_ffmpeg(cluster_bins, tmp_path):
                              "--progress", "never"], stderr=subprocess.PIPE, text=True)
     try:
         sock = os.path.join(feed, "rank-0.sock")
-        deadline = time.time() + HANG_S
-        while not os.path.exists(sock):
-            assert node.poll() is None, node.stderr.read()
-            assert time.time() < deadline, "node did not open its socket"
-            time.sleep(0.05)
+        wait_for_path(sock, node, "the node")
         loader = longshore.Loader(sock, timeout=HANG_S)
         spec = loader.welcome["spec"]
         n = int(round(SECONDS * RATE))

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import longshore
 
@@ -18,7 +17,7 @@ from test_cluster import finish, read_record, start_trainer, wait_record
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cluster_trainer import pixel_digest  # noqa: E402
-from limits import HANG_S
+from limits import HANG_S, wait_for_path
 
 JOB = dict(epochs=2, batch=8, seed=11)
 NODE = ["--transform", "train", "--size", "32", "--decoders", "2"]
@@ -33,11 +32,7 @@ def standalone_pixels(node_bin, dataset, tmp_path):
                              "--progress", "never", *NODE], stderr=subprocess.PIPE, text=True)
     try:
         sock = os.path.join(feed, "rank-0.sock")
-        deadline = time.time() + HANG_S
-        while not os.path.exists(sock):
-            assert node.poll() is None, node.stderr.read()
-            assert time.time() < deadline, "standalone node did not open its socket"
-            time.sleep(0.05)
+        wait_for_path(sock, node, "the standalone node")
         loader = longshore.Loader(sock, timeout=HANG_S)
         px = collections.defaultdict(dict)
         for b in loader.batches():

@@ -8,12 +8,11 @@ back from the frame counter drawn into the test clips
 import os
 import shutil
 import subprocess
-import time
 
 import numpy as np
 
 import longshore
-from limits import HANG_S
+from limits import HANG_S, wait_for_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "..", "testdata", "media")
@@ -60,11 +59,7 @@ def test_video_feed_frames(cluster_bins, tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         sock = os.path.join(feed, "rank-0.sock")
-        deadline = time.time() + HANG_S
-        while not os.path.exists(sock):
-            assert node.poll() is None, node.stderr.read()
-            assert time.time() < deadline, "node did not open its socket"
-            time.sleep(0.05)
+        wait_for_path(sock, node, "the node")
         loader = longshore.Loader(sock, timeout=HANG_S)
         assert loader.welcome["spec"] == {"kind": "video", "dtype": "uint8", "shape": [T, 3, SIZE, SIZE], "layout": "NTCHW"}
         seen = set()
