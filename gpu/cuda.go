@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -118,7 +117,8 @@ func (drv *cudaDriver) Open(ordinal int) (Device, error) {
 		return nil, err
 	}
 	d := &cudaDevice{drv: drv, info: info, work: make(chan func()), done: make(chan struct{}), refs: 1,
-		streams: map[Stream]cu.Stream{}, events: map[Event]cu.Event{}}
+		streams: map[Stream]cu.Stream{}, events: map[Event]cu.Event{}, waiting: map[Event]int{}}
+	d.waited = sync.NewCond(&d.mu)
 	started := make(chan error, 1)
 	go d.loop(started)
 	if err := <-started; err != nil {
@@ -140,6 +140,8 @@ type cudaDevice struct {
 	mu      sync.Mutex
 	streams map[Stream]cu.Stream
 	events  map[Event]cu.Event
+	waiting map[Event]int // Waits in cuEventSynchronize, per event
+	waited  *sync.Cond    // on mu: a Wait's synchronize returned
 	ids     uint64
 }
 
@@ -297,6 +299,9 @@ func (d *cudaDevice) DestroyEvent(e Event) error {
 	}
 	d.mu.Lock()
 	delete(d.events, e)
+	for d.waiting[e] > 0 { // a Wait given up on still synchronizes on it
+		d.waited.Wait()
+	}
 	d.mu.Unlock()
 	return d.do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&ce)) })
 }
@@ -357,24 +362,45 @@ func (d *cudaDevice) Query(e Event) (bool, error) {
 	return done, err
 }
 
-// Wait polls the event, backing off from 20 µs to 1 ms: a batch's copy
-// takes about a millisecond, and polling keeps the wait cancellable
-// (cuEventSynchronize is not).
+// Wait blocks a thread of its own in cuEventSynchronize and returns when
+// the event completed, or at once when ctx is done (the wait and the work
+// go on; DestroyEvent waits for the wait to end). The context's default
+// scheduling spins that thread while a copy runs (about 0.7 ms for a 38 MB
+// batch at 55 GB/s: a fraction of a percent of the CPU its decoding
+// took); a blocking-sync event sleeps instead, and on an H200 it added
+// ~0.3 ms of wake-up to each upload (68% of the pinned peak). The first
+// version polled with a back-off up to 1 ms: 56%.
 func (d *cudaDevice) Wait(ctx context.Context, e Event) error {
-	delay := 20 * time.Microsecond
-	for {
-		done, err := d.Query(e)
-		if err != nil || done {
-			return err
+	ce, err := d.event(e)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.waiting[e]++
+	d.mu.Unlock()
+	res := make(chan error, 1)
+	go func() {
+		defer func() {
+			d.mu.Lock()
+			if d.waiting[e]--; d.waiting[e] == 0 {
+				delete(d.waiting, e)
+			}
+			d.mu.Unlock()
+			d.waited.Broadcast()
+		}()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cu.SetCurrentContext(d.ctx); err != nil {
+			res <- wrap("cuCtxSetCurrent", err)
+			return
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		delay = min(2*delay, time.Millisecond)
+		res <- wrap("cuEventSynchronize", ce.Synchronize())
+	}()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

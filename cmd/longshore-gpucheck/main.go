@@ -86,9 +86,13 @@ type ModeReport struct {
 	Uploads      int            `json:"uploads"`
 	GBs          float64        `json:"gb_s"`
 	OfPinnedPeak float64        `json:"of_pinned_peak"`
-	RoundTrips   int            `json:"round_trips_checked"`
-	RoundTripsOK bool           `json:"round_trips_equal"`
-	Error        string         `json:"error,omitempty"`
+	// MsPerUpload: one Upload's time (enqueue, copy, wait) and, beside it,
+	// what the copy alone takes at the pinned peak: the rest is overhead.
+	MsPerUpload  float64 `json:"ms_per_upload"`
+	CopyMsAtPeak float64 `json:"copy_ms_at_pinned_peak,omitempty"`
+	RoundTrips   int     `json:"round_trips_checked"`
+	RoundTripsOK bool    `json:"round_trips_equal"`
+	Error        string  `json:"error,omitempty"`
 }
 
 func copyCheck(args []string, stdout io.Writer) error {
@@ -120,6 +124,7 @@ func copyCheck(args []string, stdout io.Writer) error {
 		mr := uploadGBs(dev, m, *slots, *slotBytes, *iters)
 		if rep.PinnedPeakGBs > 0 {
 			mr.OfPinnedPeak = mr.GBs / rep.PinnedPeakGBs
+			mr.CopyMsAtPeak = float64(*slotBytes) / rep.PinnedPeakGBs / 1e6
 		}
 		rep.Modes = append(rep.Modes, mr)
 	}
@@ -224,6 +229,7 @@ func uploadGBs(dev gpu.Device, mode gpu.HostMode, slots, slotBytes, iters int) M
 	el := time.Since(t0)
 	mr.Uploads = iters
 	mr.GBs = float64(slotBytes) * float64(iters) / el.Seconds() / 1e9
+	mr.MsPerUpload = el.Seconds() * 1000 / float64(iters)
 	mr.Fallbacks = u.Stats().Fallbacks
 	mr.RoundTripsOK = true
 	back := make([]byte, slotBytes)
