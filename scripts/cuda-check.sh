@@ -9,7 +9,8 @@
 #               else ~/.cache/longshore/cuda)
 #   CUDA_HOME   use an installed toolkit instead (must hold include/cuda.h)
 #   CUDA_OUT    also build binaries (-tags cuda) into this directory:
-#   CUDA_BINS   which (default gpucheck; node, coordinator: cmd/NAME)
+#   CUDA_BINS   which (default gpucheck; node, coordinator: cmd/NAME;
+#               longshore-NAME: cmd/longshore-NAME)
 #
 # Cold: one apt update of non-free (~0.1 MB), three .deb downloads (the
 # toolkit's dev package is ~0.8 GB, most of it static libraries), an
@@ -97,6 +98,7 @@ if [ -n "${CUDA_OUT:-}" ]; then
 	for c in ${CUDA_BINS:-gpucheck}; do
 		case $c in
 		gpucheck) $GO build -tags cuda -o "$CUDA_OUT/longshore-gpucheck" ./cmd/longshore-gpucheck ;;
+		longshore-*) $GO build -tags cuda -o "$CUDA_OUT/$c" "./cmd/$c" ;;
 		*) $GO build -tags cuda -o "$CUDA_OUT/longshore-$c" "./cmd/$c" ;;
 		esac
 	done

@@ -5,11 +5,17 @@
 # Here (a machine with Go):
 #   make gpu-check-bundle                 # = cuda-check with CUDA_OUT, then --bundle
 #   scripts/gpu-check.sh --bundle DIR     # DIR/bin must hold the -tags cuda binaries
-#     GPU_BUNDLE_NODE=1 also carries longshore-node, the libraries ldd lists
-#     for it (FFmpeg's pull in ~250 MB: leave it out where the carry is
-#     limited) and a small JPEG dataset, for the real-decode loop.
+#     GPU_BUNDLE_NODE=1 also carries longshore-node and
+#     longshore-nvjpegcheck, the libraries ldd lists for them (FFmpeg's
+#     pull in ~235 MB, ~85 MB as zstd: split the carry where it is limited),
+#     nvJPEG and the CUDA runtime from make cuda-check's cache, and the
+#     source photographs of scripts/mkdataset.py (scaled to 1600 px, its
+#     working size, ~15 MB) to make the JPEG dataset there
+#     (GPU_CHECK_N images, 4000 by default); GPU_BUNDLE_DATA=copy carries
+#     the dataset itself instead.
 # There:
 #   DIR/gpu-check.sh --run [--out FILE]  # under 5 minutes; writes a JSON table
+#   GPU_CHECK_WORK=DIR keeps the logs there (default: a temporary directory)
 #   GPU_CHECK_TWIN=1 DIR/gpu-check.sh --run  # a dry run on a CPU (plain build, gpu.Twin,
 #                                            # tiny model): checks the bundle, measures nothing
 #
@@ -26,8 +32,19 @@
 #      the share of steps the GPU waited on data.
 #   3. with GPU_BUNDLE_NODE: the same loop fed by longshore-node decoding
 #      JPEGs on the CPU (--upload host), when its libraries resolve there.
+#   4. with GPU_BUNDLE_NODE: nvJPEG (longshore-nvjpegcheck: the JPEG engine
+#      batched, the hybrid backend) against the node's CPU path, images/s
+#      and CPU-s per 1,000 images; the decoded pixels against libjpeg-turbo
+#      (scripts/nvjpeg_compare.py, tolerance stated there) and torchvision's
+#      own GPU decode as a peer figure.
 # Targets (issue 18): uploader >= 80% of the pinned peak; the GPU waits on
-# data in < 5% of steps whenever the CPU path can keep up.
+# data in < 5% of steps whenever the CPU path can keep up; nvJPEG >= 3x the
+# CPU path's images/s per CPU core spent.
+#
+# GPU_CHECK_BENCH_PEER=1 (issue 19, after the check and outside its
+# budget): scripts/bench_peer.py on this machine's cores over the same
+# dataset, the peer's num_workers swept to 16 (GPU_CHECK_PEER_WORKERS),
+# its JSON beside the table as bench-peer.json.
 set -euo pipefail
 
 usage() { sed -n '2,12p' "$0" >&2; exit 2; }
@@ -49,11 +66,38 @@ bundle() {
 		ldd "$dir/bin/longshore-node" | awk '$3 ~ /^\// {print $3}' |
 			grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda)\.so' |
 			while read -r l; do cp -L "$l" "$dir/lib/"; done
-		local ds
-		ds=$("$repo/scripts/dataset.sh" "${GPU_BUNDLE_N:-512}")
-		rm -rf "$dir/data" && cp -r "$ds" "$dir/data"
+		ldd "$dir/bin/longshore-nvjpegcheck" | awk '$3 ~ /^\// {print $3}' |
+			grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda)\.so' |
+			while read -r l; do cp -L "$l" "$dir/lib/"; done
+		# nvJPEG and the CUDA runtime it needs, from make cuda-check's cache.
+		local cuda=${CUDA_CACHE:-${LONGSHORE_CACHE:-$HOME/.cache/longshore}/cuda}/root/usr/lib/x86_64-linux-gnu
+		cp -L "$cuda"/libnvjpeg.so.11 "$cuda"/libcudart.so.11.0 "$dir/lib/"
+		cp "$here/mkdataset.py" "$here/bench_peer.py" "$here/nvjpeg_compare.py" "$dir/"
+		rm -rf "$dir/data" "$dir/sources"
+		if [ "${GPU_BUNDLE_DATA:-sources}" = copy ]; then
+			local ds
+			ds=$("$repo/scripts/dataset.sh" "${GPU_BUNDLE_N:-512}")
+			cp -r "$ds" "$dir/data"
+		else
+			"$repo/scripts/dataset.sh" 1 >/dev/null # fetches and unpacks the photographs
+			/usr/bin/python3 - "${LONGSHORE_CACHE:-$HOME/.cache/longshore}/photos/tree" "$dir/sources" "$here" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[3])
+import mkdataset
+from PIL import Image
+src, out = sys.argv[1], sys.argv[2]
+for rel in mkdataset.SOURCES:
+    p = os.path.join(src, rel)
+    if not os.path.exists(p):
+        continue
+    im = Image.open(p).convert("RGB")
+    im.thumbnail((1600, 1600), Image.BILINEAR)  # mkdataset's own working size
+    os.makedirs(os.path.dirname(os.path.join(out, rel)), exist_ok=True)
+    im.save(os.path.join(out, rel), "JPEG", quality=95)
+PY
+		fi
 	else
-		rm -f "$dir/bin/longshore-node" "$dir/bin/longshore-coordinator"
+		rm -f "$dir/bin/longshore-node" "$dir/bin/longshore-coordinator" "$dir/bin/longshore-nvjpegcheck"
 	fi
 	echo "gpu-check: bundle in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: $dir/gpu-check.sh --run" >&2
 }
@@ -104,7 +148,8 @@ loop() {
 run() {
 	dir=$(cd "$(dirname "$0")" && pwd)
 	local out=${OUT_JSON:-$dir/gpu-check.json}
-	work=$(mktemp -d)
+	work=${GPU_CHECK_WORK:-$(mktemp -d)}
+	mkdir -p "$work"
 	export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	t0=$SECONDS
 	nvidia-smi -L >"$work/nvidia-smi.log" 2>&1 || true
@@ -122,14 +167,28 @@ run() {
 	if [ "${GPU_CHECK_TWIN:-0}" != 1 ]; then # device delivery needs CUDA in the trainer too
 		loop device "$g" serve --upload device -- --mode device || true
 	fi
+	if [ ! -d "$dir/data" ] && [ -d "$dir/sources" ]; then
+		local n=${GPU_CHECK_N:-4000}
+		step dataset 150 python3 "$dir/mkdataset.py" --out "$dir/data.tmp" --n "$n" --seed 1 --sources "$dir/sources" &&
+			mv "$dir/data.tmp" "$dir/data" || true
+	fi
+	local nodeok=0
 	if [ -x "$dir/bin/longshore-node" ] && [ -d "$dir/data" ]; then
 		if ldd "$dir/bin/longshore-node" | grep -q 'not found'; then
 			ldd "$dir/bin/longshore-node" | grep 'not found' >"$work/node-missing.log"
 			echo "gpu-check: longshore-node: libraries missing here (see node-missing.log): real-decode loop skipped" >&2
 		else
+			nodeok=1
+			# --drop-last: one batch shape, as a trainer with cudnn.benchmark
+			# wants (an epoch's short batch costs a new autotune: seconds).
 			loop node "$dir/bin/longshore-node" --standalone --sink feed --dataset "$dir/data" --epochs 1000 --batch-size 128 \
-				--gpus 0 --upload host -- --mode host || true
+				--drop-last --gpus 0 --upload host -- --mode host || true
 		fi
+	fi
+	if [ $nodeok = 1 ] && [ -x "$dir/bin/longshore-nvjpegcheck" ] && [ "${GPU_CHECK_TWIN:-0}" != 1 ]; then
+		step nvjpeg 90 "$dir/bin/longshore-nvjpegcheck" --dataset "$dir/data" --epochs 3 --dump "$work/dump" --dump-n 24 --json "$work/nvjpeg.json" &&
+			step compare 60 python3 "$dir/nvjpeg_compare.py" --report "$work/nvjpeg.json" --dump "$work/dump" \
+				--dataset "$dir/data" --peer --json "$work/compare.json" || true
 	fi
 	python3 - "$work" "$out" "$((SECONDS - t0))" "${GPU_CHECK_TWIN:-0}" <<'EOF'
 import json, os, sys
@@ -141,9 +200,10 @@ def text(n):
     p = os.path.join(work, n + ".log")
     return open(p).read().strip() if os.path.exists(p) else ""
 copy = load("copy")
+nvj, cmp_ = load("nvjpeg"), load("compare")
 loops = {n: load(n) for n in ("synthetic", "host", "device", "node")}
 t = {"seconds": secs, "gpus": text("nvidia-smi"), "torch": text("torch"), "copy": copy,
-     "loops": {n: r for n, r in loops.items() if r}}
+     "loops": {n: r for n, r in loops.items() if r}, "nvjpeg": nvj, "nvjpeg_pixels": cmp_}
 checks = {}
 if copy:
     reg = next((m for m in copy["upload"] if m["mode"] == "register"), None)
@@ -156,16 +216,33 @@ for n in ("host", "device", "node"):
     if r:
         checks[f"{n}_waited_share"] = r["waited_share"]
         checks[f"{n}_target_5pct_met"] = r["waited_share"] < 0.05
+if nvj:
+    hw = [p for p in nvj["passes"] if p["name"] == "hardware" and p["images"] > 0]
+    if hw:
+        best = max(hw, key=lambda p: p["per_core_vs_cpu"])
+        checks["nvjpeg_per_core_vs_cpu"] = best["per_core_vs_cpu"]
+        checks["nvjpeg_target_3x_met"] = best["per_core_vs_cpu"] >= 3
+    else:
+        checks["nvjpeg_hardware_backend"] = nvj.get("hardware_error") or "no image routed to it"
+if cmp_:
+    checks["nvjpeg_pixels_within_tolerance"] = cmp_["all_within_tolerance"]
 if dry:  # the twin and a CPU: the plumbing ran; no figure means anything
     checks = {k: v for k, v in checks.items() if k == "round_trips_equal"}
     t["dry_run"] = True
 t["checks"] = checks
-t["failed_steps"] = sorted(f[:-4] for f in os.listdir(work) if f.endswith(".log") and f[:-4] in ("copy", "synthetic", "host", "device", "node")
+t["failed_steps"] = sorted(f[:-4] for f in os.listdir(work) if f.endswith(".log") and f[:-4] in ("copy", "synthetic", "host", "device", "node", "nvjpeg", "compare")
                            and not os.path.exists(os.path.join(work, f[:-4] + ".json")))
 json.dump(t, open(out, "w"), indent=2)
 print(json.dumps(checks, indent=2))
 print(f"gpu-check: {out} ({secs} s); logs in {work}", file=sys.stderr)
 EOF
+	if [ "${GPU_CHECK_BENCH_PEER:-0}" = 1 ] && [ $nodeok = 1 ]; then
+		echo "gpu-check: bench_peer (issue 19) on $(nproc) cores" >&2
+		GPU_CHECK_BUDGET=100000 step bench-peer "${GPU_CHECK_PEER_TIMEOUT:-300}" python3 "$dir/bench_peer.py" --dataset "$dir/data" \
+			--node "$dir/bin/longshore-node" --reps "${GPU_CHECK_PEER_REPS:-1}" --workers "${GPU_CHECK_PEER_WORKERS:-4,8,12,16}" \
+			--no-minio --no-ceiling --json "$(dirname "$out")/bench-peer.json" || true
+		cp "$work/bench-peer.log" "$(dirname "$out")/bench-peer.log" 2>/dev/null || true
+	fi
 }
 
 case "${1:-}" in

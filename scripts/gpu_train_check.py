@@ -149,6 +149,7 @@ def main():
         "waited_steps": waited, "waited_share": waited / n if n else 0, "wait_threshold_ms": args.wait_ms,
         "starved_ms_mean": sum(starved) / n if n else 0, "starved_ms_max": max(starved or [0]),
         "transfer_ms_mean": sum(transfer) / n if n else 0, "compute_ms_mean": sum(compute) / n if n else 0,
+        "compute_ms_median": sorted(compute)[n // 2] if n else 0,
     }
     if loader is not None:
         loader.close()

@@ -3,26 +3,79 @@
 package nvjpeg
 
 /*
-#cgo LDFLAGS: -lnvjpeg
+#cgo LDFLAGS: -lnvjpeg -lcuda
+#include <cuda.h>
 #include <nvjpeg.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-static nvjpegStatus_t ls_create(int hardware, nvjpegHandle_t *h) {
-	nvjpegStatus_t s = NVJPEG_STATUS_INVALID_PARAMETER;
-	if (hardware) s = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, 0, h);
-	if (s != NVJPEG_STATUS_SUCCESS) s = nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, NULL, NULL, 0, h);
-	return s;
+// ls_bind makes the device's primary context (the one the CUDA runtime,
+// and so nvJPEG, uses) current on the calling thread.
+static CUresult ls_bind(int ordinal, CUcontext *ctx) {
+	CUresult r = cuInit(0);
+	if (r != CUDA_SUCCESS) return r;
+	CUdevice dev;
+	if ((r = cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS) return r;
+	// Waits block the thread instead of spinning a core (a spin would
+	// count as CPU the decode spent). The flags apply where the context
+	// is not active yet; an active one keeps its own.
+	cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC);
+	if ((r = cuDevicePrimaryCtxRetain(ctx, dev)) != CUDA_SUCCESS) return r;
+	return cuCtxSetCurrent(*ctx);
+}
+
+static CUresult ls_unbind(int ordinal) {
+	CUdevice dev;
+	CUresult r = cuDeviceGet(&dev, ordinal);
+	if (r != CUDA_SUCCESS) return r;
+	return cuDevicePrimaryCtxRelease(dev);
+}
+
+static nvjpegStatus_t ls_create(int backend, nvjpegHandle_t *h) {
+	nvjpegBackend_t b = NVJPEG_BACKEND_DEFAULT;
+	if (backend == 1) b = NVJPEG_BACKEND_HARDWARE;
+	if (backend == 2) b = NVJPEG_BACKEND_GPU_HYBRID;
+	return nvjpegCreateEx(b, NULL, NULL, 0, h);
 }
 
 // ls_decode decodes one image to interleaved RGB at dst (device memory,
-// pitch bytes a row) on the default stream.
-static nvjpegStatus_t ls_decode(nvjpegHandle_t h, nvjpegJpegState_t st, const unsigned char *data, size_t n,
-		unsigned long long dst, size_t pitch) {
+// pitch bytes a row) on stream s and waits for it.
+static nvjpegStatus_t ls_decode(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream s, const unsigned char *data,
+		size_t n, unsigned long long dst, size_t pitch, CUresult *cr) {
 	nvjpegImage_t img;
 	memset(&img, 0, sizeof img);
 	img.channel[0] = (unsigned char *)(uintptr_t)dst;
 	img.pitch[0] = pitch;
-	return nvjpegDecode(h, st, data, n, NVJPEG_OUTPUT_RGBI, &img, 0);
+	nvjpegStatus_t r = nvjpegDecode(h, st, data, n, NVJPEG_OUTPUT_RGBI, &img, (cudaStream_t)s);
+	*cr = CUDA_SUCCESS;
+	if (r == NVJPEG_STATUS_SUCCESS) *cr = cuStreamSynchronize(s);
+	return r;
+}
+
+// ls_decode_batch decodes n images, image i at base+off[i] (len[i] bytes),
+// to interleaved RGB at dst+dstoff[i] (pitch[i] bytes a row) with one
+// nvjpegDecodeBatched call on s (the state initialized for batches of n)
+// and waits for them.
+static nvjpegStatus_t ls_decode_batch(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream s, const unsigned char *base,
+		const size_t *off, const size_t *len, unsigned long long dst, const size_t *dstoff, const size_t *pitch,
+		int n, CUresult *cr) {
+	const unsigned char **ptrs = malloc(n * sizeof *ptrs);
+	nvjpegImage_t *imgs = calloc(n, sizeof *imgs);
+	nvjpegStatus_t r = NVJPEG_STATUS_ALLOCATOR_FAILURE;
+	*cr = CUDA_SUCCESS;
+	if (ptrs && imgs) {
+		for (int i = 0; i < n; i++) {
+			ptrs[i] = base + off[i];
+			imgs[i].channel[0] = (unsigned char *)(uintptr_t)(dst + dstoff[i]);
+			imgs[i].pitch[0] = pitch[i];
+		}
+		r = nvjpegDecodeBatched(h, st, ptrs, len, imgs, (cudaStream_t)s);
+		if (r == NVJPEG_STATUS_SUCCESS) *cr = cuStreamSynchronize(s);
+	}
+	free(ptrs);
+	free(imgs);
+	return r;
 }
 */
 import "C"
@@ -30,46 +83,112 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/longshore/longshore/gpu"
 )
 
-// Decoder is one nvJPEG handle and decode state (one goroutine at a time),
-// on the CUDA runtime's current device: the primary context the gpu
-// package's devices retain.
+// Backend is the nvJPEG backend a Decoder runs on.
+type Backend int
+
+// Backends.
+const (
+	BackendDefault  Backend = iota // nvJPEG's choice for single-image decode
+	BackendHardware                // the JPEG engine, batched decode only
+	BackendHybrid                  // Huffman on the CPU, IDCT on CUDA cores
+)
+
+func (b Backend) String() string { return [...]string{"default", "hardware", "hybrid"}[b] }
+
+// Decoder is one nvJPEG handle, decode state and stream on one device's
+// primary context (the context the gpu package's devices retain). Its
+// methods must run on the OS thread that made it: NewDecoder's caller
+// locks its goroutine to its thread (runtime.LockOSThread) first.
 type Decoder struct {
-	h  C.nvjpegHandle_t
-	st C.nvjpegJpegState_t
+	ordinal int
+	backend Backend
+	h       C.nvjpegHandle_t
+	st      C.nvjpegJpegState_t
+	stream  C.CUstream
+	batch   int // the size the state was initialized for batched decode
 }
+
+var statusNames = map[C.nvjpegStatus_t]string{
+	C.NVJPEG_STATUS_NOT_INITIALIZED:              "not initialized",
+	C.NVJPEG_STATUS_INVALID_PARAMETER:            "invalid parameter",
+	C.NVJPEG_STATUS_BAD_JPEG:                     "bad jpeg",
+	C.NVJPEG_STATUS_JPEG_NOT_SUPPORTED:           "jpeg not supported",
+	C.NVJPEG_STATUS_ALLOCATOR_FAILURE:            "allocator failure",
+	C.NVJPEG_STATUS_EXECUTION_FAILED:             "execution failed",
+	C.NVJPEG_STATUS_ARCH_MISMATCH:                "arch mismatch (no such backend on this GPU)",
+	C.NVJPEG_STATUS_INTERNAL_ERROR:               "internal error",
+	C.NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: "implementation not supported",
+}
+
+// ErrNotSupported: nvJPEG cannot decode this image on this backend (the
+// caller sends it to the CPU path).
+var ErrNotSupported = errors.New("nvjpeg: image not supported on this backend")
 
 func status(op string, s C.nvjpegStatus_t) error {
 	if s == C.NVJPEG_STATUS_SUCCESS {
 		return nil
 	}
+	if s == C.NVJPEG_STATUS_JPEG_NOT_SUPPORTED || s == C.NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED {
+		return fmt.Errorf("%w: %s: %s", ErrNotSupported, op, statusNames[s])
+	}
+	if n, ok := statusNames[s]; ok {
+		return fmt.Errorf("nvjpeg: %s: %s", op, n)
+	}
 	return fmt.Errorf("nvjpeg: %s: status %d", op, int(s))
 }
 
-// NewDecoder makes a decoder on the hardware backend when hardware is set
-// and the device has the engine, else the default backend.
-func NewDecoder(hardware bool) (*Decoder, error) {
-	d := &Decoder{}
-	hw := C.int(0)
-	if hardware {
-		hw = 1
+func cuStatus(op string, r C.CUresult) error {
+	if r == C.CUDA_SUCCESS {
+		return nil
 	}
-	if err := status("create", C.ls_create(hw, &d.h)); err != nil {
+	var s *C.char
+	C.cuGetErrorString(r, &s)
+	if s == nil {
+		return fmt.Errorf("nvjpeg: %s: CUDA error %d", op, int(r))
+	}
+	return fmt.Errorf("nvjpeg: %s: %s", op, C.GoString(s))
+}
+
+// NewDecoder makes a decoder on device ordinal's primary context with the
+// given backend; BackendHardware fails (no silent fallback) on a GPU
+// without a JPEG engine. The caller's goroutine must be locked to its OS
+// thread.
+func NewDecoder(ordinal int, b Backend) (*Decoder, error) {
+	d := &Decoder{ordinal: ordinal, backend: b}
+	var ctx C.CUcontext
+	if err := cuStatus("bind device", C.ls_bind(C.int(ordinal), &ctx)); err != nil {
+		return nil, err
+	}
+	if err := status("create "+b.String(), C.ls_create(C.int(b), &d.h)); err != nil {
+		C.ls_unbind(C.int(ordinal))
 		return nil, err
 	}
 	if err := status("state", C.nvjpegJpegStateCreate(d.h, &d.st)); err != nil {
 		C.nvjpegDestroy(d.h)
+		C.ls_unbind(C.int(ordinal))
+		return nil, err
+	}
+	if err := cuStatus("stream", C.cuStreamCreate(&d.stream, C.CU_STREAM_NON_BLOCKING)); err != nil {
+		d.Close()
 		return nil, err
 	}
 	return d, nil
 }
 
+// Backend returns the decoder's backend.
+func (d *Decoder) Backend() Backend { return d.backend }
+
 // Size reads the image's size without decoding.
 func (d *Decoder) Size(data []byte) (w, h int, err error) {
+	if len(data) == 0 {
+		return 0, 0, fmt.Errorf("nvjpeg: empty image")
+	}
 	var comps C.int
 	var sub C.nvjpegChromaSubsampling_t
 	var ws, hs [C.NVJPEG_MAX_COMPONENT]C.int
@@ -81,13 +200,74 @@ func (d *Decoder) Size(data []byte) (w, h int, err error) {
 }
 
 // DecodeRGB decodes data into interleaved RGB at dst on the device, pitch
-// bytes a row, and returns once done (the default stream).
+// bytes a row, and returns once done. Not on BackendHardware (batched
+// decode only).
 func (d *Decoder) DecodeRGB(data []byte, dst gpu.DevicePtr, pitch int) error {
+	if len(data) == 0 {
+		return fmt.Errorf("nvjpeg: empty image")
+	}
+	var cr C.CUresult
 	p := (*C.uchar)(unsafe.Pointer(unsafe.SliceData(data)))
-	return status("decode", C.ls_decode(d.h, d.st, p, C.size_t(len(data)), C.ulonglong(dst), C.size_t(pitch)))
+	err := status("decode", C.ls_decode(d.h, d.st, d.stream, p, C.size_t(len(data)), C.ulonglong(dst), C.size_t(pitch), &cr))
+	runtime.KeepAlive(data)
+	if err != nil {
+		return err
+	}
+	return cuStatus("decode: synchronize", cr)
 }
 
-// Close frees the state and the handle.
+// Image is one image of a batch: its bytes at Off (Len bytes) in the
+// batch's host buffer, its RGB output at DstOff in the batch's device
+// buffer, Pitch bytes a row.
+type Image struct {
+	Off, Len      int
+	DstOff, Pitch int64
+}
+
+// DecodeBatch decodes every image of imgs from src (host memory; pinned
+// memory lets the engine read it directly) into dst with one batched
+// call, and returns once done. Every image must be one the backend takes
+// (Route): one it does not fails the whole batch.
+func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error {
+	n := len(imgs)
+	if n == 0 {
+		return nil
+	}
+	if d.batch != n {
+		if err := status("batched initialize", C.nvjpegDecodeBatchedInitialize(d.h, d.st, C.int(n), 1, C.NVJPEG_OUTPUT_RGBI)); err != nil {
+			return err
+		}
+		d.batch = n
+	}
+	off := make([]C.size_t, n)
+	ln := make([]C.size_t, n)
+	doff := make([]C.size_t, n)
+	pitch := make([]C.size_t, n)
+	for i, im := range imgs {
+		if im.Off < 0 || im.Len <= 0 || im.Off+im.Len > len(src) {
+			return fmt.Errorf("nvjpeg: batch image %d: bytes %d+%d outside the %d-byte buffer", i, im.Off, im.Len, len(src))
+		}
+		off[i], ln[i], doff[i], pitch[i] = C.size_t(im.Off), C.size_t(im.Len), C.size_t(im.DstOff), C.size_t(im.Pitch)
+	}
+	var cr C.CUresult
+	base := (*C.uchar)(unsafe.Pointer(unsafe.SliceData(src)))
+	err := status("batched decode", C.ls_decode_batch(d.h, d.st, d.stream, base, &off[0], &ln[0], C.ulonglong(dst),
+		&doff[0], &pitch[0], C.int(n), &cr))
+	runtime.KeepAlive(src)
+	if err != nil {
+		return err
+	}
+	return cuStatus("batched decode: synchronize", cr)
+}
+
+// Close frees the stream, the state and the handle and releases the
+// primary context.
 func (d *Decoder) Close() error {
-	return errors.Join(status("state destroy", C.nvjpegJpegStateDestroy(d.st)), status("destroy", C.nvjpegDestroy(d.h)))
+	var errs []error
+	if d.stream != nil {
+		errs = append(errs, cuStatus("stream destroy", C.cuStreamDestroy(d.stream)))
+	}
+	errs = append(errs, status("state destroy", C.nvjpegJpegStateDestroy(d.st)), status("destroy", C.nvjpegDestroy(d.h)))
+	errs = append(errs, cuStatus("release context", C.ls_unbind(C.int(d.ordinal))))
+	return errors.Join(errs...)
 }

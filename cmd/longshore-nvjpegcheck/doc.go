@@ -1,0 +1,35 @@
+// Command longshore-nvjpegcheck measures JPEG decoding on a GPU's own
+// engines (nvJPEG) against the node's CPU path, for scripts/gpu-check.sh
+// (issue 18). It needs a `-tags cuda` build (make gpu-check-bundle with
+// GPU_BUNDLE_NODE=1), the driver's libcuda, libnvjpeg from CUDA 11.8 and
+// FFmpeg's libraries (the CPU path is the node's decode package).
+//
+//	longshore-nvjpegcheck --dataset DIR [--device 0] [--epochs 3] [--batch 64]
+//	    [--hw-threads 1,4] [--dump DIR --dump-n 16] [--json PATH]
+//
+// Every file is read into page-locked memory first (the store's side is
+// not measured), probed and routed (gpu/nvjpeg.Route). Then, one after
+// another, each over --epochs passes:
+//
+//	cpu       the node's CPU decoders (decode.Decoder, --transform train
+//	          at 224: the libjpeg-turbo crop decoder with DCT scaling),
+//	          one goroutine per core.
+//	hardware  the GPU's JPEG engine: nvjpegDecodeBatched on the hardware
+//	          backend, batches of --batch images, full-size RGB into
+//	          device memory, on N threads (one decoder and stream each)
+//	          for each N of --hw-threads. Only images Route sends there.
+//	hybrid    nvJPEG's hybrid backend (Huffman on the CPU, IDCT on CUDA
+//	          cores), one image a call, one thread a core.
+//
+// For each: images/s, CPU-seconds per 1,000 images (the process's
+// user+system time over the pass, getrusage) and images/s per CPU core
+// spent (images/s over cores busy). The GPU paths decode the whole
+// image and do not resize it (the resize on the device is not built):
+// they do more decoding work than the CPU path, which decodes at 1/2 or
+// 1/4 scale where the crop allows.
+//
+// --dump writes the first --dump-n images as the hardware (else hybrid)
+// backend decoded them, raw interleaved RGB (NAME.rgb, width and height
+// in the JSON), for scripts/nvjpeg_compare.py to hold against a CPU
+// decode of the same files.
+package main

@@ -1,0 +1,518 @@
+//go:build cuda && cgo
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/gpu/nvjpeg"
+	"github.com/longshore/longshore/storage"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "longshore-nvjpegcheck: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// Pass is one configuration's measurement.
+type Pass struct {
+	Name       string  `json:"name"`
+	Threads    int     `json:"threads"`
+	Images     int     `json:"images"`
+	Failed     int     `json:"failed"`
+	FirstError string  `json:"first_error,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	ImagesPerS float64 `json:"images_per_s"`
+	CPUPer1000 float64 `json:"cpu_s_per_1000"`
+	// PerCore: images/s per CPU core busy (images over CPU-seconds).
+	PerCore float64 `json:"images_per_s_per_core"`
+	// PerCoreVsCPU: PerCore over the cpu pass's.
+	PerCoreVsCPU float64 `json:"per_core_vs_cpu,omitempty"`
+	// MPixPerS: decoded megapixels a second (the GPU paths decode whole
+	// images; the CPU path's figure counts the source's pixels too).
+	MPixPerS float64 `json:"mpix_per_s"`
+}
+
+// Dumped is one image --dump wrote.
+type Dumped struct {
+	File    string `json:"file"`
+	Raw     string `json:"raw"`
+	Width   int    `json:"width"`
+	Height  int    `json:"height"`
+	Backend string `json:"backend"`
+	Kind    string `json:"kind"`
+}
+
+// Report is the JSON.
+type Report struct {
+	Device      gpu.DeviceInfo `json:"device"`
+	Files       int            `json:"files"`
+	Bytes       int64          `json:"bytes"`
+	Epochs      int            `json:"epochs"`
+	Batch       int            `json:"batch"`
+	CPUs        int            `json:"cpus"`
+	Routes      map[string]int `json:"routes"`
+	Reasons     map[string]int `json:"cpu_reasons"`
+	HardwareOK  bool           `json:"hardware_backend"`
+	HardwareErr string         `json:"hardware_error,omitempty"`
+	Passes      []Pass         `json:"passes"`
+	Dumped      []Dumped       `json:"dumped,omitempty"`
+}
+
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("longshore-nvjpegcheck", flag.ContinueOnError)
+	dataset := fs.String("dataset", "", "directory of images (as the node discovers them)")
+	ordinal := fs.Int("device", 0, "CUDA device ordinal")
+	epochs := fs.Int("epochs", 3, "passes over the files per configuration")
+	batch := fs.Int("batch", 64, "images per batched call on the hardware backend")
+	hwThreads := fs.String("hw-threads", "1,4", "thread counts to try on the hardware backend")
+	dump := fs.String("dump", "", "write the first --dump-n decoded images here (raw RGB)")
+	dumpN := fs.Int("dump-n", 16, "images to dump")
+	out := fs.String("json", "", "write the report here (else stdout)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dataset == "" {
+		return errors.New("--dataset is required")
+	}
+	var threads []int
+	for _, f := range strings.Split(*hwThreads, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--hw-threads %q: want positive counts", *hwThreads)
+		}
+		threads = append(threads, n)
+	}
+	drv := gpu.DefaultDriver()
+	dev, err := drv.Open(*ordinal)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	rep := Report{Device: dev.Info(), Epochs: *epochs, Batch: *batch, CPUs: runtime.NumCPU(),
+		Routes: map[string]int{}, Reasons: map[string]int{}}
+
+	imgs, src, err := load(dev, *dataset)
+	if err != nil {
+		return err
+	}
+	defer dev.FreePinned(src)
+	rep.Files, rep.Bytes = len(imgs), int64(len(src))
+	caps := nvjpeg.DefaultCaps()
+	var hw, gpuImgs []image
+	var maxPix int
+	for i := range imgs {
+		im := &imgs[i]
+		in, perr := nvjpeg.Probe(src[im.off : im.off+im.len])
+		p, reason := nvjpeg.Route(in, perr, caps)
+		im.path, im.w, im.h = p, in.Width, in.Height
+		im.kind = fmt.Sprintf("%s/%s/%s", p, in.Subsampling(), in.Process)
+		rep.Routes[p.String()]++
+		if reason != "" {
+			rep.Reasons[reason]++
+			continue
+		}
+		gpuImgs = append(gpuImgs, *im)
+		if p == nvjpeg.PathHardware {
+			hw = append(hw, *im)
+		}
+		maxPix = max(maxPix, im.w*im.h)
+	}
+	fmt.Fprintf(os.Stderr, "nvjpegcheck: %d files, %d MB, routes %v, cpu reasons %v\n", len(imgs), len(src)>>20, rep.Routes, rep.Reasons)
+
+	cpu, err := cpuPass(src, imgs, *epochs)
+	if err != nil {
+		return err
+	}
+	rep.Passes = append(rep.Passes, cpu)
+	report := func(p Pass) {
+		if cpu.PerCore > 0 && p.PerCore > 0 {
+			p.PerCoreVsCPU = p.PerCore / cpu.PerCore
+		}
+		fmt.Fprintf(os.Stderr, "nvjpegcheck: %-9s threads %2d: %7.0f images/s, %.2f CPU-s/1000, %.0f images/s a core (%.2fx the cpu path's), %d failed %s\n",
+			p.Name, p.Threads, p.ImagesPerS, p.CPUPer1000, p.PerCore, p.PerCoreVsCPU, p.Failed, p.FirstError)
+		rep.Passes = append(rep.Passes, p)
+	}
+	fmt.Fprintf(os.Stderr, "nvjpegcheck: cpu: %.0f images/s, %.2f CPU-s/1000, %.0f images/s a core\n", cpu.ImagesPerS, cpu.CPUPer1000, cpu.PerCore)
+
+	// The hardware backend: probe it once, then measure.
+	if len(hw) > 0 {
+		herr := withDecoder(*ordinal, nvjpeg.BackendHardware, func(*nvjpeg.Decoder) error { return nil })
+		rep.HardwareOK = herr == nil
+		if herr != nil {
+			rep.HardwareErr = herr.Error()
+			fmt.Fprintf(os.Stderr, "nvjpegcheck: hardware backend: %v\n", herr)
+		}
+	}
+	if rep.HardwareOK {
+		for _, t := range threads {
+			p, err := hwPass(dev, *ordinal, src, hw, *batch, t, *epochs)
+			if err != nil {
+				return err
+			}
+			report(p)
+		}
+	}
+	for _, t := range []int{1, runtime.NumCPU()} {
+		p, err := hybridPass(dev, *ordinal, src, gpuImgs, maxPix, t, *epochs)
+		if err != nil {
+			return err
+		}
+		report(p)
+	}
+	if *dump != "" {
+		if rep.Dumped, err = dumpImages(dev, *ordinal, src, gpuImgs, *dumpN, *dump, rep.HardwareOK); err != nil {
+			return err
+		}
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if *out == "" {
+		fmt.Println(string(b))
+		return nil
+	}
+	return os.WriteFile(*out, b, 0o644)
+}
+
+// load reads the dataset's files (as the node discovers them) into one
+// page-locked buffer.
+func load(dev gpu.Device, dir string) ([]image, []byte, error) {
+	store, err := storage.NewDirStore(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds, err := storage.Discover(context.Background(), store, storage.DefaultDiscoverOptions())
+	if err != nil {
+		return nil, nil, err
+	}
+	var total int64
+	imgs := make([]image, len(ds.Samples))
+	for i, s := range ds.Samples {
+		st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(s.Key)))
+		if err != nil {
+			return nil, nil, err
+		}
+		imgs[i] = image{name: s.Key, off: int(total), len: int(st.Size())}
+		total += st.Size()
+	}
+	if total == 0 {
+		return nil, nil, fmt.Errorf("%s: no images", dir)
+	}
+	src, err := dev.AllocPinned(int(total))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, im := range imgs {
+		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(im.name)))
+		if err == nil {
+			_, err = f.ReadAt(src[im.off:im.off+im.len], 0)
+			f.Close()
+		}
+		if err != nil {
+			dev.FreePinned(src)
+			return nil, nil, err
+		}
+	}
+	return imgs, src, nil
+}
+
+func finish(p *Pass, start time.Time, cpu0 float64, pixels int64) {
+	p.Seconds = time.Since(start).Seconds()
+	p.CPUSeconds = cpuTime() - cpu0
+	if p.Seconds > 0 {
+		p.ImagesPerS = float64(p.Images) / p.Seconds
+		p.MPixPerS = float64(pixels) / 1e6 / p.Seconds
+	}
+	if p.Images > 0 {
+		p.CPUPer1000 = p.CPUSeconds / float64(p.Images) * 1000
+	}
+	if p.CPUSeconds > 0 {
+		p.PerCore = float64(p.Images) / p.CPUSeconds
+	}
+}
+
+// cpuPass is the node's CPU path: --transform train at 224, one decoder
+// a core.
+func cpuPass(src []byte, imgs []image, epochs int) (Pass, error) {
+	p := Pass{Name: "cpu", Threads: runtime.NumCPU()}
+	cfg := decode.DefaultConfig()
+	total := int64(len(imgs) * epochs)
+	var next, failed, pixels atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	errc := make(chan error, p.Threads)
+	runtime.GC()
+	start, cpu0 := time.Now(), cpuTime()
+	for w := 0; w < p.Threads; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := decode.NewDecoder(cfg)
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer d.Close()
+			dst := make([]byte, cfg.SampleBytes())
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				epoch, idx := int(i)/len(imgs), int(i%int64(len(imgs)))
+				im := imgs[idx]
+				info, err := d.Decode(src[im.off:im.off+im.len], decode.SampleSeed(1, epoch, int64(idx)), dst)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				pixels.Add(int64(info.Width * info.Height))
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return p, err
+	default:
+	}
+	p.Failed = int(failed.Load())
+	p.Images = int(total) - p.Failed
+	if e, ok := firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	finish(&p, start, cpu0, pixels.Load())
+	return p, nil
+}
+
+// withDecoder runs f on a locked OS thread with a decoder on backend b.
+func withDecoder(ordinal int, b nvjpeg.Backend, f func(*nvjpeg.Decoder) error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		d, err := nvjpeg.NewDecoder(ordinal, b)
+		if err != nil {
+			errc <- err
+			return
+		}
+		err = f(d)
+		errc <- errors.Join(err, d.Close())
+	}()
+	return <-errc
+}
+
+func rgbBytes(im image) int64 { return int64(im.w) * int64(im.h) * 3 }
+
+// hwPass decodes imgs in batches on the hardware backend on threads
+// threads, each with its own decoder, stream and device buffer.
+func hwPass(dev gpu.Device, ordinal int, src []byte, imgs []image, batch, threads, epochs int) (Pass, error) {
+	p := Pass{Name: "hardware", Threads: threads}
+	// Batches over every epoch's images, in order; each thread takes the
+	// next batch.
+	var batches [][]image
+	for e := 0; e < epochs; e++ {
+		for i := 0; i < len(imgs); i += batch {
+			batches = append(batches, imgs[i:min(i+batch, len(imgs))])
+		}
+	}
+	var bufBytes int64
+	for _, b := range batches {
+		var s int64
+		for _, im := range b {
+			s += rgbBytes(im)
+		}
+		bufBytes = max(bufBytes, s)
+	}
+	bufs := make([]gpu.DevicePtr, threads)
+	for t := range bufs {
+		var err error
+		if bufs[t], err = dev.AllocDevice(bufBytes); err != nil {
+			return p, err
+		}
+		defer dev.FreeDevice(bufs[t])
+	}
+	var next, done, failed, pixels atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	errs := make([]error, threads)
+	start, cpu0 := time.Now(), cpuTime()
+	for t := 0; t < threads; t++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[t] = withDecoder(ordinal, nvjpeg.BackendHardware, func(d *nvjpeg.Decoder) error {
+				specs := make([]nvjpeg.Image, 0, batch)
+				for {
+					i := next.Add(1) - 1
+					if i >= int64(len(batches)) {
+						return nil
+					}
+					b := batches[i]
+					specs = specs[:0]
+					var off, pix int64
+					for _, im := range b {
+						specs = append(specs, nvjpeg.Image{Off: im.off, Len: im.len, DstOff: off, Pitch: int64(im.w) * 3})
+						off += rgbBytes(im)
+						pix += int64(im.w * im.h)
+					}
+					if err := d.DecodeBatch(src, specs, bufs[t]); err != nil {
+						failed.Add(int64(len(b)))
+						firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					done.Add(int64(len(b)))
+					pixels.Add(pix)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return p, err
+	}
+	p.Images, p.Failed = int(done.Load()), int(failed.Load())
+	if e, ok := firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	finish(&p, start, cpu0, pixels.Load())
+	return p, nil
+}
+
+// hybridPass decodes imgs one a call on the hybrid backend, on threads
+// threads.
+func hybridPass(dev gpu.Device, ordinal int, src []byte, imgs []image, maxPix, threads, epochs int) (Pass, error) {
+	p := Pass{Name: "hybrid", Threads: threads}
+	bufs := make([]gpu.DevicePtr, threads)
+	for t := range bufs {
+		var err error
+		if bufs[t], err = dev.AllocDevice(int64(maxPix) * 3); err != nil {
+			return p, err
+		}
+		defer dev.FreeDevice(bufs[t])
+	}
+	total := int64(len(imgs) * epochs)
+	var next, done, failed, pixels atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	errs := make([]error, threads)
+	start, cpu0 := time.Now(), cpuTime()
+	for t := 0; t < threads; t++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[t] = withDecoder(ordinal, nvjpeg.BackendHybrid, func(d *nvjpeg.Decoder) error {
+				for {
+					i := next.Add(1) - 1
+					if i >= total {
+						return nil
+					}
+					im := imgs[i%int64(len(imgs))]
+					if err := d.DecodeRGB(src[im.off:im.off+im.len], bufs[t], im.w*3); err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					done.Add(1)
+					pixels.Add(int64(im.w * im.h))
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return p, err
+	}
+	p.Images, p.Failed = int(done.Load()), int(failed.Load())
+	if e, ok := firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	finish(&p, start, cpu0, pixels.Load())
+	return p, nil
+}
+
+// dumpImages decodes the first n images (hardware backend where it runs
+// and takes them, else hybrid), copies them back and writes them raw.
+func dumpImages(dev gpu.Device, ordinal int, src []byte, imgs []image, n int, dir string, hwOK bool) ([]Dumped, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	imgs = spread(imgs, n)
+	var out []Dumped
+	for i, im := range imgs {
+		buf, err := dev.AllocDevice(rgbBytes(im))
+		if err != nil {
+			return nil, err
+		}
+		// Zeros first: a decode that wrote nothing must not pass for one
+		// that wrote what an earlier pass left in reused memory.
+		if err := zero(dev, buf, rgbBytes(im)); err != nil {
+			dev.FreeDevice(buf)
+			return nil, err
+		}
+		backend := nvjpeg.BackendHybrid
+		if hwOK && im.path == nvjpeg.PathHardware {
+			backend = nvjpeg.BackendHardware
+		}
+		err = withDecoder(ordinal, backend, func(d *nvjpeg.Decoder) error {
+			if backend == nvjpeg.BackendHardware {
+				return d.DecodeBatch(src, []nvjpeg.Image{{Off: im.off, Len: im.len, Pitch: int64(im.w) * 3}}, buf)
+			}
+			return d.DecodeRGB(src[im.off:im.off+im.len], buf, im.w*3)
+		})
+		host := make([]byte, rgbBytes(im))
+		if err == nil {
+			err = dev.CopyDtoH(host, buf)
+		}
+		dev.FreeDevice(buf)
+		if err != nil {
+			return nil, fmt.Errorf("dump %s: %w", im.name, err)
+		}
+		raw := fmt.Sprintf("%03d.rgb", i)
+		if err := os.WriteFile(filepath.Join(dir, raw), host, 0o644); err != nil {
+			return nil, err
+		}
+		out = append(out, Dumped{File: im.name, Raw: raw, Width: im.w, Height: im.h, Backend: backend.String(), Kind: im.kind})
+	}
+	return out, nil
+}
+
+// zero fills size bytes at p with zeros (a host copy: the device seam has
+// no memset).
+func zero(dev gpu.Device, p gpu.DevicePtr, size int64) error {
+	s, err := dev.NewStream()
+	if err != nil {
+		return err
+	}
+	defer dev.DestroyStream(s)
+	if err := dev.CopyHtoDAsync(p, make([]byte, size), s); err != nil {
+		return err
+	}
+	return dev.Synchronize()
+}

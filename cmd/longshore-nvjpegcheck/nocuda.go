@@ -1,0 +1,13 @@
+//go:build !(cuda && cgo)
+
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "longshore-nvjpegcheck: built without CUDA: build it with -tags cuda (make gpu-check-bundle GPU_BUNDLE_NODE=1)")
+	os.Exit(2)
+}
