@@ -315,7 +315,10 @@ def child_peer(a):
 
 
 def child_client(a):
-    sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+    for p in (os.path.join(REPO, "clients", "python"), os.path.join(HERE, "python")):  # the repo, or gpu-check's bundle
+        if os.path.isdir(os.path.join(p, "longshore")):
+            sys.path.insert(0, p)
+            break
     import torch  # a trainer has torch loaded, as the peer does
 
     import longshore
@@ -592,8 +595,11 @@ def feed_only(a):
 def driver(a):
     if a.feed_only:
         return feed_only(a)
+    needs_bench = not (a.no_ceiling and a.no_minio)  # the ceiling and MinIO's server
     for path, what in ((a.node, "go build -o bin/longshore-node ./cmd/node"),
                        (a.bench, "go build -o bin/longshore-bench ./cmd/longshore-bench")):
+        if path == a.bench and not needs_bench:
+            continue
         if not os.access(path, os.X_OK):
             sys.exit(f"bench_peer: {path} missing: {what}")
     a.samples = count_samples(a.dataset)
