@@ -49,6 +49,13 @@ type sampleDecoder struct{ d *decode.Decoder }
 // Decode decodes and classes decode's sentinel errors for failure reports.
 func (s sampleDecoder) Decode(data []byte, seed uint64, dst []byte) error {
 	_, err := s.d.Decode(data, seed, dst)
+	return ClassifyError(err)
+}
+
+// ClassifyError classes decode's sentinel errors for failure reports
+// (actors.WithFailureClass: corrupt, unsupported, too_large); nil stays
+// nil.
+func ClassifyError(err error) error {
 	switch {
 	case err == nil:
 		return nil

@@ -33,6 +33,7 @@ var internal = map[string][]string{
 	"actors":            {"gpu", "storage", "internal/clock"},
 	"actors/actorstest": {},
 	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video", "storage"},
+	"actors/nvdecode":   {"actors", "actors/ffdecode", "decode", "gpu", "gpu/nvjpeg"},
 	"decode/video":      {},
 	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the
@@ -69,6 +70,7 @@ var internal = map[string][]string{
 	"cmd/longshore-manifest":        {"*"},
 	"cmd/longshore-bench":           {"*"},
 	"cmd/longshore-gpucheck":        {"*"},
+	"cmd/longshore-nvjpegcheck":     {"*"},
 	"cmd/longshore-simscale":        {"cluster/scalesim"},
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
@@ -97,14 +99,14 @@ var reach = map[string][]string{
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "examples/inprocess",
 		"integration/tools/upload"},
 	// FFmpeg only where images are decoded.
-	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "cmd/node", "cmd/longshore-bench",
+	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "cmd/node", "cmd/longshore-bench",
 		"examples/feed_server", "examples/inprocess"},
 	// CUDA never by default; in the cuda build gpu imports it and the
 	// rest link it only through gpu (cudaReach).
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/nvdecode", "actors/feedserver",
 		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
@@ -123,7 +125,7 @@ var direct = map[string][]string{
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-simscale", "cmd/internal/procmem",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-simscale", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 

@@ -1,0 +1,349 @@
+// Package nvdecode decodes the node's JPEGs on the GPU's own engines
+// (--decode-device cuda): nvJPEG's hardware engine in batches, its hybrid
+// backend for what the engine does not take (progressive JPEGs), and the
+// CPU path for the rest (CMYK, 12-bit, tiny, huge, not a JPEG), each
+// sample's route counted with its reason.
+//
+// A Decoder is the pipeline's SampleDecoder: it probes a sample's header
+// (gpu/nvjpeg.Probe, Route), hands a GPU-routed one to the device's
+// Service and transforms the full-size RGB it gets back with the CPU
+// decoder's own geometry, filter and layout (decode.Decoder.TransformRGB),
+// so a sample's crop and pixels are the CPU path's up to the decoders'
+// IDCT and chroma upsampling (docs/performance.md measures the
+// difference). A sample the GPU fails on is decoded by the CPU path,
+// counted as gpu_error: the CPU decoder then reports a corrupt file as
+// it always does.
+//
+// A Service gathers the concurrent calls of every decoder actor into
+// batches on one goroutine (locked to its OS thread, where the device's
+// context and nvJPEG's handles live): it takes one request, then every
+// request already waiting, up to Batch, without waiting for more (no
+// timer: a batch is what the decoders had queued). The device side is a
+// Backend: CUDA's in a `cuda` build (backend_cuda.go), and any fake in
+// tests, so the batching, routing and fallbacks are tested on a CPU.
+package nvdecode
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/ffdecode"
+	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/gpu/nvjpeg"
+)
+
+// Job is one image for the device: its bytes, its size (from Probe), the
+// backend Route chose, and where the full-size interleaved RGB goes (3*W
+// bytes a row, at least 3*W*H bytes).
+type Job struct {
+	Data []byte
+	W, H int
+	Path nvjpeg.Path
+	RGB  []byte
+}
+
+// Backend is a device's decoders, used by one goroutine (the Service's,
+// locked to its OS thread).
+type Backend interface {
+	// Hardware says whether the JPEG engine is there (else every
+	// GPU-routed image goes to the hybrid backend), and why not.
+	Hardware() (bool, string)
+	// DecodeBatch decodes jobs (all PathHardware) in one batched call.
+	// An error fails the whole batch; the Service then retries each job
+	// alone on the hybrid backend.
+	DecodeBatch(jobs []*Job) error
+	// DecodeOne decodes one job on the hybrid backend.
+	DecodeOne(job *Job) error
+	Close() error
+}
+
+// Stats counts a Service's and its Decoders' work.
+type Stats struct {
+	Hardware int64 `json:"hardware"` // samples decoded by the JPEG engine
+	Hybrid   int64 `json:"hybrid"`   // by the hybrid backend
+	CPU      int64 `json:"cpu"`      // by the CPU path, Reasons says why
+	// Reasons counts the CPU path's samples by reason: Route's (cmyk,
+	// not_jpeg, progressive on a GPU without the engine's support, ...)
+	// and gpu_error (the device failed on it; the CPU path decoded it).
+	Reasons map[string]int64 `json:"cpu_reasons,omitempty"`
+	// Batches and Retried: batched calls, and images of failed batches
+	// retried alone.
+	Batches  int64 `json:"batches"`
+	Retried  int64 `json:"retried"`
+	MaxBatch int   `json:"max_batch"`
+	// NoHardware says why the JPEG engine is not used ("" when it is).
+	NoHardware string `json:"no_hardware,omitempty"`
+}
+
+// String is the summary's line.
+func (s Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "hardware %d, hybrid %d, cpu %d", s.Hardware, s.Hybrid, s.CPU)
+	if len(s.Reasons) > 0 {
+		keys := make([]string, 0, len(s.Reasons))
+		for k := range s.Reasons {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, s.Reasons[k]))
+		}
+		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(&b, "; %d batches (largest %d), %d retried alone", s.Batches, s.MaxBatch, s.Retried)
+	if s.NoHardware != "" {
+		fmt.Fprintf(&b, "; no JPEG engine: %s", s.NoHardware)
+	}
+	return b.String()
+}
+
+type request struct {
+	job  *Job
+	done chan error
+}
+
+// ErrClosed: Decode after Close.
+var ErrClosed = errors.New("nvdecode: service closed")
+
+// Service batches decodes for one device.
+type Service struct {
+	reqs     chan *request
+	stop     chan struct{}
+	finished chan struct{}
+	batch    int
+	caps     nvjpeg.Caps
+	closeErr error
+	once     sync.Once
+
+	hardware, hybrid, cpu, batches, retried atomic.Int64
+	mu                                      sync.Mutex
+	reasons                                 map[string]int64
+	maxBatch                                int
+	noHardware                              string
+}
+
+// DefaultBatch is the most images a batched call takes by default.
+const DefaultBatch = 64
+
+// NewService starts the service's goroutine, locks it to its OS thread
+// and makes the backend there with newBackend; batch bounds a batched
+// call (0: DefaultBatch).
+func NewService(newBackend func() (Backend, error), batch int) (*Service, error) {
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
+	s := &Service{reqs: make(chan *request, batch), stop: make(chan struct{}), finished: make(chan struct{}),
+		batch: batch, caps: nvjpeg.DefaultCaps(), reasons: map[string]int64{}}
+	started := make(chan error, 1)
+	go s.run(newBackend, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) run(newBackend func() (Backend, error), started chan<- error) {
+	defer close(s.finished)
+	runtime.LockOSThread() // never unlocked: the thread holds the device's handles
+	b, err := newBackend()
+	if err != nil {
+		started <- err
+		return
+	}
+	if ok, why := b.Hardware(); !ok {
+		s.caps.Hardware = false
+		s.noHardware = why
+	}
+	started <- nil
+	var batch []*request
+	for {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch[:0], r)
+		case <-s.stop:
+			s.closeErr = b.Close()
+			return
+		}
+	gather:
+		for len(batch) < s.batch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		s.serve(b, batch)
+	}
+}
+
+// serve decodes one gathered batch: the hardware jobs in one call (each
+// alone on the hybrid backend if that call fails), the hybrid ones one
+// by one.
+func (s *Service) serve(b Backend, batch []*request) {
+	var hw []*request
+	var jobs []*Job
+	for _, r := range batch {
+		if r.job.Path == nvjpeg.PathHardware {
+			hw = append(hw, r)
+			jobs = append(jobs, r.job)
+			continue
+		}
+		r.done <- b.DecodeOne(r.job)
+	}
+	if len(hw) == 0 {
+		return
+	}
+	s.batches.Add(1)
+	s.mu.Lock()
+	s.maxBatch = max(s.maxBatch, len(hw))
+	s.mu.Unlock()
+	if err := b.DecodeBatch(jobs); err == nil {
+		for _, r := range hw {
+			r.done <- nil
+		}
+		return
+	}
+	for _, r := range hw {
+		s.retried.Add(1)
+		r.job.Path = nvjpeg.PathHybrid
+		r.done <- b.DecodeOne(r.job)
+	}
+}
+
+// Decode decodes job on the device and returns when it is done. Safe for
+// concurrent use: concurrent calls share batches.
+func (s *Service) Decode(job *Job) error {
+	r := &request{job: job, done: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.finished:
+		return ErrClosed
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-s.finished: // stopped with r still queued, or just after answering it
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+// Caps is what the service's device takes (Route's input).
+func (s *Service) Caps() nvjpeg.Caps { return s.caps }
+
+// Stats returns the counts so far.
+func (s *Service) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Hardware: s.hardware.Load(), Hybrid: s.hybrid.Load(), CPU: s.cpu.Load(), Batches: s.batches.Load(),
+		Retried: s.retried.Load(), MaxBatch: s.maxBatch, NoHardware: s.noHardware}
+	if len(s.reasons) > 0 {
+		st.Reasons = make(map[string]int64, len(s.reasons))
+		for k, v := range s.reasons {
+			st.Reasons[k] = v
+		}
+	}
+	return st
+}
+
+func (s *Service) countCPU(reason string) {
+	s.cpu.Add(1)
+	s.mu.Lock()
+	s.reasons[reason]++
+	s.mu.Unlock()
+}
+
+// Close stops the service once the calls in flight are answered and
+// closes the backend.
+func (s *Service) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.finished
+	})
+	return s.closeErr
+}
+
+// ReasonGPUError: the device failed on a sample; the CPU path decoded it.
+const ReasonGPUError = "gpu_error"
+
+// Factory makes, per decoder actor, a Decoder over a CPU decoder of dc
+// and the services (decoder i of the node uses services[i % n]).
+func Factory(dc decode.Config, services []*Service) actors.DecoderFactory {
+	var next atomic.Int64
+	return func() (actors.SampleDecoder, error) {
+		if len(services) == 0 {
+			return nil, errors.New("nvdecode: no device service")
+		}
+		cpu, err := decode.NewDecoder(dc)
+		if err != nil {
+			return nil, err
+		}
+		svc := services[int(next.Add(1)-1)%len(services)]
+		return &Decoder{cpu: cpu, svc: svc, maxPixels: dc.MaxPixels}, nil
+	}
+}
+
+// Decoder is one decoder actor's SampleDecoder (not safe for concurrent
+// use, as the pipeline wants).
+type Decoder struct {
+	cpu       *decode.Decoder
+	svc       *Service
+	maxPixels int64
+	rgb       []byte
+	job       Job
+}
+
+// Decode routes the sample: the device's decoders and the CPU's
+// transform, or the CPU path with a counted reason.
+func (d *Decoder) Decode(data []byte, seed uint64, dst []byte) error {
+	in, perr := nvjpeg.Probe(data)
+	path, reason := nvjpeg.Route(in, perr, d.svc.Caps())
+	if path != nvjpeg.PathCPU && d.maxPixels > 0 && int64(in.Width)*int64(in.Height) > d.maxPixels {
+		path, reason = nvjpeg.PathCPU, nvjpeg.ReasonTooLarge // the CPU path reports the bomb
+	}
+	if path == nvjpeg.PathCPU {
+		d.svc.countCPU(reason)
+		return d.decodeCPU(data, seed, dst)
+	}
+	w, h := in.Width, in.Height
+	need := 3*w*h + decode.RGBSlack
+	if cap(d.rgb) < need {
+		d.rgb = make([]byte, need)
+	}
+	d.rgb = d.rgb[:need]
+	d.job = Job{Data: data, W: w, H: h, Path: path, RGB: d.rgb}
+	if err := d.svc.Decode(&d.job); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+		d.svc.countCPU(ReasonGPUError)
+		return d.decodeCPU(data, seed, dst)
+	}
+	if d.job.Path == nvjpeg.PathHardware {
+		d.svc.hardware.Add(1)
+	} else {
+		d.svc.hybrid.Add(1)
+	}
+	_, err := d.cpu.TransformRGB(d.rgb, w, h, 3*w, seed, dst)
+	return err
+}
+
+func (d *Decoder) decodeCPU(data []byte, seed uint64, dst []byte) error {
+	_, err := d.cpu.Decode(data, seed, dst)
+	return ffdecode.ClassifyError(err)
+}
+
+// Close frees the CPU decoder (the service is the node's to close).
+func (d *Decoder) Close() error { return d.cpu.Close() }
