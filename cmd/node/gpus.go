@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/gpu"
 )
 
@@ -15,12 +16,14 @@ type gpuFlags struct {
 	gpus     string // --gpus
 	upload   string // --upload: host or device
 	uploadHM string // --upload-host
+	decodeOn string // --decode-device: cpu or cuda
 	ranksSet bool   // --ranks given explicitly
 }
 
 func registerGPUFlags(fs *flag.FlagSet, g *gpuFlags) {
 	fs.StringVar(&g.gpus, "gpus", "auto", "GPUs, one rank each: auto (every visible device in a -tags cuda build with a driver; none otherwise), none, all, or ordinals like 0,1; with devices --ranks must match or be left out")
 	fs.StringVar(&g.upload, "upload", "host", "where batches are delivered: host (shared memory; the trainer pins it and copies with .cuda(non_blocking=True)) or device (the node copies each batch into a device slot of the rank's GPU and exports it to trainers that ask, over CUDA IPC; needs --gpus and a -tags cuda build)")
+	fs.StringVar(&g.decodeOn, "decode-device", "cpu", "where JPEGs are decoded: cpu, or cuda (nvJPEG: the GPU's JPEG engine in batches, its hybrid backend for progressive JPEGs, the CPU for the rest, each counted with its reason; on the ranks' GPUs, else GPU 0; images only; needs a -tags cuda build and a driver)")
 	fs.StringVar(&g.uploadHM, "upload-host", "register", "with --upload device: how slots reach the device: register (page-lock the shared memory in place), staged (through a pinned bounce buffer) or pageable; a path that fails falls back to the next, counted")
 }
 
@@ -28,6 +31,9 @@ func (g gpuFlags) check() error {
 	var errs []error
 	if g.upload != "host" && g.upload != "device" {
 		errs = append(errs, fmt.Errorf("--upload %q: want host or device", g.upload))
+	}
+	if g.decodeOn != "cpu" && g.decodeOn != "cuda" {
+		errs = append(errs, fmt.Errorf("--decode-device %q: want cpu or cuda", g.decodeOn))
 	}
 	if _, err := gpu.ParseHostMode(g.uploadHM); err != nil {
 		errs = append(errs, fmt.Errorf("--upload-host: %w", err))
@@ -38,11 +44,14 @@ func (g gpuFlags) check() error {
 // gpuSetup is the node's devices: which GPU each rank uses, and, with
 // --upload device, the opened devices the ranks' uploaders copy to.
 type gpuSetup struct {
-	plan   gpu.DevicePlan
-	info   []gpu.DeviceInfo // by rank
-	devs   []gpu.Device     // by rank, with --upload device
-	host   gpu.HostMode
-	stderr io.Writer
+	plan gpu.DevicePlan
+	info []gpu.DeviceInfo // by rank
+	devs []gpu.Device     // by rank, with --upload device
+	// decoders: with --decode-device cuda, one service per GPU decoding
+	// (the ranks' devices, else GPU 0).
+	decoders []*nvdecode.Service
+	host     gpu.HostMode
+	stderr   io.Writer
 }
 
 // setupGPUs decides the ranks' devices (gpu.PlanDevices) and, with
@@ -77,6 +86,12 @@ func setupGPUs(drv gpu.Driver, g gpuFlags, ranks int, stderr io.Writer) (*gpuSet
 				return nil, 0, fmt.Errorf("rank %d: open GPU %d: %w", r, ord, err)
 			}
 			s.devs = append(s.devs, d)
+		}
+	}
+	if g.decodeOn == "cuda" {
+		if err := s.startDecoders(visible, visErr); err != nil {
+			s.Close()
+			return nil, 0, err
 		}
 	}
 	for r, d := range s.info {
@@ -123,8 +138,74 @@ func (s *gpuSetup) Close() error {
 		return nil
 	}
 	var errs []error
+	for _, d := range s.decoders {
+		errs = append(errs, d.Close())
+	}
 	for _, d := range s.devs {
 		errs = append(errs, d.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// startDecoders starts --decode-device cuda's services: one per device
+// the ranks use, else on GPU 0. Without a driver, a device or a cuda
+// build it fails: the node does not start with a decoder it cannot have.
+func (s *gpuSetup) startDecoders(visible []gpu.DeviceInfo, visErr error) error {
+	if visErr != nil {
+		return fmt.Errorf("--decode-device cuda: %w", visErr)
+	}
+	if len(visible) == 0 {
+		return fmt.Errorf("--decode-device cuda: %w", gpu.ErrNoDevice)
+	}
+	ords := []int{visible[0].Ordinal}
+	if len(s.plan.Device) > 0 {
+		ords = nil
+		seen := map[int]bool{}
+		for _, o := range s.plan.Device {
+			if !seen[o] {
+				seen[o] = true
+				ords = append(ords, o)
+			}
+		}
+	}
+	for _, o := range ords {
+		svc, err := newDecodeService(o)
+		if err != nil {
+			return fmt.Errorf("--decode-device cuda: GPU %d: %w", o, err)
+		}
+		s.decoders = append(s.decoders, svc)
+		hw := "the JPEG engine and the hybrid backend"
+		if st := svc.Stats(); st.NoHardware != "" {
+			hw = "the hybrid backend only (no JPEG engine: " + st.NoHardware + ")"
+		}
+		fmt.Fprintf(s.stderr, "longshore-node: decoding JPEGs on GPU %d with nvJPEG: %s\n", o, hw)
+	}
+	return nil
+}
+
+// decodeStats sums the services' counts (nil without --decode-device cuda).
+func (s *gpuSetup) decodeStats() *nvdecode.Stats {
+	if s == nil || len(s.decoders) == 0 {
+		return nil
+	}
+	var sum nvdecode.Stats
+	for _, d := range s.decoders {
+		st := d.Stats()
+		sum.Hardware += st.Hardware
+		sum.Hybrid += st.Hybrid
+		sum.CPU += st.CPU
+		sum.Batches += st.Batches
+		sum.Retried += st.Retried
+		sum.MaxBatch = max(sum.MaxBatch, st.MaxBatch)
+		if st.NoHardware != "" {
+			sum.NoHardware = st.NoHardware
+		}
+		for k, v := range st.Reasons {
+			if sum.Reasons == nil {
+				sum.Reasons = map[string]int64{}
+			}
+			sum.Reasons[k] += v
+		}
+	}
+	return &sum
 }

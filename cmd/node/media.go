@@ -9,6 +9,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
+	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/decode/audio"
 	"github.com/longshore/longshore/decode/video"
@@ -132,6 +133,9 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 	if err != nil {
 		return err
 	}
+	if o.gpu != nil && len(o.gpu.decoders) > 0 && (k == actors.KindAudio || k == actors.KindVideo) {
+		return fmt.Errorf("--decode-device cuda decodes images only (video on the GPU's decoders is not built): leave it out with --media %s", o.mediaFlags.media)
+	}
 	switch k {
 	case actors.KindAudio:
 		c, err := o.mediaFlags.audioConfig(o.transform)
@@ -150,6 +154,18 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 		if err := ffdecode.UseVideo(ac, deps, c, int64(o.mediaFlags.readAhead)); err != nil {
 			return err
 		}
+		return ac.Validate()
+	}
+	if o.gpu != nil && len(o.gpu.decoders) > 0 {
+		if o.decoder == "none" {
+			return errors.New("--decode-device cuda decodes: --decoder none is for runs that decode nothing")
+		}
+		if err := dc.Validate(); err != nil {
+			return err
+		}
+		ac.Sample = ffdecode.Shape(dc)
+		deps.NewDecoder = nvdecode.Factory(dc, o.gpu.decoders)
+		deps.SampleSeed = decode.SampleSeed
 		return ac.Validate()
 	}
 	if o.decoder == "none" {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/cmd/internal/observe"
@@ -57,10 +58,11 @@ type Summary struct {
 	// over the ranks (with auto, the tuners' choice).
 	FetchConcurrency string               `json:"fetch_concurrency"`
 	FetchInFlight    int                  `json:"fetch_in_flight"`
-	Pack             *storage.PackedStats `json:"pack,omitempty"`  // a packed dataset's chunk cache
-	Store            *s3.Stats            `json:"store,omitempty"` // an S3 dataset's requests, retries by cause, throttling
-	Excluded         int                  `json:"excluded"`        // samples left out by --exclude
-	Quarantined      int                  `json:"quarantined"`     // keys this run added to --quarantine
+	Pack             *storage.PackedStats `json:"pack,omitempty"`       // a packed dataset's chunk cache
+	Store            *s3.Stats            `json:"store,omitempty"`      // an S3 dataset's requests, retries by cause, throttling
+	GPUDecode        *nvdecode.Stats      `json:"gpu_decode,omitempty"` // --decode-device cuda: samples by path, CPU fallbacks by reason
+	Excluded         int                  `json:"excluded"`             // samples left out by --exclude
+	Quarantined      int                  `json:"quarantined"`          // keys this run added to --quarantine
 	Error            string               `json:"error,omitempty"`
 }
 
@@ -438,6 +440,7 @@ func summarize(o options, f runFacts) Summary {
 		Failures:          FailureSummary{Total: f.report.Failed, ByReason: map[string]int64{}, Report: f.report},
 		Pack:              pack,
 		Store:             s3Stats(f.store),
+		GPUDecode:         o.gpu.decodeStats(),
 		Excluded:          f.excluded,
 		Quarantined:       f.quarantine.added(),
 	}
@@ -499,6 +502,9 @@ func printSummary(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "  store rate    limit %.0f/s (now %.0f/s, lowest %.0f/s), job budget share %.0f/s, %d requests held back %.2f s\n",
 				st.Ceiling, st.Rate, st.RateLow, st.Budget, st.RateWaits, st.RateWait.Seconds())
 		}
+	}
+	if g := s.GPUDecode; g != nil {
+		fmt.Fprintf(w, "  gpu decode    %s\n", g)
 	}
 	if p := s.Pack; p != nil {
 		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions\n",

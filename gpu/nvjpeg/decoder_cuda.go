@@ -77,6 +77,15 @@ static nvjpegStatus_t ls_decode_batch(nvjpegHandle_t h, nvjpegJpegState_t st, CU
 	free(imgs);
 	return r;
 }
+static CUresult ls_mem_alloc(unsigned long long *p, size_t n) {
+	CUdeviceptr d = 0;
+	CUresult r = cuMemAlloc(&d, n);
+	*p = (unsigned long long)d;
+	return r;
+}
+static CUresult ls_mem_free(unsigned long long p) { return cuMemFree((CUdeviceptr)p); }
+static CUresult ls_host_alloc(void **p, size_t n) { return cuMemHostAlloc(p, n, 0); }
+static CUresult ls_dtoh(void *dst, unsigned long long src, size_t n) { return cuMemcpyDtoH(dst, (CUdeviceptr)src, n); }
 */
 import "C"
 
@@ -111,7 +120,10 @@ type Decoder struct {
 	h       C.nvjpegHandle_t
 	st      C.nvjpegJpegState_t
 	stream  C.CUstream
-	batch   int // the size the state was initialized for batched decode
+	// batched holds a decode state per batch size: a state is initialized
+	// for one size (nvjpegDecodeBatchedInitialize), and re-initializing
+	// one at every change of size would cost each call an allocation.
+	batched map[int]C.nvjpegJpegState_t
 }
 
 var statusNames = map[C.nvjpegStatus_t]string{
@@ -233,11 +245,19 @@ func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error
 	if n == 0 {
 		return nil
 	}
-	if d.batch != n {
-		if err := status("batched initialize", C.nvjpegDecodeBatchedInitialize(d.h, d.st, C.int(n), 1, C.NVJPEG_OUTPUT_RGBI)); err != nil {
+	st, ok := d.batched[n]
+	if !ok {
+		if err := status("batch state", C.nvjpegJpegStateCreate(d.h, &st)); err != nil {
 			return err
 		}
-		d.batch = n
+		if err := status("batched initialize", C.nvjpegDecodeBatchedInitialize(d.h, st, C.int(n), 1, C.NVJPEG_OUTPUT_RGBI)); err != nil {
+			C.nvjpegJpegStateDestroy(st)
+			return err
+		}
+		if d.batched == nil {
+			d.batched = map[int]C.nvjpegJpegState_t{}
+		}
+		d.batched[n] = st
 	}
 	off := make([]C.size_t, n)
 	ln := make([]C.size_t, n)
@@ -251,7 +271,7 @@ func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error
 	}
 	var cr C.CUresult
 	base := (*C.uchar)(unsafe.Pointer(unsafe.SliceData(src)))
-	err := status("batched decode", C.ls_decode_batch(d.h, d.st, d.stream, base, &off[0], &ln[0], C.ulonglong(dst),
+	err := status("batched decode", C.ls_decode_batch(d.h, st, d.stream, base, &off[0], &ln[0], C.ulonglong(dst),
 		&doff[0], &pitch[0], C.int(n), &cr))
 	runtime.KeepAlive(src)
 	if err != nil {
@@ -267,7 +287,55 @@ func (d *Decoder) Close() error {
 	if d.stream != nil {
 		errs = append(errs, cuStatus("stream destroy", C.cuStreamDestroy(d.stream)))
 	}
+	for _, st := range d.batched {
+		errs = append(errs, status("batch state destroy", C.nvjpegJpegStateDestroy(st)))
+	}
 	errs = append(errs, status("state destroy", C.nvjpegJpegStateDestroy(d.st)), status("destroy", C.nvjpegDestroy(d.h)))
 	errs = append(errs, cuStatus("release context", C.ls_unbind(C.int(d.ordinal))))
 	return errors.Join(errs...)
+}
+
+// AllocDevice allocates n bytes of device memory in the context of the
+// calling thread (one a Decoder was made on).
+func AllocDevice(n int64) (gpu.DevicePtr, error) {
+	var p C.ulonglong
+	if err := cuStatus("cuMemAlloc", C.ls_mem_alloc(&p, C.size_t(n))); err != nil {
+		return 0, err
+	}
+	return gpu.DevicePtr(p), nil
+}
+
+// FreeDevice frees what AllocDevice returned.
+func FreeDevice(p gpu.DevicePtr) error { return cuStatus("cuMemFree", C.ls_mem_free(C.ulonglong(p))) }
+
+// AllocPinned allocates n bytes of page-locked host memory (the engine
+// reads its input from host memory; page-locked, it reads it by DMA), on
+// a thread a Decoder was made on.
+func AllocPinned(n int) ([]byte, error) {
+	var p unsafe.Pointer
+	if err := cuStatus("cuMemHostAlloc", C.ls_host_alloc(&p, C.size_t(n))); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// FreePinned frees what AllocPinned returned.
+func FreePinned(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return cuStatus("cuMemFreeHost", C.cuMemFreeHost(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+// CopyToHost copies len(dst) bytes of device memory at src to dst and
+// returns once done, on a thread a Decoder was made on. Decoders'
+// methods have returned once their output is written, so their output
+// may be copied at once.
+func CopyToHost(dst []byte, src gpu.DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	err := cuStatus("cuMemcpyDtoH", C.ls_dtoh(unsafe.Pointer(unsafe.SliceData(dst)), C.ulonglong(src), C.size_t(len(dst))))
+	runtime.KeepAlive(dst)
+	return err
 }

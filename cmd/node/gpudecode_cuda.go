@@ -1,0 +1,10 @@
+//go:build cuda && cgo
+
+package main
+
+import "github.com/longshore/longshore/actors/nvdecode"
+
+// newDecodeService starts --decode-device cuda's service on GPU ord.
+func newDecodeService(ord int) (*nvdecode.Service, error) {
+	return nvdecode.NewService(nvdecode.CUDABackend(ord), 0)
+}
