@@ -41,6 +41,9 @@
 # data in < 5% of steps whenever the CPU path can keep up; nvJPEG >= 3x the
 # CPU path's images/s per CPU core spent.
 #
+# GPU_CHECK_STEPS="node nvjpeg ..." runs only the steps named (the others
+# are left out of the table).
+#
 # GPU_CHECK_BENCH_PEER=1 (issue 19, after the check and outside its
 # budget): scripts/bench_peer.py on this machine's cores over the same
 # dataset, the peer's num_workers swept to 16 (GPU_CHECK_PEER_WORKERS),
@@ -108,6 +111,9 @@ PY
 step() {
 	local name=$1 limit=$2
 	shift 2
+	if [ -n "${GPU_CHECK_STEPS:-}" ] && [[ " $GPU_CHECK_STEPS " != *" $name "* ]]; then
+		return 1 # not asked for (GPU_CHECK_STEPS)
+	fi
 	local left=$((${GPU_CHECK_BUDGET:-285} - (SECONDS - t0)))
 	if [ "$left" -lt 15 ]; then
 		echo "gpu-check: $name skipped: the run's time budget is spent" >&2
@@ -129,6 +135,9 @@ step() {
 loop() {
 	local name=$1
 	shift
+	if [ -n "${GPU_CHECK_STEPS:-}" ] && [[ " $GPU_CHECK_STEPS " != *" $name "* ]]; then
+		return 1
+	fi
 	local serve=() train=()
 	while [ "$1" != -- ]; do serve+=("$1"); shift; done
 	shift
@@ -185,8 +194,19 @@ run() {
 				--drop-last --gpus 0 --upload host -- --mode host || true
 		fi
 	fi
+	if [ $nodeok = 1 ] && [ "${GPU_CHECK_TWIN:-0}" != 1 ]; then
+		# The node itself, --sink null, three epochs: the CPU path, then
+		# --decode-device cuda with its default decoders (one a core) and
+		# with twice as many (larger batches for the engine).
+		local nn=("$dir/bin/longshore-node" --standalone --sink null --dataset "$dir/data" --epochs 3 --batch-size 128)
+		step node-null-cpu 60 "${nn[@]}" --stats-json "$work/node-null-cpu.json" || true
+		step node-null-gpu 60 "${nn[@]}" --decode-device cuda --stats-json "$work/node-null-gpu.json" || true
+		step node-null-gpu-2x 60 "${nn[@]}" --decode-device cuda --decoders $((2 * $(nproc))) --stats-json "$work/node-null-gpu-2x.json" || true
+		loop node-gpu "$dir/bin/longshore-node" --standalone --sink feed --dataset "$dir/data" --epochs 1000 --batch-size 128 \
+			--drop-last --gpus 0 --upload host --decode-device cuda -- --mode host || true
+	fi
 	if [ $nodeok = 1 ] && [ -x "$dir/bin/longshore-nvjpegcheck" ] && [ "${GPU_CHECK_TWIN:-0}" != 1 ]; then
-		step nvjpeg 90 "$dir/bin/longshore-nvjpegcheck" --dataset "$dir/data" --epochs 3 --dump "$work/dump" --dump-n 24 --json "$work/nvjpeg.json" &&
+		step nvjpeg 150 "$dir/bin/longshore-nvjpegcheck" --dataset "$dir/data" --epochs 3 --dump "$work/dump" --dump-n 24 --json "$work/nvjpeg.json" &&
 			step compare 60 python3 "$dir/nvjpeg_compare.py" --report "$work/nvjpeg.json" --dump "$work/dump" \
 				--dataset "$dir/data" --peer --json "$work/compare.json" || true
 	fi
@@ -201,9 +221,12 @@ def text(n):
     return open(p).read().strip() if os.path.exists(p) else ""
 copy = load("copy")
 nvj, cmp_ = load("nvjpeg"), load("compare")
-loops = {n: load(n) for n in ("synthetic", "host", "device", "node")}
+loops = {n: load(n) for n in ("synthetic", "host", "device", "node", "node-gpu")}
+nodes = {n: load(n) for n in ("node-null-cpu", "node-null-gpu", "node-null-gpu-2x")}
 t = {"seconds": secs, "gpus": text("nvidia-smi"), "torch": text("torch"), "copy": copy,
-     "loops": {n: r for n, r in loops.items() if r}, "nvjpeg": nvj, "nvjpeg_pixels": cmp_}
+     "loops": {n: r for n, r in loops.items() if r}, "nvjpeg": nvj, "nvjpeg_pixels": cmp_,
+     "node_sink_null": {n: {k: r.get(k) for k in ("images", "images_per_second", "cpu_seconds", "cpu_ms_per_image", "gpu_decode", "failures")}
+                        for n, r in nodes.items() if r}}
 checks = {}
 if copy:
     reg = next((m for m in copy["upload"] if m["mode"] == "register"), None)
@@ -211,7 +234,7 @@ if copy:
     if reg and not reg.get("error"):
         checks["upload_of_pinned_peak"] = reg["of_pinned_peak"]
         checks["upload_target_80pct_met"] = reg["of_pinned_peak"] >= 0.8
-for n in ("host", "device", "node"):
+for n in ("host", "device", "node", "node-gpu"):
     r = loops.get(n)
     if r:
         checks[f"{n}_waited_share"] = r["waited_share"]
@@ -224,13 +247,20 @@ if nvj:
         checks["nvjpeg_target_3x_met"] = best["per_core_vs_cpu"] >= 3
     else:
         checks["nvjpeg_hardware_backend"] = nvj.get("hardware_error") or "no image routed to it"
+if nvj and nvj.get("node_path"):
+    np_ = nvj["node_path"]
+    checks["node_gpu_decode_per_core_vs_cpu"] = np_["pass"]["per_core_vs_cpu"]
+    checks["node_gpu_decode_pixels_within_tolerance"] = np_["within_tolerance"]
+c, g = nodes.get("node-null-cpu"), nodes.get("node-null-gpu")
+if c and g and g.get("cpu_ms_per_image"):
+    checks["node_decode_device_cuda_cpu_per_image_vs_cpu"] = g["cpu_ms_per_image"] / c["cpu_ms_per_image"]
 if cmp_:
     checks["nvjpeg_pixels_within_tolerance"] = cmp_["all_within_tolerance"]
 if dry:  # the twin and a CPU: the plumbing ran; no figure means anything
     checks = {k: v for k, v in checks.items() if k == "round_trips_equal"}
     t["dry_run"] = True
 t["checks"] = checks
-t["failed_steps"] = sorted(f[:-4] for f in os.listdir(work) if f.endswith(".log") and f[:-4] in ("copy", "synthetic", "host", "device", "node", "nvjpeg", "compare")
+t["failed_steps"] = sorted(f[:-4] for f in os.listdir(work) if f.endswith(".log") and f[:-4] in ("copy", "synthetic", "host", "device", "node", "node-gpu", "nvjpeg", "compare")
                            and not os.path.exists(os.path.join(work, f[:-4] + ".json")))
 json.dump(t, open(out, "w"), indent=2)
 print(json.dumps(checks, indent=2))

@@ -5,7 +5,7 @@
 // FFmpeg's libraries (the CPU path is the node's decode package).
 //
 //	longshore-nvjpegcheck --dataset DIR [--device 0] [--epochs 3] [--batch 64]
-//	    [--hw-threads 1,4] [--dump DIR --dump-n 16] [--json PATH]
+//	    [--hw-threads 1,4] [--node-decoders 2xCPUs] [--dump DIR --dump-n 16] [--json PATH]
 //
 // Every file is read into page-locked memory first (the store's side is
 // not measured), probed and routed (gpu/nvjpeg.Route). Then, one after
@@ -20,6 +20,14 @@
 //	          for each N of --hw-threads. Only images Route sends there.
 //	hybrid    nvJPEG's hybrid backend (Huffman on the CPU, IDCT on CUDA
 //	          cores), one image a call, one thread a core.
+//
+//	node-gpu  the node's own --decode-device cuda decoders
+//	          (actors/nvdecode: Route, nvJPEG, the CPU decoder's transform
+//	          of the RGB, train at 224) on --node-decoders goroutines
+//	          sharing one batching service; then, untimed, every image's
+//	          output against the CPU path's for the same seed (tolerance:
+//	          every image's mean absolute difference <= 1.0 level and
+//	          <= 0.1% of values off by more than 8).
 //
 // For each: images/s, CPU-seconds per 1,000 images (the process's
 // user+system time over the pass, getrusage) and images/s per CPU core

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/gpu/nvjpeg"
@@ -74,7 +76,10 @@ type Report struct {
 	HardwareOK  bool           `json:"hardware_backend"`
 	HardwareErr string         `json:"hardware_error,omitempty"`
 	Passes      []Pass         `json:"passes"`
-	Dumped      []Dumped       `json:"dumped,omitempty"`
+	// NodePath: the node's --decode-device cuda decoders (actors/nvdecode)
+	// against its CPU decoders, output against output.
+	NodePath *NodePath `json:"node_path,omitempty"`
+	Dumped   []Dumped  `json:"dumped,omitempty"`
 }
 
 func cpuTime() float64 {
@@ -95,6 +100,7 @@ func run(args []string) error {
 	dump := fs.String("dump", "", "write the first --dump-n decoded images here (raw RGB)")
 	dumpN := fs.Int("dump-n", 16, "images to dump")
 	out := fs.String("json", "", "write the report here (else stdout)")
+	nodeWorkers := fs.Int("node-decoders", 2*runtime.NumCPU(), "decoders of the node-path pass (actors/nvdecode, as --decode-device cuda runs them); 0: skip it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -185,6 +191,15 @@ func run(args []string) error {
 			return err
 		}
 		report(p)
+	}
+	if *nodeWorkers > 0 {
+		np, err := nodePath(*ordinal, src, imgs, *epochs, *nodeWorkers, *batch, cpu)
+		if err != nil {
+			return err
+		}
+		rep.NodePath = np
+		fmt.Fprintf(os.Stderr, "nvjpegcheck: node path: %.0f images/s, %.2f CPU-s/1000 (%.2fx the cpu path per core), %v; pixels vs the CPU path: worst mean %.3f, %.4f%% off by > 8, within tolerance %v\n",
+			np.Pass.ImagesPerS, np.Pass.CPUPer1000, np.Pass.PerCoreVsCPU, np.Stats, np.WorstMean, 100*np.ShareOver8, np.WithinTolerance)
 	}
 	if *dump != "" {
 		if rep.Dumped, err = dumpImages(dev, *ordinal, src, gpuImgs, *dumpN, *dump, rep.HardwareOK); err != nil {
@@ -515,4 +530,166 @@ func zero(dev gpu.Device, p gpu.DevicePtr, size int64) error {
 		return err
 	}
 	return dev.Synchronize()
+}
+
+// NodePath is the node-path pass: the decoders --decode-device cuda runs
+// (nvJPEG, then the CPU decoder's transform of its RGB) over every image,
+// timed; then their output against the CPU path's for the same seeds
+// over one epoch, untimed.
+type NodePath struct {
+	Pass  Pass           `json:"pass"`
+	Stats nvdecode.Stats `json:"stats"`
+	// Compared: images whose 224x224 outputs were compared byte for byte
+	// with the CPU path's (every image, epoch 0's seeds).
+	Compared int `json:"compared"`
+	// WorstMean: the largest per-image mean absolute difference; MeanMean
+	// their mean; ShareOver8: values off by more than 8 levels, of all.
+	WorstMean  float64 `json:"worst_image_mean"`
+	MeanMean   float64 `json:"mean_image_mean"`
+	ShareOver8 float64 `json:"share_over_8"`
+	MaxDiff    int     `json:"max_diff"`
+	// The tolerance, stated before the first run: every image's mean
+	// absolute difference <= 1.0 level, and <= 0.1% of all values off by
+	// more than 8. The CPU path decodes at 1/2-1/8 scale where the crop
+	// allows and upsamples chroma its own way; the GPU decodes whole.
+	WithinTolerance bool `json:"within_tolerance"`
+}
+
+// eachImage runs f over n images on workers goroutines, each with the
+// state setup makes.
+func eachImage[S any](workers int, n int64, setup func() (S, func(), error), f func(s S, i int64) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, done, err := setup()
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			defer done()
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				if err := f(s, i); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+type nodeState struct {
+	d, ref    actors.SampleDecoder
+	cpu       *decode.Decoder
+	dst, want []byte
+}
+
+func nodePath(ordinal int, src []byte, imgs []image, epochs, workers, batch int, cpu Pass) (*NodePath, error) {
+	svc, err := nvdecode.NewService(nvdecode.CUDABackend(ordinal), batch)
+	if err != nil {
+		return nil, err
+	}
+	defer svc.Close()
+	cfg := decode.DefaultConfig()
+	factory := nvdecode.Factory(cfg, []*nvdecode.Service{svc})
+	setup := func() (*nodeState, func(), error) {
+		d, err := factory()
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := decode.NewDecoder(cfg)
+		if err != nil {
+			d.Close()
+			return nil, nil, err
+		}
+		s := &nodeState{d: d, cpu: c, dst: make([]byte, cfg.SampleBytes()), want: make([]byte, cfg.SampleBytes())}
+		return s, func() { d.Close(); c.Close() }, nil
+	}
+	sample := func(i int64) ([]byte, uint64) {
+		epoch, idx := int(i)/len(imgs), int(i%int64(len(imgs)))
+		im := imgs[idx]
+		return src[im.off : im.off+im.len], decode.SampleSeed(1, epoch, int64(idx))
+	}
+	np := &NodePath{}
+	p := Pass{Name: "node-gpu", Threads: workers}
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	runtime.GC()
+	start, cpu0 := time.Now(), cpuTime()
+	total := int64(len(imgs) * epochs)
+	err = eachImage(workers, total, setup, func(s *nodeState, i int64) error {
+		data, seed := sample(i)
+		if err := s.d.Decode(data, seed, s.dst); err != nil {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.Failed = int(failed.Load())
+	p.Images = int(total) - p.Failed
+	if e, ok := firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	finish(&p, start, cpu0, 0)
+	if cpu.PerCore > 0 && p.PerCore > 0 {
+		p.PerCoreVsCPU = p.PerCore / cpu.PerCore
+	}
+	np.Pass = p
+	np.Stats = svc.Stats()
+
+	var mu sync.Mutex
+	var sumMean, over8, values float64
+	err = eachImage(workers, int64(len(imgs)), setup, func(s *nodeState, i int64) error {
+		data, seed := sample(i)
+		if s.d.Decode(data, seed, s.dst) != nil {
+			return nil
+		}
+		if _, err := s.cpu.Decode(data, seed, s.want); err != nil {
+			return nil
+		}
+		var sum float64
+		var o8, mx int
+		for k := range s.dst {
+			dd := int(s.dst[k]) - int(s.want[k])
+			if dd < 0 {
+				dd = -dd
+			}
+			sum += float64(dd)
+			if dd > 8 {
+				o8++
+			}
+			mx = max(mx, dd)
+		}
+		mean := sum / float64(len(s.dst))
+		mu.Lock()
+		defer mu.Unlock()
+		np.Compared++
+		sumMean += mean
+		np.WorstMean = max(np.WorstMean, mean)
+		np.MaxDiff = max(np.MaxDiff, mx)
+		over8 += float64(o8)
+		values += float64(len(s.dst))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if np.Compared > 0 {
+		np.MeanMean = sumMean / float64(np.Compared)
+		np.ShareOver8 = over8 / values
+	}
+	np.WithinTolerance = np.Compared > 0 && np.WorstMean <= 1.0 && np.ShareOver8 <= 0.001
+	return np, nil
 }

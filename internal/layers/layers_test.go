@@ -106,7 +106,7 @@ var reach = map[string][]string{
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/nvdecode", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "actors/feedserver",
 		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
