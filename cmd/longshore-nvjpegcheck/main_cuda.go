@@ -271,59 +271,94 @@ func finish(p *Pass, start time.Time, cpu0 float64, pixels int64) {
 	}
 }
 
+// tally counts a pass's images as its workers finish them.
+type tally struct {
+	done, failed, pixels atomic.Int64
+	firstErr             atomic.Value
+}
+
+func (t *tally) ok(n, pixels int64) { t.done.Add(n); t.pixels.Add(pixels) }
+
+func (t *tally) fail(n int64, err error) {
+	t.failed.Add(n)
+	t.firstErr.CompareAndSwap(nil, err.Error())
+}
+
+// timed runs f over n items on p.Threads workers (eachImage) between the
+// pass's clocks and fills p from what f tallied.
+func timed[S any](p *Pass, n int64, setup func() (S, func(), error), f func(s S, i int64, t *tally)) error {
+	var t tally
+	runtime.GC()
+	start, cpu0 := time.Now(), cpuTime()
+	if err := eachImage(p.Threads, n, setup, func(s S, i int64) error { f(s, i, &t); return nil }); err != nil {
+		return err
+	}
+	p.Images, p.Failed = int(t.done.Load()), int(t.failed.Load())
+	if e, ok := t.firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	finish(p, start, cpu0, t.pixels.Load())
+	return nil
+}
+
+type cpuWorker struct {
+	d   *decode.Decoder
+	dst []byte
+}
+
 // cpuPass is the node's CPU path: --transform train at 224, one decoder
 // a core.
 func cpuPass(src []byte, imgs []image, epochs int) (Pass, error) {
 	p := Pass{Name: "cpu", Threads: runtime.NumCPU()}
 	cfg := decode.DefaultConfig()
-	total := int64(len(imgs) * epochs)
-	var next, failed, pixels atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	errc := make(chan error, p.Threads)
-	runtime.GC()
-	start, cpu0 := time.Now(), cpuTime()
-	for w := 0; w < p.Threads; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d, err := decode.NewDecoder(cfg)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer d.Close()
-			dst := make([]byte, cfg.SampleBytes())
-			for {
-				i := next.Add(1) - 1
-				if i >= total {
-					return
-				}
-				epoch, idx := int(i)/len(imgs), int(i%int64(len(imgs)))
-				im := imgs[idx]
-				info, err := d.Decode(src[im.off:im.off+im.len], decode.SampleSeed(1, epoch, int64(idx)), dst)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				pixels.Add(int64(info.Width * info.Height))
-			}
-		}()
+	setup := func() (*cpuWorker, func(), error) {
+		d, err := decode.NewDecoder(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &cpuWorker{d, make([]byte, cfg.SampleBytes())}, func() { d.Close() }, nil
 	}
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return p, err
-	default:
+	err := timed(&p, int64(len(imgs)*epochs), setup, func(w *cpuWorker, i int64, t *tally) {
+		epoch, idx := int(i)/len(imgs), int(i%int64(len(imgs)))
+		im := imgs[idx]
+		info, err := w.d.Decode(src[im.off:im.off+im.len], decode.SampleSeed(1, epoch, int64(idx)), w.dst)
+		if err != nil {
+			t.fail(1, err)
+			return
+		}
+		t.ok(1, int64(info.Width*info.Height))
+	})
+	return p, err
+}
+
+// gpuWorker is a pass's worker on the device: its goroutine locked to
+// its OS thread, an nvJPEG decoder there and a device buffer.
+type gpuWorker struct {
+	d     *nvjpeg.Decoder
+	buf   gpu.DevicePtr
+	specs []nvjpeg.Image
+}
+
+func onDevice(dev gpu.Device, ordinal int, b nvjpeg.Backend, bufBytes int64) func() (*gpuWorker, func(), error) {
+	return func() (*gpuWorker, func(), error) {
+		runtime.LockOSThread()
+		d, err := nvjpeg.NewDecoder(ordinal, b)
+		if err != nil {
+			runtime.UnlockOSThread()
+			return nil, nil, err
+		}
+		buf, err := dev.AllocDevice(bufBytes)
+		if err != nil {
+			d.Close()
+			runtime.UnlockOSThread()
+			return nil, nil, err
+		}
+		return &gpuWorker{d: d, buf: buf}, func() {
+			dev.FreeDevice(buf)
+			d.Close()
+			runtime.UnlockOSThread()
+		}, nil
 	}
-	p.Failed = int(failed.Load())
-	p.Images = int(total) - p.Failed
-	if e, ok := firstErr.Load().(string); ok {
-		p.FirstError = e
-	}
-	finish(&p, start, cpu0, pixels.Load())
-	return p, nil
 }
 
 // withDecoder runs f on a locked OS thread with a decoder on backend b.
@@ -365,111 +400,37 @@ func hwPass(dev gpu.Device, ordinal int, src []byte, imgs []image, batch, thread
 		}
 		bufBytes = max(bufBytes, s)
 	}
-	bufs := make([]gpu.DevicePtr, threads)
-	for t := range bufs {
-		var err error
-		if bufs[t], err = dev.AllocDevice(bufBytes); err != nil {
-			return p, err
+	err := timed(&p, int64(len(batches)), onDevice(dev, ordinal, nvjpeg.BackendHardware, bufBytes), func(w *gpuWorker, i int64, t *tally) {
+		b := batches[i]
+		w.specs = w.specs[:0]
+		var off, pix int64
+		for _, im := range b {
+			w.specs = append(w.specs, nvjpeg.Image{Off: im.off, Len: im.len, DstOff: off, Pitch: int64(im.w) * 3})
+			off += rgbBytes(im)
+			pix += int64(im.w * im.h)
 		}
-		defer dev.FreeDevice(bufs[t])
-	}
-	var next, done, failed, pixels atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	errs := make([]error, threads)
-	start, cpu0 := time.Now(), cpuTime()
-	for t := 0; t < threads; t++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[t] = withDecoder(ordinal, nvjpeg.BackendHardware, func(d *nvjpeg.Decoder) error {
-				specs := make([]nvjpeg.Image, 0, batch)
-				for {
-					i := next.Add(1) - 1
-					if i >= int64(len(batches)) {
-						return nil
-					}
-					b := batches[i]
-					specs = specs[:0]
-					var off, pix int64
-					for _, im := range b {
-						specs = append(specs, nvjpeg.Image{Off: im.off, Len: im.len, DstOff: off, Pitch: int64(im.w) * 3})
-						off += rgbBytes(im)
-						pix += int64(im.w * im.h)
-					}
-					if err := d.DecodeBatch(src, specs, bufs[t]); err != nil {
-						failed.Add(int64(len(b)))
-						firstErr.CompareAndSwap(nil, err.Error())
-						continue
-					}
-					done.Add(int64(len(b)))
-					pixels.Add(pix)
-				}
-			})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return p, err
-	}
-	p.Images, p.Failed = int(done.Load()), int(failed.Load())
-	if e, ok := firstErr.Load().(string); ok {
-		p.FirstError = e
-	}
-	finish(&p, start, cpu0, pixels.Load())
-	return p, nil
+		if err := w.d.DecodeBatch(src, w.specs, w.buf); err != nil {
+			t.fail(int64(len(b)), err)
+			return
+		}
+		t.ok(int64(len(b)), pix)
+	})
+	return p, err
 }
 
 // hybridPass decodes imgs one a call on the hybrid backend, on threads
 // threads.
 func hybridPass(dev gpu.Device, ordinal int, src []byte, imgs []image, maxPix, threads, epochs int) (Pass, error) {
 	p := Pass{Name: "hybrid", Threads: threads}
-	bufs := make([]gpu.DevicePtr, threads)
-	for t := range bufs {
-		var err error
-		if bufs[t], err = dev.AllocDevice(int64(maxPix) * 3); err != nil {
-			return p, err
+	err := timed(&p, int64(len(imgs)*epochs), onDevice(dev, ordinal, nvjpeg.BackendHybrid, int64(maxPix)*3), func(w *gpuWorker, i int64, t *tally) {
+		im := imgs[i%int64(len(imgs))]
+		if err := w.d.DecodeRGB(src[im.off:im.off+im.len], w.buf, im.w*3); err != nil {
+			t.fail(1, err)
+			return
 		}
-		defer dev.FreeDevice(bufs[t])
-	}
-	total := int64(len(imgs) * epochs)
-	var next, done, failed, pixels atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	errs := make([]error, threads)
-	start, cpu0 := time.Now(), cpuTime()
-	for t := 0; t < threads; t++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[t] = withDecoder(ordinal, nvjpeg.BackendHybrid, func(d *nvjpeg.Decoder) error {
-				for {
-					i := next.Add(1) - 1
-					if i >= total {
-						return nil
-					}
-					im := imgs[i%int64(len(imgs))]
-					if err := d.DecodeRGB(src[im.off:im.off+im.len], bufs[t], im.w*3); err != nil {
-						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err.Error())
-						continue
-					}
-					done.Add(1)
-					pixels.Add(int64(im.w * im.h))
-				}
-			})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return p, err
-	}
-	p.Images, p.Failed = int(done.Load()), int(failed.Load())
-	if e, ok := firstErr.Load().(string); ok {
-		p.FirstError = e
-	}
-	finish(&p, start, cpu0, pixels.Load())
-	return p, nil
+		t.ok(1, int64(im.w*im.h))
+	})
+	return p, err
 }
 
 // dumpImages decodes the first n images (hardware backend where it runs
@@ -621,28 +582,17 @@ func nodePath(ordinal int, src []byte, imgs []image, epochs, workers, batch int,
 	}
 	np := &NodePath{}
 	p := Pass{Name: "node-gpu", Threads: workers}
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	runtime.GC()
-	start, cpu0 := time.Now(), cpuTime()
-	total := int64(len(imgs) * epochs)
-	err = eachImage(workers, total, setup, func(s *nodeState, i int64) error {
+	err = timed(&p, int64(len(imgs)*epochs), setup, func(s *nodeState, i int64, t *tally) {
 		data, seed := sample(i)
 		if err := s.d.Decode(data, seed, s.dst); err != nil {
-			failed.Add(1)
-			firstErr.CompareAndSwap(nil, err.Error())
+			t.fail(1, err)
+			return
 		}
-		return nil
+		t.ok(1, 0)
 	})
 	if err != nil {
 		return nil, err
 	}
-	p.Failed = int(failed.Load())
-	p.Images = int(total) - p.Failed
-	if e, ok := firstErr.Load().(string); ok {
-		p.FirstError = e
-	}
-	finish(&p, start, cpu0, 0)
 	if cpu.PerCore > 0 && p.PerCore > 0 {
 		p.PerCoreVsCPU = p.PerCore / cpu.PerCore
 	}
