@@ -17,6 +17,7 @@
 #   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
 #   make cuda-check  go vet + go build -tags cuda ./... against CUDA 11.8 headers and stubs from Debian non-free (cached)
 #   make gpu-check-bundle  the binaries and libraries scripts/gpu-check.sh carries to a machine with a GPU
+#   make gpu-check-parts   that bundle with the node, xz'd and cut for 64 MiB carries (bin/gpu-parts)
 
 SHELL        := /bin/bash
 GO           ?= go
@@ -46,7 +47,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz fuzz-long clean sim-scale
-.PHONY: images integ certs cuda-check gpu-check-bundle deploy-check
+.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -202,3 +203,11 @@ GPU_BUNDLE ?= $(BIN)/gpu-bundle
 gpu-check-bundle: deps-base
 	CUDA_OUT=$(GPU_BUNDLE)/bin CUDA_BINS="gpucheck $(if $(filter 1,$(GPU_BUNDLE_NODE)),node longshore-nvjpegcheck)" scripts/cuda-check.sh
 	GPU_BUNDLE_NODE=$(GPU_BUNDLE_NODE) scripts/gpu-check.sh --bundle $(GPU_BUNDLE)
+
+# The whole bundle (with the node) xz'd and cut into parts of at most
+# 54,000,000 bytes in $(GPU_PARTS), for machines that take 64 MiB a call
+# (docs/performance.md, "The device check").
+GPU_PARTS ?= $(BIN)/gpu-parts
+gpu-check-parts:
+	$(MAKE) gpu-check-bundle GPU_BUNDLE_NODE=1
+	scripts/gpu-check.sh --parts $(GPU_BUNDLE) $(GPU_PARTS)

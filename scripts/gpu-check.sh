@@ -5,6 +5,8 @@
 # Here (a machine with Go):
 #   make gpu-check-bundle                 # = cuda-check with CUDA_OUT, then --bundle
 #   scripts/gpu-check.sh --bundle DIR     # DIR/bin must hold the -tags cuda binaries
+#   scripts/gpu-check.sh --parts DIR OUT [BYTES]  # DIR xz'd and cut for carries of
+#                                         # at most 64 MiB (make gpu-check-parts)
 #     GPU_BUNDLE_NODE=1 also carries longshore-node and
 #     longshore-nvjpegcheck, the libraries ldd lists for them (FFmpeg's
 #     pull in ~235 MB, ~85 MB as zstd: split the carry where it is limited),
@@ -275,8 +277,20 @@ EOF
 	fi
 }
 
+# parts DIR OUT [BYTES]: DIR as one xz-compressed tar cut into parts of
+# BYTES (54,000,000 by default: one part and the repository fit a 64 MiB
+# carry), OUT/part-aa, part-ab, ...; there: cat part-* | xz -d | tar -x.
+parts() {
+	local dir=$1 out=$2 bytes=${3:-54000000}
+	[ -d "$dir" ] || { echo "gpu-check: $dir: no bundle" >&2; exit 1; }
+	rm -rf "$out" && mkdir -p "$out"
+	tar -C "$(dirname "$dir")" -c "$(basename "$dir")" | xz -9e -T0 | split -b "$bytes" - "$out/part-"
+	echo "gpu-check: $(ls "$out" | wc -l) parts in $out ($(du -sh "$out" | cut -f1)); there: cat part-* | xz -d | tar -x -C /tmp" >&2
+}
+
 case "${1:-}" in
 --bundle) [ $# -eq 2 ] || usage; bundle "$2" ;;
+--parts) [ $# -ge 3 ] || usage; parts "$2" "$3" "${4:-}" ;;
 --run)
 	[ "${2:-}" = --out ] && OUT_JSON=$3
 	run
