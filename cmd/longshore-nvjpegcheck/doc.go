@@ -18,6 +18,10 @@
 //	          backend, batches of --batch images, full-size RGB into
 //	          device memory, on N threads (one decoder and stream each)
 //	          for each N of --hw-threads. Only images Route sends there.
+//	sweep     the engine on one thread in batches of 1, 2, 4 ... 64 over
+//	          256 images a size: each size's first call (it initializes
+//	          the decoder's state for that size) and the per-image time
+//	          of the calls after it.
 //	hybrid    nvJPEG's hybrid backend (Huffman on the CPU, IDCT on CUDA
 //	          cores), one image a call, one thread a core.
 //

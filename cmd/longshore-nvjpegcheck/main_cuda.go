@@ -75,7 +75,10 @@ type Report struct {
 	Reasons     map[string]int `json:"cpu_reasons"`
 	HardwareOK  bool           `json:"hardware_backend"`
 	HardwareErr string         `json:"hardware_error,omitempty"`
-	Passes      []Pass         `json:"passes"`
+	// Sweep: the engine by batch size (what --decode-device cuda's
+	// service should aim for).
+	Sweep  []SweepRow `json:"batch_sweep,omitempty"`
+	Passes []Pass     `json:"passes"`
 	// NodePath: the node's --decode-device cuda decoders (actors/nvdecode)
 	// against its CPU decoders, output against output.
 	NodePath *NodePath `json:"node_path,omitempty"`
@@ -183,6 +186,15 @@ func run(args []string) error {
 				return err
 			}
 			report(p)
+		}
+	}
+	if rep.HardwareOK {
+		if rep.Sweep, err = sweep(dev, *ordinal, src, hw); err != nil {
+			return err
+		}
+		for _, r := range rep.Sweep {
+			fmt.Fprintf(os.Stderr, "nvjpegcheck: engine, batches of %2d: first call %.1f ms, then %.3f ms an image (%.0f images/s)\n",
+				r.Batch, r.FirstCallMs, r.MsPerImage, r.ImagesPerS)
 		}
 	}
 	for _, t := range []int{1, runtime.NumCPU()} {
@@ -642,4 +654,61 @@ func nodePath(ordinal int, src []byte, imgs []image, epochs, workers, batch int,
 	}
 	np.WithinTolerance = np.Compared > 0 && np.WorstMean <= 1.0 && np.ShareOver8 <= 0.001
 	return np, nil
+}
+
+// SweepRow is the engine at one batch size: the first call (which
+// initializes the decoder's state for that size) and the calls after it.
+type SweepRow struct {
+	Batch       int     `json:"batch"`
+	FirstCallMs float64 `json:"first_call_ms"`
+	Images      int     `json:"images"`
+	MsPerImage  float64 `json:"ms_per_image"`
+	ImagesPerS  float64 `json:"images_per_s"`
+}
+
+// sweep decodes the first 256 of imgs (cycled to fill) on one decoder in
+// batches of 1, 2, 4, ... 64, a size at a time.
+func sweep(dev gpu.Device, ordinal int, src []byte, imgs []image) ([]SweepRow, error) {
+	const n = 256
+	var rows []SweepRow
+	var bufBytes int64
+	for i := 0; i < min(n, len(imgs)); i++ {
+		bufBytes = max(bufBytes, rgbBytes(imgs[i]))
+	}
+	setup := onDevice(dev, ordinal, nvjpeg.BackendHardware, 64*bufBytes)
+	w, done, err := setup()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	for b := 1; b <= 64; b *= 2 {
+		row := SweepRow{Batch: b}
+		var el time.Duration
+		for call := 0; call*b < n; call++ {
+			w.specs = w.specs[:0]
+			var off int64
+			for k := 0; k < b; k++ {
+				im := imgs[(call*b+k)%len(imgs)]
+				w.specs = append(w.specs, nvjpeg.Image{Off: im.off, Len: im.len, DstOff: off, Pitch: int64(im.w) * 3})
+				off += bufBytes
+			}
+			t0 := time.Now()
+			if err := w.d.DecodeBatch(src, w.specs, w.buf); err != nil {
+				return rows, fmt.Errorf("sweep, batches of %d: %w", b, err)
+			}
+			d := time.Since(t0)
+			if call == 0 {
+				row.FirstCallMs = d.Seconds() * 1000
+				continue
+			}
+			el += d
+			row.Images += b
+		}
+		if row.Images > 0 {
+			row.MsPerImage = el.Seconds() * 1000 / float64(row.Images)
+			row.ImagesPerS = float64(row.Images) / el.Seconds()
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
 }
