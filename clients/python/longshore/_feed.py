@@ -4,6 +4,7 @@ import array
 import base64
 import collections
 import json
+import math
 import mmap
 import os
 import select
@@ -471,7 +472,7 @@ class Loader:
         dims = tuple(d.get("shape") or d["dims"])
         dtype = _dtype(d.get("dtype"))
         if n:
-            if n != int(np.prod(dims, dtype=np.int64)) * dtype.itemsize:
+            if n != math.prod(dims) * dtype.itemsize:  # Python ints: no overflow, and ~20 us less a batch than np.prod
                 raise FeedError("protocol", f"batch of {n} bytes does not hold {d.get('dtype')} {list(dims)}")
             mm = c.regions[d["region"]]
             # The flat array is the base of every view NumPy or torch makes
