@@ -10,23 +10,25 @@ import (
 	"github.com/longshore/longshore/gpu/nvjpeg"
 )
 
-// CUDABackend is the factory of device ordinal's backend, for
-// NewService (it runs on the service's locked thread): nvJPEG's hybrid
-// backend, and its hardware engine where the GPU has one (its absence is
-// reported, not hidden: Stats.NoHardware).
-func CUDABackend(ordinal int) func() (Backend, error) {
-	return func() (Backend, error) {
+// CUDABackend is the factory of device ordinal's backends, for
+// NewService (each runs on its service thread): the engine's thread gets
+// nvJPEG's hardware backend where the GPU has one (its absence is
+// reported, not hidden: Stats.NoHardware), a hybrid thread the hybrid
+// backend.
+func CUDABackend(ordinal int) func(engine bool) (Backend, error) {
+	return func(engine bool) (Backend, error) {
+		if engine {
+			hw, err := nvjpeg.NewDecoder(ordinal, nvjpeg.BackendHardware)
+			if err != nil {
+				return &cudaBackend{noHW: err.Error()}, nil
+			}
+			return &cudaBackend{hw: hw}, nil
+		}
 		hy, err := nvjpeg.NewDecoder(ordinal, nvjpeg.BackendHybrid)
 		if err != nil {
 			return nil, fmt.Errorf("nvdecode: device %d: %w", ordinal, err)
 		}
-		b := &cudaBackend{hy: hy}
-		if hw, err := nvjpeg.NewDecoder(ordinal, nvjpeg.BackendHardware); err != nil {
-			b.noHW = err.Error()
-		} else {
-			b.hw = hw
-		}
-		return b, nil
+		return &cudaBackend{hy: hy}, nil
 	}
 }
 
@@ -38,7 +40,12 @@ type cudaBackend struct {
 	devCap int64
 }
 
-func (b *cudaBackend) Hardware() (bool, string) { return b.hw != nil, b.noHW }
+func (b *cudaBackend) Hardware() (bool, string) {
+	if b.hw == nil && b.noHW == "" {
+		return false, "not the engine's thread"
+	}
+	return b.hw != nil, b.noHW
+}
 
 // ensure grows the staging and device buffers to at least src and dev
 // bytes (by half again, so a run settles after a few batches).
@@ -105,6 +112,9 @@ func (b *cudaBackend) DecodeBatch(jobs []*Job) error {
 }
 
 func (b *cudaBackend) DecodeOne(j *Job) error {
+	if b.hy == nil {
+		return errors.New("nvdecode: no hybrid decoder on this thread")
+	}
 	if err := b.ensure(0, rgbBytes(j)); err != nil {
 		return err
 	}
@@ -120,9 +130,10 @@ func (b *cudaBackend) Close() error {
 	if b.dev != 0 {
 		errs = append(errs, nvjpeg.FreeDevice(b.dev))
 	}
-	if b.hw != nil {
-		errs = append(errs, b.hw.Close())
+	for _, d := range []*nvjpeg.Decoder{b.hw, b.hy} {
+		if d != nil {
+			errs = append(errs, d.Close())
+		}
 	}
-	errs = append(errs, b.hy.Close())
 	return errors.Join(errs...)
 }

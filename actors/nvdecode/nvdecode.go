@@ -15,10 +15,11 @@
 // it always does.
 //
 // A Service gathers the concurrent calls of every decoder actor into
-// batches on one goroutine (locked to its OS thread, where the device's
-// context and nvJPEG's handles live): it takes one request, then every
-// request already waiting, up to Batch, without waiting for more (no
-// timer: a batch is what the decoders had queued). The device side is a
+// batches for the JPEG engine on one goroutine (locked to its OS thread,
+// where the device's context and nvJPEG's handles live): it takes one
+// request, then every request already waiting, up to Batch, without
+// waiting for more (no timer: a batch is what the decoders had queued).
+// Hybrid-backend decodes run on threads of their own. The device side is a
 // Backend: CUDA's in a `cuda` build (backend_cuda.go), and any fake in
 // tests, so the batching, routing and fallbacks are tested on a CPU.
 package nvdecode
@@ -112,14 +113,19 @@ type request struct {
 // ErrClosed: Decode after Close.
 var ErrClosed = errors.New("nvdecode: service closed")
 
-// Service batches decodes for one device.
+// Service batches decodes for one device: one goroutine feeds the JPEG
+// engine in batches, Hybrid goroutines decode what goes to the hybrid
+// backend (and what a failed batch hands over), each on its own locked
+// thread with its own backend, so the engine's thread does nothing else.
 type Service struct {
-	reqs     chan *request
+	reqs     chan *request // for the engine
+	hq       chan *request // for the hybrid workers
 	stop     chan struct{}
 	finished chan struct{}
 	batch    int
 	caps     nvjpeg.Caps
-	closeErr error
+	errMu    sync.Mutex
+	closeErr []error
 	once     sync.Once
 
 	hardware, hybrid, cpu, batches, retried atomic.Int64
@@ -132,43 +138,89 @@ type Service struct {
 // DefaultBatch is the most images a batched call takes by default.
 const DefaultBatch = 64
 
-// NewService starts the service's goroutine, locks it to its OS thread
-// and makes the backend there with newBackend; batch bounds a batched
-// call (0: DefaultBatch).
-func NewService(newBackend func() (Backend, error), batch int) (*Service, error) {
+// DefaultHybrid is how many threads decode on the hybrid backend.
+const DefaultHybrid = 2
+
+// NewService starts the service's goroutines, each locked to its OS
+// thread with a backend newBackend made there (engine: the one that feeds
+// the JPEG engine; the others decode on the hybrid backend only); batch
+// bounds a batched call (0: DefaultBatch), hybrid is the hybrid threads
+// (0: DefaultHybrid).
+func NewService(newBackend func(engine bool) (Backend, error), batch, hybrid int) (*Service, error) {
 	if batch <= 0 {
 		batch = DefaultBatch
 	}
-	s := &Service{reqs: make(chan *request, batch), stop: make(chan struct{}), finished: make(chan struct{}),
-		batch: batch, caps: nvjpeg.DefaultCaps(), reasons: map[string]int64{}}
-	started := make(chan error, 1)
-	go s.run(newBackend, started)
-	if err := <-started; err != nil {
+	if hybrid <= 0 {
+		hybrid = DefaultHybrid
+	}
+	s := &Service{reqs: make(chan *request, batch), hq: make(chan *request, batch), stop: make(chan struct{}),
+		finished: make(chan struct{}), batch: batch, caps: nvjpeg.DefaultCaps(), reasons: map[string]int64{}}
+	var wg sync.WaitGroup
+	started := make(chan error, 1+hybrid)
+	wg.Add(1 + hybrid)
+	go s.run(&wg, newBackend, started)
+	if err := <-started; err != nil { // the engine's first: it decides the caps
+		close(s.stop)
+		wg.Add(-hybrid)
+		wg.Wait()
+		return nil, err
+	}
+	for range hybrid {
+		go s.runHybrid(&wg, newBackend, started)
+	}
+	var errs []error
+	for range hybrid {
+		errs = append(errs, <-started)
+	}
+	go func() { wg.Wait(); close(s.finished) }()
+	if err := errors.Join(errs...); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Service) run(newBackend func() (Backend, error), started chan<- error) {
-	defer close(s.finished)
-	runtime.LockOSThread() // never unlocked: the thread holds the device's handles
-	b, err := newBackend()
+// locked makes a backend on the calling goroutine's thread, locked for
+// good (the thread holds the device's handles), and reports to started.
+func (s *Service) locked(newBackend func(bool) (Backend, error), engine bool, started chan<- error) Backend {
+	runtime.LockOSThread()
+	b, err := newBackend(engine)
+	started <- err
 	if err != nil {
-		started <- err
+		return nil
+	}
+	return b
+}
+
+func (s *Service) closed(b Backend) {
+	if err := b.Close(); err != nil {
+		s.errMu.Lock()
+		s.closeErr = append(s.closeErr, err)
+		s.errMu.Unlock()
+	}
+}
+
+func (s *Service) run(wg *sync.WaitGroup, newBackend func(bool) (Backend, error), started chan<- error) {
+	defer wg.Done()
+	runtime.LockOSThread()
+	b, err := newBackend(true)
+	if err == nil {
+		if ok, why := b.Hardware(); !ok {
+			s.caps.Hardware = false
+			s.noHardware = why
+		}
+	}
+	started <- err
+	if err != nil {
 		return
 	}
-	if ok, why := b.Hardware(); !ok {
-		s.caps.Hardware = false
-		s.noHardware = why
-	}
-	started <- nil
 	var batch []*request
 	for {
 		select {
 		case r := <-s.reqs:
 			batch = append(batch[:0], r)
 		case <-s.stop:
-			s.closeErr = b.Close()
+			s.closed(b)
 			return
 		}
 	gather:
@@ -184,46 +236,62 @@ func (s *Service) run(newBackend func() (Backend, error), started chan<- error) 
 	}
 }
 
-// serve decodes one gathered batch: the hardware jobs in one call (each
-// alone on the hybrid backend if that call fails), the hybrid ones one
-// by one.
-func (s *Service) serve(b Backend, batch []*request) {
-	var hw []*request
-	var jobs []*Job
-	for _, r := range batch {
-		if r.job.Path == nvjpeg.PathHardware {
-			hw = append(hw, r)
-			jobs = append(jobs, r.job)
-			continue
-		}
-		r.done <- b.DecodeOne(r.job)
-	}
-	if len(hw) == 0 {
+func (s *Service) runHybrid(wg *sync.WaitGroup, newBackend func(bool) (Backend, error), started chan<- error) {
+	defer wg.Done()
+	b := s.locked(newBackend, false, started)
+	if b == nil {
 		return
+	}
+	for {
+		select {
+		case r := <-s.hq:
+			r.done <- b.DecodeOne(r.job)
+		case <-s.stop:
+			s.closed(b)
+			return
+		}
+	}
+}
+
+// serve decodes one gathered batch in one call, and hands each job of a
+// batch that failed to the hybrid workers.
+func (s *Service) serve(b Backend, batch []*request) {
+	jobs := make([]*Job, len(batch))
+	for i, r := range batch {
+		jobs[i] = r.job
 	}
 	s.batches.Add(1)
 	s.mu.Lock()
-	s.maxBatch = max(s.maxBatch, len(hw))
+	s.maxBatch = max(s.maxBatch, len(batch))
 	s.mu.Unlock()
 	if err := b.DecodeBatch(jobs); err == nil {
-		for _, r := range hw {
+		for _, r := range batch {
 			r.done <- nil
 		}
 		return
 	}
-	for _, r := range hw {
+	for _, r := range batch {
 		s.retried.Add(1)
 		r.job.Path = nvjpeg.PathHybrid
-		r.done <- b.DecodeOne(r.job)
+		select {
+		case s.hq <- r:
+		case <-s.stop:
+			r.done <- ErrClosed
+		}
 	}
 }
 
-// Decode decodes job on the device and returns when it is done. Safe for
-// concurrent use: concurrent calls share batches.
+// Decode decodes job on the device and returns when it is done: a
+// PathHardware job in the engine's next batch, a PathHybrid one on a
+// hybrid thread. Safe for concurrent use: concurrent calls share batches.
 func (s *Service) Decode(job *Job) error {
+	q := s.hq
+	if job.Path == nvjpeg.PathHardware && s.caps.Hardware {
+		q = s.reqs
+	}
 	r := &request{job: job, done: make(chan error, 1)}
 	select {
-	case s.reqs <- r:
+	case q <- r:
 	case <-s.finished:
 		return ErrClosed
 	}
@@ -266,13 +334,15 @@ func (s *Service) countCPU(reason string) {
 }
 
 // Close stops the service once the calls in flight are answered and
-// closes the backend.
+// closes the backends.
 func (s *Service) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.finished
 	})
-	return s.closeErr
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return errors.Join(s.closeErr...)
 }
 
 // ReasonGPUError: the device failed on a sample; the CPU path decoded it.

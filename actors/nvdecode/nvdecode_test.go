@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -60,7 +61,12 @@ func (f *fake) DecodeOne(j *Job) error {
 	return goDecode(j)
 }
 
-func (f *fake) Close() error { f.closed = true; return nil }
+func (f *fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
 
 func goDecode(j *Job) error {
 	img, err := jpeg.Decode(bytes.NewReader(j.Data))
@@ -103,7 +109,7 @@ func config(t *testing.T) decode.Config {
 
 func newService(t *testing.T, f *fake, batch int) *Service {
 	t.Helper()
-	s, err := NewService(func() (Backend, error) { return f, nil }, batch)
+	s, err := NewService(func(bool) (Backend, error) { return f, nil }, batch, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +195,7 @@ func TestRoutesAndPixels(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	want := Stats{Hardware: 6, Hybrid: 3, CPU: 6, Batches: 6, MaxBatch: 1,
+	want := Stats{Hardware: 6, Hybrid: 3, CPU: 6, Batches: 6, MaxBatch: 1, // batches: the engine's only
 		Reasons: map[string]int64{nvjpeg.ReasonCMYK: 3, nvjpeg.ReasonNotJPEG: 3}}
 	if st.Hardware != want.Hardware || st.Hybrid != want.Hybrid || st.CPU != want.CPU || st.Batches != want.Batches ||
 		st.Reasons[nvjpeg.ReasonCMYK] != 3 || st.Reasons[nvjpeg.ReasonNotJPEG] != 3 || st.Retried != 0 {
@@ -304,8 +310,11 @@ func TestClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !f.closed {
-		t.Error("Close did not close the backend")
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if !closed {
+		t.Error("Close did not close the backends")
 	}
 	if err := d.Decode(read(t, "jpeg_444.jpg"), 1, make([]byte, dc.SampleBytes())); !errors.Is(err, ErrClosed) {
 		t.Errorf("Decode after Close: %v, want ErrClosed", err)
@@ -313,8 +322,42 @@ func TestClose(t *testing.T) {
 }
 
 func TestBackendErrorAtStart(t *testing.T) {
-	_, err := NewService(func() (Backend, error) { return nil, errors.New("no driver") }, 0)
+	_, err := NewService(func(bool) (Backend, error) { return nil, errors.New("no driver") }, 0, 0)
 	if err == nil || err.Error() != "no driver" {
 		t.Errorf("NewService: %v, want the backend's error", err)
+	}
+	// A hybrid thread's backend failing stops the service too.
+	_, err = NewService(func(engine bool) (Backend, error) {
+		if engine {
+			return &fake{}, nil
+		}
+		return nil, errors.New("no hybrid")
+	}, 0, 2)
+	if err == nil || !strings.Contains(err.Error(), "no hybrid") {
+		t.Errorf("NewService: %v, want the hybrid backend's error", err)
+	}
+}
+
+// TestHybridDoesNotWaitForTheEngine: a progressive JPEG decodes on a
+// hybrid thread while the engine's thread is busy (here: held inside a
+// batch until the hybrid decode is back).
+func TestHybridDoesNotWaitForTheEngine(t *testing.T) {
+	dc := config(t)
+	f := &fake{gate: make(chan struct{}), entered: make(chan struct{})}
+	s := newService(t, f, 0)
+	hwDec, hyDec := newDecoder(t, dc, s), newDecoder(t, dc, s)
+	hwErr := make(chan error, 1)
+	baseline := read(t, "jpeg_444.jpg")
+	go func() { hwErr <- hwDec.Decode(baseline, 1, make([]byte, dc.SampleBytes())) }()
+	<-f.entered
+	if err := hyDec.Decode(read(t, "jpeg_progressive.jpg"), 1, make([]byte, dc.SampleBytes())); err != nil {
+		t.Fatal(err)
+	}
+	close(f.gate)
+	if err := <-hwErr; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Hardware != 1 || st.Hybrid != 1 {
+		t.Errorf("stats %+v", st)
 	}
 }

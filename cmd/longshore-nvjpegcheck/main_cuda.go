@@ -567,7 +567,7 @@ type nodeState struct {
 }
 
 func nodePath(ordinal int, src []byte, imgs []image, epochs, workers, batch int, cpu Pass) (*NodePath, error) {
-	svc, err := nvdecode.NewService(nvdecode.CUDABackend(ordinal), batch)
+	svc, err := nvdecode.NewService(nvdecode.CUDABackend(ordinal), batch, 0)
 	if err != nil {
 		return nil, err
 	}

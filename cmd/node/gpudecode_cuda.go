@@ -6,5 +6,5 @@ import "github.com/longshore/longshore/actors/nvdecode"
 
 // newDecodeService starts --decode-device cuda's service on GPU ord.
 func newDecodeService(ord int) (*nvdecode.Service, error) {
-	return nvdecode.NewService(nvdecode.CUDABackend(ord), 0)
+	return nvdecode.NewService(nvdecode.CUDABackend(ord), 0, 0)
 }
