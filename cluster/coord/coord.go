@@ -207,7 +207,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 			}
 		}
 	}
-	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), wire.CoordinatorActor)
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithMailbox(wire.ReadyMailbox())), wire.CoordinatorActor)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("coord: spawn: %w", err)

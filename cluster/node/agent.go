@@ -227,7 +227,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		a.ranks = append(a.ranks, rs)
 		a.byName[r.name] = rs
 	}
-	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), wire.NodeActor)
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithMailbox(wire.ReadyMailbox())), wire.NodeActor)
 	if err != nil {
 		return nil, fmt.Errorf("agent: spawn %s: %w", wire.NodeActor, err)
 	}
