@@ -15,11 +15,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/nvdecode"
+	"github.com/longshore/longshore/cmd/internal/procmem"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/gpu/nvjpeg"
@@ -85,13 +85,7 @@ type Report struct {
 	Dumped   []Dumped  `json:"dumped,omitempty"`
 }
 
-func cpuTime() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
+func cpuTime() float64 { return procmem.CPU().Seconds() }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("longshore-nvjpegcheck", flag.ContinueOnError)
@@ -187,8 +181,6 @@ func run(args []string) error {
 			}
 			report(p)
 		}
-	}
-	if rep.HardwareOK {
 		if rep.Sweep, err = sweep(dev, *ordinal, src, hw); err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ func readUsage() usage {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return usage{}
 	}
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	cpu := procmem.CPU()
 	// Linux's ru_maxrss (kilobytes) keeps the high-water mark of the
 	// memory the process had before its exec: a node started by a big
 	// parent through vfork (as Go's os/exec does) reports the parent's.

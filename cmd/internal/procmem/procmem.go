@@ -1,11 +1,24 @@
-// Package procmem reads the process's own peak resident memory.
+// Package procmem reads the process's own peak resident memory and CPU
+// time.
 package procmem
 
 import (
 	"bytes"
 	"os"
 	"strconv"
+	"syscall"
+	"time"
 )
+
+// CPU is the user and system CPU time the process has used so far (0
+// where getrusage fails).
+func CPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // PeakRSS is the process's peak resident set size in bytes (VmHWM in
 // /proc/self/status), or 0 where that is not available. Linux's rusage
