@@ -17,10 +17,6 @@ static CUresult ls_bind(int ordinal, CUcontext *ctx) {
 	if (r != CUDA_SUCCESS) return r;
 	CUdevice dev;
 	if ((r = cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS) return r;
-	// Waits block the thread instead of spinning a core (a spin would
-	// count as CPU the decode spent). The flags apply where the context
-	// is not active yet; an active one keeps its own.
-	cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC);
 	if ((r = cuDevicePrimaryCtxRetain(ctx, dev)) != CUDA_SUCCESS) return r;
 	return cuCtxSetCurrent(*ctx);
 }
@@ -39,9 +35,19 @@ static nvjpegStatus_t ls_create(int backend, nvjpegHandle_t *h) {
 	return nvjpegCreateEx(b, NULL, NULL, 0, h);
 }
 
+// ls_wait waits for the work enqueued on s so far through e, an event
+// made with CU_EVENT_BLOCKING_SYNC: the thread sleeps instead of spinning
+// a core (which would count as CPU the decode spent), whatever scheduling
+// the shared primary context was given.
+static CUresult ls_wait(CUstream s, CUevent e) {
+	CUresult r = cuEventRecord(e, s);
+	if (r != CUDA_SUCCESS) return r;
+	return cuEventSynchronize(e);
+}
+
 // ls_decode decodes one image to interleaved RGB at dst (device memory,
 // pitch bytes a row) on stream s and waits for it.
-static nvjpegStatus_t ls_decode(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream s, const unsigned char *data,
+static nvjpegStatus_t ls_decode(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream s, CUevent e, const unsigned char *data,
 		size_t n, unsigned long long dst, size_t pitch, CUresult *cr) {
 	nvjpegImage_t img;
 	memset(&img, 0, sizeof img);
@@ -49,7 +55,7 @@ static nvjpegStatus_t ls_decode(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream
 	img.pitch[0] = pitch;
 	nvjpegStatus_t r = nvjpegDecode(h, st, data, n, NVJPEG_OUTPUT_RGBI, &img, (cudaStream_t)s);
 	*cr = CUDA_SUCCESS;
-	if (r == NVJPEG_STATUS_SUCCESS) *cr = cuStreamSynchronize(s);
+	if (r == NVJPEG_STATUS_SUCCESS) *cr = ls_wait(s, e);
 	return r;
 }
 
@@ -57,7 +63,7 @@ static nvjpegStatus_t ls_decode(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream
 // to interleaved RGB at dst+dstoff[i] (pitch[i] bytes a row) with one
 // nvjpegDecodeBatched call on s (the state initialized for batches of n)
 // and waits for them.
-static nvjpegStatus_t ls_decode_batch(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream s, const unsigned char *base,
+static nvjpegStatus_t ls_decode_batch(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream s, CUevent e, const unsigned char *base,
 		const size_t *off, const size_t *len, unsigned long long dst, const size_t *dstoff, const size_t *pitch,
 		int n, CUresult *cr) {
 	const unsigned char **ptrs = malloc(n * sizeof *ptrs);
@@ -71,7 +77,7 @@ static nvjpegStatus_t ls_decode_batch(nvjpegHandle_t h, nvjpegJpegState_t st, CU
 			imgs[i].pitch[0] = pitch[i];
 		}
 		r = nvjpegDecodeBatched(h, st, ptrs, len, imgs, (cudaStream_t)s);
-		if (r == NVJPEG_STATUS_SUCCESS) *cr = cuStreamSynchronize(s);
+		if (r == NVJPEG_STATUS_SUCCESS) *cr = ls_wait(s, e);
 	}
 	free(ptrs);
 	free(imgs);
@@ -116,10 +122,10 @@ func (b Backend) String() string { return [...]string{"default", "hardware", "hy
 // locks its goroutine to its thread (runtime.LockOSThread) first.
 type Decoder struct {
 	ordinal int
-	backend Backend
 	h       C.nvjpegHandle_t
 	st      C.nvjpegJpegState_t
 	stream  C.CUstream
+	done    C.CUevent // recorded after each decode, waited on (blocking)
 	// batched holds a decode state per batch size: a state is initialized
 	// for one size (nvjpegDecodeBatchedInitialize), and re-initializing
 	// one at every change of size would cost each call an allocation.
@@ -172,7 +178,7 @@ func cuStatus(op string, r C.CUresult) error {
 // without a JPEG engine. The caller's goroutine must be locked to its OS
 // thread.
 func NewDecoder(ordinal int, b Backend) (*Decoder, error) {
-	d := &Decoder{ordinal: ordinal, backend: b}
+	d := &Decoder{ordinal: ordinal}
 	var ctx C.CUcontext
 	if err := cuStatus("bind device", C.ls_bind(C.int(ordinal), &ctx)); err != nil {
 		return nil, err
@@ -190,11 +196,12 @@ func NewDecoder(ordinal int, b Backend) (*Decoder, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := cuStatus("event", C.cuEventCreate(&d.done, C.CU_EVENT_BLOCKING_SYNC|C.CU_EVENT_DISABLE_TIMING)); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
-
-// Backend returns the decoder's backend.
-func (d *Decoder) Backend() Backend { return d.backend }
 
 // Size reads the image's size without decoding.
 func (d *Decoder) Size(data []byte) (w, h int, err error) {
@@ -220,7 +227,7 @@ func (d *Decoder) DecodeRGB(data []byte, dst gpu.DevicePtr, pitch int) error {
 	}
 	var cr C.CUresult
 	p := (*C.uchar)(unsafe.Pointer(unsafe.SliceData(data)))
-	err := status("decode", C.ls_decode(d.h, d.st, d.stream, p, C.size_t(len(data)), C.ulonglong(dst), C.size_t(pitch), &cr))
+	err := status("decode", C.ls_decode(d.h, d.st, d.stream, d.done, p, C.size_t(len(data)), C.ulonglong(dst), C.size_t(pitch), &cr))
 	runtime.KeepAlive(data)
 	if err != nil {
 		return err
@@ -271,7 +278,7 @@ func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error
 	}
 	var cr C.CUresult
 	base := (*C.uchar)(unsafe.Pointer(unsafe.SliceData(src)))
-	err := status("batched decode", C.ls_decode_batch(d.h, st, d.stream, base, &off[0], &ln[0], C.ulonglong(dst),
+	err := status("batched decode", C.ls_decode_batch(d.h, st, d.stream, d.done, base, &off[0], &ln[0], C.ulonglong(dst),
 		&doff[0], &pitch[0], C.int(n), &cr))
 	runtime.KeepAlive(src)
 	if err != nil {
@@ -284,6 +291,9 @@ func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error
 // primary context.
 func (d *Decoder) Close() error {
 	var errs []error
+	if d.done != nil {
+		errs = append(errs, cuStatus("event destroy", C.cuEventDestroy(d.done)))
+	}
 	if d.stream != nil {
 		errs = append(errs, cuStatus("stream destroy", C.cuStreamDestroy(d.stream)))
 	}
