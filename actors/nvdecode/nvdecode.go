@@ -70,8 +70,9 @@ type Stats struct {
 	Hybrid   int64 `json:"hybrid"`   // by the hybrid backend
 	CPU      int64 `json:"cpu"`      // by the CPU path, Reasons says why
 	// Reasons counts the CPU path's samples by reason: Route's (cmyk,
-	// not_jpeg, progressive on a GPU without the engine's support, ...)
-	// and gpu_error (the device failed on it; the CPU path decoded it).
+	// not_jpeg, precision, too_small, ...), too_large (over the decode
+	// configuration's MaxPixels) and gpu_error (the device failed on it;
+	// the CPU path decoded it).
 	Reasons map[string]int64 `json:"cpu_reasons,omitempty"`
 	// Batches and Retried: batched calls, and images of failed batches
 	// retried alone.
@@ -157,14 +158,12 @@ func NewService(newBackend func(engine bool) (Backend, error), batch, hybrid int
 		finished: make(chan struct{}), batch: batch, caps: nvjpeg.DefaultCaps(), reasons: map[string]int64{}}
 	var wg sync.WaitGroup
 	started := make(chan error, 1+hybrid)
-	wg.Add(1 + hybrid)
+	wg.Add(1)
 	go s.run(&wg, newBackend, started)
 	if err := <-started; err != nil { // the engine's first: it decides the caps
-		close(s.stop)
-		wg.Add(-hybrid)
-		wg.Wait()
 		return nil, err
 	}
+	wg.Add(hybrid)
 	for range hybrid {
 		go s.runHybrid(&wg, newBackend, started)
 	}
@@ -180,11 +179,15 @@ func NewService(newBackend func(engine bool) (Backend, error), batch, hybrid int
 	return s, nil
 }
 
-// locked makes a backend on the calling goroutine's thread, locked for
-// good (the thread holds the device's handles), and reports to started.
-func (s *Service) locked(newBackend func(bool) (Backend, error), engine bool, started chan<- error) Backend {
+// locked locks the calling goroutine to its thread for good (the thread
+// holds the device's handles), makes a backend there and reports the
+// outcome to started once ready reads what it needs of it.
+func locked(newBackend func(bool) (Backend, error), engine bool, started chan<- error, ready func(Backend)) Backend {
 	runtime.LockOSThread()
 	b, err := newBackend(engine)
+	if err == nil && ready != nil {
+		ready(b)
+	}
 	started <- err
 	if err != nil {
 		return nil
@@ -202,16 +205,13 @@ func (s *Service) closed(b Backend) {
 
 func (s *Service) run(wg *sync.WaitGroup, newBackend func(bool) (Backend, error), started chan<- error) {
 	defer wg.Done()
-	runtime.LockOSThread()
-	b, err := newBackend(true)
-	if err == nil {
+	b := locked(newBackend, true, started, func(b Backend) {
 		if ok, why := b.Hardware(); !ok {
 			s.caps.Hardware = false
 			s.noHardware = why
 		}
-	}
-	started <- err
-	if err != nil {
+	})
+	if b == nil {
 		return
 	}
 	var batch []*request
@@ -238,7 +238,7 @@ func (s *Service) run(wg *sync.WaitGroup, newBackend func(bool) (Backend, error)
 
 func (s *Service) runHybrid(wg *sync.WaitGroup, newBackend func(bool) (Backend, error), started chan<- error) {
 	defer wg.Done()
-	b := s.locked(newBackend, false, started)
+	b := locked(newBackend, false, started, nil)
 	if b == nil {
 		return
 	}
@@ -285,11 +285,16 @@ func (s *Service) serve(b Backend, batch []*request) {
 // PathHardware job in the engine's next batch, a PathHybrid one on a
 // hybrid thread. Safe for concurrent use: concurrent calls share batches.
 func (s *Service) Decode(job *Job) error {
+	return s.decode(&request{job: job, done: make(chan error, 1)})
+}
+
+// decode is Decode with the caller's request (a Decoder reuses its own:
+// no channel a sample).
+func (s *Service) decode(r *request) error {
 	q := s.hq
-	if job.Path == nvjpeg.PathHardware && s.caps.Hardware {
+	if r.job.Path == nvjpeg.PathHardware && s.caps.Hardware {
 		q = s.reqs
 	}
-	r := &request{job: job, done: make(chan error, 1)}
 	select {
 	case q <- r:
 	case <-s.finished:
@@ -373,6 +378,7 @@ type Decoder struct {
 	maxPixels int64
 	rgb       []byte
 	job       Job
+	req       request // for job, its done channel made once
 }
 
 // Decode routes the sample: the device's decoders and the CPU's
@@ -394,7 +400,10 @@ func (d *Decoder) Decode(data []byte, seed uint64, dst []byte) error {
 	}
 	d.rgb = d.rgb[:need]
 	d.job = Job{Data: data, W: w, H: h, Path: path, RGB: d.rgb}
-	if err := d.svc.Decode(&d.job); err != nil {
+	if d.req.done == nil {
+		d.req = request{job: &d.job, done: make(chan error, 1)}
+	}
+	if err := d.svc.decode(&d.req); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
 		}

@@ -133,7 +133,8 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 	if err != nil {
 		return err
 	}
-	if o.gpu != nil && len(o.gpu.decoders) > 0 && (k == actors.KindAudio || k == actors.KindVideo) {
+	onGPU := o.gpu != nil && len(o.gpu.decoders) > 0 // --decode-device cuda
+	if onGPU && (k == actors.KindAudio || k == actors.KindVideo) {
 		return fmt.Errorf("--decode-device cuda decodes images only (video on the GPU's decoders is not built): leave it out with --media %s", o.mediaFlags.media)
 	}
 	switch k {
@@ -156,17 +157,15 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 		}
 		return ac.Validate()
 	}
-	if o.gpu != nil && len(o.gpu.decoders) > 0 {
+	if onGPU {
 		if o.decoder == "none" {
 			return errors.New("--decode-device cuda decodes: --decoder none is for runs that decode nothing")
 		}
-		if err := dc.Validate(); err != nil {
+		if err := ffdecode.Use(ac, deps, dc); err != nil {
 			return err
 		}
-		ac.Sample = ffdecode.Shape(dc)
-		deps.NewDecoder = nvdecode.Factory(dc, o.gpu.decoders)
-		deps.SampleSeed = decode.SampleSeed
-		return ac.Validate()
+		deps.NewDecoder = nvdecode.Factory(dc, o.gpu.decoders) // the CPU decoders stay for fallbacks
+		return nil
 	}
 	if o.decoder == "none" {
 		ac.Sample = ffdecode.Shape(dc)
