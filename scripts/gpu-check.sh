@@ -107,15 +107,16 @@ PY
 	echo "gpu-check: bundle in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: $dir/gpu-check.sh --run" >&2
 }
 
+# wanted NAME: the step is to run (GPU_CHECK_STEPS unset, or names it).
+wanted() { [ -z "${GPU_CHECK_STEPS:-}" ] || [[ " $GPU_CHECK_STEPS " == *" $1 "* ]]; }
+
 # step NAME SECONDS CMD...: run with a time limit (and within the whole
 # run's budget, GPU_CHECK_BUDGET seconds, 285 by default: under 5 minutes
 # with the summary), log to $work/NAME.log.
 step() {
 	local name=$1 limit=$2
 	shift 2
-	if [ -n "${GPU_CHECK_STEPS:-}" ] && [[ " $GPU_CHECK_STEPS " != *" $name "* ]]; then
-		return 1 # not asked for (GPU_CHECK_STEPS)
-	fi
+	wanted "$name" || return 1
 	local left=$((${GPU_CHECK_BUDGET:-285} - (SECONDS - t0)))
 	if [ "$left" -lt 15 ]; then
 		echo "gpu-check: $name skipped: the run's time budget is spent" >&2
@@ -137,9 +138,7 @@ step() {
 loop() {
 	local name=$1
 	shift
-	if [ -n "${GPU_CHECK_STEPS:-}" ] && [[ " $GPU_CHECK_STEPS " != *" $name "* ]]; then
-		return 1
-	fi
+	wanted "$name" || return 1 # before starting its server
 	local serve=() train=()
 	while [ "$1" != -- ]; do serve+=("$1"); shift; done
 	shift
