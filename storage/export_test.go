@@ -16,3 +16,12 @@ func PackedWaiters(p *PackedStore, i int) int {
 	}
 	return 0
 }
+
+// SpillWaiting returns how many chunk fetches of p wait for a staging
+// buffer (0 when p does not spill).
+func SpillWaiting(p *PackedStore) int {
+	if p.spill == nil {
+		return 0
+	}
+	return int(p.spill.waiting.Load())
+}

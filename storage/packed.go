@@ -40,6 +40,16 @@ type PackedConfig struct {
 	// give it about that much per rank (ranks of one standalone node
 	// share their windows). 0: no cache (one ranged GET per sample).
 	CacheBytes int64
+	// SpillDir, when set, keeps chunks in files on that directory's
+	// disk instead of in memory (what Mosaic Streaming's and LitData's
+	// local cache directories do): CacheBytes then bounds the disk the
+	// chunks take, and memory holds only SpillStaging chunks being
+	// fetched. It must be on a disk file system with direct I/O, not
+	// tmpfs (CheckSpillDir). Linux only.
+	SpillDir string
+	// SpillStaging is how many chunk fetches hold a staging buffer at
+	// once when spilling; 0: DefaultSpillStaging.
+	SpillStaging int
 }
 
 // DefaultPackedConfig returns what the binaries start from.
@@ -72,6 +82,9 @@ func (c PackedConfig) Validate() error {
 	if c.CacheBytes < 0 {
 		errs = append(errs, fmt.Errorf("packed store: CacheBytes %d is negative", c.CacheBytes))
 	}
+	if c.SpillStaging < 0 {
+		errs = append(errs, fmt.Errorf("packed store: SpillStaging %d is negative", c.SpillStaging))
+	}
 	return errors.Join(errs...)
 }
 
@@ -90,6 +103,8 @@ type PackedStats struct {
 	PeakBytes     int64 `json:"peak_bytes"`     // most CachedBytes+FreeBytes ever: the memory held
 	ChunkFailures int64 `json:"chunk_failures"` // chunk fetches that failed
 	ReleasedBytes int64 `json:"released_bytes"` // pages of served members given back to the kernel
+	Spilled       int64 `json:"spilled"`        // chunks written to the spill directory (PackedConfig.SpillDir)
+	SpillErrors   int64 `json:"spill_errors"`   // reads of a spilled member that failed (then read alone from the store)
 }
 
 // The prefetch budget (PackedStore.mu.budget): how many chunks Prefetch
@@ -143,6 +158,7 @@ const sparseSlack = 4 << 10
 // io.Closer.
 type PackedStore struct {
 	inner Store
+	spill *spill // nil: chunks in memory
 	// ds is the dataset in memory (NewPackedStore), nil on the lazy path
 	// (NewCatalogPackedStore), where Get by a packed sample's key passes
 	// through: only GetSample knows a sample there.
@@ -246,6 +262,7 @@ type chunk struct {
 
 	done    chan struct{} // closed when the fetch ended
 	buf     []byte        // the fetch's buffer, off the heap: freed or kept for reuse by recycleLocked
+	file    *spillFile    // after done, on success, when spilling: the chunk's bytes; closed by recycleLocked
 	data    []byte        // after done, on success: buf's bytes (or the inner store's own)
 	err     error         // after done, on failure
 	waiters int           // Gets waiting for the fetch
@@ -268,7 +285,10 @@ func NewPackedStore(inner Store, ds *Dataset, cfg PackedConfig) (*PackedStore, e
 			return nil, fmt.Errorf("storage: packed store: sample %d (%s): object ID %d outside the dataset's %d objects (a bug of the dataset's maker)", i, s.Key, s.Object, len(ds.Objects))
 		}
 	}
-	p := newPackedStore(inner, &datasetCatalog{ds: ds}, cfg)
+	p, err := newPackedStore(inner, &datasetCatalog{ds: ds}, cfg)
+	if err != nil {
+		return nil, err
+	}
 	p.ds = ds
 	return p, nil
 }
@@ -302,11 +322,22 @@ func NewCatalogPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedS
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newPackedStore(inner, cat, cfg), nil
+	return newPackedStore(inner, cat, cfg)
 }
 
-func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) *PackedStore {
+func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedStore, error) {
 	p := &PackedStore{inner: inner, src: cat, n: cat.Len(), cap: cfg.CacheBytes}
+	if cfg.SpillDir != "" {
+		staging := cfg.SpillStaging
+		if staging == 0 {
+			staging = DefaultSpillStaging
+		}
+		sp, err := newSpill(cfg.SpillDir, staging)
+		if err != nil {
+			return nil, fmt.Errorf("storage: packed store: %w", err)
+		}
+		p.spill = sp
+	}
 	switch c := cat.(type) {
 	case *IndexedManifest:
 		p.peek = c.placement // no key copied per sample planned or prefetched
@@ -322,8 +353,11 @@ func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) *PackedStore {
 	p.mu.alone = map[chunkKey]bool{}
 	p.mu.spans = map[chunkKey]int64{}
 	p.mu.budget = max(cfg.Window, 1)
-	return p
+	return p, nil
 }
+
+// Spilling reports whether chunks are kept on disk (PackedConfig.SpillDir).
+func (p *PackedStore) Spilling() bool { return p.spill != nil }
 
 // SetBlock changes the chunk block (PackedConfig.Block), for a node that
 // learns the epoch order's block from the coordinator after it opened the
@@ -462,7 +496,7 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 			if !ok {
 				return p.getMember(ctx, s, object, dst)
 			}
-			return p.copyOut(c, s, data, dst), nil
+			return p.copyOutOrAlone(ctx, c, s, object, data, dst)
 		}
 	default:
 	}
@@ -494,7 +528,20 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 	if !ok {
 		return p.getMember(ctx, s, object, dst)
 	}
-	return p.copyOut(c, s, data, dst), nil
+	return p.copyOutOrAlone(ctx, c, s, object, data, dst)
+}
+
+// copyOutOrAlone is copyOut, and the sample read alone from the store
+// when its spilled chunk's file cannot be read (counted in SpillErrors).
+func (p *PackedStore) copyOutOrAlone(ctx context.Context, c *chunk, s Sample, object string, data, dst []byte) ([]byte, error) {
+	out, err := p.copyOut(c, s, data, dst)
+	if err == nil {
+		return out, nil
+	}
+	p.mu.Lock()
+	p.mu.stats.SpillErrors++
+	p.mu.Unlock()
+	return p.getMember(ctx, s, object, dst)
 }
 
 // lookup returns the dataset index of the packed sample key; never on the
@@ -546,13 +593,21 @@ func (p *PackedStore) getMember(ctx context.Context, s Sample, object string, ds
 // Then it gives the member's pages back to the kernel (the pages wholly
 // inside its bytes; serveLocked took the member, so no other Get reads
 // them): a chunk holds in memory only the members not yet served.
-func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) []byte {
+//
+// A spilled chunk's member is read from its file instead (an error is
+// the file's).
+func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) ([]byte, error) {
 	at := s.Offset - c.off
-	member := data[at : at+s.Size]
-	dst = append(dst[:0], member...)
+	var err error
 	var released int
-	if c.releasable && holdsPage(at, s.Size) {
-		released, _ = offheap.ReleasePages(member) // an error leaves them resident: only memory
+	if c.file != nil {
+		dst, err = c.file.read(at, s.Size, dst)
+	} else {
+		member := data[at : at+s.Size]
+		dst = append(dst[:0], member...)
+		if c.releasable && holdsPage(at, s.Size) {
+			released, _ = offheap.ReleasePages(member) // an error leaves them resident: only memory
+		}
 	}
 	p.mu.Lock()
 	p.mu.stats.ReleasedBytes += int64(released)
@@ -561,15 +616,24 @@ func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) []byte {
 		p.recycleLocked(c)
 	}
 	p.mu.Unlock()
-	return dst
+	return dst, err
 }
 
 // recycleLocked keeps the buffer of the dropped chunk c for a later
 // fetch, once nobody reads it, if it fits within the cache's bound; else
 // it frees it (its pages go back to the kernel at once).
+//
+// A spilled chunk's file is closed instead, which frees its disk.
 func (p *PackedStore) recycleLocked(c *chunk) {
-	if c.readers > 0 || c.waiters > 0 || c.buf == nil {
+	if c.readers > 0 || c.waiters > 0 {
 		return // a Get still reads it, or will once it wakes up
+	}
+	if c.file != nil {
+		c.file.close()
+		c.file = nil
+	}
+	if c.buf == nil {
+		return
 	}
 	buf := c.buf[:0]
 	c.buf, c.data = nil, nil
@@ -780,11 +844,19 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool, at func(int64) (Sample
 // into a recycled buffer when there is one; false, and nothing started,
 // when no buffer can be had (the system's mappings or memory are out):
 // the caller reads the sample alone.
+//
+// A spilling store's chunk has no buffer: its fetch borrows a staging
+// buffer (spill.load).
 func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) bool {
-	buf, err := p.bufferLocked(c.size)
-	if err != nil {
-		p.mu.stats.Overflows++
-		return false
+	var buf []byte
+	if p.spill == nil {
+		var err error
+		if buf, err = p.bufferLocked(c.size); err != nil {
+			p.mu.stats.Overflows++
+			return false
+		}
+	} else {
+		c.releasable = false // members are read from the file, as often as asked
 	}
 	c.buf = buf
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -804,14 +876,24 @@ func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) bool {
 func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 	defer p.wg.Done()
 	object := c.key.object
-	data, err := p.inner.GetRange(ctx, object, c.off, c.size, buf)
-	if err == nil && int64(len(data)) != c.size {
-		err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, c.off, c.size, len(data), ErrRange)
+	var data []byte
+	var file *spillFile
+	var err error
+	if p.spill != nil {
+		file, err = p.spill.load(ctx, p.inner, object, c.off, c.size)
+	} else {
+		data, err = p.inner.GetRange(ctx, object, c.off, c.size, buf)
+		if err == nil && int64(len(data)) != c.size {
+			err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, c.off, c.size, len(data), ErrRange)
+		}
 	}
 	c.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c.data = data
+	c.data, c.file = data, file
+	if file != nil {
+		p.mu.stats.Spilled++
+	}
 	// Pages are released only from the buffer this store owns.
 	c.releasable = c.releasable && err == nil && len(data) > 0 && cap(buf) > 0 && &data[0] == &buf[:1][0]
 	if err != nil {
@@ -996,6 +1078,9 @@ func (p *PackedStore) Close() error {
 		p.dropLocked(c)
 	}
 	p.mu.Unlock()
+	if p.spill != nil {
+		p.spill.close() // every fetch has ended: no load holds a buffer
+	}
 	return Close(p.inner)
 }
 

@@ -88,6 +88,7 @@ type options struct {
 	readAhead        int
 	storeOutage      time.Duration
 	packCache        byteSize
+	packSpill        string
 	manifestCache    byteSize
 	writeManifest    int
 	block            int  // standalone: the epoch order's block (see orderBlock)
@@ -160,6 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.manifestCache = byteSize(storage.DefaultManifestCache)
 	fs.Var(&o.manifestCache, "manifest-cache", "a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the samples handed out (cluster mode: the node's leases), like 32MiB, instead of the whole sample list; 0: read the whole manifest at start. Packed datasets too: their chunks are planned from the pieces read")
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead, like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone")
+	fs.StringVar(&o.packSpill, "pack-spill", "", "packed datasets: keep the chunks read ahead in files in this directory, on a local disk, instead of in memory (as Mosaic Streaming's and LitData's cache directories do): --pack-cache then bounds the disk they take, and memory holds only the few chunks being fetched; not tmpfs (that is memory). Empty: chunks in memory")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
 	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image); none, for benchmarks only: nothing is decoded, each sample's pixels are its object's bytes repeated (what fetching and delivery cost alone)")
@@ -241,6 +243,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.window < 1 {
 		errs = append(errs, fmt.Errorf("--mix-window %d: need at least 1", o.window))
+	}
+	if o.packSpill != "" {
+		if err := storage.CheckSpillDir(o.packSpill); err != nil {
+			errs = append(errs, fmt.Errorf("--pack-spill: %w", err))
+		}
 	}
 	if o.dataset == "" {
 		errs = append(errs, errors.New("--dataset is required"))
@@ -386,7 +393,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	packed := &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache)}
+	packed := &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache), SpillDir: o.packSpill}
 	var err error
 	if dopts.Extensions, err = storage.MediaExtensions(o.mediaFlags.media); err == nil {
 		if dopts.Exclude, err = o.faults.exclusions(); err == nil {
@@ -478,7 +485,7 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 	}
 	// The chunks' block and window come with the job (OnJob); until then
 	// samples are read one by one.
-	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: int64(o.packCache)})
+	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: int64(o.packCache), SpillDir: o.packSpill})
 	if err != nil {
 		m.Close()
 		storage.Close(s)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -73,29 +74,40 @@ func packDataset(t *testing.T, root string, keys []string, perShard int) (string
 // TestStandalonePacked runs the node over a packed dataset: every sample
 // is delivered once per epoch, read a chunk at a time (one ranged GET per
 // shard and epoch, not one per sample); with --pack-cache 0 each sample is
-// read alone, and the delivery is the same.
+// read alone, and the delivery is the same; with --pack-spill every chunk
+// goes through a file on disk, and the delivery is the same.
 func TestStandalonePacked(t *testing.T) {
 	root, keys := makeDataset(t, 70)
 	packed, pkeys := packDataset(t, root, keys, 16)
 	for _, tc := range []struct {
 		cache, block   string
 		chunks, single func(int64) bool
+		spill          bool
 	}{
-		{"256MiB", "256", func(n int64) bool { return n >= 10 && n <= 20 }, func(n int64) bool { return n == 0 }},
-		{"0", "256", func(n int64) bool { return n == 0 }, func(n int64) bool { return n >= 140 }},
+		{"256MiB", "256", func(n int64) bool { return n >= 10 && n <= 20 }, func(n int64) bool { return n == 0 }, false},
+		{"0", "256", func(n int64) bool { return n == 0 }, func(n int64) bool { return n >= 140 }, false},
 		// Blocks of 4: each 16-sample shard is four chunks (18 an epoch,
 		// 36 for two). Fewer when a chunk still cached from epoch 0
 		// serves epoch 1's samples of it (the ranks overlap the epoch
 		// boundary, more so on a loaded machine): a read saved, not lost.
-		{"256MiB", "4", func(n int64) bool { return n >= 18 && n <= 44 }, func(n int64) bool { return n == 0 }},
+		{"256MiB", "4", func(n int64) bool { return n >= 18 && n <= 44 }, func(n int64) bool { return n == 0 }, false},
+		{"256MiB", "4", func(n int64) bool { return n >= 18 && n <= 44 }, func(n int64) bool { return n == 0 }, true},
 	} {
-		t.Run("cache"+tc.cache+"/block"+tc.block, func(t *testing.T) {
+		name := "cache" + tc.cache + "/block" + tc.block
+		if tc.spill {
+			name += "/spill"
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			logPath, statsPath := filepath.Join(dir, "d.log"), filepath.Join(dir, "s.json")
 			var out, errb bytes.Buffer
-			code := run([]string{"--standalone", "--dataset", packed, "--epochs", "2", "--batch-size", "8", "--ranks", "2",
+			args := []string{"--standalone", "--dataset", packed, "--epochs", "2", "--batch-size", "8", "--ranks", "2",
 				"--size", "32", "--seed", "5", "--sink", "log:" + logPath, "--stats-json", statsPath, "--progress", "never",
-				"--pack-cache", tc.cache, "--block", tc.block}, &out, &errb)
+				"--pack-cache", tc.cache, "--block", tc.block}
+			if tc.spill {
+				args = append(args, "--pack-spill", t.TempDir())
+			}
+			code := run(args, &out, &errb)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 			}
@@ -110,6 +122,9 @@ func TestStandalonePacked(t *testing.T) {
 			}
 			if !tc.chunks(s.Pack.Chunks) || !tc.single(s.Pack.ReadAlone) || s.Pack.PeakBytes > 256<<20 {
 				t.Errorf("--pack-cache %s: %+v", tc.cache, *s.Pack)
+			}
+			if spilled := s.Pack.Spilled == s.Pack.Chunks && s.Pack.SpillErrors == 0; tc.spill != (spilled && s.Pack.Spilled > 0) {
+				t.Errorf("--pack-spill given: %v; pack stats %+v", tc.spill, *s.Pack)
 			}
 			if !strings.Contains(out.String(), "packed ") {
 				t.Errorf("summary lacks the packed line:\n%s", out.String())
@@ -132,6 +147,13 @@ func TestPackCacheFlag(t *testing.T) {
 	}
 	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "256MiB") {
 		t.Errorf("--pack-cache lots: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-spill", missing}, io.Discard); !errors.Is(err, storage.ErrSpillDir) || !strings.Contains(err.Error(), "--pack-spill") {
+		t.Errorf("--pack-spill %s (missing): %v", missing, err)
+	}
+	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-spill", t.TempDir()}, io.Discard); err != nil || o.packSpill == "" {
+		t.Errorf("--pack-spill on a disk directory: %q, %v", o.packSpill, err)
 	}
 }
 

@@ -240,8 +240,12 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 func packedLine(ps *storage.PackedStore, mean int64, cache byteSize, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
 	need := mean * int64(block) * int64(window) * int64(ranks)
-	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s",
-		block, window, byteSize(need/int64(ranks)), cache)
+	where := "in memory"
+	if ps.Spilling() {
+		where = "on disk (--pack-spill)"
+	}
+	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s %s",
+		block, window, byteSize(need/int64(ranks)), cache, where)
 	if int64(cache) < need {
 		line += fmt.Sprintf("; warning: --pack-cache below the %s that %d window(s) take: chunks will be read more than once or samples one by one (raise --pack-cache, or lower --mix-window)", byteSize(need), ranks)
 	}

@@ -1,0 +1,140 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/longshore/longshore/internal/offheap"
+)
+
+// DefaultSpillStaging is PackedConfig.SpillStaging's default: chunk
+// fetches that hold a buffer in memory at once when chunks are kept on
+// disk. Eight ~2 MB chunks (16 ImageNet-sized JPEGs each) are 16 MB of
+// memory; more fetches wait for a buffer, not for the store.
+const DefaultSpillStaging = 8
+
+// ErrSpillDir is returned (wrapped) by NewPackedStore and
+// NewCatalogPackedStore, and by CheckSpillDir, for a PackedConfig.SpillDir
+// that cannot hold chunks: missing, not writable, in memory (tmpfs:
+// spilling there would hold the same bytes in RAM, only not counted as
+// the node's), or on a file system without direct I/O.
+var ErrSpillDir = errors.New("pack spill directory unusable")
+
+// spill keeps a PackedStore's chunks in files on local disk instead of in
+// memory (PackedConfig.SpillDir): what Mosaic Streaming and LitData do
+// with their local cache directories, for the same reason. A chunk's
+// fetch reads its span into a staging buffer (at most staging of them
+// exist: the memory spilling costs), writes it to a file of its own with
+// direct I/O (so the page cache does not keep the bytes either), and
+// gives the buffer back; its members are then read from the file, each
+// read's pages dropped from the page cache once copied. A file has no
+// name (O_TMPFILE): closing it, or the process dying, frees its blocks.
+type spill struct {
+	dir     string
+	slots   chan []byte  // staging buffers, nil until first used; off the Go heap
+	waiting atomic.Int64 // loads waiting for a staging buffer
+	closed  sync.Once
+}
+
+// newSpill checks dir (CheckSpillDir) and returns its spill with staging
+// buffers for that many fetches at once (at least one).
+func newSpill(dir string, staging int) (*spill, error) {
+	if err := CheckSpillDir(dir); err != nil {
+		return nil, err
+	}
+	s := &spill{dir: dir, slots: make(chan []byte, max(staging, 1))}
+	for range cap(s.slots) {
+		s.slots <- nil
+	}
+	return s, nil
+}
+
+// CheckSpillDir reports why dir cannot hold spilled chunks (ErrSpillDir,
+// wrapped with the cause), or nil: it must be a directory on a disk file
+// system that takes unnamed files with direct I/O. It writes and removes
+// one such file.
+func CheckSpillDir(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: no directory given", ErrSpillDir)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSpillDir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrSpillDir, dir)
+	}
+	if err := checkSpillFS(dir); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSpillDir, dir, err)
+	}
+	buf, err := offheap.Alloc(offheap.PageSize())
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSpillDir, err)
+	}
+	defer offheap.Free(buf)
+	f, err := createSpillFile(dir, buf)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSpillDir, dir, err)
+	}
+	return f.close()
+}
+
+// load reads object's bytes [off, off+size) from inner into a staging
+// buffer and writes them to a new spill file, which it returns. It waits
+// for a staging buffer (or ctx).
+func (s *spill) load(ctx context.Context, inner Store, object string, off, size int64) (*spillFile, error) {
+	var buf []byte
+	s.waiting.Add(1)
+	select {
+	case buf = <-s.slots:
+		s.waiting.Add(-1)
+	case <-ctx.Done():
+		s.waiting.Add(-1)
+		return nil, ctx.Err()
+	}
+	defer func() { s.slots <- buf }()
+	if need := directSize(size); int64(cap(buf)) < need {
+		if buf != nil {
+			offheap.Free(buf)
+			buf = nil
+		}
+		b, err := offheap.Alloc(int(bufferSize(need)))
+		if err != nil {
+			return nil, err
+		}
+		buf = b[:0]
+	}
+	data, err := inner.GetRange(ctx, object, off, size, buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != size {
+		return nil, fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", inner, object, off, size, len(data), ErrRange)
+	}
+	if size > 0 && &data[0] != &buf[:1][0] {
+		copy(buf[:size], data) // the store's own bytes: direct I/O needs the aligned buffer
+	}
+	return createSpillFile(s.dir, buf[:size])
+}
+
+// close frees the staging buffers, once. Every load must have returned.
+func (s *spill) close() {
+	s.closed.Do(func() {
+		for range cap(s.slots) {
+			if b := <-s.slots; b != nil {
+				offheap.Free(b)
+			}
+		}
+	})
+}
+
+// directSize is n rounded up to the unit of direct I/O that every Linux
+// file system takes (the page).
+func directSize(n int64) int64 {
+	ps := int64(max(offheap.PageSize(), 4096))
+	return (n + ps - 1) / ps * ps
+}

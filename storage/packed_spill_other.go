@@ -1,0 +1,23 @@
+//go:build !linux
+
+package storage
+
+import "errors"
+
+// spillFile is not built here: spilling needs Linux's unnamed files and
+// direct I/O.
+type spillFile struct{}
+
+func checkSpillFS(string) error {
+	return errors.New("spilling chunks to disk needs Linux (unnamed files with direct I/O)")
+}
+
+func createSpillFile(string, []byte) (*spillFile, error) {
+	return nil, errors.New("spilling chunks to disk needs Linux")
+}
+
+func (*spillFile) read(int64, int64, []byte) ([]byte, error) {
+	return nil, errors.New("spilling chunks to disk needs Linux")
+}
+
+func (*spillFile) close() error { return nil }
