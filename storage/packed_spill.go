@@ -13,9 +13,9 @@ import (
 
 // DefaultSpillStaging is PackedConfig.SpillStaging's default: chunk
 // fetches that hold a buffer in memory at once when chunks are kept on
-// disk. Eight ~2 MB chunks (16 ImageNet-sized JPEGs each) are 16 MB of
+// disk. Four ~2 MB chunks (16 ImageNet-sized JPEGs each) are 8 MB of
 // memory; more fetches wait for a buffer, not for the store.
-const DefaultSpillStaging = 8
+const DefaultSpillStaging = 4
 
 // ErrSpillDir is returned (wrapped) by NewPackedStore and
 // NewCatalogPackedStore, and by CheckSpillDir, for a PackedConfig.SpillDir
@@ -30,9 +30,9 @@ var ErrSpillDir = errors.New("pack spill directory unusable")
 // fetch reads its span into a staging buffer (at most staging of them
 // exist: the memory spilling costs), writes it to a file of its own with
 // direct I/O (so the page cache does not keep the bytes either), and
-// gives the buffer back; its members are then read from the file, each
-// read's pages dropped from the page cache once copied. A file has no
-// name (O_TMPFILE): closing it, or the process dying, frees its blocks.
+// gives the buffer back; its members are then read from the file, with
+// direct I/O too. A file has no name (O_TMPFILE): closing it, or the
+// process dying, frees its blocks.
 type spill struct {
 	dir     string
 	slots   chan []byte  // staging buffers, nil until first used; off the Go heap
@@ -132,9 +132,11 @@ func (s *spill) close() {
 	})
 }
 
-// directSize is n rounded up to the unit of direct I/O that every Linux
-// file system takes (the page).
+// directUnit is the alignment of direct I/O that every Linux file system
+// takes: 4 KiB (a disk's logical block is at most that).
+const directUnit = 4096
+
+// directSize is n rounded up to directUnit.
 func directSize(n int64) int64 {
-	ps := int64(max(offheap.PageSize(), 4096))
-	return (n + ps - 1) / ps * ps
+	return (n + directUnit - 1) / directUnit * directUnit
 }

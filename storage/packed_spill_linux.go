@@ -4,6 +4,8 @@ package storage
 
 import (
 	"fmt"
+	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +31,7 @@ func checkSpillFS(dir string) error {
 
 // createSpillFile writes data (page-aligned, as offheap.Alloc gives, with
 // room up to directSize(len(data))) to a new unnamed file in dir with
-// direct I/O, then switches the file to buffered reads.
+// direct I/O.
 func createSpillFile(dir string, data []byte) (*spillFile, error) {
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -45,42 +47,44 @@ func createSpillFile(dir string, data []byte) (*spillFile, error) {
 		}
 		out = out[n:]
 	}
-	// Reads are of single members, at any offset: buffered, each one's
-	// pages dropped after it (read), and no read-ahead into members that
-	// another Get will read later.
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	if err == nil {
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&^unix.O_DIRECT)
-	}
-	if err == nil {
-		err = unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM)
-	}
-	if err != nil {
-		f.close()
-		return nil, fmt.Errorf("set up reads: %w", err)
-	}
 	return f, nil
 }
 
-// read appends the file's bytes [off, off+n) to dst[:0], then drops their
-// pages from the page cache.
+// read appends the file's bytes [off, off+n) to dst[:0]. It reads the
+// pages that hold them with direct I/O, as written, into an aligned
+// buffer of its own and copies them out: one request to the disk, and
+// nothing left in the page cache.
 func (f *spillFile) read(off, n int64, dst []byte) ([]byte, error) {
-	if int64(cap(dst)) < n {
-		dst = make([]byte, n)
+	lo := off / directUnit * directUnit
+	span := directSize(off+n) - lo // the file is whole pages long
+	bp := alignedPool.Get().(*[]byte)
+	defer alignedPool.Put(bp)
+	if int64(cap(*bp)) < span {
+		*bp = alignedBytes(int(span))
 	}
-	out := dst[:n]
-	for done := int64(0); done < n; {
-		k, err := unix.Pread(f.fd, out[done:], off+done)
+	buf := (*bp)[:span]
+	for done := int64(0); done < span; {
+		k, err := unix.Pread(f.fd, buf[done:], lo+done)
 		if err != nil {
 			return dst[:0], fmt.Errorf("read spilled chunk: %w", err)
 		}
 		if k == 0 {
-			return dst[:0], fmt.Errorf("read spilled chunk: end of file at %d of [%d,+%d)", off+done, off, n)
+			return dst[:0], fmt.Errorf("read spilled chunk: end of file at %d of [%d,+%d)", lo+done, off, n)
 		}
 		done += int64(k)
 	}
-	unix.Fadvise(f.fd, off, n, unix.FADV_DONTNEED) // only the page cache's: an error leaves pages cached
-	return out, nil
+	return append(dst[:0], buf[off-lo:off-lo+n]...), nil
+}
+
+// alignedPool holds read buffers for direct I/O (*[]byte, aligned to
+// directUnit; the Go heap does not move them).
+var alignedPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// alignedBytes returns n bytes starting on a multiple of directUnit.
+func alignedBytes(n int) []byte {
+	b := make([]byte, n+directUnit)
+	skip := (directUnit - int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))%directUnit)) % directUnit
+	return b[skip : skip+n : skip+n]
 }
 
 // close closes the file, which frees its blocks.

@@ -16,6 +16,9 @@
 //	local-packed, minio-packed
 //	         the same samples packed into tar shards by longshore-pack
 //	         (docs/packed-datasets.md), from the directory and from MinIO.
+//	local-packed-spill
+//	         local-packed with the chunks spilled to files on a local disk
+//	         (--pack-spill, in --spill-dir) instead of held in memory.
 //	local-metrics
 //	         local with --metrics on and the live report every second,
 //	         scraped every --scrape-every (100 ms: 150 times Prometheus's
@@ -39,6 +42,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/longshore/longshore/storage"
 )
 
 func main() {
@@ -118,6 +123,7 @@ func benchMain(args []string) error {
 	noMinio := fs.Bool("no-minio", false, "skip the MinIO configurations")
 	pack := fs.String("pack", "bin/longshore-pack", "the pack binary, for the packed configurations (\"\" skips them)")
 	extra := fs.String("node-args", "", "extra flags for every node run, e.g. \"--lowres=false\"")
+	spillDir := fs.String("spill-dir", "", "local-packed-spill: where the node spills chunks (--pack-spill), a directory on a local disk; empty: one in the bench's temporary directory; \"none\" skips the configuration")
 	scrapeEvery := fs.Duration("scrape-every", 100*time.Millisecond, "local-metrics: how often to scrape the node's /metrics (0 skips the configuration)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -152,6 +158,19 @@ func benchMain(args []string) error {
 		cmd := exec.CommandContext(ctx, *pack, "--dataset", *dataset, "--out", packed)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%v: %w\n%s", cmd.Args, err, out)
+		}
+	}
+	spill := ""
+	if packed != "" && *spillDir != "none" {
+		spill = *spillDir
+		if spill == "" {
+			spill = filepath.Join(tmp, "spill")
+			if err := os.Mkdir(spill, 0o700); err != nil {
+				return err
+			}
+		}
+		if err := storage.CheckSpillDir(spill); err != nil {
+			return fmt.Errorf("local-packed-spill: %w (--spill-dir DIR on a local disk, or --spill-dir none to skip it)", err)
 		}
 	}
 	var srv *minioServer
@@ -194,6 +213,9 @@ func benchMain(args []string) error {
 	}
 	if packed != "" {
 		order = append(order, "local-packed")
+		if spill != "" {
+			order = append(order, "local-packed-spill")
+		}
 		if srv != nil {
 			order = append(order, "minio-packed")
 		}
@@ -217,6 +239,8 @@ func benchMain(args []string) error {
 				}
 			case "local-packed":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(packed, statsPath)...)
+			case "local-packed-spill":
+				res, err = runProc(ctx, cfg, nil, *node, append(nodeArgs(packed, statsPath), "--pack-spill", spill)...)
 			case "minio", "minio-packed":
 				url := s3url
 				if cfg == "minio-packed" {
