@@ -7,6 +7,7 @@
 #   make bench   the benchmark table (pipeline vs ceiling, local vs MinIO)
 #   make bench-peer  longshore-node --sink feed + the Python client (and Go in process) vs PyTorch's DataLoader, side by side
 #   make bench-host  loader memory of 8 ranks: one node --ranks 8 vs 8 DataLoaders of 8 workers (BENCH_HOST_SAMPLES)
+#   make bench-remote  a store across a (user-space) delay: MinIO at +0..50 ms, per object and packed, vs a directory
 #   make bench-compare OLD=a.json NEW=b.json  ratios between two benchmark result files
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
@@ -149,7 +150,11 @@ bench-host: deps build
 # make bench-compare OLD NEW (or OLD=a.json NEW=b.json): new/old of every
 # median figure of two results of one benchmark. The two words after the
 # goal are the files, not goals (an empty rule each).
-.PHONY: bench-host bench-compare
+.PHONY: bench-host bench-compare bench-remote
+BENCH_REMOTE_JSON ?= docs/bench/bench-remote.json
+bench-remote: deps build
+	cd integration && LONGSHORE_BENCH_JSON=$(abspath $(BENCH_REMOTE_JSON)) $(GO) test -run '^$$' -bench BenchmarkRemoteStore -benchtime 1x -timeout 60m .
+
 ifeq (bench-compare,$(firstword $(MAKECMDGOALS)))
 CMP_FILES := $(wordlist 2,3,$(MAKECMDGOALS))
 OLD ?= $(word 1,$(CMP_FILES))

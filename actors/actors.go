@@ -63,8 +63,13 @@ func (a *rankActor) Receive(c actor.Context) {
 		a.p.rec.task(StageFetch, m.dur, m.err != nil)
 		a.run(c, a.core.fetchDone(m.fetcher, m.slot, m.idx, m.buf, m.err))
 		if a.tuner != nil {
-			if n, ok := a.tuner.done(a.p.clock.Now(), m.dur); ok {
+			n, moved := a.tuner.done(a.p.clock.Now(), m.dur)
+			if moved && a.p.cfg.FetchAuto {
 				a.setFetchLimit(c, n)
+			}
+			if ahead := a.tuner.readAhead(a.p.cfg.ReadAhead); a.p.cfg.ReadAheadAuto && ahead != a.core.wantHigh {
+				a.p.rec.readAhead.Store(int64(ahead))
+				a.run(c, a.core.setReadAhead(ahead))
 			}
 		}
 	case *decodedMsg:
@@ -100,8 +105,11 @@ func (a *rankActor) start(c actor.Context) {
 	for i, d := range p.decoders {
 		a.decoders = append(a.decoders, c.Spawn(p.props("decoder", func() actor.Actor { return &decoderActor{p: p, id: i, dec: d} })))
 	}
-	if p.cfg.FetchAuto {
+	if p.cfg.FetchAuto || p.cfg.ReadAheadAuto {
 		a.tuner = newFetchTuner(p.cfg.FetchConcurrency)
+	}
+	p.rec.readAhead.Store(int64(a.core.wantHigh))
+	if p.cfg.FetchAuto {
 		a.core.fetchLimit = a.tuner.limit
 		p.rec.setWorkers(StageFetch, a.tuner.limit)
 	}

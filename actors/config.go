@@ -252,6 +252,16 @@ type Config struct {
 	// cluster node asks for less: what a rank has taken cannot be given
 	// to an idle rank when this one falls behind.
 	ReadAhead int
+	// ReadAheadAuto lets the read-ahead grow past ReadAhead, to cover
+	// the store's slowest fetch at the rate the rank consumes: a packed
+	// dataset's rank reads a chunk a round trip away when its order
+	// enters a window, and the window's first work items are what
+	// prefetch that chunk, so they must arrive that long before the
+	// fetchers need them (readAheadFor). Items taken ahead are indices,
+	// not bytes; what they prefetch stays within the store's own
+	// bounds. A cluster node leaves it off: what a rank has taken
+	// cannot be handed to an idle rank.
+	ReadAheadAuto bool
 	// StoreOutage is how long a fetch keeps trying a store that does not
 	// answer (refused or timed-out connections, 5xx, after the store's
 	// own retries) before the sample counts as failed: an outage is not

@@ -192,6 +192,7 @@ func (c Counters) Add(later Counters) Counters {
 	r.samples += l.samples
 	r.pads += l.pads
 	r.storeRetries += l.storeRetries
+	r.readAhead = l.readAhead
 	for s := range r.stages {
 		x, y := &r.stages[s], &l.stages[s]
 		x.items += y.items

@@ -247,6 +247,14 @@ func (c *core) fetching() int { return c.cfg.fetchers - len(c.idleFetchers) }
 // setFetchLimit lets at most n fetches be in flight (at least 1, at
 // most the fetchers): the fetch tuner's choice. Fetches in flight above a
 // lowered limit finish; no new one starts until they are under it.
+// setReadAhead makes n the pending items the core keeps (its wantHigh):
+// it asks the source for more at once when it holds half of them.
+func (c *core) setReadAhead(n int) []effect {
+	c.wantHigh = max(n, 1)
+	c.pump()
+	return c.take()
+}
+
 func (c *core) setFetchLimit(n int) []effect {
 	c.fetchLimit = min(max(n, 1), c.cfg.fetchers)
 	c.pump()

@@ -400,3 +400,47 @@ func TestCoreFetchLimit(t *testing.T) {
 		t.Fatalf("after 20 done under a limit of 4: %d in flight, %d started anew", c.fetching(), len(fetches)-started)
 	}
 }
+
+// TestCoreSetReadAhead: raising the read-ahead asks the source at once
+// for the difference; lowering it asks for nothing until the pending
+// items fall to half of it.
+func TestCoreSetReadAhead(t *testing.T) {
+	f := simFeeder(t, 5000, 1, false)
+	c := newCore(coreConfig{batchSize: 8, slots: 2, fetchers: 4, decoders: 1, decodeQueue: 2, readAhead: 16})
+	var want int
+	handle := func(effs []effect) {
+		for _, e := range effs {
+			if e.kind == effWant {
+				want = e.n
+			}
+		}
+	}
+	handle(c.start())
+	if want != 16 {
+		t.Fatalf("first want %d, want 16", want)
+	}
+	effs, err := c.work(f.Next(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = 0
+	handle(effs)
+	held := c.pending.len()
+	handle(c.setReadAhead(1000))
+	if want != 1000-held {
+		t.Fatalf("raised to 1000 with %d pending: asked for %d, want %d", held, want, 1000-held)
+	}
+	effs, err = c.work(f.Next(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = 0
+	handle(effs)
+	if c.pending.len() != 1000 {
+		t.Fatalf("%d pending after the answer, want 1000", c.pending.len())
+	}
+	handle(c.setReadAhead(16))
+	if want != 0 {
+		t.Fatalf("lowered to 16 with 1000 pending: asked for %d more", want)
+	}
+}

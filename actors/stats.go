@@ -144,6 +144,7 @@ type recorder struct {
 		more       moreRec // see counters.go
 	}
 	storeRetries atomic.Int64 // fetches repeated while the store did not answer
+	readAhead    atomic.Int64 // work items the rank keeps pending (its core's wantHigh)
 	slotsUsed    atomic.Int64 // slots not free now (the rank actor's view)
 }
 
@@ -239,6 +240,7 @@ type rawStats struct {
 	nextCalls, nextReady, samples int64
 	pads                          int64
 	storeRetries                  int64
+	readAhead                     int64 // a gauge: summed over ranks
 	more                          moreRec
 }
 
@@ -248,7 +250,7 @@ func (r *recorder) raw(rank int) rawStats {
 	defer r.mu.Unlock()
 	out := rawStats{rank: rank, ranks: 1, firstBatch: r.mu.firstBatch, stages: r.mu.stages, nextCalls: r.mu.nextCalls,
 		nextReady: r.mu.nextReady, samples: r.mu.samples, pads: r.mu.pads, storeRetries: r.storeRetries.Load(),
-		more: r.mu.more.clone(r.slotsUsed.Load())}
+		readAhead: r.readAhead.Load(), more: r.mu.more.clone(r.slotsUsed.Load())}
 	end := r.mu.end
 	if end.IsZero() {
 		end = now
@@ -274,6 +276,7 @@ func mergeRaw(rs []rawStats) rawStats {
 		out.samples += r.samples
 		out.pads += r.pads
 		out.storeRetries += r.storeRetries
+		out.readAhead += r.readAhead
 		out.more.add(&r.more, false)
 		for s := range out.stages {
 			o, x := &out.stages[s], &r.stages[s]
@@ -370,6 +373,10 @@ type Stats struct {
 	// StoreRetries counts fetches repeated because the store did not
 	// answer (see Config.StoreOutage); they are not failures.
 	StoreRetries int64 `json:"store_retries"`
+	// ReadAhead is the work items the ranks kept pending at the end,
+	// summed (Config.ReadAhead; with ReadAheadAuto, what the store's
+	// latency asked for).
+	ReadAhead int64 `json:"read_ahead"`
 }
 
 // Stage returns the stats of stage s.
@@ -393,7 +400,7 @@ var queueWhat = [numStages]string{
 func (r rawStats) stats() Stats {
 	secs := r.elapsed.Seconds()
 	out := Stats{Rank: r.rank, Ranks: r.ranks, Seconds: secs, Batches: r.nextCalls, Samples: r.samples, Pads: r.pads,
-		FirstBatchSeconds: r.firstBatch.Seconds(), StoreRetries: r.storeRetries}
+		FirstBatchSeconds: r.firstBatch.Seconds(), StoreRetries: r.storeRetries, ReadAhead: r.readAhead}
 	if secs > 0 {
 		out.SamplesPerSecond = float64(r.samples) / secs
 	}

@@ -24,7 +24,12 @@ type fetchTuner struct {
 	start   time.Time     // of the window
 	n       int           // fetches completed in it
 	busy    time.Duration // their durations summed
+	slowest time.Duration // the longest of them
 	changes int           // how many times the limit moved
+
+	// ahead is the read-ahead the last closed window asks for
+	// (readAheadFor), 0 before the first.
+	ahead int
 }
 
 const (
@@ -55,13 +60,22 @@ func (t *fetchTuner) done(now time.Time, d time.Duration) (int, bool) {
 	}
 	t.n++
 	t.busy += d
+	t.slowest = max(t.slowest, d)
 	span := now.Sub(t.start)
+	if t.n >= fetchWindowN && span > 0 {
+		// The read-ahead rises as soon as a slow fetch is seen, at the
+		// window's rate so far: waiting for the window to close would
+		// leave the next round trips uncovered for 250 ms. It falls only
+		// when a window closes.
+		t.ahead = max(t.ahead, readAheadFor(float64(t.n)/span.Seconds(), t.slowest))
+	}
 	if t.n < fetchWindowN || span < fetchWindow {
 		return t.limit, false
 	}
 	rate := float64(t.n) / span.Seconds()
 	latency := t.busy.Seconds() / float64(t.n)
-	t.start, t.n, t.busy = now, 0, 0
+	t.ahead = readAheadFor(rate, t.slowest)
+	t.start, t.n, t.busy, t.slowest = now, 0, 0, 0
 	want := int(math.Ceil(fetchHeadroom * rate * latency))
 	want = min(max(want, t.min), t.max)
 	if want == t.limit {
@@ -71,3 +85,24 @@ func (t *fetchTuner) done(now time.Time, d time.Duration) (int, bool) {
 	t.changes++
 	return want, true
 }
+
+// maxAutoReadAhead bounds the automatic read-ahead (Config.ReadAheadAuto):
+// a window of the packed order's default 128 blocks of 16 is 2,048
+// items, and the next window's first chunks are what the read-ahead is
+// for.
+const maxAutoReadAhead = 4096
+
+// readAheadFor is the read-ahead that covers a fetch as slow as slowest
+// at rate fetches a second, with fetchHeadroom: the items between a work
+// item's arrival (which prefetches its chunk) and its fetch must take at
+// least that long to consume. The slowest fetch, not the mean: with a
+// packed dataset most fetches are served from a chunk at once, and the
+// one that waits for a chunk's round trip is the one to cover. At most
+// maxAutoReadAhead.
+func readAheadFor(rate float64, slowest time.Duration) int {
+	return int(min(math.Ceil(fetchHeadroom*rate*slowest.Seconds()), maxAutoReadAhead))
+}
+
+// readAhead returns the read-ahead the last window measured asks for,
+// never below base (Config.ReadAhead).
+func (t *fetchTuner) readAhead(base int) int { return max(base, t.ahead) }

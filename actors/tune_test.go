@@ -44,3 +44,45 @@ func TestFetchTuner(t *testing.T) {
 		})
 	}
 }
+
+// TestTunerReadAhead drives the tuner with a packed rank's fetches: most
+// are served from a chunk at once, one in chunk (a block's first) waits
+// for the store's round trip. The read-ahead it asks for must cover that
+// round trip at the rank's pace, with the headroom, whatever the mean;
+// never below the configured one, never above maxAutoReadAhead.
+func TestTunerReadAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rtt   time.Duration
+		pace  float64 // samples/s
+		chunk int     // samples a chunk serves
+		want  int     // read-ahead asked for
+	}{
+		{"local directory", 100 * time.Microsecond, 20000, 16, 128},               // 2 × 20,000 × 0.1 ms = 4: the base
+		{"20 ms, 1,500/s (ImageNet-sized)", 20 * time.Millisecond, 1500, 16, 128}, // 60: the base
+		{"20 ms, 28,000/s (small images)", 20 * time.Millisecond, 28000, 16, 1120},
+		{"100 ms, 28,000/s: the cap", 100 * time.Millisecond, 28000, 16, maxAutoReadAhead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tu := newFetchTuner(64)
+			now := time.Unix(0, 0)
+			step := time.Duration(float64(time.Second) / tc.pace)
+			for k := 0; k < int(tc.pace*5); k++ { // 5 s of fetches
+				now = now.Add(step)
+				d := time.Duration(0)
+				if k%tc.chunk == 0 {
+					d = tc.rtt
+				}
+				tu.done(now, d)
+			}
+			got := tu.readAhead(128)
+			// The pace is rounded to whole nanoseconds: within 1%.
+			if math.Abs(float64(got-tc.want)) > 0.01*float64(tc.want)+1 {
+				t.Errorf("read-ahead %d, want %d", got, tc.want)
+			}
+		})
+	}
+	if got := newFetchTuner(16).readAhead(256); got != 256 {
+		t.Errorf("before any window closed: %d, want the base 256", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 	"github.com/longshore/longshore/storage/miniotest"
 )
 
-// BenchmarkRemoteStore: one standalone epoch of 4,000 small JPEGs from
+// BenchmarkRemoteStore: three standalone epochs of 4,000 small JPEGs from
 // a directory, and from MinIO behind the fault proxy delaying every
 // request by 0, 1, 5, 20 and 50 ms (a store that far away: the kernel
 // here has no netem, so the delay is the proxy's, in user space; TCP
@@ -23,8 +24,16 @@ import (
 // (tar shards read a chunk at a time) with auto. The images are 16×16
 // so decoding is cheap and the store's latency is what limits: the
 // worst case for a remote store. It prints one table, every figure of
-// one run side by side: images/s, the ratio to the same layout from the
-// local directory, and the reads in flight each run allowed at its end.
+// one run side by side: images/s over the whole run and in steady state
+// (from the first batch on: a job's start-up requests, each a round
+// trip, weigh on a run this short as they would not on a real epoch),
+// the steady rate's ratio to MinIO with no delay and to the same layout
+// from the local directory, and the reads in flight each run allowed at
+// its end.
+//
+// With LONGSHORE_BENCH_JSON set (make bench-remote sets
+// docs/bench/bench-remote.json) it also writes every run, the CPU model
+// and the load average before and after there.
 //
 //	go test -run '^$' -bench BenchmarkRemoteStore -benchtime 1x ./integration
 func BenchmarkRemoteStore(b *testing.B) {
@@ -45,15 +54,19 @@ func BenchmarkRemoteStore(b *testing.B) {
 	uploadTree(b, srv, bucket, "packed/", packed)
 
 	type result struct {
-		rtt             time.Duration // -1: the local directory
-		layout, fetch   string
-		imagesPerSecond float64
-		inFlight        int
+		RTT             time.Duration `json:"rtt_ns"` // -1: the local directory
+		Layout          string        `json:"layout"`
+		Fetch           string        `json:"fetch_concurrency"`
+		ImagesPerSecond float64       `json:"images_per_second"`
+		Steady          float64       `json:"steady_images_per_second"` // after the first batch
+		InFlight        int           `json:"fetch_in_flight"`
+		ReadAhead       int           `json:"read_ahead"`
 	}
-	run := func(dataset, endpoint, fetch string) (float64, int) {
+	const epochs = 3
+	run := func(dataset, endpoint, fetch string) (rate, steady float64, inFlight, readAhead int) {
 		wd := b.TempDir()
 		stats := filepath.Join(wd, "s.json")
-		args := []string{"--standalone", "--dataset", dataset, "--epochs", "1", "--batch-size", "32", "--size", "16",
+		args := []string{"--standalone", "--dataset", dataset, "--epochs", fmt.Sprint(epochs), "--batch-size", "32", "--size", "16",
 			"--transform", "resize", "--sink", "null", "--progress", "never", "--fetch-concurrency", fetch, "--stats-json", stats}
 		if endpoint != "" {
 			args = append(args, "--s3-endpoint", endpoint)
@@ -62,9 +75,14 @@ func BenchmarkRemoteStore(b *testing.B) {
 			b.Fatalf("node: %v\n%s", err, out)
 		}
 		var s struct {
-			Images   int64   `json:"images"`
-			Rate     float64 `json:"images_per_second"`
-			InFlight int     `json:"fetch_in_flight"`
+			Images     int64   `json:"images"`
+			Rate       float64 `json:"images_per_second"`
+			Seconds    float64 `json:"seconds"`
+			FirstBatch float64 `json:"first_batch_seconds"`
+			InFlight   int     `json:"fetch_in_flight"`
+			Stages     struct {
+				ReadAhead int `json:"read_ahead"`
+			} `json:"stages"`
 		}
 		raw, err := os.ReadFile(stats)
 		if err != nil {
@@ -73,19 +91,20 @@ func BenchmarkRemoteStore(b *testing.B) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			b.Fatal(err)
 		}
-		if s.Images != remoteImages {
-			b.Fatalf("%d images delivered, want %d", s.Images, remoteImages)
+		if s.Images != epochs*remoteImages {
+			b.Fatalf("%d images delivered, want %d", s.Images, epochs*remoteImages)
 		}
-		return s.Rate, s.InFlight
+		return s.Rate, float64(s.Images-32) / (s.Seconds - s.FirstBatch), s.InFlight, s.Stages.ReadAhead
 	}
+	started, loadBefore := time.Now().UTC(), loadAvg()
 	for range b.N {
 		var rs []result
 		local := map[string]float64{}
 		for _, c := range []struct{ layout, path, fetch string }{{"per object", dir, "16"}, {"per object", dir, "auto"}, {"packed", packed, "auto"}} {
-			r, n := run(c.path, "", c.fetch)
-			rs = append(rs, result{-1, c.layout, c.fetch, r, n})
+			r, st, n, ra := run(c.path, "", c.fetch)
+			rs = append(rs, result{-1, c.layout, c.fetch, r, st, n, ra})
 			if c.fetch == "auto" {
-				local[c.layout] = r
+				local[c.layout] = st
 			}
 		}
 		for _, rtt := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
@@ -95,8 +114,8 @@ func BenchmarkRemoteStore(b *testing.B) {
 			}
 			p := faultproxy.Start(b, srv.Endpoint, rules...)
 			for _, c := range []struct{ layout, prefix, fetch string }{{"per object", "ds", "16"}, {"per object", "ds", "auto"}, {"packed", "packed", "auto"}} {
-				r, n := run(srv.URL(bucket, c.prefix), p.URL, c.fetch)
-				rs = append(rs, result{rtt, c.layout, c.fetch, r, n})
+				r, st, n, ra := run(srv.URL(bucket, c.prefix), p.URL, c.fetch)
+				rs = append(rs, result{rtt, c.layout, c.fetch, r, st, n, ra})
 			}
 			p.Close()
 		}
@@ -106,21 +125,50 @@ func BenchmarkRemoteStore(b *testing.B) {
 		// here.
 		near := map[string]float64{}
 		for _, r := range rs {
-			if r.rtt == 0 {
-				near[r.layout+r.fetch] = r.imagesPerSecond
+			if r.RTT == 0 {
+				near[r.Layout+r.Fetch] = r.Steady
 			}
 		}
 		var tab strings.Builder
-		fmt.Fprintf(&tab, "\n%-13s %-11s %-6s %10s %9s %9s %9s\n", "store", "layout", "fetch", "images/s", "vs +0 ms", "vs local", "in flight")
+		fmt.Fprintf(&tab, "\n%-13s %-11s %-6s %10s %10s %9s %9s %9s\n", "store", "layout", "fetch", "images/s", "steady", "vs +0 ms", "vs local", "in flight")
 		for _, r := range rs {
 			where, vsNear := "directory", "-"
-			if r.rtt >= 0 {
-				where = fmt.Sprintf("MinIO +%v", r.rtt)
-				vsNear = fmt.Sprintf("%.2f×", r.imagesPerSecond/near[r.layout+r.fetch])
+			if r.RTT >= 0 {
+				where = fmt.Sprintf("MinIO +%v", r.RTT)
+				vsNear = fmt.Sprintf("%.2f×", r.Steady/near[r.Layout+r.Fetch])
 			}
-			fmt.Fprintf(&tab, "%-13s %-11s %-6s %10.0f %9s %8.2f× %9d\n", where, r.layout, r.fetch, r.imagesPerSecond, vsNear, r.imagesPerSecond/local[r.layout], r.inFlight)
-			b.ReportMetric(r.imagesPerSecond, fmt.Sprintf("img/s-%s-%s-%s", strings.ReplaceAll(where, " ", ""), strings.ReplaceAll(r.layout, " ", ""), r.fetch))
+			fmt.Fprintf(&tab, "%-13s %-11s %-6s %10.0f %10.0f %9s %8.2f× %9d\n", where, r.Layout, r.Fetch, r.ImagesPerSecond, r.Steady, vsNear, r.Steady/local[r.Layout], r.InFlight)
+			b.ReportMetric(r.Steady, fmt.Sprintf("steady-img/s-%s-%s-%s", strings.ReplaceAll(where, " ", ""), strings.ReplaceAll(r.Layout, " ", ""), r.Fetch))
 		}
 		fmt.Print(tab.String()) // whole: b.Log truncates a benchmark's log
+		if path := os.Getenv("LONGSHORE_BENCH_JSON"); path != "" {
+			out, _ := json.MarshalIndent(map[string]any{
+				"benchmark": "BenchmarkRemoteStore", "cpu": cpuModel(), "cpus": runtime.NumCPU(),
+				"images": remoteImages, "epochs": epochs, "delay": "user space (faultproxy.Delay): no netem in this kernel",
+				"started": started.Format(time.RFC3339), "loadavg_before": loadBefore, "loadavg_after": loadAvg(),
+				"runs": rs,
+			}, "", "  ")
+			if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
+}
+
+// cpuModel is /proc/cpuinfo's first model name.
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// loadAvg is /proc/loadavg's three averages.
+func loadAvg() []string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	return f[:min(3, len(f))]
 }

@@ -267,6 +267,7 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 	cfg.Epochs = int(j.Epochs)
 	cfg.FirstEpoch = 0
 	cfg.DropLast = false
+	cfg.ReadAheadAuto = false // what a rank took cannot be handed to an idle one: see below
 	if cfg.ReadAhead == 0 {
 		// What a rank has taken from its leases cannot be split off for
 		// an idle rank: take no more than keeps the fetchers busy (with

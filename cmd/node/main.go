@@ -152,7 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.fetchConcurrency, "fetch-concurrency", fmt.Sprintf("object reads in flight per rank: auto (the rank keeps as many in flight as the store's latency needs at the pace it decodes, Little's law, from 16 up to %d), auto:N (up to N), or N (fixed)", fetchAutoMax))
 	fs.IntVar(&o.decoders, "decoders", def.Decoders, "decoders for the whole node (default: one per core)")
 	fs.IntVar(&o.slots, "slots", def.Slots, "batch slots per rank (bounds memory and read-ahead)")
-	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: slots x batch-size standalone; in cluster mode max(batch-size, fetch-concurrency, or 16 with auto), since what a rank has taken cannot be handed to an idle rank)")
+	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: automatic: standalone, slots x batch-size, raised to cover the store's slowest fetch at the measured rate, up to 4096, so a packed dataset's chunks a round trip away are prefetched in time; in cluster mode max(batch-size, fetch-concurrency, or 16 with auto), since what a rank has taken cannot be handed to an idle rank)")
 	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
 	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
 	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
@@ -309,6 +309,7 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 	c.FetchConcurrency, c.FetchAuto = o.fetchConcurrency.n, o.fetchConcurrency.auto
 	c.Decoders = o.decoders
 	c.ReadAhead = o.readAhead
+	c.ReadAheadAuto = o.readAhead == 0 // standalone; a cluster node turns it off
 	c.StoreOutage = o.storeOutage
 	c.DropLast = o.dropLast
 	c.Seed = o.seed

@@ -515,7 +515,7 @@ func printSummary(w io.Writer, s Summary) {
 			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)
 	}
 	if s.FetchInFlight > 0 {
-		fmt.Fprintf(w, "  fetch         %d reads in flight allowed over %d rank(s) at the end (--fetch-concurrency %s)\n", s.FetchInFlight, s.Ranks, s.FetchConcurrency)
+		fmt.Fprintf(w, "  fetch         %d reads in flight allowed over %d rank(s) at the end (--fetch-concurrency %s), %d work items read ahead\n", s.FetchInFlight, s.Ranks, s.FetchConcurrency, s.Stages.ReadAhead)
 	}
 	fmt.Fprintf(w, "  bottleneck    %s: %s\n", s.Bottleneck, s.BottleneckReason)
 	if s.BottleneckAdvice != "" {
