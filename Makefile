@@ -152,8 +152,9 @@ bench-host: deps build
 # goal are the files, not goals (an empty rule each).
 .PHONY: bench-host bench-compare bench-remote
 BENCH_REMOTE_JSON ?= docs/bench/bench-remote.json
+BENCH_REMOTE_REPS ?= 3
 bench-remote: deps build
-	cd integration && LONGSHORE_BENCH_JSON=$(abspath $(BENCH_REMOTE_JSON)) $(GO) test -run '^$$' -bench BenchmarkRemoteStore -benchtime 1x -timeout 60m .
+	cd integration && LONGSHORE_BENCH_JSON=$(abspath $(BENCH_REMOTE_JSON)) LONGSHORE_BENCH_REPS=$(BENCH_REMOTE_REPS) $(GO) test -run '^$$' -bench BenchmarkRemoteStore -benchtime 1x -timeout 60m .
 
 ifeq (bench-compare,$(firstword $(MAKECMDGOALS)))
 CMP_FILES := $(wordlist 2,3,$(MAKECMDGOALS))

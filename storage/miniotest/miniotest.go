@@ -57,8 +57,9 @@ type Server struct {
 	// Dir holds the server's data.
 	Dir string
 
-	bin  string
-	addr string
+	bin   string
+	addr  string
+	netns string // run inside this network namespace (StartInNetns); "" for the caller's
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -124,6 +125,33 @@ func Start(t testing.TB) *Server {
 	}
 }
 
+// StartInNetns starts a MinIO server inside the network namespace netns
+// (made by the caller, e.g. with `ip netns add` and a veth pair),
+// listening on ip:9000, an address of that namespace the caller can
+// reach; it registers the shutdown. It needs the ip command and the
+// privileges to enter the namespace.
+func StartInNetns(t testing.TB, netns, ip string) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{
+		AccessKey: "test-" + randomHex(6),
+		SecretKey: randomHex(20),
+		Dir:       t.TempDir(),
+		bin:       bin,
+		netns:     netns,
+		addr:      net.JoinHostPort(ip, "9000"), // the namespace's own: nothing else listens there
+	}
+	s.Endpoint = "http://" + s.addr
+	t.Cleanup(s.stop)
+	if err := s.start(); err != nil {
+		t.Fatalf("miniotest: in network namespace %s: %v", netns, err)
+	}
+	return s
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -146,8 +174,14 @@ func (s *Server) start() error {
 	if s.cmd != nil {
 		return errors.New("already running")
 	}
-	cmd := exec.Command(s.bin, "server", "--quiet", "--address", s.addr,
-		"--certs-dir", filepath.Join(s.Dir, ".certs"), filepath.Join(s.Dir, "data"))
+	args := []string{s.bin, "server", "--quiet", "--address", s.addr,
+		"--certs-dir", filepath.Join(s.Dir, ".certs"), filepath.Join(s.Dir, "data")}
+	if s.netns != "" {
+		// ip execs the server in the namespace: the process is MinIO's,
+		// so the signals below and the parent-death signal reach it.
+		args = append([]string{"ip", "netns", "exec", s.netns}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	env := []string{}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "MINIO_") {
