@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,13 @@ func BenchmarkRemoteStore(b *testing.B) {
 				near[r.Layout+r.Fetch] = r.Steady
 			}
 		}
+		type row struct {
+			Config string `json:"config"`
+			result
+			VsNoDelay float64 `json:"vs_no_delay,omitempty"`
+			VsLocal   float64 `json:"vs_local"`
+		}
+		var rows []row
 		var tab strings.Builder
 		fmt.Fprintf(&tab, "\n%-13s %-11s %-6s %10s %10s %9s %9s %9s %10s\n", "store", "layout", "fetch", "images/s", "steady", "vs +0 ms", "vs local", "in flight", "read-ahead")
 		for _, r := range rs {
@@ -173,17 +181,22 @@ func BenchmarkRemoteStore(b *testing.B) {
 				vsNear = fmt.Sprintf("%.2f×", r.Steady/near[r.Layout+r.Fetch])
 			}
 			fmt.Fprintf(&tab, "%-13s %-11s %-6s %10.0f %10.0f %9s %8.2f× %9d %10d\n", where, r.Layout, r.Fetch, r.ImagesPerSecond, r.Steady, vsNear, r.Steady/local[r.Layout], r.InFlight, r.ReadAhead)
+			rw := row{Config: where + " " + r.Layout + " " + r.Fetch, result: r, VsLocal: r.Steady / local[r.Layout]}
+			if r.RTT >= 0 {
+				rw.VsNoDelay = r.Steady / near[r.Layout+r.Fetch]
+			}
+			rows = append(rows, rw)
 			b.ReportMetric(r.Steady, fmt.Sprintf("steady-img/s-%s-%s-%s", strings.ReplaceAll(where, " ", ""), strings.ReplaceAll(r.Layout, " ", ""), r.Fetch))
 		}
 		fmt.Printf("\nMinIO in network namespace %s across a veth pair, tbf %s each way; delays added by the fault proxy in user space; medians of %d\n", lab.ns, rate, reps)
 		fmt.Print(tab.String()) // whole: b.Log truncates a benchmark's log
 		if path := os.Getenv("LONGSHORE_BENCH_JSON"); path != "" {
 			out, _ := json.MarshalIndent(map[string]any{
-				"benchmark": "BenchmarkRemoteStore", "cpu": cpuModel(), "cpus": runtime.NumCPU(),
+				"bench": "remote", "benchmark": "BenchmarkRemoteStore", "machine": cpuModel(), "cpus": runtime.NumCPU(),
 				"images": remoteImages, "epochs": epochs, "delay": "user space (faultproxy.Delay): no netem in this kernel",
 				"link":    "MinIO in its own network namespace, veth pair, tbf " + rate + " each way",
 				"started": started.Format(time.RFC3339), "loadavg_before": loadBefore, "loadavg_after": loadAvg(),
-				"reps": reps, "runs": all,
+				"reps": reps, "rows": rows, "runs": all,
 			}, "", "  ")
 			if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
 				b.Fatal(err)
@@ -204,8 +217,12 @@ func cpuModel() string {
 }
 
 // loadAvg is /proc/loadavg's three averages.
-func loadAvg() []string {
+func loadAvg() []float64 {
 	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	return f[:min(3, len(f))]
+	var out []float64
+	for _, f := range strings.Fields(string(b))[:3] {
+		v, _ := strconv.ParseFloat(f, 64)
+		out = append(out, v)
+	}
+	return out
 }

@@ -44,29 +44,11 @@ func TestPackedSpill(t *testing.T) {
 			const epochs, fetchers = 3, 16
 			for e := range epochs {
 				order := blockOrder(rand.New(rand.NewPCG(uint64(e), 3)), len(ds.Samples), 24)
-				var next, bad atomic.Int64
-				var wg sync.WaitGroup
-				for range fetchers {
-					wg.Go(func() {
-						var buf []byte
-						for {
-							k := int(next.Add(1) - 1)
-							if k >= len(order) {
-								return
-							}
-							i := order[k]
-							key := ds.Samples[i].Key
-							var err error
-							buf, err = p.GetSample(context.Background(), int64(i), key, buf)
-							if err != nil || string(buf) != string(want[key]) {
-								bad.Add(1)
-							}
-						}
-					})
-				}
-				wg.Wait()
-				if bad.Load() > 0 {
-					t.Fatalf("epoch %d: %d wrong reads", e, bad.Load())
+				bad := readConcurrently(ds, order, want, fetchers, func(i int, buf []byte) ([]byte, error) {
+					return p.GetSample(context.Background(), int64(i), ds.Samples[i].Key, buf)
+				})
+				if bad > 0 {
+					t.Fatalf("epoch %d: %d wrong reads", e, bad)
 				}
 			}
 			pairs, multi := chunkCount(ds, 24)

@@ -471,29 +471,11 @@ func TestPackedConcurrent(t *testing.T) {
 				const epochs, fetchers = 3, 16
 				for e := range epochs {
 					order := blockOrder(rand.New(rand.NewPCG(uint64(e), 7)), len(ds.Samples), tc.block)
-					var next atomic.Int64
-					var wg sync.WaitGroup
-					var bad atomic.Int64
-					for range fetchers {
-						wg.Go(func() {
-							var buf []byte
-							for {
-								k := int(next.Add(1) - 1)
-								if k >= len(order) {
-									return
-								}
-								key := ds.Samples[order[k]].Key
-								var err error
-								buf, err = p.Get(context.Background(), key, buf)
-								if err != nil || !bytes.Equal(buf, want[key]) {
-									bad.Add(1)
-								}
-							}
-						})
-					}
-					wg.Wait()
-					if bad.Load() > 0 {
-						t.Fatalf("epoch %d: %d wrong reads", e, bad.Load())
+					bad := readConcurrently(ds, order, want, fetchers, func(i int, buf []byte) ([]byte, error) {
+						return p.Get(context.Background(), ds.Samples[i].Key, buf)
+					})
+					if bad > 0 {
+						t.Fatalf("epoch %d: %d wrong reads", e, bad)
 					}
 				}
 				st := p.Stats()
@@ -515,6 +497,32 @@ func TestPackedConcurrent(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > baseline {
 		t.Errorf("%d goroutines left (baseline %d)", n-baseline, baseline)
 	}
+}
+
+// readConcurrently reads the samples of order with that many fetchers at
+// once, each through get, and returns how many reads failed or returned
+// other bytes than want's.
+func readConcurrently(ds *storage.Dataset, order []int, want map[string][]byte, fetchers int, get func(i int, buf []byte) ([]byte, error)) int64 {
+	var next, bad atomic.Int64
+	var wg sync.WaitGroup
+	for range fetchers {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(order) {
+					return
+				}
+				var err error
+				buf, err = get(order[k], buf)
+				if err != nil || !bytes.Equal(buf, want[ds.Samples[order[k]].Key]) {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return bad.Load()
 }
 
 // TestPackedMatchesNaive: random packings (shards of random sizes, plain

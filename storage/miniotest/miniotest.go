@@ -99,17 +99,7 @@ func isExecutable(p string) bool {
 // Start starts a MinIO server for the test and registers its shutdown.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{
-		AccessKey: "test-" + randomHex(6),
-		SecretKey: randomHex(20),
-		Dir:       t.TempDir(), // removed after the Cleanup below stops the server
-		bin:       bin,
-	}
-	t.Cleanup(s.stop)
+	s := newServer(t)
 	// A free port can be taken between our probe and MinIO's bind: retry.
 	for attempt := 0; ; attempt++ {
 		s.addr = freeAddr(t)
@@ -132,6 +122,20 @@ func Start(t testing.TB) *Server {
 // privileges to enter the namespace.
 func StartInNetns(t testing.TB, netns, ip string) *Server {
 	t.Helper()
+	s := newServer(t)
+	s.netns = netns
+	s.addr = net.JoinHostPort(ip, "9000") // the namespace's own: nothing else listens there
+	s.Endpoint = "http://" + s.addr
+	if err := s.start(); err != nil {
+		t.Fatalf("miniotest: in network namespace %s: %v", netns, err)
+	}
+	return s
+}
+
+// newServer is a server not started yet: its binary, fresh credentials
+// and a data directory, stopped when the test ends.
+func newServer(t testing.TB) *Server {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
@@ -139,16 +143,10 @@ func StartInNetns(t testing.TB, netns, ip string) *Server {
 	s := &Server{
 		AccessKey: "test-" + randomHex(6),
 		SecretKey: randomHex(20),
-		Dir:       t.TempDir(),
+		Dir:       t.TempDir(), // removed after the Cleanup below stops the server
 		bin:       bin,
-		netns:     netns,
-		addr:      net.JoinHostPort(ip, "9000"), // the namespace's own: nothing else listens there
 	}
-	s.Endpoint = "http://" + s.addr
 	t.Cleanup(s.stop)
-	if err := s.start(); err != nil {
-		t.Fatalf("miniotest: in network namespace %s: %v", netns, err)
-	}
 	return s
 }
 
