@@ -85,6 +85,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import signal
 import statistics
 import subprocess
@@ -438,7 +439,8 @@ def run_client(a, tmp, rep, decoder="turbo"):
         t0 = time.time()
         argv = [a.node, "--standalone", "--sink", "feed", "--feed-dir", d, "--dataset", a.dataset,
                 "--epochs", str(a.epochs), "--batch-size", "32", "--transform", "train", "--block", "1",
-                "--decoder", decoder, "--seed", str(rep + 1), "--stats-json", stats, "--progress", "never"]
+                "--decoder", decoder, "--seed", str(rep + 1), "--stats-json", stats, "--progress", "never",
+                *shlex.split(a.node_args)]
         srv = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         s.add(srv.pid)
         cpu_c = wait_rusage(c)
@@ -492,7 +494,7 @@ def run_go(a, tmp, rep, dataset=None, env=None, tag="go", block=("--block", "1")
     stats = os.path.join(tmp, f"{tag}-{rep}.json")
     argv = [a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", str(a.epochs), "--batch-size", "32",
             "--transform", "train", *block, "--seed", str(rep + 1), "--sink", "null",
-            "--stats-json", stats, "--progress", "never", *extra]
+            "--stats-json", stats, "--progress", "never", *extra, *shlex.split(a.node_args)]
     cpu_proc, peak = run_measured(argv, f"{tag} rep {rep + 1}", env)
     st = node_stats(stats, tag)
     check_counts(f"{tag} rep {rep + 1}", a.samples, st["images"], None, st["failures"]["total"], st["pads"], a.epochs)
@@ -761,6 +763,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=1, help="epochs of each longshore run (the peer makes one)")
     ap.add_argument("--feed-only", action="store_true",
                     help="only the feed's own cost: --decoder none, Go in process against the Python client (no peer)")
+    ap.add_argument("--node-args", default="", help="more flags for every longshore-node run, e.g. \"--slots 8\"")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("--out")
     ap.add_argument("--socket")
