@@ -157,8 +157,9 @@ const sparseSlack = 4 << 10
 // running, waits for them and closes the wrapped store if it is an
 // io.Closer.
 type PackedStore struct {
-	inner Store
-	spill *spill // nil: chunks in memory
+	inner     Store
+	spill     *spill     // nil: chunks in memory
+	stageDone *sync.Cond // on mu: a chunk's last staging reader is done
 	// ds is the dataset in memory (NewPackedStore), nil on the lazy path
 	// (NewCatalogPackedStore), where Get by a packed sample's key passes
 	// through: only GetSample knows a sample there.
@@ -260,15 +261,19 @@ type chunk struct {
 	// speculative: fetched by Prefetch, and no Get has asked for it yet.
 	speculative bool
 
-	done    chan struct{} // closed when the fetch ended
-	buf     []byte        // the fetch's buffer, off the heap: freed or kept for reuse by recycleLocked
-	file    *spillFile    // after done, on success, when spilling: the chunk's bytes; closed by recycleLocked
-	data    []byte        // after done, on success: buf's bytes (or the inner store's own)
-	err     error         // after done, on failure
-	waiters int           // Gets waiting for the fetch
-	cancel  context.CancelFunc
-	gone    bool // removed from the cache (abandoned, failed, used up, evicted)
-	elem    *list.Element
+	done chan struct{} // closed when the fetch ended
+	buf  []byte        // the fetch's buffer, off the heap: freed or kept for reuse by recycleLocked
+	file *spillFile    // when spilling, once written: the chunk's bytes; closed by recycleLocked
+	// stageReaders counts the Gets copying from a spilling chunk's
+	// staging buffer (data until the file is written): the fetch gives
+	// the buffer back when none is left.
+	stageReaders int
+	data         []byte // after done, on success: buf's bytes (or the inner store's own)
+	err          error  // after done, on failure
+	waiters      int    // Gets waiting for the fetch
+	cancel       context.CancelFunc
+	gone         bool // removed from the cache (abandoned, failed, used up, evicted)
+	elem         *list.Element
 }
 
 // NewPackedStore wraps inner to serve ds's packed samples. ds must not
@@ -346,6 +351,7 @@ func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedStore, e
 	default:
 		p.peek = func(int64) (Sample, string, bool) { return Sample{}, "", false }
 	}
+	p.stageDone = sync.NewCond(&p.mu)
 	p.block.Store(int64(cfg.Block))
 	p.window.Store(int64(max(cfg.Window, 1)))
 	p.mu.chunks = map[chunkKey]*chunk{}
@@ -491,12 +497,12 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 	select {
 	case <-c.done:
 		if c.err == nil {
-			data, ok := p.serveLocked(c, i, s)
+			v, ok := p.serveLocked(c, i, s)
 			p.mu.Unlock()
 			if !ok {
 				return p.getMember(ctx, s, object, dst)
 			}
-			return p.copyOutOrAlone(ctx, c, s, object, data, dst)
+			return p.copyOutOrAlone(ctx, c, s, object, v, dst)
 		}
 	default:
 	}
@@ -523,18 +529,18 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 		p.mu.Unlock()
 		return p.getMember(ctx, s, object, dst)
 	}
-	data, ok := p.serveLocked(c, i, s)
+	v, ok := p.serveLocked(c, i, s)
 	p.mu.Unlock()
 	if !ok {
 		return p.getMember(ctx, s, object, dst)
 	}
-	return p.copyOutOrAlone(ctx, c, s, object, data, dst)
+	return p.copyOutOrAlone(ctx, c, s, object, v, dst)
 }
 
 // copyOutOrAlone is copyOut, and the sample read alone from the store
 // when its spilled chunk's file cannot be read (counted in SpillErrors).
-func (p *PackedStore) copyOutOrAlone(ctx context.Context, c *chunk, s Sample, object string, data, dst []byte) ([]byte, error) {
-	out, err := p.copyOut(c, s, data, dst)
+func (p *PackedStore) copyOutOrAlone(ctx context.Context, c *chunk, s Sample, object string, v view, dst []byte) ([]byte, error) {
+	out, err := p.copyOut(c, s, v, dst)
 	if err == nil {
 		return out, nil
 	}
@@ -595,15 +601,16 @@ func (p *PackedStore) getMember(ctx context.Context, s Sample, object string, ds
 // them): a chunk holds in memory only the members not yet served.
 //
 // A spilled chunk's member is read from its file instead (an error is
-// the file's).
-func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) ([]byte, error) {
+// the file's), or from the staging buffer while the file is being
+// written.
+func (p *PackedStore) copyOut(c *chunk, s Sample, v view, dst []byte) ([]byte, error) {
 	at := s.Offset - c.off
 	var err error
 	var released int
-	if c.file != nil {
-		dst, err = c.file.read(at, s.Size, dst)
+	if v.file != nil {
+		dst, err = v.file.read(at, s.Size, dst)
 	} else {
-		member := data[at : at+s.Size]
+		member := v.data[at : at+s.Size]
 		dst = append(dst[:0], member...)
 		if c.releasable && holdsPage(at, s.Size) {
 			released, _ = offheap.ReleasePages(member) // an error leaves them resident: only memory
@@ -612,11 +619,24 @@ func (p *PackedStore) copyOut(c *chunk, s Sample, data, dst []byte) ([]byte, err
 	p.mu.Lock()
 	p.mu.stats.ReleasedBytes += int64(released)
 	c.readers--
+	if v.staged {
+		if c.stageReaders--; c.stageReaders == 0 {
+			p.stageDone.Broadcast() // the fetch may give its staging buffer back
+		}
+	}
 	if c.gone {
 		p.recycleLocked(c)
 	}
 	p.mu.Unlock()
 	return dst, err
+}
+
+// view is where a Get copies its member from: a chunk's data (its
+// buffer, or a spilling chunk's staging buffer: staged), or its file.
+type view struct {
+	data   []byte
+	file   *spillFile
+	staged bool
 }
 
 // recycleLocked keeps the buffer of the dropped chunk c for a later
@@ -867,7 +887,11 @@ func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) bool {
 	p.mu.stats.Chunks++
 	p.mu.stats.ChunkBytes += c.size
 	p.wg.Add(1)
-	go p.fetch(fctx, c, buf)
+	if p.spill != nil {
+		go p.fetchSpilled(fctx, c)
+	} else {
+		go p.fetch(fctx, c, buf)
+	}
 	return true
 }
 
@@ -876,26 +900,21 @@ func (p *PackedStore) launchLocked(ctx context.Context, c *chunk) bool {
 func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 	defer p.wg.Done()
 	object := c.key.object
-	var data []byte
-	var file *spillFile
-	var err error
-	if p.spill != nil {
-		file, err = p.spill.load(ctx, p.inner, object, c.off, c.size)
-	} else {
-		data, err = p.inner.GetRange(ctx, object, c.off, c.size, buf)
-		if err == nil && int64(len(data)) != c.size {
-			err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, c.off, c.size, len(data), ErrRange)
-		}
+	data, err := p.inner.GetRange(ctx, object, c.off, c.size, buf)
+	if err == nil && int64(len(data)) != c.size {
+		err = fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, c.off, c.size, len(data), ErrRange)
 	}
 	c.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c.data, c.file = data, file
-	if file != nil {
-		p.mu.stats.Spilled++
-	}
 	// Pages are released only from the buffer this store owns.
 	c.releasable = c.releasable && err == nil && len(data) > 0 && cap(buf) > 0 && &data[0] == &buf[:1][0]
+	p.loadedLocked(c, data, err)
+}
+
+// loadedLocked publishes the outcome of c's read: its bytes, or err.
+func (p *PackedStore) loadedLocked(c *chunk, data []byte, err error) {
+	c.data = data
 	if err != nil {
 		c.err = err
 		if !c.gone { // else abandoned: nobody waits for the outcome
@@ -916,21 +935,81 @@ func (p *PackedStore) fetch(ctx context.Context, c *chunk, buf []byte) {
 	close(c.done)
 }
 
+// fetchSpilled is fetch for a spilling store: it reads c's span into a
+// staging buffer and publishes it at once, so the Gets waiting for the
+// chunk copy their members out of memory, then writes the file while they
+// do. Members asked for later are read from the file. The staging buffer
+// goes back once the file is written and its last reader is done. A chunk
+// whose every member was served from the staging buffer is not written.
+// If the file cannot be written (a full disk), the chunk's other members
+// are read alone, counted in SpillErrors.
+func (p *PackedStore) fetchSpilled(ctx context.Context, c *chunk) {
+	defer p.wg.Done()
+	buf, err := p.spill.take(ctx)
+	held := err == nil
+	var data []byte
+	if held {
+		buf, data, err = p.spill.get(ctx, p.inner, c.key.object, c.off, c.size, buf)
+	}
+	c.cancel()
+	p.mu.Lock()
+	p.loadedLocked(c, data, err)
+	usedUp := c.gone
+	p.mu.Unlock()
+	if !held {
+		return
+	}
+	if err != nil {
+		p.spill.give(buf)
+		return
+	}
+	var f *spillFile
+	var werr error
+	if !usedUp {
+		f, werr = createSpillFile(p.spill.dir, buf[:c.size])
+	}
+	p.mu.Lock()
+	switch {
+	case werr != nil:
+		p.mu.stats.SpillErrors++
+		p.markAloneLocked(c.key)
+		p.dropLocked(c)
+	case f != nil:
+		c.file = f
+		p.mu.stats.Spilled++
+	}
+	c.data = nil // Gets from now on read the file
+	for c.stageReaders > 0 {
+		p.stageDone.Wait()
+	}
+	if c.gone {
+		p.recycleLocked(c)
+	}
+	p.mu.Unlock()
+	p.spill.give(buf)
+}
+
 // serveLocked marks member i of the loaded chunk c served and returns the
 // chunk's data, counting the caller as a reader until its copyOut; a
 // chunk whose every member has been served is dropped. ok is false, and
 // nothing counted, for a member already handed out from this fetch
 // whose pages are (being) released: the caller reads it alone.
-func (p *PackedStore) serveLocked(c *chunk, i int64, s Sample) (data []byte, ok bool) {
+func (p *PackedStore) serveLocked(c *chunk, i int64, s Sample) (v view, ok bool) {
+	if p.spill != nil && c.data == nil && c.file == nil {
+		return view{}, false // its file could not be written (spillLoaded): read alone
+	}
 	b := i - c.key.lo
 	if c.releasable && holdsPage(s.Offset-c.off, s.Size) {
 		if c.taken[b/64]&(1<<(b%64)) != 0 {
-			return nil, false
+			return view{}, false
 		}
 		c.taken[b/64] |= 1 << (b % 64)
 	}
 	p.mu.stats.Hits++
-	data = c.data
+	v = view{data: c.data, file: c.file, staged: c.file == nil && p.spill != nil}
+	if v.staged {
+		c.stageReaders++
+	}
 	c.readers++
 	if c.served[b/64]&(1<<(b%64)) == 0 {
 		c.served[b/64] |= 1 << (b % 64)
@@ -941,7 +1020,7 @@ func (p *PackedStore) serveLocked(c *chunk, i int64, s Sample) (data []byte, ok 
 	} else if c.elem != nil {
 		p.mu.lru.MoveToFront(c.elem)
 	}
-	return data, true
+	return v, true
 }
 
 // holdsPage reports whether the bytes [at, at+n) of a chunk's buffer

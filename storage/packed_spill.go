@@ -28,11 +28,12 @@ var ErrSpillDir = errors.New("pack spill directory unusable")
 // memory (PackedConfig.SpillDir): what Mosaic Streaming and LitData do
 // with their local cache directories, for the same reason. A chunk's
 // fetch reads its span into a staging buffer (at most staging of them
-// exist: the memory spilling costs), writes it to a file of its own with
-// direct I/O (so the page cache does not keep the bytes either), and
-// gives the buffer back; its members are then read from the file, with
-// direct I/O too. A file has no name (O_TMPFILE): closing it, or the
-// process dying, frees its blocks.
+// exist: the memory spilling costs); the Gets waiting for it copy their
+// members from there while it is written to a file of its own with
+// direct I/O (so the page cache does not keep the bytes either), and the
+// buffer goes back; members asked for later are read from the file, with
+// direct I/O too (PackedStore.fetchSpilled). A file has no name
+// (O_TMPFILE): closing it, or the process dying, frees its blocks.
 type spill struct {
 	dir     string
 	slots   chan []byte  // staging buffers, nil until first used; off the Go heap
@@ -83,20 +84,26 @@ func CheckSpillDir(dir string) error {
 	return f.close()
 }
 
-// load reads object's bytes [off, off+size) from inner into a staging
-// buffer and writes them to a new spill file, which it returns. It waits
-// for a staging buffer (or ctx).
-func (s *spill) load(ctx context.Context, inner Store, object string, off, size int64) (*spillFile, error) {
-	var buf []byte
+// take waits for a staging buffer (or ctx) and returns it: nil until
+// first used, sized by get.
+func (s *spill) take(ctx context.Context) ([]byte, error) {
 	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
 	select {
-	case buf = <-s.slots:
-		s.waiting.Add(-1)
+	case buf := <-s.slots:
+		return buf, nil
 	case <-ctx.Done():
-		s.waiting.Add(-1)
 		return nil, ctx.Err()
 	}
-	defer func() { s.slots <- buf }()
+}
+
+// give returns a staging buffer take gave (or get grew).
+func (s *spill) give(buf []byte) { s.slots <- buf }
+
+// get reads object's bytes [off, off+size) from inner into buf, grown
+// (reallocated) when it cannot hold them with room for direct I/O; it
+// returns the buffer, to give back, and the bytes, in it.
+func (s *spill) get(ctx context.Context, inner Store, object string, off, size int64, buf []byte) ([]byte, []byte, error) {
 	if need := directSize(size); int64(cap(buf)) < need {
 		if buf != nil {
 			offheap.Free(buf)
@@ -104,21 +111,21 @@ func (s *spill) load(ctx context.Context, inner Store, object string, off, size 
 		}
 		b, err := offheap.Alloc(int(bufferSize(need)))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		buf = b[:0]
 	}
 	data, err := inner.GetRange(ctx, object, off, size, buf[:0])
 	if err != nil {
-		return nil, err
+		return buf, nil, err
 	}
 	if int64(len(data)) != size {
-		return nil, fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", inner, object, off, size, len(data), ErrRange)
+		return buf, nil, fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", inner, object, off, size, len(data), ErrRange)
 	}
 	if size > 0 && &data[0] != &buf[:1][0] {
 		copy(buf[:size], data) // the store's own bytes: direct I/O needs the aligned buffer
 	}
-	return createSpillFile(s.dir, buf[:size])
+	return buf, buf[:size], nil
 }
 
 // close frees the staging buffers, once. Every load must have returned.

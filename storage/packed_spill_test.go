@@ -28,9 +28,10 @@ func spillStore(t *testing.T, inner storage.Store, ds *storage.Dataset, block in
 }
 
 // TestPackedSpill: with chunks on disk, concurrent fetchers over three
-// epochs read every sample's exact bytes with one ranged GET per chunk,
-// every chunk goes through a spill file, and a member asked for again
-// comes from its file, not the store. Closing frees the staging buffers.
+// epochs read every sample's exact bytes with one ranged GET per chunk
+// (from the staging buffer while the chunk is written, from its file
+// after), and a member asked for again, once the file is written, comes
+// from it, not the store. Closing frees the staging buffers.
 func TestPackedSpill(t *testing.T) {
 	for name, inner := range freshStores(t) {
 		ds, want := packFixture(t, inner, 11, 300, 24, 9000)
@@ -53,14 +54,18 @@ func TestPackedSpill(t *testing.T) {
 			}
 			pairs, multi := chunkCount(ds, 24)
 			st := p.Stats()
-			if cs.ranges.Load() != int64(epochs*pairs) || st.Spilled != st.Chunks || st.Chunks != int64(epochs*multi) || st.SpillErrors != 0 || st.CachedBytes != 0 {
-				t.Errorf("%d ranged GETs (want %d), stats %+v: want every chunk spilled once an epoch, nothing left", cs.ranges.Load(), epochs*pairs, st)
+			// A chunk whose members were all served from its staging
+			// buffer before its file was written is not written.
+			if cs.ranges.Load() != int64(epochs*pairs) || st.Spilled > st.Chunks || st.Chunks != int64(epochs*multi) || st.SpillErrors != 0 || st.CachedBytes != 0 {
+				t.Errorf("%d ranged GETs (want %d), stats %+v: want one chunk read an epoch, at most that many spilled, nothing left", cs.ranges.Load(), epochs*pairs, st)
 			}
 
-			// A member asked for twice before its chunk is used up is
-			// read from the file both times.
-			before := cs.ranges.Load()
-			getAll(t, p, ds, []int{3, 0, 7, 3, 5, 7}, want)
+			// Once the chunk's file is written, its members come from it,
+			// a member asked for twice too.
+			before, spilled := cs.ranges.Load(), st.Spilled
+			getAll(t, p, ds, []int{3}, want)
+			waitFor(t, func() bool { return p.Stats().Spilled == spilled+1 })
+			getAll(t, p, ds, []int{0, 7, 3, 5, 7}, want)
 			if got := cs.ranges.Load() - before; got != 1 {
 				t.Errorf("%d ranged GETs for members of one chunk, some twice; want 1", got)
 			}

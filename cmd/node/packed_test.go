@@ -123,7 +123,9 @@ func TestStandalonePacked(t *testing.T) {
 			if !tc.chunks(s.Pack.Chunks) || !tc.single(s.Pack.ReadAlone) || s.Pack.PeakBytes > 256<<20 {
 				t.Errorf("--pack-cache %s: %+v", tc.cache, *s.Pack)
 			}
-			if spilled := s.Pack.Spilled == s.Pack.Chunks && s.Pack.SpillErrors == 0; tc.spill != (spilled && s.Pack.Spilled > 0) {
+			// A chunk used up from its staging buffer before its file was
+			// written is not spilled: at most every chunk is.
+			if spilled := s.Pack.Spilled <= s.Pack.Chunks && s.Pack.SpillErrors == 0; tc.spill != (spilled && s.Pack.Spilled > 0) {
 				t.Errorf("--pack-spill given: %v; pack stats %+v", tc.spill, *s.Pack)
 			}
 			if !strings.Contains(out.String(), "packed ") {
