@@ -32,8 +32,8 @@ var ErrSpillDir = errors.New("pack spill directory unusable")
 // members from there while it is written to a file of its own with
 // direct I/O (so the page cache does not keep the bytes either), and the
 // buffer goes back; members asked for later are read from the file, with
-// direct I/O too (PackedStore.fetchSpilled). A file has no name
-// (O_TMPFILE): closing it, or the process dying, frees its blocks.
+// direct I/O too (PackedStore.fetchSpilled). A file is unlinked as soon
+// as it is opened: closing it, or the process dying, frees its blocks.
 type spill struct {
 	dir     string
 	slots   chan []byte  // staging buffers, nil until first used; off the Go heap
@@ -56,7 +56,7 @@ func newSpill(dir string, staging int) (*spill, error) {
 
 // CheckSpillDir reports why dir cannot hold spilled chunks (ErrSpillDir,
 // wrapped with the cause), or nil: it must be a directory on a disk file
-// system that takes unnamed files with direct I/O. It writes and removes
+// system that takes direct I/O. It writes and removes
 // one such file.
 func CheckSpillDir(dir string) error {
 	if dir == "" {

@@ -4,13 +4,15 @@ package storage
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
-// spillFile is one spilled chunk: an unnamed file on the spill directory's
+// spillFile is one spilled chunk: a file unlinked once opened, on the spill directory's
 // file system.
 type spillFile struct {
 	fd int
@@ -18,29 +20,38 @@ type spillFile struct {
 
 // checkSpillFS refuses a directory whose files live in memory.
 func checkSpillFS(dir string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
 		return err
 	}
+	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6 // linux/magic.h
 	switch int64(st.Type) {
-	case unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
+	case tmpfsMagic, ramfsMagic:
 		return fmt.Errorf("is in memory (tmpfs): spilled chunks there would take the RAM they are meant to spare; give a directory on a disk")
 	}
 	return nil
 }
 
 // createSpillFile writes data (page-aligned, as offheap.Alloc gives, with
-// room up to directSize(len(data))) to a new unnamed file in dir with
+// room up to directSize(len(data))) to a new file in dir, unlinked once opened, with
 // direct I/O.
 func createSpillFile(dir string, data []byte) (*spillFile, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
+	// A name for as long as it takes to open it: unlinked at once, the
+	// file lives on as its descriptor (the standard library has no
+	// O_TMPFILE).
+	name := filepath.Join(dir, fmt.Sprintf(".longshore-spill-%d-%d", os.Getpid(), spillSeq.Add(1)))
+	fd, err := syscall.Open(name, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_DIRECT|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("unnamed file with direct I/O: %w", err)
+		return nil, fmt.Errorf("file with direct I/O: %w", err)
+	}
+	if err := syscall.Unlink(name); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("unlink %s: %w", name, err)
 	}
 	f := &spillFile{fd: fd}
 	out := data[:directSize(int64(len(data)))] // the tail past data is the buffer's, written and never read
 	for len(out) > 0 {
-		n, err := unix.Write(fd, out)
+		n, err := syscall.Write(fd, out)
 		if err != nil {
 			f.close()
 			return nil, fmt.Errorf("write: %w", err)
@@ -64,7 +75,7 @@ func (f *spillFile) read(off, n int64, dst []byte) ([]byte, error) {
 	}
 	buf := (*bp)[:span]
 	for done := int64(0); done < span; {
-		k, err := unix.Pread(f.fd, buf[done:], lo+done)
+		k, err := syscall.Pread(f.fd, buf[done:], lo+done)
 		if err != nil {
 			return dst[:0], fmt.Errorf("read spilled chunk: %w", err)
 		}
@@ -75,6 +86,9 @@ func (f *spillFile) read(off, n int64, dst []byte) ([]byte, error) {
 	}
 	return append(dst[:0], buf[off-lo:off-lo+n]...), nil
 }
+
+// spillSeq numbers spill files within the process.
+var spillSeq atomic.Int64
 
 // alignedPool holds read buffers for direct I/O (*[]byte, aligned to
 // directUnit; the Go heap does not move them).
@@ -88,4 +102,4 @@ func alignedBytes(n int) []byte {
 }
 
 // close closes the file, which frees its blocks.
-func (f *spillFile) close() error { return unix.Close(f.fd) }
+func (f *spillFile) close() error { return syscall.Close(f.fd) }

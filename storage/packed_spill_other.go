@@ -4,12 +4,12 @@ package storage
 
 import "errors"
 
-// spillFile is not built here: spilling needs Linux's unnamed files and
+// spillFile is not built here: spilling needs Linux's direct I/O and
 // direct I/O.
 type spillFile struct{}
 
 func checkSpillFS(string) error {
-	return errors.New("spilling chunks to disk needs Linux (unnamed files with direct I/O)")
+	return errors.New("spilling chunks to disk needs Linux (direct I/O)")
 }
 
 func createSpillFile(string, []byte) (*spillFile, error) {

@@ -511,8 +511,12 @@ func printSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, "  gpu decode    %s\n", g)
 	}
 	if p := s.Pack; p != nil {
-		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions\n",
+		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions",
 			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)
+		if p.Spilled > 0 || p.SpillErrors > 0 {
+			fmt.Fprintf(w, "; %d chunks spilled to disk, %d spilled reads failed", p.Spilled, p.SpillErrors)
+		}
+		fmt.Fprintln(w)
 	}
 	if s.FetchInFlight > 0 {
 		fmt.Fprintf(w, "  fetch         %d reads in flight allowed over %d rank(s) at the end (--fetch-concurrency %s), %d work items read ahead\n", s.FetchInFlight, s.Ranks, s.FetchConcurrency, s.Stages.ReadAhead)
