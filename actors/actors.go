@@ -21,7 +21,7 @@ type rankActor struct {
 	p        *Pipeline
 	core     *core
 	fetchers []*actor.PID
-	tuner    *fetchTuner // Config.FetchAuto; nil: a fixed concurrency
+	tuner    *fetchTuner // Config.FetchAuto or ReadAheadAuto; nil: neither
 	decoders []*actor.PID
 	uploader *actor.PID
 	self     *actor.PID
