@@ -27,8 +27,9 @@ type fetchTuner struct {
 	slowest time.Duration // the longest of them
 	changes int           // how many times the limit moved
 
-	// ahead is the read-ahead the last closed window asks for
-	// (readAheadFor), 0 before the first.
+	// ahead is the read-ahead asked for (readAheadFor): raised as soon
+	// as the current window's slowest fetch needs more, set anew when a
+	// window closes; 0 before the first 16 fetches.
 	ahead int
 }
 
@@ -103,6 +104,6 @@ func readAheadFor(rate float64, slowest time.Duration) int {
 	return int(min(math.Ceil(fetchHeadroom*rate*slowest.Seconds()), maxAutoReadAhead))
 }
 
-// readAhead returns the read-ahead the last window measured asks for,
-// never below base (Config.ReadAhead).
+// readAhead returns the read-ahead the fetches measured ask for, never
+// below base (Config.ReadAhead).
 func (t *fetchTuner) readAhead(base int) int { return max(base, t.ahead) }
