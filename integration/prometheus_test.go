@@ -356,7 +356,8 @@ func TestPrometheus(t *testing.T) {
 		t.Fatalf("longshore-pack: %v\n%s", err, out)
 	}
 	pn := startProc(t, pdir, "packed", nodeBin, srv.Env(), "--standalone", "--dataset", packed, "--epochs", "1", "--batch-size", "8",
-		"--size", "64", "--progress", "never", "--metrics", packedMetrics, "--metrics-linger", "5s", "--report-every", "1s")
+		"--size", "64", "--progress", "never", "--metrics", packedMetrics, "--metrics-linger", "5s", "--report-every", "1s",
+		"--pack-cache", "256MiB") // chunks, though the directory is local (auto reads in place)
 	if err := pn.wait(t, 3*time.Minute); err != nil {
 		t.Fatalf("packed node: %v\n%s", err, tail(pn.stderr, 30))
 	}

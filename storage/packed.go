@@ -388,6 +388,10 @@ func (p *PackedStore) SetWindow(window int) {
 // Window returns the current window.
 func (p *PackedStore) Window() int { return int(p.window.Load()) }
 
+// CacheBytes returns PackedConfig.CacheBytes as given (0: every sample
+// read alone).
+func (p *PackedStore) CacheBytes() int64 { return p.cap }
+
 // Unwrap returns the store the packed samples are read from.
 func (p *PackedStore) Unwrap() Store { return p.inner }
 
@@ -643,13 +647,14 @@ type view struct {
 // fetch, once nobody reads it, if it fits within the cache's bound; else
 // it frees it (its pages go back to the kernel at once).
 //
-// A spilled chunk's file is closed instead, which frees its disk.
+// A spilled chunk's file is closed instead, which frees its disk (off
+// the lock: see spill.discard).
 func (p *PackedStore) recycleLocked(c *chunk) {
 	if c.readers > 0 || c.waiters > 0 {
 		return // a Get still reads it, or will once it wakes up
 	}
 	if c.file != nil {
-		c.file.close()
+		p.spill.discard(c.file)
 		c.file = nil
 	}
 	if c.buf == nil {

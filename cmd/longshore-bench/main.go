@@ -16,6 +16,11 @@
 //	local-packed, minio-packed
 //	         the same samples packed into tar shards by longshore-pack
 //	         (docs/packed-datasets.md), from the directory and from MinIO.
+//	         From a local directory the node reads each member in place
+//	         (--pack-cache auto); from MinIO a chunk at a time.
+//	local-packed-chunks
+//	         local-packed with chunks in memory (--pack-cache 1GiB), as
+//	         on a store across a network.
 //	local-packed-spill
 //	         local-packed with the chunks spilled to files on a local disk
 //	         (--pack-spill, in --spill-dir) instead of held in memory.
@@ -212,7 +217,7 @@ func benchMain(args []string) error {
 		order = append(order, "minio")
 	}
 	if packed != "" {
-		order = append(order, "local-packed")
+		order = append(order, "local-packed", "local-packed-chunks")
 		if spill != "" {
 			order = append(order, "local-packed-spill")
 		}
@@ -239,6 +244,8 @@ func benchMain(args []string) error {
 				}
 			case "local-packed":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(packed, statsPath)...)
+			case "local-packed-chunks":
+				res, err = runProc(ctx, cfg, nil, *node, append(nodeArgs(packed, statsPath), "--pack-cache", "1GiB")...)
 			case "local-packed-spill":
 				res, err = runProc(ctx, cfg, nil, *node, append(nodeArgs(packed, statsPath), "--pack-spill", spill)...)
 			case "minio", "minio-packed":

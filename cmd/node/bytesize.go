@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/longshore/longshore/storage"
 )
 
 // byteSize is a flag value in bytes written with an optional unit:
@@ -56,4 +58,42 @@ func parseByteSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q: want a size in bytes like 268435456, 256MiB or 1GiB", s)
 	}
 	return int64(v * mult), nil
+}
+
+// packCache is --pack-cache: a size, or auto (the default): no chunks
+// when the dataset's directory is on a local disk (storage.ReadsInPlace:
+// a member is one pread from the page cache, and a chunk would only copy
+// it twice, or to another file and back) unless --pack-spill asks for
+// them, and storage.DefaultPackedConfig's cache on a network.
+type packCache struct {
+	size byteSize
+	auto bool
+}
+
+func (p *packCache) Set(s string) error {
+	if strings.EqualFold(strings.TrimSpace(s), "auto") {
+		*p = packCache{auto: true}
+		return nil
+	}
+	p.auto = false
+	return p.size.Set(s)
+}
+
+func (p packCache) String() string {
+	if p.auto {
+		return "auto"
+	}
+	return p.size.String()
+}
+
+// bytes is the cache for a packed dataset in store s (spill: --pack-spill).
+func (p packCache) bytes(s storage.Store, spill string) int64 {
+	switch {
+	case !p.auto:
+		return int64(p.size)
+	case spill == "" && storage.ReadsInPlace(s):
+		return 0
+	default:
+		return storage.DefaultPackedConfig().CacheBytes
+	}
 }

@@ -169,7 +169,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			if ps.Block() != j.Block || ps.Window() != j.Window {
 				ps.SetBlock(j.Block)
 				ps.SetWindow(j.Window)
-				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, packedMean(ds, indexed), o.packCache, o.ranks))
+				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, packedMean(ds, indexed), o.packCache.auto, o.ranks))
 			}
 		}
 		defer func() {

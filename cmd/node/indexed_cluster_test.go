@@ -94,7 +94,7 @@ func runIndexedCluster(t *testing.T, dir, layout string, want []string) {
 	c := startCoordinator(t, ctx, cfg, 4, x.Digest)
 	logPath := filepath.Join(t.TempDir(), "d.log")
 	out, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", dir, "--sink", "log:"+logPath, "--size", "32", "--ranks", "2",
-		"--manifest-cache", "2KiB"))
+		"--manifest-cache", "2KiB", "--pack-cache", "256MiB")) // chunks, though the directory is local
 	if err != nil {
 		t.Fatalf("node: %v\n%s%s", err, out, logs)
 	}
@@ -172,7 +172,7 @@ func TestStandaloneIndexed(t *testing.T) {
 				var out, errb bytes.Buffer
 				code := run([]string{"--standalone", "--dataset", tc.dir, "--manifest", tc.manifest, "--epochs", "2", "--batch-size", "8", "--ranks", "2",
 					"--size", "32", "--seed", "5", "--sink", "log:" + logPath, "--stats-json", statsPath, "--progress", "never",
-					"--manifest-cache", cache, "--block", "4"}, &out, &errb)
+					"--manifest-cache", cache, "--block", "4", "--pack-cache", "256MiB"}, &out, &errb) // chunks, though the directory is local
 				if code != 0 {
 					t.Fatalf("--manifest-cache %s: exit %d\nstdout: %s\nstderr: %s", cache, code, out.String(), errb.String())
 				}

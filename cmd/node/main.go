@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -85,9 +86,10 @@ type options struct {
 	decoder          string
 	progress         string
 	cpuProfile       string
+	trace            string
 	readAhead        int
 	storeOutage      time.Duration
-	packCache        byteSize
+	packCache        packCache
 	packSpill        string
 	manifestCache    byteSize
 	writeManifest    int
@@ -154,19 +156,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.slots, "slots", def.Slots, "batch slots per rank (bounds memory and read-ahead)")
 	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: automatic: standalone, slots x batch-size, raised to cover the store's slowest fetch at the measured rate, up to 4096, so a packed dataset's chunks a round trip away are prefetched in time; in cluster mode max(batch-size, fetch-concurrency, or 16 with auto), since what a rank has taken cannot be handed to an idle rank)")
 	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
-	o.packCache = byteSize(storage.DefaultPackedConfig().CacheBytes)
+	o.packCache = packCache{auto: true}
 	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
 	fs.IntVar(&o.window, "mix-window", cluster.DefaultWindow, "standalone: blocks of the epoch order mixed together when --block > 1: each batch draws from this many blocks at once, and a packed dataset's reader holds this many blocks' chunks at once (1: one block after another). In cluster mode the coordinator's --mix-window rules")
 	listing.Register(fs, &o.writeManifest, "; standalone only: in cluster mode the coordinator writes it")
 	o.manifestCache = byteSize(storage.DefaultManifestCache)
 	fs.Var(&o.manifestCache, "manifest-cache", "a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the samples handed out (cluster mode: the node's leases), like 32MiB, instead of the whole sample list; 0: read the whole manifest at start. Packed datasets too: their chunks are planned from the pieces read")
-	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead (disk, with --pack-spill), like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone")
+	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead (disk, with --pack-spill), like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone; auto: 0 when the dataset is a directory on a local disk (a member is read in place, as cheaply as a file) and no --pack-spill is given, else 1GiB (an object store, or a network file system: NFS, SMB, Lustre, FUSE)")
 	fs.StringVar(&o.packSpill, "pack-spill", "", "packed datasets: keep the chunks read ahead in files in this directory, on a local disk, instead of in memory (as Mosaic Streaming's and LitData's cache directories do): --pack-cache then bounds the disk they take, and memory holds only the few chunks being fetched; not tmpfs (that is memory). Empty: chunks in memory")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
 	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image); none, for benchmarks only: nothing is decoded, each sample's pixels are its object's bytes repeated (what fetching and delivery cost alone)")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
+	fs.StringVar(&o.trace, "trace", "", "write a Go execution trace of the run here (go tool trace): where goroutines wait, on what")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9464; another address needs --metrics-token-file); default off")
 	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send (Prometheus: authorization.credentials_file); needed off loopback")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values of a short job")
@@ -367,6 +370,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			fmt.Fprintf(stderr, "longshore-node: --trace: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(stderr, "longshore-node: --trace: %v\n", err)
+			return 2
+		}
+		defer trace.Stop()
+	}
 	if o.gpu, o.ranks, err = setupGPUs(gpu.DefaultDriver(), o.gpuFlags, o.ranks, stderr); err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
 		return 2
@@ -394,7 +410,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	packed := &storage.PackedConfig{Block: block, Window: window, CacheBytes: int64(o.packCache), SpillDir: o.packSpill}
+	packed := &storage.PackedConfig{Block: block, Window: window, SpillDir: o.packSpill}
 	var err error
 	if dopts.Extensions, err = storage.MediaExtensions(o.mediaFlags.media); err == nil {
 		if dopts.Exclude, err = o.faults.exclusions(); err == nil {
@@ -414,6 +430,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 			return nil, nil, err
 		}
 	}
+	packed.CacheBytes = o.packCache.bytes(s, o.packSpill)
 	return stores.DatasetIn(ctx, s, o.dataset, dopts, packed)
 }
 
@@ -486,7 +503,7 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 	}
 	// The chunks' block and window come with the job (OnJob); until then
 	// samples are read one by one.
-	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: int64(o.packCache), SpillDir: o.packSpill})
+	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: o.packCache.bytes(s, o.packSpill), SpillDir: o.packSpill})
 	if err != nil {
 		m.Close()
 		storage.Close(s)

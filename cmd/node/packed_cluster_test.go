@@ -34,7 +34,7 @@ func TestClusterPacked(t *testing.T) {
 	c := startCoordinator(t, ctx, cfg, 4, storage.ManifestDigest(ds))
 	logPath, statsPath := filepath.Join(t.TempDir(), "d.log"), filepath.Join(t.TempDir(), "s.json")
 	out, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", packed, "--sink", "log:"+logPath, "--size", "32", "--ranks", "2",
-		"--stats-json", statsPath))
+		"--stats-json", statsPath, "--pack-cache", "256MiB")) // chunks, though the directory is local
 	if err != nil {
 		t.Fatalf("node: %v\n%s%s", err, out, logs)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +87,9 @@ func TestStandalonePacked(t *testing.T) {
 	}{
 		{"256MiB", "256", func(n int64) bool { return n >= 10 && n <= 20 }, func(n int64) bool { return n == 0 }, false},
 		{"0", "256", func(n int64) bool { return n == 0 }, func(n int64) bool { return n >= 140 }, false},
+		// No --pack-cache: auto, and the test's directory is on a local
+		// file system, so every member is read in place.
+		{"", "256", func(n int64) bool { return n == 0 }, func(n int64) bool { return n >= 140 }, false},
 		// Blocks of 4: each 16-sample shard is four chunks (18 an epoch,
 		// 36 for two). Fewer when a chunk still cached from epoch 0
 		// serves epoch 1's samples of it (the ranks overlap the epoch
@@ -93,7 +97,7 @@ func TestStandalonePacked(t *testing.T) {
 		{"256MiB", "4", func(n int64) bool { return n >= 18 && n <= 44 }, func(n int64) bool { return n == 0 }, false},
 		{"256MiB", "4", func(n int64) bool { return n >= 18 && n <= 44 }, func(n int64) bool { return n == 0 }, true},
 	} {
-		name := "cache" + tc.cache + "/block" + tc.block
+		name := "cache" + cmp.Or(tc.cache, "auto") + "/block" + tc.block
 		if tc.spill {
 			name += "/spill"
 		}
@@ -103,7 +107,10 @@ func TestStandalonePacked(t *testing.T) {
 			var out, errb bytes.Buffer
 			args := []string{"--standalone", "--dataset", packed, "--epochs", "2", "--batch-size", "8", "--ranks", "2",
 				"--size", "32", "--seed", "5", "--sink", "log:" + logPath, "--stats-json", statsPath, "--progress", "never",
-				"--pack-cache", tc.cache, "--block", tc.block}
+				"--block", tc.block}
+			if tc.cache != "" {
+				args = append(args, "--pack-cache", tc.cache)
+			}
 			if tc.spill {
 				args = append(args, "--pack-spill", t.TempDir())
 			}
@@ -128,6 +135,9 @@ func TestStandalonePacked(t *testing.T) {
 			if spilled := s.Pack.Spilled <= s.Pack.Chunks && s.Pack.SpillErrors == 0; tc.spill != (spilled && s.Pack.Spilled > 0) {
 				t.Errorf("--pack-spill given: %v; pack stats %+v", tc.spill, *s.Pack)
 			}
+			if tc.cache == "" && !strings.Contains(errb.String(), "read in place") {
+				t.Errorf("--pack-cache auto on a local directory: the start lacks the in-place line:\n%s", errb.String())
+			}
 			if !strings.Contains(out.String(), "packed ") {
 				t.Errorf("summary lacks the packed line:\n%s", out.String())
 			}
@@ -137,15 +147,33 @@ func TestStandalonePacked(t *testing.T) {
 
 func TestPackCacheFlag(t *testing.T) {
 	o, err := parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard)
-	if err != nil || int64(o.packCache) != 1<<30 {
-		t.Errorf("default --pack-cache %d, %v; want 1 GiB", int64(o.packCache), err)
+	if err != nil || !o.packCache.auto || o.packCache.String() != "auto" {
+		t.Errorf("default --pack-cache %v, %v; want auto", o.packCache, err)
+	}
+	// auto: members in place on a local directory, unless chunks are to
+	// be spilled; the default cache on a store that is not local.
+	local, err := storage.NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.packCache.bytes(storage.NewCountingStore(local), ""); got != 0 {
+		t.Errorf("auto on a local directory: %d bytes; want 0 (in place)", got)
+	}
+	if got := o.packCache.bytes(local, "/spill"); got != 1<<30 {
+		t.Errorf("auto with --pack-spill: %d bytes; want 1 GiB", got)
+	}
+	if got := o.packCache.bytes(storage.NewMemStore("mem"), ""); got != 1<<30 {
+		t.Errorf("auto on a store that does not read in place: %d bytes; want 1 GiB", got)
 	}
 	t.Setenv("LONGSHORE_PACK_CACHE", "1GiB")
-	if o, err = parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard); err != nil || int64(o.packCache) != 1<<30 {
-		t.Errorf("LONGSHORE_PACK_CACHE=1GiB: %d, %v", int64(o.packCache), err)
+	if o, err = parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard); err != nil || o.packCache.auto || o.packCache.bytes(local, "") != 1<<30 {
+		t.Errorf("LONGSHORE_PACK_CACHE=1GiB: %v, %v", o.packCache, err)
 	}
-	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "64MiB"}, io.Discard); err != nil || int64(o.packCache) != 64<<20 {
-		t.Errorf("--pack-cache 64MiB: %d, %v", int64(o.packCache), err)
+	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "64MiB"}, io.Discard); err != nil || o.packCache.bytes(local, "") != 64<<20 {
+		t.Errorf("--pack-cache 64MiB: %v, %v", o.packCache, err)
+	}
+	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "Auto"}, io.Discard); err != nil || !o.packCache.auto {
+		t.Errorf("--pack-cache Auto: %v, %v", o.packCache, err)
 	}
 	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "256MiB") {
 		t.Errorf("--pack-cache lots: %v", err)

@@ -237,16 +237,24 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
 // mean is a packed sample's mean size (packedMean).
-func packedLine(ps *storage.PackedStore, mean int64, cache byteSize, ranks int) string {
+func packedLine(ps *storage.PackedStore, mean int64, auto bool, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
+	cache := ps.CacheBytes()
+	if cache == 0 {
+		why := "--pack-cache 0"
+		if auto {
+			why = "on a local disk a member is one read, as a file is; --pack-cache auto"
+		}
+		return fmt.Sprintf("packed dataset: every sample read in place from its shard, no chunks (%s)", why)
+	}
 	need := mean * int64(block) * int64(window) * int64(ranks)
 	where := "in memory"
 	if ps.Spilling() {
 		where = "on disk (--pack-spill)"
 	}
 	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s %s",
-		block, window, byteSize(need/int64(ranks)), cache, where)
-	if int64(cache) < need {
+		block, window, byteSize(need/int64(ranks)), byteSize(cache), where)
+	if cache < need {
 		line += fmt.Sprintf("; warning: --pack-cache below the %s that %d window(s) take: chunks will be read more than once or samples one by one (raise --pack-cache, or lower --mix-window)", byteSize(need), ranks)
 	}
 	return line
@@ -316,7 +324,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			x.Manifest, x.Pieces(), x.Every, o.manifestCache)
 	}
 	if ps, ok := store.(*storage.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), o.packCache, 1))
+		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), o.packCache.auto, 1))
 	}
 	if ex := data.excluded(); ex > 0 {
 		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ex)
