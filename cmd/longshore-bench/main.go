@@ -24,6 +24,9 @@
 //	local-packed-spill
 //	         local-packed with the chunks spilled to files on a local disk
 //	         (--pack-spill, in --spill-dir) instead of held in memory.
+//	minio-packed-spill
+//	         minio-packed with the chunks spilled (--pack-spill): the
+//	         remote packed path with the window on disk, not in memory.
 //	local-metrics
 //	         local with --metrics on and the live report every second,
 //	         scraped every --scrape-every (100 ms: 150 times Prometheus's
@@ -223,6 +226,9 @@ func benchMain(args []string) error {
 		}
 		if srv != nil {
 			order = append(order, "minio-packed")
+			if spill != "" {
+				order = append(order, "minio-packed-spill")
+			}
 		}
 	}
 	for r := 0; r < *reps; r++ {
@@ -248,13 +254,16 @@ func benchMain(args []string) error {
 				res, err = runProc(ctx, cfg, nil, *node, append(nodeArgs(packed, statsPath), "--pack-cache", "1GiB")...)
 			case "local-packed-spill":
 				res, err = runProc(ctx, cfg, nil, *node, append(nodeArgs(packed, statsPath), "--pack-spill", spill)...)
-			case "minio", "minio-packed":
-				url := s3url
-				if cfg == "minio-packed" {
+			case "minio", "minio-packed", "minio-packed-spill":
+				url, args := s3url, []string(nil)
+				if cfg != "minio" {
 					url = s3packed
 				}
+				if cfg == "minio-packed-spill" {
+					args = []string{"--pack-spill", spill}
+				}
 				cpu0 := procCPU(srv.cmd.Process.Pid)
-				res, err = runProc(ctx, cfg, srv.env(), *node, nodeArgs(url, statsPath)...)
+				res, err = runProc(ctx, cfg, srv.env(), *node, append(nodeArgs(url, statsPath), args...)...)
 				srvCPU = procCPU(srv.cmd.Process.Pid) - cpu0
 			}
 			if err != nil {
