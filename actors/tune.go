@@ -25,11 +25,15 @@ type fetchTuner struct {
 	n       int           // fetches completed in it
 	busy    time.Duration // their durations summed
 	slowest time.Duration // the longest of them
+	second  time.Duration // the second longest: what the read-ahead covers
 	changes int           // how many times the limit moved
 
 	// ahead is the read-ahead asked for (readAheadFor): raised as soon
-	// as the current window's slowest fetch needs more, set anew when a
-	// window closes; 0 before the first 16 fetches.
+	// as the current window's second slowest fetch needs more, set anew
+	// when a window closes; 0 before the first 16 fetches. The second,
+	// not the slowest: one stall alone (a pause of the process, a
+	// request retried) does not raise it for a whole window; a store
+	// whose round trips are slow shows many.
 	ahead int
 }
 
@@ -61,22 +65,26 @@ func (t *fetchTuner) done(now time.Time, d time.Duration) (int, bool) {
 	}
 	t.n++
 	t.busy += d
-	t.slowest = max(t.slowest, d)
+	if d > t.slowest {
+		t.slowest, t.second = d, t.slowest
+	} else {
+		t.second = max(t.second, d)
+	}
 	span := now.Sub(t.start)
 	if t.n >= fetchWindowN && span > 0 {
 		// The read-ahead rises as soon as a slow fetch is seen, at the
 		// window's rate so far: waiting for the window to close would
 		// leave the next round trips uncovered for 250 ms. It falls only
 		// when a window closes.
-		t.ahead = max(t.ahead, readAheadFor(float64(t.n)/span.Seconds(), t.slowest))
+		t.ahead = max(t.ahead, readAheadFor(float64(t.n)/span.Seconds(), t.second))
 	}
 	if t.n < fetchWindowN || span < fetchWindow {
 		return t.limit, false
 	}
 	rate := float64(t.n) / span.Seconds()
 	latency := t.busy.Seconds() / float64(t.n)
-	t.ahead = readAheadFor(rate, t.slowest)
-	t.start, t.n, t.busy, t.slowest = now, 0, 0, 0
+	t.ahead = readAheadFor(rate, t.second)
+	t.start, t.n, t.busy, t.slowest, t.second = now, 0, 0, 0, 0
 	want := int(math.Ceil(fetchHeadroom * rate * latency))
 	want = min(max(want, t.min), t.max)
 	if want == t.limit {
@@ -96,10 +104,10 @@ const maxAutoReadAhead = 4096
 // readAheadFor is the read-ahead that covers a fetch as slow as slowest
 // at rate fetches a second, with fetchHeadroom: the items between a work
 // item's arrival (which prefetches its chunk) and its fetch must take at
-// least that long to consume. The slowest fetch, not the mean: with a
-// packed dataset most fetches are served from a chunk at once, and the
-// one that waits for a chunk's round trip is the one to cover. At most
-// maxAutoReadAhead.
+// least that long to consume. A slow fetch, not the mean: with a packed
+// dataset most fetches are served from a chunk at once, and the few
+// that wait for a chunk's round trip are the ones to cover (fetchTuner
+// passes its window's second slowest). At most maxAutoReadAhead.
 func readAheadFor(rate float64, slowest time.Duration) int {
 	return int(min(math.Ceil(fetchHeadroom*rate*slowest.Seconds()), maxAutoReadAhead))
 }

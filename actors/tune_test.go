@@ -82,6 +82,24 @@ func TestTunerReadAhead(t *testing.T) {
 			}
 		})
 	}
+	// One stall in a window of fast fetches does not raise the
+	// read-ahead; two do.
+	for _, stalls := range []int{1, 2} {
+		tu := newFetchTuner(64)
+		now := time.Unix(0, 0)
+		for k := 0; k < 1000; k++ { // 10,000 fetches a second, one window
+			now = now.Add(100 * time.Microsecond)
+			d := 100 * time.Microsecond
+			if k >= 500 && k < 500+stalls {
+				d = 200 * time.Millisecond
+			}
+			tu.done(now, d)
+		}
+		// 2 × 10,000/s × 200 ms = 4,000 items for two stalls.
+		if got, want := tu.readAhead(128), map[int]int{1: 128, 2: 4000}[stalls]; math.Abs(float64(got-want)) > 0.02*float64(want) {
+			t.Errorf("%d stall(s) of 200 ms among 100 us fetches: read-ahead %d, want %d", stalls, got, want)
+		}
+	}
 	if got := newFetchTuner(16).readAhead(256); got != 256 {
 		t.Errorf("before any window closed: %d, want the base 256", got)
 	}
