@@ -357,31 +357,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !o.standalone {
 		runMode = clusterNode
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+	for _, pr := range []struct {
+		flag, path string
+		start      func(io.Writer) error
+		stop       func()
+	}{
+		{"--cpuprofile", o.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"--trace", o.trace, trace.Start, trace.Stop},
+	} {
+		if pr.path == "" {
+			continue
+		}
+		f, err := os.Create(pr.path)
+		if err == nil {
+			if err = pr.start(f); err != nil {
+				f.Close()
+			}
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "longshore-node: --cpuprofile: %v\n", err)
+			fmt.Fprintf(stderr, "longshore-node: %s: %v\n", pr.flag, err)
 			return 2
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "longshore-node: --cpuprofile: %v\n", err)
-			return 2
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
-			fmt.Fprintf(stderr, "longshore-node: --trace: %v\n", err)
-			return 2
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintf(stderr, "longshore-node: --trace: %v\n", err)
-			return 2
-		}
-		defer trace.Stop()
+		defer pr.stop()
 	}
 	if o.gpu, o.ranks, err = setupGPUs(gpu.DefaultDriver(), o.gpuFlags, o.ranks, stderr); err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
