@@ -25,3 +25,7 @@ func SpillWaiting(p *PackedStore) int {
 	}
 	return int(p.spill.waiting.Load())
 }
+
+// WaitFetches waits for p's chunk fetches to end, spilled files
+// written; no Get may start meanwhile.
+func WaitFetches(p *PackedStore) { p.wg.Wait() }

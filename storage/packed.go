@@ -105,6 +105,7 @@ type PackedStats struct {
 	ReleasedBytes int64 `json:"released_bytes"` // pages of served members given back to the kernel
 	Spilled       int64 `json:"spilled"`        // chunks written to the spill directory (PackedConfig.SpillDir)
 	SpillErrors   int64 `json:"spill_errors"`   // reads of a spilled member that failed (then read alone from the store)
+	CacheBytes    int64 `json:"cache_bytes"`    // PackedConfig.CacheBytes: 0, no chunks (every sample read alone, in place on a local disk)
 }
 
 // The prefetch budget (PackedStore.mu.budget): how many chunks Prefetch
@@ -403,6 +404,7 @@ func (p *PackedStore) Stats() PackedStats {
 	s.CachedBytes = p.mu.used
 	s.FreeBytes = p.mu.freeBytes
 	s.ReadAlone = p.alone.Load()
+	s.CacheBytes = p.cap
 	return s
 }
 

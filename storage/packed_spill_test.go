@@ -53,6 +53,9 @@ func TestPackedSpill(t *testing.T) {
 				}
 			}
 			pairs, multi := chunkCount(ds, 24)
+			// The last chunks' files may still be being written after
+			// their members were served.
+			storage.WaitFetches(p)
 			st := p.Stats()
 			// A chunk whose members were all served from its staging
 			// buffer before its file was written is not written.

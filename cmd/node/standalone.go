@@ -518,7 +518,9 @@ func printSummary(w io.Writer, s Summary) {
 	if g := s.GPUDecode; g != nil {
 		fmt.Fprintf(w, "  gpu decode    %s\n", g)
 	}
-	if p := s.Pack; p != nil {
+	if p := s.Pack; p != nil && p.CacheBytes == 0 && p.Chunks == 0 {
+		fmt.Fprintf(w, "  packed        %d samples read one by one from their shards (no chunk cache: --pack-cache 0, or auto on a local disk)\n", p.ReadAlone)
+	} else if p != nil {
 		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions",
 			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)
 		if p.Spilled > 0 || p.SpillErrors > 0 {
