@@ -14,17 +14,8 @@ type InPlacer interface {
 // wrappers' Unwrap, that answers InPlacer reads in place; false when
 // none does (an object store: every read is a request).
 func ReadsInPlace(s Store) bool {
-	for s != nil {
-		if p, ok := s.(InPlacer); ok {
-			return p.ReadsInPlace()
-		}
-		w, ok := s.(interface{ Unwrap() Store })
-		if !ok {
-			return false
-		}
-		s = w.Unwrap()
-	}
-	return false
+	p, ok := under[InPlacer](s)
+	return ok && p.ReadsInPlace()
 }
 
 // ReadsInPlace implements InPlacer: true when the directory is on a

@@ -86,16 +86,26 @@ type RequestBudgeter interface {
 // store under s, through the wrappers' Unwrap, that takes a budget; it
 // reports whether one did (a directory store has no request rate).
 func SetRequestBudget(s Store, rps float64) bool {
+	b, ok := under[RequestBudgeter](s)
+	if ok {
+		b.SetRequestBudget(rps)
+	}
+	return ok
+}
+
+// under returns the first store under s (s itself first), through the
+// wrappers' Unwrap, that is a T.
+func under[T any](s Store) (T, bool) {
 	for s != nil {
-		if b, ok := s.(RequestBudgeter); ok {
-			b.SetRequestBudget(rps)
-			return true
+		if t, ok := s.(T); ok {
+			return t, true
 		}
 		w, ok := s.(interface{ Unwrap() Store })
 		if !ok {
-			return false
+			break
 		}
 		s = w.Unwrap()
 	}
-	return false
+	var zero T
+	return zero, false
 }

@@ -389,10 +389,6 @@ func (p *PackedStore) SetWindow(window int) {
 // Window returns the current window.
 func (p *PackedStore) Window() int { return int(p.window.Load()) }
 
-// CacheBytes returns PackedConfig.CacheBytes as given (0: every sample
-// read alone).
-func (p *PackedStore) CacheBytes() int64 { return p.cap }
-
 // Unwrap returns the store the packed samples are read from.
 func (p *PackedStore) Unwrap() Store { return p.inner }
 

@@ -239,7 +239,7 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 // mean is a packed sample's mean size (packedMean).
 func packedLine(ps *storage.PackedStore, mean int64, auto bool, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
-	cache := ps.CacheBytes()
+	cache := ps.Stats().CacheBytes
 	if cache == 0 {
 		why := "--pack-cache 0"
 		if auto {
