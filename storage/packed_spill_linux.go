@@ -103,3 +103,14 @@ func alignedBytes(n int) []byte {
 
 // close closes the file, which frees its blocks.
 func (f *spillFile) close() error { return syscall.Close(f.fd) }
+
+// SpillDirFree is the space in dir's file system that an unprivileged
+// process may still write: how much a spill directory (PackedConfig.SpillDir)
+// could hold beside what is there.
+func SpillDirFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

@@ -17,16 +17,17 @@
 //	         the same samples packed into tar shards by longshore-pack
 //	         (docs/packed-datasets.md), from the directory and from MinIO.
 //	         From a local directory the node reads each member in place
-//	         (--pack-cache auto); from MinIO a chunk at a time.
+//	         (--pack-cache auto); from MinIO a chunk at a time, the chunks
+//	         spilled to a local disk (--pack-spill auto).
 //	local-packed-chunks
 //	         local-packed with chunks in memory (--pack-cache 1GiB), as
 //	         on a store across a network.
 //	local-packed-spill
 //	         local-packed with the chunks spilled to files on a local disk
 //	         (--pack-spill, in --spill-dir) instead of held in memory.
-//	minio-packed-spill
-//	         minio-packed with the chunks spilled (--pack-spill): the
-//	         remote packed path with the window on disk, not in memory.
+//	minio-packed-memory
+//	         minio-packed with the chunks held in memory (--pack-spill
+//	         off), the default before 2026-12-05.
 //	local-metrics
 //	         local with --metrics on and the live report every second,
 //	         scraped every --scrape-every (100 ms: 150 times Prometheus's
@@ -225,10 +226,7 @@ func benchMain(args []string) error {
 			order = append(order, "local-packed-spill")
 		}
 		if srv != nil {
-			order = append(order, "minio-packed")
-			if spill != "" {
-				order = append(order, "minio-packed-spill")
-			}
+			order = append(order, "minio-packed", "minio-packed-memory")
 		}
 	}
 	for r := 0; r < *reps; r++ {
@@ -254,13 +252,13 @@ func benchMain(args []string) error {
 				res, err = runProc(ctx, cfg, nil, *node, append(nodeArgs(packed, statsPath), "--pack-cache", "1GiB")...)
 			case "local-packed-spill":
 				res, err = runProc(ctx, cfg, nil, *node, append(nodeArgs(packed, statsPath), "--pack-spill", spill)...)
-			case "minio", "minio-packed", "minio-packed-spill":
+			case "minio", "minio-packed", "minio-packed-memory":
 				url, args := s3url, []string(nil)
 				if cfg != "minio" {
 					url = s3packed
 				}
-				if cfg == "minio-packed-spill" {
-					args = []string{"--pack-spill", spill}
+				if cfg == "minio-packed-memory" {
+					args = []string{"--pack-spill", "off"}
 				}
 				cpu0 := procCPU(srv.cmd.Process.Pid)
 				res, err = runProc(ctx, cfg, srv.env(), *node, append(nodeArgs(url, statsPath), args...)...)

@@ -5,8 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/longshore/longshore/storage"
 )
 
 // byteSize is a flag value in bytes written with an optional unit:
@@ -44,6 +42,19 @@ func (b byteSize) String() string {
 	return strconv.FormatInt(int64(b), 10)
 }
 
+// human is b rounded for people: 1.5 GiB, 27 MiB, 80 GiB.
+func (b byteSize) human() string {
+	v, units := float64(b), []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for ; v >= 1024 && i < len(units)-1; i++ {
+		v /= 1024
+	}
+	if v < 10 && v != float64(int64(v)) {
+		return fmt.Sprintf("%.1f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.0f %s", v, units[i])
+}
+
 func parseByteSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	mult := 1.0
@@ -60,11 +71,8 @@ func parseByteSize(s string) (int64, error) {
 	return int64(v * mult), nil
 }
 
-// packCache is --pack-cache: a size, or auto (the default): no chunks
-// when the dataset's directory is on a local disk (storage.ReadsInPlace:
-// a member is one pread from the page cache, and a chunk would only copy
-// it twice, or to another file and back) unless --pack-spill asks for
-// them, and storage.DefaultPackedConfig's cache on a network.
+// packCache is --pack-cache: a size, or auto (the default; packPlan
+// decides what it means for the dataset's store).
 type packCache struct {
 	size byteSize
 	auto bool
@@ -84,16 +92,4 @@ func (p packCache) String() string {
 		return "auto"
 	}
 	return p.size.String()
-}
-
-// bytes is the cache for a packed dataset in store s (spill: --pack-spill).
-func (p packCache) bytes(s storage.Store, spill string) int64 {
-	switch {
-	case !p.auto:
-		return int64(p.size)
-	case spill == "" && storage.ReadsInPlace(s):
-		return 0
-	default:
-		return storage.DefaultPackedConfig().CacheBytes
-	}
 }

@@ -65,7 +65,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	// The order's block and window come with the coordinator's job
 	// (OnJob below); until then a packed dataset's samples are read one
 	// by one.
-	store, indexed, err := openIndexed(ctx, o)
+	store, indexed, plan, err := openIndexed(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		logger.Info("reading the manifest through its index: pieces for the leases only", "manifest", x.Manifest, "samples", x.Samples,
 			"layout", x.Layout(), "pieces", x.Pieces(), "every", x.Every, "manifest_cache", int64(o.manifestCache))
 	} else {
-		if store, ds, err = openDataset(ctx, o, store, 0, 0); err != nil {
+		if store, ds, plan, err = openDataset(ctx, o, store, 0, 0); err != nil {
 			return err
 		}
 		catalog = storage.DatasetCatalog(ds)
@@ -169,7 +169,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			if ps.Block() != j.Block || ps.Window() != j.Window {
 				ps.SetBlock(j.Block)
 				ps.SetWindow(j.Window)
-				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, packedMean(ds, indexed), o.packCache.auto, o.ranks))
+				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, packedMean(ds, indexed), plan, o.ranks))
 			}
 		}
 		defer func() {

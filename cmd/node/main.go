@@ -90,7 +90,7 @@ type options struct {
 	readAhead        int
 	storeOutage      time.Duration
 	packCache        packCache
-	packSpill        string
+	packSpill        packSpill
 	manifestCache    byteSize
 	writeManifest    int
 	block            int  // standalone: the epoch order's block (see orderBlock)
@@ -162,8 +162,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	listing.Register(fs, &o.writeManifest, "; standalone only: in cluster mode the coordinator writes it")
 	o.manifestCache = byteSize(storage.DefaultManifestCache)
 	fs.Var(&o.manifestCache, "manifest-cache", "a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the samples handed out (cluster mode: the node's leases), like 32MiB, instead of the whole sample list; 0: read the whole manifest at start. Packed datasets too: their chunks are planned from the pieces read")
-	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): memory for the chunks of samples read ahead (disk, with --pack-spill), like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone; auto: 0 when the dataset is a directory on a local disk (a member is read in place, as cheaply as a file) and no --pack-spill is given, else 1GiB (an object store, or a network file system: NFS, SMB, Lustre, FUSE)")
-	fs.StringVar(&o.packSpill, "pack-spill", "", "packed datasets: keep the chunks read ahead in files in this directory, on a local disk, instead of in memory (as Mosaic Streaming's and LitData's cache directories do): --pack-cache then bounds the disk they take, and memory holds only the few chunks being fetched; not tmpfs (that is memory). Empty: chunks in memory")
+	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): room for the chunks of samples read ahead (on disk with --pack-spill, else memory), like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone; auto: 0 when the dataset is a directory on a local disk (a member is read in place, as cheaply as a file) and no --pack-spill DIR is given, else 1GiB (an object store, or a network file system: NFS, SMB, Lustre, FUSE)")
+	o.packSpill = packSpill{auto: true}
+	fs.Var(&o.packSpill, "pack-spill", "packed datasets: where the chunks read ahead are kept. DIR: files in this directory on a local disk (not tmpfs, which is memory), as Mosaic Streaming's and LitData's cache directories are; --pack-cache bounds the disk they take, and memory holds only the few chunks being fetched; files are unlinked once opened, so nothing is left behind. off: in memory. auto: $TMPDIR (or /tmp), else /var/tmp, when chunks come from an object store or a network file system and the directory is on a disk with room for --pack-cache; else memory, and the start line says why")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
 	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image); none, for benchmarks only: nothing is decoded, each sample's pixels are its object's bytes repeated (what fetching and delivery cost alone)")
@@ -247,8 +248,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.window < 1 {
 		errs = append(errs, fmt.Errorf("--mix-window %d: need at least 1", o.window))
 	}
-	if o.packSpill != "" {
-		if err := storage.CheckSpillDir(o.packSpill); err != nil {
+	if o.packSpill.dir != "" {
+		if err := storage.CheckSpillDir(o.packSpill.dir); err != nil {
 			errs = append(errs, fmt.Errorf("--pack-spill: %w", err))
 		}
 	}
@@ -402,13 +403,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 //
 // s is the dataset's store from openStore, or nil: openDataset opens
 // it then.
-func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *storage.Dataset, error) {
+func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *storage.Dataset, packPlan, error) {
 	dopts := storage.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	packed := &storage.PackedConfig{Block: block, Window: window, SpillDir: o.packSpill}
+	packed := storage.PackedConfig{Block: block, Window: window}
 	var err error
 	if dopts.Extensions, err = storage.MediaExtensions(o.mediaFlags.media); err == nil {
 		if dopts.Exclude, err = o.faults.exclusions(); err == nil {
@@ -421,15 +422,25 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		if s != nil {
 			storage.Close(s)
 		}
-		return nil, nil, err
+		return nil, nil, packPlan{}, err
 	}
 	if s == nil {
 		if s, err = openStore(ctx, o); err != nil {
-			return nil, nil, err
+			return nil, nil, packPlan{}, err
 		}
 	}
-	packed.CacheBytes = o.packCache.bytes(s, o.packSpill)
-	return stores.DatasetIn(ctx, s, o.dataset, dopts, packed)
+	s, ds, err := stores.DatasetIn(ctx, s, o.dataset, dopts, nil)
+	if err != nil || !ds.Packed() {
+		return s, ds, packPlan{}, err
+	}
+	plan := o.packPlan(s, spillDirs())
+	packed.CacheBytes, packed.SpillDir = plan.cache, plan.spill
+	ps, err := storage.NewPackedStore(s, ds, packed)
+	if err != nil {
+		storage.Close(s)
+		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	return ps, ds, plan, nil
 }
 
 // openStore opens the dataset's store, counted: the metrics show the
@@ -461,13 +472,13 @@ func openStore(ctx context.Context, o options) (storage.Store, error) {
 // index (one GET on the counted store) before any of the manifest is. A
 // packed dataset's lazy store is a PackedStore over the catalog, which
 // reads chunks of the job's blocks as the in-memory path does.
-func openIndexed(ctx context.Context, o options) (storage.Store, *storage.IndexedManifest, error) {
+func openIndexed(ctx context.Context, o options) (storage.Store, *storage.IndexedManifest, packPlan, error) {
 	s, err := openStore(ctx, o)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, packPlan{}, err
 	}
 	if o.manifestCache == 0 || o.faults.exclude != "" {
-		return s, nil, nil
+		return s, nil, packPlan{}, nil
 	}
 	keys := []string{storage.ManifestCSVName, storage.ManifestJSONLName}
 	if o.manifest != "" {
@@ -481,33 +492,34 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 			continue
 		case err != nil:
 			storage.Close(s)
-			return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		case found != nil:
 			storage.Close(s)
-			return nil, nil, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, storage.ManifestCSVName, storage.ManifestJSONLName)
+			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, storage.ManifestCSVName, storage.ManifestJSONLName)
 		}
 		found = x
 	}
 	if found == nil {
-		return s, nil, nil
+		return s, nil, packPlan{}, nil
 	}
 	m, err := storage.OpenIndex(ctx, s, found, storage.IndexedConfig{CacheBytes: int64(o.manifestCache)})
 	if err != nil {
 		storage.Close(s)
-		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	if found.Layout() == "plain" {
-		return s, m, nil
+		return s, m, packPlan{}, nil
 	}
 	// The chunks' block and window come with the job (OnJob); until then
 	// samples are read one by one.
-	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: o.packCache.bytes(s, o.packSpill), SpillDir: o.packSpill})
+	plan := o.packPlan(s, spillDirs())
+	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
 	if err != nil {
 		m.Close()
 		storage.Close(s)
-		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
-	return ps, m, nil
+	return ps, m, plan, nil
 }
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.

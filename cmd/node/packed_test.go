@@ -147,33 +147,56 @@ func TestStandalonePacked(t *testing.T) {
 
 func TestPackCacheFlag(t *testing.T) {
 	o, err := parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard)
-	if err != nil || !o.packCache.auto || o.packCache.String() != "auto" {
-		t.Errorf("default --pack-cache %v, %v; want auto", o.packCache, err)
+	if err != nil || !o.packCache.auto || o.packCache.String() != "auto" || !o.packSpill.auto || o.packSpill.String() != "auto" {
+		t.Errorf("default --pack-cache %v, --pack-spill %v, %v; want auto, auto", o.packCache, o.packSpill, err)
 	}
-	// auto: members in place on a local directory, unless chunks are to
-	// be spilled; the default cache on a store that is not local.
 	local, err := storage.NewDirStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := o.packCache.bytes(storage.NewCountingStore(local), ""); got != 0 {
-		t.Errorf("auto on a local directory: %d bytes; want 0 (in place)", got)
+	remote := storage.NewMemStore("mem") // does not read in place, as S3 does not
+	disk := t.TempDir()
+	plan := func(args ...string) func(storage.Store) packPlan {
+		t.Helper()
+		o, err := parseFlags(append([]string{"--standalone", "--dataset", "x"}, args...), io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return func(s storage.Store) packPlan { return o.packPlan(s, []string{disk}) }
 	}
-	if got := o.packCache.bytes(local, "/spill"); got != 1<<30 {
-		t.Errorf("auto with --pack-spill: %d bytes; want 1 GiB", got)
-	}
-	if got := o.packCache.bytes(storage.NewMemStore("mem"), ""); got != 1<<30 {
-		t.Errorf("auto on a store that does not read in place: %d bytes; want 1 GiB", got)
+	for _, tc := range []struct {
+		args  []string
+		s     storage.Store
+		cache int64
+		spill string
+	}{
+		// auto, auto: members in place on a local directory (through the
+		// node's counting wrapper too); on a store that does not read in
+		// place, the default cache spilled to a local disk.
+		{nil, storage.NewCountingStore(local), 0, ""},
+		{nil, remote, 1 << 30, disk},
+		{nil, storage.NewCountingStore(remote), 1 << 30, disk},
+		// --pack-spill DIR asks for chunks, even on a local disk.
+		{[]string{"--pack-spill", disk}, local, 1 << 30, disk},
+		// off: chunks in memory; "" is off, as it was before auto.
+		{[]string{"--pack-spill", "off"}, remote, 1 << 30, ""},
+		{[]string{"--pack-spill", ""}, remote, 1 << 30, ""},
+		{[]string{"--pack-spill", "off"}, local, 0, ""},
+		// An explicit size: chunks, spilled only where they come from
+		// afar (a local dataset copied to a file and back gains nothing).
+		{[]string{"--pack-cache", "64MiB"}, local, 64 << 20, ""},
+		{[]string{"--pack-cache", "64MiB"}, remote, 64 << 20, disk},
+		{[]string{"--pack-cache", "0"}, remote, 0, ""},
+		{[]string{"--pack-cache", "Auto", "--pack-spill", "AUTO"}, remote, 1 << 30, disk},
+	} {
+		if p := plan(tc.args...)(tc.s); p.cache != tc.cache || p.spill != tc.spill || p.why == "" {
+			t.Errorf("%q on %s: cache %d, spill %q (%s); want %d, %q", tc.args, tc.s, p.cache, p.spill, p.why, tc.cache, tc.spill)
+		}
 	}
 	t.Setenv("LONGSHORE_PACK_CACHE", "1GiB")
-	if o, err = parseFlags([]string{"--standalone", "--dataset", "x"}, io.Discard); err != nil || o.packCache.auto || o.packCache.bytes(local, "") != 1<<30 {
-		t.Errorf("LONGSHORE_PACK_CACHE=1GiB: %v, %v", o.packCache, err)
-	}
-	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "64MiB"}, io.Discard); err != nil || o.packCache.bytes(local, "") != 64<<20 {
-		t.Errorf("--pack-cache 64MiB: %v, %v", o.packCache, err)
-	}
-	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "Auto"}, io.Discard); err != nil || !o.packCache.auto {
-		t.Errorf("--pack-cache Auto: %v, %v", o.packCache, err)
+	t.Setenv("LONGSHORE_PACK_SPILL", "off")
+	if p := plan()(local); p.cache != 1<<30 || p.spill != "" {
+		t.Errorf("LONGSHORE_PACK_CACHE=1GiB LONGSHORE_PACK_SPILL=off: %+v", p)
 	}
 	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "256MiB") {
 		t.Errorf("--pack-cache lots: %v", err)
@@ -182,8 +205,29 @@ func TestPackCacheFlag(t *testing.T) {
 	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-spill", missing}, io.Discard); !errors.Is(err, storage.ErrSpillDir) || !strings.Contains(err.Error(), "--pack-spill") {
 		t.Errorf("--pack-spill %s (missing): %v", missing, err)
 	}
-	if o, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-spill", t.TempDir()}, io.Discard); err != nil || o.packSpill == "" {
-		t.Errorf("--pack-spill on a disk directory: %q, %v", o.packSpill, err)
+}
+
+// TestPickSpillDir: --pack-spill auto takes the first directory that is
+// on a disk and has room for the cache, and says why it passed over the
+// others; with none, the chunks stay in memory and the reason names each.
+func TestPickSpillDir(t *testing.T) {
+	disk := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "missing")
+	if dir, why := pickSpillDir([]string{missing, disk}, 1<<20); dir != disk || why == "" {
+		t.Errorf("missing, then a disk: %q (%s); want %q", dir, why, disk)
+	}
+	free, err := storage.SpillDirFree(disk)
+	if err != nil || free <= 0 {
+		t.Fatalf("SpillDirFree(%s): %d, %v", disk, free, err)
+	}
+	dir, why := pickSpillDir([]string{missing, disk}, free)
+	if dir != "" || !strings.Contains(why, missing) || !strings.Contains(why, disk+": ") || !strings.Contains(why, "too little") || !strings.Contains(why, "--pack-spill off") {
+		t.Errorf("no directory with room for %d bytes: %q, %s", free, dir, why)
+	}
+	if shm := "/dev/shm"; storage.CheckSpillDir(shm) != nil {
+		if dir, why := pickSpillDir([]string{shm}, 1); dir != "" || !strings.Contains(why, "tmpfs") {
+			t.Errorf("%s (tmpfs): %q, %s", shm, dir, why)
+		}
 	}
 }
 

@@ -179,6 +179,7 @@ type standaloneData struct {
 	cat     storage.Catalog
 	ds      *storage.Dataset
 	indexed *storage.IndexedManifest
+	pack    packPlan // a packed dataset's: where its chunks are kept
 }
 
 // packed reports whether the dataset has packed samples.
@@ -210,7 +211,7 @@ func (d standaloneData) close() {
 func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standaloneData, error) {
 	b := o.orderBlock(true)
 	w := cluster.EffectiveWindow(b, o.window)
-	store, indexed, err := openIndexed(ctx, o)
+	store, indexed, plan, err := openIndexed(ctx, o)
 	if err != nil {
 		return standaloneData{}, err
 	}
@@ -219,16 +220,16 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 			ps.SetBlock(b)
 			ps.SetWindow(w)
 		}
-		return standaloneData{store: store, cat: indexed, indexed: indexed}, nil
+		return standaloneData{store: store, cat: indexed, indexed: indexed, pack: plan}, nil
 	}
-	store, ds, err := openDataset(ctx, o, store, b, w)
+	store, ds, plan, err := openDataset(ctx, o, store, b, w)
 	if err != nil {
 		return standaloneData{}, err
 	}
 	if o.manifest == "" && o.faults.exclude == "" {
 		listing.WriteManifest(ctx, store, ds, o.writeManifest, logger)
 	}
-	return standaloneData{store: store, cat: storage.DatasetCatalog(ds), ds: ds}, nil
+	return standaloneData{store: store, cat: storage.DatasetCatalog(ds), ds: ds, pack: plan}, nil
 }
 
 // packedLine describes a packed dataset's chunk reading, and warns when
@@ -237,25 +238,21 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
 // mean is a packed sample's mean size (packedMean).
-func packedLine(ps *storage.PackedStore, mean int64, auto bool, ranks int) string {
+func packedLine(ps *storage.PackedStore, mean int64, plan packPlan, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
 	cache := ps.Stats().CacheBytes
 	if cache == 0 {
-		why := "--pack-cache 0"
-		if auto {
-			why = "on a local disk a member is one read, as a file is; --pack-cache auto"
-		}
-		return fmt.Sprintf("packed dataset: every sample read in place from its shard, no chunks (%s)", why)
+		return fmt.Sprintf("packed dataset: every sample read in place from its shard, no chunks (%s)", plan.why)
 	}
 	need := mean * int64(block) * int64(window) * int64(ranks)
 	where := "in memory"
-	if ps.Spilling() {
-		where = "on disk (--pack-spill)"
+	if plan.spill != "" {
+		where = "on disk in " + plan.spill
 	}
-	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s %s",
-		block, window, byteSize(need/int64(ranks)), byteSize(cache), where)
+	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s %s (%s)",
+		block, window, byteSize(need/int64(ranks)).human(), byteSize(cache).human(), where, plan.why)
 	if cache < need {
-		line += fmt.Sprintf("; warning: --pack-cache below the %s that %d window(s) take: chunks will be read more than once or samples one by one (raise --pack-cache, or lower --mix-window)", byteSize(need), ranks)
+		line += fmt.Sprintf("; warning: --pack-cache below the %s that %d window(s) take: chunks will be read more than once or samples one by one (raise --pack-cache, or lower --mix-window)", byteSize(need).human(), ranks)
 	}
 	return line
 }
@@ -324,7 +321,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			x.Manifest, x.Pieces(), x.Every, o.manifestCache)
 	}
 	if ps, ok := store.(*storage.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), o.packCache.auto, 1))
+		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), data.pack, 1))
 	}
 	if ex := data.excluded(); ex > 0 {
 		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ex)
