@@ -104,7 +104,7 @@ type PackedStats struct {
 	ChunkFailures int64 `json:"chunk_failures"` // chunk fetches that failed
 	ReleasedBytes int64 `json:"released_bytes"` // pages of served members given back to the kernel
 	Spilled       int64 `json:"spilled"`        // chunks written to the spill directory (PackedConfig.SpillDir)
-	SpillErrors   int64 `json:"spill_errors"`   // reads of a spilled member that failed (then read alone from the store)
+	SpillErrors   int64 `json:"spill_errors"`   // chunk files not written (a full disk) and spilled members not read back: those members are read alone from the store
 	CacheBytes    int64 `json:"cache_bytes"`    // PackedConfig.CacheBytes: 0, no chunks (every sample read alone, in place on a local disk)
 }
 

@@ -433,7 +433,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 	if err != nil || !ds.Packed() {
 		return s, ds, packPlan{}, err
 	}
-	plan := o.packPlan(s, spillDirs())
+	plan := o.packPlan(s, spillDirs(), o.windowBytes(packedMean(ds, nil), block, window))
 	packed.CacheBytes, packed.SpillDir = plan.cache, plan.spill
 	ps, err := storage.NewPackedStore(s, ds, packed)
 	if err != nil {
@@ -441,6 +441,22 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	return ps, ds, plan, nil
+}
+
+// windowBytes estimates the bytes of the chunks a node holds at once:
+// a mean sample's (0: unknown, then 0) times the order's block and
+// window (0, as in cluster mode before the job: the coordinator's
+// defaults), times the windows read at once (a cluster node's ranks each
+// read their own; standalone ranks share one).
+func (o options) windowBytes(mean int64, block, window int) int64 {
+	if block == 0 {
+		block, window = cluster.PackedBlock, cluster.EffectiveWindow(cluster.PackedBlock, cluster.DefaultWindow)
+	}
+	windows := 1
+	if !o.standalone {
+		windows = o.ranks
+	}
+	return mean * int64(max(block, 1)) * int64(max(window, 1)) * int64(windows)
 }
 
 // openStore opens the dataset's store, counted: the metrics show the
@@ -512,7 +528,7 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 	}
 	// The chunks' block and window come with the job (OnJob); until then
 	// samples are read one by one.
-	plan := o.packPlan(s, spillDirs())
+	plan := o.packPlan(s, spillDirs(), 0) // the mean sample is not known before pieces are read
 	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
 	if err != nil {
 		m.Close()

@@ -162,7 +162,8 @@ func TestPackCacheFlag(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		return func(s storage.Store) packPlan { return o.packPlan(s, []string{disk}) }
+		return func(s storage.Store) packPlan { return o.packPlan(s, []string{disk}, 225<<20) } // ImageNet's window at the defaults
+
 	}
 	for _, tc := range []struct {
 		args  []string
@@ -192,6 +193,26 @@ func TestPackCacheFlag(t *testing.T) {
 		if p := plan(tc.args...)(tc.s); p.cache != tc.cache || p.spill != tc.spill || p.why == "" {
 			t.Errorf("%q on %s: cache %d, spill %q (%s); want %d, %q", tc.args, tc.s, p.cache, p.spill, p.why, tc.cache, tc.spill)
 		}
+	}
+	// auto spills only windows that take memory worth saving: small
+	// samples' chunks stay in memory, and so do those whose size is not
+	// known at start.
+	for _, wb := range []int64{spillAbove - 1, 0} {
+		if p := o.packPlan(remote, []string{disk}, wb); p.cache != 1<<30 || p.spill != "" || !strings.Contains(p.why, "auto") {
+			t.Errorf("auto, windows of %d bytes: %+v; want the cache in memory", wb, p)
+		}
+	}
+	if p := o.packPlan(remote, []string{disk}, spillAbove); p.spill != disk {
+		t.Errorf("auto, windows of %d bytes: %+v; want spilled to %s", int64(spillAbove), p, disk)
+	}
+	// The estimate: standalone ranks share one window; a cluster node's
+	// each read one, of the coordinator's defaults until the job says.
+	if got, want := o.windowBytes(1000, 16, 128), int64(1000*16*128); got != want {
+		t.Errorf("standalone windowBytes: %d; want %d", got, want)
+	}
+	co := options{ranks: 8}
+	if got, want := co.windowBytes(1000, 0, 0), int64(1000*cluster.PackedBlock*cluster.DefaultWindow*8); got != want {
+		t.Errorf("cluster windowBytes before the job: %d; want %d", got, want)
 	}
 	t.Setenv("LONGSHORE_PACK_CACHE", "1GiB")
 	t.Setenv("LONGSHORE_PACK_SPILL", "off")

@@ -69,13 +69,25 @@ type packPlan struct {
 	why   string
 }
 
+// spillAbove is the node's windows of chunks, in bytes, above which
+// --pack-spill auto spills them: below it they take little memory, and
+// held in memory they are faster to serve than from a disk (small
+// samples at high rates: a member read from a spilled file is a request
+// to the disk, at 0.46-0.63x the in-memory images/s of 16x16 JPEGs from
+// MinIO, docs/performance.md); above it (ImageNet-sized samples: ~225 MB
+// a rank at the defaults) spilling saves the window's memory and was
+// faster too.
+const spillAbove = 32 << 20
+
 // packPlan decides --pack-cache and --pack-spill for a packed dataset in
 // store s. On a local disk (storage.ReadsInPlace) auto means no chunks:
 // a member is one pread from the page cache, and a chunk would only copy
 // it twice, or to another file and back. Elsewhere (an object store, a
 // network file system) auto means storage.DefaultPackedConfig's cache,
-// spilled to the first of spillDirs that can hold it.
-func (o options) packPlan(s storage.Store, dirs []string) packPlan {
+// spilled to the first of spillDirs that can hold it when the windows
+// (windowBytes: a mean sample's bytes x block x window x the windows
+// read at once; 0: not known yet) pass spillAbove.
+func (o options) packPlan(s storage.Store, dirs []string, windowBytes int64) packPlan {
 	inPlace := storage.ReadsInPlace(s)
 	var p packPlan
 	switch {
@@ -96,6 +108,10 @@ func (o options) packPlan(s storage.Store, dirs []string) packPlan {
 		p.why = "--pack-spill off"
 	case inPlace:
 		p.why = "the dataset is on a local disk: spilling would copy it to another file and back; --pack-spill auto"
+	case windowBytes == 0:
+		p.why = "--pack-spill auto: the samples' mean size is not known at start (a manifest read through its index), so the window's memory is not either"
+	case windowBytes < spillAbove:
+		p.why = fmt.Sprintf("--pack-spill auto: the windows of chunks take about %s, under %s: in memory they cost little and are served faster than from a disk", byteSize(windowBytes).human(), byteSize(spillAbove).human())
 	default:
 		p.spill, p.why = pickSpillDir(dirs, p.cache)
 	}
