@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/longshore/longshore/internal/offheap"
 )
@@ -48,8 +49,12 @@ type PackedConfig struct {
 	// tmpfs (CheckSpillDir). Linux only.
 	SpillDir string
 	// SpillStaging is how many chunk fetches hold a staging buffer at
-	// once when spilling; 0: DefaultSpillStaging.
+	// once when spilling; 0: automatic, as many as the consumption needs
+	// in flight (at least DefaultSpillStaging; see spill).
 	SpillStaging int
+	// Clock times the automatic staging count; nil: time.Now. Tests
+	// inject one.
+	Clock func() time.Time
 }
 
 // DefaultPackedConfig returns what the binaries start from.
@@ -106,6 +111,7 @@ type PackedStats struct {
 	Spilled       int64 `json:"spilled"`        // chunks written to the spill directory (PackedConfig.SpillDir)
 	SpillErrors   int64 `json:"spill_errors"`   // chunk files not written (a full disk) and spilled members not read back: those members are read alone from the store
 	CacheBytes    int64 `json:"cache_bytes"`    // PackedConfig.CacheBytes: 0, no chunks (every sample read alone, in place on a local disk)
+	SpillStaging  int64 `json:"spill_staging"`  // now: staging buffers a spilling store allows (fetches in flight)
 }
 
 // The prefetch budget (PackedStore.mu.budget): how many chunks Prefetch
@@ -334,11 +340,11 @@ func NewCatalogPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedS
 func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedStore, error) {
 	p := &PackedStore{inner: inner, src: cat, n: cat.Len(), cap: cfg.CacheBytes}
 	if cfg.SpillDir != "" {
-		staging := cfg.SpillStaging
-		if staging == 0 {
-			staging = DefaultSpillStaging
+		clock := cfg.Clock
+		if clock == nil {
+			clock = time.Now
 		}
-		sp, err := newSpill(cfg.SpillDir, staging)
+		sp, err := newSpill(cfg.SpillDir, cfg.SpillStaging, clock)
 		if err != nil {
 			return nil, fmt.Errorf("storage: packed store: %w", err)
 		}
@@ -401,6 +407,9 @@ func (p *PackedStore) Stats() PackedStats {
 	s.FreeBytes = p.mu.freeBytes
 	s.ReadAlone = p.alone.Load()
 	s.CacheBytes = p.cap
+	if p.spill != nil {
+		s.SpillStaging = int64(p.spill.stagingLimit())
+	}
 	return s
 }
 
@@ -948,7 +957,7 @@ func (p *PackedStore) loadedLocked(c *chunk, data []byte, err error) {
 // are read alone, counted in SpillErrors.
 func (p *PackedStore) fetchSpilled(ctx context.Context, c *chunk) {
 	defer p.wg.Done()
-	buf, err := p.spill.take(ctx)
+	buf, took, err := p.spill.take(ctx, c.n)
 	held := err == nil
 	var data []byte
 	if held {
@@ -963,7 +972,7 @@ func (p *PackedStore) fetchSpilled(ctx context.Context, c *chunk) {
 		return
 	}
 	if err != nil {
-		p.spill.give(buf)
+		p.spill.give(buf, took)
 		return
 	}
 	var f *spillFile
@@ -989,7 +998,7 @@ func (p *PackedStore) fetchSpilled(ctx context.Context, c *chunk) {
 		p.recycleLocked(c)
 	}
 	p.mu.Unlock()
-	p.spill.give(buf)
+	p.spill.give(buf, took)
 }
 
 // serveLocked marks member i of the loaded chunk c served and returns the
@@ -1009,6 +1018,9 @@ func (p *PackedStore) serveLocked(c *chunk, i int64, s Sample) (v view, ok bool)
 		c.taken[b/64] |= 1 << (b % 64)
 	}
 	p.mu.stats.Hits++
+	if p.spill != nil {
+		p.spill.served(1)
+	}
 	v = view{data: c.data, file: c.file, staged: c.file == nil && p.spill != nil}
 	if v.staged {
 		c.stageReaders++

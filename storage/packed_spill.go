@@ -4,18 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/longshore/longshore/internal/offheap"
 )
 
-// DefaultSpillStaging is PackedConfig.SpillStaging's default: chunk
-// fetches that hold a buffer in memory at once when chunks are kept on
-// disk. Four ~2 MB chunks (16 ImageNet-sized JPEGs each) are 8 MB of
-// memory; more fetches wait for a buffer, not for the store.
-const DefaultSpillStaging = 4
+// DefaultSpillStaging is the fewest staging buffers a spilling store
+// keeps (PackedConfig.SpillStaging 0: automatic): four ~2 MB chunks (16
+// ImageNet-sized JPEGs each) are 8 MB of memory. maxSpillStaging is the
+// most the automatic count grows to.
+const (
+	DefaultSpillStaging = 4
+	maxSpillStaging     = 64
+)
+
+// spillTuneEvery is how often the automatic staging count is set anew
+// from the consumption rate and hold time measured since the last time.
+const spillTuneEvery = 250 * time.Millisecond
 
 // ErrSpillDir is returned (wrapped) by NewPackedStore and
 // NewCatalogPackedStore, and by CheckSpillDir, for a PackedConfig.SpillDir
@@ -27,17 +37,40 @@ var ErrSpillDir = errors.New("pack spill directory unusable")
 // spill keeps a PackedStore's chunks in files on local disk instead of in
 // memory (PackedConfig.SpillDir): what Mosaic Streaming and LitData do
 // with their local cache directories, for the same reason. A chunk's
-// fetch reads its span into a staging buffer (at most staging of them
-// exist: the memory spilling costs); the Gets waiting for it copy their
-// members from there while it is written to a file of its own with
-// direct I/O (so the page cache does not keep the bytes either), and the
-// buffer goes back; members asked for later are read from the file, with
-// direct I/O too (PackedStore.fetchSpilled). A file is unlinked as soon
-// as it is opened: closing it, or the process dying, frees its blocks.
+// fetch reads its span into a staging buffer (the memory spilling costs);
+// the Gets waiting for it copy their members from there while it is
+// written to a file of its own with direct I/O (so the page cache does
+// not keep the bytes either), and the buffer goes back; members asked
+// for later are read from the file, with direct I/O too
+// (PackedStore.fetchSpilled). A file is unlinked as soon as it is
+// opened: closing it, or the process dying, frees its blocks.
+//
+// How many staging buffers: a fixed count (PackedConfig.SpillStaging),
+// or automatic: as many as the fetches the samples' consumption needs in
+// flight by Little's law, twice the chunks used per second times how
+// long a fetch holds its buffer (the store's round trip and the file's
+// write), between DefaultSpillStaging and maxSpillStaging. A store a
+// round trip of 20 ms away, at 1,000 chunks a second, needs ~20 chunks in
+// flight, where four buffers would cap it at 200 chunks a second. When
+// the buffers are what limits, the rate measured is what they allow, and
+// twice it doubles them, until the consumption, not the buffers, sets the
+// rate. Buffers past the count are freed as they come back.
 type spill struct {
-	dir     string
-	slots   chan []byte  // staging buffers, nil until first used; off the Go heap
-	waiting atomic.Int64 // loads waiting for a staging buffer
+	dir   string
+	fixed bool             // PackedConfig.SpillStaging given: no tuning
+	now   func() time.Time // the clock of the tuning (tests inject one)
+
+	mu      sync.Mutex
+	idle    [][]byte      // buffers not in use; nil: not allocated yet; off the Go heap
+	circ    int           // buffers idle or in use
+	limit   int           // the count circ is brought to
+	queue   []chan []byte // fetches waiting for a buffer, oldest first
+	since   time.Time     // start of the tuning period
+	hits    int64         // members served since
+	members int64         // members of the chunks fetched since, and
+	fetched int64         // those chunks
+	hold    time.Duration // buffers' hold time, a moving average
+	waiting atomic.Int64  // fetches waiting for a staging buffer
 	closed  sync.Once
 	closing sync.WaitGroup // files being closed (discard)
 }
@@ -55,15 +88,16 @@ func (s *spill) discard(f *spillFile) {
 }
 
 // newSpill checks dir (CheckSpillDir) and returns its spill with staging
-// buffers for that many fetches at once (at least one).
-func newSpill(dir string, staging int) (*spill, error) {
+// buffers for that many fetches at once, or (0) an automatic count.
+func newSpill(dir string, staging int, now func() time.Time) (*spill, error) {
 	if err := CheckSpillDir(dir); err != nil {
 		return nil, err
 	}
-	s := &spill{dir: dir, slots: make(chan []byte, max(staging, 1))}
-	for range cap(s.slots) {
-		s.slots <- nil
+	s := &spill{dir: dir, fixed: staging > 0, limit: staging, now: now}
+	if !s.fixed {
+		s.limit = DefaultSpillStaging
 	}
+	s.since = now()
 	return s, nil
 }
 
@@ -97,21 +131,114 @@ func CheckSpillDir(dir string) error {
 	return f.close()
 }
 
-// take waits for a staging buffer (or ctx) and returns it: nil until
-// first used, sized by get.
-func (s *spill) take(ctx context.Context) ([]byte, error) {
+// take waits for a staging buffer (or ctx) for a chunk of members
+// members and returns it (nil until first used, sized by get) and when
+// it was taken, for give.
+func (s *spill) take(ctx context.Context, members int) ([]byte, time.Time, error) {
+	s.mu.Lock()
+	s.members += int64(members)
+	s.fetched++
+	if n := len(s.idle); n > 0 {
+		buf := s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		s.mu.Unlock()
+		return buf, s.now(), nil
+	}
+	if s.circ < s.limit {
+		s.circ++
+		s.mu.Unlock()
+		return nil, s.now(), nil
+	}
+	ch := make(chan []byte, 1)
+	s.queue = append(s.queue, ch)
+	s.mu.Unlock()
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
 	select {
-	case buf := <-s.slots:
-		return buf, nil
+	case buf := <-ch:
+		return buf, s.now(), nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		s.mu.Lock()
+		if i := slices.Index(s.queue, ch); i >= 0 {
+			s.queue = slices.Delete(s.queue, i, i+1)
+			s.mu.Unlock()
+			return nil, time.Time{}, ctx.Err()
+		}
+		s.mu.Unlock()
+		s.give(<-ch, time.Time{}) // handed over as ctx ended: pass it on
+		return nil, time.Time{}, ctx.Err()
 	}
 }
 
-// give returns a staging buffer take gave (or get grew).
-func (s *spill) give(buf []byte) { s.slots <- buf }
+// served counts n members served from chunks: the consumption the
+// automatic count follows.
+func (s *spill) served(n int) {
+	if s.fixed {
+		return
+	}
+	s.mu.Lock()
+	s.hits += int64(n)
+	s.tuneLocked()
+	s.mu.Unlock()
+}
+
+// give returns a staging buffer take gave (or get grew), taken at t (zero:
+// not used).
+func (s *spill) give(buf []byte, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !t.IsZero() && !s.fixed {
+		held := s.now().Sub(t)
+		if s.hold == 0 {
+			s.hold = held
+		} else {
+			s.hold += (held - s.hold) / 8
+		}
+		s.tuneLocked()
+	}
+	if s.circ > s.limit {
+		s.circ--
+		if buf != nil {
+			offheap.Free(buf)
+		}
+		return
+	}
+	if len(s.queue) > 0 {
+		ch := s.queue[0]
+		s.queue = s.queue[1:]
+		ch <- buf
+		return
+	}
+	s.idle = append(s.idle, buf)
+}
+
+// tuneLocked sets the automatic count anew once a period has passed, and
+// hands new buffers to fetches waiting when it grew.
+func (s *spill) tuneLocked() {
+	now := s.now()
+	el := now.Sub(s.since)
+	if el < spillTuneEvery || s.fetched == 0 {
+		return
+	}
+	perChunk := float64(s.members) / float64(s.fetched)
+	chunksPerSec := float64(s.hits) / perChunk / el.Seconds()
+	need := int(math.Ceil(2 * chunksPerSec * s.hold.Seconds()))
+	s.limit = min(max(need, DefaultSpillStaging), maxSpillStaging)
+	s.since, s.hits = now, 0
+	for s.circ < s.limit && len(s.queue) > 0 {
+		s.circ++
+		ch := s.queue[0]
+		s.queue = s.queue[1:]
+		ch <- nil
+	}
+}
+
+// stagingLimit is the staging buffers' count now.
+func (s *spill) stagingLimit() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limit
+}
 
 // get reads object's bytes [off, off+size) from inner into buf, grown
 // (reallocated) when it cannot hold them with room for direct I/O; it
@@ -145,11 +272,14 @@ func (s *spill) get(ctx context.Context, inner Store, object string, off, size i
 func (s *spill) close() {
 	s.closed.Do(func() {
 		s.closing.Wait()
-		for range cap(s.slots) {
-			if b := <-s.slots; b != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, b := range s.idle {
+			if b != nil {
 				offheap.Free(b)
 			}
 		}
+		s.idle = nil
 	})
 }
 

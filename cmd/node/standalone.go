@@ -521,7 +521,7 @@ func printSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, "  packed        %d chunk reads (%.1f MiB, peak %.1f MiB cached), %d samples read alone, %d evictions",
 			p.Chunks, float64(p.ChunkBytes)/(1<<20), float64(p.PeakBytes)/(1<<20), p.ReadAlone, p.Evictions)
 		if p.Spilled > 0 || p.SpillErrors > 0 {
-			fmt.Fprintf(w, "; %d chunks spilled to disk, %d spill errors (a file not written or not read back: its members read alone from the store)", p.Spilled, p.SpillErrors)
+			fmt.Fprintf(w, "; %d chunks spilled to disk (%d staging buffers at the end), %d spill errors (a file not written or not read back: its members read alone from the store)", p.Spilled, p.SpillStaging, p.SpillErrors)
 		}
 		fmt.Fprintln(w)
 	}
