@@ -528,7 +528,19 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 	}
 	// The chunks' block and window come with the job (OnJob); until then
 	// samples are read one by one.
-	plan := o.packPlan(s, spillDirs(), 0) // the mean sample is not known before pieces are read
+	// The mean sample from the manifest's first piece (one small read,
+	// which the run needs anyway): enough to tell ImageNet-sized samples,
+	// whose window is worth spilling, from small ones.
+	var mean int64
+	if _, _, err := m.Sample(ctx, 0); err == nil {
+		mean = packedMean(nil, m)
+	}
+	block, window := 0, 0 // cluster mode: the coordinator's, from the job
+	if o.standalone {
+		block = o.orderBlock(true)
+		window = cluster.EffectiveWindow(block, o.window)
+	}
+	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window))
 	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
 	if err != nil {
 		m.Close()

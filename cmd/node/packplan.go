@@ -109,7 +109,7 @@ func (o options) packPlan(s storage.Store, dirs []string, windowBytes int64) pac
 	case inPlace:
 		p.why = "the dataset is on a local disk: spilling would copy it to another file and back; --pack-spill auto"
 	case windowBytes == 0:
-		p.why = "--pack-spill auto: the samples' mean size is not known at start (a manifest read through its index), so the window's memory is not either"
+		p.why = "--pack-spill auto: the samples' mean size is not known at start (the manifest's first piece could not be read), so the window's memory is not either"
 	case windowBytes < spillAbove:
 		p.why = fmt.Sprintf("--pack-spill auto: the windows of chunks take about %s, under %s: in memory they cost little and are served faster than from a disk", byteSize(windowBytes).human(), byteSize(spillAbove).human())
 	default:
