@@ -23,7 +23,7 @@ func SpillWaiting(p *PackedStore) int {
 	if p.spill == nil {
 		return 0
 	}
-	return int(p.spill.waiting.Load())
+	return p.spill.queued()
 }
 
 // WaitFetches waits for p's chunk fetches to end, spilled files

@@ -52,9 +52,6 @@ type PackedConfig struct {
 	// once when spilling; 0: automatic, as many as the consumption needs
 	// in flight (at least DefaultSpillStaging; see spill).
 	SpillStaging int
-	// Clock times the automatic staging count; nil: time.Now. Tests
-	// inject one.
-	Clock func() time.Time
 }
 
 // DefaultPackedConfig returns what the binaries start from.
@@ -340,11 +337,7 @@ func NewCatalogPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedS
 func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedStore, error) {
 	p := &PackedStore{inner: inner, src: cat, n: cat.Len(), cap: cfg.CacheBytes}
 	if cfg.SpillDir != "" {
-		clock := cfg.Clock
-		if clock == nil {
-			clock = time.Now
-		}
-		sp, err := newSpill(cfg.SpillDir, cfg.SpillStaging, clock)
+		sp, err := newSpill(cfg.SpillDir, cfg.SpillStaging, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("storage: packed store: %w", err)
 		}
@@ -368,9 +361,6 @@ func newPackedStore(inner Store, cat Catalog, cfg PackedConfig) (*PackedStore, e
 	p.mu.budget = max(cfg.Window, 1)
 	return p, nil
 }
-
-// Spilling reports whether chunks are kept on disk (PackedConfig.SpillDir).
-func (p *PackedStore) Spilling() bool { return p.spill != nil }
 
 // SetBlock changes the chunk block (PackedConfig.Block), for a node that
 // learns the epoch order's block from the coordinator after it opened the

@@ -66,11 +66,10 @@ type spill struct {
 	limit   int           // the count circ is brought to
 	queue   []chan []byte // fetches waiting for a buffer, oldest first
 	since   time.Time     // start of the tuning period
-	hits    int64         // members served since
-	members int64         // members of the chunks fetched since, and
-	fetched int64         // those chunks
+	hits    atomic.Int64  // members served since (served: no lock per member)
+	members int64         // members of the chunks ever fetched, and
+	fetched int64         // those chunks: a chunk's members on average
 	hold    time.Duration // buffers' hold time, a moving average
-	waiting atomic.Int64  // fetches waiting for a staging buffer
 	closed  sync.Once
 	closing sync.WaitGroup // files being closed (discard)
 }
@@ -152,8 +151,6 @@ func (s *spill) take(ctx context.Context, members int) ([]byte, time.Time, error
 	ch := make(chan []byte, 1)
 	s.queue = append(s.queue, ch)
 	s.mu.Unlock()
-	s.waiting.Add(1)
-	defer s.waiting.Add(-1)
 	select {
 	case buf := <-ch:
 		return buf, s.now(), nil
@@ -171,16 +168,8 @@ func (s *spill) take(ctx context.Context, members int) ([]byte, time.Time, error
 }
 
 // served counts n members served from chunks: the consumption the
-// automatic count follows.
-func (s *spill) served(n int) {
-	if s.fixed {
-		return
-	}
-	s.mu.Lock()
-	s.hits += int64(n)
-	s.tuneLocked()
-	s.mu.Unlock()
-}
+// automatic count follows (tuned as buffers come back, once a chunk).
+func (s *spill) served(n int) { s.hits.Add(int64(n)) }
 
 // give returns a staging buffer take gave (or get grew), taken at t (zero:
 // not used).
@@ -212,8 +201,9 @@ func (s *spill) give(buf []byte, t time.Time) {
 	s.idle = append(s.idle, buf)
 }
 
-// tuneLocked sets the automatic count anew once a period has passed, and
-// hands new buffers to fetches waiting when it grew.
+// tuneLocked sets the automatic count anew once a period has passed:
+// when it grew, fetches waiting get new buffers; when it fell, idle
+// buffers past it are freed (those in use, as they come back).
 func (s *spill) tuneLocked() {
 	now := s.now()
 	el := now.Sub(s.since)
@@ -221,16 +211,30 @@ func (s *spill) tuneLocked() {
 		return
 	}
 	perChunk := float64(s.members) / float64(s.fetched)
-	chunksPerSec := float64(s.hits) / perChunk / el.Seconds()
+	chunksPerSec := float64(s.hits.Swap(0)) / perChunk / el.Seconds()
 	need := int(math.Ceil(2 * chunksPerSec * s.hold.Seconds()))
 	s.limit = min(max(need, DefaultSpillStaging), maxSpillStaging)
-	s.since, s.hits = now, 0
+	s.since = now
+	for s.circ > s.limit && len(s.idle) > 0 {
+		if b := s.idle[len(s.idle)-1]; b != nil {
+			offheap.Free(b)
+		}
+		s.idle = s.idle[:len(s.idle)-1]
+		s.circ--
+	}
 	for s.circ < s.limit && len(s.queue) > 0 {
 		s.circ++
 		ch := s.queue[0]
 		s.queue = s.queue[1:]
 		ch <- nil
 	}
+}
+
+// queued is how many fetches wait for a staging buffer.
+func (s *spill) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
 }
 
 // stagingLimit is the staging buffers' count now.

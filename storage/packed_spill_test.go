@@ -39,8 +39,8 @@ func TestPackedSpill(t *testing.T) {
 			mapped := offheap.Mapped()
 			cs := &countingStore{Store: inner}
 			p := spillStore(t, cs, ds, 24, 64<<20, 3)
-			if !p.Spilling() {
-				t.Fatal("Spilling() = false with a SpillDir")
+			if p.Stats().SpillStaging == 0 {
+				t.Fatal("no staging buffers with a SpillDir: not spilling")
 			}
 			const epochs, fetchers = 3, 16
 			for e := range epochs {

@@ -41,50 +41,59 @@ func TestSpillStagingTunes(t *testing.T) {
 			got <- at
 		}()
 	}
-	for s.waiting.Load() != 2 {
+	for s.queued() != 2 {
 		runtime.Gosched() // until both have queued
 	}
-	// 250 ms in which 50 chunks' members were served, buffers held 20 ms
-	// each: 200 chunks a second need 2 x 200 x 0.02 = 8 buffers.
-	now = now.Add(20 * time.Millisecond)
-	s.give(nil, took[0]) // a hold time of 20 ms; not a period yet: to a waiter
-	<-got
-	now = now.Add(spillTuneEvery)
-	s.served(50 * members)
-	if l := s.stagingLimit(); l != 8 {
-		t.Fatalf("limit %d after 200 chunks/s held 20 ms; want 8", l)
+	// A buffer given back ends a period once spillTuneEvery has passed:
+	// tune serves hits members in it, then gives back a buffer held d.
+	tune := func(hits int, d time.Duration) {
+		now = now.Add(spillTuneEvery)
+		s.served(hits)
+		s.give(nil, now.Add(-d))
 	}
-	<-got // the second waiter got one of the new buffers
-	s.mu.Lock()
-	circ := s.circ
-	s.mu.Unlock()
-	if circ != DefaultSpillStaging+1 {
-		t.Errorf("%d buffers in circulation; want %d (one more for the waiter)", circ, DefaultSpillStaging+1)
+	buffers := func() (circ, idle int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.circ, len(s.idle)
+	}
+	now = now.Add(20 * time.Millisecond)
+	s.give(nil, took[0]) // held 20 ms; no period yet: to the first waiter
+	<-got
+	// 50 chunks' members served in the period, buffers held 20 ms: 185
+	// chunks a second need 2 x 185 x 0.02 = 7.4, so 8 buffers; the second
+	// waiter gets a new one at once.
+	tune(50*members, 20*time.Millisecond)
+	if l := s.stagingLimit(); l != 8 {
+		t.Fatalf("limit %d after 185 chunks/s held 20 ms; want 8", l)
+	}
+	<-got
+	if circ, idle := buffers(); circ != DefaultSpillStaging+1 || idle != 1 {
+		t.Errorf("%d buffers in circulation, %d idle; want %d, 1", circ, idle, DefaultSpillStaging+1)
 	}
 	// A slow consumer: one chunk in the next period. The limit falls to
-	// the floor, and buffers given back past it are freed, not kept.
-	now = now.Add(spillTuneEvery)
-	s.served(members)
+	// the floor; the idle buffer past it is freed at once, and buffers
+	// in use are kept only up to it as they come back.
+	tune(members, 20*time.Millisecond)
 	if l := s.stagingLimit(); l != DefaultSpillStaging {
 		t.Fatalf("limit %d after 4 chunks/s; want %d", l, DefaultSpillStaging)
 	}
-	for _, at := range took[1:] {
-		s.give(nil, at)
+	if circ, _ := buffers(); circ != DefaultSpillStaging {
+		t.Errorf("%d buffers in circulation after the limit fell; want %d", circ, DefaultSpillStaging)
 	}
-	s.give(nil, now)
-	s.give(nil, now)
-	s.mu.Lock()
-	circ, idle := s.circ, len(s.idle)
-	s.mu.Unlock()
-	if circ != DefaultSpillStaging || idle != DefaultSpillStaging {
+	for range 3 { // the other buffers in use come back
+		s.give(nil, now)
+	}
+	if circ, idle := buffers(); circ != DefaultSpillStaging || idle != DefaultSpillStaging {
 		t.Errorf("%d buffers in circulation, %d idle; want %d and %d", circ, idle, DefaultSpillStaging, DefaultSpillStaging)
 	}
-	// The ceiling: a store very far away.
+	// The ceiling: a store ten seconds away.
+	if _, _, err := s.take(ctx, members); err != nil {
+		t.Fatal(err)
+	}
 	s.mu.Lock()
 	s.hold = 10 * time.Second
 	s.mu.Unlock()
-	now = now.Add(spillTuneEvery)
-	s.served(1000 * members)
+	tune(1000*members, 10*time.Second)
 	if l := s.stagingLimit(); l != maxSpillStaging {
 		t.Errorf("limit %d for a 10 s round trip; want the ceiling %d", l, maxSpillStaging)
 	}
@@ -94,10 +103,9 @@ func TestSpillStagingTunes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, at, _ := fixed.take(ctx, members)
-	now = now.Add(time.Second)
-	fixed.give(nil, at)
 	now = now.Add(spillTuneEvery)
 	fixed.served(1000 * members)
+	fixed.give(nil, at)
 	if l := fixed.stagingLimit(); l != 2 {
 		t.Errorf("fixed SpillStaging 2: limit %d", l)
 	}
