@@ -550,22 +550,32 @@ def median_row(runs):
     return m
 
 
+def go_steady(r):
+    """Go in process's steady images/s: after its first batch, as the
+    client's is measured (the node's stats time both from its start)."""
+    return (r["images"] - 32) / (r["images"] / r["images_per_s"] - r["first_batch_s"])
+
+
 def feed_only(a):
     """--feed-only: the feed's own cost. The node with --decoder none (no
-    decode: a sample's pixels are its bytes repeated) consumed in process
+    decode: a sample's pixels are its bytes repeated; --feed-decoder picks
+    another, e.g. turbo for the path users run) consumed in process
     (--sink null) against the same node serving the Python client, rep by
-    rep back to back; the client's steady images/s over Go's."""
+    rep back to back; the client's steady images/s over Go's steady."""
     a.samples = count_samples(a.dataset)
     tmp = tempfile.mkdtemp(prefix="bench-feed-")
-    runs = {"go-none": [], "py-client-none": []}
+    dec = a.feed_decoder
+    go, py = f"go-{dec}", f"py-client-{dec}"
+    runs = {go: [], py: []}
     load0, t_start = load(), time.time()
     try:
         for rep in range(a.reps):
             for c in runs:
-                if c == "go-none":
-                    r = run_go(a, tmp, rep, tag=c, extra=("--decoder", "none"))
+                if c == go:
+                    r = run_go(a, tmp, rep, tag=c, extra=("--decoder", dec))
+                    r["steady_images_per_s"] = go_steady(r)
                 else:
-                    r = run_client(a, tmp, rep, decoder="none")
+                    r = run_client(a, tmp, rep, decoder=dec)
                 r["rep"], r["loadavg_after"] = rep + 1, load()
                 runs[c].append(r)
                 print(f"bench-feed: rep {rep + 1} {c:15s} {r['images_per_s']:7.0f} images/s"
@@ -573,25 +583,31 @@ def feed_only(a):
                       f"{r['cpu_s_per_1000']:.3f} CPU-s/1000 (load {r['loadavg_after'][0]:.2f})", file=sys.stderr, flush=True)
     except BenchError as e:
         sys.exit(f"bench_peer: INVALID RUN: {e}")
-    pairs = list(zip(runs["py-client-none"], runs["go-none"]))
-    steady = statistics.median(c["steady_images_per_s"] / g["images_per_s"] for c, g in pairs)
+    pairs = list(zip(runs[py], runs[go]))
+    steady = statistics.median(c["steady_images_per_s"] / g["steady_images_per_s"] for c, g in pairs)
+    # before 2026-12-05 the client's steady rate was set against Go's whole run
+    steady_vs_whole = statistics.median(c["steady_images_per_s"] / g["images_per_s"] for c, g in pairs)
     whole = statistics.median(c["images_per_s"] / g["images_per_s"] for c, g in pairs)
     own = statistics.median(c["steady_images_per_s"] / c["node_images_per_s"] for c, _ in pairs)
     cpu = statistics.median(c["cpu_s_per_1000"] / g["cpu_s_per_1000"] for c, g in pairs)
-    print(f"\nbench-feed: {a.samples} samples, --decoder none, {a.reps} reps, {cpu_model()}, {os.cpu_count()} CPUs")
+    print(f"\nbench-feed: {a.samples} samples x {a.epochs} epochs, --decoder {dec}, {a.reps} reps, {cpu_model()}, "
+          f"{os.cpu_count()} CPUs")
     print("| config | images/s (median) | steady images/s | CPU-s/1000 (node + trainer) |")
     print("|---|---:|---:|---:|")
     for c, rs in runs.items():
         m = median_row(rs)
         st = "-" if m["steady_images_per_s"] is None else f"{m['steady_images_per_s']:.0f}"
         print(f"| {c} | {m['images_per_s']:.0f} | {st} | {m['cpu_s_per_1000']:.3f} |")
-    print(f"\nPython client / Go in process, paired by rep: steady {steady:.3f}x, whole epoch {whole:.3f}x, "
+    print(f"\nPython client / Go in process, paired by rep: steady {steady:.3f}x (against Go's whole run "
+          f"{steady_vs_whole:.3f}x), whole run {whole:.3f}x, "
           f"CPU {cpu:.2f}x; client steady / its own node's images/s {own:.3f}x")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(kind="bench-feed", machine=cpu_model(), cpus=os.cpu_count(), samples=a.samples, reps=a.reps,
                            load_before=load0, started=t_start, runs=runs,
-                           paired=dict(steady=steady, whole=whole, own_node=own, cpu=cpu)), f, indent=1)
+                           decoder=dec, epochs=a.epochs,
+                           paired=dict(steady=steady, steady_vs_go_whole=steady_vs_whole, whole=whole, own_node=own,
+                                       cpu=cpu)), f, indent=1)
 
 
 def driver(a):
@@ -763,6 +779,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=1, help="epochs of each longshore run (the peer makes one)")
     ap.add_argument("--feed-only", action="store_true",
                     help="only the feed's own cost: --decoder none, Go in process against the Python client (no peer)")
+    ap.add_argument("--feed-decoder", default="none",
+                    help="--feed-only's decoder: none (the feed's own cost), or turbo/ffmpeg (the path users run)")
     ap.add_argument("--node-args", default="", help="more flags for every longshore-node run, e.g. \"--slots 8\"")
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("--out")
