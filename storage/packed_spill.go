@@ -25,7 +25,14 @@ const (
 
 // spillTuneEvery is how often the automatic staging count is set anew
 // from the consumption rate and hold time measured since the last time.
-const spillTuneEvery = 250 * time.Millisecond
+// The first period is spillTuneFirst, each next one twice the last, up to
+// spillTuneEvery: a store far away gets its buffers within ~0.2 s of the
+// start (4, 8, 16, 32 at 25, 75, 175, 375 ms), not one doubling each
+// 250 ms (32 at 750 ms).
+const (
+	spillTuneEvery = 250 * time.Millisecond
+	spillTuneFirst = 25 * time.Millisecond
+)
 
 // ErrSpillDir is returned (wrapped) by NewPackedStore and
 // NewCatalogPackedStore, and by CheckSpillDir, for a PackedConfig.SpillDir
@@ -66,6 +73,7 @@ type spill struct {
 	limit   int           // the count circ is brought to
 	queue   []chan []byte // fetches waiting for a buffer, oldest first
 	since   time.Time     // start of the tuning period
+	every   time.Duration // the tuning period's length (spillTuneFirst, doubling to spillTuneEvery)
 	hits    atomic.Int64  // members served since (served: no lock per member)
 	members int64         // members of the chunks ever fetched, and
 	fetched int64         // those chunks: a chunk's members on average
@@ -96,7 +104,7 @@ func newSpill(dir string, staging int, now func() time.Time) (*spill, error) {
 	if !s.fixed {
 		s.limit = DefaultSpillStaging
 	}
-	s.since = now()
+	s.since, s.every = now(), spillTuneFirst
 	return s, nil
 }
 
@@ -207,9 +215,10 @@ func (s *spill) give(buf []byte, t time.Time) {
 func (s *spill) tuneLocked() {
 	now := s.now()
 	el := now.Sub(s.since)
-	if el < spillTuneEvery || s.fetched == 0 {
+	if el < s.every || s.fetched == 0 {
 		return
 	}
+	s.every = min(2*s.every, spillTuneEvery)
 	perChunk := float64(s.members) / float64(s.fetched)
 	chunksPerSec := float64(s.hits.Swap(0)) / perChunk / el.Seconds()
 	need := int(math.Ceil(2 * chunksPerSec * s.hold.Seconds()))

@@ -110,3 +110,49 @@ func TestSpillStagingTunes(t *testing.T) {
 		t.Errorf("fixed SpillStaging 2: limit %d", l)
 	}
 }
+
+// TestSpillStagingStartsFast: the first tuning period is spillTuneFirst
+// and each next one twice the last, so a store far away gets its buffers
+// within a fraction of a second of the start, not one doubling each
+// spillTuneEvery.
+func TestSpillStagingStartsFast(t *testing.T) {
+	now := time.Unix(0, 0)
+	s, err := newSpill(t.TempDir(), 0, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	const members = 16
+	for range DefaultSpillStaging {
+		if _, _, err := s.take(context.Background(), members); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const held = 20 * time.Millisecond
+	back := func(at time.Duration, chunks int) int {
+		now = time.Unix(0, 0).Add(at)
+		s.served(chunks * members)
+		s.give(nil, now.Add(-held))
+		return s.stagingLimit()
+	}
+	if l := back(20*time.Millisecond, 4); l != DefaultSpillStaging {
+		t.Fatalf("limit %d before the first period ended; want %d", l, DefaultSpillStaging)
+	}
+	// 5 chunks in the first 25 ms: 200 a second, held 20 ms: 2 x 200 x 0.02 = 8.
+	if l := back(spillTuneFirst, 1); l != 8 {
+		t.Fatalf("limit %d after the first %v at 200 chunks/s; want 8", l, spillTuneFirst)
+	}
+	// The second period is 50 ms: 20 ms into it, nothing is tuned.
+	if l := back(45*time.Millisecond, 10); l != 8 {
+		t.Fatalf("limit %d 20 ms into the second period; want 8", l)
+	}
+	// 20 chunks in those 50 ms: 400 a second, so 16.
+	if l := back(75*time.Millisecond, 10); l != 16 {
+		t.Fatalf("limit %d after the second period at 400 chunks/s; want 16", l)
+	}
+	s.mu.Lock()
+	every := s.every
+	s.mu.Unlock()
+	if every != 4*spillTuneFirst {
+		t.Errorf("third period %v; want %v", every, 4*spillTuneFirst)
+	}
+}
