@@ -26,7 +26,7 @@ const (
 // spillTuneEvery is how often the automatic staging count is set anew
 // from the consumption rate and hold time measured since the last time.
 // The first period is spillTuneFirst, each next one twice the last, up to
-// spillTuneEvery: a store far away gets its buffers within ~0.2 s of the
+// spillTuneEvery: a store far away gets its buffers within ~0.4 s of the
 // start (4, 8, 16, 32 at 25, 75, 175, 375 ms), not one doubling each
 // 250 ms (32 at 750 ms).
 const (
