@@ -3,6 +3,7 @@ package ffdecode
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +47,7 @@ func videoRun(t *testing.T, vc video.Config, readAhead int64) (map[[2]string][]b
 	deps := actors.Deps{Store: st, Allocator: gpu.HeapAllocator{}, Order: func(seed uint64, epoch int, n int64) actors.Order {
 		return actorstest.Shuffle(seed, epoch, n)
 	}}
-	if err := UseVideo(&cfg, &deps, vc, readAhead); err != nil {
+	if err := UseVideo(&cfg, &deps, vc, readAhead, nil); err != nil {
 		t.Fatal(err)
 	}
 	node, err := actors.NewNode(cfg, ds, 2, deps)
@@ -118,4 +119,29 @@ func TestVideoThroughNode(t *testing.T) {
 			okGets(rst, storage.OpGet), okGets(rst, storage.OpGetRange))
 	}
 	t.Logf("whole-object: %d bytes read; ranged (8 KiB read-ahead): %d bytes in %d ranged gets", wst.BytesRead, rst.BytesRead, okGets(rst, storage.OpGetRange))
+}
+
+// TestVideoDeviceCounts: clips are counted by where they were decoded,
+// the CPU's by reason; failed clips are not counted (the failure report
+// has them).
+func TestVideoDeviceCounts(t *testing.T) {
+	v := NewVideoDevices(nil)
+	v.count(video.Clip{Device: true}, nil)
+	v.count(video.Clip{Device: true}, nil)
+	v.count(video.Clip{Fallback: video.FallbackRefused}, nil)
+	v.count(video.Clip{Fallback: video.FallbackDeviceError}, nil)
+	v.count(video.Clip{Fallback: video.FallbackRefused}, nil)
+	v.count(video.Clip{Fallback: video.FallbackCodec}, errors.New("corrupt"))
+	var none *VideoDevices
+	none.count(video.Clip{Device: true}, nil) // the CPU path: no counts, no panic
+	s := v.Stats()
+	if s.NVDEC != 2 || s.CPU != 3 || s.Reasons[video.FallbackRefused] != 2 || s.Reasons[video.FallbackDeviceError] != 1 || len(s.Reasons) != 2 {
+		t.Errorf("stats %+v", s)
+	}
+	if got, want := s.String(), "nvdec 2, cpu 3 (device_error 1, refused 2)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if _, err := VideoFactory(video.Config{}, 0, v)(); err == nil {
+		t.Error("a factory over no devices made a decoder")
+	}
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 
 	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/actors/nvdecode"
+	"github.com/longshore/longshore/decode/video"
 	"github.com/longshore/longshore/gpu"
 )
 
@@ -18,12 +20,13 @@ type gpuFlags struct {
 	uploadHM string // --upload-host
 	decodeOn string // --decode-device: cpu or cuda
 	ranksSet bool   // --ranks given explicitly
+	video    bool   // --media video: --decode-device cuda is NVDEC's, not nvJPEG's
 }
 
 func registerGPUFlags(fs *flag.FlagSet, g *gpuFlags) {
 	fs.StringVar(&g.gpus, "gpus", "auto", "GPUs, one rank each: auto (every visible device in a -tags cuda build with a driver; none otherwise), none, all, or ordinals like 0,1; with devices --ranks must match or be left out")
 	fs.StringVar(&g.upload, "upload", "host", "where batches are delivered: host (shared memory; the trainer pins it and copies with .cuda(non_blocking=True)) or device (the node copies each batch into a device slot of the rank's GPU and exports it to trainers that ask, over CUDA IPC; needs --gpus and a -tags cuda build)")
-	fs.StringVar(&g.decodeOn, "decode-device", "cpu", "where JPEGs are decoded: cpu, or cuda (nvJPEG: the GPU's JPEG engine in batches, its hybrid backend for progressive JPEGs, the CPU for the rest, each counted with its reason; on the ranks' GPUs, else GPU 0; images only; needs a -tags cuda build and a driver)")
+	fs.StringVar(&g.decodeOn, "decode-device", "cpu", "where samples are decoded: cpu, or cuda. Images: nvJPEG (the GPU's JPEG engine in batches, its hybrid backend for progressive JPEGs, the CPU for the rest, each counted with its reason; needs a -tags cuda build and a driver). Video (--media video): the GPU's video decoders (NVDEC) through FFmpeg's CUDA hwaccel (any build; needs the driver), streams NVDEC refuses on the CPU, counted. On the ranks' GPUs, else GPU 0. Not audio")
 	fs.StringVar(&g.uploadHM, "upload-host", "register", "with --upload device: how slots reach the device: register (page-lock the shared memory in place), staged (through a pinned bounce buffer) or pageable; a path that fails falls back to the next, counted")
 }
 
@@ -50,8 +53,11 @@ type gpuSetup struct {
 	// decoders: with --decode-device cuda, one service per GPU decoding
 	// (the ranks' devices, else GPU 0).
 	decoders []*nvdecode.Service
-	host     gpu.HostMode
-	stderr   io.Writer
+	// video: with --decode-device cuda and --media video, those GPUs'
+	// NVDEC instead.
+	video  *ffdecode.VideoDevices
+	host   gpu.HostMode
+	stderr io.Writer
 }
 
 // setupGPUs decides the ranks' devices (gpu.PlanDevices) and, with
@@ -89,7 +95,11 @@ func setupGPUs(drv gpu.Driver, g gpuFlags, ranks int, stderr io.Writer) (*gpuSet
 		}
 	}
 	if g.decodeOn == "cuda" {
-		if err := s.startDecoders(visible, visErr); err != nil {
+		start := s.startDecoders
+		if g.video {
+			start = s.openVideoDevices
+		}
+		if err := start(visible, visErr); err != nil {
 			s.Close()
 			return nil, 0, err
 		}
@@ -141,6 +151,9 @@ func (s *gpuSetup) Close() error {
 	for _, d := range s.decoders {
 		errs = append(errs, d.Close())
 	}
+	if s.video != nil {
+		errs = append(errs, s.video.Close())
+	}
 	for _, d := range s.devs {
 		errs = append(errs, d.Close())
 	}
@@ -159,14 +172,7 @@ func (s *gpuSetup) startDecoders(visible []gpu.DeviceInfo, visErr error) error {
 	}
 	ords := []int{visible[0].Ordinal}
 	if len(s.plan.Device) > 0 {
-		ords = nil
-		seen := map[int]bool{}
-		for _, o := range s.plan.Device {
-			if !seen[o] {
-				seen[o] = true
-				ords = append(ords, o)
-			}
-		}
+		ords = uniqueOrdinals(s.plan.Device)
 	}
 	for _, o := range ords {
 		svc, err := newDecodeService(o)
@@ -181,6 +187,65 @@ func (s *gpuSetup) startDecoders(visible []gpu.DeviceInfo, visErr error) error {
 		fmt.Fprintf(s.stderr, "longshore-node: decoding JPEGs on GPU %d with nvJPEG: %s\n", o, hw)
 	}
 	return nil
+}
+
+// openVideoDevices opens --decode-device cuda's devices for video: the
+// ranks' GPUs, else the first visible, else GPU 0 (a build without CUDA
+// sees no device, and FFmpeg needs none of it: it loads the driver
+// itself). Without a driver it fails: the node does not start with a
+// decoder it cannot have.
+func (s *gpuSetup) openVideoDevices(visible []gpu.DeviceInfo, _ error) error {
+	ords := uniqueOrdinals(s.plan.Device)
+	if len(ords) == 0 {
+		ords = []int{0}
+		if len(visible) > 0 {
+			ords = []int{visible[0].Ordinal}
+		}
+	}
+	var devs []*video.Device
+	for _, o := range ords {
+		d, err := video.OpenDevice(o)
+		if err != nil {
+			for _, d := range devs {
+				d.Close()
+			}
+			return fmt.Errorf("--decode-device cuda: %w", err)
+		}
+		devs = append(devs, d)
+		fmt.Fprintf(s.stderr, "longshore-node: decoding video on GPU %d with NVDEC (FFmpeg's CUDA hwaccel; streams it refuses go to the CPU, counted)\n", o)
+	}
+	s.video = ffdecode.NewVideoDevices(devs)
+	return nil
+}
+
+// uniqueOrdinals is ords without repeats, in order.
+func uniqueOrdinals(ords []int) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, o := range ords {
+		if !seen[o] {
+			seen[o] = true
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// videoDecodeStats are the video devices' counts (nil without them).
+func (s *gpuSetup) videoDecodeStats() *ffdecode.VideoDeviceStats {
+	if s == nil || s.video == nil {
+		return nil
+	}
+	st := s.video.Stats()
+	return &st
+}
+
+// videoDevices is what ffdecode.UseVideo decodes on (nil: the CPU).
+func (s *gpuSetup) videoDevices() *ffdecode.VideoDevices {
+	if s == nil {
+		return nil
+	}
+	return s.video
 }
 
 // decodeStats sums the services' counts (nil without --decode-device cuda).

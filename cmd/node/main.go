@@ -239,6 +239,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := o.gpuFlags.check(); err != nil {
 		errs = append(errs, err)
 	}
+	switch k, _ := o.mediaFlags.kind(); {
+	case k == actors.KindVideo:
+		o.gpuFlags.video = true
+	case k == actors.KindAudio && o.gpuFlags.decodeOn == "cuda":
+		errs = append(errs, errors.New("--decode-device cuda decodes images and video (a GPU has no audio decoder): leave it out with --media audio"))
+	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
 	}

@@ -133,10 +133,7 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 	if err != nil {
 		return err
 	}
-	onGPU := o.gpu != nil && len(o.gpu.decoders) > 0 // --decode-device cuda
-	if onGPU && (k == actors.KindAudio || k == actors.KindVideo) {
-		return fmt.Errorf("--decode-device cuda decodes images only (video on the GPU's decoders is not built): leave it out with --media %s", o.mediaFlags.media)
-	}
+	onGPU := o.gpu != nil && len(o.gpu.decoders) > 0 // --decode-device cuda, images (video: o.gpu.videoDevices)
 	switch k {
 	case actors.KindAudio:
 		c, err := o.mediaFlags.audioConfig(o.transform)
@@ -152,7 +149,7 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 		if err != nil {
 			return err
 		}
-		if err := ffdecode.UseVideo(ac, deps, c, int64(o.mediaFlags.readAhead)); err != nil {
+		if err := ffdecode.UseVideo(ac, deps, c, int64(o.mediaFlags.readAhead), o.gpu.videoDevices()); err != nil {
 			return err
 		}
 		return ac.Validate()

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/listing"
@@ -56,14 +57,15 @@ type Summary struct {
 	// FetchConcurrency is --fetch-concurrency (auto, auto:N or N) and
 	// FetchInFlight the reads in flight it allowed at the end, summed
 	// over the ranks (with auto, the tuners' choice).
-	FetchConcurrency string               `json:"fetch_concurrency"`
-	FetchInFlight    int                  `json:"fetch_in_flight"`
-	Pack             *storage.PackedStats `json:"pack,omitempty"`       // a packed dataset's chunk cache
-	Store            *s3.Stats            `json:"store,omitempty"`      // an S3 dataset's requests, retries by cause, throttling
-	GPUDecode        *nvdecode.Stats      `json:"gpu_decode,omitempty"` // --decode-device cuda: samples by path, CPU fallbacks by reason
-	Excluded         int                  `json:"excluded"`             // samples left out by --exclude
-	Quarantined      int                  `json:"quarantined"`          // keys this run added to --quarantine
-	Error            string               `json:"error,omitempty"`
+	FetchConcurrency string                     `json:"fetch_concurrency"`
+	FetchInFlight    int                        `json:"fetch_in_flight"`
+	Pack             *storage.PackedStats       `json:"pack,omitempty"`             // a packed dataset's chunk cache
+	Store            *s3.Stats                  `json:"store,omitempty"`            // an S3 dataset's requests, retries by cause, throttling
+	GPUDecode        *nvdecode.Stats            `json:"gpu_decode,omitempty"`       // --decode-device cuda: samples by path, CPU fallbacks by reason
+	GPUVideoDecode   *ffdecode.VideoDeviceStats `json:"gpu_video_decode,omitempty"` // --decode-device cuda, --media video: clips by path, CPU fallbacks by reason
+	Excluded         int                        `json:"excluded"`                   // samples left out by --exclude
+	Quarantined      int                        `json:"quarantined"`                // keys this run added to --quarantine
+	Error            string                     `json:"error,omitempty"`
 }
 
 // FailureSummary is the failure part of Summary.
@@ -450,6 +452,7 @@ func summarize(o options, f runFacts) Summary {
 		Pack:              pack,
 		Store:             s3Stats(f.store),
 		GPUDecode:         o.gpu.decodeStats(),
+		GPUVideoDecode:    o.gpu.videoDecodeStats(),
 		Excluded:          f.excluded,
 		Quarantined:       f.quarantine.added(),
 	}
@@ -514,6 +517,9 @@ func printSummary(w io.Writer, s Summary) {
 	}
 	if g := s.GPUDecode; g != nil {
 		fmt.Fprintf(w, "  gpu decode    %s\n", g)
+	}
+	if g := s.GPUVideoDecode; g != nil {
+		fmt.Fprintf(w, "  gpu decode    video: %s\n", g)
 	}
 	if p := s.Pack; p != nil && p.CacheBytes == 0 && p.Chunks == 0 {
 		fmt.Fprintf(w, "  packed        %d samples read one by one from their shards (no chunk cache: --pack-cache 0, or auto on a local disk)\n", p.ReadAlone)

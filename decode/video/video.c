@@ -2,6 +2,7 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/hwcontext.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
 #include <math.h>
@@ -63,6 +64,7 @@ typedef struct {
 	int planar;
 	uint8_t *yuv;
 	rgbtab tab;
+	AVFrame *mem; // a device frame copied to memory (NV12, P010), for swscale
 } conv;
 
 static int clip_u8(int64_t v) { return v < 0 ? 0 : v > 255 ? 255 : (int)v; }
@@ -198,8 +200,19 @@ static int planar_init(conv *cv, ls_clip *c, AVFrame *f, struct SwsContext *rgb)
 	return 1;
 }
 
-// emit writes frame f, scaled and cropped, as target k of dst.
+// emit writes frame f, scaled and cropped, as target k of dst. A frame
+// in device memory (NVDEC's) is copied out first: only the frames a target
+// shows cross the bus.
 static int emit(conv *cv, ls_clip *c, AVFrame *f, int k, uint8_t *dst) {
+	if (f->hw_frames_ctx) {
+		if (!cv->mem && !(cv->mem = av_frame_alloc())) return LS_VIDEO_NOMEM;
+		av_frame_unref(cv->mem);
+		if (av_hwframe_transfer_data(cv->mem, f, 0) < 0) {
+			c->hw_reason = LS_HW_ERROR;
+			return LS_VIDEO_HW;
+		}
+		f = cv->mem;
+	}
 	if (!cv->sws) {
 		// The short side becomes size; the long side keeps the aspect,
 		// rounded to the nearest even number as ffmpeg's scale=-2:size
@@ -277,6 +290,76 @@ static int needed(const AVPacket *pkt, const int64_t *targets, int T) {
 	return 0;
 }
 
+int ls_video_device(int ordinal, void **hw, char *err, int errlen) {
+	char dev[16];
+	snprintf(dev, sizeof dev, "%d", ordinal);
+	AVBufferRef *ref = NULL;
+	int ret = av_hwdevice_ctx_create(&ref, AV_HWDEVICE_TYPE_CUDA, dev, NULL, 0);
+	if (ret < 0) {
+		snprintf(err, errlen, "%s", av_err2str(ret));
+		*hw = NULL;
+		return ret;
+	}
+	*hw = ref;
+	return 0;
+}
+
+void ls_video_device_free(void **hw) {
+	AVBufferRef *ref = *hw;
+	av_buffer_unref(&ref);
+	*hw = NULL;
+}
+
+// has_cuda reports whether decoder d decodes into CUDA frames given a
+// device (FFmpeg's NVDEC hwaccel). The *_cuvid decoders (hardware only,
+// with their own surface handling) are not used.
+static int has_cuda(const AVCodec *d) {
+	if (d->capabilities & AV_CODEC_CAP_HARDWARE) return 0;
+	for (int i = 0;; i++) {
+		const AVCodecHWConfig *h = avcodec_get_hw_config(d, i);
+		if (!h) return 0;
+		if (h->device_type == AV_HWDEVICE_TYPE_CUDA && h->pix_fmt == AV_PIX_FMT_CUDA && (h->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX)) return 1;
+	}
+}
+
+// cuda_decoder is a decoder of codec's codec with a CUDA path: codec
+// itself, or another (AV1: the native decoder, where the CPU's is
+// libdav1d, which has none); NULL when there is none.
+static const AVCodec *cuda_decoder(const AVCodec *codec) {
+	if (has_cuda(codec)) return codec;
+	void *it = NULL;
+	const AVCodec *d;
+	while ((d = av_codec_iterate(&it)))
+		if (d->id == codec->id && av_codec_is_decoder(d) && has_cuda(d)) return d;
+	return NULL;
+}
+
+const char *ls_video_device_decoder(const char *name) {
+	const AVCodec *d = avcodec_find_decoder_by_name(name);
+	if (!d || d->type != AVMEDIA_TYPE_VIDEO) return NULL;
+	d = cuda_decoder(d);
+	return d ? d->name : NULL;
+}
+
+// pick_cuda is the get_format of a decoder on the device: CUDA frames or
+// nothing. FFmpeg offers AV_PIX_FMT_CUDA only when NVDEC takes the stream
+// (it drops the format when the hwaccel's init fails: a profile, a bit
+// depth or a frame size the engine lacks); without it the decode fails
+// and the clip goes to the CPU, counted, rather than to a software
+// decode with the device path's single thread.
+static enum AVPixelFormat pick_cuda(AVCodecContext *dec, const enum AVPixelFormat *fmts) {
+	for (; *fmts != AV_PIX_FMT_NONE; fmts++)
+		if (*fmts == AV_PIX_FMT_CUDA) return AV_PIX_FMT_CUDA;
+	((ls_clip *)dec->opaque)->hw_reason = LS_HW_REFUSED;
+	return AV_PIX_FMT_NONE;
+}
+
+// device_error reports whether a decode call's error is the device's (a
+// CUDA call failed, no surface left) rather than the data's.
+static int device_error(int ret) {
+	return ret < 0 && ret != AVERROR(EAGAIN) && ret != AVERROR_EOF && ret != AVERROR_INVALIDDATA;
+}
+
 int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) {
 	int rc = 0, ret;
 	AVIOContext *avio = NULL;
@@ -290,9 +373,12 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 	// AVIO's buffer: each refill is one read of this many bytes (a
 	// RangeReader serves several from one ranged GET).
 	const int bufsize = 16 << 10;
+	int hw_errors = 0;
 	err[0] = 0;
 	c->short_clip = 0;
 	c->n_decoded = 0;
+	c->hw_used = 0;
+	c->hw_reason = 0;
 #define FAIL(code, ...)                                                                                        \
 	do {                                                                                                   \
 		snprintf(err, errlen, __VA_ARGS__);                                                            \
@@ -354,12 +440,32 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 		double s = room > 0 ? c->u_start * room : 0;
 		for (int k = 0; k < T; k++) targets[k] = start + (int64_t)floor((s + k / c->fps) / tbs + 1e-6);
 	}
+	if (c->hw) {
+		const AVCodec *hwc = cuda_decoder(codec);
+		if (hwc) {
+			codec = hwc;
+			c->hw_used = 1;
+		} else {
+			c->hw_reason = LS_HW_CODEC; // the CPU's decoder, here and now
+		}
+	}
 	dec = avcodec_alloc_context3(codec);
 	if (!dec) FAIL(LS_VIDEO_NOMEM, "out of memory");
 	if ((ret = avcodec_parameters_to_context(dec, st->codecpar)) < 0) FAIL(LS_VIDEO_CORRUPT, "codec parameters: %s", av_err2str(ret));
 	dec->thread_count = c->threads;
 	dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
 	dec->pkt_timebase = tb;
+	if (c->hw_used) {
+		// NVDEC does the work: one thread feeds it. The decoder holds
+		// its references; this call holds two frames more (frame, held)
+		// and the one being copied out.
+		dec->hw_device_ctx = av_buffer_ref(c->hw);
+		if (!dec->hw_device_ctx) FAIL(LS_VIDEO_NOMEM, "out of memory");
+		dec->opaque = c;
+		dec->get_format = pick_cuda;
+		dec->thread_count = 1;
+		dec->extra_hw_frames = 3;
+	}
 	if ((ret = avcodec_open2(dec, codec, NULL)) < 0) FAIL(LS_VIDEO_UNSUPPORTED, "open %s decoder: %s", codec->name, av_err2str(ret));
 	pkt = av_packet_alloc();
 	frame = av_frame_alloc();
@@ -437,13 +543,15 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 			// table gives each; Matroska may repeat a track's default
 			// duration over variable-rate frames) and known: else decode.
 			dec->skip_frame = !exact_durations || needed(pkt, targets, T) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
-			avcodec_send_packet(dec, pkt); // a damaged packet is skipped
+			ret = avcodec_send_packet(dec, pkt); // a damaged packet is skipped
+			hw_errors += c->hw_used && device_error(ret);
 			av_packet_unref(pkt);
 		}
 		while (next < T) {
 			if (pending) {
 				pending = 0; // frame holds the probe's
 			} else if ((ret = avcodec_receive_frame(dec, frame)) < 0) {
+				hw_errors += c->hw_used && device_error(ret);
 				break;
 			}
 			c->n_decoded++;
@@ -477,7 +585,16 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 		}
 	}
 done:
+	// On the device, a failure that is not the store's goes to the CPU,
+	// which decides whether the data is at fault: NVDEC refused the
+	// stream, or failed on it, or decoded nothing of it.
+	if (c->hw_used && (c->hw_reason == LS_HW_REFUSED || (rc != 0 && rc != LS_VIDEO_IO && rc != LS_VIDEO_NOMEM) || (rc == 0 && hw_errors > 0))) {
+		if (c->hw_reason != LS_HW_REFUSED) c->hw_reason = LS_HW_ERROR;
+		if (!err[0]) snprintf(err, errlen, "%d device errors", hw_errors);
+		rc = LS_VIDEO_HW;
+	}
 	if (cv.sws) sws_freeContext(cv.sws);
+	av_frame_free(&cv.mem);
 	av_free(cv.rgb);
 	av_free(cv.yuv);
 	av_frame_free(&held);

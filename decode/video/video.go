@@ -167,14 +167,91 @@ type Clip struct {
 	// 4:2:0, the height shrunk), and the first frame of every planar clip
 	// is checked against the RGB24 output.
 	Planar bool
+	// Device: the GPU's video decoder (NVDEC) decoded the clip; only the
+	// frames the targets show were copied to memory, then scaled and
+	// cropped as on the CPU.
+	Device bool
+	// Fallback says why a decoder given a device decoded the clip on the
+	// CPU ("" when it did not): FallbackCodec, FallbackRefused or
+	// FallbackDeviceError.
+	Fallback string
+}
+
+// Why a clip given a device went to the CPU (Clip.Fallback).
+const (
+	// FallbackCodec: no decoder of the codec has a CUDA path in this
+	// FFmpeg (Debian 12's has one for H.264, HEVC, VP8, VP9, AV1, MPEG-1,
+	// 2 and 4, VC-1 and MJPEG: Theora, say, has none; DeviceDecoder).
+	FallbackCodec = "codec"
+	// FallbackRefused: NVDEC does not take the stream: a profile, bit
+	// depth or frame size the GPU's engine lacks (HEVC under 144x144, AV1
+	// where the GPU has no AV1 decoder).
+	FallbackRefused = "refused"
+	// FallbackDeviceError: the device failed during the decode or the
+	// copy out, or decoded nothing (the CPU then judges the data: a clip
+	// the CPU cannot decode either is reported as the CPU's error).
+	FallbackDeviceError = "device_error"
+)
+
+// Device is a GPU's video decoders (NVDEC), reached through FFmpeg's CUDA
+// hwaccel: the CUDA driver (libcuda.so.1) is loaded at run time by
+// FFmpeg, so this needs no -tags cuda build, only a driver. A Device is
+// safe to share between Decoders on any goroutines; close it after they
+// are done.
+type Device struct {
+	Ordinal int
+	hw      unsafe.Pointer // AVBufferRef of the AVHWDeviceContext
+}
+
+// ErrNoDevice: FFmpeg could not open a CUDA device (no driver, no GPU of
+// that ordinal).
+var ErrNoDevice = errors.New("video: no CUDA device for NVDEC")
+
+// OpenDevice opens CUDA device ordinal for decoding.
+func OpenDevice(ordinal int) (*Device, error) {
+	var msg [256]C.char
+	var hw unsafe.Pointer
+	if rc := C.ls_video_device(C.int(ordinal), &hw, &msg[0], C.int(len(msg))); rc != 0 {
+		return nil, fmt.Errorf("%w: GPU %d through FFmpeg's CUDA hwaccel (%s): it needs the NVIDIA driver (libcuda.so.1) and a GPU of that ordinal", ErrNoDevice, ordinal, C.GoString(&msg[0]))
+	}
+	return &Device{Ordinal: ordinal, hw: hw}, nil
+}
+
+// DeviceDecoder names the FFmpeg decoder a clip takes on a Device when
+// the CPU would decode it with decoder (Clip.Codec): decoder itself
+// ("h264", "hevc", "vp9"), another of its codec ("av1" for libdav1d), or
+// "" when none has a CUDA path (the clip is decoded on the CPU,
+// FallbackCodec). It needs no device: it reads this FFmpeg's build.
+func DeviceDecoder(decoder string) string {
+	cs := C.CString(decoder)
+	defer C.free(unsafe.Pointer(cs))
+	if n := C.ls_video_device_decoder(cs); n != nil {
+		return C.GoString(n)
+	}
+	return ""
+}
+
+// Close releases the device (decoders still holding it keep it alive
+// until they finish their call).
+func (d *Device) Close() error {
+	if d != nil && d.hw != nil {
+		C.ls_video_device_free(&d.hw)
+	}
+	return nil
 }
 
 // Decoder samples clips. Make one per goroutine.
 type Decoder struct {
 	cfg     Config
 	c       C.ls_clip
-	rgbOnly bool // tests: never the planar path
+	rgbOnly bool    // tests: never the planar path
+	dev     *Device // nil: the CPU
 }
+
+// UseDevice decodes on dev's NVDEC from now on (nil: the CPU). A clip
+// the device cannot take is decoded on the CPU, and Clip.Fallback says
+// why.
+func (d *Decoder) UseDevice(dev *Device) { d.dev = dev }
 
 // NewDecoder checks cfg and makes a decoder.
 func NewDecoder(cfg Config) (*Decoder, error) {
@@ -201,7 +278,7 @@ func (d *Decoder) Decode(data []byte, seed uint64, dst []byte) (Clip, error) {
 	defer C.free(unsafe.Pointer(src))
 	src.data = (*C.uint8_t)(unsafe.Pointer(&data[0]))
 	src.size = C.int64_t(len(data))
-	return d.run(src, seed, dst)
+	return d.decode(src, seed, dst, func() error { src.pos = 0; return nil })
 }
 
 // DecodeReader samples the clip of an object of size bytes read through r
@@ -216,7 +293,11 @@ func (d *Decoder) DecodeReader(r io.ReadSeeker, size int64, seed uint64, dst []b
 	defer C.free(unsafe.Pointer(src))
 	src.size = C.int64_t(size)
 	src.handle = C.uintptr_t(h)
-	clip, err := d.run(src, seed, dst)
+	clip, err := d.decode(src, seed, dst, func() error {
+		src.pos = 0
+		_, err := r.Seek(0, io.SeekStart)
+		return err
+	})
 	if rd := h.Value().(*reader); rd.err != nil && err != nil {
 		return clip, fmt.Errorf("%w: %v (%v)", ErrRead, rd.err, err)
 	}
@@ -233,7 +314,31 @@ func Draws(seed uint64, train bool) (start, x, y float64) {
 	return r.Float64(), r.Float64(), r.Float64()
 }
 
-func (d *Decoder) run(src *C.ls_src, seed uint64, dst []byte) (Clip, error) {
+// decode runs the clip on the device, if any, and on the CPU when the
+// device cannot (rewind puts src back at its start for that).
+func (d *Decoder) decode(src *C.ls_src, seed uint64, dst []byte, rewind func() error) (Clip, error) {
+	if d.dev == nil {
+		return d.run(src, seed, dst, nil)
+	}
+	clip, err := d.run(src, seed, dst, d.dev.hw)
+	if !errors.Is(err, errDevice) {
+		return clip, err
+	}
+	why := clip.Fallback
+	if err := rewind(); err != nil {
+		return clip, fmt.Errorf("%w: rewinding for the CPU after the device's %s: %v", ErrRead, why, err)
+	}
+	clip, err = d.run(src, seed, dst, nil)
+	clip.Fallback = why
+	return clip, err
+}
+
+// errDevice: the device could not decode the clip (LS_VIDEO_HW).
+var errDevice = errors.New("video: the device could not decode the clip")
+
+var fallbacks = map[C.int]string{C.LS_HW_CODEC: FallbackCodec, C.LS_HW_REFUSED: FallbackRefused, C.LS_HW_ERROR: FallbackDeviceError}
+
+func (d *Decoder) run(src *C.ls_src, seed uint64, dst []byte, hw unsafe.Pointer) (Clip, error) {
 	cfg := d.cfg
 	if len(dst) != cfg.SampleBytes() {
 		return Clip{}, fmt.Errorf("video: destination of %d bytes, want %d", len(dst), cfg.SampleBytes())
@@ -254,15 +359,19 @@ func (d *Decoder) run(src *C.ls_src, seed uint64, dst []byte) (Clip, error) {
 	if d.rgbOnly {
 		c.rgb_only = 1
 	}
+	c.hw = hw
 	var msg [256]C.char
 	// dst is Go memory holding no Go pointers, used only during the call.
 	rc := C.ls_video_clip(src, c, (*C.uint8_t)(unsafe.Pointer(&dst[0])), &msg[0], C.int(len(msg)))
 	clip := Clip{Short: c.short_clip != 0, TimeBaseNum: int(c.tb_num), TimeBaseDen: int(c.tb_den),
 		StartPTS: int64(c.start_pts), Duration: int64(c.duration_ts), Width: int(c.width), Height: int(c.height),
-		Codec: C.GoString(&c.codec[0]), Decoded: int(c.n_decoded), Planar: c.planar != 0}
+		Codec: C.GoString(&c.codec[0]), Decoded: int(c.n_decoded), Planar: c.planar != 0,
+		Device: c.hw_used != 0 && rc == 0, Fallback: fallbacks[c.hw_reason]}
 	if rc != 0 {
 		why := C.GoString(&msg[0])
 		switch rc {
+		case C.LS_VIDEO_HW:
+			return clip, fmt.Errorf("%w (%s): %s", errDevice, clip.Fallback, why)
 		case C.LS_VIDEO_UNSUPPORTED:
 			return clip, fmt.Errorf("%w: %s", ErrUnsupported, why)
 		case C.LS_VIDEO_TOO_LARGE:

@@ -8,6 +8,14 @@ enum {
 	LS_VIDEO_TOO_LARGE = 3,
 	LS_VIDEO_NOMEM = 4,
 	LS_VIDEO_IO = 5, // the reader failed (the store, not the data)
+	LS_VIDEO_HW = 6, // the GPU's decoder could not: hw_reason says why; decode on the CPU
+};
+
+// hw_reason: why a clip given a device (hw) was not decoded on it.
+enum {
+	LS_HW_CODEC = 1,   // no decoder of the codec has a CUDA path in this FFmpeg: decoded on the CPU in the same call
+	LS_HW_REFUSED = 2, // NVDEC refused the stream (profile, bit depth, frame size): LS_VIDEO_HW
+	LS_HW_ERROR = 3,   // the device failed during the decode or the copy out: LS_VIDEO_HW
 };
 
 // Where the container's bytes come from: a Go reader behind a handle
@@ -31,9 +39,12 @@ typedef struct {
 	int threads;         // decoder threads
 	int64_t max_pixels;  // per frame
 	int rgb_only;        // 1: always swscale's RGB24 output (tests compare the planar path with it)
+	void *hw;            // an AVBufferRef of a CUDA device (ls_video_device), or NULL: decode on the CPU
 	// out
 	int short_clip;      // 1: some targets lay past the end: padded with the last frame
 	int planar;          // 1: frames took the planar path (video.c, fast_geometry)
+	int hw_used;         // 1: NVDEC decoded the clip
+	int hw_reason;       // LS_HW_*: why not, when hw was given
 	int64_t pts[1024];   // each target's chosen frame pts (stream time base), for tests
 	int n_decoded;       // frames decoded
 	int tb_num, tb_den;
@@ -43,5 +54,14 @@ typedef struct {
 } ls_clip;
 
 int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen);
+
+// ls_video_device opens CUDA device ordinal through FFmpeg's hwcontext
+// (libcuda, loaded at run time) into *hw, an AVBufferRef; 0 or an AVERROR.
+int ls_video_device(int ordinal, void **hw, char *err, int errlen);
+void ls_video_device_free(void **hw);
+// ls_video_device_decoder names the decoder a clip whose CPU decoder is
+// name takes on the device: name itself, another of its codec, or NULL
+// (the CPU, LS_HW_CODEC).
+const char *ls_video_device_decoder(const char *name);
 
 #endif
