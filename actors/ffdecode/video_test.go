@@ -21,7 +21,7 @@ import (
 // videoRun runs the committed clips (and a truncated one) through a
 // 2-rank, 2-epoch node and returns every delivered clip's bytes and short
 // mark by (epoch, key), and the store's request counts.
-func videoRun(t *testing.T, vc video.Config, readAhead int64) (map[[2]string][]byte, map[string]bool, storage.RequestStats) {
+func videoRun(t *testing.T, vc video.Config, readAhead int64, on *VideoDevices) (map[[2]string][]byte, map[string]bool, storage.RequestStats) {
 	t.Helper()
 	mem := storage.NewMemStore("video")
 	ds := &storage.Dataset{Classes: []string{"a"}}
@@ -47,7 +47,7 @@ func videoRun(t *testing.T, vc video.Config, readAhead int64) (map[[2]string][]b
 	deps := actors.Deps{Store: st, Allocator: gpu.HeapAllocator{}, Order: func(seed uint64, epoch int, n int64) actors.Order {
 		return actorstest.Shuffle(seed, epoch, n)
 	}}
-	if err := UseVideo(&cfg, &deps, vc, readAhead, nil); err != nil {
+	if err := UseVideo(&cfg, &deps, vc, readAhead, on); err != nil {
 		t.Fatal(err)
 	}
 	node, err := actors.NewNode(cfg, ds, 2, deps)
@@ -97,15 +97,23 @@ func videoRun(t *testing.T, vc video.Config, readAhead int64) (map[[2]string][]b
 // between epochs.
 func TestVideoThroughNode(t *testing.T) {
 	vc := video.Config{Frames: 4, FPS: 6, Sampling: video.Random, Size: 32, Train: true, Threads: 1}
-	whole, short, wst := videoRun(t, vc, 0)
-	ranged, rshort, rst := videoRun(t, vc, 8<<10)
-	if len(whole) != 12 || len(ranged) != 12 {
-		t.Fatalf("%d and %d clips delivered, want 12 (2 epochs of 6)", len(whole), len(ranged))
+	whole, short, wst := videoRun(t, vc, 0, nil)
+	ranged, rshort, rst := videoRun(t, vc, 8<<10, nil)
+	// On a device that refuses every stream (video.TwinDevice), ranged:
+	// each clip goes back to the CPU, from the object's start, counted.
+	on := NewVideoDevices([]*video.Device{video.TwinDevice()})
+	twin, _, _ := videoRun(t, vc, 8<<10, on)
+	if len(whole) != 12 || len(ranged) != 12 || len(twin) != 12 {
+		t.Fatalf("%d, %d and %d clips delivered, want 12 (2 epochs of 6)", len(whole), len(ranged), len(twin))
 	}
 	for k, v := range whole {
-		if !bytes.Equal(v, ranged[k]) {
-			t.Errorf("%v: ranged and whole-object clips differ", k)
+		if !bytes.Equal(v, ranged[k]) || !bytes.Equal(v, twin[k]) {
+			t.Errorf("%v: ranged, whole-object and fallback clips differ", k)
 		}
+	}
+	// (a last batch's pads are decodes too: 12 and up)
+	if s := on.Stats(); s.NVDEC != 0 || s.CPU < 12 || s.Reasons[video.FallbackRefused] != s.CPU {
+		t.Errorf("twin device: %v, want every clip on the CPU, refused", s)
 	}
 	if !short["short_h264.mp4"] || !rshort["short_h264.mp4"] || short["cfr_h264.mp4"] {
 		t.Errorf("short marks %v %v", short, rshort)

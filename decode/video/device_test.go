@@ -1,7 +1,10 @@
 package video
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,5 +57,42 @@ func TestOpenDevice(t *testing.T) {
 	}
 	if _, err := OpenDevice(-1); !errors.Is(err, ErrNoDevice) {
 		t.Errorf("OpenDevice(-1): %v, want ErrNoDevice", err)
+	}
+}
+
+// TestDeviceFallback: a clip the device refuses is decoded on the CPU,
+// from the start of its source again (memory, or a ranged reader the
+// refusal left mid-object), with the same pixels as the CPU alone and
+// the reason in Clip.Fallback; a clip the CPU cannot decode either fails
+// with the CPU's error.
+func TestDeviceFallback(t *testing.T) {
+	cfg := Config{Frames: 4, Size: 32, Train: true, Sampling: Random}
+	cpu, _ := NewDecoder(cfg)
+	dev, _ := NewDecoder(cfg)
+	dev.UseDevice(TwinDevice())
+	want := make([]byte, cfg.SampleBytes())
+	got := make([]byte, cfg.SampleBytes())
+	for _, name := range []string{"cfr_h264.mp4", "vfr_h264.mkv", "hevc.mp4", "vp9.webm", "av1.mkv"} {
+		data := read(t, name)
+		wc, err := cpu.Decode(data, 7, want)
+		if err != nil {
+			t.Fatalf("%s on the CPU: %v", name, err)
+		}
+		gc, err := dev.Decode(data, 7, got)
+		if err != nil || gc.Device || gc.Fallback != FallbackRefused || !bytes.Equal(got, want) || !slices.Equal(gc.PTS, wc.PTS) {
+			t.Errorf("%s in memory: %v, Device %v, Fallback %q, same pixels %v", name, err, gc.Device, gc.Fallback, bytes.Equal(got, want))
+		}
+		clear(got)
+		r := NewRangeReader(context.Background(), memRange{data}, "k", int64(len(data)), 4<<10)
+		gc, err = dev.DecodeReader(r, int64(len(data)), 7, got)
+		if err != nil || gc.Fallback != FallbackRefused || !bytes.Equal(got, want) {
+			t.Errorf("%s ranged: %v, Fallback %q, same pixels %v", name, err, gc.Fallback, bytes.Equal(got, want))
+		}
+	}
+	data := read(t, "cfr_h264.mp4")
+	_, cerr := cpu.Decode(data[:len(data)/2], 7, want)
+	_, derr := dev.Decode(data[:len(data)/2], 7, got)
+	if cerr == nil || derr == nil || errors.Is(derr, errDevice) || cerr.Error() != derr.Error() {
+		t.Errorf("a cut clip: CPU %v, device %v; want the CPU's error from both", cerr, derr)
 	}
 }

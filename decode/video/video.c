@@ -6,7 +6,9 @@
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "_cgo_export.h"
@@ -334,6 +336,16 @@ static const AVCodec *cuda_decoder(const AVCodec *codec) {
 	return NULL;
 }
 
+// twin is in C's heap: cgo's checks take an address in the binary's data
+// for a Go pointer.
+static void *twin;
+static pthread_once_t twin_once = PTHREAD_ONCE_INIT;
+static void twin_init(void) { twin = malloc(1); }
+void *ls_video_twin(void) {
+	pthread_once(&twin_once, twin_init);
+	return twin;
+}
+
 const char *ls_video_device_decoder(const char *name) {
 	const AVCodec *d = avcodec_find_decoder_by_name(name);
 	if (!d || d->type != AVMEDIA_TYPE_VIDEO) return NULL;
@@ -440,7 +452,8 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 		double s = room > 0 ? c->u_start * room : 0;
 		for (int k = 0; k < T; k++) targets[k] = start + (int64_t)floor((s + k / c->fps) / tbs + 1e-6);
 	}
-	if (c->hw) {
+	int is_twin = twin && c->hw == twin;
+	if (c->hw && !is_twin) {
 		const AVCodec *hwc = cuda_decoder(codec);
 		if (hwc) {
 			codec = hwc;
@@ -517,6 +530,13 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 			ts = targets[0] - back;
 			if (ts < start) ts = start;
 		}
+	}
+	if (is_twin) {
+		// The twin refuses here, after the header and the seek have read
+		// the source, as NVDEC does at the first frame.
+		c->hw_used = 1;
+		c->hw_reason = LS_HW_REFUSED;
+		FAIL(LS_VIDEO_HW, "the twin device refuses every stream");
 	}
 	int exact_durations = fmt->iformat && fmt->iformat->name && strstr(fmt->iformat->name, "mp4") != NULL;
 	int eof = 0;

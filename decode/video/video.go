@@ -201,6 +201,7 @@ const (
 type Device struct {
 	Ordinal int
 	hw      unsafe.Pointer // AVBufferRef of the AVHWDeviceContext
+	twin    bool           // TwinDevice
 }
 
 // ErrNoDevice: FFmpeg could not open a CUDA device (no driver, no GPU of
@@ -216,6 +217,12 @@ func OpenDevice(ordinal int) (*Device, error) {
 	}
 	return &Device{Ordinal: ordinal, hw: hw}, nil
 }
+
+// TwinDevice is a device that refuses every stream after reading its
+// header and seeking, as NVDEC refuses a stream it lacks: tests of the
+// CPU fallback (rewinding the source, counting the reason) on machines
+// without a GPU. Closing it does nothing.
+func TwinDevice() *Device { return &Device{Ordinal: -1, hw: C.ls_video_twin(), twin: true} }
 
 // DeviceDecoder names the FFmpeg decoder a clip takes on a Device when
 // the CPU would decode it with decoder (Clip.Codec): decoder itself
@@ -234,7 +241,7 @@ func DeviceDecoder(decoder string) string {
 // Close releases the device (decoders still holding it keep it alive
 // until they finish their call).
 func (d *Device) Close() error {
-	if d != nil && d.hw != nil {
+	if d != nil && d.hw != nil && !d.twin {
 		C.ls_video_device_free(&d.hw)
 	}
 	return nil
@@ -242,8 +249,11 @@ func (d *Device) Close() error {
 
 // Decoder samples clips. Make one per goroutine.
 type Decoder struct {
-	cfg     Config
-	c       C.ls_clip
+	cfg Config
+	// c is an allocation of its own: cgo's check of a pointer passed to C
+	// reads the whole object it points into, and the Decoder holds Go
+	// pointers (dev).
+	c       *C.ls_clip
 	rgbOnly bool    // tests: never the planar path
 	dev     *Device // nil: the CPU
 }
@@ -258,7 +268,7 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Decoder{cfg: cfg.WithDefaults()}, nil
+	return &Decoder{cfg: cfg.WithDefaults(), c: new(C.ls_clip)}, nil
 }
 
 // Config is the decoder's configuration, defaults filled.
@@ -343,7 +353,7 @@ func (d *Decoder) run(src *C.ls_src, seed uint64, dst []byte, hw unsafe.Pointer)
 	if len(dst) != cfg.SampleBytes() {
 		return Clip{}, fmt.Errorf("video: destination of %d bytes, want %d", len(dst), cfg.SampleBytes())
 	}
-	c := &d.c
+	c := d.c
 	*c = C.ls_clip{}
 	c.frames = C.int(cfg.Frames)
 	c.sampling = C.int(cfg.Sampling)

@@ -63,5 +63,8 @@ void ls_video_device_free(void **hw);
 // name takes on the device: name itself, another of its codec, or NULL
 // (the CPU, LS_HW_CODEC).
 const char *ls_video_device_decoder(const char *name);
+// ls_video_twin is a hw that refuses every stream after reading it, as
+// NVDEC refuses one it lacks: tests of the CPU fallback without a GPU.
+void *ls_video_twin(void);
 
 #endif
