@@ -207,7 +207,7 @@ cuda-check: deps-base
 GPU_BUNDLE ?= $(BIN)/gpu-bundle
 # GPU_BUNDLE_NODE=1: with longshore-node, its libraries and a dataset.
 gpu-check-bundle: deps-base
-	CUDA_OUT=$(GPU_BUNDLE)/bin CUDA_BINS="gpucheck $(if $(filter 1,$(GPU_BUNDLE_NODE)),node longshore-nvjpegcheck)" scripts/cuda-check.sh
+	CUDA_OUT=$(GPU_BUNDLE)/bin CUDA_BINS="gpucheck $(if $(filter 1,$(GPU_BUNDLE_NODE)),node longshore-nvjpegcheck longshore-nvdeccheck)" scripts/cuda-check.sh
 	GPU_BUNDLE_NODE=$(GPU_BUNDLE_NODE) scripts/gpu-check.sh --bundle $(GPU_BUNDLE)
 
 # The whole bundle (with the node) xz'd and cut into parts of at most

@@ -39,6 +39,12 @@
 #      and CPU-s per 1,000 images; the decoded pixels against libjpeg-turbo
 #      (scripts/nvjpeg_compare.py, tolerance stated there) and torchvision's
 #      own GPU decode as a peer figure.
+#   5. with GPU_BUNDLE_NODE: video on NVDEC (longshore-nvdeccheck over the
+#      bundle's clips: the test clips and 720p H.264, HEVC and VP9 pans
+#      over a photograph made here): each clip's pixels against the CPU
+#      path's (mean absolute difference within 1.5), clips/s and CPU-s a
+#      clip on each path; then the node itself, --media video
+#      --decode-device cuda, counting where clips were decoded.
 # Targets (issue 18): uploader >= 80% of the pinned peak; the GPU waits on
 # data in < 5% of steps whenever the CPU path can keep up; nvJPEG >= 3x the
 # CPU path's images/s per CPU core spent.
@@ -74,6 +80,7 @@ bundle() {
 		ldd "$dir/bin/longshore-nvjpegcheck" | awk '$3 ~ /^\// {print $3}' |
 			grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda)\.so' |
 			while read -r l; do cp -L "$l" "$dir/lib/"; done
+		video_clips "$dir/video" "$repo"
 		# nvJPEG and the CUDA runtime it needs, from make cuda-check's cache.
 		local cuda=${CUDA_CACHE:-${LONGSHORE_CACHE:-$HOME/.cache/longshore}/cuda}/root/usr/lib/x86_64-linux-gnu
 		cp -L "$cuda"/libnvjpeg.so.11 "$cuda"/libcudart.so.11.0 "$dir/lib/"
@@ -102,9 +109,25 @@ for rel in mkdataset.SOURCES:
 PY
 		fi
 	else
-		rm -f "$dir/bin/longshore-node" "$dir/bin/longshore-coordinator" "$dir/bin/longshore-nvjpegcheck"
+		rm -f "$dir/bin/longshore-node" "$dir/bin/longshore-coordinator" "$dir/bin/longshore-nvjpegcheck" "$dir/bin/longshore-nvdeccheck"
+		rm -rf "$dir/video"
 	fi
 	echo "gpu-check: bundle in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: $dir/gpu-check.sh --run" >&2
+}
+
+# video_clips DIR REPO: the clips of the NVDEC step: the committed test
+# clips (160x128: HEVC's is under NVDEC's 144-line minimum, a refusal
+# to count) and three 720p clips, 8 s at 30 fps, a pan down a real
+# photograph, H.264 (B-frames), HEVC and VP9, made with ffmpeg here.
+video_clips() {
+	local out=$1 repo=$2 photo
+	rm -rf "$out" && mkdir -p "$out/a"
+	cp "$repo"/testdata/media/{cfr_h264.mp4,vfr_h264.mkv,hevc.mp4,vp9.webm,av1.mkv} "$out/a/"
+	photo="$repo/decode/testdata/large_1280x1024_q90_420.jpg"
+	local ff=(ffmpeg -hide_banner -loglevel error -y -nostdin -loop 1 -framerate 30 -i "$photo" -vf "crop=1280:720:0:'min(t*36,304)'" -frames:v 240 -pix_fmt yuv420p)
+	"${ff[@]}" -c:v libx264 -preset fast -crf 20 -g 60 -bf 2 "$out/a/h264_720p.mp4"
+	"${ff[@]}" -c:v libx265 -preset fast -crf 24 -g 60 -x265-params log-level=error "$out/a/hevc_720p.mp4"
+	"${ff[@]}" -c:v libvpx-vp9 -crf 32 -b:v 0 -g 60 -deadline realtime -cpu-used 8 "$out/a/vp9_720p.webm"
 }
 
 # wanted NAME: the step is to run (GPU_CHECK_STEPS unset, or names it).
@@ -211,6 +234,15 @@ run() {
 			step compare 60 python3 "$dir/nvjpeg_compare.py" --report "$work/nvjpeg.json" --dump "$work/dump" \
 				--dataset "$dir/data" --peer --json "$work/compare.json" || true
 	fi
+	if [ $nodeok = 1 ] && [ -x "$dir/bin/longshore-nvdeccheck" ] && [ -d "$dir/video" ]; then
+		local tw=()
+		[ "${GPU_CHECK_TWIN:-0}" != 1 ] || tw=(--twin --reps 1)
+		step nvdec 90 "$dir/bin/longshore-nvdeccheck" --media "$dir/video/a" --reps 10 "${tw[@]}" --json "$work/nvdec.json" || true
+		if [ "${GPU_CHECK_TWIN:-0}" != 1 ]; then
+			step node-video-gpu 60 "$dir/bin/longshore-node" --standalone --sink null --media video --dataset "$dir/video" \
+				--epochs 20 --batch-size 4 --decode-device cuda --stats-json "$work/node-video-gpu.json" || true
+		fi
+	fi
 	python3 - "$work" "$out" "$((SECONDS - t0))" "${GPU_CHECK_TWIN:-0}" <<'EOF'
 import json, os, sys
 work, out, secs, dry = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
@@ -224,10 +256,12 @@ copy = load("copy")
 nvj, cmp_ = load("nvjpeg"), load("compare")
 loops = {n: load(n) for n in ("synthetic", "host", "device", "node", "node-gpu")}
 nodes = {n: load(n) for n in ("node-null-cpu", "node-null-gpu", "node-null-gpu-2x")}
+nvdec, nvideo = load("nvdec"), load("node-video-gpu")
 t = {"seconds": secs, "gpus": text("nvidia-smi"), "torch": text("torch"), "copy": copy,
      "loops": {n: r for n, r in loops.items() if r}, "nvjpeg": nvj, "nvjpeg_pixels": cmp_,
      "node_sink_null": {n: {k: r.get(k) for k in ("images", "images_per_second", "cpu_seconds", "cpu_ms_per_image", "gpu_decode", "failures")}
-                        for n, r in nodes.items() if r}}
+                        for n, r in nodes.items() if r},
+     "nvdec": nvdec, "node_video_gpu": {k: nvideo.get(k) for k in ("images", "images_per_second", "cpu_seconds", "gpu_video_decode", "failures")} if nvideo else None}
 checks = {}
 if copy:
     reg = next((m for m in copy["upload"] if m["mode"] == "register"), None)
@@ -257,11 +291,18 @@ if c and g and g.get("cpu_ms_per_image"):
     checks["node_decode_device_cuda_cpu_per_image_vs_cpu"] = g["cpu_ms_per_image"] / c["cpu_ms_per_image"]
 if cmp_:
     checks["nvjpeg_pixels_within_tolerance"] = cmp_["all_within_tolerance"]
+if nvdec:
+    checks["nvdec_clips_on_device"] = nvdec["clips_on_device"]
+    checks["nvdec_pixels_within_tolerance"] = nvdec["within_tolerance"]
+    checks["nvdec_clips_per_second_vs_cpu"] = nvdec["nvdec_clips_per_second_vs_cpu"]
+    checks["nvdec_per_core_vs_cpu"] = nvdec["nvdec_clips_per_cpu_second_vs_cpu"]
+if nvideo and nvideo.get("gpu_video_decode"):
+    checks["node_video_gpu_decode"] = nvideo["gpu_video_decode"]
 if dry:  # the twin and a CPU: the plumbing ran; no figure means anything
-    checks = {k: v for k, v in checks.items() if k == "round_trips_equal"}
+    checks = {k: v for k, v in checks.items() if k in ("round_trips_equal", "nvdec_pixels_within_tolerance")}
     t["dry_run"] = True
 t["checks"] = checks
-t["failed_steps"] = sorted(f[:-4] for f in os.listdir(work) if f.endswith(".log") and f[:-4] in ("copy", "synthetic", "host", "device", "node", "node-gpu", "nvjpeg", "compare")
+t["failed_steps"] = sorted(f[:-4] for f in os.listdir(work) if f.endswith(".log") and f[:-4] in ("copy", "synthetic", "host", "device", "node", "node-gpu", "nvjpeg", "compare", "nvdec", "node-video-gpu")
                            and not os.path.exists(os.path.join(work, f[:-4] + ".json")))
 json.dump(t, open(out, "w"), indent=2)
 print(json.dumps(checks, indent=2))
