@@ -508,6 +508,7 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 				if (ret < 0) break;
 				if (pkt->stream_index == si) avcodec_send_packet(dec, pkt);
 				av_packet_unref(pkt);
+				if (c->hw_reason == LS_HW_REFUSED) break; // not to the end of the object: the CPU decodes it
 				if (avcodec_receive_frame(dec, frame) >= 0) {
 					first = frame->best_effort_timestamp;
 					if (first == AV_NOPTS_VALUE) first = frame->pts;
@@ -519,7 +520,7 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 					av_frame_unref(frame);
 				}
 			}
-			if (pending) break;
+			if (pending || c->hw_reason == LS_HW_REFUSED) break;
 			if (first == AV_NOPTS_VALUE) {
 				// seek there again for the decode proper
 				if (av_seek_frame(fmt, si, ts, AVSEEK_FLAG_BACKWARD) < 0) av_seek_frame(fmt, si, start, AVSEEK_FLAG_BACKWARD);
@@ -541,6 +542,9 @@ int ls_video_clip(ls_src *src, ls_clip *c, uint8_t *dst, char *err, int errlen) 
 	int exact_durations = fmt->iformat && fmt->iformat->name && strstr(fmt->iformat->name, "mp4") != NULL;
 	int eof = 0;
 	while (next < T && !eof) {
+		// NVDEC refused the stream, or keeps failing: stop reading, the
+		// CPU decodes the clip (done: LS_VIDEO_HW).
+		if (c->hw_reason == LS_HW_REFUSED || hw_errors > 4) FAIL(LS_VIDEO_CORRUPT, "NVDEC: refused the stream, or %d errors", hw_errors);
 		if (pending) {
 			ret = 0; // the probe's frame first, then packets
 		} else if ((ret = av_read_frame(fmt, pkt)) == AVERROR_EOF) {
