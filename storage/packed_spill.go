@@ -108,6 +108,17 @@ func newSpill(dir string, staging int, now func() time.Time) (*spill, error) {
 	return s, nil
 }
 
+// DiskSpeed is what ProbeSpillDisk measured.
+type DiskSpeed struct {
+	Written             int64   // bytes written
+	WriteBytesPerSecond float64 // direct, sequential, 4 MiB a write
+	ReadSize            int64   // bytes a read (whole pages)
+	ReadsPerSecond      float64 // direct, random, 8 at a time
+}
+
+// ReadBytesPerSecond is the reads' bytes a second.
+func (d DiskSpeed) ReadBytesPerSecond() float64 { return d.ReadsPerSecond * float64(d.ReadSize) }
+
 // CheckSpillDir reports why dir cannot hold spilled chunks (ErrSpillDir,
 // wrapped with the cause), or nil: it must be a directory on a disk file
 // system that takes direct I/O. It writes and removes

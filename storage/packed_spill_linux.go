@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -113,4 +114,66 @@ func SpillDirFree(dir string) (int64, error) {
 		return 0, err
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// ProbeSpillDisk measures dir's disk as spilled chunks use it, with
+// direct I/O on a file unlinked once opened: sequential writes of 4 MiB
+// (up to 32 MiB) and random reads of readSize bytes, 8 at a time (up to
+// 256), each part within half of budget. It is the start-up check of
+// --pack-spill auto: a disk slower than the node consumes would serve
+// the window slower than memory (docs/packed-datasets.md).
+func ProbeSpillDisk(dir string, readSize int64, budget time.Duration) (DiskSpeed, error) {
+	const piece, most = 4 << 20, 32 << 20
+	readSize = min(max(directSize(readSize), directUnit), 1<<20)
+	buf := alignedBytes(piece)
+	for i := range buf {
+		buf[i] = byte(i*131 + i>>12) // not all zeros: no file system shortcut
+	}
+	f, err := createSpillFile(dir, buf[:directUnit])
+	if err != nil {
+		return DiskSpeed{}, err
+	}
+	defer f.close()
+	var sp DiskSpeed
+	t0 := time.Now()
+	size := int64(0)
+	for size < most && (size == 0 || time.Since(t0) < budget/2) {
+		for out := buf; len(out) > 0; {
+			n, err := syscall.Pwrite(f.fd, out, size+int64(piece-len(out)))
+			if err != nil {
+				return sp, fmt.Errorf("probe write: %w", err)
+			}
+			out = out[n:]
+		}
+		size += piece
+	}
+	sp.Written = size
+	sp.WriteBytesPerSecond = float64(size) / time.Since(t0).Seconds()
+	var reads atomic.Int64
+	var werr atomic.Value
+	t1 := time.Now()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dst := make([]byte, 0, readSize)
+			slots := (size - readSize) / directUnit
+			for i := int64(w); reads.Load() < 256 && time.Since(t1) < budget/2; i += 8 {
+				off := (i * 7919 % max(slots, 1)) * directUnit // spread over the file
+				if _, err := f.read(off, readSize, dst); err != nil {
+					werr.Store(err)
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := werr.Load().(error); err != nil {
+		return sp, fmt.Errorf("probe read: %w", err)
+	}
+	sp.ReadSize = readSize
+	sp.ReadsPerSecond = float64(reads.Load()) / time.Since(t1).Seconds()
+	return sp, nil
 }

@@ -2,7 +2,10 @@
 
 package storage
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // spillFile is not built here: spilling needs Linux's direct I/O and
 // direct I/O.
@@ -25,4 +28,9 @@ func (*spillFile) close() error { return nil }
 // SpillDirFree is not built here: chunks are spilled on Linux only.
 func SpillDirFree(string) (int64, error) {
 	return 0, errors.New("spilling chunks to disk needs Linux")
+}
+
+// ProbeSpillDisk is not built here: chunks are spilled on Linux only.
+func ProbeSpillDisk(string, int64, time.Duration) (DiskSpeed, error) {
+	return DiskSpeed{}, errors.New("spilling chunks to disk needs Linux")
 }

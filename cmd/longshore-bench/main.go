@@ -112,6 +112,7 @@ type report struct {
 	MeanKB  float64 `json:"dataset_mean_kb"`
 	Reps    int     `json:"repetitions"`
 	Args    string  `json:"node_args"`
+	TmpDir  string  `json:"node_tmpdir,omitempty"` // --node-tmpdir
 	Rows    []row   `json:"rows"`
 	// Metrics is the cost of metrics: local-metrics against the local
 	// run just before it, pair by pair (medians of the ratios).
@@ -132,6 +133,7 @@ func benchMain(args []string) error {
 	noMinio := fs.Bool("no-minio", false, "skip the MinIO configurations")
 	pack := fs.String("pack", "bin/longshore-pack", "the pack binary, for the packed configurations (\"\" skips them)")
 	extra := fs.String("node-args", "", "extra flags for every node run, e.g. \"--lowres=false\"")
+	tmpDir := fs.String("node-tmpdir", "", "TMPDIR for every node run: where --pack-spill auto looks first (minio-packed), so a disk can be measured without moving the bench's own files there")
 	spillDir := fs.String("spill-dir", "", "local-packed-spill: where the node spills chunks (--pack-spill), a directory on a local disk; empty: one in the bench's temporary directory; \"none\" skips the configuration")
 	scrapeEvery := fs.Duration("scrape-every", 100*time.Millisecond, "local-metrics: how often to scrape the node's /metrics (0 skips the configuration)")
 	if err := fs.Parse(args); err != nil {
@@ -139,6 +141,9 @@ func benchMain(args []string) error {
 	}
 	if *dataset == "" {
 		return fmt.Errorf("--dataset is required")
+	}
+	if *tmpDir != "" {
+		runEnv = []string{"TMPDIR=" + *tmpDir}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -150,7 +155,7 @@ func benchMain(args []string) error {
 	}
 	ctx := context.Background()
 	rep := report{Machine: machine(), CPUs: runtime.NumCPU(), Dataset: *dataset, Images: len(files),
-		MeanKB: float64(total) / float64(len(files)) / 1024, Reps: *reps, Args: *extra, Started: time.Now().UTC().Format(time.RFC3339),
+		MeanKB: float64(total) / float64(len(files)) / 1024, Reps: *reps, Args: *extra, TmpDir: *tmpDir, Started: time.Now().UTC().Format(time.RFC3339),
 		LoadAvgBefore: loadAvg()}
 	t0 := time.Now()
 
@@ -352,10 +357,13 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// runEnv is added to every child's environment (--node-tmpdir).
+var runEnv []string
+
 // runProc runs one configuration as a child process and measures it.
 func runProc(ctx context.Context, cfg string, env []string, bin string, args ...string) (result, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), runEnv...), env...)
 	var stderr strings.Builder
 	cmd.Stdout = io.Discard
 	cmd.Stderr = &stderr

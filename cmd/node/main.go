@@ -91,19 +91,22 @@ type options struct {
 	storeOutage      time.Duration
 	packCache        packCache
 	packSpill        packSpill
-	manifestCache    byteSize
-	writeManifest    int
-	block            int  // standalone: the epoch order's block (see orderBlock)
-	blockSet         bool // --block was given
-	window           int  // standalone: the epoch order's window
-	logs             logs.Flags
-	printConfig      *bool
-	flags            *flag.FlagSet // for --print-config
-	metrics          string
-	metricsToken     string
-	metricsLinger    time.Duration
-	reportEvery      time.Duration
-	faults           faultFlags
+	// spillProbe measures a spill directory's disk for --pack-spill auto
+	// (nil: storage.ProbeSpillDisk; tests give their own).
+	spillProbe    func(dir string, readSize int64) (storage.DiskSpeed, error)
+	manifestCache byteSize
+	writeManifest int
+	block         int  // standalone: the epoch order's block (see orderBlock)
+	blockSet      bool // --block was given
+	window        int  // standalone: the epoch order's window
+	logs          logs.Flags
+	printConfig   *bool
+	flags         *flag.FlagSet // for --print-config
+	metrics       string
+	metricsToken  string
+	metricsLinger time.Duration
+	reportEvery   time.Duration
+	faults        faultFlags
 	mediaFlags
 
 	// cluster mode
@@ -439,7 +442,8 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 	if err != nil || !ds.Packed() {
 		return s, ds, packPlan{}, err
 	}
-	plan := o.packPlan(s, spillDirs(), o.windowBytes(packedMean(ds, nil), block, window))
+	mean := packedMean(ds, nil)
+	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
 	packed.CacheBytes, packed.SpillDir = plan.cache, plan.spill
 	ps, err := storage.NewPackedStore(s, ds, packed)
 	if err != nil {
@@ -546,7 +550,7 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 		block = o.orderBlock(true)
 		window = cluster.EffectiveWindow(block, o.window)
 	}
-	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window))
+	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
 	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
 	if err != nil {
 		m.Close()

@@ -162,7 +162,8 @@ func TestPackCacheFlag(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		return func(s storage.Store) packPlan { return o.packPlan(s, []string{disk}, 225<<20) } // ImageNet's window at the defaults
+		o.spillProbe = fastDisk
+		return func(s storage.Store) packPlan { return o.packPlan(s, []string{disk}, 225<<20, 112<<10) } // ImageNet's window at the defaults
 
 	}
 	for _, tc := range []struct {
@@ -197,13 +198,30 @@ func TestPackCacheFlag(t *testing.T) {
 	// auto spills only windows that take memory worth saving: small
 	// samples' chunks stay in memory, and so do those whose size is not
 	// known at start.
+	o.spillProbe = fastDisk
 	for _, wb := range []int64{spillAbove - 1, 0} {
-		if p := o.packPlan(remote, []string{disk}, wb); p.cache != 1<<30 || p.spill != "" || !strings.Contains(p.why, "auto") {
+		if p := o.packPlan(remote, []string{disk}, wb, wb/2048); p.cache != 1<<30 || p.spill != "" || !strings.Contains(p.why, "auto") {
 			t.Errorf("auto, windows of %d bytes: %+v; want the cache in memory", wb, p)
 		}
 	}
-	if p := o.packPlan(remote, []string{disk}, spillAbove); p.spill != disk {
+	if p := o.packPlan(remote, []string{disk}, spillAbove, spillAbove/2048); p.spill != disk {
 		t.Errorf("auto, windows of %d bytes: %+v; want spilled to %s", int64(spillAbove), p, disk)
+	}
+	// A disk slower than the node's cores consume, in bytes or in reads,
+	// is passed over with the figures; a probe that fails, too.
+	need := newSpillNeed(112 << 10)
+	for name, sp := range map[string]storage.DiskSpeed{
+		"writes": {WriteBytesPerSecond: need.bytesPerSec / 2, ReadsPerSecond: 2 * need.readsPerSec, ReadSize: 112 << 10},
+		"reads":  {WriteBytesPerSecond: 2 * need.bytesPerSec, ReadsPerSecond: need.readsPerSec / 2, ReadSize: 112 << 10},
+	} {
+		o.spillProbe = func(string, int64) (storage.DiskSpeed, error) { return sp, nil }
+		if p := o.packPlan(remote, []string{disk}, 225<<20, 112<<10); p.spill != "" || p.cache != 1<<30 || !strings.Contains(p.why, "slower than this node") || !strings.Contains(p.why, "reads/s") {
+			t.Errorf("a disk slow in %s: %+v; want the chunks in memory, saying why", name, p)
+		}
+	}
+	o.spillProbe = func(string, int64) (storage.DiskSpeed, error) { return storage.DiskSpeed{}, errors.New("probe failed") }
+	if p := o.packPlan(remote, []string{disk}, 225<<20, 112<<10); p.spill != "" || !strings.Contains(p.why, "probe failed") {
+		t.Errorf("a failed probe: %+v; want the chunks in memory, saying why", p)
 	}
 	// The estimate: standalone ranks share one window; a cluster node's
 	// each read one, of the coordinator's defaults until the job says.
@@ -234,19 +252,31 @@ func TestPackCacheFlag(t *testing.T) {
 func TestPickSpillDir(t *testing.T) {
 	disk := t.TempDir()
 	missing := filepath.Join(t.TempDir(), "missing")
-	if dir, why := pickSpillDir([]string{missing, disk}, 1<<20); dir != disk || why == "" {
+	need := newSpillNeed(100 << 10)
+	if dir, why := pickSpillDir([]string{missing, disk}, 1<<20, need, fastDisk); dir != disk || why == "" {
 		t.Errorf("missing, then a disk: %q (%s); want %q", dir, why, disk)
+	}
+	// A slow disk is passed over for the next directory's fast one.
+	slow := t.TempDir()
+	probe := func(d string, size int64) (storage.DiskSpeed, error) {
+		if d == slow {
+			return storage.DiskSpeed{WriteBytesPerSecond: 25e6, ReadsPerSecond: 500, ReadSize: size}, nil
+		}
+		return fastDisk(d, size)
+	}
+	if dir, why := pickSpillDir([]string{slow, disk}, 1<<20, need, probe); dir != disk || !strings.Contains(why, "reads/s") {
+		t.Errorf("a slow disk, then a fast one: %q (%s); want %q", dir, why, disk)
 	}
 	free, err := storage.SpillDirFree(disk)
 	if err != nil || free <= 0 {
 		t.Fatalf("SpillDirFree(%s): %d, %v", disk, free, err)
 	}
-	dir, why := pickSpillDir([]string{missing, disk}, free)
+	dir, why := pickSpillDir([]string{missing, disk}, free, need, fastDisk)
 	if dir != "" || !strings.Contains(why, missing) || !strings.Contains(why, disk+": ") || !strings.Contains(why, "too little") || !strings.Contains(why, "--pack-spill off") {
 		t.Errorf("no directory with room for %d bytes: %q, %s", free, dir, why)
 	}
 	if shm := "/dev/shm"; storage.CheckSpillDir(shm) != nil {
-		if dir, why := pickSpillDir([]string{shm}, 1); dir != "" || !strings.Contains(why, "tmpfs") {
+		if dir, why := pickSpillDir([]string{shm}, 1, need, fastDisk); dir != "" || !strings.Contains(why, "tmpfs") {
 			t.Errorf("%s (tmpfs): %q, %s", shm, dir, why)
 		}
 	}
@@ -318,4 +348,9 @@ func TestAutoVideoThreads(t *testing.T) {
 			t.Errorf("%d cores, %d decoders: %d threads a stream, want %d", c.cores, c.decoders, got, c.want)
 		}
 	}
+}
+
+// fastDisk is a spill disk probe that finds any disk fast enough.
+func fastDisk(_ string, size int64) (storage.DiskSpeed, error) {
+	return storage.DiskSpeed{WriteBytesPerSecond: 1e12, ReadsPerSecond: 1e9, ReadSize: size}, nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -79,6 +81,38 @@ type packPlan struct {
 // faster too.
 const spillAbove = 32 << 20
 
+// spillPerCore is the samples' bytes a second one core consumes when it
+// decodes them: ~550 ImageNet-sized JPEGs (112 KB) a second a core on
+// the 2-vCPU bench machine (docs/performance.md), rounded up. A spill
+// disk must keep up with the node's cores at that rate both ways (each
+// chunk written once, each member read back once), or the window is
+// served slower than from memory: spilled to a disk throttled to 100
+// MB/s and 2,000 IOPS, 0.78x the in-memory rate; to 25 MB/s and 500
+// IOPS, 0.2x (docs/packed-datasets.md).
+const spillPerCore = 64 << 20
+
+// spillProbeBudget bounds the start-up probe of a spill disk (half
+// writing, half reading).
+const spillProbeBudget = 300 * time.Millisecond
+
+// spillNeed is what a spill disk must sustain for this node: bytes a
+// second each way, and member reads a second of the mean sample.
+type spillNeed struct {
+	cores       int
+	mean        int64
+	bytesPerSec float64
+	readsPerSec float64
+}
+
+func newSpillNeed(mean int64) spillNeed {
+	n := spillNeed{cores: runtime.GOMAXPROCS(0), mean: mean}
+	n.bytesPerSec = float64(n.cores) * spillPerCore
+	if mean > 0 {
+		n.readsPerSec = n.bytesPerSec / float64(mean)
+	}
+	return n
+}
+
 // packPlan decides --pack-cache and --pack-spill for a packed dataset in
 // store s. On a local disk (storage.ReadsInPlace) auto means no chunks:
 // a member is one pread from the page cache, and a chunk would only copy
@@ -86,8 +120,9 @@ const spillAbove = 32 << 20
 // network file system) auto means storage.DefaultPackedConfig's cache,
 // spilled to the first of spillDirs that can hold it when the windows
 // (windowBytes: a mean sample's bytes x block x window x the windows
-// read at once; 0: not known yet) pass spillAbove.
-func (o options) packPlan(s storage.Store, dirs []string, windowBytes int64) packPlan {
+// read at once; 0: not known yet) pass spillAbove, and whose disk keeps
+// up with the node (spillNeed of the mean sample, measured by o.probe).
+func (o options) packPlan(s storage.Store, dirs []string, windowBytes, mean int64) packPlan {
 	inPlace := storage.ReadsInPlace(s)
 	var p packPlan
 	switch {
@@ -113,17 +148,24 @@ func (o options) packPlan(s storage.Store, dirs []string, windowBytes int64) pac
 	case windowBytes < spillAbove:
 		p.why = fmt.Sprintf("--pack-spill auto: the windows of chunks take about %s, under %s: in memory they cost little and are served faster than from a disk", byteSize(windowBytes).human(), byteSize(spillAbove).human())
 	default:
-		p.spill, p.why = pickSpillDir(dirs, p.cache)
+		probe := o.spillProbe
+		if probe == nil {
+			probe = func(dir string, size int64) (storage.DiskSpeed, error) {
+				return storage.ProbeSpillDisk(dir, size, spillProbeBudget)
+			}
+		}
+		p.spill, p.why = pickSpillDir(dirs, p.cache, newSpillNeed(mean), probe)
 	}
 	return p
 }
 
 // pickSpillDir returns the first of dirs that can hold spilled chunks
-// (storage.CheckSpillDir) and has room for cache bytes of them beside a
-// tenth of the file system's free space, and why it was chosen; or "" and
-// why each was passed over: the chunks are then kept in memory, and the
-// start line says so.
-func pickSpillDir(dirs []string, cache int64) (string, string) {
+// (storage.CheckSpillDir), has room for cache bytes of them beside a
+// tenth of the file system's free space, and whose disk, probed, writes
+// and reads as fast as need; and why it was chosen. Or "" and why each
+// was passed over: the chunks are then kept in memory, and the start line
+// says so.
+func pickSpillDir(dirs []string, cache int64, need spillNeed, probe func(string, int64) (storage.DiskSpeed, error)) (string, string) {
 	var skipped []string
 	for _, d := range dirs {
 		if err := storage.CheckSpillDir(d); err != nil {
@@ -139,7 +181,17 @@ func pickSpillDir(dirs []string, cache int64) (string, string) {
 			skipped = append(skipped, fmt.Sprintf("%s: %s free, too little for the %s cache", d, byteSize(free).human(), byteSize(cache).human()))
 			continue
 		}
-		return d, "--pack-spill auto: chunks from an object store or a network file system, on a local disk"
+		sp, err := probe(d, need.mean)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: probing its disk: %v", d, err))
+			continue
+		}
+		disk := fmt.Sprintf("%s/s of writes and %.0f reads/s of %s measured", byteSize(int64(sp.WriteBytesPerSecond)).human(), sp.ReadsPerSecond, byteSize(sp.ReadSize).human())
+		if sp.WriteBytesPerSecond < need.bytesPerSec || sp.ReadsPerSecond < need.readsPerSec {
+			skipped = append(skipped, fmt.Sprintf("%s: its disk is slower than this node's %d cores consume (%s; they want %s/s and %.0f reads/s): the window would be served slower than from memory", d, need.cores, disk, byteSize(int64(need.bytesPerSec)).human(), need.readsPerSec))
+			continue
+		}
+		return d, "--pack-spill auto: chunks from an object store or a network file system, on a local disk (" + disk + ")"
 	}
-	return "", "--pack-spill auto found no local disk directory to hold them (" + strings.Join(skipped, "; ") + "); set --pack-spill DIR, or --pack-spill off to keep them in memory without this note"
+	return "", "--pack-spill auto found no local disk directory to hold them (" + strings.Join(skipped, "; ") + "); set --pack-spill DIR to spill there anyway, or --pack-spill off to keep them in memory without this note"
 }
