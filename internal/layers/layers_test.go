@@ -71,6 +71,7 @@ var internal = map[string][]string{
 	"cmd/longshore-bench":           {"*"},
 	"cmd/longshore-gpucheck":        {"*"},
 	"cmd/longshore-nvjpegcheck":     {"*"},
+	"cmd/longshore-nvdeccheck":      {"decode/video"},
 	"cmd/longshore-simscale":        {"cluster/scalesim"},
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
@@ -125,7 +126,7 @@ var direct = map[string][]string{
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-simscale", "cmd/internal/procmem",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 

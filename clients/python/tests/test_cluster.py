@@ -29,8 +29,11 @@ def start_trainer(c, record, **kw):
 def read_record(path):
     if not os.path.exists(path):
         return []
+    # One read, whole lines only: iterating the file while the trainer
+    # appends can yield a line's tail as a line of its own (the head was
+    # read at the end of the file, without its newline, and skipped).
     with open(path) as f:
-        return [json.loads(line) for line in f if line.endswith("\n")]
+        return [json.loads(line) for line in f.read().split("\n")[:-1]]
 
 
 def wait_record(path, pred, proc, c, timeout=HANG_S):
