@@ -3,6 +3,7 @@
 package storage
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,7 +151,8 @@ func ProbeSpillDisk(dir string, readSize int64, budget time.Duration) (DiskSpeed
 	sp.Written = size
 	sp.WriteBytesPerSecond = float64(size) / time.Since(t0).Seconds()
 	var reads atomic.Int64
-	var werr atomic.Value
+	var mu sync.Mutex
+	var rerr error // the first read's failure
 	t1 := time.Now()
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -162,7 +164,9 @@ func ProbeSpillDisk(dir string, readSize int64, budget time.Duration) (DiskSpeed
 			for i := int64(w); reads.Load() < 256 && time.Since(t1) < budget/2; i += 8 {
 				off := (i * 7919 % max(slots, 1)) * directUnit // spread over the file
 				if _, err := f.read(off, readSize, dst); err != nil {
-					werr.Store(err)
+					mu.Lock()
+					rerr = cmp.Or(rerr, err)
+					mu.Unlock()
 					return
 				}
 				reads.Add(1)
@@ -170,8 +174,8 @@ func ProbeSpillDisk(dir string, readSize int64, budget time.Duration) (DiskSpeed
 		}()
 	}
 	wg.Wait()
-	if err, _ := werr.Load().(error); err != nil {
-		return sp, fmt.Errorf("probe read: %w", err)
+	if rerr != nil {
+		return sp, fmt.Errorf("probe read: %w", rerr)
 	}
 	sp.ReadSize = readSize
 	sp.ReadsPerSecond = float64(reads.Load()) / time.Since(t1).Seconds()
