@@ -64,8 +64,9 @@ type batch struct {
 	epoch    int   // run.epoch
 	step     int64 // run.step + k
 	slot     int
-	expected int // samples: B until the epoch's length says fewer
-	done     int // samples finished (ok, failed or discarded)
+	seq      int64 // delivery order: batches opened earlier ship earlier
+	expected int   // samples: B until the epoch's length says fewer
+	done     int   // samples finished (ok, failed or discarded)
 	ok       int
 	drop     bool
 	items    []Item        // by index in the batch
@@ -136,8 +137,9 @@ type core struct {
 	maxBufs      int
 
 	// decode
-	fetched ring[fetchedTask]
+	fetched fetchedSet
 	decUsed []int
+	seq     int64 // the next batch's delivery order
 
 	// counters (read by the shell for stats)
 	decodedOpen int // decoded samples in batches not yet complete
@@ -348,7 +350,8 @@ func (c *core) batchFor(r *run, pos int64) *batch {
 	s := c.freeSlots[len(c.freeSlots)-1]
 	c.freeSlots = c.freeSlots[:len(c.freeSlots)-1]
 	b := c.bySlot[s]
-	b.run, b.k, b.epoch, b.step = r, k, r.epoch, r.step+k
+	b.run, b.k, b.epoch, b.step, b.seq = r, k, r.epoch, r.step+k, c.seq
+	c.seq++
 	b.expected, b.done, b.ok, b.drop = c.cfg.batchSize, 0, 0, false
 	clear(b.state)
 	clear(b.items)
@@ -421,7 +424,12 @@ func (c *core) pumpOnce() (freed bool) {
 		c.idleFetchers = c.idleFetchers[:len(c.idleFetchers)-1]
 		c.out = append(c.out, effect{kind: effFetch, worker: f, buf: c.takeBuf(), slot: b.slot, idx: idx, epoch: b.epoch, item: it.Item})
 	}
-	// Decode fetched samples on the least loaded decoder with credit.
+	// Decode fetched samples on the least loaded decoder with credit, the
+	// batch to ship soonest first: fetches finish out of order (a slow
+	// read, a fetcher scheduled late), and in the order they finished a
+	// later batch's samples would take the decoders while the next
+	// batch to ship waited for its last few -- at start the first batch
+	// took 2.5x as long as its samples' decoding did on two cores.
 	for c.fetched.len() > 0 {
 		d := -1
 		for i, u := range c.decUsed {
@@ -432,7 +440,7 @@ func (c *core) pumpOnce() (freed bool) {
 		if d < 0 {
 			break
 		}
-		t := c.fetched.pop()
+		t := c.fetched.popFirst(c.bySlot)
 		c.decUsed[d]++
 		b := c.bySlot[t.slot]
 		c.out = append(c.out, effect{kind: effDecode, worker: d, buf: t.buf, slot: t.slot, idx: t.idx, epoch: b.epoch, item: b.items[t.idx]})
@@ -454,6 +462,32 @@ func (c *core) pumpOnce() (freed bool) {
 		c.out = append(c.out, effect{kind: effShip, slot: b.slot, epoch: b.epoch, batch: b})
 	}
 	return freed
+}
+
+// fetchedSet holds the fetched samples waiting for a decoder: a few
+// dozen at most (fetchers plus the decoders' queues, the buffers there
+// are), so a scan finds the first to decode.
+type fetchedSet struct{ tasks []fetchedTask }
+
+func (f *fetchedSet) len() int { return len(f.tasks) }
+
+func (f *fetchedSet) push(t fetchedTask) { f.tasks = append(f.tasks, t) }
+
+// popFirst removes and returns the task of the batch that ships first
+// (the lowest seq; in it, the lowest index).
+func (f *fetchedSet) popFirst(bySlot []*batch) fetchedTask {
+	best := 0
+	for i := 1; i < len(f.tasks); i++ {
+		a, b := f.tasks[i], f.tasks[best]
+		if sa, sb := bySlot[a.slot].seq, bySlot[b.slot].seq; sa < sb || (sa == sb && a.idx < b.idx) {
+			best = i
+		}
+	}
+	t := f.tasks[best]
+	last := len(f.tasks) - 1
+	f.tasks[best] = f.tasks[last]
+	f.tasks = f.tasks[:last]
+	return t
 }
 
 // ring is a FIFO on a growable circular buffer.

@@ -401,6 +401,68 @@ func TestCoreFetchLimit(t *testing.T) {
 	}
 }
 
+// TestCoreDecodesNextBatchFirst: when fetches finish out of order (a
+// later batch's reads before the next batch's last ones), the decoders
+// take the samples of the batch that ships first, not the ones fetched
+// first.
+func TestCoreDecodesNextBatchFirst(t *testing.T) {
+	f := simFeeder(t, 8, 1, false)
+	c := newCore(coreConfig{batchSize: 4, slots: 2, fetchers: 8, decoders: 1, decodeQueue: 1})
+	var fetches, decodes []effect
+	var want int
+	handle := func(effs []effect) {
+		for _, e := range effs {
+			switch e.kind {
+			case effWant:
+				want = e.n
+			case effFetch:
+				fetches = append(fetches, e)
+			case effDecode:
+				decodes = append(decodes, e)
+			}
+		}
+	}
+	handle(c.start())
+	effs, err := c.work(f.Next(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle(effs)
+	if len(fetches) != 8 {
+		t.Fatalf("%d fetches started, want both batches' 8", len(fetches))
+	}
+	first := fetches[0].slot
+	// The second batch's reads finish first, then the first batch's.
+	var order []effect
+	for _, e := range fetches {
+		if e.slot != first {
+			order = append(order, e)
+		}
+	}
+	for _, e := range fetches {
+		if e.slot == first {
+			order = append(order, e)
+		}
+	}
+	for _, e := range order {
+		handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
+	}
+	// The one decoder took the first read to finish; every decode after
+	// it must be the first batch's until that batch is whole.
+	for len(decodes) < 8 {
+		d := decodes[len(decodes)-1]
+		handle(c.decodeDone(d.worker, d.slot, d.idx, d.buf, nil))
+	}
+	for i, d := range decodes[1:5] {
+		if d.slot != first {
+			t.Fatalf("decode %d was of the second batch (slot %d, sample %d) while the first batch (slot %d) waited for its samples", i+2, d.slot, d.idx, first)
+		}
+		if d.idx != i {
+			t.Errorf("decode %d: sample %d of the first batch, want %d (in order)", i+2, d.idx, i)
+		}
+	}
+}
+
 // TestCoreSetReadAhead: raising the read-ahead asks the source at once
 // for the difference; lowering it asks for nothing until the pending
 // items fall to half of it.
