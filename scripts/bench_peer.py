@@ -70,7 +70,12 @@ Figures, for each run:
                    PSS less import PSS: the loader's own memory on either
                    side.
     first batch    from the loader's start (as above) to the first batch in
-                   the consumer's hands.
+                   the consumer's hands; go: from the node's launch (exec and
+                   loading its libraries included; before 2026-12-06 from
+                   the Go program's start). The longshore rows' raw results
+                   carry "startup": the phases from launch (exec and the
+                   dynamic loader, dataset opened, pipelines serving, the
+                   trainer connected, first batch).
     classes/batch  mean distinct labels per full batch: equal on both sides
                    when both shuffle fully (checked: longshore's within 10%
                    of the peer's).
@@ -335,6 +340,7 @@ def child_client(a):
             break
         except (ConnectionRefusedError, FileNotFoundError):
             time.sleep(0.002)
+    t_connected = time.time()
     n = touched = failed = pads = 0
     t_first = None
     n_first = 0
@@ -355,6 +361,7 @@ def child_client(a):
     loader.close()
     with open(a.out, "w") as f:
         json.dump(dict(images=n, distinct=len(seen), failures=failed, pads=pads, t_first=t_first, n_first=n_first,
+                       t_connected=t_connected,
                        t_last=t_last, cpu_epoch=cpu, torch=torch.__version__,
                        classes_per_batch=classes_per_batch(labels, 32)), f)
 
@@ -473,7 +480,8 @@ def run_client(a, tmp, rep, decoder="turbo"):
                 import_pss_bytes=import_pss, loader_pss_bytes=peak - import_pss,
                 processes=s.max_procs(), first_batch_s=r["t_first"] - t0,
                 classes_per_batch=r["classes_per_batch"], node_argv=argv[1:],
-                node_images_per_s=st["images_per_second"], bottleneck=st.get("bottleneck"))
+                node_images_per_s=st["images_per_second"], bottleneck=st.get("bottleneck"),
+                startup=startup_phases(st, t0, connected=r["t_connected"], first=r["t_first"]))
 
 
 def run_measured(argv, what, env=None):
@@ -495,15 +503,49 @@ def run_go(a, tmp, rep, dataset=None, env=None, tag="go", block=("--block", "1")
     argv = [a.node, "--standalone", "--dataset", dataset or a.dataset, "--epochs", str(a.epochs), "--batch-size", "32",
             "--transform", "train", *block, "--seed", str(rep + 1), "--sink", "null",
             "--stats-json", stats, "--progress", "never", *extra, *shlex.split(a.node_args)]
+    t0 = time.time()
     cpu_proc, peak = run_measured(argv, f"{tag} rep {rep + 1}", env)
     st = node_stats(stats, tag)
+    startup = startup_phases(st, t0)
     check_counts(f"{tag} rep {rep + 1}", a.samples, st["images"], None, st["failures"]["total"], st["pads"], a.epochs)
     n = st["images"]
     return dict(images=n, failures=0, images_per_s=n / st["seconds"], steady_images_per_s=None,
                 cpu_s_per_1000=1000 * cpu_proc / n, cpu_s_per_1000_process=1000 * cpu_proc / n,
                 peak_pss_bytes=peak, import_pss_bytes=0, loader_pss_bytes=peak,
-                first_batch_s=st["first_batch_seconds"], node_argv=argv[1:], pack=st.get("pack"),
-                bottleneck=st.get("bottleneck"))
+                first_batch_s=startup["first_batch_s"] if startup else st["first_batch_seconds"],
+                node_argv=argv[1:], pack=st.get("pack"), bottleneck=st.get("bottleneck"), startup=startup,
+                # from the pipeline's start, as "seconds" counts
+                run_first_batch_s=st["first_batch_seconds"] - (st["startup"]["serving_seconds"] if startup else 0))
+
+
+def startup_phases(st, t0, connected=None, first=None):
+    """Where a node run's time before its first batch went, in seconds from
+    its launch at t0: exec and the dynamic loader (exec_load_s: to the Go
+    program's start; load_cpu_s is the CPU that took), the dataset
+    opened, the pipelines serving, the trainer connected and the first
+    batch in the consumer's hands (the node's own, or the trainer's at
+    first). None when the node does not report its start-up."""
+    su = st.get("startup")
+    if not su:
+        return None
+    at = su["started_unix"] - t0
+    out = dict(exec_load_s=at, load_cpu_s=su["load_cpu_seconds"], opened_s=at + su["opened_seconds"],
+               serving_s=at + su["serving_seconds"], first_batch_s=at + su["first_batch_seconds"])
+    if connected is not None:
+        out["connected_s"] = connected - t0
+    if first is not None:
+        out["first_batch_s"] = first - t0
+    return out
+
+
+def startup_line(su):
+    if not su:
+        return ""
+    parts = [f"exec+load {su['exec_load_s']:.3f}", f"opened {su['opened_s']:.3f}", f"serving {su['serving_s']:.3f}"]
+    if "connected_s" in su:
+        parts.append(f"connected {su['connected_s']:.3f}")
+    parts.append(f"first batch {su['first_batch_s']:.3f}")
+    return "; start-up (s from launch): " + ", ".join(parts)
 
 
 def run_go_minio(a, tmp, rep, packed=False):
@@ -552,8 +594,9 @@ def median_row(runs):
 
 def go_steady(r):
     """Go in process's steady images/s: after its first batch, as the
-    client's is measured (the node's stats time both from its start)."""
-    return (r["images"] - 32) / (r["images"] / r["images_per_s"] - r["first_batch_s"])
+    client's is measured (both from the node's stats, from its pipeline's
+    start)."""
+    return (r["images"] - 32) / (r["images"] / r["images_per_s"] - r["run_first_batch_s"])
 
 
 def feed_only(a):
@@ -672,7 +715,7 @@ def run_all(a, configs, runs, tmp):
             print(f"bench-peer: rep {rep + 1} {c:16s} {r['images_per_s']:6.0f} images/s, "
                   f"{r['cpu_s_per_1000']:.2f} CPU-s/1000, {r['peak_pss_bytes'] / 2**20:.0f} MiB PSS "
                   f"({r['loader_pss_bytes'] / 2**20:.0f} loader), first batch {fb} s "
-                  f"(load {r['loadavg_after'][0]:.2f})", file=sys.stderr, flush=True)
+                  f"(load {r['loadavg_after'][0]:.2f}){startup_line(r.get('startup'))}", file=sys.stderr, flush=True)
 
 
 PYTHON_TREES = ("peer", "py-client")  # rows whose tree has a trainer that imported torch

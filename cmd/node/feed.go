@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/longshore/longshore/actors"
@@ -26,11 +27,13 @@ import (
 // feedGrace after the last rank's end), or when stopped (SIGINT,
 // SIGTERM).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stdout, stderr io.Writer, logger *slog.Logger) error {
+	var clk startupClock
 	data, err := openStandalone(ctx, o, logger)
 	if err != nil {
 		return err
 	}
 	defer data.close()
+	clk.open()
 	store := data.store
 	q, err := openQuarantine(o.faults.quarantine)
 	if err != nil {
@@ -51,13 +54,15 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		tallies[r] = actors.NewTally(r)
 	}
 	base := feedserver.StandaloneCatalog(ac, data.cat, o.ranks, deps)
+	first := &firstBatch{}
 	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
 		st, err := base(rank, from, alloc)
-		if err == nil {
-			p, _ := st.(*actors.Pipeline)
-			tallies[rank].Use(p)
+		if err != nil {
+			return nil, err
 		}
-		return st, err
+		p, _ := st.(*actors.Pipeline)
+		tallies[rank].Use(p)
+		return firstBatchStream{Stream: st, first: first}, nil
 	}
 	commits := newCommitBook()
 	committer := recordingCommitter{c: feedserver.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize}, book: commits}
@@ -79,6 +84,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		ob.shutdown(ctx, 0)
 		return err
 	}
+	clk.serve()
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, n, o.ranks)
 	for r := 0; r < o.ranks; r++ {
 		fmt.Fprintf(stderr, "  rank %d: %s\n", r, s.SocketPath(r))
@@ -101,11 +107,38 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	c := actors.MergeCounters(merged...)
 	q.tell(stderr)
 	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
-		report: report, seconds: activeSeconds(c), err: runErr, quarantine: q})
+		report: report, seconds: activeSeconds(c), firstBatch: first.seconds(), startup: &clk, err: runErr, quarantine: q})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr
+}
+
+// firstBatch notes when a trainer first took a batch, from the
+// program's start.
+type firstBatch struct{ at atomic.Int64 } // nanoseconds; 0: none yet
+
+func (f *firstBatch) note() {
+	if f.at.Load() == 0 {
+		f.at.CompareAndSwap(0, int64(max(time.Since(started), 1)))
+	}
+}
+
+// seconds is 0 until a batch was taken.
+func (f *firstBatch) seconds() float64 { return time.Duration(f.at.Load()).Seconds() }
+
+// firstBatchStream is a rank's stream that notes its first batch taken.
+type firstBatchStream struct {
+	feedserver.Stream
+	first *firstBatch
+}
+
+func (s firstBatchStream) Next(ctx context.Context) (*actors.Batch, error) {
+	b, err := s.Stream.Next(ctx)
+	if err == nil {
+		s.first.note()
+	}
+	return b, err
 }
 
 // waitFeed waits until s has served every epoch and its trainers have

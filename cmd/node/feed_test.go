@@ -95,4 +95,36 @@ func TestStandaloneFeedEnds(t *testing.T) {
 	if !strings.Contains(out.String(), "images/s") {
 		t.Errorf("no summary:\n%s", out.String())
 	}
+	checkStartup(t, s, out.String())
+}
+
+// checkStartup checks a run's start-up phases (--stats-json "startup",
+// the summary's start-up line): each after the one before, the first
+// batch the summary's.
+func checkStartup(t *testing.T, s map[string]any, summary string) {
+	t.Helper()
+	su, ok := s["startup"].(map[string]any)
+	if !ok {
+		t.Fatalf("stats JSON lacks startup: %v", s["startup"])
+	}
+	num := func(k string) float64 {
+		v, ok := su[k].(float64)
+		if !ok {
+			t.Fatalf("startup lacks %q: %v", k, su)
+		}
+		return v
+	}
+	if num("started_unix") <= 0 || num("load_cpu_seconds") < 0 {
+		t.Errorf("startup: start %v, load CPU %v", su["started_unix"], su["load_cpu_seconds"])
+	}
+	opened, serving, first := num("opened_seconds"), num("serving_seconds"), num("first_batch_seconds")
+	if !(0 < opened && opened <= serving && serving <= first) {
+		t.Errorf("startup phases out of order: opened %v, serving %v, first batch %v", opened, serving, first)
+	}
+	if first != s["first_batch_seconds"].(float64) {
+		t.Errorf("startup's first batch %v, the summary's %v", first, s["first_batch_seconds"])
+	}
+	if !strings.Contains(summary, "start-up") {
+		t.Errorf("summary lacks the start-up line:\n%s", summary)
+	}
 }

@@ -90,6 +90,7 @@ func TestStandaloneContract(t *testing.T) {
 	if !strings.Contains(out.String(), "images/s") || !strings.Contains(out.String(), "bottleneck") {
 		t.Errorf("summary lacks throughput or bottleneck:\n%s", out.String())
 	}
+	checkStartup(t, s, out.String())
 }
 
 func TestStandaloneFailureBudget(t *testing.T) {

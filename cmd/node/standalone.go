@@ -54,6 +54,9 @@ type Summary struct {
 	BottleneckReason  string         `json:"bottleneck_reason"`
 	BottleneckAdvice  string         `json:"bottleneck_advice,omitempty"`
 	Stages            actors.Stats   `json:"stages"`
+	// Startup is where the time before the first batch went (standalone
+	// runs).
+	Startup *Startup `json:"startup,omitempty"`
 	// FetchConcurrency is --fetch-concurrency (auto, auto:N or N) and
 	// FetchInFlight the reads in flight it allowed at the end, summed
 	// over the ranks (with auto, the tuners' choice).
@@ -276,11 +279,13 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	var clk startupClock
 	data, err := openStandalone(ctx, o, logger)
 	if err != nil {
 		snk.Close()
 		return err
 	}
+	clk.open()
 	store := data.store
 	if data.ds != nil { // the lazy path has no list to check: Deliver checks each key
 		if err := snk.Accept(data.ds); err != nil {
@@ -351,6 +356,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		sinkErr    error
 	)
 	runStart := time.Now()
+	clk.serve()
 	runErr := node.Run(ctx, func(b *actors.Batch) error {
 		firstOnce.Do(func() { firstBatch = time.Since(started) })
 		mu.Lock()
@@ -383,7 +389,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 	q.tell(stderr)
 	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), err: runErr, quarantine: q})
+		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), startup: &clk, err: runErr, quarantine: q})
 	data.close()
 	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
 		runErr = err
@@ -407,8 +413,10 @@ type runFacts struct {
 	// firstBatch from process start, if known (else the first
 	// pipeline's start counts).
 	seconds, firstBatch float64
-	err                 error
-	quarantine          *quarantine // --quarantine, or nil
+	// startup, if set, noted the run's start-up phases (standalone runs).
+	startup    *startupClock
+	err        error
+	quarantine *quarantine // --quarantine, or nil
 }
 
 // activeSeconds is how long the ranks took to deliver what they did:
@@ -455,6 +463,7 @@ func summarize(o options, f runFacts) Summary {
 		GPUVideoDecode:    o.gpu.videoDecodeStats(),
 		Excluded:          f.excluded,
 		Quarantined:       f.quarantine.added(),
+		Startup:           f.startup.startup(f.firstBatch),
 	}
 	for _, st := range stats.Stages {
 		if st.Stage == actors.StageFetch {
@@ -490,6 +499,7 @@ func printSummary(w io.Writer, s Summary) {
 	fmt.Fprintf(w, "\nlongshore: %d %s (%d padding) in %d batches, %.2f s: %.0f %s/s\n",
 		s.Images, plural, s.Pads, s.Batches, s.Seconds, s.ImagesPerSecond, plural)
 	fmt.Fprintf(w, "  first batch   %.3f s after start\n", s.FirstBatchSeconds)
+	printStartup(w, s.Startup)
 	fmt.Fprintf(w, "  CPU           %.2f s (%.2f ms per %s)\n", s.CPUSeconds, s.CPUMsPerImage, unit)
 	fmt.Fprintf(w, "  peak memory   %.1f MiB RSS\n", float64(s.PeakRSSBytes)/(1<<20))
 	fmt.Fprintf(w, "  failures      %d", s.Failures.Total)
