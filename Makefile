@@ -26,6 +26,15 @@ CACHE        ?= $(HOME)/.cache/longshore
 export LONGSHORE_CACHE := $(CACHE)
 export LONGSHORE_MINIO ?= $(CACHE)/bin/minio
 BIN          := bin
+# Every cgo build links with lld, dropping the sections nothing calls and
+# then the libraries nothing needs: go-astiav's wrappers reference
+# libavdevice and libavfilter, which longshore never calls, and resolving
+# their ~80 further libraries took half of each process's start (the
+# node: 63 ms to exec and load on 2 cores with them, 34 ms without;
+# docs/performance.md, "Start-up"). A plain `go build` works too, with
+# the slower start. scripts/deps.sh base installs lld.
+export CGO_CFLAGS  ?= -O2 -g -ffunction-sections -fdata-sections
+export CGO_LDFLAGS ?= -fuse-ld=lld -Wl,--gc-sections -Wl,--as-needed
 DEMO_N       ?= 512
 DEMO_EPOCHS  ?= 1
 BENCH_N      ?= 2000

@@ -2,7 +2,7 @@
 # deps.sh installs what longshore's build, demo and tests need, only when it is
 # missing, so it is cheap to call from every make target.
 #
-#   scripts/deps.sh base    C libraries for cgo (FFmpeg 5.1 dev packages) and pkg-config
+#   scripts/deps.sh base    C libraries for cgo (FFmpeg 5.1 dev packages), pkg-config and lld
 #   scripts/deps.sh demo    base + Python/Pillow/NumPy used to make the demo dataset
 #   scripts/deps.sh python  NumPy, pytest, PyTorch and torchvision for the Python client's tests
 #   scripts/deps.sh minio   a MinIO server binary built from source into $LONGSHORE_CACHE/bin
@@ -40,7 +40,10 @@ need_pkgs() {
 }
 
 install_base() {
-	need_pkgs pkg-config gcc libjpeg62-turbo-dev libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
+	# lld: the Makefile links cgo builds with it (--gc-sections then
+	# --as-needed drops the FFmpeg libraries nothing calls; GNU ld and
+	# gold count references from discarded sections).
+	need_pkgs pkg-config gcc lld libjpeg62-turbo-dev libavcodec-dev libavformat-dev libavutil-dev libswscale-dev \
 		libavfilter-dev libavdevice-dev libswresample-dev ffmpeg espeak-ng python3-av
 }
 
