@@ -351,6 +351,36 @@ func TestCoreRuns(t *testing.T) {
 	}
 }
 
+// coreEffects collects what a core asks for, by kind.
+type coreEffects struct {
+	want             int // the last Want's count
+	fetches, decodes []effect
+}
+
+func (r *coreEffects) handle(effs []effect) {
+	for _, e := range effs {
+		switch e.kind {
+		case effWant:
+			r.want = e.n
+		case effFetch:
+			r.fetches = append(r.fetches, e)
+		case effDecode:
+			r.decodes = append(r.decodes, e)
+		}
+	}
+}
+
+// start starts c and answers its first Want from f.
+func (r *coreEffects) start(t *testing.T, c *core, f nexter) {
+	t.Helper()
+	r.handle(c.start())
+	effs, err := c.work(f.Next(r.want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.handle(effs)
+}
+
 // TestCoreFetchLimit: with a fetch limit the core keeps at most that many
 // fetches in flight whatever its fetchers; a fetch done lets one more
 // start, and raising the limit starts the difference at once.
@@ -358,46 +388,30 @@ func TestCoreFetchLimit(t *testing.T) {
 	f := simFeeder(t, 200, 1, false)
 	c := newCore(coreConfig{batchSize: 8, slots: 8, fetchers: 64, decoders: 1, decodeQueue: 64})
 	c.fetchLimit = 16
-	var fetches []effect
-	var want int
-	handle := func(effs []effect) {
-		for _, e := range effs {
-			switch e.kind {
-			case effWant:
-				want = e.n
-			case effFetch:
-				fetches = append(fetches, e)
-			}
-		}
+	var r coreEffects
+	r.start(t, c, f)
+	if len(r.fetches) != 16 || c.fetching() != 16 {
+		t.Fatalf("%d r.fetches started (%d in flight) with a limit of 16 and 64 fetchers", len(r.fetches), c.fetching())
 	}
-	handle(c.start())
-	effs, err := c.work(f.Next(want))
-	if err != nil {
-		t.Fatal(err)
+	e := r.fetches[0]
+	r.handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
+	if len(r.fetches) != 17 || c.fetching() != 16 {
+		t.Fatalf("after one fetch done: %d started, %d in flight; want 17 and 16", len(r.fetches), c.fetching())
 	}
-	handle(effs)
-	if len(fetches) != 16 || c.fetching() != 16 {
-		t.Fatalf("%d fetches started (%d in flight) with a limit of 16 and 64 fetchers", len(fetches), c.fetching())
-	}
-	e := fetches[0]
-	handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
-	if len(fetches) != 17 || c.fetching() != 16 {
-		t.Fatalf("after one fetch done: %d started, %d in flight; want 17 and 16", len(fetches), c.fetching())
-	}
-	handle(c.setFetchLimit(24))
+	r.handle(c.setFetchLimit(24))
 	if c.fetching() != 24 {
 		t.Fatalf("raised to 24: %d in flight", c.fetching())
 	}
-	handle(c.setFetchLimit(4))
+	r.handle(c.setFetchLimit(4))
 	if c.fetching() != 24 {
 		t.Fatalf("lowered to 4: %d in flight; the ones started finish", c.fetching())
 	}
-	started := len(fetches)
-	for _, e := range fetches[1:21] {
-		handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
+	started := len(r.fetches)
+	for _, e := range r.fetches[1:21] {
+		r.handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
 	}
-	if c.fetching() != 4 || len(fetches) != started {
-		t.Fatalf("after 20 done under a limit of 4: %d in flight, %d started anew", c.fetching(), len(fetches)-started)
+	if c.fetching() != 4 || len(r.fetches) != started {
+		t.Fatalf("after 20 done under a limit of 4: %d in flight, %d started anew", c.fetching(), len(r.fetches)-started)
 	}
 }
 
@@ -408,52 +422,34 @@ func TestCoreFetchLimit(t *testing.T) {
 func TestCoreDecodesNextBatchFirst(t *testing.T) {
 	f := simFeeder(t, 8, 1, false)
 	c := newCore(coreConfig{batchSize: 4, slots: 2, fetchers: 8, decoders: 1, decodeQueue: 1})
-	var fetches, decodes []effect
-	var want int
-	handle := func(effs []effect) {
-		for _, e := range effs {
-			switch e.kind {
-			case effWant:
-				want = e.n
-			case effFetch:
-				fetches = append(fetches, e)
-			case effDecode:
-				decodes = append(decodes, e)
-			}
-		}
+	var r coreEffects
+	r.start(t, c, f)
+	if len(r.fetches) != 8 {
+		t.Fatalf("%d r.fetches started, want both batches' 8", len(r.fetches))
 	}
-	handle(c.start())
-	effs, err := c.work(f.Next(want))
-	if err != nil {
-		t.Fatal(err)
-	}
-	handle(effs)
-	if len(fetches) != 8 {
-		t.Fatalf("%d fetches started, want both batches' 8", len(fetches))
-	}
-	first := fetches[0].slot
+	first := r.fetches[0].slot
 	// The second batch's reads finish first, then the first batch's.
 	var order []effect
-	for _, e := range fetches {
+	for _, e := range r.fetches {
 		if e.slot != first {
 			order = append(order, e)
 		}
 	}
-	for _, e := range fetches {
+	for _, e := range r.fetches {
 		if e.slot == first {
 			order = append(order, e)
 		}
 	}
 	for _, e := range order {
-		handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
+		r.handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
 	}
 	// The one decoder took the first read to finish; every decode after
 	// it must be the first batch's until that batch is whole.
-	for len(decodes) < 8 {
-		d := decodes[len(decodes)-1]
-		handle(c.decodeDone(d.worker, d.slot, d.idx, d.buf, nil))
+	for len(r.decodes) < 8 {
+		d := r.decodes[len(r.decodes)-1]
+		r.handle(c.decodeDone(d.worker, d.slot, d.idx, d.buf, nil))
 	}
-	for i, d := range decodes[1:5] {
+	for i, d := range r.decodes[1:5] {
 		if d.slot != first {
 			t.Fatalf("decode %d was of the second batch (slot %d, sample %d) while the first batch (slot %d) waited for its samples", i+2, d.slot, d.idx, first)
 		}
