@@ -71,6 +71,6 @@ func printStartup(w io.Writer, s *Startup) {
 	if s == nil {
 		return
 	}
-	fmt.Fprintf(w, "  start-up      %.3f s CPU loading libraries before the program; then dataset opened %.3f s, serving %.3f s, first batch %.3f s\n",
+	fmt.Fprintf(w, "  start-up      %.3f s of CPU loading libraries before the program; from its start: dataset opened at %.3f s, serving at %.3f s, first batch at %.3f s\n",
 		s.LoadCPUSeconds, s.OpenedSeconds, s.ServingSeconds, s.FirstBatchSeconds)
 }
