@@ -114,7 +114,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	return runErr
 }
 
-// firstBatch notes when a trainer first took a batch, from the
+// firstBatch notes when the first batch went out to a trainer, from the
 // program's start.
 type firstBatch struct{ at atomic.Int64 } // nanoseconds; 0: none yet
 
@@ -124,10 +124,11 @@ func (f *firstBatch) note() {
 	}
 }
 
-// seconds is 0 until a batch was taken.
+// seconds is 0 until a batch went out.
 func (f *firstBatch) seconds() float64 { return time.Duration(f.at.Load()).Seconds() }
 
-// firstBatchStream is a rank's stream that notes its first batch taken.
+// firstBatchStream is a rank's stream that notes when a session first takes
+// a batch from it to send.
 type firstBatchStream struct {
 	feedserver.Stream
 	first *firstBatch

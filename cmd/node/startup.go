@@ -39,8 +39,8 @@ type Startup struct {
 	// ServingSeconds: the pipelines started (--sink feed: the trainers'
 	// sockets listening).
 	ServingSeconds float64 `json:"serving_seconds"`
-	// FirstBatchSeconds: the first batch delivered (to the sink, or taken
-	// by a trainer), as Summary.FirstBatchSeconds.
+	// FirstBatchSeconds: the first batch delivered (to the sink, or sent
+	// to a trainer), as Summary.FirstBatchSeconds.
 	FirstBatchSeconds float64 `json:"first_batch_seconds"`
 }
 
