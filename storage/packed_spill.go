@@ -116,9 +116,6 @@ type DiskSpeed struct {
 	ReadsPerSecond      float64 // direct, random, 8 at a time
 }
 
-// ReadBytesPerSecond is the reads' bytes a second.
-func (d DiskSpeed) ReadBytesPerSecond() float64 { return d.ReadsPerSecond * float64(d.ReadSize) }
-
 // CheckSpillDir reports why dir cannot hold spilled chunks (ErrSpillDir,
 // wrapped with the cause), or nil: it must be a directory on a disk file
 // system that takes direct I/O. It writes and removes
