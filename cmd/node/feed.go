@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/longshore/longshore/actors"
@@ -54,7 +53,6 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		tallies[r] = actors.NewTally(r)
 	}
 	base := feedserver.StandaloneCatalog(ac, data.cat, o.ranks, deps)
-	first := &firstBatch{}
 	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
 		st, err := base(rank, from, alloc)
 		if err != nil {
@@ -62,7 +60,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		}
 		p, _ := st.(*actors.Pipeline)
 		tallies[rank].Use(p)
-		return firstBatchStream{Stream: st, first: first}, nil
+		return firstBatchStream{Stream: st, clk: &clk}, nil
 	}
 	commits := newCommitBook()
 	committer := recordingCommitter{c: feedserver.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize}, book: commits}
@@ -107,37 +105,24 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	c := actors.MergeCounters(merged...)
 	q.tell(stderr)
 	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
-		report: report, seconds: activeSeconds(c), firstBatch: first.seconds(), startup: &clk, err: runErr, quarantine: q})
+		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr
 }
 
-// firstBatch notes when the first batch went out to a trainer, from the
-// program's start.
-type firstBatch struct{ at atomic.Int64 } // nanoseconds; 0: none yet
-
-func (f *firstBatch) note() {
-	if f.at.Load() == 0 {
-		f.at.CompareAndSwap(0, int64(max(time.Since(started), 1)))
-	}
-}
-
-// seconds is 0 until a batch went out.
-func (f *firstBatch) seconds() float64 { return time.Duration(f.at.Load()).Seconds() }
-
 // firstBatchStream is a rank's stream that notes when a session first takes
 // a batch from it to send.
 type firstBatchStream struct {
 	feedserver.Stream
-	first *firstBatch
+	clk *startupClock
 }
 
 func (s firstBatchStream) Next(ctx context.Context) (*actors.Batch, error) {
 	b, err := s.Stream.Next(ctx)
 	if err == nil {
-		s.first.note()
+		s.clk.noteFirst()
 	}
 	return b, err
 }

@@ -350,15 +350,13 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	bar := newProgress(o.progress, total, o.mediaFlags.media, stderr)
 
 	var (
-		mu         sync.Mutex // serializes the sink
-		firstBatch time.Duration
-		firstOnce  sync.Once
-		sinkErr    error
+		mu      sync.Mutex // serializes the sink
+		sinkErr error
 	)
 	runStart := time.Now()
 	clk.serve()
 	runErr := node.Run(ctx, func(b *actors.Batch) error {
-		firstOnce.Do(func() { firstBatch = time.Since(started) })
+		clk.noteFirst()
 		mu.Lock()
 		sb := len(b.Images) / max(b.Len(), 1)
 		for i, key := range b.Keys {
@@ -389,7 +387,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 	q.tell(stderr)
 	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: firstBatch.Seconds(), startup: &clk, err: runErr, quarantine: q})
+		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q})
 	data.close()
 	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
 		runErr = err

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -44,13 +45,26 @@ type Startup struct {
 	FirstBatchSeconds float64 `json:"first_batch_seconds"`
 }
 
-// startupClock notes a run's start-up phases as they pass.
+// startupClock notes a run's start-up phases as they pass, each from the
+// program's start.
 type startupClock struct {
 	opened, serving time.Duration
+	first           atomic.Int64 // nanoseconds to the first batch delivered; 0: none yet
 }
 
 func (c *startupClock) open()  { c.opened = time.Since(started) }
 func (c *startupClock) serve() { c.serving = time.Since(started) }
+
+// noteFirst notes the first batch delivered (to the sink, or sent to a
+// trainer); later calls keep it. Any goroutine may call it.
+func (c *startupClock) noteFirst() {
+	if c.first.Load() == 0 {
+		c.first.CompareAndSwap(0, int64(max(time.Since(started), 1)))
+	}
+}
+
+// firstBatch is the seconds to the first batch delivered; 0: none yet.
+func (c *startupClock) firstBatch() float64 { return time.Duration(c.first.Load()).Seconds() }
 
 // startup is c's figures with the first batch at firstBatch (seconds
 // from the program's start; 0: none delivered).
