@@ -30,7 +30,7 @@ BIN          := bin
 # then the libraries nothing needs: go-astiav's wrappers reference
 # libavdevice and libavfilter, which longshore never calls, and resolving
 # their ~80 further libraries took half of each process's start (the
-# node: about 60 ms of CPU to exec and load on 2 cores with them, 31 without;
+# node: 55 ms of CPU to exec and load on 2 cores with them, 31 without;
 # docs/performance.md, "Start-up"). A plain `go build` works too, with
 # the slower start. scripts/deps.sh base installs lld.
 export CGO_CFLAGS  ?= -O2 -g -ffunction-sections -fdata-sections
