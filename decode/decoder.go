@@ -227,7 +227,7 @@ func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 	}
 	clip = clampRect(clip, fw, fh) // a frame smaller than its header said
 	info.Region = readRegion(box, clip, d.size)
-	buf, got, err := d.sws.toRGB(d.frame, info.Region)
+	buf, got, err := d.sws.toRGB(d.frame, info.Region, h.colour)
 	if err != nil {
 		return info, err
 	}

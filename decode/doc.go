@@ -82,7 +82,7 @@
 // are to torchvision's.
 //
 // The JPEG fast path (Config.FastJPEG, on by default): 8-bit Huffman-coded
-// YCbCr and grayscale JPEGs, baseline or progressive, are decoded by
+// YCbCr, RGB and grayscale JPEGs, baseline or progressive, are decoded by
 // libjpeg-turbo, which decodes only the crop: it skips the rows above it
 // (jpeg_skip_scanlines still Huffman-decodes them, but does no IDCT or
 // colour conversion), decodes only the iMCU columns that cover it
@@ -100,8 +100,10 @@
 // it is the more exact of the two (libjpeg upsamples the chroma at full
 // size before the region is cut; swscale misregisters it on regions that
 // start between chroma samples). CMYK and YCCK JPEGs are decoded to CMYK
-// by libjpeg and converted as PIL's convert("RGB") does. Adobe-RGB,
-// 12-bit, lossless and arithmetic-coded JPEGs, and any file libjpeg raises an error on, go to
+// by libjpeg and converted as PIL's convert("RGB") does. Whether three
+// components are RGB or YCbCr is libjpeg's choice on every path
+// (internal/jpegcolour): FFmpeg's planes are relabelled where its own
+// rule differs. 12-bit, lossless and arithmetic-coded JPEGs, and any file libjpeg raises an error on, go to
 // FFmpeg instead (Info.Path, Info.Fallback, Decoder.Stats): so which
 // samples decode, and which fail with ErrCorrupt, does not depend on
 // FastJPEG. With Lowres, the fast path also scales by 4/8, 2/8 or 1/8 in

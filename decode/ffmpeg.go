@@ -286,8 +286,53 @@ typedef struct {
 // YUV, CMYK-derived GBRAP, palettes and 16-bit samples to RGB24) into the
 // cache's scratch buffer, followed by slack initialised bytes. For
 // 1-bit formats the region read starts on a byte boundary (r.x, r.w).
-static ls_rgb ls_to_rgb(ls_sws_cache *s, const AVFrame *f, int x, int y, int w, int h, int slack, int flags) {
+//
+// space is the colour space the file's markers give its components
+// (LS_SPACE_*; jpegcolour.Space): FFmpeg's mjpeg decoder reads a JPEG as
+// RGB whenever its Adobe transform is 0 or its ids are 'R','G','B', where
+// libjpeg (and so PIL and the fast path) reads a JFIF file, or an Adobe
+// transform 1, as YCbCr. Where the two disagree on a 4:4:4 picture the
+// planes are relabelled (the components are the same bytes either way);
+// any other disagreement is refused (ENOTSUP) rather than decoded in the
+// wrong colours.
+#define LS_SPACE_YCBCR 2
+#define LS_SPACE_RGB 3
+static ls_rgb ls_to_rgb(ls_sws_cache *s, const AVFrame *frame, int x, int y, int w, int h, int slack, int flags, int space) {
 	ls_rgb o = {{0, x, y, w, h}, NULL};
+	AVFrame relabelled;
+	const AVFrame *f = frame;
+	enum AVPixelFormat in = (enum AVPixelFormat)frame->format;
+	int rgb = in == AV_PIX_FMT_GBRP, ycc = in == AV_PIX_FMT_YUVJ444P || in == AV_PIX_FMT_YUV444P;
+	const AVPixFmtDescriptor *fd = av_pix_fmt_desc_get(in);
+	int is_rgb = fd && (fd->flags & AV_PIX_FMT_FLAG_RGB) && fd->nb_components >= 3;
+	int is_yuv = fd && !(fd->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL)) && fd->nb_components == 3;
+	if ((space == LS_SPACE_YCBCR && is_rgb) || (space == LS_SPACE_RGB && is_yuv)) {
+		if (!(rgb || ycc)) {
+			o.r.err = AVERROR(ENOTSUP);
+			return o;
+		}
+		relabelled = *frame;
+		if (rgb) { // G, B, R planes hold components 1, 2, 0: Y, Cb, Cr
+			relabelled.format = AV_PIX_FMT_YUVJ444P;
+			relabelled.color_range = AVCOL_RANGE_JPEG;
+			relabelled.data[0] = frame->data[2];
+			relabelled.data[1] = frame->data[0];
+			relabelled.data[2] = frame->data[1];
+			relabelled.linesize[0] = frame->linesize[2];
+			relabelled.linesize[1] = frame->linesize[0];
+			relabelled.linesize[2] = frame->linesize[1];
+		} else { // Y, U, V planes hold components 0, 1, 2: R, G, B
+			relabelled.format = AV_PIX_FMT_GBRP;
+			relabelled.color_range = AVCOL_RANGE_JPEG;
+			relabelled.data[0] = frame->data[1];
+			relabelled.data[1] = frame->data[2];
+			relabelled.data[2] = frame->data[0];
+			relabelled.linesize[0] = frame->linesize[1];
+			relabelled.linesize[1] = frame->linesize[2];
+			relabelled.linesize[2] = frame->linesize[0];
+		}
+		f = &relabelled;
+	}
 	const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
 	if (d && (d->flags & AV_PIX_FMT_FLAG_BITSTREAM) && (x & 7)) {
 		w += x & 7;
@@ -310,6 +355,8 @@ import (
 	"unsafe"
 
 	"github.com/asticode/go-astiav"
+
+	"github.com/longshore/longshore/internal/jpegcolour"
 )
 
 // Scaler flags. The luma is not rescaled (ls_to_rgb converts at full
@@ -395,14 +442,21 @@ type scaler struct{ s C.ls_sws_cache }
 // scaler's scratch buffer (3·got.W bytes a row, resizeSlack initialised
 // bytes after the last) and returns it with the region converted: r, or
 // for 1-bit formats r widened left to a byte boundary.
-func (s *scaler) toRGB(f *astiav.Frame, r Rect) (buf unsafe.Pointer, got Rect, err error) {
-	res := C.ls_to_rgb(&s.s, cFrame(f), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H), C.int(resizeSlack), C.int(swsFlags))
+//
+// space is the colour space the file's markers give (jpegcolour.Unknown
+// for other formats): where FFmpeg decoded the components as the other
+// one, they are relabelled, or refused with ErrUnsupported.
+func (s *scaler) toRGB(f *astiav.Frame, r Rect, space jpegcolour.Space) (buf unsafe.Pointer, got Rect, err error) {
+	res := C.ls_to_rgb(&s.s, cFrame(f), C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H), C.int(resizeSlack), C.int(swsFlags), C.int(space))
 	got = Rect{int(res.r.x), int(res.r.y), int(res.r.w), int(res.r.h)}
 	switch {
 	case res.r.err == 0:
 		return unsafe.Pointer(res.buf), got, nil
 	case res.r.err == -C.ENOSYS:
 		return nil, got, fmt.Errorf("%w: decoded pixel format %s cannot be converted", ErrUnsupported, f.PixelFormat())
+	case res.r.err == -C.ENOTSUP:
+		return nil, got, fmt.Errorf("%w: a JPEG whose markers say %v that FFmpeg decodes as %s (subsampled or high-precision components read in the other colour space)",
+			ErrUnsupported, space, f.PixelFormat())
 	case res.r.err == -C.ENOMEM:
 		return nil, got, fmt.Errorf("decode: converting to RGB: %w", errENOMEM)
 	default:
@@ -436,5 +490,13 @@ func (s *scaler) scalePacked(src unsafe.Pointer, stride int, gray bool, r Rect, 
 			ErrUnsupported, got.W, got.H, size, astiav.Error(int(res.err)))
 	}
 }
+
+// The C side's colour spaces are jpegcolour's (a compile error if not).
+var (
+	_ [int(jpegcolour.YCbCr) - C.LS_SPACE_YCBCR]struct{}
+	_ [C.LS_SPACE_YCBCR - int(jpegcolour.YCbCr)]struct{}
+	_ [int(jpegcolour.RGB) - C.LS_SPACE_RGB]struct{}
+	_ [C.LS_SPACE_RGB - int(jpegcolour.RGB)]struct{}
+)
 
 func (s *scaler) free() { C.ls_sws_free(&s.s) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/longshore/longshore/internal/jpegcolour"
 )
 
 // This file reads just enough of each format's header to know the format,
@@ -50,6 +51,10 @@ type header struct {
 	// stored uncompressed (0: unknown). More is data beyond the image
 	// that the decoder inflates anyway (checkBomb).
 	idat, idatMax int64
+	// colour: a JPEG's component colour space as libjpeg-turbo decides
+	// it from the markers before the first scan (jpegcolour.Space). The
+	// fast path decides the same itself; FFmpeg is made to agree.
+	colour jpegcolour.Space
 }
 
 // maxScans is the most scans a JPEG may have. Encoders write 1 (baseline)
@@ -105,6 +110,8 @@ func area(w, h int) int64 { return int64(w) * int64(h) }
 func parseJPEG(b []byte) (header, error) {
 	h := header{format: formatJPEG}
 	seen, scan, eoi := false, false, false
+	var colour jpegcolour.Markers
+	var ids [4]byte
 	i := 2 // after SOI
 	for i < len(b) {
 		if b[i] != 0xFF {
@@ -157,14 +164,26 @@ func parseJPEG(b []byte) (header, error) {
 			if !seen {
 				seen = true
 				h.width, h.height = ww, hh
+				if nc := int(seg[5]); nc <= len(ids) && len(seg) >= 6+3*nc {
+					for c := range nc {
+						ids[c] = seg[6+3*c]
+					}
+					colour.IDs = ids[:nc]
+				}
 				// lowres needs the DCT path at 8 bits: baseline,
 				// extended or progressive; not lossless or JPEG-LS.
 				h.lowresOK = prec == 8 && (m == 0xC0 || m == 0xC1 || m == 0xC2)
 			}
 			h.maxArea = max(h.maxArea, area(ww, hh))
+		case m >= 0xE0 && m <= 0xEF && !scan:
+			// libjpeg reads the colour markers up to the first scan.
+			colour.Segment(m, seg)
 		case m == 0xDA: // SOS: skip the scan header, then the entropy-coded data.
 			if !seen {
 				return header{}, fmt.Errorf("%w: JPEG scan before frame header", ErrCorrupt)
+			}
+			if !scan {
+				h.colour = colour.Space()
 			}
 			scan = true
 			h.scans++

@@ -157,7 +157,7 @@ static ls_turbo_res ls_turbo_decode(ls_turbo *t, const uint8_t *data, unsigned l
 		goto refuse;
 	}
 	int cmyk = 0;
-	if ((d->jpeg_color_space == JCS_YCbCr && d->num_components == 3) ||
+	if (((d->jpeg_color_space == JCS_YCbCr || d->jpeg_color_space == JCS_RGB) && d->num_components == 3) ||
 			(d->jpeg_color_space == JCS_GRAYSCALE && d->num_components == 1)) {
 		d->out_color_space = JCS_EXT_RGB;
 	} else if ((d->jpeg_color_space == JCS_CMYK || d->jpeg_color_space == JCS_YCCK) && d->num_components == 4) {
@@ -278,7 +278,7 @@ const (
 	// FallbackCoding: not an 8-bit Huffman-coded DCT JPEG (12-bit,
 	// lossless, arithmetic coding, JPEG-LS).
 	FallbackCoding
-	// FallbackColor: not YCbCr, grayscale, CMYK or YCCK (Adobe RGB, or an
+	// FallbackColor: not YCbCr, RGB, grayscale, CMYK or YCCK (an
 	// unusual number of components).
 	FallbackColor
 	// FallbackOther: an abbreviated stream, or a header libjpeg reads

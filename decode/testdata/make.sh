@@ -37,6 +37,9 @@ cjpeg -quality 90 -sample 2x2 -outfile "$out/jpeg_420.jpg" base.ppm
 cjpeg -quality 90 -sample 2x2 -outfile "$out/jpeg_420_odd.jpg" odd.ppm
 cjpeg -quality 90 -sample 2x1 -outfile "$out/jpeg_422.jpg" base.ppm
 cjpeg -quality 95 -sample 1x1 -outfile "$out/jpeg_444.jpg" base.ppm
+# RGB components (Adobe APP14 transform 0, ids R, G, B): the colour tests
+# rewrite its markers into every combination libjpeg and FFmpeg read.
+cjpeg -rgb -quality 95 -sample 1x1 -outfile "$out/jpeg_rgb.jpg" base.ppm
 cjpeg -quality 90 -progressive -outfile "$out/jpeg_progressive.jpg" base.ppm
 cjpeg -quality 90 -grayscale -outfile "$out/jpeg_gray.jpg" base.ppm
 # Adobe CMYK (APP14 transform 0) and YCCK (transform 2), written with

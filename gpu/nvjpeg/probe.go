@@ -3,6 +3,8 @@ package nvjpeg
 import (
 	"errors"
 	"fmt"
+
+	"github.com/longshore/longshore/internal/jpegcolour"
 )
 
 // Process is a JPEG's coding process, from its SOF marker.
@@ -39,6 +41,10 @@ type Info struct {
 	// Adobe says an APP14 Adobe marker came first (CMYK or YCCK when
 	// Components is 4).
 	Adobe bool
+	// Colour is the components' colour space as libjpeg reads it from
+	// the markers before the first scan. nvJPEG reads every
+	// three-component JPEG as YCbCr: an RGB one would come out green.
+	Colour jpegcolour.Space
 }
 
 // Subsampling names the chroma subsampling of a 3-component image
@@ -68,10 +74,13 @@ func (in Info) Subsampling() string {
 // ErrNotJPEG: the data does not start with a JPEG SOI marker.
 var ErrNotJPEG = errors.New("nvjpeg: not a JPEG")
 
-// Probe reads a JPEG's markers up to its frame header. It reads nothing
-// past the SOF segment and never allocates more than the sampling table.
+// Probe reads a JPEG's markers up to its first scan header (the frame
+// header and the colour markers; it skips the other segments by length)
+// and never allocates more than the sampling table and the component ids.
 func Probe(data []byte) (Info, error) {
 	var in Info
+	var colour jpegcolour.Markers
+	seen := false
 	if len(data) < 4 || data[0] != 0xFF || data[1] != 0xD8 {
 		return in, ErrNotJPEG
 	}
@@ -81,6 +90,9 @@ func Probe(data []byte) (Info, error) {
 			i++ // fill bytes
 		}
 		if i+4 > len(data) || data[i] != 0xFF {
+			if seen {
+				return in, errors.New("nvjpeg: no scan header before the data ended")
+			}
 			return in, errors.New("nvjpeg: no frame header before the data ended")
 		}
 		m := data[i+1]
@@ -90,8 +102,17 @@ func Probe(data []byte) (Info, error) {
 		}
 		seg := data[i+4 : i+2+n]
 		switch {
-		case m == 0xEE && len(seg) >= 5 && string(seg[:5]) == "Adobe":
-			in.Adobe = true
+		case m >= 0xE0 && m <= 0xEF:
+			colour.Segment(m, seg)
+			if m == 0xEE && len(seg) >= 5 && string(seg[:5]) == "Adobe" {
+				in.Adobe = true
+			}
+		case m == 0xDA && seen:
+			in.Colour = colour.Space()
+			return in, nil
+		case seen && m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC:
+			// A second frame header before the scan (hierarchical): the
+			// first one describes the picture.
 		case m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC:
 			switch {
 			case m == 0xC0:
@@ -120,8 +141,11 @@ func Probe(data []byte) (Info, error) {
 			for c := range in.Components {
 				s := seg[6+3*c+1]
 				in.Sampling = append(in.Sampling, [2]int{int(s >> 4), int(s & 15)})
+				colour.IDs = append(colour.IDs, seg[6+3*c])
 			}
-			return in, nil
+			seen = true
+		case m == 0xD9 && seen:
+			return in, errors.New("nvjpeg: no scan after the frame header")
 		case m == 0xD9 || m == 0xDA:
 			return in, errors.New("nvjpeg: scan before any frame header")
 		}

@@ -1,5 +1,7 @@
 package nvjpeg
 
+import "github.com/longshore/longshore/internal/jpegcolour"
+
 // Path is where a sample is decoded.
 type Path uint8
 
@@ -46,6 +48,7 @@ const (
 	ReasonNotJPEG     = "not_jpeg"
 	ReasonBadHeader   = "bad_header"
 	ReasonCMYK        = "cmyk"
+	ReasonRGB         = "rgb" // three components stored as RGB, not YCbCr
 	ReasonPrecision   = "precision"
 	ReasonProcess     = "process"
 	ReasonSubsampling = "subsampling"
@@ -63,6 +66,8 @@ func Route(in Info, err error, c Caps) (Path, string) {
 		return PathCPU, ReasonBadHeader // the CPU path reports the failure itself
 	case in.Components == 4 || in.Components == 2:
 		return PathCPU, ReasonCMYK
+	case in.Colour == jpegcolour.RGB:
+		return PathCPU, ReasonRGB
 	case in.Precision != 8:
 		return PathCPU, ReasonPrecision
 	case in.Process == Lossless || in.Process == Arithmetic || in.Process == Hierarchical:

@@ -6,21 +6,37 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"slices"
 	"testing"
 )
 
-// sof builds a minimal JPEG: SOI, optionally an Adobe APP14, a frame
-// header, EOI.
+// sof builds a minimal JPEG: SOI, a frame header, a scan header, EOI.
 func sof(marker byte, prec, w, h int, sampling ...[2]int) []byte {
-	b := []byte{0xFF, 0xD8}
+	return sofColour(nil, nil, marker, prec, w, h, sampling...)
+}
+
+// sofColour is sof with the segments pre (APPn) before the frame header
+// and the component ids (nil: 1, 2, 3, ...).
+func sofColour(pre, ids []byte, marker byte, prec, w, h int, sampling ...[2]int) []byte {
+	b := append([]byte{0xFF, 0xD8}, pre...)
 	seg := []byte{byte(prec), byte(h >> 8), byte(h), byte(w >> 8), byte(w), byte(len(sampling))}
 	for i, s := range sampling {
-		seg = append(seg, byte(i+1), byte(s[0]<<4|s[1]), 0)
+		id := byte(i + 1)
+		if ids != nil {
+			id = ids[i]
+		}
+		seg = append(seg, id, byte(s[0]<<4|s[1]), 0)
 	}
 	n := len(seg) + 2
 	b = append(b, 0xFF, marker, byte(n>>8), byte(n))
-	return append(append(b, seg...), 0xFF, 0xD9)
+	b = append(b, seg...)
+	return append(b, 0xFF, 0xDA, 0x00, 0x02, 0xFF, 0xD9)
 }
+
+var (
+	jfifAPP0    = []byte{0xFF, 0xE0, 0, 16, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0}
+	adobeRGBAPP = []byte{0xFF, 0xEE, 0, 14, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 0}
+)
 
 func TestProbeStdlibJPEG(t *testing.T) {
 	img := image.NewYCbCr(image.Rect(0, 0, 33, 17), image.YCbCrSubsampleRatio420)
@@ -68,6 +84,12 @@ func TestRoute(t *testing.T) {
 		{"thumbnail", sof(0xC0, 8, 32, 32, s420...), c, PathCPU, ReasonTooSmall},
 		{"huge", sof(0xC0, 8, 20000, 100, s420...), c, PathCPU, ReasonTooLarge},
 		{"odd sampling", sof(0xC0, 8, 500, 375, [2]int{2, 2}, [2]int{2, 1}, [2]int{1, 1}), c, PathCPU, ReasonSubsampling},
+		// RGB components (libjpeg's reading) stay on the CPU: nvJPEG
+		// would read them as YCbCr (green and pink).
+		{"adobe rgb", sofColour(adobeRGBAPP, nil, 0xC0, 8, 500, 375, s444...), c, PathCPU, ReasonRGB},
+		{"rgb ids", sofColour(nil, []byte("RGB"), 0xC0, 8, 500, 375, s444...), c, PathCPU, ReasonRGB},
+		{"jfif over adobe rgb", sofColour(append(slices.Clone(jfifAPP0), adobeRGBAPP...), nil, 0xC0, 8, 500, 375, s444...), c, PathHardware, ""},
+		{"jfif rgb ids", sofColour(jfifAPP0, []byte("RGB"), 0xC0, 8, 500, 375, s444...), c, PathHardware, ""},
 		{"png", []byte("\x89PNG\r\n\x1a\n...."), c, PathCPU, ReasonNotJPEG},
 		{"truncated", []byte{0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x40, 8}, c, PathCPU, ReasonBadHeader},
 	} {

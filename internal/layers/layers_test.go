@@ -22,12 +22,14 @@ var internal = map[string][]string{
 	"cluster":             {},
 	"gpu":                 {"gpu/internal/cuinit"}, // cuinit: the cuda build only
 	"gpu/internal/cuinit": {},
-	"gpu/nvjpeg":          {"gpu"},
+	"gpu/nvjpeg":          {"gpu", "internal/jpegcolour"},
 	"storage":             {"internal/offheap"},
 	"internal/clock":      {},
 	"internal/offheap":    {},
-	"decode":              {},
+	"decode":              {"internal/jpegcolour"},
 	"internal/layers":     {},
+	// libjpeg's rule for a JPEG's colour space, which every decoder obeys.
+	"internal/jpegcolour": {},
 
 	// The node's pipeline and its seams.
 	"actors":            {"gpu", "storage", "internal/clock"},
@@ -147,7 +149,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap"}
+var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
 
 type pkg struct {
 	ImportPath string
