@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
 )
 
 // StartRemote starts protoactor remote on sys, listening on listen
@@ -14,6 +15,10 @@ import (
 // address it listens on, which must then be reachable by the others). It
 // returns the remote and the address others reach this process at. opts
 // configure the remote further (TLS.RemoteOptions: mutual TLS).
+//
+// The control port serves only the protocol (see ctlport.go): other
+// methods of protoactor's service are refused, handler panics recovered,
+// and messages outside the protocol dropped, whatever opts say.
 //
 // remote.Start panics when it cannot listen; the port is probed first so
 // a taken port is an error instead.
@@ -38,7 +43,11 @@ func StartRemote(sys *actor.ActorSystem, listen, advertise string, opts ...remot
 	if advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(advertise))
 	}
-	r := remote.NewRemote(sys, remote.Configure(host, p, opts...))
+	cfg := remote.Configure(host, p, opts...)
+	// WithServerOptions replaces the options before it (TLS sets some):
+	// the control port's guard goes after whatever they are.
+	cfg.ServerOptions = append(append([]grpc.ServerOption(nil), cfg.ServerOptions...), controlServerOptions(sys)...)
+	r := remote.NewRemote(sys, cfg)
 	r.Start()
 	return r, sys.Address(), nil
 }

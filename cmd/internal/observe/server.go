@@ -143,10 +143,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Registry returns a registry holding cs and the Go runtime's and the
-// process's collectors (go_*, process_*: CPU, memory, file descriptors).
+// process's collectors (go_*, process_*: CPU, memory, file descriptors;
+// longshore_control_*: the control port's refusals).
 func Registry(cs ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newControlCollector())
 	reg.MustRegister(cs...)
 	return reg
 }
