@@ -23,6 +23,7 @@ See docs/feed-protocol.md in the longshore repository for the wire protocol.
 from ._feed import (  # noqa: F401
     PROTOCOL_VERSION,
     Batch,
+    ConnectTimeout,
     FeedError,
     Loader,
     RolledBack,
@@ -30,5 +31,5 @@ from ._feed import (  # noqa: F401
 )
 from ._token import JournalToken, cut_token, parse_token  # noqa: F401
 
-__all__ = ["Loader", "Batch", "FeedError", "RolledBack", "socket_path", "PROTOCOL_VERSION",
+__all__ = ["Loader", "Batch", "FeedError", "ConnectTimeout", "RolledBack", "socket_path", "PROTOCOL_VERSION",
            "cut_token", "parse_token", "JournalToken"]

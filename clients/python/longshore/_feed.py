@@ -3,7 +3,9 @@
 import array
 import base64
 import collections
+import errno
 import json
+import logging
 import math
 import mmap
 import os
@@ -11,6 +13,7 @@ import select
 import socket
 import struct
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -51,6 +54,76 @@ class FeedError(RuntimeError):
     def __init__(self, code, message, fatal=True, report=None):
         super().__init__(f"longshore feed: {code}: {message}")
         self.code, self.message, self.fatal, self.report = code, message, fatal, report
+
+
+class ConnectTimeout(FeedError):
+    """No node accepted on `path` within the connect timeout: `attempts`
+    connects over `waited` seconds each found no socket (ENOENT) or one
+    nobody accepts on (ECONNREFUSED); the last one's error is the
+    `__cause__`. Code "connect"."""
+
+    def __init__(self, path, attempts, waited, last):
+        super().__init__(
+            "connect",
+            f"no node accepting on {path}: {attempts} attempt(s) over {waited:.1f} s, the last: {last} "
+            f"(is the node running, with this feed directory and rank? connect_timeout= or "
+            f"${CONNECT_TIMEOUT_ENV} sets how long to wait)")
+        self.path, self.attempts, self.waited = path, attempts, waited
+
+
+# How long a loader waits for a node that is not accepting yet (one being
+# launched beside the trainer), unless Loader(connect_timeout=) or the
+# environment says otherwise.
+DEFAULT_CONNECT_TIMEOUT = 60.0
+CONNECT_TIMEOUT_ENV = "LONGSHORE_CONNECT_TIMEOUT"
+
+_log = logging.getLogger("longshore")
+
+
+def _connect_timeout(value):
+    """The connect timeout in seconds: value, else $LONGSHORE_CONNECT_TIMEOUT,
+    else DEFAULT_CONNECT_TIMEOUT."""
+    if value is None:
+        env = os.environ.get(CONNECT_TIMEOUT_ENV)
+        if env is None or env == "":
+            return DEFAULT_CONNECT_TIMEOUT
+        try:
+            value = float(env)
+        except ValueError:
+            raise ValueError(f"${CONNECT_TIMEOUT_ENV}={env!r}: want seconds (a number)") from None
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError("connect_timeout is NaN: want seconds")
+    return value
+
+
+def _connect_unix(path, timeout, connect_timeout):
+    """A socket connected to path, trying again while no node accepts there
+    (ENOENT: no socket yet; ECONNREFUSED: a socket nobody accepts on, a node
+    starting or restarting) with a short backoff, until connect_timeout
+    seconds have passed (<= 0: one attempt); then ConnectTimeout."""
+    start = time.monotonic()
+    backoff, attempts = 0.005, 0
+    while True:
+        attempts += 1
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+            return s
+        except OSError as e:
+            s.close()
+            if e.errno not in (errno.ENOENT, errno.ECONNREFUSED):
+                raise
+            waited = time.monotonic() - start
+            left = connect_timeout - waited
+            if left <= 0:
+                raise ConnectTimeout(path, attempts, waited, e) from e
+            if attempts == 1:
+                _log.info("longshore: waiting up to %.0f s for the node at %s (%s)", connect_timeout, path,
+                          os.strerror(e.errno))
+        time.sleep(min(backoff, left))
+        backoff = min(backoff * 2, 0.25)
 
 
 class RolledBack(FeedError):
@@ -204,10 +277,9 @@ class _Conn:
     releases may be queued from any thread (finalizers) and are flushed
     before each read and write."""
 
-    def __init__(self, path, token=None, rank=None, timeout=None, device=None, cuda=None, pin=False):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
+    def __init__(self, path, token=None, rank=None, timeout=None, device=None, cuda=None, pin=False,
+                 connect_timeout=DEFAULT_CONNECT_TIMEOUT):
+        self.sock = _connect_unix(path, timeout, connect_timeout)
         self.buf = bytearray()
         self.rbuf = memoryview(bytearray(1 << 16))  # reused receive buffer
         self.fds = collections.deque()
@@ -412,12 +484,13 @@ class Loader:
     """
 
     def __init__(self, socket_or_rank=None, *, token=None, timeout=None, release_previous=False,
-                 pin_memory=False, device=None, cuda=None):
+                 pin_memory=False, device=None, cuda=None, connect_timeout=None):
         if socket_or_rank is None or isinstance(socket_or_rank, int):
             self.path = socket_path(socket_or_rank)
         else:
             self.path = os.fspath(socket_or_rank)
         self.timeout = timeout
+        self.connect_timeout = _connect_timeout(connect_timeout)
         self.release_previous = release_previous
         self._token = token
         self._conn = None
@@ -445,7 +518,7 @@ class Loader:
 
                 self._cuda = TorchCuda()
             self._conn = _Conn(self.path, token=self._token, timeout=self.timeout, device=self.device,
-                               cuda=self._cuda, pin=self.pin_memory)
+                               cuda=self._cuda, pin=self.pin_memory, connect_timeout=self.connect_timeout)
             self._ended = False
             w = self._conn.welcome
             self._era = w.get("era", 0)
