@@ -49,6 +49,11 @@ type Config struct {
 	// Peers says which local processes may connect (peercred.go). Zero:
 	// the node's own uid only, in a 0700 directory with 0600 sockets.
 	Peers PeerPolicy
+	// EpochSteps, if set, says how many batches each epoch of rank's
+	// stream has, for the welcome's epoch_steps (a trainer's
+	// len(loader)); StandaloneSteps for Standalone streams. nil, or a
+	// result <= 0: not known, not said.
+	EpochSteps func(rank int) int64
 	// RankDevice, if set, says rank's GPU (a node running one rank per
 	// device, --gpus), for the welcome; nil result or nil func: none.
 	RankDevice func(rank int) *RankDevice
@@ -640,6 +645,9 @@ func (s *session) run() {
 	w := feed.Welcome{
 		Version: s.version, Job: s.r.s.cfg.Job, Rank: s.r.rank, BatchSize: cfg.BatchSize, Slots: cfg.Slots,
 		SlotBytes: cfg.SlotBytes(), Layout: cfg.Sample.LayoutName(), DType: cfg.Sample.DType().String(), Resume: at,
+	}
+	if f := s.r.s.cfg.EpochSteps; f != nil {
+		w.EpochSteps = max(f(s.r.rank), 0)
 	}
 	if cfg.Sample.Kind != actors.KindAudio {
 		w.Sample = feed.SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels}
