@@ -4,33 +4,14 @@ that is starting (docs/feed-protocol.md, "Transport")."""
 
 import logging
 import os
-import signal
 import socket
-import subprocess
 import threading
 
 import pytest
 
 import longshore
 from limits import HANG_S
-
-
-def launch(server_bin, dataset, feed_dir, epochs=1):
-    """A feed_server on dataset serving rank 0 in feed_dir; no waiting."""
-    cmd = [server_bin, "--dataset", dataset, "--dir", feed_dir, "--ranks", "1", "--batch-size", "8",
-           "--size", "16", "--transform", "resize", "--epochs", str(epochs), "--slots", "2", "--decoders", "1"]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(HANG_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    proc.stderr.close()
+from tinynode import launch, stop
 
 
 def test_connect_the_moment_the_socket_appears(server_bin, tiny_dataset, tmp_path):
