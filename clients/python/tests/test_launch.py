@@ -16,9 +16,11 @@ from tinynode import launch, stop
 
 def test_connect_the_moment_the_socket_appears(server_bin, tiny_dataset, tmp_path):
     """100 launches of a node, each with a trainer that connects once, with
-    no retry, the moment the socket path appears: every connect must be
-    accepted (bind(2) makes the file before listen(2); a connect between
-    them is refused)."""
+    no retry (connect_timeout=0), the moment the socket path appears: every
+    connect must be accepted (bind(2) makes the file before listen(2); a
+    connect between them is refused). Before the node renamed its socket
+    into place this failed within 100 launches (at launch 55, and at launch 0,
+    in two runs against the old node)."""
     for i in range(100):
         feed_dir = str(tmp_path / f"f{i}")
         sock = os.path.join(feed_dir, "rank-0.sock")
@@ -27,15 +29,12 @@ def test_connect_the_moment_the_socket_appears(server_bin, tiny_dataset, tmp_pat
             while not os.path.exists(sock):  # spin: no sleep, connect as soon as it is there
                 if proc.poll() is not None:
                     raise AssertionError(f"launch {i}: feed_server exited {proc.returncode}: {proc.stderr.read()}")
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect(sock)
-            except OSError as e:
-                raise AssertionError(f"launch {i}: a connect as soon as {sock} appeared: {e!r}") from e
-            finally:
-                s.close()
-            with longshore.Loader(sock, timeout=HANG_S) as loader:
-                assert loader.welcome["batch_size"] == 8
+            with longshore.Loader(sock, timeout=HANG_S, connect_timeout=0) as loader:  # one connect, no retry
+                try:
+                    w = loader.welcome
+                except longshore.ConnectTimeout as e:
+                    raise AssertionError(f"launch {i}: a connect as soon as {sock} appeared: {e!r}") from e
+                assert w["batch_size"] == 8
         finally:
             stop(proc)
 
