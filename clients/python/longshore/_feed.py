@@ -67,11 +67,13 @@ class FeedError(RuntimeError):
         self.code, self.message, self.fatal, self.report = code, message, fatal, report
 
 
-class ConnectTimeout(FeedError):
+class ConnectTimeout(FeedError, TimeoutError):
     """No node accepted on `path` within the connect timeout: `attempts`
     connects over `waited` seconds each found no socket (ENOENT) or one
     nobody accepts on (ECONNREFUSED); the last one's error is the
-    `__cause__`. Code "connect"."""
+    `__cause__`. Code "connect". Also a TimeoutError (an OSError), so code
+    that caught the connect's OSError before the loader waited still
+    catches it."""
 
     def __init__(self, path: str, attempts: int, waited: float, last: BaseException) -> None:
         super().__init__(

@@ -111,6 +111,7 @@ def test_no_node_clear_error(tmp_path, monkeypatch):
     assert e.path == sock and sock in str(e) and e.attempts >= 1
     assert isinstance(e.__cause__, FileNotFoundError)
     assert isinstance(e, longshore.FeedError) and e.code == "connect"
+    assert isinstance(e, TimeoutError)  # an OSError, as the connect's own errors were
     # the environment sets the default; 0 is one attempt
     monkeypatch.setenv("LONGSHORE_CONNECT_TIMEOUT", "0")
     with pytest.raises(longshore.ConnectTimeout) as ei:
