@@ -23,6 +23,87 @@ type DialConfig struct {
 	Token []byte
 	// Rank, if set, must be the socket's rank.
 	Rank *int
+	// ConnectTimeout bounds how long DialContext waits for a node that is
+	// not accepting yet (no socket, ENOENT; or a socket nobody accepts
+	// on, ECONNREFUSED: a node that is starting or restarting): it tries
+	// again with a short backoff until then (and until ctx ends), then
+	// returns a *ConnectError naming the path. 0: DefaultConnectTimeout;
+	// negative: one attempt.
+	ConnectTimeout time.Duration
+	// OnWait, if set, is called after each attempt that found no node
+	// accepting (its error), before DialContext waits to try again: to
+	// log "waiting for the node".
+	OnWait func(err error)
+}
+
+// DefaultConnectTimeout is how long a trainer waits for its node by
+// default: long enough for a node launched beside it to start.
+const DefaultConnectTimeout = 60 * time.Second
+
+// ConnectError is a dial that found no node accepting on Path within its
+// connect timeout. Err is the last attempt's error (errors.Is
+// syscall.ENOENT or syscall.ECONNREFUSED, or the context's error).
+type ConnectError struct {
+	Path     string
+	Attempts int
+	Waited   time.Duration
+	Err      error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("feed: no node accepting on %s: %d attempt(s) over %v, the last: %v (is the node running, with this feed directory and rank? DialConfig.ConnectTimeout sets how long to wait)",
+		e.Path, e.Attempts, e.Waited.Round(time.Millisecond), e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// notYet is whether a connect error means no node accepts on the path yet.
+func notYet(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// connect dials path until a node accepts, cfg's connect timeout passes or
+// ctx ends.
+func connect(ctx context.Context, path string, cfg DialConfig) (*net.UnixConn, error) {
+	timeout := cfg.ConnectTimeout
+	if timeout == 0 {
+		timeout = DefaultConnectTimeout
+	}
+	start := time.Now()
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		tm := time.NewTimer(timeout)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+	backoff := 5 * time.Millisecond
+	var d net.Dialer
+	for attempt := 1; ; attempt++ {
+		nc, err := d.DialContext(ctx, "unix", path)
+		if err == nil {
+			return nc.(*net.UnixConn), nil
+		}
+		if !notYet(err) {
+			return nil, fmt.Errorf("feed: dial %s: %w", path, err)
+		}
+		if timeout < 0 {
+			return nil, &ConnectError{Path: path, Attempts: attempt, Waited: time.Since(start), Err: err}
+		}
+		if cfg.OnWait != nil {
+			cfg.OnWait(err)
+		}
+		wait := time.NewTimer(backoff)
+		select {
+		case <-wait.C:
+		case <-deadline:
+			wait.Stop()
+			return nil, &ConnectError{Path: path, Attempts: attempt, Waited: time.Since(start), Err: err}
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, &ConnectError{Path: path, Attempts: attempt, Waited: time.Since(start), Err: fmt.Errorf("%w (the last attempt: %v)", ctx.Err(), err)}
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
 }
 
 // Client is a trainer's connection to one rank's feed. Next and Commit
@@ -172,14 +253,14 @@ func (b *Batch) Release() error {
 // commit for the rank.
 func Dial(path string) (*Client, error) { return DialContext(context.Background(), path, DialConfig{}) }
 
-// DialContext connects, says hello and waits for the welcome.
+// DialContext connects (waiting for a node that is starting: see
+// DialConfig.ConnectTimeout), says hello and waits for the welcome.
 func DialContext(ctx context.Context, path string, cfg DialConfig) (*Client, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", path)
+	nc, err := connect(ctx, path, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("feed: dial %s: %w", path, err)
+		return nil, err
 	}
-	c := &Client{conn: nc.(*net.UnixConn), rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4)), regions: make(map[uint64][]byte)}
+	c := &Client{conn: nc, rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4)), regions: make(map[uint64][]byte)}
 	if err := c.sendMsg(MsgHello, Hello{Version: Version, Rank: cfg.Rank, Token: cfg.Token, Client: "go"}); err != nil {
 		c.Close()
 		return nil, err

@@ -230,6 +230,11 @@ type Welcome struct {
 	Spec *SampleSpec `json:"spec,omitempty"`
 	// Resume is where delivery starts.
 	Resume Cursor `json:"resume"`
+	// EpochSteps is how many batches each epoch of the rank's stream has
+	// (a whole epoch, whatever Resume says), when the node knows it (a
+	// standalone node); 0 (absent): not known (cluster mode, where the
+	// coordinator plans and re-plans a rank's share, or an older node).
+	EpochSteps int64 `json:"epoch_steps,omitempty"`
 	// Mode is "standalone" or "cluster" (version 2).
 	Mode string `json:"mode,omitempty"`
 	// Era is the rank's delivery era (version 2, cluster mode): it grows

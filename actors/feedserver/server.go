@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,6 +49,11 @@ type Config struct {
 	// Peers says which local processes may connect (peercred.go). Zero:
 	// the node's own uid only, in a 0700 directory with 0600 sockets.
 	Peers PeerPolicy
+	// EpochSteps, if set, says how many batches each epoch of rank's
+	// stream has, for the welcome's epoch_steps (a trainer's
+	// len(loader)); StandaloneSteps for Standalone streams. nil, or a
+	// result <= 0: not known, not said.
+	EpochSteps func(rank int) int64
 	// RankDevice, if set, says rank's GPU (a node running one rank per
 	// device, --gpus), for the welcome; nil result or nil func: none.
 	RankDevice func(rank int) *RankDevice
@@ -107,8 +113,8 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	for r := 0; r < c.Ranks && r < 1024; r++ {
-		if p := c.socketPath(r); len(p) >= 108 {
-			errs = append(errs, fmt.Errorf("feed: socket path %q is %d bytes; Unix sockets allow 107: use a shorter Dir", p, len(p)))
+		if p := c.socketPath(r); len(p) >= 108 || tmpSocketLen(p) >= 108 {
+			errs = append(errs, fmt.Errorf("feed: socket path %q is %d bytes (%d while it is made under a temporary name); Unix sockets allow 107: use a shorter Dir", p, len(p), tmpSocketLen(p)))
 			break
 		}
 	}
@@ -137,8 +143,9 @@ var ErrServerClosed = errors.New("feed: server closed")
 
 // New opens every rank's stream at cfg.Start (open is called with
 // each rank's shared-memory allocator), listens on each rank's socket
-// (mode 0600, in a 0700 directory; a stale socket file is replaced) and
-// serves until Shutdown.
+// (mode 0600, in a 0700 directory; the path appears only once it accepts;
+// a stale socket file is replaced, a live one refused) and serves until
+// Shutdown, which removes the sockets.
 func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -183,15 +190,14 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 		}
 		rs.mu.stream, rs.mu.ledger = st, newLedger(cfg.Start)
 		s.ranks = append(s.ranks, rs)
-		if rs.ln, err = listen(rs.path); err != nil {
-			return nil, err
-		}
+		// Others must be able to connect(2) for the credential check
+		// to decide, and to tell them why it refused.
+		mode := os.FileMode(0o600)
 		if cfg.Peers.Open() {
-			// Others must be able to connect(2) for the credential
-			// check to decide, and to tell them why it refused.
-			if err := os.Chmod(rs.path, 0o666); err != nil {
-				return nil, fmt.Errorf("feed: %w", err)
-			}
+			mode = 0o666
+		}
+		if rs.ln, err = listen(rs.path, mode); err != nil {
+			return nil, err
 		}
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); rs.acceptLoop() }()
@@ -199,21 +205,95 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 	return s, nil
 }
 
-func listen(path string) (*net.UnixListener, error) {
+// socketListener is a rank's listening socket at its path.
+type socketListener struct {
+	*net.UnixListener
+	path     string
+	dev, ino uint64 // the socket file's identity
+}
+
+// Close stops listening and removes the socket file, if it is still this
+// one: a node started since on the same path has put its own there.
+func (l *socketListener) Close() error {
+	err := l.UnixListener.Close()
+	if fi, e := os.Lstat(l.path); e == nil && l.is(fi) {
+		os.Remove(l.path)
+	}
+	return err
+}
+
+func (l *socketListener) is(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && uint64(st.Dev) == l.dev && uint64(st.Ino) == l.ino
+}
+
+// tmpSocketName is where a socket is made before it is renamed into
+// place: in the same directory (rename(2) is atomic only within a file
+// system), matching rank-*.sock (what the run directory may hold), never
+// a name a rank's socket has.
+func tmpSocketName(path string) string {
+	return filepath.Join(filepath.Dir(path), fmt.Sprintf("rank-~%04x.sock", rand.Uint32()&0xffff))
+}
+
+// tmpSocketLen is how long tmpSocketName(path) is.
+func tmpSocketLen(path string) int { return len(filepath.Join(filepath.Dir(path), "rank-~0000.sock")) }
+
+// listen makes path a socket that accepts from the moment it exists: the
+// socket is bound and listening under a temporary name, with its final
+// mode, and then renamed onto path. (bind(2) creates the file before
+// listen(2): a trainer connecting in between would be refused.) A stale
+// socket at path, one nobody accepts on (a node that was killed), is
+// replaced by the rename; a socket some process still accepts on is
+// another node's, and is refused; anything else at path is refused.
+func listen(path string, mode os.FileMode) (*socketListener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("feed: %s exists and is not a socket; remove it or choose another path", path)
 		}
-		os.Remove(path) // stale socket of an earlier run
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("feed: %s is in use: a running process accepts connections on it (another node on this feed directory?); stop it or choose another path", path)
+		}
 	}
-	old := syscall.Umask(0o177) // the socket is created 0600: no window where others may connect
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
-	if err != nil {
+	var ln *net.UnixListener
+	var tmp string
+	for try := 0; ; try++ {
+		tmp = tmpSocketName(path)
+		old := syscall.Umask(0o177) // the socket is created 0600: no window where others may connect
+		var err error
+		ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+		syscall.Umask(old)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, syscall.EADDRINUSE) && try < 16 {
+			continue // another temporary socket of that name: draw again
+		}
 		return nil, fmt.Errorf("feed: listen: %w", err)
 	}
-	ln.SetUnlinkOnClose(true)
-	return ln, nil
+	ln.SetUnlinkOnClose(false) // the listener's name is the temporary one
+	fail := func(err error) (*socketListener, error) {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("feed: %w", err)
+	}
+	if mode != 0o600 {
+		if err := os.Chmod(tmp, mode); err != nil {
+			return fail(err)
+		}
+	}
+	fi, err := os.Lstat(tmp)
+	if err != nil {
+		return fail(err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fail(fmt.Errorf("socket %s: no device and inode", tmp))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	return &socketListener{UnixListener: ln, path: path, dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
 }
 
 // SocketPath is rank's socket.
@@ -315,7 +395,7 @@ type rankServer struct {
 	s     *Server
 	rank  int
 	path  string
-	ln    *net.UnixListener
+	ln    *socketListener
 	alloc *ShmAllocator
 	dev   *RankDevice
 	devMu struct {
@@ -565,6 +645,9 @@ func (s *session) run() {
 	w := feed.Welcome{
 		Version: s.version, Job: s.r.s.cfg.Job, Rank: s.r.rank, BatchSize: cfg.BatchSize, Slots: cfg.Slots,
 		SlotBytes: cfg.SlotBytes(), Layout: cfg.Sample.LayoutName(), DType: cfg.Sample.DType().String(), Resume: at,
+	}
+	if f := s.r.s.cfg.EpochSteps; f != nil {
+		w.EpochSteps = max(f(s.r.rank), 0)
 	}
 	if cfg.Sample.Kind != actors.KindAudio {
 		w.Sample = feed.SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels}

@@ -54,11 +54,8 @@ func StandaloneCatalog(cfg actors.Config, cat storage.Catalog, world int, deps a
 		if from.Epoch < cfg.FirstEpoch || from.Step < 0 {
 			from = feed.Cursor{Epoch: cfg.FirstEpoch}
 		}
-		l, b := f.StreamLen(), int64(cfg.BatchSize)
-		steps := (l + b - 1) / b
-		if cfg.DropLast {
-			steps = l / b
-		}
+		b := int64(cfg.BatchSize)
+		steps := epochSteps(cfg, f.StreamLen())
 		if from.Step >= steps {
 			from = feed.Cursor{Epoch: from.Epoch + 1}
 		}
@@ -76,6 +73,32 @@ func StandaloneCatalog(cfg actors.Config, cat storage.Catalog, world int, deps a
 		}
 		return p, nil
 	}
+}
+
+// StandaloneSteps is how many batches each epoch of a rank's stream has
+// when StandaloneCatalog(cfg, cat, world, ...) opens it: what
+// Config.EpochSteps says in the welcome (the trainer's len(loader)).
+func StandaloneSteps(cfg actors.Config, cat storage.Catalog, world int) func(rank int) int64 {
+	cfg = cfg.WithDefaults()
+	n := cat.Len()
+	var l int64 // samples per rank and epoch, as actors.Feeder.StreamLen
+	if n > 0 && world > 0 {
+		l = (n + int64(world) - 1) / int64(world)
+	}
+	steps := epochSteps(cfg, l)
+	return func(rank int) int64 { return steps }
+}
+
+// epochSteps is how many batches an epoch of l samples makes.
+func epochSteps(cfg actors.Config, l int64) int64 {
+	b := int64(cfg.BatchSize)
+	if b <= 0 {
+		return 0
+	}
+	if cfg.DropLast {
+		return l / b
+	}
+	return (l + b - 1) / b
 }
 
 // endedStream is a stream opened at or past the end of the run.

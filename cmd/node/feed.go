@@ -77,7 +77,8 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	if err != nil {
 		return err
 	}
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, RankDevice: o.gpu.rankDevice(), Committer: committer, Logger: o.logs.New(stderr, "feed")}, open)
+	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, RankDevice: o.gpu.rankDevice(), Committer: committer, Logger: o.logs.New(stderr, "feed"),
+		EpochSteps: feedserver.StandaloneSteps(ac, data.cat, o.ranks)}, open)
 	if err != nil {
 		ob.shutdown(ctx, 0)
 		return err

@@ -99,7 +99,8 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	s, err := feedserver.New(feedserver.Config{Dir: *dir, Ranks: *ranks, Job: *job}, open)
+	s, err := feedserver.New(feedserver.Config{Dir: *dir, Ranks: *ranks, Job: *job,
+		EpochSteps: feedserver.StandaloneSteps(cfg, storage.DatasetCatalog(ds), *ranks)}, open)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 """longshore: trainer-side client of the longshore feed.
 
     import longshore
-    loader = longshore.Loader()          # rank from LOCAL_RANK, dir from LONGSHORE_FEED_DIR
+    loader = longshore.Loader()          # rank from LOCAL_RANK/SLURM_LOCALID, dir from LONGSHORE_FEED_DIR
+    steps = len(loader)                  # batches per epoch for this rank (standalone nodes)
     for batch in loader:                 # one epoch per `for`, like a DataLoader
         x = batch.images                 # NumPy uint8 view over shared memory: no copy
         y = batch.labels
@@ -23,12 +24,16 @@ See docs/feed-protocol.md in the longshore repository for the wire protocol.
 from ._feed import (  # noqa: F401
     PROTOCOL_VERSION,
     Batch,
+    ConnectTimeout,
     FeedError,
     Loader,
     RolledBack,
+    TorchBatch,
+    env_rank,
     socket_path,
 )
 from ._token import JournalToken, cut_token, parse_token  # noqa: F401
 
-__all__ = ["Loader", "Batch", "FeedError", "RolledBack", "socket_path", "PROTOCOL_VERSION",
+__all__ = ["Loader", "Batch", "TorchBatch", "FeedError", "ConnectTimeout", "RolledBack", "socket_path", "env_rank",
+           "PROTOCOL_VERSION",
            "cut_token", "parse_token", "JournalToken"]

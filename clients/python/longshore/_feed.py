@@ -1,9 +1,13 @@
 """The feed client: framing, shared-memory regions, batches, the Loader."""
 
+from __future__ import annotations
+
 import array
 import base64
 import collections
+import errno
 import json
+import logging
 import math
 import mmap
 import os
@@ -11,11 +15,21 @@ import select
 import socket
 import struct
 import threading
+import time
 import weakref
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 
 from ._token import cut_token
+
+if TYPE_CHECKING:
+    import torch
+
+# What Batch.to() takes as a device: "cuda", "cuda:1", torch.device(...), 0.
+DeviceLike = Union[str, int, "torch.device"]
+# A socket path, or an object naming one (os.PathLike).
+PathLike = Union[str, "os.PathLike[str]"]
 
 # 2 adds rollbacks (cluster mode); 3 the sample spec (video, audio: any
 # dtype and shape). A node serving images accepts 1 to 3.
@@ -48,9 +62,81 @@ _RELEASE1 = b'{"ids":[%d]}'
 class FeedError(RuntimeError):
     """An error message from the node (code, message, fatal, report)."""
 
-    def __init__(self, code, message, fatal=True, report=None):
+    def __init__(self, code: Optional[str], message: Optional[str], fatal: bool = True, report: Any = None) -> None:
         super().__init__(f"longshore feed: {code}: {message}")
         self.code, self.message, self.fatal, self.report = code, message, fatal, report
+
+
+class ConnectTimeout(FeedError, TimeoutError):
+    """No node accepted on `path` within the connect timeout: `attempts`
+    connects over `waited` seconds each found no socket (ENOENT) or one
+    nobody accepts on (ECONNREFUSED); the last one's error is the
+    `__cause__`. Code "connect". Also a TimeoutError (an OSError), so code
+    that caught the connect's OSError before the loader waited still
+    catches it."""
+
+    def __init__(self, path: str, attempts: int, waited: float, last: BaseException) -> None:
+        super().__init__(
+            "connect",
+            f"no node accepting on {path}: {attempts} attempt(s) over {waited:.1f} s, the last: {last} "
+            f"(is the node running, with this feed directory and rank? connect_timeout= or "
+            f"${CONNECT_TIMEOUT_ENV} sets how long to wait)")
+        self.path, self.attempts, self.waited = path, attempts, waited
+
+
+# How long a loader waits for a node that is not accepting yet (one being
+# launched beside the trainer), unless Loader(connect_timeout=) or the
+# environment says otherwise.
+DEFAULT_CONNECT_TIMEOUT = 60.0
+CONNECT_TIMEOUT_ENV = "LONGSHORE_CONNECT_TIMEOUT"
+
+_log = logging.getLogger("longshore")
+
+
+def _connect_timeout(value):
+    """The connect timeout in seconds: value, else $LONGSHORE_CONNECT_TIMEOUT,
+    else DEFAULT_CONNECT_TIMEOUT."""
+    if value is None:
+        env = os.environ.get(CONNECT_TIMEOUT_ENV)
+        if env is None or env == "":
+            return DEFAULT_CONNECT_TIMEOUT
+        try:
+            value = float(env)
+        except ValueError:
+            raise ValueError(f"${CONNECT_TIMEOUT_ENV}={env!r}: want seconds (a number)") from None
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError("connect_timeout is NaN: want seconds")
+    return value
+
+
+def _connect_unix(path, timeout, connect_timeout):
+    """A socket connected to path, trying again while no node accepts there
+    (ENOENT: no socket yet; ECONNREFUSED: a socket nobody accepts on, a node
+    starting or restarting) with a short backoff, until connect_timeout
+    seconds have passed (<= 0: one attempt); then ConnectTimeout."""
+    start = time.monotonic()
+    backoff, attempts = 0.005, 0
+    while True:
+        attempts += 1
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+            return s
+        except OSError as e:
+            s.close()
+            if e.errno not in (errno.ENOENT, errno.ECONNREFUSED):
+                raise
+            waited = time.monotonic() - start
+            left = connect_timeout - waited
+            if left <= 0:
+                raise ConnectTimeout(path, attempts, waited, e) from e
+            if attempts == 1:
+                _log.info("longshore: waiting up to %.0f s for the node at %s (%s)", connect_timeout, path,
+                          os.strerror(e.errno))
+        time.sleep(min(backoff, left))
+        backoff = min(backoff * 2, 0.25)
 
 
 class RolledBack(FeedError):
@@ -63,7 +149,8 @@ class RolledBack(FeedError):
     batch belongs to a delivery era that ended (then `epoch`/`step` are
     None until the loader reads the rollback itself)."""
 
-    def __init__(self, epoch=None, step=None, token=None, committed=False, message=None):
+    def __init__(self, epoch: Optional[int] = None, step: Optional[int] = None, token: Optional[bytes] = None,
+                 committed: bool = False, message: Optional[str] = None) -> None:
         if message is None:
             message = (f"rolled back: restore the checkpoint of epoch {epoch} step {step}"
                        if committed else "rolled back before any acknowledged commit: restore the initial model")
@@ -71,18 +158,42 @@ class RolledBack(FeedError):
         self.epoch, self.step, self.token, self.committed = epoch, step, token, committed
 
 
-def socket_path(rank=None, directory=None):
-    """The socket of `rank` (default: $LOCAL_RANK, else 0) in `directory`
-    (default: $LONGSHORE_FEED_DIR, else $XDG_RUNTIME_DIR/longshore, else
-    /tmp/longshore-<uid>), the node's defaults."""
+# Where a trainer learns its local rank when it is not told: torchrun (and
+# Lightning, Accelerate, DeepSpeed launchers) set LOCAL_RANK; plain srun
+# sets SLURM_LOCALID.
+RANK_ENV = ("LOCAL_RANK", "SLURM_LOCALID")
+
+
+def env_rank() -> int:
+    """This process's local rank from the launcher: $LOCAL_RANK, else
+    $SLURM_LOCALID, else 0."""
+    for var in RANK_ENV:
+        v = os.environ.get(var)
+        if v is None or v.strip() == "":
+            continue
+        try:
+            r = int(v)
+        except ValueError:
+            raise ValueError(f"${var}={v!r}: want the local rank, a number >= 0") from None
+        if r < 0:
+            raise ValueError(f"${var}={v!r}: want the local rank, a number >= 0")
+        return r
+    return 0
+
+
+def socket_path(rank: Optional[int] = None, directory: Optional[PathLike] = None) -> str:
+    """The socket of `rank` (default: env_rank(): $LOCAL_RANK, else
+    $SLURM_LOCALID, else 0) in `directory` (default: $LONGSHORE_FEED_DIR,
+    else $XDG_RUNTIME_DIR/longshore, else /tmp/longshore-<uid>), the
+    node's defaults."""
     if rank is None:
-        rank = int(os.environ.get("LOCAL_RANK", "0"))
+        rank = env_rank()
     if directory is None:
         directory = os.environ.get("LONGSHORE_FEED_DIR")
     if not directory:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         directory = os.path.join(xdg, "longshore") if xdg else f"/tmp/longshore-{os.getuid()}"
-    return os.path.join(directory, f"rank-{rank}.sock")
+    return os.path.join(os.fspath(directory), f"rank-{rank}.sock")
 
 
 def _distributed():
@@ -158,10 +269,10 @@ class Batch:
         self._cuda = cuda
         self._index = index
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.keys)
 
-    def tensor(self):
+    def tensor(self) -> torch.Tensor:
         """The batch as a torch tensor (its dtype, its shape) sharing the
         shared memory."""
         import torch
@@ -169,11 +280,11 @@ class Batch:
         return torch.from_numpy(self.images)
 
     @property
-    def on_device(self):
+    def on_device(self) -> bool:
         """Whether the batch was delivered on the device (CUDA IPC)."""
         return self.device_array is not None
 
-    def cuda(self, non_blocking=True):
+    def cuda(self, non_blocking: bool = True) -> torch.Tensor:
         """The batch as a CUDA tensor: the node's device slot itself
         with device delivery, else a copy from shared memory enqueued on
         the current stream (asynchronous when the memory is pinned:
@@ -188,14 +299,134 @@ class Batch:
             self._gate[0] = ev  # the slot is read by the copy until ev completes
         return t
 
-    def release(self):
+    def to(self, device: DeviceLike, non_blocking: bool = False) -> TorchBatch:
+        """The batch moved to `device` as torch tensors (what PyTorch
+        Lightning's and Accelerate's device transfer call): a TorchBatch
+        whose `images` and `labels` (int64) are on the device and whose
+        other fields are this batch's. On the CPU `images` is the shared
+        memory itself (no copy). To CUDA it is `cuda()` when the loader has
+        its CUDA (pin_memory=True or device="cuda": the node's device slot,
+        or an asynchronous copy on the current stream, the release gated
+        on it), else a copy from the pageable shared memory, which is
+        complete when it returns. Release the slot with either batch's
+        `release()`."""
+        import torch
+
+        dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        if dev.type == "cuda" and self._cuda is not None:
+            images = self.cuda(non_blocking=non_blocking)
+            if dev.index is not None and images.device != dev:
+                images = images.to(dev, non_blocking=non_blocking)
+        else:
+            images = self.tensor()
+            if dev.type != "cpu":
+                images = images.to(dev, non_blocking=non_blocking)
+        labels = torch.from_numpy(self.labels)
+        if dev.type != "cpu":
+            labels = labels.to(dev, non_blocking=non_blocking)
+        return TorchBatch(self, images, labels, dev)
+
+    def release(self) -> None:
         """Give the slot back: at once, or, after cuda(), once the device
         work enqueued so far on the current stream has run. The arrays and
         tensors must not be used afterwards."""
         self._release()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Batch(epoch={self.epoch}, step={self.step}, n={len(self)}, dims={tuple(self.images.shape)})"
+
+
+class TorchBatch:
+    """A batch on a torch device, from `Batch.to(device)`: `images` (the
+    batch's dtype and shape) and `labels` (int64) are torch tensors on
+    `device`; `batch` is the Batch it came from, whose fields (`epoch`,
+    `step`, `keys`, `short`, `end_of_stream`, ...) it repeats. Its slot
+    goes back with `release()` (or when the tensors and the batch are
+    gone), as for the Batch. `to()` moves it again."""
+
+    __slots__ = ("batch", "images", "labels", "device")
+
+    def __init__(self, batch: Batch, images: torch.Tensor, labels: torch.Tensor, device: torch.device) -> None:
+        self.batch, self.images, self.labels, self.device = batch, images, labels, device
+
+    @property
+    def id(self) -> int:
+        """The batch's id (the node's)."""
+        return self.batch.id
+
+    @property
+    def epoch(self) -> int:
+        """The batch's epoch."""
+        return self.batch.epoch
+
+    @property
+    def step(self) -> int:
+        """The batch's step in its epoch."""
+        return self.batch.step
+
+    @property
+    def keys(self) -> List[str]:
+        """The samples' keys."""
+        return self.batch.keys
+
+    @property
+    def indices(self) -> List[int]:
+        """The samples' indices in the dataset."""
+        return self.batch.indices
+
+    @property
+    def positions(self) -> List[int]:
+        """The samples' positions in the rank's stream."""
+        return self.batch.positions
+
+    @property
+    def pads(self) -> List[bool]:
+        """Which samples repeat others to fill the epoch's last batch."""
+        return self.batch.pads
+
+    @property
+    def failed(self) -> int:
+        """How many samples of the batch failed to load."""
+        return self.batch.failed
+
+    @property
+    def layout(self) -> str:
+        """The images' layout (NCHW, NHWC, ...)."""
+        return self.batch.layout
+
+    @property
+    def short(self) -> List[bool]:
+        """Which samples were shorter than their window (video, audio)."""
+        return self.batch.short
+
+    @property
+    def era(self) -> int:
+        """The delivery era (cluster mode)."""
+        return self.batch.era
+
+    @property
+    def end_of_stream(self) -> bool:
+        """The rank's last batch of the epoch as planned now (cluster mode): commit it."""
+        return self.batch.end_of_stream
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def to(self, device: DeviceLike, non_blocking: bool = False) -> TorchBatch:
+        """This batch's tensors moved to `device`."""
+        import torch
+
+        dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        return TorchBatch(self.batch, self.images.to(dev, non_blocking=non_blocking),
+                          self.labels.to(dev, non_blocking=non_blocking), dev)
+
+    def release(self) -> None:
+        """Give the slot back (Batch.release)."""
+        self.batch.release()
+
+    def __repr__(self) -> str:
+        return (f"TorchBatch(epoch={self.epoch}, step={self.step}, n={len(self)}, "
+                f"shape={tuple(self.images.shape)}, device={self.device})")
 
 
 class _Conn:
@@ -204,10 +435,9 @@ class _Conn:
     releases may be queued from any thread (finalizers) and are flushed
     before each read and write."""
 
-    def __init__(self, path, token=None, rank=None, timeout=None, device=None, cuda=None, pin=False):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
+    def __init__(self, path, token=None, rank=None, timeout=None, device=None, cuda=None, pin=False,
+                 connect_timeout=DEFAULT_CONNECT_TIMEOUT):
+        self.sock = _connect_unix(path, timeout, connect_timeout)
         self.buf = bytearray()
         self.rbuf = memoryview(bytearray(1 << 16))  # reused receive buffer
         self.fds = collections.deque()
@@ -388,9 +618,23 @@ class Loader:
     """Iterates batches from one rank's node feed.
 
     `socket_or_rank`: a socket path, a rank number (socket in
-    $LONGSHORE_FEED_DIR), or None (rank $LOCAL_RANK, as torchrun sets).
+    $LONGSHORE_FEED_DIR), or None: the rank is `rank` if given, else
+    $LOCAL_RANK (torchrun), else $SLURM_LOCALID (srun), else 0. A loader
+    that knows its rank says it in its hello (the node refuses a trainer
+    at another rank's socket); `rank` with a path names the rank that
+    socket serves. `loader.rank` is the rank (None: a path alone).
+
     `for batch in loader` yields one epoch (the rest of the current one
-    after a resume); iterate again for the next. In cluster mode iteration
+    after a resume); iterate again for the next. `len(loader)` is the
+    number of batches (steps) of a whole epoch for this rank, as the node
+    said at connection (it connects); a node that does not know it
+    (cluster mode: the coordinator plans a rank's share as the job runs)
+    makes it raise TypeError, like any unsized iterable.
+
+    The loader connects when it first needs the node and waits for a node
+    that is starting, up to `connect_timeout` seconds (default
+    $LONGSHORE_CONNECT_TIMEOUT, else 60; 0: one attempt), then raises
+    ConnectTimeout naming the socket. In cluster mode iteration
     raises `RolledBack` when the rank rolls back: restore the checkpoint it
     names and iterate again; `commit()` blocks until the coordinator
     acknowledges the commit. `batches()` yields every
@@ -411,13 +655,26 @@ class Loader:
     longshore._cuda.TorchCuda), for tests.
     """
 
-    def __init__(self, socket_or_rank=None, *, token=None, timeout=None, release_previous=False,
-                 pin_memory=False, device=None, cuda=None):
-        if socket_or_rank is None or isinstance(socket_or_rank, int):
-            self.path = socket_path(socket_or_rank)
+    def __init__(self, socket_or_rank: Union[PathLike, int, None] = None, *, rank: Optional[int] = None,
+                 token: Optional[bytes] = None, timeout: Optional[float] = None, release_previous: bool = False,
+                 pin_memory: bool = False, device: Optional[str] = None, cuda: Any = None,
+                 connect_timeout: Optional[float] = None) -> None:
+        if isinstance(socket_or_rank, int) and not isinstance(socket_or_rank, bool):
+            if rank is not None and rank != socket_or_rank:
+                raise ValueError(f"rank given twice: {socket_or_rank} and rank={rank}")
+            rank = socket_or_rank
+            socket_or_rank = None
+        if rank is not None and (not isinstance(rank, int) or rank < 0):
+            raise ValueError(f"rank {rank!r}: want a number >= 0")
+        if socket_or_rank is None:
+            if rank is None:
+                rank = env_rank()
+            self.path = socket_path(rank)
         else:
             self.path = os.fspath(socket_or_rank)
+        self.rank: Optional[int] = rank
         self.timeout = timeout
+        self.connect_timeout = _connect_timeout(connect_timeout)
         self.release_previous = release_previous
         self._token = token
         self._conn = None
@@ -444,8 +701,8 @@ class Loader:
                 from ._cuda import TorchCuda
 
                 self._cuda = TorchCuda()
-            self._conn = _Conn(self.path, token=self._token, timeout=self.timeout, device=self.device,
-                               cuda=self._cuda, pin=self.pin_memory)
+            self._conn = _Conn(self.path, token=self._token, rank=self.rank, timeout=self.timeout, device=self.device,
+                               cuda=self._cuda, pin=self.pin_memory, connect_timeout=self.connect_timeout)
             self._ended = False
             w = self._conn.welcome
             self._era = w.get("era", 0)
@@ -455,19 +712,35 @@ class Loader:
         return self._conn
 
     @property
-    def welcome(self):
+    def welcome(self) -> Dict[str, Any]:
         """What the node said at connection (batch size, sample shape, resume point)."""
         return self._connect().welcome
 
-    def close(self):
+    def __len__(self) -> int:
+        """Batches (steps) in a whole epoch of this rank's stream, from the
+        welcome (connecting first). TypeError when the node does not say
+        (cluster mode, an older node)."""
+        w = self._connect().welcome
+        n = w.get("epoch_steps")
+        if not n:
+            why = ("cluster mode: the coordinator plans a rank's share as the job runs"
+                   if w.get("mode") == "cluster" else "a node older than this client")
+            raise TypeError(f"longshore: the node did not say how many steps an epoch of this rank has ({why}): "
+                            f"this loader has no len()")
+        return int(n)
+
+    def __bool__(self) -> bool:
+        return True  # not len(): a loader is truthy whether or not it is sized or connected
+
+    def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __del__(self):
@@ -538,7 +811,7 @@ class Loader:
         fin.atexit = False
         return Batch(d, images, fin, device_array=dev, gate=gate, cuda=cuda, index=index)
 
-    def next_batch(self):
+    def next_batch(self) -> Optional[Batch]:
         """The next batch, or None at the end of an epoch (then the next
         call continues with the next epoch) or of the job."""
         if self._ended:
@@ -576,25 +849,25 @@ class Loader:
                 continue  # a late answer to a commit
             raise FeedError("protocol", f"unexpected message type {t}")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         while True:
             b = self.next_batch()
             if b is None:
                 return
             yield b
 
-    def batches(self):
+    def batches(self) -> Iterator[Batch]:
         """Every remaining batch of the job, across epochs."""
         while not self._ended:
             yield from self
 
     @property
-    def ended(self):
+    def ended(self) -> bool:
         return self._ended
 
     # -- commits and state --------------------------------------------------
 
-    def commit(self, step=None, epoch=None):
+    def commit(self, step: Optional[int] = None, epoch: Optional[int] = None) -> Optional[bytes]:
         """Say the model is saved through batch (epoch, step) (default: the
         last batch handed out) and return the node's resume token."""
         if step is None:
@@ -633,7 +906,7 @@ class Loader:
         finally:
             self._queue.extend(held)
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """Commit the last batch handed out and return the position to save
         with the model checkpoint: {"version", "token", "epoch", "step"}.
 
@@ -682,7 +955,7 @@ class Loader:
             sd["token"] = cut_token(toks)
         return sd
 
-    def load_state_dict(self, sd):
+    def load_state_dict(self, sd: Dict[str, Any]) -> None:
         """Resume from a state_dict(): the node re-delivers from the batch
         after its commit (reconnecting if already connected). A state of a
         data-parallel cluster job presents its "rank_token" (this rank's own
