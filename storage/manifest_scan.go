@@ -355,6 +355,9 @@ func (sp *splitter) readLine() ([]byte, error) {
 	if err == bufio.ErrBufferFull {
 		sp.long = append(sp.long[:0], raw...)
 		for err == bufio.ErrBufferFull {
+			if len(sp.long) > maxManifestLine+len("\r\n") { // the parsers refuse it: stop reading it
+				return nil, badLine(sp.lines+1, "line longer than %d bytes", maxManifestLine)
+			}
 			raw, err = sp.br.ReadSlice('\n')
 			sp.long = append(sp.long, raw...)
 		}
