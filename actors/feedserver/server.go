@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -331,6 +332,10 @@ type rankServer struct {
 		sess    *session
 	}
 	endedOnce bool // guarded by s.emu
+	// hellos counts the connections whose hello is being read: they
+	// hold a goroutine and a descriptor until their deadline, not the
+	// rank.
+	hellos atomic.Int64
 }
 
 func (r *rankServer) acceptLoop() {
@@ -372,10 +377,17 @@ func (r *rankServer) checkPeer(c *net.UnixConn) error {
 	return r.s.cfg.Peers.Check(cred, os.Geteuid())
 }
 
-// serveConn runs c's session once the rank is free. A trainer that
+// serveConn reads c's hello, then runs its session once the rank is
+// free. A connection takes the rank only once it said hello: one that
+// connects and says nothing is closed at its deadline
+// (Config.HandshakeTimeout) and never keeps a trainer out. A trainer that
 // crashed and restarts at once may find its old session still tearing
 // down: wait a little for it before calling the rank busy.
 func (r *rankServer) serveConn(c *net.UnixConn) {
+	h, br, buf, ok := r.readHello(c)
+	if !ok {
+		return
+	}
 	deadline := time.NewTimer(2 * time.Second)
 	defer deadline.Stop()
 	var sess *session
@@ -404,12 +416,47 @@ func (r *rankServer) serveConn(c *net.UnixConn) {
 			return
 		}
 	}
-	sess.run()
+	sess.run(h, br, buf)
 	r.mu.Lock()
 	r.mu.sess = nil
 	r.mu.Unlock()
 	close(sess.done)
 	r.s.checkFinished()
+}
+
+// readHello reads and checks c's hello within the handshake timeout; a
+// server shutting down closes c at once. It answers a bad hello itself
+// and then reports false.
+func (r *rankServer) readHello(c *net.UnixConn) (*feed.Hello, *bufio.Reader, []byte, bool) {
+	r.hellos.Add(1)
+	defer r.hellos.Add(-1)
+	stop := context.AfterFunc(r.s.ctx, func() { c.Close() })
+	defer stop()
+	br := bufio.NewReaderSize(c, 4096)
+	c.SetReadDeadline(time.Now().Add(r.s.cfg.HandshakeTimeout))
+	t, payload, buf, err := feed.ReadFrame(br, feed.MaxClientFrame, nil)
+	if err != nil {
+		rejectConn(c, feed.CodeProtocol, fmt.Sprintf("feed: reading hello: %v", err))
+		return nil, nil, nil, false
+	}
+	m, err := feed.ParseClientMsg(t, payload)
+	if err == nil && m.Hello == nil {
+		err = fmt.Errorf("feed: first message is %s, want hello", t)
+	}
+	if err != nil {
+		rejectConn(c, feed.CodeProtocol, err.Error())
+		return nil, nil, nil, false
+	}
+	h := m.Hello
+	if h.Version < feed.MinVersion || h.Version > feed.Version {
+		rejectConn(c, feed.CodeVersion, fmt.Sprintf("feed: protocol version %d not supported (server speaks %d to %d)", h.Version, feed.MinVersion, feed.Version))
+		return nil, nil, nil, false
+	}
+	if h.Rank != nil && *h.Rank != -1 && *h.Rank != r.rank {
+		rejectConn(c, feed.CodeProtocol, fmt.Sprintf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, r.rank))
+		return nil, nil, nil, false
+	}
+	return h, br, buf, true
 }
 
 func rejectConn(c *net.UnixConn, code, msg string) {
@@ -485,7 +532,9 @@ func (s *session) fail(code string, err error, report any) {
 	s.send(feed.MsgError, m, -1)
 }
 
-func (s *session) run() {
+// run serves the trainer that said hello h (read from br, whose frame
+// buffer is buf) and holds the rank.
+func (s *session) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 	defer func() {
 		s.stop()
 		s.hmu.Lock()
@@ -500,31 +549,8 @@ func (s *session) run() {
 		}
 	}()
 	log := s.r.s.log.With("rank", s.r.rank)
-	br := bufio.NewReaderSize(s.conn, 4096)
-	s.conn.SetReadDeadline(time.Now().Add(s.r.s.cfg.HandshakeTimeout))
-	t, payload, buf, err := feed.ReadFrame(br, feed.MaxClientFrame, nil)
-	if err != nil {
-		s.fail(feed.CodeProtocol, fmt.Errorf("feed: reading hello: %w", err), nil)
-		return
-	}
-	m, err := feed.ParseClientMsg(t, payload)
-	if err == nil && m.Hello == nil {
-		err = fmt.Errorf("feed: first message is %s, want hello", t)
-	}
-	if err != nil {
-		s.fail(feed.CodeProtocol, err, nil)
-		return
-	}
-	h := m.Hello
-	if h.Version < feed.MinVersion || h.Version > feed.Version {
-		s.fail(feed.CodeVersion, fmt.Errorf("feed: protocol version %d not supported (server speaks %d to %d)", h.Version, feed.MinVersion, feed.Version), nil)
-		return
-	}
 	s.version = h.Version
-	if h.Rank != nil && *h.Rank != -1 && *h.Rank != s.r.rank {
-		s.fail(feed.CodeProtocol, fmt.Errorf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, s.r.rank), nil)
-		return
-	}
+	var err error
 	var at feed.Cursor
 	var att Attachment
 	ss, clustered := s.r.stream().(SessionStream)

@@ -74,6 +74,7 @@ type options struct {
 	sink             string
 	logPixels        bool
 	feedDir          string
+	feedHello        time.Duration // --feed-hello-timeout
 	job              string
 	statsJSON        string
 	maxFailures      string
@@ -149,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.sink, "sink", "null", "where batches go: null, log:PATH (no trainer; cluster mode: a stand-in trainer), or feed (serve real trainers over Unix sockets, zero copy; docs/feed-protocol.md)")
 	fs.BoolVar(&o.logPixels, "log-pixels", false, "with --sink log:PATH: end each sample's line with px:<digest> of its decoded pixels (FNV-1a 64), to compare runs pixel for pixel")
 	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
+	fs.DurationVar(&o.feedHello, "feed-hello-timeout", 10*time.Second, "with --sink feed: close a connection that has not said hello within this long; until it does it holds no rank")
 	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
 	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%) of the samples attempted; cluster mode judges a fraction over at least 10/fraction samples, and a node past its budget exits (docs/faults.md)")
@@ -250,6 +252,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
+	}
+	if o.feedHello <= 0 {
+		errs = append(errs, fmt.Errorf("--feed-hello-timeout %v: need more than 0", o.feedHello))
 	}
 	if o.logPixels && !strings.HasPrefix(o.sink, "log:") {
 		errs = append(errs, fmt.Errorf("--log-pixels records into the log sink: it needs --sink log:PATH, not %q", o.sink))
