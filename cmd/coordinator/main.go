@@ -86,6 +86,7 @@ type options struct {
 	flags                         *flag.FlagSet // for --print-config
 	metrics, metricsToken         string
 	http, httpToken               string
+	metricsConns, httpConns       int // --metrics-max-conns, --http-max-conns
 	metricsLinger, reportEvery    time.Duration
 	jobStoreRPS                   float64
 	media                         string
@@ -139,6 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send; needed off loopback")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values")
 	fs.StringVar(&o.http, "http", "", "serve the status page at http://HOST:PORT/ (and its data at /status.json, the metrics at /metrics): loopback, e.g. 127.0.0.1:8080; another address needs --http-token-file; default off")
+	fs.IntVar(&o.metricsConns, "metrics-max-conns", observe.DefaultLimits().MaxConns, "with --metrics: the most connections the metrics server holds at once; more are closed unanswered (longshore_http_connections_refused_total)")
+	fs.IntVar(&o.httpConns, "http-max-conns", observe.DefaultLimits().MaxConns, "with --http: the most connections the status page's server holds at once; more are closed unanswered (longshore_http_connections_refused_total)")
 	fs.StringVar(&o.httpToken, "http-token-file", "", "with --http: a file holding the bearer token every request must send; needed off loopback")
 	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the job's progress (epoch, percent committed, samples/s, ranks and nodes alive) this often; 0: never")
 	o.logs.Register(fs)

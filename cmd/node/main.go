@@ -105,6 +105,7 @@ type options struct {
 	flags         *flag.FlagSet // for --print-config
 	metrics       string
 	metricsToken  string
+	metricsConns  int // --metrics-max-conns
 	metricsLinger time.Duration
 	reportEvery   time.Duration
 	faults        faultFlags
@@ -177,6 +178,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
 	fs.StringVar(&o.trace, "trace", "", "write a Go execution trace of the run here (go tool trace): where goroutines wait, on what")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9464; another address needs --metrics-token-file); default off")
+	fs.IntVar(&o.metricsConns, "metrics-max-conns", observe.DefaultLimits().MaxConns, "with --metrics: the most connections the metrics server holds at once; more are closed unanswered (longshore_http_connections_refused_total)")
 	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send (Prometheus: authorization.credentials_file); needed off loopback")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values of a short job")
 	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the live bottleneck report (images/s, each stage's busy fraction, the limiting stage and what to change) over each window this long; 0: never (with --metrics the window is then 10s)")
@@ -567,7 +569,11 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.
 func checkMetricsFlags(o options) []error {
-	return observe.CheckMetricsFlags(o.metrics, o.metricsToken, o.metricsLinger, o.reportEvery)
+	errs := observe.CheckMetricsFlags(o.metrics, o.metricsToken, o.metricsLinger, o.reportEvery)
+	if err := observe.CheckMaxConns("--metrics-max-conns", o.metricsConns); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 // wait is how long a stopped run gives its pipelines to drain.
