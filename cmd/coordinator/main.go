@@ -72,6 +72,8 @@ type options struct {
 	listen, advertise             string
 	gossip, gossipAdvertise       string
 	gossipProfile                 string
+	gossipStreams                 int   // --gossip-max-streams
+	gossipBytes                   int64 // --gossip-max-stream-bytes
 	commitLog                     string
 	checkpoint, resume            string
 	fresh                         bool
@@ -112,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address others use, if not --gossip")
+	fs.IntVar(&o.gossipStreams, "gossip-max-streams", gossip.DefaultMaxInboundStreams, "the most inbound gossip streams held at once; more are closed at once (memberlist reads a stream's whole message, up to 20 MiB, before it can authenticate it)")
+	fs.Int64Var(&o.gossipBytes, "gossip-max-stream-bytes", gossip.DefaultMaxStreamBytes, "the most bytes read from one inbound gossip stream before it is cut off; it must hold the largest membership sync, a few hundred bytes a member")
 	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>[\\t<token>]), written before the ack is sent; each coordinator life first appends life\\t<incarnation>\\t<generation restored, 0: fresh>")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
@@ -195,6 +199,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.checkEvery < 1 {
 		errs = append(errs, fmt.Errorf("--journal-check-every %d: need at least 1", o.checkEvery))
+	}
+	if o.gossipStreams < 1 || o.gossipBytes < 1 {
+		errs = append(errs, fmt.Errorf("--gossip-max-streams %d, --gossip-max-stream-bytes %d: need at least 1", o.gossipStreams, o.gossipBytes))
 	}
 	if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
 		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
@@ -398,6 +405,9 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		AdvertiseAddr: o.gossipAdvertise,
 		Profile:       o.gossipProfile,
 		Keys:          keys,
+
+		MaxInboundStreams: o.gossipStreams,
+		MaxStreamBytes:    o.gossipBytes,
 	}
 	if o.join != "" {
 		peers = append(strings.Split(o.join, ","), peers...)

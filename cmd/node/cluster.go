@@ -252,6 +252,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		Join:          node.JoinAddrs(o.join),
 		Profile:       o.gossipProfile,
 		Keys:          keys,
+
+		MaxInboundStreams: o.gossipStreams,
+		MaxStreamBytes:    o.gossipBytes,
 	})
 	cancel()
 	if err != nil {

@@ -45,6 +45,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cmd/internal/config"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/cmd/internal/logs"
@@ -117,6 +118,8 @@ type options struct {
 	gossip          string
 	gossipAdvertise string
 	gossipProfile   string
+	gossipStreams   int   // --gossip-max-streams
+	gossipBytes     int64 // --gossip-max-stream-bytes
 	rejoinAfter     time.Duration
 	giveUpAfter     time.Duration
 	listen          string
@@ -186,6 +189,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "cluster mode: gossip address others use, if not --gossip (containers, NAT)")
+	fs.IntVar(&o.gossipStreams, "gossip-max-streams", gossip.DefaultMaxInboundStreams, "cluster mode: the most inbound gossip streams held at once; more are closed at once (memberlist reads a stream's whole message, up to 20 MiB, before it can authenticate it)")
+	fs.Int64Var(&o.gossipBytes, "gossip-max-stream-bytes", gossip.DefaultMaxStreamBytes, "cluster mode: the most bytes read from one inbound gossip stream before it is cut off; it must hold the largest membership sync, a few hundred bytes a member")
 	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.DurationVar(&o.rejoinAfter, "rejoin-after", 5*time.Second, "cluster mode: re-join --join when no coordinator has been alive in gossip this long (a restarted coordinator may not know this node); 0: never")
 	fs.DurationVar(&o.giveUpAfter, "give-up-after", 10*time.Minute, "cluster mode: exit with an error when no coordinator has been alive in gossip this long (the job ended while this node was cut off, or the coordinator is down); 0: wait forever")
@@ -223,6 +228,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		if o.commitEvery < 1 {
 			errs = append(errs, fmt.Errorf("--commit-every %d: need at least 1", o.commitEvery))
+		}
+		if o.gossipStreams < 1 || o.gossipBytes < 1 {
+			errs = append(errs, fmt.Errorf("--gossip-max-streams %d, --gossip-max-stream-bytes %d: need at least 1", o.gossipStreams, o.gossipBytes))
 		}
 		if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
 			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
