@@ -389,7 +389,8 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	defer co.Shutdown(context.Background())
 	job := observe.JobInfo{Dataset: store.String(), Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, BatchSize: o.batchSize,
 		Balance: o.cluster.Balance.String(), Checkpoint: o.checkpoint}
-	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter}, job, logger)
+	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter,
+		Gossip: observe.GossipStreams(&mem)}, job, logger)
 	if err != nil {
 		return err
 	}

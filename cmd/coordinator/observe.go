@@ -44,6 +44,9 @@ func checkMetricsFlags(o options) []error {
 func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logger *slog.Logger) (*observer, error) {
 	ob := &observer{done: make(chan struct{})}
 	reg := observe.Registry(observe.NewCoordCollector(src))
+	if src.Gossip != nil {
+		reg.MustRegister(observe.NewGossipCollector(src.Gossip))
+	}
 	var page *observe.StatusPage
 	if o.http != "" {
 		page = &observe.StatusPage{Status: src.Status, Job: job, Journal: src.Journal}

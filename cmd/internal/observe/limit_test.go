@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -176,5 +179,33 @@ func TestLimitsDefaults(t *testing.T) {
 	}
 	if d.MaxConns <= 0 || d.ReadHeaderTimeout <= 0 || d.ReadTimeout <= 0 || d.WriteTimeout <= 0 || d.IdleTimeout <= 0 || d.MaxHeaderBytes <= 0 {
 		t.Errorf("a default leaves something unbounded: %+v", d)
+	}
+}
+
+// TestGossipCollector: the gossip stream counts are exported as read.
+func TestGossipCollector(t *testing.T) {
+	var mem atomic.Pointer[gossip.Membership]
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewGossipCollector(GossipStreams(&mem))) // not started: zeros
+	reg2 := prometheus.NewRegistry()
+	reg2.MustRegister(NewGossipCollector(func() gossip.StreamStats { return gossip.StreamStats{Open: 2, Peak: 5, Refused: 3, Truncated: 4} }))
+	for _, c := range []struct {
+		reg  *prometheus.Registry
+		want map[string]float64
+	}{
+		{reg, map[string]float64{"longshore_gossip_streams_open": 0, "longshore_gossip_streams_refused_total": 0, "longshore_gossip_streams_truncated_total": 0}},
+		{reg2, map[string]float64{"longshore_gossip_streams_open": 2, "longshore_gossip_streams_refused_total": 3, "longshore_gossip_streams_truncated_total": 4}},
+	} {
+		mfs, err := c.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			got[mf.GetName()] = value(mf.GetMetric()[0])
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("got %v, want %v", got, c.want)
+		}
 	}
 }
