@@ -99,3 +99,41 @@ func TestHelloDeadline(t *testing.T) {
 	defer c.Close()
 	next(t, c).Release()
 }
+
+// TestPendingHelloCap: a rank holds at most maxPendingHellos connections
+// waiting to say hello; one more closes the oldest (with "busy"), so a
+// flood of silent connections holds bounded memory and still never keeps
+// a real trainer out.
+func TestPendingHelloCap(t *testing.T) {
+	e := newEnv(t, 20)
+	s := e.serveWith(t, 1, time.Hour)
+	defer s.Shutdown(context.Background())
+	const extra = 3
+	var silent []net.Conn
+	for i := range maxPendingHellos + extra {
+		nc, err := net.Dial("unix", s.SocketPath(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		silent = append(silent, nc)
+		waitHellos(t, s, 0, int64(min(i+1, maxPendingHellos)))
+	}
+	for i, nc := range silent[:extra] {
+		nc.SetReadDeadline(time.Now().Add(time.Minute)) // a failure backstop: the server closes first
+		typ, payload, _, err := feed.ReadFrame(nc, feed.MaxServerFrame, nil)
+		if err != nil || typ != feed.MsgError {
+			t.Fatalf("silent connection %d: frame %v, %v; want an error frame", i, typ, err)
+		}
+		if m, _ := parseErrorForTest(payload); m.Code != feed.CodeBusy {
+			t.Errorf("silent connection %d: %+v, want code %s", i, m, feed.CodeBusy)
+		}
+	}
+	c := dial(t, s.SocketPath(0), nil)
+	defer c.Close()
+	next(t, c).Release()
+	if n := s.ranks[0].hellos.Load(); n > maxPendingHellos {
+		t.Errorf("%d connections waiting for their hello, want at most %d", n, maxPendingHellos)
+	}
+}
+

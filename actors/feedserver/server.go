@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -333,9 +334,48 @@ type rankServer struct {
 	}
 	endedOnce bool // guarded by s.emu
 	// hellos counts the connections whose hello is being read: they
-	// hold a goroutine and a descriptor until their deadline, not the
-	// rank.
-	hellos atomic.Int64
+	// hold a goroutine, a descriptor and up to a frame until their
+	// deadline, not the rank; pending lists them, oldest first, at most
+	// maxPendingHellos.
+	hellos  atomic.Int64
+	pending struct {
+		sync.Mutex
+		conns []*net.UnixConn
+	}
+}
+
+// maxPendingHellos is how many connections a rank lets wait for their
+// hello at once (each may hold a 64 KiB frame); one more closes the
+// oldest. A trainer says hello as soon as it connects, so closing the
+// oldest, rather than refusing the newest, keeps a flood of silent
+// connections from keeping a trainer out.
+const maxPendingHellos = 16
+
+// addPending lists c as waiting for its hello, closing the oldest
+// waiting over maxPendingHellos.
+func (r *rankServer) addPending(c *net.UnixConn) {
+	r.pending.Lock()
+	r.pending.conns = append(r.pending.conns, c)
+	var old *net.UnixConn
+	if len(r.pending.conns) > maxPendingHellos {
+		old = r.pending.conns[0]
+		r.pending.conns = r.pending.conns[1:]
+	}
+	r.hellos.Store(int64(len(r.pending.conns)))
+	r.pending.Unlock()
+	if old != nil {
+		rejectConn(old, feed.CodeBusy, fmt.Sprintf("rank %d: %d newer connections are waiting to say hello; this one said nothing", r.rank, maxPendingHellos))
+	}
+}
+
+// dropPending takes c off the waiting list, if still there.
+func (r *rankServer) dropPending(c *net.UnixConn) {
+	r.pending.Lock()
+	defer r.pending.Unlock()
+	if i := slices.Index(r.pending.conns, c); i >= 0 {
+		r.pending.conns = slices.Delete(r.pending.conns, i, i+1)
+	}
+	r.hellos.Store(int64(len(r.pending.conns)))
 }
 
 func (r *rankServer) acceptLoop() {
@@ -428,8 +468,8 @@ func (r *rankServer) serveConn(c *net.UnixConn) {
 // server shutting down closes c at once. It answers a bad hello itself
 // and then reports false.
 func (r *rankServer) readHello(c *net.UnixConn) (*feed.Hello, *bufio.Reader, []byte, bool) {
-	r.hellos.Add(1)
-	defer r.hellos.Add(-1)
+	r.addPending(c)
+	defer r.dropPending(c)
 	stop := context.AfterFunc(r.s.ctx, func() { c.Close() })
 	defer stop()
 	br := bufio.NewReaderSize(c, 4096)
