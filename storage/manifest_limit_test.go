@@ -83,14 +83,18 @@ func TestManifestLineLimit(t *testing.T) {
 // pieces before parsing them, refuses a line over the limit too, without
 // reading on to its end.
 func TestScanManifestLineLimit(t *testing.T) {
-	for _, key := range []string{"m.csv", "m.jsonl"} {
-		t.Run(key, func(t *testing.T) {
+	for _, c := range []struct{ name, key, want string }{{"csv", "m.csv", "line longer than"}, {"jsonl", "m.jsonl", "line longer than"}, {"csv quoted record", "m.csv", "record longer than"}} {
+		key := c.key
+		t.Run(c.name, func(t *testing.T) {
 			head := "a,1\n"
 			if strings.HasSuffix(key, ".jsonl") {
 				head = `{"key":"a","label":1}` + "\n"
 			}
 			mem := NewMemStore("t")
 			body := head + strings.Repeat("x", 16*maxManifestLine) + "\n" + head
+			if c.want == "record longer than" {
+				body = head + `"b` + strings.Repeat(strings.Repeat("x", 99)+"\n", 16*maxManifestLine/100) + "\",1\n" + head
+			}
 			if _, err := mem.Put(context.Background(), key, []byte(body), Cond{}); err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +103,7 @@ func TestScanManifestLineLimit(t *testing.T) {
 			s := NewCountingStore(mem)
 			_, err := ScanManifest(context.Background(), s, key, ScanOptions{})
 			var me *ManifestError
-			if !errors.As(err, &me) || !strings.Contains(me.Msg, "line longer than") || me.Line != 2 {
+			if !errors.As(err, &me) || !strings.Contains(me.Msg, c.want) || me.Line != 2 {
 				t.Fatalf("err = %v, want a ManifestError: line 2 longer than the limit", err)
 			}
 			if read, limit := s.Stats().BytesRead, int64(maxManifestLine+(2<<20)); read > limit {
