@@ -136,4 +136,3 @@ func TestPendingHelloCap(t *testing.T) {
 		t.Errorf("%d connections waiting for their hello, want at most %d", n, maxPendingHellos)
 	}
 }
-
