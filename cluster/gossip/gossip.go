@@ -13,6 +13,11 @@
 // the address of its protoactor remote endpoint, its role and its ranks.
 // Control messages travel over protoactor remote, never over gossip.
 //
+// On sockets, inbound TCP streams are bounded in number and in bytes
+// before memberlist reads them (Config.MaxInboundStreams,
+// MaxStreamBytes; bound.go): memberlist reads a whole message before it
+// can authenticate it.
+//
 // Config.Network puts members on an in-memory network instead of sockets
 // (the seam's twin, for tests): no ports, no lost loopback packets, and
 // members that shut down are gone at once.
