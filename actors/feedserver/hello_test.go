@@ -94,10 +94,8 @@ func TestHelloDeadline(t *testing.T) {
 		t.Errorf("error %+v, want code %s", m, feed.CodeProtocol)
 	}
 	waitHellos(t, s, 0, 0)
-	// The rank is free: a trainer is served.
-	c := dial(t, s.SocketPath(0), nil)
-	defer c.Close()
-	next(t, c).Release()
+	// (No trainer here: 50 ms is too short for a loaded machine's hello;
+	// TestSilentConnectionHoldsNoRank has one served beside silent ones.)
 }
 
 // TestPendingHelloCap: a rank holds at most maxPendingHellos connections

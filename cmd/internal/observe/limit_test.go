@@ -149,7 +149,10 @@ func value(m *dto.Metric) float64 {
 // idle timeout, and one that never sends its headers at the header
 // timeout (both set small here); the server then holds nothing.
 func TestServerTimeouts(t *testing.T) {
-	s := tokenServer(t, Limits{IdleTimeout: 20 * time.Millisecond, ReadHeaderTimeout: 20 * time.Millisecond}, nil)
+	// Two servers, so that a loaded machine's delay before the first
+	// request is not taken for an idle or a header timeout.
+	s := tokenServer(t, Limits{IdleTimeout: 20 * time.Millisecond}, nil)
+	hs := tokenServer(t, Limits{ReadHeaderTimeout: 20 * time.Millisecond}, nil)
 	idle, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +162,7 @@ func TestServerTimeouts(t *testing.T) {
 	if code := ask(t, idle, br); code != http.StatusUnauthorized {
 		t.Fatalf("status %d, want 401", code)
 	}
-	silent, err := net.Dial("tcp", s.Addr())
+	silent, err := net.Dial("tcp", hs.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +171,7 @@ func TestServerTimeouts(t *testing.T) {
 	waitClosed(t, idle)
 	waitClosed(t, silent)
 	waitOpen(t, s, 0)
+	waitOpen(t, hs, 0)
 }
 
 // TestLimitsDefaults: the zero Limits means DefaultLimits, and every
