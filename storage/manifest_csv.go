@@ -47,6 +47,9 @@ func (p *csvParser) parse() error {
 		if err == bufio.ErrBufferFull {
 			p.long = append(p.long[:0], raw...)
 			for err == bufio.ErrBufferFull {
+				if len(p.long) > maxManifestLine+len("\r\n") {
+					return lineTooLong(p.line + 1)
+				}
 				raw, err = p.br.ReadSlice('\n')
 				p.long = append(p.long, raw...)
 			}
@@ -59,6 +62,9 @@ func (p *csvParser) parse() error {
 			return err
 		}
 		p.line++
+		if len(bytes.TrimSuffix(bytes.TrimSuffix(raw, []byte("\n")), []byte("\r"))) > maxManifestLine {
+			return lineTooLong(p.line)
+		}
 		if bytes.IndexByte(raw, '"') >= 0 {
 			if err := p.quoted(raw, err); err != nil {
 				return err
@@ -112,8 +118,12 @@ func (p *csvParser) quoted(raw []byte, readErr error) error {
 	before := p.feed.lines
 	p.feed.hand(p.br, raw, readErr)
 	shift := p.line - (before + 1)
+	start := p.line
 	rec, err := p.cr.Read()
 	p.line = p.feed.lines + shift
+	if errors.Is(err, errRecordTooLong) {
+		return badLine(start, "record longer than %d bytes (a quoted field left open?)", maxManifestLine)
+	}
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
@@ -174,6 +184,18 @@ func (p *csvParser) record(line int, fields [][]byte, nf int) error {
 	return nil
 }
 
+// lineTooLong is the error for a CSV line over maxManifestLine bytes,
+// as JSON lines have it: a manifest line is a sample's key and label, and
+// a parser that held any line whole would hold whatever the manifest's
+// writer (or whoever can write to its bucket) put in one.
+func lineTooLong(line int) error {
+	return badLine(line, "line longer than %d bytes", maxManifestLine)
+}
+
+// errRecordTooLong ends a quoted record (over several lines) longer than
+// maxManifestLine bytes.
+var errRecordTooLong = errors.New("record too long")
+
 // csvFeed is the reader of the csv.Reader that reads records with quotes:
 // it hands over the line it was given, then br's lines as the csv.Reader
 // asks for more, one line a Read. encoding/csv reads through a
@@ -185,17 +207,21 @@ type csvFeed struct {
 	err     error  // what ended pending
 	lines   int    // lines handed over, the partial last one counted
 	midLine bool   // the last byte handed over was not a '\n'
+	bytes   int    // handed over for the record being read
 }
 
 // hand makes raw, which ended with err, the next bytes Read returns.
 func (f *csvFeed) hand(br *bufio.Reader, raw []byte, err error) {
-	f.br, f.pending, f.err, f.midLine = br, nil, nil, false
+	f.br, f.pending, f.err, f.midLine, f.bytes = br, nil, nil, false, 0
 	f.take(raw, err)
 }
 
 func (f *csvFeed) take(piece []byte, err error) {
 	if err == bufio.ErrBufferFull {
 		err = nil // the line goes on
+	}
+	if f.bytes += len(piece); f.bytes > maxManifestLine+len("\r\n") {
+		piece, err = nil, errRecordTooLong
 	}
 	f.pending, f.err = piece, err
 	if len(piece) > 0 {

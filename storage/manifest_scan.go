@@ -342,6 +342,9 @@ type splitter struct {
 	inQ    bool
 	first  bool // no record seen yet
 	header bool // the first record is a CSV header
+	// The record being read: its first line and bytes so far (CSV
+	// records with quotes may run over several lines).
+	recLine, recBytes int
 }
 
 func newSplitter(r io.Reader, format ManifestFormat, unit int) *splitter {
@@ -355,6 +358,9 @@ func (sp *splitter) readLine() ([]byte, error) {
 	if err == bufio.ErrBufferFull {
 		sp.long = append(sp.long[:0], raw...)
 		for err == bufio.ErrBufferFull {
+			if len(sp.long) > maxManifestLine+len("\r\n") { // the parsers refuse it: stop reading it
+				return nil, badLine(sp.lines+1, "line longer than %d bytes", maxManifestLine)
+			}
 			raw, err = sp.br.ReadSlice('\n')
 			sp.long = append(sp.long, raw...)
 		}
@@ -392,6 +398,13 @@ func (sp *splitter) next() (start int64, line int, raw []byte, records int, err 
 		starts := false
 		switch sp.format {
 		case ManifestCSV:
+			if sp.inQ { // a quoted record goes on: bound it as parseCSV does
+				if sp.recBytes += len(l); sp.recBytes > maxManifestLine+len("\r\n") {
+					return 0, 0, nil, 0, badLine(sp.recLine, "record longer than %d bytes (a quoted field left open?)", maxManifestLine)
+				}
+			} else {
+				sp.recLine, sp.recBytes = sp.lines, len(l)
+			}
 			if !sp.inQ {
 				t := bytes.TrimRight(l, "\n")
 				t = bytes.TrimSuffix(t, []byte("\r"))

@@ -12,7 +12,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -411,6 +413,49 @@ type rankServer struct {
 		sess    *session
 	}
 	endedOnce bool // guarded by s.emu
+	// hellos counts the connections whose hello is being read: they
+	// hold a goroutine, a descriptor and up to a frame until their
+	// deadline, not the rank; pending lists them, oldest first, at most
+	// maxPendingHellos.
+	hellos  atomic.Int64
+	pending struct {
+		sync.Mutex
+		conns []*net.UnixConn
+	}
+}
+
+// maxPendingHellos is how many connections a rank lets wait for their
+// hello at once (each may hold a 64 KiB frame); one more closes the
+// oldest. A trainer says hello as soon as it connects, so closing the
+// oldest, rather than refusing the newest, keeps a flood of silent
+// connections from keeping a trainer out.
+const maxPendingHellos = 16
+
+// addPending lists c as waiting for its hello, closing the oldest
+// waiting over maxPendingHellos.
+func (r *rankServer) addPending(c *net.UnixConn) {
+	r.pending.Lock()
+	r.pending.conns = append(r.pending.conns, c)
+	var old *net.UnixConn
+	if len(r.pending.conns) > maxPendingHellos {
+		old = r.pending.conns[0]
+		r.pending.conns = r.pending.conns[1:]
+	}
+	r.hellos.Store(int64(len(r.pending.conns)))
+	r.pending.Unlock()
+	if old != nil {
+		rejectConn(old, feed.CodeBusy, fmt.Sprintf("rank %d: %d newer connections are waiting to say hello; this one said nothing", r.rank, maxPendingHellos))
+	}
+}
+
+// dropPending takes c off the waiting list, if still there.
+func (r *rankServer) dropPending(c *net.UnixConn) {
+	r.pending.Lock()
+	defer r.pending.Unlock()
+	if i := slices.Index(r.pending.conns, c); i >= 0 {
+		r.pending.conns = slices.Delete(r.pending.conns, i, i+1)
+	}
+	r.hellos.Store(int64(len(r.pending.conns)))
 }
 
 func (r *rankServer) acceptLoop() {
@@ -452,10 +497,17 @@ func (r *rankServer) checkPeer(c *net.UnixConn) error {
 	return r.s.cfg.Peers.Check(cred, os.Geteuid())
 }
 
-// serveConn runs c's session once the rank is free. A trainer that
+// serveConn reads c's hello, then runs its session once the rank is
+// free. A connection takes the rank only once it said hello: one that
+// connects and says nothing is closed at its deadline
+// (Config.HandshakeTimeout) and never keeps a trainer out. A trainer that
 // crashed and restarts at once may find its old session still tearing
 // down: wait a little for it before calling the rank busy.
 func (r *rankServer) serveConn(c *net.UnixConn) {
+	h, br, buf, ok := r.readHello(c)
+	if !ok {
+		return
+	}
 	deadline := time.NewTimer(2 * time.Second)
 	defer deadline.Stop()
 	var sess *session
@@ -484,12 +536,47 @@ func (r *rankServer) serveConn(c *net.UnixConn) {
 			return
 		}
 	}
-	sess.run()
+	sess.run(h, br, buf)
 	r.mu.Lock()
 	r.mu.sess = nil
 	r.mu.Unlock()
 	close(sess.done)
 	r.s.checkFinished()
+}
+
+// readHello reads and checks c's hello within the handshake timeout; a
+// server shutting down closes c at once. It answers a bad hello itself
+// and then reports false.
+func (r *rankServer) readHello(c *net.UnixConn) (*feed.Hello, *bufio.Reader, []byte, bool) {
+	r.addPending(c)
+	defer r.dropPending(c)
+	stop := context.AfterFunc(r.s.ctx, func() { c.Close() })
+	defer stop()
+	br := bufio.NewReaderSize(c, 4096)
+	c.SetReadDeadline(time.Now().Add(r.s.cfg.HandshakeTimeout))
+	t, payload, buf, err := feed.ReadFrame(br, feed.MaxClientFrame, nil)
+	if err != nil {
+		rejectConn(c, feed.CodeProtocol, fmt.Sprintf("feed: reading hello: %v", err))
+		return nil, nil, nil, false
+	}
+	m, err := feed.ParseClientMsg(t, payload)
+	if err == nil && m.Hello == nil {
+		err = fmt.Errorf("feed: first message is %s, want hello", t)
+	}
+	if err != nil {
+		rejectConn(c, feed.CodeProtocol, err.Error())
+		return nil, nil, nil, false
+	}
+	h := m.Hello
+	if h.Version < feed.MinVersion || h.Version > feed.Version {
+		rejectConn(c, feed.CodeVersion, fmt.Sprintf("feed: protocol version %d not supported (server speaks %d to %d)", h.Version, feed.MinVersion, feed.Version))
+		return nil, nil, nil, false
+	}
+	if h.Rank != nil && *h.Rank != -1 && *h.Rank != r.rank {
+		rejectConn(c, feed.CodeProtocol, fmt.Sprintf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, r.rank))
+		return nil, nil, nil, false
+	}
+	return h, br, buf, true
 }
 
 func rejectConn(c *net.UnixConn, code, msg string) {
@@ -565,7 +652,9 @@ func (s *session) fail(code string, err error, report any) {
 	s.send(feed.MsgError, m, -1)
 }
 
-func (s *session) run() {
+// run serves the trainer that said hello h (read from br, whose frame
+// buffer is buf) and holds the rank.
+func (s *session) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 	defer func() {
 		s.stop()
 		s.hmu.Lock()
@@ -580,31 +669,8 @@ func (s *session) run() {
 		}
 	}()
 	log := s.r.s.log.With("rank", s.r.rank)
-	br := bufio.NewReaderSize(s.conn, 4096)
-	s.conn.SetReadDeadline(time.Now().Add(s.r.s.cfg.HandshakeTimeout))
-	t, payload, buf, err := feed.ReadFrame(br, feed.MaxClientFrame, nil)
-	if err != nil {
-		s.fail(feed.CodeProtocol, fmt.Errorf("feed: reading hello: %w", err), nil)
-		return
-	}
-	m, err := feed.ParseClientMsg(t, payload)
-	if err == nil && m.Hello == nil {
-		err = fmt.Errorf("feed: first message is %s, want hello", t)
-	}
-	if err != nil {
-		s.fail(feed.CodeProtocol, err, nil)
-		return
-	}
-	h := m.Hello
-	if h.Version < feed.MinVersion || h.Version > feed.Version {
-		s.fail(feed.CodeVersion, fmt.Errorf("feed: protocol version %d not supported (server speaks %d to %d)", h.Version, feed.MinVersion, feed.Version), nil)
-		return
-	}
 	s.version = h.Version
-	if h.Rank != nil && *h.Rank != -1 && *h.Rank != s.r.rank {
-		s.fail(feed.CodeProtocol, fmt.Errorf("feed: trainer for rank %d connected to rank %d's socket", *h.Rank, s.r.rank), nil)
-		return
-	}
+	var err error
 	var at feed.Cursor
 	var att Attachment
 	ss, clustered := s.r.stream().(SessionStream)

@@ -13,6 +13,11 @@
 // the address of its protoactor remote endpoint, its role and its ranks.
 // Control messages travel over protoactor remote, never over gossip.
 //
+// On sockets, inbound TCP streams are bounded in number and in bytes
+// before memberlist reads them (Config.MaxInboundStreams,
+// MaxStreamBytes; bound.go): memberlist reads a whole message before it
+// can authenticate it.
+//
 // Config.Network puts members on an in-memory network instead of sockets
 // (the seam's twin, for tests): no ports, no lost loopback packets, and
 // members that shut down are gone at once.
@@ -189,6 +194,20 @@ type Config struct {
 	// reach BindAddr can read and join.
 	Keys [][]byte
 
+	// MaxInboundStreams caps the TCP streams (push-pull syncs, joins,
+	// fallback probes) this member holds open at once; one over it is
+	// closed at once and counted (Membership.StreamStats). memberlist
+	// reads a stream's whole message, up to 20 MiB, before it can
+	// decrypt and authenticate it, and sets no cap of its own (bound.go).
+	// 0: DefaultMaxInboundStreams. Sockets only: an in-memory Network's
+	// streams are not bounded.
+	MaxInboundStreams int
+	// MaxStreamBytes caps the bytes read from one inbound stream (one
+	// message); a stream over it is cut off and counted. It must hold
+	// the largest push-pull sync, which grows with the members. 0:
+	// DefaultMaxStreamBytes.
+	MaxStreamBytes int64
+
 	// slow, above 1, stretches every memberlist interval and timeout by
 	// that factor. BenchmarkScale sets it to run a thousand members on a
 	// few cores: each round comes slow times later, so each member gets
@@ -226,6 +245,12 @@ func (c Config) Validate() error {
 	if err := validateKeys(c.Keys); err != nil {
 		errs = append(errs, err)
 	}
+	if c.MaxInboundStreams < 0 {
+		errs = append(errs, fmt.Errorf("gossip: MaxInboundStreams %d: need 0 (the default) or more", c.MaxInboundStreams))
+	}
+	if c.MaxStreamBytes < 0 {
+		errs = append(errs, fmt.Errorf("gossip: MaxStreamBytes %d: need 0 (the default) or more", c.MaxStreamBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -252,6 +277,8 @@ type Membership struct {
 	wg   sync.WaitGroup
 
 	keys keyState // the gossip keyring, if Config.Keys
+
+	bounded *boundedTransport // on sockets; nil on an in-memory Network
 }
 
 // Start joins (or starts) the cluster. It returns once this member is
@@ -315,6 +342,26 @@ func Start(ctx context.Context, c Config) (*Membership, error) {
 			return nil, err
 		}
 		mc.Transport = tr
+	} else {
+		nt, err := netTransport(host, mc.BindPort, mc.Logger)
+		if err != nil {
+			return nil, err
+		}
+		if mc.BindPort == 0 {
+			mc.BindPort = nt.GetAutoBindPort()
+			if c.AdvertiseAddr == "" {
+				mc.AdvertisePort = mc.BindPort
+			}
+		}
+		streams, bytes := c.MaxInboundStreams, c.MaxStreamBytes
+		if streams == 0 {
+			streams = DefaultMaxInboundStreams
+		}
+		if bytes == 0 {
+			bytes = DefaultMaxStreamBytes
+		}
+		m.bounded = newBoundedTransport(nt, streams, bytes, mc.Logger)
+		mc.Transport = m.bounded
 	}
 
 	ring, err := newKeyring(c.Keys)
@@ -385,6 +432,15 @@ func (m *Membership) Join(ctx context.Context, addrs []string) error {
 func (m *Membership) Addr() string {
 	n := m.ml.LocalNode()
 	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// StreamStats counts this member's inbound streams (zero on an
+// in-memory Network).
+func (m *Membership) StreamStats() StreamStats {
+	if m.bounded == nil {
+		return StreamStats{}
+	}
+	return m.bounded.stats()
 }
 
 // Events delivers membership changes in the order memberlist reported

@@ -72,6 +72,8 @@ type options struct {
 	listen, advertise             string
 	gossip, gossipAdvertise       string
 	gossipProfile                 string
+	gossipStreams                 int   // --gossip-max-streams
+	gossipBytes                   int64 // --gossip-max-stream-bytes
 	commitLog                     string
 	checkpoint, resume            string
 	fresh                         bool
@@ -86,6 +88,7 @@ type options struct {
 	flags                         *flag.FlagSet // for --print-config
 	metrics, metricsToken         string
 	http, httpToken               string
+	metricsConns, httpConns       int // --metrics-max-conns, --http-max-conns
 	metricsLinger, reportEvery    time.Duration
 	jobStoreRPS                   float64
 	media                         string
@@ -111,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "gossip address others use, if not --gossip")
+	fs.IntVar(&o.gossipStreams, "gossip-max-streams", gossip.DefaultMaxInboundStreams, "the most inbound gossip streams held at once; more are closed at once (memberlist reads a stream's whole message, up to 20 MiB, before it can authenticate it)")
+	fs.Int64Var(&o.gossipBytes, "gossip-max-stream-bytes", gossip.DefaultMaxStreamBytes, "the most bytes read from one inbound gossip stream before it is cut off; it must hold the largest membership sync, a few hundred bytes a member")
 	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.StringVar(&o.commitLog, "commit-log", "", "append every acknowledged commit to this file (ack\\t<epoch>\\t<rank>\\t<session>\\t<step>\\t<offset>[\\t<token>]), written before the ack is sent; each coordinator life first appends life\\t<incarnation>\\t<generation restored, 0: fresh>")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
@@ -139,6 +144,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send; needed off loopback")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values")
 	fs.StringVar(&o.http, "http", "", "serve the status page at http://HOST:PORT/ (and its data at /status.json, the metrics at /metrics): loopback, e.g. 127.0.0.1:8080; another address needs --http-token-file; default off")
+	fs.IntVar(&o.metricsConns, "metrics-max-conns", observe.DefaultLimits().MaxConns, "with --metrics: the most connections the metrics server holds at once; more are closed unanswered (longshore_http_connections_refused_total)")
+	fs.IntVar(&o.httpConns, "http-max-conns", observe.DefaultLimits().MaxConns, "with --http: the most connections the status page's server holds at once; more are closed unanswered (longshore_http_connections_refused_total)")
 	fs.StringVar(&o.httpToken, "http-token-file", "", "with --http: a file holding the bearer token every request must send; needed off loopback")
 	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the job's progress (epoch, percent committed, samples/s, ranks and nodes alive) this often; 0: never")
 	o.logs.Register(fs)
@@ -192,6 +199,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.checkEvery < 1 {
 		errs = append(errs, fmt.Errorf("--journal-check-every %d: need at least 1", o.checkEvery))
+	}
+	if o.gossipStreams < 1 || o.gossipBytes < 1 {
+		errs = append(errs, fmt.Errorf("--gossip-max-streams %d, --gossip-max-stream-bytes %d: need at least 1", o.gossipStreams, o.gossipBytes))
 	}
 	if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
 		errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
@@ -379,7 +389,8 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	defer co.Shutdown(context.Background())
 	job := observe.JobInfo{Dataset: store.String(), Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, BatchSize: o.batchSize,
 		Balance: o.cluster.Balance.String(), Checkpoint: o.checkpoint}
-	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter}, job, logger)
+	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter,
+		Gossip: observe.GossipStreams(&mem)}, job, logger)
 	if err != nil {
 		return err
 	}
@@ -395,6 +406,9 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		AdvertiseAddr: o.gossipAdvertise,
 		Profile:       o.gossipProfile,
 		Keys:          keys,
+
+		MaxInboundStreams: o.gossipStreams,
+		MaxStreamBytes:    o.gossipBytes,
 	}
 	if o.join != "" {
 		peers = append(strings.Split(o.join, ","), peers...)

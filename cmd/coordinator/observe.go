@@ -30,16 +30,28 @@ func checkMetricsFlags(o options) []error {
 	} else if err := observe.CheckListen("--http", o.http, o.httpToken); err != nil {
 		errs = append(errs, err)
 	}
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"--metrics-max-conns", o.metricsConns}, {"--http-max-conns", o.httpConns}} {
+		if err := observe.CheckMaxConns(c.flag, c.n); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errs
 }
 
 func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logger *slog.Logger) (*observer, error) {
 	ob := &observer{done: make(chan struct{})}
 	reg := observe.Registry(observe.NewCoordCollector(src))
+	if src.Gossip != nil {
+		reg.MustRegister(observe.NewGossipCollector(src.Gossip))
+	}
 	var page *observe.StatusPage
 	if o.http != "" {
 		page = &observe.StatusPage{Status: src.Status, Job: job, Journal: src.Journal}
-		srv, err := observe.Listen(observe.ServerConfig{Addr: o.http, TokenFile: o.httpToken, Flag: "--http", Logger: logger},
+		srv, err := observe.Listen(observe.ServerConfig{Addr: o.http, TokenFile: o.httpToken, Flag: "--http", Logger: logger,
+			Limits: observe.Limits{MaxConns: o.httpConns}, Registry: reg},
 			observe.Handler(reg, map[string]http.Handler{"/": page}))
 		if err != nil {
 			return nil, err
@@ -48,7 +60,8 @@ func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logg
 		logger.Info("serving the status page", "addr", "http://"+srv.Addr()+"/")
 	}
 	if o.metrics != "" && o.metrics != o.http {
-		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger},
+		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
+			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
 			observe.Handler(reg, nil))
 		if err != nil {
 			if ob.page != nil {

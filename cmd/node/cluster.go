@@ -208,7 +208,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		return out
 	}
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list}, store, logger)
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem)}, store, logger)
 	if err != nil {
 		nd.Shutdown(context.Background())
 		return err
@@ -252,6 +252,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		Join:          node.JoinAddrs(o.join),
 		Profile:       o.gossipProfile,
 		Keys:          keys,
+
+		MaxInboundStreams: o.gossipStreams,
+		MaxStreamBytes:    o.gossipBytes,
 	})
 	cancel()
 	if err != nil {

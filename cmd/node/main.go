@@ -45,6 +45,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cmd/internal/config"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/cmd/internal/logs"
@@ -74,6 +75,7 @@ type options struct {
 	sink             string
 	logPixels        bool
 	feedDir          string
+	feedHello        time.Duration // --feed-hello-timeout
 	job              string
 	statsJSON        string
 	maxFailures      string
@@ -104,6 +106,7 @@ type options struct {
 	flags         *flag.FlagSet // for --print-config
 	metrics       string
 	metricsToken  string
+	metricsConns  int // --metrics-max-conns
 	metricsLinger time.Duration
 	reportEvery   time.Duration
 	faults        faultFlags
@@ -115,6 +118,8 @@ type options struct {
 	gossip          string
 	gossipAdvertise string
 	gossipProfile   string
+	gossipStreams   int   // --gossip-max-streams
+	gossipBytes     int64 // --gossip-max-stream-bytes
 	rejoinAfter     time.Duration
 	giveUpAfter     time.Duration
 	listen          string
@@ -149,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.sink, "sink", "null", "where batches go: null, log:PATH (no trainer; cluster mode: a stand-in trainer), or feed (serve real trainers over Unix sockets, zero copy; docs/feed-protocol.md)")
 	fs.BoolVar(&o.logPixels, "log-pixels", false, "with --sink log:PATH: end each sample's line with px:<digest> of its decoded pixels (FNV-1a 64), to compare runs pixel for pixel")
 	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
+	fs.DurationVar(&o.feedHello, "feed-hello-timeout", 10*time.Second, "with --sink feed: close a connection that has not said hello within this long; until it does it holds no rank")
 	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
 	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%) of the samples attempted; cluster mode judges a fraction over at least 10/fraction samples, and a node past its budget exits (docs/faults.md)")
@@ -175,6 +181,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
 	fs.StringVar(&o.trace, "trace", "", "write a Go execution trace of the run here (go tool trace): where goroutines wait, on what")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9464; another address needs --metrics-token-file); default off")
+	fs.IntVar(&o.metricsConns, "metrics-max-conns", observe.DefaultLimits().MaxConns, "with --metrics: the most connections the metrics server holds at once; more are closed unanswered (longshore_http_connections_refused_total)")
 	fs.StringVar(&o.metricsToken, "metrics-token-file", "", "with --metrics: a file holding the bearer token every scrape must send (Prometheus: authorization.credentials_file); needed off loopback")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with --metrics: keep serving this long after the job ends, so a scraper collects the final values of a short job")
 	fs.DurationVar(&o.reportEvery, "report-every", 30*time.Second, "log the live bottleneck report (images/s, each stage's busy fraction, the limiting stage and what to change) over each window this long; 0: never (with --metrics the window is then 10s)")
@@ -182,6 +189,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.join, "join", "", "cluster mode: gossip address (host:port) of the coordinator or any member")
 	fs.StringVar(&o.gossip, "gossip", "", "cluster mode: gossip bind address host:port")
 	fs.StringVar(&o.gossipAdvertise, "gossip-advertise", "", "cluster mode: gossip address others use, if not --gossip (containers, NAT)")
+	fs.IntVar(&o.gossipStreams, "gossip-max-streams", gossip.DefaultMaxInboundStreams, "cluster mode: the most inbound gossip streams held at once; more are closed at once (memberlist reads a stream's whole message, up to 20 MiB, before it can authenticate it)")
+	fs.Int64Var(&o.gossipBytes, "gossip-max-stream-bytes", gossip.DefaultMaxStreamBytes, "cluster mode: the most bytes read from one inbound gossip stream before it is cut off; it must hold the largest membership sync, a few hundred bytes a member")
 	fs.StringVar(&o.gossipProfile, "gossip-profile", "lan", "cluster mode: failure-detection timing: lan (~7 s to notice a dead node), local (loopback and small private networks, 4-6 s) or large (hundreds to thousands of nodes)")
 	fs.DurationVar(&o.rejoinAfter, "rejoin-after", 5*time.Second, "cluster mode: re-join --join when no coordinator has been alive in gossip this long (a restarted coordinator may not know this node); 0: never")
 	fs.DurationVar(&o.giveUpAfter, "give-up-after", 10*time.Minute, "cluster mode: exit with an error when no coordinator has been alive in gossip this long (the job ended while this node was cut off, or the coordinator is down); 0: wait forever")
@@ -220,6 +229,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.commitEvery < 1 {
 			errs = append(errs, fmt.Errorf("--commit-every %d: need at least 1", o.commitEvery))
 		}
+		if o.gossipStreams < 1 || o.gossipBytes < 1 {
+			errs = append(errs, fmt.Errorf("--gossip-max-streams %d, --gossip-max-stream-bytes %d: need at least 1", o.gossipStreams, o.gossipBytes))
+		}
 		if o.gossipProfile != "lan" && o.gossipProfile != "local" && o.gossipProfile != "large" {
 			errs = append(errs, fmt.Errorf("--gossip-profile %q: want lan, local or large", o.gossipProfile))
 		}
@@ -250,6 +262,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
+	}
+	if o.feedHello <= 0 {
+		errs = append(errs, fmt.Errorf("--feed-hello-timeout %v: need more than 0", o.feedHello))
 	}
 	if o.logPixels && !strings.HasPrefix(o.sink, "log:") {
 		errs = append(errs, fmt.Errorf("--log-pixels records into the log sink: it needs --sink log:PATH, not %q", o.sink))
@@ -562,7 +577,11 @@ func openIndexed(ctx context.Context, o options) (storage.Store, *storage.Indexe
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.
 func checkMetricsFlags(o options) []error {
-	return observe.CheckMetricsFlags(o.metrics, o.metricsToken, o.metricsLinger, o.reportEvery)
+	errs := observe.CheckMetricsFlags(o.metrics, o.metricsToken, o.metricsLinger, o.reportEvery)
+	if err := observe.CheckMaxConns("--metrics-max-conns", o.metricsConns); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 // wait is how long a stopped run gives its pipelines to drain.

@@ -89,7 +89,11 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 	}
 	if o.metrics != "" {
 		reg := observe.Registry(observe.NewNodeCollector(src))
-		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger},
+		if src.Gossip != nil {
+			reg.MustRegister(observe.NewGossipCollector(src.Gossip))
+		}
+		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
+			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
 			observe.Handler(reg, nil))
 		if err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
+	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
 )
 
@@ -23,6 +24,9 @@ type CoordSource struct {
 	Journal *JournalMeter
 	// StatusTimeout bounds a scrape's wait for the actor; 0: 5 s.
 	StatusTimeout time.Duration
+	// Gossip, if set, counts the coordinator's inbound gossip streams
+	// (NewGossipCollector).
+	Gossip func() gossip.StreamStats
 }
 
 type coordMetrics struct {

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -41,6 +42,9 @@ type NodeSource struct {
 	// cluster mode, where the coordinator has the job's progress).
 	JobSamples int64
 	JobEpochs  int
+	// Gossip, if set, counts the node's inbound gossip streams (cluster
+	// mode; NewGossipCollector).
+	Gossip func() gossip.StreamStats
 }
 
 // StageBuckets are the upper bounds, in seconds, of longshore_stage_seconds.

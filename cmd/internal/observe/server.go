@@ -35,13 +35,22 @@ type ServerConfig struct {
 	Flag string
 	// Logger gets the server's errors; nil: discarded.
 	Logger *slog.Logger
+	// Limits bound what a client can make the server hold: a connection
+	// cap and timeouts. Zero: DefaultLimits.
+	Limits Limits
+	// Registry, if set, gets the server's connection counts
+	// (longshore_http_connections_open and _refused_total, labelled
+	// server="<Flag without dashes>") until Shutdown.
+	Registry prometheus.Registerer
 }
 
 // Server serves HTTP on loopback, or anywhere behind a bearer token.
 type Server struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan error
+	srv   *http.Server
+	ln    *connLimit
+	done  chan error
+	reg   prometheus.Registerer
+	conns *connCollector
 }
 
 // CheckMetricsFlags reports every problem with the metrics flags both
@@ -60,6 +69,14 @@ func CheckMetricsFlags(addr, tokenFile string, linger, reportEvery time.Duration
 		errs = append(errs, errors.New("--report-every and --metrics-linger: need 0 or more"))
 	}
 	return errs
+}
+
+// CheckMaxConns reports what is wrong with a -max-conns flag's value n.
+func CheckMaxConns(flag string, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%s %d: need at least 1", flag, n)
+	}
+	return nil
 }
 
 // CheckListen reports what is wrong with serving on addr (HOST:PORT) for
@@ -97,10 +114,15 @@ func Listen(c ServerConfig, h http.Handler) (*Server, error) {
 			return nil, fmt.Errorf("%s-token-file %s: empty token", c.Flag, c.TokenFile)
 		}
 	}
-	ln, err := net.Listen("tcp", c.Addr)
+	lim := c.Limits.withDefaults()
+	if lim.MaxConns < 0 {
+		return nil, fmt.Errorf("%s-max-conns %d: need at least 1", c.Flag, lim.MaxConns)
+	}
+	tcp, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Flag, err)
 	}
+	ln := &connLimit{Listener: tcp, max: int64(lim.MaxConns)}
 	if token != nil {
 		h = bearer(token, h)
 	}
@@ -108,11 +130,22 @@ func Listen(c ServerConfig, h http.Handler) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{ln: ln, done: make(chan error, 1), srv: &http.Server{
+	s := &Server{ln: ln, done: make(chan error, 1), reg: c.Registry, srv: &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
+	if s.reg != nil {
+		s.conns = newConnCollector(strings.TrimLeft(c.Flag, "-"), ln)
+		if err := s.reg.Register(s.conns); err != nil {
+			tcp.Close()
+			return nil, fmt.Errorf("%s: register its connection metrics: %w", c.Flag, err)
+		}
+	}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
 }
@@ -132,12 +165,18 @@ func bearer(token []byte, h http.Handler) http.Handler {
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// Conns counts the server's connections.
+func (s *Server) Conns() ConnStats { return s.ln.stats() }
+
 // Shutdown stops the server, letting requests in progress finish; it
 // returns ctx.Err() if they did not in time.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
 	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
+	}
+	if s.conns != nil {
+		s.reg.Unregister(s.conns)
 	}
 	return err
 }
