@@ -81,7 +81,7 @@ type credentialSpec struct {
 func parseCredentialSpec(s string) (credentialSpec, error) {
 	if name, ok := strings.CutPrefix(s, CredsProfile+":"); ok {
 		if name == "" {
-			return credentialSpec{}, fmt.Errorf("credentials %q: want profile:NAME", s)
+			return credentialSpec{}, fmt.Errorf("s3 credentials %q: want profile:NAME", s)
 		}
 		return credentialSpec{source: CredsProfile, profile: name}, nil
 	}
@@ -385,4 +385,35 @@ var _ credentials.Provider = (*refresher)(nil)
 func userHomeMissing() bool {
 	_, err := os.UserHomeDir()
 	return err != nil
+}
+
+// CredentialsUsage is the help text of the binaries' --s3-credentials.
+const CredentialsUsage = "where S3 keys come from: auto (the AWS CLI's order: AWS_ACCESS_KEY_ID, a profile, AWS_WEB_IDENTITY_TOKEN_FILE, container credentials, instance metadata; none: anonymous), env, profile, profile:NAME, web-identity, container, imds or anonymous (docs/credentials.md)"
+
+// CredentialsFlag is Options.Credentials as a flag.Value, so that a bad
+// source is refused when the flag (or its variable, or config key) is set.
+type CredentialsFlag string
+
+func (c *CredentialsFlag) String() string {
+	if c == nil {
+		return ""
+	}
+	return string(*c)
+}
+
+func (c *CredentialsFlag) Set(s string) error {
+	if _, err := parseCredentialSpec(s); err != nil {
+		return err
+	}
+	*c = CredentialsFlag(s)
+	return nil
+}
+
+// CredentialLine is a tool's start-up line for st: "s3://b/p: credentials
+// from SOURCE", or "" when st is not an S3 store (a directory needs none).
+func CredentialLine(st any) string {
+	if s, ok := st.(*Store); ok && s != nil {
+		return s.String() + ": credentials from " + s.CredentialSource()
+	}
+	return ""
 }
