@@ -214,6 +214,9 @@ func (r credentialResolver) profile(name string, required bool) (resolvedCredent
 	source := fmt.Sprintf("profile %q (%s)", shown, files)
 	p := &credentials.FileAWSCredentials{Profile: name}
 	res, err := r.start(p, source, credentialTimeout)
+	if errors.Is(err, ErrNoCredentials) {
+		err = fmt.Errorf("%w (no aws_access_key_id, credential_process or sso_role_name: profiles that assume a role are not supported, see docs/credentials.md)", err)
+	}
 	if err == nil || required {
 		return res, err
 	}
