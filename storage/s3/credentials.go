@@ -63,6 +63,9 @@ const (
 	// 169.254.169.254, and the AWS CLI gives it one second too (two here:
 	// a token PUT, then two GETs).
 	imdsProbeTimeout = 2 * time.Second
+	// advisoryTimeout bounds a refresh while the keys in use have more
+	// than a minute to live.
+	advisoryTimeout = 5 * time.Second
 	// refreshRetry is how long keys that failed to refresh but are still
 	// valid are used before the next try.
 	refreshRetry = 10 * time.Second
@@ -100,6 +103,15 @@ type resolvedCredentials struct {
 	source string
 	// refresher is nil for static keys and anonymous access.
 	refresher *refresher
+	// client is the one credential requests go through (nil: none).
+	client *http.Client
+}
+
+// closeIdle closes the idle connections to the credential source.
+func (c resolvedCredentials) closeIdle() {
+	if c.client != nil {
+		c.client.CloseIdleConnections()
+	}
 }
 
 // resolveCredentials picks the credential source o asks for and fetches
@@ -119,7 +131,8 @@ func resolveCredentials(ctx context.Context, o Options, getenv func(string) stri
 		return resolvedCredentials{creds: credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken), source: src}
 	}
 	anonymous := resolvedCredentials{creds: credentials.NewStatic("", "", "", credentials.SignatureAnonymous), source: "none: anonymous requests"}
-	r := credentialResolver{ctx: ctx, getenv: getenv, clock: clock.Or(o.Clock)}
+	r := credentialResolver{ctx: ctx, getenv: getenv, clock: clock.Or(o.Clock),
+		client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 	switch spec.source {
 	case "":
 		if o.AccessKey == "" {
@@ -161,9 +174,13 @@ func resolveCredentials(ctx context.Context, o Options, getenv func(string) stri
 	if o.AccessKey != "" {
 		return static(), nil
 	}
-	if res, err := r.profile("", getenv(EnvProfile) != ""); err == nil {
+	// AWS_PROFILE names a profile, which must then give keys (the AWS
+	// CLI's ProfileNotFound); without it, no files or no keys in
+	// "default" let the chain go on.
+	named := getenv(EnvProfile) != ""
+	if res, err := r.profile("", named); err == nil {
 		return res, nil
-	} else if !errors.Is(err, ErrNoCredentials) {
+	} else if named || !errors.Is(err, ErrNoCredentials) {
 		return resolvedCredentials{}, err
 	}
 	if getenv(EnvWebIdentityTokenFile) != "" {
@@ -192,6 +209,7 @@ type credentialResolver struct {
 	ctx    context.Context
 	getenv func(string) string
 	clock  clock.Clock
+	client *http.Client // for every credential request
 }
 
 // profile reads the shared config and credentials files (AWS_CONFIG_FILE,
@@ -238,7 +256,7 @@ func (r credentialResolver) iam(endpoint string) *credentials.IAM {
 		Endpoint: endpoint,
 		// A client of its own: minio-go would lend the S3 transport,
 		// whose request counts and timeouts are the object store's.
-		Client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		Client: r.client,
 	}
 }
 
@@ -275,7 +293,7 @@ func (r credentialResolver) imds(timeout time.Duration) (resolvedCredentials, er
 
 // start wraps p in a refresher and fetches its first keys.
 func (r credentialResolver) start(p credentials.Provider, source string, timeout time.Duration) (resolvedCredentials, error) {
-	rf := &refresher{inner: p, source: source, now: r.clock.Now}
+	rf := &refresher{inner: p, source: source, now: r.clock.Now, client: r.client}
 	rf.mu.timeout = timeout
 	creds := credentials.New(rf)
 	if _, err := creds.GetWithContext(&credentials.CredContext{Context: r.ctx}); err != nil {
@@ -284,7 +302,7 @@ func (r credentialResolver) start(p credentials.Provider, source string, timeout
 	rf.mu.Lock()
 	rf.mu.timeout = credentialTimeout
 	rf.mu.Unlock()
-	return resolvedCredentials{creds: creds, source: source, refresher: rf}, nil
+	return resolvedCredentials{creds: creds, source: source, refresher: rf, client: r.client}, nil
 }
 
 // refresher is a credentials.Provider around one of minio-go's that
@@ -305,6 +323,7 @@ type refresher struct {
 	inner  credentials.Provider
 	source string
 	now    func() time.Time
+	client *http.Client // nil: http.DefaultClient
 
 	mu struct {
 		sync.Mutex
@@ -341,9 +360,19 @@ func (r *refresher) RetrieveWithCredContext(cc *credentials.CredContext) (creden
 	if timeout == 0 {
 		timeout = credentialTimeout
 	}
+	// Every request waits for a refresh: while the keys in use have a
+	// while to live, a slow source gets less time, and the keys are
+	// kept (below) until the next try.
+	if exp := r.mu.cur.Expiration; r.mu.have && !exp.IsZero() && exp.Sub(r.now()) > time.Minute {
+		timeout = min(timeout, advisoryTimeout)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	v, err := r.inner.RetrieveWithCredContext(&credentials.CredContext{Context: ctx, Client: http.DefaultClient})
+	client := r.client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	v, err := r.inner.RetrieveWithCredContext(&credentials.CredContext{Context: ctx, Client: client})
 	if err == nil && (v.AccessKeyID == "" || v.SecretAccessKey == "") {
 		err = ErrNoCredentials
 	}

@@ -94,7 +94,7 @@ func TestCredentialsProfile(t *testing.T) {
 
 	dir := t.TempDir()
 	credsFile := filepath.Join(dir, "credentials")
-	profiles := fmt.Sprintf("[default]\naws_access_key_id = nobody\naws_secret_access_key = wrong-secret\n\n[train]\naws_access_key_id = %s\naws_secret_access_key = %s\n", srv.AccessKey, srv.SecretKey)
+	profiles := fmt.Sprintf("[default]\naws_access_key_id = nobody\naws_secret_access_key = wrong-secret\n\n[train]\naws_access_key_id = %s\naws_secret_access_key = %s\n\n[assume]\nrole_arn = arn:aws:iam::000000000000:role/r\nsource_profile = train\n", srv.AccessKey, srv.SecretKey)
 	if err := os.WriteFile(credsFile, []byte(profiles), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +122,13 @@ func TestCredentialsProfile(t *testing.T) {
 			t.Fatalf("open with profile:train: %v", err)
 		}
 		readAll(t, st, objs)
+	})
+	t.Run("AssumeRoleProfileRefused", func(t *testing.T) {
+		t.Setenv(s3.EnvProfile, "assume")
+		_, err := stores.Open(context.Background(), srv.URL(bucket, ""), s3.DefaultOptions())
+		if err == nil || !strings.Contains(err.Error(), "not supported") {
+			t.Fatalf("open with a role_arn profile: %v, want it refused as not supported", err)
+		}
 	})
 	t.Run("MissingProfileNamed", func(t *testing.T) {
 		t.Setenv(s3.EnvProfile, "no-such-profile")

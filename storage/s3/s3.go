@@ -303,6 +303,7 @@ func (s *Store) openError(err error) error {
 // store used after Close dials anew.
 func (s *Store) Close() error {
 	s.tr.CloseIdleConnections()
+	s.creds.closeIdle()
 	return nil
 }
 
