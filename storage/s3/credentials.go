@@ -92,7 +92,7 @@ func parseCredentialSpec(s string) (credentialSpec, error) {
 	case "", CredsAuto, CredsEnv, CredsProfile, CredsWebIdentity, CredsContainer, CredsIMDS, CredsAnonymous:
 		return credentialSpec{source: s}, nil
 	}
-	return credentialSpec{}, fmt.Errorf("credentials %q: want one of auto, env, profile, profile:NAME, web-identity, container, imds, anonymous", s)
+	return credentialSpec{}, fmt.Errorf("s3 credentials %q: want one of auto, env, profile, profile:NAME, web-identity, container, imds, anonymous", s)
 }
 
 // resolvedCredentials is where a store's keys come from.
@@ -189,16 +189,18 @@ func resolveCredentials(ctx context.Context, o Options, getenv func(string) stri
 	if getenv(EnvContainerRelativeURI) != "" || getenv(EnvContainerFullURI) != "" {
 		return r.container()
 	}
+	none := anonymous
+	none.source = "none found (environment, profile, web identity, container, instance metadata): anonymous requests"
 	if isTrue(getenv(EnvIMDSDisabled)) {
-		return anonymous, nil
+		none.source = "none found (environment, profile, web identity, container; " + EnvIMDSDisabled + " is set): anonymous requests"
+		return none, nil
 	}
 	res, err := r.imds(imdsProbeTimeout)
 	if err != nil {
 		// Off EC2 nothing answers: that is "no instance role", and the
 		// store is anonymous, as it always was without keys. The source
 		// line says so.
-		anonymous.source = "none found (environment, profile, web identity, container, instance metadata): anonymous requests"
-		return anonymous, nil
+		return none, nil
 	}
 	return res, nil
 }
