@@ -67,6 +67,7 @@ import (
 
 type options struct {
 	dataset, manifest, s3Endpoint string
+	s3Credentials                 s3.CredentialsFlag
 	writeManifestOver             int
 	exclude                       string
 	listen, advertise             string
@@ -108,6 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (the nodes must see the same manifest)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	o.s3Credentials = s3.CredsAuto
+	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
 	listing.Register(fs, &o.writeManifestOver, "; nodes starting after it read them too")
 	fs.StringVar(&o.exclude, "exclude", "", "leave out the samples this file lists (a node's --quarantine file, or one key a line); every node must be given the same file, or its dataset digest will not match")
 	fs.StringVar(&o.listen, "listen", "", "control-message (protoactor remote) bind address host:port")
@@ -283,6 +286,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
+	sopts.Credentials = string(o.s3Credentials)
 	dopts := storage.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
@@ -451,6 +455,14 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	return nil
 }
 
+// logCredentials says where an S3 store's keys come from (never a
+// secret); other stores need none.
+func logCredentials(logger *slog.Logger, st storage.Store) {
+	if s, ok := st.(*s3.Store); ok {
+		logger.Info("s3 credentials", "store", s.String(), "source", s.CredentialSource())
+	}
+}
+
 // openJournal opens the journal at --checkpoint and decides where the job
 // starts: the state to restore (nil: fresh), the generation it comes
 // from (0: fresh) and the gossip members the journal recorded.
@@ -470,6 +482,7 @@ func openJournal(ctx context.Context, o options, sopts s3.Options, logger *slog.
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
 	}
+	logCredentials(logger, store)
 	jc := journal.DefaultConfig()
 	jc.Store, jc.Keep, jc.Logger = store, o.journalKeep, logger
 	jn, err := journal.Open(ctx, jc)
@@ -541,6 +554,7 @@ func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storag
 		if err != nil {
 			return nil, dataset{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		}
+		logCredentials(logger, s)
 		facts, ok, err := manifestFacts(ctx, s, o.manifest, logger)
 		if err != nil {
 			storage.Close(s)
@@ -555,6 +569,7 @@ func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storag
 	if err != nil {
 		return nil, dataset{}, err
 	}
+	logCredentials(logger, store)
 	if ds.Excluded > 0 {
 		logger.Info("samples left out by --exclude (give the nodes the same file)", "excluded", ds.Excluded, "samples", len(ds.Samples))
 	}

@@ -43,6 +43,7 @@ type options struct {
 	concurrency int
 	force       bool
 	s3Endpoint  string
+	s3Creds     s3.CredentialsFlag
 	media       string
 }
 
@@ -75,6 +76,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.force, "force", false, "with --dataset: write over an existing manifest.jsonl")
 	fs.StringVar(&o.media, "media", "image", "with --dataset: what the samples are, image, video or audio (the nodes' --media): which files of the ImageFolder are samples")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	o.s3Creds = s3.CredsAuto
+	fs.Var(&o.s3Creds, "s3-credentials", s3.CredentialsUsage)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -135,12 +138,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func (o options) open(ctx context.Context, raw string) (storage.Store, error) {
+func (o options) open(ctx context.Context, raw string, stderr io.Writer) (storage.Store, error) {
 	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
-	return stores.Open(ctx, raw, sopts)
+	sopts.Credentials = string(o.s3Creds)
+	s, err := stores.Open(ctx, raw, sopts)
+	if line := s3.CredentialLine(s); err == nil && line != "" {
+		fmt.Fprintf(stderr, "longshore-manifest: %s\n", line)
+	}
+	return s, err
 }
 
 // progress prints a scan's progress to w about every 5 s.
@@ -156,7 +164,7 @@ func progress(w io.Writer) func(storage.ScanProgress) {
 }
 
 func indexManifest(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	s, err := o.open(ctx, o.index)
+	s, err := o.open(ctx, o.index, stderr)
 	if err != nil {
 		return err
 	}
@@ -188,7 +196,7 @@ func indexManifest(ctx context.Context, o options, stdout, stderr io.Writer) err
 }
 
 func listDataset(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	s, err := o.open(ctx, o.dataset)
+	s, err := o.open(ctx, o.dataset, stderr)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := openStore(ctx, o.index, o.storeOptions(), false)
+	s, err := openStore(ctx, o.index, o.storeOptions(), false, stderr)
 	if err != nil {
 		return fmt.Errorf("--index: %w", err)
 	}

@@ -48,6 +48,7 @@ type options struct {
 	force       bool
 	indexEvery  int
 	s3Endpoint  string
+	s3Creds     s3.CredentialsFlag
 	media       string
 }
 
@@ -92,6 +93,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.force, "force", false, "write over an existing manifest.jsonl (and shards, with --out)")
 	fs.StringVar(&o.media, "media", "image", "what the samples are: image, video or audio (the nodes' --media): which files of an ImageFolder, and which members of a tar with --index, hold samples (storage's extensions for each: docs/media.md)")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	o.s3Creds = s3.CredsAuto
+	fs.Var(&o.s3Creds, "s3-credentials", s3.CredentialsUsage)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -168,13 +171,14 @@ func (o options) storeOptions() s3.Options {
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
+	sopts.Credentials = string(o.s3Creds)
 	sopts.FetchConcurrency = max(sopts.FetchConcurrency, o.concurrency)
 	return sopts
 }
 
 // openStore opens a location; create makes a missing directory first (a
 // bucket must exist: a typo must not scatter a dataset into a new one).
-func openStore(ctx context.Context, raw string, sopts s3.Options, create bool) (storage.Store, error) {
+func openStore(ctx context.Context, raw string, sopts s3.Options, create bool, stderr io.Writer) (storage.Store, error) {
 	loc, err := storage.ParseURL(raw)
 	if err != nil {
 		return nil, err
@@ -184,7 +188,11 @@ func openStore(ctx context.Context, raw string, sopts s3.Options, create bool) (
 			return nil, err
 		}
 	}
-	return stores.Open(ctx, raw, sopts)
+	s, err := stores.Open(ctx, raw, sopts)
+	if line := s3.CredentialLine(s); err == nil && line != "" {
+		fmt.Fprintf(stderr, "longshore-pack: %s\n", line)
+	}
+	return s, err
 }
 
 // checkKeyText refuses a sample key the node's logs and sinks could not

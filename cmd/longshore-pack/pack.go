@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
 )
 
@@ -64,13 +65,16 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if line := s3.CredentialLine(src); line != "" {
+		fmt.Fprintf(stderr, "longshore-pack: %s\n", line)
+	}
 	defer storage.Close(src)
 	for _, s := range ds.Samples {
 		if err := checkKeyText(s.Key); err != nil {
 			return fmt.Errorf("dataset %s: %w", o.dataset, err)
 		}
 	}
-	dst, err := openStore(ctx, o.out, sopts, true)
+	dst, err := openStore(ctx, o.out, sopts, true, stderr)
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}

@@ -65,7 +65,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	// The order's block and window come with the coordinator's job
 	// (OnJob below); until then a packed dataset's samples are read one
 	// by one.
-	store, indexed, plan, err := openIndexed(ctx, o)
+	store, indexed, plan, err := openIndexed(ctx, o, logger)
 	if err != nil {
 		return err
 	}

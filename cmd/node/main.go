@@ -34,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -65,6 +66,7 @@ type options struct {
 	dataset          string
 	manifest         string
 	s3Endpoint       string
+	s3Credentials    s3.CredentialsFlag
 	epochs           int
 	batchSize        int
 	transform        string
@@ -143,6 +145,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (ImageFolder layout or a manifest)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object (CSV key,label or JSON lines) relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
+	o.s3Credentials = s3.CredsAuto
+	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
 	fs.IntVar(&o.epochs, "epochs", 1, "number of epochs")
 	fs.IntVar(&o.batchSize, "batch-size", def.BatchSize, "samples per batch")
 	fs.StringVar(&o.transform, "transform", "train", "train (RandomResizedCrop+flip), eval (resize 256 + center crop) or resize")
@@ -449,7 +453,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		return nil, nil, packPlan{}, err
 	}
 	if s == nil {
-		if s, err = openStore(ctx, o); err != nil {
+		if s, err = openStore(ctx, o, nil); err != nil {
 			return nil, nil, packPlan{}, err
 		}
 	}
@@ -486,11 +490,12 @@ func (o options) windowBytes(mean int64, block, window int) int64 {
 
 // openStore opens the dataset's store, counted: the metrics show the
 // requests the object store answers.
-func openStore(ctx context.Context, o options) (storage.Store, error) {
+func openStore(ctx context.Context, o options, logger *slog.Logger) (storage.Store, error) {
 	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
 		sopts.Endpoint = o.s3Endpoint
 	}
+	sopts.Credentials = string(o.s3Credentials)
 	if o.fetchConcurrency.n*o.ranks > sopts.FetchConcurrency {
 		sopts.FetchConcurrency = o.fetchConcurrency.n * o.ranks
 	}
@@ -498,6 +503,9 @@ func openStore(ctx context.Context, o options) (storage.Store, error) {
 	s, err := stores.Open(ctx, o.dataset, sopts)
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	if s3s, ok := s.(*s3.Store); ok && logger != nil {
+		logger.Info("s3 credentials", "store", s3s.String(), "source", s3s.CredentialSource())
 	}
 	return storage.NewCountingStore(s), nil
 }
@@ -513,8 +521,8 @@ func openStore(ctx context.Context, o options) (storage.Store, error) {
 // index (one GET on the counted store) before any of the manifest is. A
 // packed dataset's lazy store is a PackedStore over the catalog, which
 // reads chunks of the job's blocks as the in-memory path does.
-func openIndexed(ctx context.Context, o options) (storage.Store, *storage.IndexedManifest, packPlan, error) {
-	s, err := openStore(ctx, o)
+func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *storage.IndexedManifest, packPlan, error) {
+	s, err := openStore(ctx, o, logger)
 	if err != nil {
 		return nil, nil, packPlan{}, err
 	}

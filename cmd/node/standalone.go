@@ -216,7 +216,7 @@ func (d standaloneData) close() {
 func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standaloneData, error) {
 	b := o.orderBlock(true)
 	w := cluster.EffectiveWindow(b, o.window)
-	store, indexed, plan, err := openIndexed(ctx, o)
+	store, indexed, plan, err := openIndexed(ctx, o, logger)
 	if err != nil {
 		return standaloneData{}, err
 	}

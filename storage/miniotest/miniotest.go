@@ -59,7 +59,8 @@ type Server struct {
 
 	bin   string
 	addr  string
-	netns string // run inside this network namespace (StartInNetns); "" for the caller's
+	netns string   // run inside this network namespace (StartInNetns); "" for the caller's
+	env   []string // MINIO_* settings of StartWithEnv, after the harness's own
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -99,7 +100,15 @@ func isExecutable(p string) bool {
 // Start starts a MinIO server for the test and registers its shutdown.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWithEnv(t)
+}
+
+// StartWithEnv is Start with server settings ("MINIO_IDENTITY_OPENID_..."
+// and the like) added to its environment, after the harness's own.
+func StartWithEnv(t testing.TB, env ...string) *Server {
+	t.Helper()
 	s := newServer(t)
+	s.env = env
 	// A free port can be taken between our probe and MinIO's bind: retry.
 	for attempt := 0; ; attempt++ {
 		s.addr = freeAddr(t)
@@ -192,6 +201,7 @@ func (s *Server) start() error {
 		"MINIO_BROWSER=off",
 		"MINIO_UPDATE=off",
 	)
+	cmd.Env = append(cmd.Env, s.env...)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	setParentDeathSignal(cmd)

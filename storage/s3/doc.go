@@ -6,8 +6,10 @@
 // AWS_ENDPOINT_URL (http:// or https:// decides TLS), AWS_REGION or
 // AWS_DEFAULT_REGION, and credentials from AWS_ACCESS_KEY_ID /
 // AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else MINIO_ROOT_USER /
-// MINIO_ROOT_PASSWORD, else MINIO_ACCESS_KEY / MINIO_SECRET_KEY. New
-// probes the bucket so a wrong bucket, endpoint or key fails at start. The
+// MINIO_ROOT_PASSWORD, else MINIO_ACCESS_KEY / MINIO_SECRET_KEY, else the
+// rest of the AWS CLI's chain (credentials.go: a profile, web identity,
+// container credentials, instance metadata), whose keys are refreshed
+// before they expire. New probes the bucket so a wrong bucket, endpoint or key fails at start. The
 // store retries 5xx, throttling, timeouts, connection failures and bad
 // answers (short bodies, bodies whose MD5 is not the ETag, the wrong
 // range) itself with full-jitter exponential backoff, honouring

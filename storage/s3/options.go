@@ -50,6 +50,16 @@ type Options struct {
 	AccessKey    string
 	SecretKey    string
 	SessionToken string
+	// Credentials chooses where keys come from (credentials.go,
+	// docs/credentials.md): "" uses AccessKey/SecretKey, or none
+	// (anonymous); CredsAuto ("auto", what DefaultOptions sets) tries the
+	// environment's keys, then a profile, a web identity token file,
+	// container credentials and instance metadata, refreshing keys that
+	// expire; "env", "profile", "profile:NAME", "web-identity",
+	// "container", "imds" and "anonymous" name one source. A source other
+	// than auto or env wins over keys DefaultOptions read from the
+	// environment, as --profile does in the AWS CLI.
+	Credentials string
 
 	// FetchConcurrency is how many requests the caller keeps in flight at
 	// once. The HTTP transport keeps at least that many idle connections
@@ -125,11 +135,16 @@ type Options struct {
 	// asked for much more than its load; 0: DefaultHedgeBudget.
 	HedgeBudget float64
 	// Clock times hedges (their timers and the latencies they learn
-	// from); nil: the system clock. Tests give a fake one.
+	// from) and credential expiry; nil: the system clock. Tests give a
+	// fake one.
 	Clock clock.Clock
 
-	// credSource names where the credentials came from, for error hints.
+	// credSource names the environment variables DefaultOptions took
+	// AccessKey and SecretKey from.
 	credSource string
+	// resolvedSource says where New found the credentials, for error
+	// hints.
+	resolvedSource string
 }
 
 // DefaultOptions returns Options filled from the environment (see the Env
@@ -170,6 +185,10 @@ func optionsFromEnv(getenv func(string) string) Options {
 		// S3 answers SlowDown above 5,500 GETs/s per prefix: back off
 		// instead of hammering it. No fixed budget: --max-request-rate.
 		AdaptiveRate: true,
+		// The AWS CLI's chain: keys that expire (instance and container
+		// roles, web identity) are refreshed, and a user of one profile
+		// or role needs no key in the environment.
+		Credentials: CredsAuto,
 	}
 	for _, pair := range [][3]string{
 		{EnvAccessKeyID, EnvSecretAccessKey, EnvSessionToken},
@@ -214,6 +233,11 @@ func (o Options) Validate() error {
 	}
 	if o.SessionToken != "" && o.AccessKey == "" {
 		bad("SessionToken needs AccessKey and SecretKey")
+	}
+	if spec, err := parseCredentialSpec(o.Credentials); err != nil {
+		bad("%v", err)
+	} else if o.AccessKey != "" && o.credSource == "" && spec.source != "" && spec.source != CredsAuto && spec.source != CredsEnv {
+		bad("AccessKey is set and Credentials asks for %q: use one of them", o.Credentials)
 	}
 	if o.FetchConcurrency < 0 {
 		bad("FetchConcurrency %d is negative", o.FetchConcurrency)
@@ -285,6 +309,8 @@ func (o Options) endpoint() string {
 // credHint says what to check when the service refuses the credentials.
 func (o Options) credHint() string {
 	switch {
+	case o.resolvedSource != "":
+		return "the credentials came from " + o.resolvedSource + ": check them, or choose a source with --s3-credentials (docs/credentials.md)"
 	case o.credSource != "":
 		return "check " + o.credSource
 	case o.AccessKey == "":

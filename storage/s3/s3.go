@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +22,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -67,6 +67,7 @@ type Store struct {
 	stats  counters
 	rate   *rateLimiter
 	hedge  *hedger // nil: no hedging
+	creds  resolvedCredentials
 }
 
 var (
@@ -247,11 +248,18 @@ func New(ctx context.Context, bucket, prefix string, opts Options) (*Store, erro
 	tr.MaxIdleConnsPerHost = conc + 8
 	tr.MaxIdleConns = max(tr.MaxIdleConns, conc+8)
 	tr.ResponseHeaderTimeout = opts.ResponseHeaderTimeout
-	s := &Store{bucket: bucket, prefix: prefix, opts: opts, tr: tr}
+	creds, err := resolveCredentials(ctx, opts, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	if creds.refresher != nil {
+		opts.resolvedSource = creds.source
+	}
+	s := &Store{bucket: bucket, prefix: prefix, opts: opts, tr: tr, creds: creds}
 	s.rate = newRateLimiter(opts, &s.stats)
 	s.hedge = newHedger(opts)
 	client, err := minio.New(host, &minio.Options{
-		Creds:      credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
+		Creds:      creds.creds,
 		Secure:     secure,
 		Transport:  countingTransport{base: tr, stats: &s.stats},
 		Region:     opts.Region,
@@ -295,6 +303,7 @@ func (s *Store) openError(err error) error {
 // store used after Close dials anew.
 func (s *Store) Close() error {
 	s.tr.CloseIdleConnections()
+	s.creds.closeIdle()
 	return nil
 }
 
@@ -304,6 +313,22 @@ func (s *Store) String() string { return "s3://" + s.bucket + "/" + s.prefix }
 // Bucket and Prefix return where the store is rooted.
 func (s *Store) Bucket() string { return s.bucket }
 func (s *Store) Prefix() string { return s.prefix }
+
+// CredentialSource says where the store's keys come from (a profile, a
+// role, the environment, none), for the binaries' start-up line; it never
+// holds a secret.
+func (s *Store) CredentialSource() string { return s.creds.source }
+
+// CredentialRefreshes is how many times the store fetched keys from a
+// source that issues them (0 for static keys and anonymous access), and
+// the error of the last refresh if it failed and older keys, still
+// valid, are in use.
+func (s *Store) CredentialRefreshes() (int, error) {
+	if s.creds.refresher == nil {
+		return 0, nil
+	}
+	return s.creds.refresher.state()
+}
 
 // Client returns the underlying minio-go client, for tests and tools.
 func (s *Store) Client() *minio.Client { return s.client }
