@@ -28,7 +28,7 @@ from ._feed import (  # noqa: F401
     RolledBack,
     socket_path,
 )
-from ._token import JournalToken, cut_token, parse_token  # noqa: F401
+from ._token import JournalToken, TokenIdentity, cut_token, parse_token  # noqa: F401
 
 __all__ = ["Loader", "Batch", "FeedError", "RolledBack", "socket_path", "PROTOCOL_VERSION",
-           "cut_token", "parse_token", "JournalToken"]
+           "cut_token", "parse_token", "JournalToken", "TokenIdentity"]
