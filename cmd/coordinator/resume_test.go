@@ -142,3 +142,43 @@ func TestResumeIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestCorruptNewestGeneration: a coordinator whose newest journal
+// generation is corrupt refuses to start, naming the object and the
+// cause; --journal-fallback continues from the previous generation and
+// says so.
+func TestCorruptNewestGeneration(t *testing.T) {
+	data, ckpt := t.TempDir(), t.TempDir()
+	writeManifest(t, data, 64, false)
+	args := []string{"--dataset", data, "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0",
+		"--checkpoint", ckpt, "--epochs", "2", "--batch-size", "8", "--log-format", "text"}
+	for range 2 { // generations 1 and 2
+		if err, log := startCoordinator(t, args...); err != nil {
+			t.Fatalf("start: %v\n%s", err, log)
+		}
+	}
+	newest := filepath.Join(ckpt, "gen", fmt.Sprintf("%020d", 2))
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(newest, b[:len(b)/2], 0o644); err != nil { // torn
+		t.Fatal(err)
+	}
+	err, log := startCoordinator(t, args...)
+	if err == nil {
+		t.Fatalf("started past a corrupt newest generation:\n%s", log)
+	}
+	for _, w := range []string{"gen/00000000000000000002", "checksum", "--journal-fallback"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	err, log = startCoordinator(t, append(args, "--journal-fallback")...)
+	if err != nil {
+		t.Fatalf("--journal-fallback: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "--journal-fallback") || !strings.Contains(log, "to=1") {
+		t.Errorf("the fallback is not in the log:\n%s", log)
+	}
+}
