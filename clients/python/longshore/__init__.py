@@ -10,7 +10,7 @@
     sd = loader.state_dict()             # save with the model; load_state_dict(sd) resumes there
 
 Cluster mode (a node started with --join ... --sink feed): commit() blocks
-until the coordinator acknowledges and returns a journal token ("lsr1.…");
+until the coordinator acknowledges and returns a journal token ("lsr2.…");
 when the coordinator restarts or the node is evicted, iteration raises
 RolledBack naming the rank's last acknowledged commit (epoch, step, token):
 restore the model saved with it and keep iterating. Under data
