@@ -33,7 +33,7 @@
 // journal records the job's identity (dataset digest, seed, block,
 // window, batch size, epochs): a restart with another is refused, naming
 // what differs, unless --force-resume accepts a dataset, batch size or
-// epoch count that differ (docs/faults.md).
+// epoch count that differ (docs/resume.md).
 package main
 
 import (
@@ -122,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
 	fs.StringVar(&o.resume, "resume", "", "resume token (from a trainer's checkpoint): continue from that commit instead of the journal's newest")
 	fs.BoolVar(&o.fresh, "fresh", false, "start the job from scratch even though --checkpoint holds a journal")
-	fs.BoolVar(&o.forceResume, "force-resume", false, "continue the journal's job although the dataset digest (same sample count), --batch-size or --epochs differ from the journal's (refused without it); a different --seed, --block or --mix-window is refused regardless")
+	fs.BoolVar(&o.forceResume, "force-resume", false, "continue the journal's job although the dataset digest (same sample count), --batch-size or --epochs differ from the journal's (refused without it); a different --seed, --block or --mix-window is refused regardless (docs/resume.md)")
 	fs.BoolVar(&o.journalFallback, "journal-fallback", false, "if the journal's newest generation is corrupt, continue from the previous readable one (commits acknowledged after it are issued again) instead of refusing to start")
 	fs.IntVar(&o.journalKeep, "journal-keep", journal.DefaultConfig().Keep, "journal generations kept, so older resume tokens still restore")
 	fs.IntVar(&o.checkEvery, "journal-check-every", 10, "ticks between checks that no other coordinator took over the journal")

@@ -151,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.logPixels, "log-pixels", false, "with --sink log:PATH: end each sample's line with px:<digest> of its decoded pixels (FNV-1a 64), to compare runs pixel for pixel")
 	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
 	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
-	fs.BoolVar(&o.forceResume, "force-resume", false, "standalone --sink feed: accept a trainer's resume token although the dataset digest (same sample count) or --epochs differ from the run that made it (refused without it); another --seed, --block, --mix-window or --ranks is refused regardless (docs/feed-protocol.md)")
+	fs.BoolVar(&o.forceResume, "force-resume", false, "standalone --sink feed: accept a trainer's resume token although the dataset digest (same sample count) or --epochs differ from the run that made it (refused without it); another --seed, --block, --mix-window or --ranks is refused regardless (docs/resume.md)")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
 	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%) of the samples attempted; cluster mode judges a fraction over at least 10/fraction samples, and a node past its budget exits (docs/faults.md)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "refuse images whose header claims more pixels")
