@@ -150,7 +150,7 @@ func TestDecodeVersion2(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 4 {
-		f.Add(Encode(nil, Entry{Gen: 7, Job: 9, State: randState(rng), Peers: []string{"a:1"}}))
+		f.Add(Encode(nil, Entry{Gen: 7, Job: 9, State: randState(rng), Peers: []string{"a:1"}, Digest: "12:00ff", BatchSize: 3, Epochs: 2}))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := Decode(b)
@@ -168,7 +168,9 @@ func FuzzDecode(f *testing.F) {
 
 func FuzzParseToken(f *testing.F) {
 	f.Add(Token{Job: 1, Gen: 2, Epoch: 3, Step: 4}.String())
+	f.Add(Token{Job: 1, Gen: 2, Epoch: 3, Step: 4, Ident: Identity{Digest: "9:00ff", Seed: 5, Block: 6, Window: 7, BatchSize: 8, Epochs: 9}}.String())
 	f.Add("lsr1.")
+	f.Add("lsr2.")
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := ParseToken(s)
 		if err != nil {
