@@ -102,18 +102,28 @@ func refuse(c *net.UnixConn, code, msg string) {
 }
 
 // prepareDir makes dir the run directory: created with mode (0700, or
-// 0711 for an open policy) if missing; refused if it is not a directory
-// or belongs to another user (who could then swap the sockets). An
+// 0711 for an open policy) if missing; refused if it is a symlink, not a
+// directory, or belongs to another user (who could then swap the
+// sockets). An
 // existing directory with another mode gets mode if it holds nothing but
 // feed sockets (an earlier run's); any other is refused rather than
 // changed (--feed-dir /tmp must not make /tmp private).
 func prepareDir(dir string, mode os.FileMode) error {
+	// The last component is examined without following a symlink: a link
+	// (in /tmp, anyone's) can be repointed after the checks, at
+	// directories and sockets trainers would then trust.
+	if err := refuseSymlink(dir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, mode); err != nil {
 		return fmt.Errorf("feed: run directory: %w", err)
 	}
-	fi, err := os.Stat(dir)
+	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("feed: run directory: %w", err)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return refuseSymlink(dir)
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("feed: run directory %s is not a directory", dir)
@@ -136,4 +146,14 @@ func prepareDir(dir string, mode os.FileMode) error {
 		}
 	}
 	return nil
+}
+
+// refuseSymlink returns an error if dir is a symlink (dangling or not).
+func refuseSymlink(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return nil // missing (MkdirAll creates it) or not a link
+	}
+	target, _ := os.Readlink(dir)
+	return fmt.Errorf("feed: run directory %s is a symlink (to %s): whoever owns the link could repoint it at other sockets; give --feed-dir (or $LONGSHORE_FEED_DIR) a real directory, e.g. the target itself", dir, target)
 }

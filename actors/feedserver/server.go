@@ -864,6 +864,8 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 				case <-readerDone:
 				case <-s.ctx.Done():
 				}
+			case errors.Is(err, feed.ErrBadToken): // a cluster rank checked the trainer's token late (no job at hello)
+				s.fail(feed.CodeBadToken, err, nil)
 			default:
 				var be *actors.BudgetError
 				if errors.As(err, &be) {

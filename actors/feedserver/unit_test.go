@@ -63,7 +63,7 @@ func TestLocalToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	lt, err := DecodeLocalToken(tok)
-	if err != nil || lt != (LocalToken{Job: "j", Rank: 3, Epoch: 2, Step: 41, Offset: 42 * 32}) {
+	if err != nil || lt != (LocalToken{Version: 2, Job: "j", Rank: 3, Epoch: 2, Step: 41, Offset: 42 * 32, BatchSize: 32}) {
 		t.Fatalf("%+v %v", lt, err)
 	}
 	if e, k, err := c.Resume(context.Background(), 3, tok); err != nil || e != 2 || k != 41 {

@@ -32,23 +32,37 @@
 // (random, chosen when the journal is created; tokens carry it), the
 // generation, the writer's incarnation, the write time, the job's shape
 // (samples, seed, block, window; versions before 3 have no window and
-// read as window 1, the order before windows), then per started epoch
+// read as window 1, the order before windows), the rest of the job's
+// identity (dataset digest, batch size, epochs; versions before 4 have
+// none: see Identity), then per started epoch
 // its flags and its committed and dropped positions as delta-encoded
 // varint ranges — O(open
 // ranges), which is O(ranks) per open epoch in practice and never
 // O(samples) — then the gossip addresses of the members the coordinator
 // knew (so a restarted coordinator can rejoin them), and a CRC-32C of
 // everything before it. A truncated, torn or altered object fails the
-// checksum (ErrCorrupt); Latest then falls back to the previous good
-// generation and says so in the log. If no generation is readable, Start
-// fails: a journal that exists is never silently replaced by a fresh job.
+// checksum (ErrCorrupt). A corrupt newest generation stops Start with
+// the object and the cause: falling back would acknowledge again the
+// commits it held. StartOptions.Fallback (--journal-fallback) falls back
+// to the previous good generation and says so in the log. If no
+// generation is readable, Start fails: a journal that exists is never
+// silently replaced by a fresh job.
+//
+// # Identity
+//
+// The coordinator calls Identify after Start with the job's Identity —
+// dataset digest and the parameters that fix the order and the steps —
+// which is checked against the generation continued from (a difference
+// is ErrMismatch, naming each; --force-resume accepts those the order
+// survives) and recorded in every later generation and token.
 //
 // # History and tokens
 //
 // The last Config.Keep generations are kept (older ones are deleted after
 // each write, best effort). A resume token (Token) names the job, the
-// generation that made an acknowledged commit durable, and the commit's
-// epoch and step; restoring it restores that generation's committed
+// generation that made an acknowledged commit durable, the commit's
+// epoch and step, and (version 2, lsr2.) the job's identity, so a node
+// refuses another job's token when a trainer presents it; restoring it restores that generation's committed
 // state — older than the newest is allowed while it is kept — so the data
 // cursor matches the model the trainer saved beside the token. A token
 // whose generation was pruned fails with ErrPruned, never with a guess.

@@ -22,14 +22,30 @@ type Entry struct {
 	// Peers are the gossip addresses of the members the writer knew, so
 	// a restarted coordinator can rejoin the cluster without a --join.
 	Peers []string
+	// Digest, BatchSize and Epochs complete the job's identity (with
+	// State's seed, block and window): see Identity. Entries of versions
+	// before 4 have none (Digest "").
+	Digest    string
+	BatchSize int
+	Epochs    int
+}
+
+// Identity is the job identity e records.
+func (e Entry) Identity() Identity {
+	return Identity{Digest: e.Digest, Seed: e.State.Seed, Block: e.State.Block, Window: e.State.Window,
+		BatchSize: e.BatchSize, Epochs: e.Epochs}
 }
 
 const (
 	magic = "LSJ"
 	// version 2 added the ranks' last commits per epoch, version 3 the
-	// order's window after its block; entries of versions 1 and 2 are
-	// still read (their window is 1: the order before windows).
-	version = 3
+	// order's window after its block, version 4 the rest of the job's
+	// identity after the window (dataset digest, batch size, epochs);
+	// entries of versions 1 to 3 are still read (the window of 1 and 2 is
+	// 1: the order before windows; 1 to 3 have no digest).
+	version = 4
+	// maxDigest bounds a decoded digest's length.
+	maxDigest = 1 << 10
 	// maxCount bounds every count in a decoded entry, so a damaged object
 	// that passes the checksum by chance (or a hostile one) cannot make
 	// Decode allocate without bound.
@@ -52,6 +68,10 @@ func Encode(dst []byte, e Entry) []byte {
 	b = binary.LittleEndian.AppendUint64(b, e.State.Seed)
 	b = binary.AppendUvarint(b, uint64(e.State.Block))
 	b = binary.AppendUvarint(b, uint64(e.State.Window))
+	b = binary.AppendUvarint(b, uint64(len(e.Digest)))
+	b = append(b, e.Digest...)
+	b = binary.AppendUvarint(b, uint64(max(e.BatchSize, 0)))
+	b = binary.AppendUvarint(b, uint64(max(e.Epochs, 0)))
 	b = binary.AppendUvarint(b, uint64(len(e.State.Epochs)))
 	for _, ep := range e.State.Epochs {
 		var flags byte
@@ -156,6 +176,16 @@ func (d *decoder) count(what string) int {
 	return int(n)
 }
 
+// small reads a uvarint that must fit a count (maxCount).
+func (d *decoder) small(what string) int {
+	n := d.uvarint(what)
+	if n > maxCount {
+		d.fail(what + ": out of range")
+		return 0
+	}
+	return int(n)
+}
+
 func (d *decoder) ranges(what string) []cluster.Range {
 	n := d.count(what)
 	if n == 0 {
@@ -206,6 +236,18 @@ func Decode(b []byte) (Entry, error) {
 	e.State.Window = 1
 	if v >= 3 {
 		e.State.Window = int(d.uvarint("window"))
+	}
+	if v >= 4 {
+		l := d.count("digest")
+		if d.err == nil && l > maxDigest {
+			d.fail("digest: length out of range")
+		}
+		if d.err == nil {
+			e.Digest = string(d.b[:l])
+			d.b = d.b[l:]
+		}
+		e.BatchSize = d.small("batch size")
+		e.Epochs = d.small("epochs")
 	}
 	n := d.count("epochs")
 	for range n {

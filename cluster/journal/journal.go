@@ -83,6 +83,14 @@ type Journal struct {
 	job   uint64
 	begun bool
 	last  []byte // the last entry written, to compare with what a retry finds
+	// fallback: Latest may fall back past a corrupt newest generation
+	// (StartOptions.Fallback).
+	fallback bool
+	// restored is the generation Start continues from (nil: fresh);
+	// ident the job's identity (Identify), recorded in every write and
+	// token.
+	restored *Entry
+	ident    Identity
 }
 
 const genPrefix = "gen/"
@@ -162,30 +170,42 @@ func (j *Journal) Load(ctx context.Context, g uint64) (Entry, error) {
 	return e, nil
 }
 
-// Latest returns the newest readable generation, falling back past
-// corrupt ones (logged). It fails with ErrNoJournal if there is none,
-// and with ErrCorrupt if every one is corrupt; a store error (access,
-// network) is returned as is — never taken for "no journal".
+// Latest returns the newest generation. A newest generation that is
+// corrupt is an error (ErrCorrupt, naming the object and the cause): the
+// acks the coordinator sent after the previous generation would be
+// issued again — duplicates in the trainers' history — so falling back
+// is a decision for the operator (StartOptions.Fallback, the
+// coordinator's --journal-fallback), never taken silently. With it,
+// Latest falls back past corrupt generations and logs which. It fails
+// with ErrNoJournal if there is none; a store error (access, network) is
+// returned as is — never taken for "no journal".
 func (j *Journal) Latest(ctx context.Context) (Entry, error) {
 	if len(j.gens) == 0 {
 		return Entry{}, fmt.Errorf("%w: %s", ErrNoJournal, j.cfg.Store)
 	}
 	var first error
+	newest := j.gens[len(j.gens)-1]
 	for i := len(j.gens) - 1; i >= 0; i-- {
 		e, err := j.Load(ctx, j.gens[i])
 		if err == nil {
 			if first != nil {
-				j.log.Warn("journal: fell back past corrupt generations", "to", e.Gen, "newest", j.gens[len(j.gens)-1], "err", first)
+				j.log.Warn("journal: --journal-fallback: continuing from an older generation past corrupt ones; acks sent after it are issued again (duplicates in the trainers' history)",
+					"to", e.Gen, "newest", newest, "err", first)
 			}
 			return e, nil
 		}
 		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrPruned) {
 			return Entry{}, err
 		}
-		j.log.Warn("journal: unreadable generation", "gen", j.gens[i], "err", err)
 		if first == nil {
 			first = err
+			if errors.Is(err, ErrCorrupt) && !j.fallback {
+				return Entry{}, fmt.Errorf("newest generation %s/%s: %w; the coordinator will not guess: restore the object, "+
+					"or pass --journal-fallback to continue from the previous generation (commits acknowledged after it are issued again), or --fresh to start the job over",
+					j.cfg.Store, genKey(j.gens[i]), err)
+			}
 		}
+		j.log.Warn("journal: unreadable generation", "gen", j.gens[i], "err", err)
 	}
 	return Entry{}, fmt.Errorf("journal %s: no readable generation among %d (newest: %w); pass --fresh to start the job over", j.cfg.Store, len(j.gens), first)
 }
@@ -197,6 +217,9 @@ type StartOptions struct {
 	Fresh bool
 	// Resume, if set, is a token to restore: that generation's state.
 	Resume string
+	// Fallback lets Start continue from the newest readable generation
+	// when the newest is corrupt (see Latest).
+	Fallback bool
 }
 
 // Start decides where the job starts and fixes the job id for writes:
@@ -212,6 +235,7 @@ func (j *Journal) Start(ctx context.Context, o StartOptions) (*Entry, error) {
 	if o.Fresh && o.Resume != "" {
 		return nil, errors.New("journal: --fresh and --resume contradict each other: choose one")
 	}
+	j.fallback = o.Fallback
 	var e *Entry
 	switch {
 	case o.Resume != "":
@@ -247,8 +271,49 @@ func (j *Journal) Start(ctx context.Context, o StartOptions) (*Entry, error) {
 	}
 	j.job = e.Job
 	j.begun = true
+	j.restored = e
 	return e, nil
 }
+
+// Identify fixes the job's identity, which every later Write records and
+// every Token carries, and checks it against the generation Start
+// continues from: a difference is an error wrapping ErrMismatch that
+// names each, unless force is set and the order survives every one
+// (Diff's Forceable): then it is logged as a warning and the job
+// continues. A generation from before identities (no digest) cannot be
+// checked beyond its seed, block and window: that is logged, and the
+// next write records the identity.
+func (j *Journal) Identify(id Identity, force bool) error {
+	if !j.begun {
+		return errors.New("journal: Identify before Start")
+	}
+	if e := j.restored; e != nil {
+		was := e.Identity()
+		diffs := Diff(was, id)
+		what := fmt.Sprintf("the journal at %s (generation %d) is for another job than these flags", j.cfg.Store, e.Gen)
+		if len(diffs) > 0 {
+			forceable := true
+			for _, d := range diffs {
+				forceable = forceable && d.Forceable
+			}
+			if !force || !forceable {
+				return MismatchError(what, diffs, force)
+			}
+			for _, d := range diffs {
+				j.log.Warn("journal: --force-resume: continuing although the job differs", "field", d.Field, "journal", d.Was, "now", d.Now)
+			}
+		}
+		if !was.Known() {
+			j.log.Warn("journal: the generation continued from was written before journals recorded the dataset digest, batch size and epochs: only the seed, block and window could be checked; the next write records them",
+				"gen", e.Gen, "digest", id.Digest, "batch_size", id.BatchSize, "epochs", id.Epochs)
+		}
+	}
+	j.ident = id
+	return nil
+}
+
+// Identity is the job's identity as Identify fixed it.
+func (j *Journal) Identity() Identity { return j.ident }
 
 // Write makes s durable as the next generation and returns it. The
 // coordinator sends the acks of the commits s includes only after Write
@@ -260,7 +325,8 @@ func (j *Journal) Write(ctx context.Context, s cluster.State, peers []string) (u
 		return 0, errors.New("journal: Write before Start")
 	}
 	g := j.next
-	b := Encode(j.last[:0], Entry{Gen: g, Job: j.job, Written: j.cfg.Clock.Now(), State: s, Peers: peers})
+	b := Encode(j.last[:0], Entry{Gen: g, Job: j.job, Written: j.cfg.Clock.Now(), State: s, Peers: peers,
+		Digest: j.ident.Digest, BatchSize: j.ident.BatchSize, Epochs: j.ident.Epochs})
 	j.last = b
 	key := genKey(g)
 	var err error
@@ -316,7 +382,7 @@ func (j *Journal) Check(ctx context.Context) error {
 // Token returns the resume token of a commit (epoch, step) made durable
 // by generation g.
 func (j *Journal) Token(g uint64, epoch int, step int64) Token {
-	return Token{Job: j.job, Gen: g, Epoch: epoch, Step: step}
+	return Token{Job: j.job, Gen: g, Epoch: epoch, Step: step, Ident: j.ident}
 }
 
 func (j *Journal) get(ctx context.Context, key string) ([]byte, error) {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,7 +150,7 @@ func TestDecodeVersion2(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 4 {
-		f.Add(Encode(nil, Entry{Gen: 7, Job: 9, State: randState(rng), Peers: []string{"a:1"}}))
+		f.Add(Encode(nil, Entry{Gen: 7, Job: 9, State: randState(rng), Peers: []string{"a:1"}, Digest: "12:00ff", BatchSize: 3, Epochs: 2}))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := Decode(b)
@@ -166,7 +168,9 @@ func FuzzDecode(f *testing.F) {
 
 func FuzzParseToken(f *testing.F) {
 	f.Add(Token{Job: 1, Gen: 2, Epoch: 3, Step: 4}.String())
+	f.Add(Token{Job: 1, Gen: 2, Epoch: 3, Step: 4, Ident: Identity{Digest: "9:00ff", Seed: 5, Block: 6, Window: 7, BatchSize: 8, Epochs: 9}}.String())
 	f.Add("lsr1.")
+	f.Add("lsr2.")
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := ParseToken(s)
 		if err != nil {
@@ -325,7 +329,11 @@ func TestPruneAndPrunedToken(t *testing.T) {
 // TestCorruptFallsBack: a torn or damaged newest generation is detected and
 // the previous good one used; with none good, Start refuses (no silent
 // fresh start) unless Fresh.
-func TestCorruptFallsBack(t *testing.T) {
+// TestCorruptNewest: a corrupt newest generation stops the start, naming
+// the object and the cause (continuing from the previous one would issue
+// again the commits acknowledged after it); StartOptions.Fallback (the
+// coordinator's --journal-fallback) falls back past it and says so.
+func TestCorruptNewest(t *testing.T) {
 	ctx := context.Background()
 	store := storage.NewMemStore("j")
 	j, _ := open(t, quick(store), StartOptions{})
@@ -339,7 +347,19 @@ func TestCorruptFallsBack(t *testing.T) {
 	if _, err := store.Put(ctx, genKey(3), good[:len(good)/2], storage.Cond{}); err != nil {
 		t.Fatal(err)
 	}
-	j2, e := open(t, quick(store), StartOptions{})
+	jr, _ := Open(ctx, quick(store))
+	_, err := jr.Start(ctx, StartOptions{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), genKey(3)) || !strings.Contains(err.Error(), "checksum") ||
+		!strings.Contains(err.Error(), "--journal-fallback") {
+		t.Fatalf("corrupt newest generation: err %v, want ErrCorrupt naming %s, the cause and --journal-fallback", err, genKey(3))
+	}
+	var logged strings.Builder
+	cfg := quick(store)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	j2, e := open(t, cfg, StartOptions{Fallback: true})
+	if !strings.Contains(logged.String(), "--journal-fallback") || !strings.Contains(logged.String(), "to=2") {
+		t.Errorf("fallback not logged: %s", logged.String())
+	}
 	if e.Gen != 2 || e.State.Epochs[0].Committed[0].End != 20 {
 		t.Fatalf("fell back to %+v, want generation 2", e)
 	}
@@ -360,7 +380,7 @@ func TestCorruptFallsBack(t *testing.T) {
 		}
 	}
 	j4, _ := Open(ctx, quick(store))
-	if _, err := j4.Start(ctx, StartOptions{}); !errors.Is(err, ErrCorrupt) {
+	if _, err := j4.Start(ctx, StartOptions{Fallback: true}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("all corrupt: err %v, want ErrCorrupt", err)
 	}
 	j5, _ := Open(ctx, quick(store))

@@ -10,7 +10,8 @@ import (
 	"github.com/longshore/longshore/storage/stores"
 )
 
-// TestMinIO runs the race and the corrupt fallback against a real MinIO
+// TestMinIO runs the race, the corrupt newest generation's refusal and
+// --journal-fallback against a real MinIO
 // (If-None-Match: * on PutObject), and checks that a missing bucket and
 // refused credentials are errors at Open, never a fresh start.
 func TestMinIO(t *testing.T) {
@@ -38,7 +39,14 @@ func TestMinIO(t *testing.T) {
 	if _, err := store.Put(ctx, genKey(2), []byte("LSJ\x01garbage"), storage.Cond{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, e := open(t, quick(store), StartOptions{}); e.Gen != 1 {
+	jr, err := Open(ctx, quick(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jr.Start(ctx, StartOptions{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt newest generation: %v, want ErrCorrupt", err)
+	}
+	if _, e := open(t, quick(store), StartOptions{Fallback: true}); e.Gen != 1 {
 		t.Fatalf("fell back to %d, want 1", e.Gen)
 	}
 

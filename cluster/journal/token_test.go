@@ -16,6 +16,14 @@ type tokenTable struct {
 		Gen   uint64
 		Epoch int
 		Step  int64
+		Ident *struct {
+			Digest    string
+			Seed      uint64
+			Block     int
+			Window    int
+			BatchSize int `json:"batch_size"`
+			Epochs    int
+		}
 	}
 	Invalid []struct {
 		Token string
@@ -37,6 +45,9 @@ func TestTokenTable(t *testing.T) {
 	}
 	for _, c := range tab.Valid {
 		want := Token{Job: c.Job, Gen: c.Gen, Epoch: c.Epoch, Step: c.Step}
+		if id := c.Ident; id != nil {
+			want.Ident = Identity{Digest: id.Digest, Seed: id.Seed, Block: id.Block, Window: id.Window, BatchSize: id.BatchSize, Epochs: id.Epochs}
+		}
 		if got := want.String(); got != c.Token {
 			t.Errorf("%+v.String() = %q, the table says %q", want, got, c.Token)
 		}

@@ -19,7 +19,7 @@ import (
 // ClusterFeed serves a cluster node agent's ranks through a Server:
 //
 //	cf := node.NewClusterFeed(ranks)
-//	nd, _ := node.Start(sys, node.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck})
+//	nd, _ := node.Start(sys, node.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck, OnJob: cf.OnJob})
 //	srv, _ := feedserver.New(feedserver.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
 //
 // Steps are the agent's, which are the trainer's: continuous per epoch
@@ -37,10 +37,18 @@ import (
 // (ErrStaleToken: a running cluster cannot go back; restart the job with
 // the coordinator's --resume TOKEN), except when this node process has
 // acknowledged nothing for the rank yet (it restarted): then the
-// coordinator's state is authoritative.
+// coordinator's state is authoritative. A token of another job (its
+// identity, journal.Identity, differs from the node's dataset or the
+// job's parameters) is refused with ErrBadToken whenever it arrives: at
+// hello when the node knows the job, else as soon as the welcome brings
+// it (OnJob), before the trainer gets a batch.
 type ClusterFeed struct {
 	allocs []*feedserver.ShmAllocator
 	ranks  []*clusterRank
+	mu     struct {
+		sync.Mutex
+		job *Job // the last welcome's (OnJob); nil: none yet
+	}
 }
 
 // NewClusterFeed makes the feed side of a node with ranks ranks.
@@ -48,7 +56,7 @@ func NewClusterFeed(ranks int) *ClusterFeed {
 	f := &ClusterFeed{}
 	for i := range ranks {
 		f.allocs = append(f.allocs, feedserver.NewShmAllocator(fmt.Sprintf("rank%d", i)))
-		cr := &clusterRank{index: i}
+		cr := &clusterRank{index: i, feed: f}
 		cr.mu.era = 1
 		cr.mu.sent = map[sessEpoch]sentSteps{}
 		f.ranks = append(f.ranks, cr)
@@ -124,6 +132,7 @@ type batchAt struct {
 // Rank.
 type clusterRank struct {
 	index int
+	feed  *ClusterFeed
 	mu    struct {
 		sync.Mutex
 		r        *Rank
@@ -133,6 +142,12 @@ type clusterRank struct {
 		sent     map[sessEpoch]sentSteps // steps returned per session and epoch
 		lastSent *batchAt                // the last batch returned this era
 		waiters  map[*commitWaiter]struct{}
+		// unchecked is the token of the connected trainer that the node
+		// could not check against the job yet (no welcome); tokenErr
+		// what OnJob found wrong with it: the session's next delivery
+		// fails with it.
+		unchecked *journal.Token
+		tokenErr  error
 	}
 }
 
@@ -172,6 +187,15 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, er
 	b, err := c.rank().Next(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if terr := c.mu.tokenErr; terr != nil && err == nil {
+		// The trainer's token is another job's (OnJob): it gets no batch.
+		// b counts as sent, so the next trainer's Attach resets the rank
+		// and it is delivered again.
+		c.recordSentLocked(b)
+		b.Release()
+		c.mu.tokenErr = nil
+		return feedserver.Delivery{}, terr
+	}
 	if errors.Is(err, ErrRolledBack) {
 		c.mu.era++
 		c.mu.cur = cluster.Fence{}
@@ -187,6 +211,12 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, er
 	if err != nil {
 		return feedserver.Delivery{}, err
 	}
+	c.recordSentLocked(b)
+	return feedserver.Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
+}
+
+// recordSentLocked records that b was returned to be sent.
+func (c *clusterRank) recordSentLocked(b *Batch) {
 	if b.Session != c.mu.cur {
 		c.mu.cur = b.Session
 		c.failWaitersLocked(&b.Session)
@@ -198,7 +228,6 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, er
 		c.mu.sent[key] = sentSteps{first: b.Step, last: b.Step}
 	}
 	c.mu.lastSent = &batchAt{key, b.Step}
-	return feedserver.Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
 }
 
 // failWaitersLocked answers rolled_back to every commit waiting on a
@@ -245,12 +274,64 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	}
 }
 
+// OnJob tells the feed the job of every welcome the node accepts: set it
+// as Config.OnJob (chain it with others). A token a trainer presented
+// before the node knew the job is checked now: one of another job ends
+// that trainer's session with bad_token (its next batch is never sent).
+func (f *ClusterFeed) OnJob(j Job) {
+	f.mu.Lock()
+	f.mu.job = &j
+	f.mu.Unlock()
+	for _, cr := range f.ranks {
+		cr.mu.Lock()
+		if t := cr.mu.unchecked; t != nil {
+			cr.mu.unchecked = nil
+			cr.mu.tokenErr = f.checkToken(cr.mu.r, *t, &j)
+		}
+		cr.mu.Unlock()
+	}
+}
+
+func (f *ClusterFeed) job() *Job {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.job
+}
+
+// checkToken checks a trainer's token against the job: its dataset
+// against the node's (the coordinator's, once welcomed), the rest
+// against job if known (nil: not yet). A version 1 token carries none of
+// it: the coordinator checks its job id when it is given as --resume.
+func (f *ClusterFeed) checkToken(r *Rank, t journal.Token, job *Job) error {
+	if !t.Ident.Known() || r == nil {
+		return nil
+	}
+	want := t.Ident // what is not known yet cannot differ
+	want.Digest = r.node.cfg.Digest
+	if job != nil {
+		want = journal.Identity{Digest: r.node.cfg.Digest, Seed: job.Seed, Block: job.Block, Window: job.Window, BatchSize: job.BatchSize, Epochs: job.Epochs}
+	}
+	if err := journal.CheckToken(t, want); err != nil {
+		return fmt.Errorf("%w: rank %d: %v", feed.ErrBadToken, r.index, err)
+	}
+	return nil
+}
+
 func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.mu.unchecked, c.mu.tokenErr = nil, nil
 	if len(token) > 0 {
-		if _, err := journal.ParseToken(string(token)); err != nil {
+		t, err := journal.ParseToken(string(token))
+		if err != nil {
 			return feedserver.Attachment{}, fmt.Errorf("%w: %v", feed.ErrBadToken, err)
+		}
+		job := c.feed.job()
+		if err := c.feed.checkToken(c.mu.r, t, job); err != nil {
+			return feedserver.Attachment{}, err
+		}
+		if job == nil && t.Ident.Known() {
+			c.mu.unchecked = &t // checked when the welcome brings the job (OnJob)
 		}
 		switch last := c.lastLocked(); {
 		case last == nil:

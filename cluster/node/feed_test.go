@@ -56,6 +56,16 @@ func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
 // them (and the dataset the checks compare with), instead of the dataset.
 func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.Store, *storage.Dataset) storage.Catalog) *clusterEnv {
 	t.Helper()
+	e := newClusterEnvUnwelcomed(t, samples, epochs, catalog)
+	e.introduce()
+	return e
+}
+
+// newClusterEnvUnwelcomed is newClusterEnvWith before the coordinator
+// and the node meet: the node has no welcome (and no job) until
+// introduce.
+func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(storage.Store, *storage.Dataset) storage.Catalog) *clusterEnv {
+	t.Helper()
 	e := &clusterEnv{t: t, st: storage.NewMemStore("t"), jstore: storage.NewMemStore("journal"),
 		sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))}
 	e.ds = &storage.Dataset{Classes: []string{"a"}}
@@ -87,6 +97,7 @@ func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.S
 		Node: name, Ranks: 2, Dataset: ds, Catalog: cat, Pipeline: pcfg, Deps: deps,
 		RankDeps:     e.cf.RankDeps(deps),
 		OnAck:        e.cf.OnAck,
+		OnJob:        e.cf.OnJob,
 		RequestEvery: 20 * time.Millisecond,
 		Logger:       testLogger(),
 		Rejoin: func(_ context.Context, inc uint64) error {
@@ -127,7 +138,6 @@ func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.S
 		e.sys.Shutdown()
 		os.RemoveAll(dir)
 	})
-	e.introduce()
 	return e
 }
 
@@ -499,6 +509,48 @@ func TestClusterFeedReconnect(t *testing.T) {
 	if d := e.nd.Rank(0).Counters().Delivered(); d.Batches < int64(trs[0].m.received) || trs[0].rank != 0 {
 		t.Errorf("rank 0: counters say %d batches delivered over its sessions, its trainer got %d", d.Batches, trs[0].m.received)
 	}
+}
+
+// TestClusterFeedForeignToken: a trainer's token of another job is
+// refused whenever it arrives. One of another dataset at once, even
+// before the node's welcome (the node's digest is the job's); one of
+// another seed presented before the welcome as soon as the welcome
+// brings the job, and at once after it. The job's own trainers then run
+// it exactly once, the batch the refused trainer's session took included.
+func TestClusterFeedForeignToken(t *testing.T) {
+	e := newClusterEnvUnwelcomed(t, 61, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	id := journal.Identity{Digest: storage.ManifestDigest(e.ds), Seed: e.cfg.Seed, Block: e.cfg.Block, Window: e.cfg.Window,
+		BatchSize: clusterBatch, Epochs: e.cfg.Epochs}
+	otherData, otherSeed := id, id
+	otherData.Digest = "61:0123456789abcdef"
+	otherSeed.Seed++
+	dataTok := journal.Token{Job: 1, Gen: 2, Step: 3, Ident: otherData}.String()
+	seedTok := journal.Token{Job: 1, Gen: 2, Step: 3, Ident: otherSeed}.String()
+
+	tr := &trainer{t: t, e: e, rank: 1}
+	if err := tr.dial([]byte(dataTok)); !isCode(err, feed.CodeBadToken) || !strings.Contains(err.Error(), "dataset digest 61:0123456789abcdef in the token") {
+		t.Fatalf("before the welcome, a token of another dataset: %v, want bad_token naming the digest", err)
+	}
+	if err := tr.dial([]byte(seedTok)); err != nil {
+		t.Fatalf("before the welcome, a token the node cannot check yet: %v", err)
+	}
+	e.introduce()
+	b, err := tr.c.Next(ctx)
+	if err == nil {
+		b.Release()
+		t.Fatalf("a token of another seed, presented before the welcome, was served batch %d/%d", b.Epoch, b.Step)
+	}
+	if !isCode(err, feed.CodeBadToken) || !strings.Contains(err.Error(), "seed 6 in the token, 5 in this job") {
+		t.Fatalf("after the welcome: %v, want bad_token naming the seed", err)
+	}
+	tr.c.Close()
+	if err := tr.dial([]byte(seedTok)); !isCode(err, feed.CodeBadToken) || !strings.Contains(err.Error(), "seed") {
+		t.Fatalf("after the welcome, a token of another seed: %v, want bad_token", err)
+	}
+	e.runTrainers(ctx, nil)
+	e.waitFinished(ctx)
 }
 
 // TestClusterFeedCoordinatorRestart: the coordinator restarts under the

@@ -6,7 +6,7 @@
 //
 //	longshore-coordinator --dataset DIR|s3://bucket/prefix --listen HOST:PORT --gossip HOST:PORT \
 //	    --epochs N --seed S --batch-size B [--shard-size K] [--drop-last] [--balance equal|dynamic] \
-//	    [--commit-log PATH] [--checkpoint DIR|s3://bucket/jobs/<job> [--resume TOKEN | --fresh]]
+//	    [--commit-log PATH] [--checkpoint DIR|s3://bucket/jobs/<job> [--resume TOKEN | --fresh] [--force-resume] [--journal-fallback]]
 //
 // Nodes join with `longshore-node --join <this --gossip address> ...`.
 //
@@ -28,7 +28,12 @@
 // the token names instead (an older one rewinds the data cursor to it);
 // --fresh starts the job over although a journal exists. A journal that
 // cannot be read — corrupt, missing bucket, refused credentials — is an
-// error, never a silent fresh start.
+// error, never a silent fresh start; a corrupt newest generation too,
+// unless --journal-fallback says to continue from the previous one. The
+// journal records the job's identity (dataset digest, seed, block,
+// window, batch size, epochs): a restart with another is refused, naming
+// what differs, unless --force-resume accepts a dataset, batch size or
+// epoch count that differ (docs/resume.md).
 package main
 
 import (
@@ -77,7 +82,8 @@ type options struct {
 	gossipBytes                   int64 // --gossip-max-stream-bytes
 	commitLog                     string
 	checkpoint, resume            string
-	fresh                         bool
+	fresh, forceResume            bool
+	journalFallback               bool
 	journalKeep, checkEvery       int
 	join                          string
 	balance                       string
@@ -124,6 +130,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "journal location: a directory or s3://bucket/jobs/<job>; the coordinator continues from it when restarted")
 	fs.StringVar(&o.resume, "resume", "", "resume token (from a trainer's checkpoint): continue from that commit instead of the journal's newest")
 	fs.BoolVar(&o.fresh, "fresh", false, "start the job from scratch even though --checkpoint holds a journal")
+	fs.BoolVar(&o.forceResume, "force-resume", false, "continue the journal's job although the dataset digest (same sample count), --batch-size or --epochs differ from the journal's (refused without it); a different --seed, --block or --mix-window is refused regardless (docs/resume.md)")
+	fs.BoolVar(&o.journalFallback, "journal-fallback", false, "if the journal's newest generation is corrupt, continue from the previous readable one (commits acknowledged after it are issued again) instead of refusing to start")
 	fs.IntVar(&o.journalKeep, "journal-keep", journal.DefaultConfig().Keep, "journal generations kept, so older resume tokens still restore")
 	fs.IntVar(&o.checkEvery, "journal-check-every", 10, "ticks between checks that no other coordinator took over the journal")
 	fs.StringVar(&o.join, "join", "", "gossip addresses (comma-separated) of cluster members to rejoin at start; the journal's recorded members are tried too")
@@ -196,6 +204,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.fresh && o.resume != "" {
 		errs = append(errs, errors.New("--fresh and --resume contradict each other: choose one"))
+	}
+	if o.checkpoint == "" && (o.forceResume || o.journalFallback) {
+		errs = append(errs, errors.New("--force-resume and --journal-fallback need --checkpoint"))
+	}
+	if o.fresh && (o.forceResume || o.journalFallback) {
+		errs = append(errs, errors.New("--fresh starts the job over: --force-resume and --journal-fallback, which continue it, contradict it"))
 	}
 	if o.journalKeep < 2 {
 		errs = append(errs, fmt.Errorf("--journal-keep %d: need at least 2", o.journalKeep))
@@ -330,6 +344,12 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			"block", block, "window", window, "shard", shard, "packed", packed, "from_journal", restore != nil && !o.given["block"])
 	}
 	o.cluster.Block, o.cluster.Window, o.cluster.ShardSize = block, window, shard
+	if jn != nil {
+		id := journal.Identity{Digest: digest, Seed: o.cluster.Seed, Block: block, Window: window, BatchSize: o.batchSize, Epochs: o.cluster.Epochs}
+		if err := jn.Identify(id, o.forceResume); err != nil {
+			return fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+		}
+	}
 
 	var commitLog io.Writer
 	if o.commitLog != "" {
@@ -489,7 +509,7 @@ func openJournal(ctx context.Context, o options, sopts s3.Options, logger *slog.
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("--checkpoint: %w", err)
 	}
-	e, err := jn.Start(ctx, journal.StartOptions{Fresh: o.fresh, Resume: o.resume})
+	e, err := jn.Start(ctx, journal.StartOptions{Fresh: o.fresh, Resume: o.resume, Fallback: o.journalFallback})
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
 	}

@@ -181,6 +181,11 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if cf != nil {
 		acfg.RankDeps = cf.RankDeps(deps)
 		acfg.OnAck = cf.OnAck
+		onJob := acfg.OnJob
+		acfg.OnJob = func(j node.Job) {
+			onJob(j)
+			cf.OnJob(j) // checks the tokens trainers presented before the welcome
+		}
 	}
 	onAck := acfg.OnAck
 	acfg.OnAck = func(rank string, session cluster.Fence, a cluster.Ack) {

@@ -11,6 +11,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/decode"
@@ -63,7 +64,15 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return firstBatchStream{Stream: st, clk: &clk}, nil
 	}
 	commits := newCommitBook()
-	committer := recordingCommitter{c: feedserver.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize}, book: commits}
+	n := data.cat.Len()
+	// Tokens carry the run's identity and the sample position they
+	// resume at: another dataset or order is refused, another batch size
+	// resumes at the same sample (feedserver.LocalCommitter.Resume).
+	block := o.orderBlock(data.packed())
+	ident := feedserver.RunIdentity{Digest: data.cat.Digest(), Seed: o.seed, Block: block, Window: cluster.EffectiveWindow(block, o.window),
+		Ranks: o.ranks, Epochs: o.epochs}
+	committer := recordingCommitter{c: feedserver.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize, Ident: ident,
+		StreamLen: (n + int64(o.ranks) - 1) / int64(o.ranks), Force: o.forceResume}, book: commits}
 	ranks := func() []observe.RankCounters {
 		out := make([]observe.RankCounters, len(tallies))
 		for r, t := range tallies {
@@ -71,7 +80,6 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		}
 		return out
 	}
-	n := data.cat.Len()
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
 	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs}, store, logger)
 	if err != nil {

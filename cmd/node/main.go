@@ -79,6 +79,7 @@ type options struct {
 	feedDir          string
 	feedHello        time.Duration // --feed-hello-timeout
 	job              string
+	forceResume      bool
 	statsJSON        string
 	maxFailures      string
 	maxPixels        int64
@@ -160,6 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.feedDir, "feed-dir", "", "with --sink feed: directory of the per-rank sockets (default $LONGSHORE_FEED_DIR, $XDG_RUNTIME_DIR/longshore or /tmp/longshore-<uid>)")
 	fs.DurationVar(&o.feedHello, "feed-hello-timeout", 10*time.Second, "with --sink feed: close a connection that has not said hello within this long; until it does it holds no rank")
 	fs.StringVar(&o.job, "job", "standalone", "job name, carried in resume tokens")
+	fs.BoolVar(&o.forceResume, "force-resume", false, "standalone --sink feed: accept a trainer's resume token although the dataset digest (same sample count) or --epochs differ from the run that made it (refused without it); another --seed, --block, --mix-window or --ranks is refused regardless (docs/resume.md)")
 	fs.StringVar(&o.statsJSON, "stats-json", "", "write the run's figures as JSON to this path")
 	fs.StringVar(&o.maxFailures, "max-failures", "1%", "failure budget: a count (100) or a fraction (0.01, 1%) of the samples attempted; cluster mode judges a fraction over at least 10/fraction samples, and a node past its budget exits (docs/faults.md)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "refuse images whose header claims more pixels")
@@ -244,6 +246,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		if o.dropLast {
 			errs = append(errs, errors.New("--drop-last is the coordinator's in cluster mode (it drops the remainder so every rank's steps match)"))
+		}
+		if o.forceResume {
+			errs = append(errs, errors.New("--force-resume is the standalone node's (in cluster mode, give it to the coordinator)"))
 		}
 		fs.Visit(func(f *flag.Flag) { // the command line or LONGSHORE_BLOCK, LONGSHORE_MIX_WINDOW
 			if f.Name == "block" || f.Name == "mix-window" {

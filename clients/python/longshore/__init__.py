@@ -11,7 +11,7 @@
     sd = loader.state_dict()             # save with the model; load_state_dict(sd) resumes there
 
 Cluster mode (a node started with --join ... --sink feed): commit() blocks
-until the coordinator acknowledges and returns a journal token ("lsr1.…");
+until the coordinator acknowledges and returns a journal token ("lsr2.…");
 when the coordinator restarts or the node is evicted, iteration raises
 RolledBack naming the rank's last acknowledged commit (epoch, step, token):
 restore the model saved with it and keep iterating. Under data
@@ -32,8 +32,8 @@ from ._feed import (  # noqa: F401
     env_rank,
     socket_path,
 )
-from ._token import JournalToken, cut_token, parse_token  # noqa: F401
+from ._token import JournalToken, TokenIdentity, cut_token, parse_token  # noqa: F401
 
 __all__ = ["Loader", "Batch", "TorchBatch", "FeedError", "ConnectTimeout", "RolledBack", "socket_path", "env_rank",
            "PROTOCOL_VERSION",
-           "cut_token", "parse_token", "JournalToken"]
+           "cut_token", "parse_token", "JournalToken", "TokenIdentity"]

@@ -1,24 +1,39 @@
-"""Cluster resume tokens ("lsr1." tokens of the coordinator's journal).
+"""Cluster resume tokens ("lsr2." and "lsr1." tokens of the coordinator's journal).
 
-A token is "lsr1." + base64url (no padding) of
+A token is "lsr2." (or "lsr1.") + base64url (no padding) of
 
     8 bytes   job id, little-endian
     uvarint   journal generation (>= 1) that made the commit durable
     uvarint   epoch
     varint    step (zigzag, as Go's binary.AppendVarint)
+    -- version 2 only: the job's identity --
+    uvarint   length of the dataset's manifest digest, then its bytes
+    8 bytes   seed, little-endian
+    uvarint   block, window, batch size, epochs (four uvarints)
+    --
     4 bytes   CRC-32C (Castagnoli) of the bytes above, little-endian
 
 (cluster/journal/token.go). Only the generation decides what the
-coordinator restores; epoch and step are for messages and checks.
+coordinator restores; epoch and step are for messages and checks; the
+identity lets a node refuse a token of another job (another dataset,
+seed, block, window, batch size or epoch count) when a trainer presents
+it. Version 1 tokens (no identity) are still read: ident is None.
 """
 
 import base64
 import collections
 
 TOKEN_PREFIX = "lsr1."
+TOKEN2_PREFIX = "lsr2."
 
-JournalToken = collections.namedtuple("JournalToken", "job gen epoch step")
-JournalToken.__doc__ = "A parsed cluster resume token: job id, journal generation, epoch, step."
+TokenIdentity = collections.namedtuple("TokenIdentity", "digest seed block window batch_size epochs")
+TokenIdentity.__doc__ = "The job identity a version 2 token carries: dataset digest, seed, block, window, batch size, epochs."
+
+JournalToken = collections.namedtuple("JournalToken", "job gen epoch step ident", defaults=(None,))
+JournalToken.__doc__ = (
+    "A parsed cluster resume token: job id, journal generation, epoch, step, and the job's "
+    "TokenIdentity (None in a version 1 token)."
+)
 
 
 def _crc32c_table():
@@ -68,8 +83,12 @@ def parse_token(token):
     def bad(why):
         return ValueError(f"longshore: bad resume token {s!r}: {why}")
 
-    if not s.startswith(TOKEN_PREFIX):
-        raise bad("not a longshore cluster resume token (want lsr1.…)")
+    if s.startswith(TOKEN2_PREFIX):
+        version = 2
+    elif s.startswith(TOKEN_PREFIX):
+        version = 1
+    else:
+        raise bad("not a longshore cluster resume token (want lsr2.… or lsr1.…)")
     rest = s[len(TOKEN_PREFIX):]
     if "=" in rest or len(rest) % 4 == 1:
         raise bad("damaged (not unpadded base64url)")
@@ -87,9 +106,25 @@ def parse_token(token):
     epoch, i = _uvarint(body, i, "epoch", s)
     zz, i = _uvarint(body, i, "step", s)
     step = (zz >> 1) ^ -(zz & 1)
+    ident = None
+    if version == 2:
+        n, i = _uvarint(body, i, "digest length", s)
+        if n == 0 or n > 1024 or i + n + 8 > len(body):
+            raise bad("malformed digest")
+        digest = body[i : i + n].decode("ascii", "replace")
+        i += n
+        seed = int.from_bytes(body[i : i + 8], "little")
+        i += 8
+        rest_ = []
+        for what in ("block", "window", "batch size", "epochs"):
+            v, i = _uvarint(body, i, what, s)
+            if v > 1 << 24:
+                raise bad(f"{what} out of range")
+            rest_.append(v)
+        ident = TokenIdentity(digest, seed, *rest_)
     if i != len(body) or epoch > 1 << 30 or gen == 0:
         raise bad("malformed")
-    return JournalToken(job, gen, epoch, step)
+    return JournalToken(job, gen, epoch, step, ident)
 
 
 def cut_token(tokens):

@@ -15,7 +15,8 @@ from longshore._token import crc32c
 _TABLE = pathlib.Path(__file__).resolve().parents[3] / "cluster" / "journal" / "testdata" / "tokens.json"
 with open(_TABLE) as _f:
     _TOKENS = json.load(_f)
-GO_TOKENS = [(c["token"], c["job"], c["gen"], c["epoch"], c["step"]) for c in _TOKENS["valid"]]
+GO_TOKENS = [(c["token"], c["job"], c["gen"], c["epoch"], c["step"]) for c in _TOKENS["valid"] if "ident" not in c]
+GO_TOKENS_V2 = [c for c in _TOKENS["valid"] if "ident" in c]
 BAD_TOKENS = [c["token"] for c in _TOKENS["invalid"]]
 JOB = 0x1122334455667788
 
@@ -30,6 +31,18 @@ def test_parse_go_tokens(tok, job, gen, epoch, step):
     assert longshore.parse_token(tok) == want
     assert longshore.parse_token(tok.encode()) == want  # as the feed hands it over
     assert longshore.parse_token(" " + tok + "\n") == want
+
+
+@pytest.mark.parametrize("case", GO_TOKENS_V2, ids=lambda c: c["token"][:12])
+def test_parse_go_tokens_v2(case):
+    i = case["ident"]
+    ident = longshore.TokenIdentity(i["digest"], i["seed"], i["block"], i["window"], i["batch_size"], i["epochs"])
+    want = longshore.JournalToken(case["job"], case["gen"], case["epoch"], case["step"], ident)
+    assert longshore.parse_token(case["token"]) == want
+
+
+def test_v1_has_no_identity():
+    assert longshore.parse_token(GO_TOKENS[0][0]).ident is None
 
 
 @pytest.mark.parametrize("bad", BAD_TOKENS + [b"standalone-token-bytes"])
