@@ -10,8 +10,8 @@ import (
 	"github.com/longshore/longshore/actors/feed"
 )
 
-// serveWith is testEnv.serve with cfg's HandshakeTimeout.
-func (e testEnv) serveWith(t testing.TB, ranks int, handshake time.Duration) *Server {
+// serveHello is testEnv.serve with cfg's HandshakeTimeout.
+func (e testEnv) serveHello(t testing.TB, ranks int, handshake time.Duration) *Server {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "lsf") // short: socket paths are limited
 	if err != nil {
@@ -43,7 +43,7 @@ func waitHellos(t *testing.T, s *Server, rank int, n int64) {
 // hello deadline.
 func TestSilentConnectionHoldsNoRank(t *testing.T) {
 	e := newEnv(t, 20)
-	s := e.serveWith(t, 1, time.Hour) // no silent connection is closed by its deadline in this test
+	s := e.serveHello(t, 1, time.Hour) // no silent connection is closed by its deadline in this test
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure backstop only
 		defer cancel()
@@ -78,7 +78,7 @@ func TestSilentConnectionHoldsNoRank(t *testing.T) {
 // hello deadline, with an error saying why.
 func TestHelloDeadline(t *testing.T) {
 	e := newEnv(t, 20)
-	s := e.serveWith(t, 1, 50*time.Millisecond)
+	s := e.serveHello(t, 1, 50*time.Millisecond)
 	defer s.Shutdown(context.Background())
 	nc, err := net.Dial("unix", s.SocketPath(0))
 	if err != nil {
@@ -104,7 +104,7 @@ func TestHelloDeadline(t *testing.T) {
 // a real trainer out.
 func TestPendingHelloCap(t *testing.T) {
 	e := newEnv(t, 20)
-	s := e.serveWith(t, 1, time.Hour)
+	s := e.serveHello(t, 1, time.Hour)
 	defer s.Shutdown(context.Background())
 	const extra = 3
 	var silent []net.Conn
