@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
+)
+
+// TestCheckpointRefuses: a cluster job's journal is read and what it
+// holds is said, but the question is refused (exit 3) with the reason.
+func TestCheckpointRefuses(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := stores.Open(ctx, dir, s3.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(ctx, journal.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Start(ctx, journal.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := cluster.State{Incarnation: 1, Seq: 3, Samples: 100, Seed: 9, Block: 1, Window: 1, Epochs: []cluster.EpochState{{
+		Committed: []cluster.Range{{Start: 0, End: 40}},
+		Commits:   []cluster.RankCommit{{Rank: "n1/0", Epoch: 0, Step: 4, Offset: 40, Gen: 1}},
+	}}}
+	if _, err := j.Write(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"--checkpoint", dir, "--epoch", "0", "--rank", "0", "--step", "3"}, &out, &errb)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (refused)\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "rank n1/0: last commit step 4 (stream offset 40") || !strings.Contains(out.String(), "40 positions committed") {
+		t.Errorf("the journal's records are not said:\n%s", out.String())
+	}
+	if !strings.Contains(errb.String(), "refused: a cluster job's rank streams are the leases") {
+		t.Errorf("the refusal does not say why:\n%s", errb.String())
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dataset", "x"}, "ask a question"},
+		{[]string{"--dataset", "x", "--step", "3", "--steps", "1-2"}, "give one"},
+		{[]string{"--dataset", "x", "--steps", "5-2"}, "A <= B"},
+		{[]string{"--dataset", "x", "--step", "2-3"}, "a range is --steps"},
+		{[]string{"--dataset", "x", "--step", "1", "--rank", "2", "--ranks", "2"}, "ranks 0..1"},
+		{[]string{"--dataset", "x", "--step", "1", "--epoch", "3", "--epochs", "3"}, "epochs 0..2"},
+		{[]string{"--dataset", "x", "--step", "1", "--key", "a"}, "give one question"},
+		{[]string{"--step", "1"}, "--dataset is required"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}

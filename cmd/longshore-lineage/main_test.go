@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// makeDataset writes n JPEGs of varied sizes in ImageFolder layout (3
+// classes), so that crops differ from sample to sample.
+func makeDataset(t *testing.T, n int) string {
+	t.Helper()
+	root := t.TempDir()
+	for i := 0; i < n; i++ {
+		cls := fmt.Sprintf("c%d", i%3)
+		img := image.NewRGBA(image.Rect(0, 0, 40+(i*7)%57, 36+(i*5)%43))
+		for y := 0; y < img.Bounds().Dy(); y++ {
+			for x := 0; x < img.Bounds().Dx(); x++ {
+				img.Set(x, y, color.RGBA{uint8(x * 4), uint8(y * 5), uint8(i * 3), 255})
+			}
+		}
+		var buf bytes.Buffer
+		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(root, cls), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, cls, fmt.Sprintf("img%03d.jpg", i)), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+var (
+	nodeOnce sync.Once
+	nodeBin  string
+	nodeErr  error
+)
+
+// node builds the real longshore-node once.
+func node(t *testing.T) string {
+	t.Helper()
+	nodeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lineage-node")
+		if err != nil {
+			nodeErr = err
+			return
+		}
+		nodeBin = filepath.Join(dir, "longshore-node")
+		if out, err := exec.Command("go", "build", "-o", nodeBin, "../node").CombinedOutput(); err != nil {
+			nodeErr = fmt.Errorf("go build ../node: %v\n%s", err, out)
+		}
+	})
+	if nodeErr != nil {
+		t.Fatal(nodeErr)
+	}
+	return nodeBin
+}
+
+// delivered is one line of the node's delivery log.
+type delivered struct {
+	key string
+	pad bool
+	px  string
+}
+
+type stepID struct {
+	epoch, rank int
+	step        int64
+}
+
+// readLog parses a standalone delivery log (--sink log:PATH --log-pixels):
+// each step's samples in slot order.
+func readLog(t *testing.T, path string) map[stepID][]delivered {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := map[stepID][]delivered{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Split(sc.Text(), "\t")
+		if len(fs) < 5 || !strings.HasPrefix(fs[len(fs)-1], "px:") {
+			t.Fatalf("log line %q: want epoch, rank, step, key, [pad,] px:", sc.Text())
+		}
+		e, err1 := strconv.Atoi(fs[0])
+		r, err2 := strconv.Atoi(fs[1])
+		s, err3 := strconv.ParseInt(fs[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("log line %q", sc.Text())
+		}
+		id := stepID{e, r, s}
+		got[id] = append(got[id], delivered{key: fs[3], pad: len(fs) == 6 && fs[4] == "pad", px: strings.TrimPrefix(fs[len(fs)-1], "px:")})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func lineage(t *testing.T, args ...string) *Answer {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(args, "--json"), &out, &errb); code != 0 {
+		t.Fatalf("longshore-lineage %s: exit %d\n%s", strings.Join(args, " "), code, errb.String())
+	}
+	var a Answer
+	if err := json.Unmarshal(out.Bytes(), &a); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	return &a
+}
+
+// TestMatchesDeliveryLog runs a real standalone job with a delivery log
+// of keys and pixel digests, then asks lineage about every (epoch, rank,
+// step) from the job's config file alone: the keys, their order, the
+// padding and each sample's pixels (so its crop box and flip: the digest
+// is of the decoded, cropped, flipped sample) must match the log, and
+// --key must find every place the log shows a key.
+func TestMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 71)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "d.log")
+	// The node's config file, with keys lineage does not take.
+	cfg := filepath.Join(dir, "job.yaml")
+	yaml := fmt.Sprintf("dataset: %s\nepochs: 2\nbatch-size: 8\nranks: 3\ntransform: train\nsize: 32\nseed: 7\nblock: 4\nmix-window: 2\n"+
+		"decoders: 2\nprogress: never\n", root)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node(t), "--standalone", "--config", cfg, "--sink", "log:"+logPath, "--log-pixels")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+
+	answered := 0
+	for e := 0; e < 2; e++ {
+		for r := 0; r < 3; r++ {
+			a := lineage(t, "--config", cfg, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", "0-2")
+			if a.Job.Steps != 3 || a.Job.StreamLen != 24 || a.Job.Samples != 71 {
+				t.Fatalf("job %+v: want 71 samples, 24 a rank, 3 steps", a.Job)
+			}
+			for _, s := range a.Steps {
+				want := log[stepID{s.Epoch, s.Rank, s.Step}]
+				if len(s.Samples) != len(want) {
+					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+				}
+				for i, x := range s.Samples {
+					w := want[i]
+					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" {
+						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v px:%s %s, the log %s pad=%v px:%s",
+							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
+					}
+					if x.Crop == nil || x.Flip == nil || x.Crop.W < 1 || x.Crop.X+x.Crop.W > x.Width || x.Crop.Y+x.Crop.H > x.Height {
+						t.Errorf("epoch %d rank %d step %d slot %d: crop %v in %dx%d", s.Epoch, s.Rank, s.Step, i, x.Crop, x.Width, x.Height)
+					}
+				}
+				answered++
+			}
+		}
+	}
+	if answered != len(log) {
+		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
+	}
+
+	// The text form says the same.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--config", cfg, "--epoch", "1", "--rank", "2", "--step", "2"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	t.Logf("longshore-lineage --config job.yaml --epoch 1 --rank 2 --step 2:\n%s", out.String())
+	want := log[stepID{1, 2, 2}]
+	if !strings.Contains(out.String(), fmt.Sprintf("epoch 1 rank 2 step 2: %d samples", len(want))) {
+		t.Errorf("text answer lacks the step's line:\n%s", out.String())
+	}
+	for i, d := range want {
+		if !strings.Contains(out.String(), fmt.Sprintf("%3d  index", i)) || !strings.Contains(out.String(), d.key) || !strings.Contains(out.String(), "px:"+d.px) {
+			t.Errorf("text answer lacks slot %d, %s px:%s:\n%s", i, d.key, d.px, out.String())
+		}
+	}
+
+	// The reverse, for every key of the dataset.
+	where := map[string][]stepID{}
+	for id, ds := range log {
+		for _, d := range ds {
+			where[d.key] = append(where[d.key], id)
+		}
+	}
+	if len(where) != 71 {
+		t.Fatalf("the log holds %d keys, want 71", len(where))
+	}
+	for key, ids := range where {
+		a := lineage(t, "--config", cfg, "--key", key)
+		if len(a.Appearances) != len(ids) {
+			t.Fatalf("--key %s: %d appearances %v, the log %d %v", key, len(a.Appearances), a.Appearances, len(ids), ids)
+		}
+		for _, h := range a.Appearances {
+			d := log[stepID{h.Epoch, h.Rank, h.Step}]
+			if h.Slot >= len(d) || d[h.Slot].key != key || d[h.Slot].pad != h.Pad {
+				t.Fatalf("--key %s: appearance %+v is not in the log", key, h)
+			}
+		}
+	}
+}
