@@ -9,6 +9,7 @@ import (
 
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/decode/video"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -75,6 +76,14 @@ type Sample struct {
 	Height int          `json:"height,omitempty"`
 	Crop   *decode.Rect `json:"crop,omitempty"`
 	Flip   *bool        `json:"flip,omitempty"`
+	// A clip's (--media video): the chosen frames' times in seconds, in
+	// order; whether the window ran past the clip's end (its last frame
+	// repeated); and the clip's random draws (video.Draws): the window's
+	// start and the crop's x and y, each a fraction of the room for it
+	// (0.5, 0.5, 0.5 centred, for eval).
+	FrameTimes []float64   `json:"frame_times,omitempty"`
+	Short      bool        `json:"short,omitempty"`
+	ClipDraws  *[3]float64 `json:"clip_draws,omitempty"`
 	// Pixels is the FNV-1a 64 digest of the decoded sample, as the
 	// node's --log-pixels writes it (px:<16 hex digits>).
 	Pixels string `json:"pixels,omitempty"`
@@ -220,10 +229,12 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 // crop with decode.SamplingFor on the image's size, and the decoded bytes
 // are what the trainer got, so their digest is the delivery log's.
 type transformer struct {
-	dec *decode.Decoder
-	buf []byte
-	dst []byte
-	t   decode.Transform
+	dec  *decode.Decoder // images
+	clip *video.Decoder  // --media video
+	vc   video.Config
+	buf  []byte
+	dst  []byte
+	t    decode.Transform
 }
 
 // newTransformer returns nil and a note saying why when the job's
@@ -231,9 +242,9 @@ type transformer struct {
 func newTransformer(o options) (*transformer, string, error) {
 	switch {
 	case o.media == "video":
-		return nil, "--media video: the clip's frame times are chosen from its timestamps while it is decoded (decode/video); this command does not decode clips, so it gives no frame times, crop or flip for them", nil
+		return newClipTransformer(o)
 	case o.media == "audio":
-		return nil, "--media audio: the window is chosen from the waveform's length while it is decoded (decode/audio); this command does not decode audio, so it gives no window", nil
+		return nil, "--media audio: the window is chosen from the waveform's length while it is decoded (decode/audio); this command does not decode audio, so it gives no window (the keys and seeds are exact)", nil
 	case o.decoder == "none":
 		return nil, "--decoder none: the job decoded nothing, so there is no transform", nil
 	}
@@ -271,7 +282,66 @@ func newTransformer(o options) (*transformer, string, error) {
 	return &transformer{dec: d, dst: make([]byte, c.SampleBytes()), t: t}, "", nil
 }
 
-func (t *transformer) close() { t.dec.Close() }
+// newClipTransformer decodes clips as the node's --media video does
+// (video.Decoder, the job's clip flags): the frame times are the ones
+// the decoder chose from the clip's timestamps.
+func newClipTransformer(o options) (*transformer, string, error) {
+	c := video.Config{Frames: o.clipFrames, FPS: o.clipFPS, Size: o.size, Threads: 1, NHWC: strings.EqualFold(o.layout, "nhwc")}
+	switch strings.ToLower(o.transform) {
+	case "train":
+		c.Train = true
+	case "eval":
+	default:
+		return nil, "", fmt.Errorf("--media video --transform %q: want train (random window and crop) or eval (centered)", o.transform)
+	}
+	var err error
+	if c.Sampling, err = video.ParseSampling(o.clipSampling); err != nil {
+		return nil, "", fmt.Errorf("--clip-sampling: %w", err)
+	}
+	if c.Frames <= 0 || c.FPS <= 0 || c.Size <= 0 {
+		return nil, "", fmt.Errorf("--clip-frames %d, --clip-fps %v, --size %d: need positive values", c.Frames, c.FPS, c.Size)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, "", err
+	}
+	d, err := video.NewDecoder(c)
+	if err != nil {
+		return nil, "", err
+	}
+	return &transformer{clip: d, vc: c, dst: make([]byte, c.SampleBytes())}, "", nil
+}
+
+func (t *transformer) close() {
+	if t.dec != nil {
+		t.dec.Close()
+	}
+	if t.clip != nil {
+		t.clip.Close()
+	}
+}
+
+// fillClip decodes a clip and sets its frame times, draws and digest.
+func (t *transformer) fillClip(out *Sample) {
+	c, err := t.clip.Decode(t.buf, out.Seed, t.dst)
+	if err != nil {
+		out.Error = fmt.Sprintf("decode: %v", err)
+		return
+	}
+	out.Width, out.Height, out.Short = c.Width, c.Height, c.Short
+	for _, pts := range c.PTS {
+		out.FrameTimes = append(out.FrameTimes, float64(pts)*float64(c.TimeBaseNum)/float64(c.TimeBaseDen))
+	}
+	start, x, y := video.Draws(out.Seed, t.vc.Train)
+	out.ClipDraws = &[3]float64{start, x, y}
+	out.Pixels = digest(t.dst)
+}
+
+// digest is --log-pixels' digest of a sample's bytes.
+func digest(b []byte) string {
+	h := fnv.New64a()
+	h.Write(b)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
 
 // fill reads sample index and sets its size, crop, flip and pixel
 // digest; a sample that cannot be read or decoded gets its error (the
@@ -285,6 +355,10 @@ func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, k
 	}
 	if err != nil {
 		out.Error = fmt.Sprintf("read: %v", err)
+		return
+	}
+	if t.clip != nil {
+		t.fillClip(out)
 		return
 	}
 	info, err := t.dec.Decode(t.buf, out.Seed, t.dst)
@@ -301,7 +375,5 @@ func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, k
 	out.Width, out.Height = info.Width, info.Height
 	crop, flip := s.Crop, s.Flip
 	out.Crop, out.Flip = &crop, &flip
-	h := fnv.New64a()
-	h.Write(t.dst)
-	out.Pixels = fmt.Sprintf("%016x", h.Sum64())
+	out.Pixels = digest(t.dst)
 }

@@ -26,6 +26,9 @@ type options struct {
 	transform, layout, decoder                    string
 	size                                          int
 	maxPixels                                     int64
+	clipFrames                                    int
+	clipFPS                                       float64
+	clipSampling                                  string
 
 	// The question.
 	epoch, rank       int
@@ -66,7 +69,7 @@ var jobFlags = map[string]bool{
 	"dataset": true, "manifest": true, "s3-endpoint": true, "exclude": true, "media": true,
 	"seed": true, "block": true, "mix-window": true, "batch-size": true, "ranks": true, "epochs": true,
 	"drop-last": true, "transform": true, "size": true, "layout": true, "decoder": true, "lowres": true,
-	"max-pixels": true,
+	"max-pixels": true, "clip-frames": true, "clip-fps": true, "clip-sampling": true,
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -93,6 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.decoder, "decoder", "turbo", "the job's --decoder (for the pixel digest)")
 	fs.BoolVar(&o.lowres, "lowres", true, "the job's --lowres (for the pixel digest)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "the job's --max-pixels")
+	fs.IntVar(&o.clipFrames, "clip-frames", 16, "the job's --clip-frames (--media video)")
+	fs.Float64Var(&o.clipFPS, "clip-fps", 8, "the job's --clip-fps (--media video)")
+	fs.StringVar(&o.clipSampling, "clip-sampling", "uniform", "the job's --clip-sampling (--media video)")
 	fs.String(config.FlagConfig, "", "read the job's flags from this YAML file, the node's --config (keys are flag names; the node's other keys are ignored); the environment (LONGSHORE_*) and the command line override it")
 	// The question.
 	fs.IntVar(&o.epoch, "epoch", 0, "the epoch asked about (with --key: default every epoch)")

@@ -1,8 +1,9 @@
 // Command longshore-lineage answers "what went into rank r, step t of
 // epoch e" of a standalone job from the job's flags alone: each sample's
 // dataset index, key, label and source object, and the transform it got
-// (crop box and flip, recomputed from the sample's seed exactly as the
-// decoder computes it), for one step or a range of steps; and the
+// (crop box and flip, or a clip's frame times, recomputed from the
+// sample's seed as the decoder computes them), for one step or a range
+// of steps; and the
 // reverse, --key K: every (epoch, rank, step, slot) where a key appeared.
 //
 //	longshore-lineage --dataset DIR --seed 1 --batch-size 32 --ranks 2 --epochs 3 \

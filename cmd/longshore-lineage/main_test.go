@@ -73,9 +73,10 @@ func node(t *testing.T) string {
 
 // delivered is one line of the node's delivery log.
 type delivered struct {
-	key string
-	pad bool
-	px  string
+	key   string
+	pad   bool
+	short bool // a clip shorter than its window
+	px    string
 }
 
 type stepID struct {
@@ -106,7 +107,12 @@ func readLog(t *testing.T, path string) map[stepID][]delivered {
 			t.Fatalf("log line %q", sc.Text())
 		}
 		id := stepID{e, r, s}
-		got[id] = append(got[id], delivered{key: fs[3], pad: len(fs) == 6 && fs[4] == "pad", px: strings.TrimPrefix(fs[len(fs)-1], "px:")})
+		d := delivered{key: fs[3], px: strings.TrimPrefix(fs[len(fs)-1], "px:")}
+		for _, f := range fs[4 : len(fs)-1] {
+			d.pad = d.pad || f == "pad"
+			d.short = d.short || f == "short"
+		}
+		got[id] = append(got[id], d)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -217,5 +223,75 @@ func TestMatchesDeliveryLog(t *testing.T) {
 				t.Fatalf("--key %s: appearance %+v is not in the log", key, h)
 			}
 		}
+	}
+}
+
+// TestClipsMatchDeliveryLog: --media video, random windows and crops: the
+// clips lineage decodes with the frame times it reports are the ones the
+// node delivered (pixel digests), the short clip is marked short, and
+// each clip's frame times are its frames' (ascending, one per frame).
+func TestClipsMatchDeliveryLog(t *testing.T) {
+	root := t.TempDir()
+	for class, names := range map[string][]string{
+		"a": {"cfr_h264.mp4", "vfr_h264.mkv", "short_h264.mp4"},
+		"b": {"hevc.mp4", "vp9.webm", "av1.mkv"},
+	} {
+		if err := os.MkdirAll(filepath.Join(root, class), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			b, err := os.ReadFile(filepath.Join("../../testdata/media", n))
+			if err != nil {
+				t.Fatalf("%v (scripts/mkmedia.sh makes it)", err)
+			}
+			if err := os.WriteFile(filepath.Join(root, class, n), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	job := []string{"--dataset", root, "--media", "video", "--transform", "train", "--clip-frames", "4", "--clip-fps", "5",
+		"--clip-sampling", "random", "--size", "32", "--epochs", "2", "--ranks", "2", "--batch-size", "2", "--seed", "5"}
+	logPath := filepath.Join(t.TempDir(), "v.log")
+	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	answered, short := 0, 0
+	for e := 0; e < 2; e++ {
+		for r := 0; r < 2; r++ {
+			a := lineage(t, append(job, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", "0-1")...)
+			for _, s := range a.Steps {
+				want := log[stepID{s.Epoch, s.Rank, s.Step}]
+				if len(s.Samples) != len(want) {
+					t.Fatalf("epoch %d rank %d step %d: lineage has %d clips, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+				}
+				for i, x := range s.Samples {
+					w := want[i]
+					if x.Key != w.key || x.Pad != w.pad || x.Short != w.short || x.Pixels != w.px || x.Error != "" {
+						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v short=%v px:%s %s, the log %s pad=%v short=%v px:%s",
+							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Short, x.Pixels, x.Error, w.key, w.pad, w.short, w.px)
+					}
+					if len(x.FrameTimes) != 4 || x.ClipDraws == nil {
+						t.Fatalf("%s: frame times %v, draws %v: want 4 times and the draws", x.Key, x.FrameTimes, x.ClipDraws)
+					}
+					for j := 1; j < 4; j++ {
+						if x.FrameTimes[j] < x.FrameTimes[j-1] || (x.FrameTimes[j] == x.FrameTimes[j-1] && !x.Short) {
+							t.Errorf("%s: frame times %v not rising", x.Key, x.FrameTimes)
+						}
+					}
+					if x.Short {
+						short++
+					}
+				}
+				answered++
+			}
+		}
+	}
+	if answered != len(log) {
+		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
+	}
+	if short == 0 {
+		t.Error("no clip was short: short_h264.mp4 is shorter than the 0.8 s window")
 	}
 }

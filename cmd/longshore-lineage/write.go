@@ -48,6 +48,17 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 			if x.Crop != nil {
 				fmt.Fprintf(b, "  %dx%d crop x=%d y=%d w=%d h=%d flip=%v px:%s", x.Width, x.Height, x.Crop.X, x.Crop.Y, x.Crop.W, x.Crop.H, *x.Flip, x.Pixels)
 			}
+			if x.ClipDraws != nil {
+				fmt.Fprintf(b, "  %dx%d frames at", x.Width, x.Height)
+				for _, ft := range x.FrameTimes {
+					fmt.Fprintf(b, " %.3f", ft)
+				}
+				fmt.Fprintf(b, " s")
+				if x.Short {
+					fmt.Fprint(b, " (short: last frame repeated)")
+				}
+				fmt.Fprintf(b, ", draws start=%.3f x=%.3f y=%.3f px:%s", x.ClipDraws[0], x.ClipDraws[1], x.ClipDraws[2], x.Pixels)
+			}
 			if x.Error != "" {
 				fmt.Fprintf(b, "  error: %s", x.Error)
 			}

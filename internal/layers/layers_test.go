@@ -75,7 +75,7 @@ var internal = map[string][]string{
 	"cmd/longshore-nvjpegcheck":     {"*"},
 	"cmd/longshore-nvdeccheck":      {"decode/video"},
 	"cmd/longshore-simscale":        {"cluster/scalesim"},
-	"cmd/longshore-lineage":         {"cluster", "cluster/journal", "cmd/internal/config", "decode", "storage", "storage/s3", "storage/stores"},
+	"cmd/longshore-lineage":         {"cluster", "cluster/journal", "cmd/internal/config", "decode", "decode/video", "storage", "storage/s3", "storage/stores"},
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
