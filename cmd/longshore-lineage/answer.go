@@ -151,15 +151,9 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 	order := func(epoch int) cluster.Order { return cluster.NewOrder(o.seed, epoch, n, block, o.window) }
 
 	if o.key != "" {
-		idx := int64(-1)
-		for i, s := range ds.Samples {
-			if s.Key == o.key {
-				idx = int64(i)
-				break
-			}
-		}
-		if idx < 0 {
-			return nil, fmt.Errorf("key %q is not in the dataset %s (%d samples after exclusions)", o.key, o.dataset, n)
+		idx, err := findKey(ds, o.key)
+		if err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		}
 		a.Key, a.Index = o.key, &idx
 		first, last := 0, o.epochs-1
@@ -221,6 +215,30 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 		a.Steps = append(a.Steps, step)
 	}
 	return a, nil
+}
+
+// findKey returns the index of the sample with key: its exact key or, in
+// a packed dataset, its member name in its tar (a packed sample's key is
+// <tar>/<member>: "c1/x.jpg" finds "shards/000003.tar/c1/x.jpg" if no
+// other tar has that member).
+func findKey(ds *storage.Dataset, key string) (int64, error) {
+	var members []int64
+	for i, s := range ds.Samples {
+		if s.Key == key {
+			return int64(i), nil
+		}
+		if s.Packed() && s.Key == ds.Object(s.Object)+"/"+key {
+			members = append(members, int64(i))
+		}
+	}
+	switch len(members) {
+	case 0:
+		return 0, fmt.Errorf("key %q is not in the dataset (%d samples after exclusions)", key, len(ds.Samples))
+	case 1:
+		return members[0], nil
+	}
+	return 0, fmt.Errorf("key %q is a member of %d tars (%s, %s, ...): give the sample's whole key", key, len(members),
+		ds.Samples[members[0]].Key, ds.Samples[members[1]].Key)
 }
 
 // transformer reads a sample and decodes it as the node's pipeline does

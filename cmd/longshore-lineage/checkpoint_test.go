@@ -8,6 +8,7 @@ import (
 
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
 )
@@ -65,6 +66,25 @@ func TestFlagErrors(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+func TestFindKey(t *testing.T) {
+	ds := &storage.Dataset{Objects: []string{"s/0.tar", "s/1.tar"}, Samples: []storage.Sample{
+		{Key: "plain.jpg"},
+		{Key: "s/0.tar/c1/a.jpg", Object: 1},
+		{Key: "s/0.tar/c1/b.jpg", Object: 1},
+		{Key: "s/1.tar/c1/b.jpg", Object: 2},
+	}}
+	for key, want := range map[string]int64{"plain.jpg": 0, "c1/a.jpg": 1, "s/0.tar/c1/b.jpg": 2, "s/1.tar/c1/b.jpg": 3} {
+		if got, err := findKey(ds, key); err != nil || got != want {
+			t.Errorf("findKey(%q) = %d, %v; want %d", key, got, err, want)
+		}
+	}
+	for key, want := range map[string]string{"c1/b.jpg": "member of 2 tars", "a.jpg": "not in the dataset", "c1": "not in the dataset"} {
+		if _, err := findKey(ds, key); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("findKey(%q): %v, want %q", key, err, want)
 		}
 	}
 }
