@@ -11,11 +11,15 @@ import (
 	"image/jpeg"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/longshore/longshore/storage"
 )
 
 // makeDataset writes n JPEGs of varied sizes in ImageFolder layout (3
@@ -293,5 +297,104 @@ func TestClipsMatchDeliveryLog(t *testing.T) {
 	}
 	if short == 0 {
 		t.Error("no clip was short: short_h264.mp4 is shorter than the 0.8 s window")
+	}
+}
+
+// packDataset packs an ImageFolder's JPEGs into tar shards of perShard
+// samples with a JSON-lines manifest (what longshore-pack writes).
+func packDataset(t *testing.T, root string, perShard int) string {
+	t.Helper()
+	var keys []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(root, p)
+			keys = append(keys, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	out := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(out, "shards"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var classes []string
+	for _, k := range keys {
+		if c := path.Dir(k); !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	ds := &storage.Dataset{Classes: classes}
+	for first := 0; first < len(keys); first += perShard {
+		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
+		id := ds.AddObject(object)
+		names := keys[first:min(first+perShard, len(keys))]
+		datas := make([][]byte, len(names))
+		for j, k := range names {
+			if datas[j], err = os.ReadFile(filepath.Join(root, k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var buf bytes.Buffer
+		members, err := storage.WriteTarShard(&buf, names, datas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range members {
+			ds.Samples = append(ds.Samples, m.Sample(ds, id, int32(slices.Index(classes, path.Dir(m.Name)))))
+		}
+		if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(object)), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var manifest bytes.Buffer
+	if err := storage.WriteManifestJSONL(&manifest, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, storage.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPackedMatchesDeliveryLog: a packed dataset (tar shards), whose
+// order's block defaults to 16 on the node and in lineage alike, and whose
+// samples lineage reads from their tars.
+func TestPackedMatchesDeliveryLog(t *testing.T) {
+	root := packDataset(t, makeDataset(t, 50), 8)
+	job := []string{"--dataset", root, "--epochs", "2", "--batch-size", "4", "--ranks", "2", "--transform", "train", "--size", "24", "--seed", "11", "--mix-window", "2"}
+	logPath := filepath.Join(t.TempDir(), "p.log")
+	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	answered := 0
+	for e := 0; e < 2; e++ {
+		for r := 0; r < 2; r++ {
+			a := lineage(t, append(job, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", "0-6")...)
+			if !a.Job.Packed || a.Job.Block != 16 {
+				t.Fatalf("job %+v: want packed, block 16 (the node's default)", a.Job)
+			}
+			for _, s := range a.Steps {
+				want := log[stepID{s.Epoch, s.Rank, s.Step}]
+				if len(s.Samples) != len(want) {
+					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+				}
+				for i, x := range s.Samples {
+					w := want[i]
+					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" || !strings.HasSuffix(x.Object, ".tar") {
+						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s in %s pad=%v px:%s %s, the log %s pad=%v px:%s",
+							s.Epoch, s.Rank, s.Step, i, x.Key, x.Object, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
+					}
+				}
+				answered++
+			}
+		}
+	}
+	if answered != len(log) {
+		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
 	}
 }
