@@ -100,6 +100,12 @@ type Appearance struct {
 	Pad    bool  `json:"pad,omitempty"`
 }
 
+// usageError is a question the job has no answer to (a step past the
+// epoch, a key not in the dataset): exit status 2, as a flag's mistake.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
 // dataset opens the job's dataset as the standalone node lists it: the
 // same discovery options, so the same indices.
 func dataset(ctx context.Context, o options) (storage.Store, *storage.Dataset, error) {
@@ -153,7 +159,7 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 	if o.key != "" {
 		idx, err := findKey(ds, o.key)
 		if err != nil {
-			return nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+			return nil, usageError{fmt.Errorf("dataset %s: %w", o.dataset, err)}
 		}
 		a.Key, a.Index = o.key, &idx
 		first, last := 0, o.epochs-1
@@ -173,8 +179,8 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 	}
 
 	if o.steps.Last >= l.Steps() {
-		return nil, fmt.Errorf("steps %d-%d: each rank has steps 0..%d of an epoch (%d samples a rank, batch size %d%s)",
-			o.steps.First, o.steps.Last, l.Steps()-1, l.StreamLen(), o.batchSize, map[bool]string{true: ", last short batch dropped"}[o.dropLast])
+		return nil, usageError{fmt.Errorf("steps %d-%d: each rank has steps 0..%d of an epoch (%d samples a rank, batch size %d%s)",
+			o.steps.First, o.steps.Last, l.Steps()-1, l.StreamLen(), o.batchSize, map[bool]string{true: ", last short batch dropped"}[o.dropLast])}
 	}
 	var tr *transformer
 	if o.transforms {

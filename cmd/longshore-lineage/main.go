@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,6 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ans, err := answer(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "longshore-lineage: %v\n", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 1
 	}
 	if err := write(stdout, o.json, ans); err != nil {

@@ -206,6 +206,20 @@ func TestMatchesDeliveryLog(t *testing.T) {
 		}
 	}
 
+	// Questions the job has no answer to are usage errors, named.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--steps", "2-3"}, "steps 2-3: each rank has steps 0..2 of an epoch (24 samples a rank, batch size 8)"},
+		{[]string{"--key", "c0/nope.jpg"}, `key "c0/nope.jpg" is not in the dataset`},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append([]string{"--config", cfg}, c.args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+
 	// The reverse, for every key of the dataset.
 	where := map[string][]stepID{}
 	for id, ds := range log {

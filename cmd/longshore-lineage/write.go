@@ -21,7 +21,7 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 	if j.DropLast {
 		fmt.Fprint(b, ", drop-last")
 	}
-	fmt.Fprintf(b, ", %s %d %s; %d samples and %d steps a rank per epoch\n", j.Transform, j.Size, j.Media, j.StreamLen, j.Steps)
+	fmt.Fprintf(b, ", %s %d %s; %d sample(s) and %d step(s) a rank per epoch\n", j.Transform, j.Size, j.Media, j.StreamLen, j.Steps)
 	if a.Key != "" {
 		fmt.Fprintf(b, "key %s (index %d) appeared %d time(s):\n", a.Key, *a.Index, len(a.Appearances))
 		for _, h := range a.Appearances {
