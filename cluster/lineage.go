@@ -105,8 +105,7 @@ func (l Lineage) Step(o Order, rank int, step int64) ([]LineageSample, error) {
 
 // Find returns every place the sample index appeared in the epoch whose
 // order is o: its own place, then, when the streams are padded, its
-// repeats. It costs O(N): the order is searched
-// for the index.
+// repeats: O(1) (Order.PositionOf), and a hit per repeat.
 func (l Lineage) Find(o Order, index int64) ([]LineageHit, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
@@ -117,26 +116,9 @@ func (l Lineage) Find(o Order, index int64) ([]LineageHit, error) {
 	if index < 0 || index >= l.Samples {
 		return nil, fmt.Errorf("index %d outside the dataset's [0, %d)", index, l.Samples)
 	}
-	p := int64(-1)
-	buf := make([]int64, 4096)
-	for from := int64(0); from < l.Samples && p < 0; from += int64(len(buf)) {
-		b := buf[:min(int64(len(buf)), l.Samples-from)]
-		o.Fill(from, b)
-		for i, x := range b {
-			if x == index {
-				p = from + int64(i)
-				break
-			}
-		}
-	}
-	if p < 0 {
-		return nil, fmt.Errorf("cluster: lineage: index %d not in the order (not a permutation?)", index)
-	}
+	p := o.PositionOf(index)
 	total := l.StreamLen() * int64(l.World) // global slots, padding included
-	if l.World == 1 {
-		total = l.Samples
-	}
-	delivered := l.Steps() * l.Batch // stream offsets delivered, at most
+	delivered := l.Steps() * l.Batch        // stream offsets delivered, at most
 	var hits []LineageHit
 	for g := p; g < total; g += l.Samples {
 		off := g / int64(l.World)
@@ -146,4 +128,23 @@ func (l Lineage) Find(o Order, index int64) ([]LineageHit, error) {
 		hits = append(hits, LineageHit{Rank: int(g % int64(l.World)), Step: off / l.Batch, Slot: int(off % l.Batch), Offset: off, Pad: g >= l.Samples})
 	}
 	return hits, nil
+}
+
+// PositionOf is At's inverse: the position of sample index in the epoch
+// (At(PositionOf(i)) == i). Like At it costs O(1): each of the order's
+// keyed bijections is inverted in turn (the block's place, the offset
+// within the block, the window's shuffle). It panics if index is outside
+// [0, Len()).
+func (o Order) PositionOf(index int64) int64 {
+	if index < 0 || index >= o.n {
+		panic(fmt.Sprintf("cluster: Order.PositionOf(%d) outside [0, %d)", index, o.n))
+	}
+	b := index / o.block
+	slot := int64(o.blocks.invert(uint64(b)))
+	pos := o.slotStart(slot) + int64(o.within(b).invert(uint64(index-b*o.block)))
+	if o.window > 1 {
+		w := o.WindowAt(pos) // the window shuffle stays within the window
+		pos = w.Start + int64(o.shuffle(w).invert(uint64(pos-w.Start)))
+	}
+	return pos
 }

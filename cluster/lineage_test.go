@@ -163,3 +163,32 @@ func TestLineageRefuses(t *testing.T) {
 		t.Error("index past the dataset answered")
 	}
 }
+
+// TestPositionOfInvertsAt: PositionOf is At's inverse for every position
+// of orders with and without blocks, a short block anywhere, windows of
+// several sizes, and the empty and one-sample epochs' edges.
+func TestPositionOfInvertsAt(t *testing.T) {
+	for _, c := range []struct {
+		n             int64
+		block, window int
+	}{
+		{1, 1, 1}, {2, 1, 1}, {1000, 1, 1}, {1000, 16, 1}, {1003, 16, 1}, {1003, 16, 4}, {1003, 16, 128},
+		{97, 8, 3}, {5, 8, 2}, {4096, 64, 7}, {777, 1, 128},
+	} {
+		for epoch := 0; epoch < 3; epoch++ {
+			o := cluster.NewOrder(uint64(epoch)*7+3, epoch, c.n, c.block, c.window)
+			for pos := int64(0); pos < c.n; pos++ {
+				if got := o.PositionOf(o.At(pos)); got != pos {
+					t.Fatalf("n %d block %d window %d epoch %d: PositionOf(At(%d) = %d) = %d", c.n, c.block, c.window, epoch, pos, o.At(pos), got)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkPositionOf(b *testing.B) {
+	o := cluster.NewOrder(1, 3, 1_281_167, 16, 128)
+	for i := 0; i < b.N; i++ {
+		o.PositionOf(int64(i) % 1_281_167)
+	}
+}
