@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,5 +89,33 @@ func TestFindKey(t *testing.T) {
 		if _, err := findKey(ds, key); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("findKey(%q): %v, want %q", key, err, want)
 		}
+	}
+}
+
+// TestConfigAndEnvironment: the job comes from the node's config file
+// (its other keys ignored) and LONGSHORE_*, the command line winning; the
+// question comes from the command line only.
+func TestConfigAndEnvironment(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(cfg, []byte("dataset: /data\nbatch-size: 16\nblock: 4\ndecoders: 3\nsink: feed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LONGSHORE_CHECKPOINT", "/somewhere") // the coordinator's
+	t.Setenv("LONGSHORE_RANKS", "4")
+	o, err := parseFlags([]string{"--config", cfg, "--step", "3", "--rank", "2", "--seed", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.dataset != "/data" || o.batchSize != 16 || o.block != 4 || !o.blockSet || o.ranks != 4 || o.seed != 5 || o.rank != 2 || o.steps != (stepRange{3, 3}) {
+		t.Errorf("options %+v", o)
+	}
+	if o.checkpoint != "" {
+		t.Errorf("LONGSHORE_CHECKPOINT set --checkpoint %q: the question is not configuration", o.checkpoint)
+	}
+	if err := os.WriteFile(cfg, []byte("dataset: /data\nstep: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseFlags([]string{"--config", cfg, "--step", "1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "step") {
+		t.Errorf("a config file's step: %v, want an error naming it", err)
 	}
 }

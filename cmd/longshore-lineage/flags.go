@@ -72,6 +72,11 @@ var jobFlags = map[string]bool{
 	"max-pixels": true, "clip-frames": true, "clip-fps": true, "clip-sampling": true,
 }
 
+// questionFlags ask the question; a config file may not set them.
+var questionFlags = map[string]bool{
+	"epoch": true, "rank": true, "step": true, "steps": true, "key": true, "json": true, "transforms": true, "checkpoint": true,
+}
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var step, steps string
@@ -100,7 +105,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.clipFPS, "clip-fps", 8, "the job's --clip-fps (--media video)")
 	fs.StringVar(&o.clipSampling, "clip-sampling", "uniform", "the job's --clip-sampling (--media video)")
 	fs.String(config.FlagConfig, "", "read the job's flags from this YAML file, the node's --config (keys are flag names; the node's other keys are ignored); the environment (LONGSHORE_*) and the command line override it")
-	// The question.
+	loadErr := loadConfig(fs, args)
+	// The question: registered after the file and the environment were
+	// applied, so neither sets it (LONGSHORE_CHECKPOINT is the
+	// coordinator's).
 	fs.IntVar(&o.epoch, "epoch", 0, "the epoch asked about (with --key: default every epoch)")
 	fs.IntVar(&o.rank, "rank", 0, "the rank asked about (standalone: 0..ranks-1)")
 	fs.StringVar(&step, "step", "", "the step asked about")
@@ -110,7 +118,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.transforms, "transforms", true, "read each sample's header to give its crop box and flip, and decode it for its pixel digest (false: indices, keys and labels only, nothing read but the listing)")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "a cluster job's --checkpoint journal (file://DIR or s3://bucket/prefix): say what it records; a cluster job's steps cannot be answered from it")
 
-	loadErr := loadConfig(fs, args)
 	if err := fs.Parse(args); err != nil {
 		return o, errors.Join(loadErr, err)
 	}
@@ -187,14 +194,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 // loadConfig applies the --config file (and LONGSHORE_*) as the node
 // does. The file is the node's: its keys this command does not take are
 // registered as ignored flags first, so that one file serves both (the
-// node checks its own keys).
+// node checks its own keys); a key naming the question (--epoch, --step,
+// ...) is an error, as the question is no configuration.
 func loadConfig(fs *flag.FlagSet, args []string) error {
 	if path := config.Path(args, os.LookupEnv); path != "" {
 		if b, err := os.ReadFile(path); err == nil {
 			var m map[string]any
 			if yaml.Unmarshal(b, &m) == nil {
 				for k := range m {
-					if fs.Lookup(k) == nil && !jobFlags[k] && k != config.FlagConfig && k != config.FlagPrintConfig {
+					if fs.Lookup(k) == nil && !jobFlags[k] && !questionFlags[k] && k != config.FlagConfig && k != config.FlagPrintConfig {
 						fs.String(k, "", "the node's; ignored")
 					}
 				}
