@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.exclude, "exclude", "", "the job's --exclude file (exclusions renumber the samples)")
 	fs.StringVar(&o.media, "media", "image", "the job's --media: image, video or audio (transforms are recomputed for images)")
 	fs.Uint64Var(&o.seed, "seed", 0, "the job's --seed")
-	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("the job's --block (default 1, %d for a packed dataset, as the node's)", cluster.PackedBlock))
+	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("the job's --block (the node's default: 1, or %d for a packed dataset)", cluster.PackedBlock))
 	fs.IntVar(&o.window, "mix-window", cluster.DefaultWindow, "the job's --mix-window")
 	fs.IntVar(&o.batchSize, "batch-size", 32, "the job's --batch-size")
 	fs.IntVar(&o.ranks, "ranks", 1, "the job's --ranks (its world size)")
