@@ -84,6 +84,7 @@ build: deps-base
 	$(GO) build -o $(BIN)/longshore-pack ./cmd/longshore-pack
 	$(GO) build -o $(BIN)/longshore-manifest ./cmd/longshore-manifest
 	$(GO) build -o $(BIN)/longshore-certs ./cmd/longshore-certs
+	$(GO) build -o $(BIN)/longshore-lineage ./cmd/longshore-lineage
 
 demo: deps-demo build
 	@ds=$$(scripts/dataset.sh $(DEMO_N)) && \

@@ -75,6 +75,7 @@ var internal = map[string][]string{
 	"cmd/longshore-nvjpegcheck":     {"*"},
 	"cmd/longshore-nvdeccheck":      {"decode/video"},
 	"cmd/longshore-simscale":        {"cluster/scalesim"},
+	"cmd/longshore-lineage":         {"cluster", "cluster/journal", "cmd/internal/config", "decode", "decode/video", "storage", "storage/s3", "storage/stores"},
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
@@ -100,10 +101,10 @@ var reach = map[string][]string{
 	// actor need none of it.
 	"github.com/minio/minio-go/v7": {"cmd/internal/observe", "storage/s3", "storage/stores", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "examples/inprocess",
-		"integration/tools/upload"},
+		"integration/tools/upload", "cmd/longshore-lineage"},
 	// FFmpeg only where images are decoded.
 	"github.com/asticode/go-astiav": {"decode", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "cmd/node", "cmd/longshore-bench",
-		"examples/feed_server", "examples/inprocess"},
+		"examples/feed_server", "examples/inprocess", "cmd/longshore-lineage"},
 	// CUDA never by default; in the cuda build gpu imports it and the
 	// rest link it only through gpu (cudaReach).
 	"gorgonia.org/cu": {},
@@ -128,7 +129,7 @@ var direct = map[string][]string{
 	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/internal/procmem",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 

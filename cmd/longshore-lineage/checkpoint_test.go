@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
+)
+
+// TestCheckpointRefuses: a cluster job's journal is read and what it
+// holds is said, but the question is refused (exit 3) with the reason.
+func TestCheckpointRefuses(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := stores.Open(ctx, dir, s3.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(ctx, journal.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Start(ctx, journal.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := cluster.State{Incarnation: 1, Seq: 3, Samples: 100, Seed: 9, Block: 1, Window: 1, Epochs: []cluster.EpochState{{
+		Committed: []cluster.Range{{Start: 0, End: 40}},
+		Commits:   []cluster.RankCommit{{Rank: "n1/0", Epoch: 0, Step: 4, Offset: 40, Gen: 1}},
+	}}}
+	if _, err := j.Write(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"--checkpoint", dir, "--epoch", "0", "--rank", "0", "--step", "3"}, &out, &errb)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (refused)\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "rank n1/0: last commit step 4 (stream offset 40") || !strings.Contains(out.String(), "40 positions committed") {
+		t.Errorf("the journal's records are not said:\n%s", out.String())
+	}
+	if !strings.Contains(errb.String(), "refused: a cluster job's rank streams are the leases") {
+		t.Errorf("the refusal does not say why:\n%s", errb.String())
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dataset", "x"}, "ask a question"},
+		{[]string{"--dataset", "x", "--step", "3", "--steps", "1-2"}, "give one"},
+		{[]string{"--dataset", "x", "--steps", "5-2"}, "A <= B"},
+		{[]string{"--dataset", "x", "--step", "2-3"}, "a range is --steps"},
+		{[]string{"--dataset", "x", "--step", "1", "--rank", "2", "--ranks", "2"}, "ranks 0..1"},
+		{[]string{"--dataset", "x", "--step", "1", "--epoch", "3", "--epochs", "3"}, "epochs 0..2"},
+		{[]string{"--dataset", "x", "--step", "1", "--key", "a"}, "give one question"},
+		{[]string{"--step", "1"}, "--dataset is required"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+func TestFindKey(t *testing.T) {
+	ds := &storage.Dataset{Objects: []string{"s/0.tar", "s/1.tar"}, Samples: []storage.Sample{
+		{Key: "plain.jpg"},
+		{Key: "s/0.tar/c1/a.jpg", Object: 1},
+		{Key: "s/0.tar/c1/b.jpg", Object: 1},
+		{Key: "s/1.tar/c1/b.jpg", Object: 2},
+	}}
+	for key, want := range map[string]int64{"plain.jpg": 0, "c1/a.jpg": 1, "s/0.tar/c1/b.jpg": 2, "s/1.tar/c1/b.jpg": 3} {
+		if got, err := findKey(ds, key); err != nil || got != want {
+			t.Errorf("findKey(%q) = %d, %v; want %d", key, got, err, want)
+		}
+	}
+	for key, want := range map[string]string{"c1/b.jpg": "member of 2 tars", "a.jpg": "not in the dataset", "c1": "not in the dataset"} {
+		if _, err := findKey(ds, key); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("findKey(%q): %v, want %q", key, err, want)
+		}
+	}
+}
+
+// TestConfigAndEnvironment: the job comes from the node's config file
+// (its other keys ignored) and LONGSHORE_*, the command line winning; the
+// question comes from the command line only.
+func TestConfigAndEnvironment(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(cfg, []byte("dataset: /data\nbatch-size: 16\nblock: 4\ndecoders: 3\nsink: feed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LONGSHORE_CHECKPOINT", "/somewhere") // the coordinator's
+	t.Setenv("LONGSHORE_RANKS", "4")
+	o, err := parseFlags([]string{"--config", cfg, "--step", "3", "--rank", "2", "--seed", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.dataset != "/data" || o.batchSize != 16 || o.block != 4 || !o.blockSet || o.ranks != 4 || o.seed != 5 || o.rank != 2 || o.steps != (stepRange{3, 3}) {
+		t.Errorf("options %+v", o)
+	}
+	if o.checkpoint != "" {
+		t.Errorf("LONGSHORE_CHECKPOINT set --checkpoint %q: the question is not configuration", o.checkpoint)
+	}
+	if err := os.WriteFile(cfg, []byte("dataset: /data\nstep: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseFlags([]string{"--config", cfg, "--step", "1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "step") {
+		t.Errorf("a config file's step: %v, want an error naming it", err)
+	}
+}

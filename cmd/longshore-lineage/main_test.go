@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/longshore/longshore/storage"
+)
+
+// makeDataset writes n JPEGs of varied sizes in ImageFolder layout (3
+// classes), so that crops differ from sample to sample.
+func makeDataset(t *testing.T, n int) string {
+	t.Helper()
+	root := t.TempDir()
+	for i := 0; i < n; i++ {
+		cls := fmt.Sprintf("c%d", i%3)
+		img := image.NewRGBA(image.Rect(0, 0, 40+(i*7)%57, 36+(i*5)%43))
+		for y := 0; y < img.Bounds().Dy(); y++ {
+			for x := 0; x < img.Bounds().Dx(); x++ {
+				img.Set(x, y, color.RGBA{uint8(x * 4), uint8(y * 5), uint8(i * 3), 255})
+			}
+		}
+		var buf bytes.Buffer
+		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(root, cls), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, cls, fmt.Sprintf("img%03d.jpg", i)), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+var (
+	nodeOnce sync.Once
+	nodeBin  string
+	nodeErr  error
+)
+
+// node builds the real longshore-node once.
+func node(t *testing.T) string {
+	t.Helper()
+	nodeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lineage-node")
+		if err != nil {
+			nodeErr = err
+			return
+		}
+		nodeBin = filepath.Join(dir, "longshore-node")
+		if out, err := exec.Command("go", "build", "-o", nodeBin, "../node").CombinedOutput(); err != nil {
+			nodeErr = fmt.Errorf("go build ../node: %v\n%s", err, out)
+		}
+	})
+	if nodeErr != nil {
+		t.Fatal(nodeErr)
+	}
+	return nodeBin
+}
+
+// delivered is one line of the node's delivery log.
+type delivered struct {
+	key   string
+	pad   bool
+	short bool // a clip shorter than its window
+	px    string
+}
+
+type stepID struct {
+	epoch, rank int
+	step        int64
+}
+
+// readLog parses a standalone delivery log (--sink log:PATH --log-pixels):
+// each step's samples in slot order.
+func readLog(t *testing.T, path string) map[stepID][]delivered {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := map[stepID][]delivered{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Split(sc.Text(), "\t")
+		if len(fs) < 5 || !strings.HasPrefix(fs[len(fs)-1], "px:") {
+			t.Fatalf("log line %q: want epoch, rank, step, key, [pad,] px:", sc.Text())
+		}
+		e, err1 := strconv.Atoi(fs[0])
+		r, err2 := strconv.Atoi(fs[1])
+		s, err3 := strconv.ParseInt(fs[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("log line %q", sc.Text())
+		}
+		id := stepID{e, r, s}
+		d := delivered{key: fs[3], px: strings.TrimPrefix(fs[len(fs)-1], "px:")}
+		for _, f := range fs[4 : len(fs)-1] {
+			d.pad = d.pad || f == "pad"
+			d.short = d.short || f == "short"
+		}
+		got[id] = append(got[id], d)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func lineage(t *testing.T, args ...string) *Answer {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(args, "--json"), &out, &errb); code != 0 {
+		t.Fatalf("longshore-lineage %s: exit %d\n%s", strings.Join(args, " "), code, errb.String())
+	}
+	var a Answer
+	if err := json.Unmarshal(out.Bytes(), &a); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	return &a
+}
+
+// TestMatchesDeliveryLog runs a real standalone job with a delivery log
+// of keys and pixel digests, then asks lineage about every (epoch, rank,
+// step) from the job's config file alone: the keys, their order, the
+// padding and each sample's pixels (so its crop box and flip: the digest
+// is of the decoded, cropped, flipped sample) must match the log, and
+// --key must find every place the log shows a key.
+func TestMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 71)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "d.log")
+	// The node's config file, with keys lineage does not take.
+	cfg := filepath.Join(dir, "job.yaml")
+	yaml := fmt.Sprintf("dataset: %s\nepochs: 2\nbatch-size: 8\nranks: 3\ntransform: train\nsize: 32\nseed: 7\nblock: 4\nmix-window: 2\n"+
+		"decoders: 2\nprogress: never\n", root)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node(t), "--standalone", "--config", cfg, "--sink", "log:"+logPath, "--log-pixels")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+
+	answered := 0
+	for e := 0; e < 2; e++ {
+		for r := 0; r < 3; r++ {
+			a := lineage(t, "--config", cfg, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", "0-2")
+			if a.Job.Steps != 3 || a.Job.StreamLen != 24 || a.Job.Samples != 71 {
+				t.Fatalf("job %+v: want 71 samples, 24 a rank, 3 steps", a.Job)
+			}
+			for _, s := range a.Steps {
+				want := log[stepID{s.Epoch, s.Rank, s.Step}]
+				if len(s.Samples) != len(want) {
+					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+				}
+				for i, x := range s.Samples {
+					w := want[i]
+					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" {
+						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v px:%s %s, the log %s pad=%v px:%s",
+							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
+					}
+					if x.Crop == nil || x.Flip == nil || x.Crop.W < 1 || x.Crop.X+x.Crop.W > x.Width || x.Crop.Y+x.Crop.H > x.Height {
+						t.Errorf("epoch %d rank %d step %d slot %d: crop %v in %dx%d", s.Epoch, s.Rank, s.Step, i, x.Crop, x.Width, x.Height)
+					}
+				}
+				answered++
+			}
+		}
+	}
+	if answered != len(log) {
+		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
+	}
+
+	// The text form says the same.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--config", cfg, "--epoch", "1", "--rank", "2", "--step", "2"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	t.Logf("longshore-lineage --config job.yaml --epoch 1 --rank 2 --step 2:\n%s", out.String())
+	want := log[stepID{1, 2, 2}]
+	if !strings.Contains(out.String(), fmt.Sprintf("epoch 1 rank 2 step 2: %d samples", len(want))) {
+		t.Errorf("text answer lacks the step's line:\n%s", out.String())
+	}
+	for i, d := range want {
+		if !strings.Contains(out.String(), fmt.Sprintf("%3d  index", i)) || !strings.Contains(out.String(), d.key) || !strings.Contains(out.String(), "px:"+d.px) {
+			t.Errorf("text answer lacks slot %d, %s px:%s:\n%s", i, d.key, d.px, out.String())
+		}
+	}
+
+	// Questions the job has no answer to are usage errors, named.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--steps", "2-3"}, "steps 2-3: each rank has steps 0..2 of an epoch (24 samples a rank, batch size 8)"},
+		{[]string{"--key", "c0/nope.jpg"}, `key "c0/nope.jpg" is not in the dataset`},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append([]string{"--config", cfg}, c.args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+
+	// The reverse, for every key of the dataset.
+	where := map[string][]stepID{}
+	for id, ds := range log {
+		for _, d := range ds {
+			where[d.key] = append(where[d.key], id)
+		}
+	}
+	if len(where) != 71 {
+		t.Fatalf("the log holds %d keys, want 71", len(where))
+	}
+	for key, ids := range where {
+		a := lineage(t, "--config", cfg, "--key", key)
+		if len(a.Appearances) != len(ids) {
+			t.Fatalf("--key %s: %d appearances %v, the log %d %v", key, len(a.Appearances), a.Appearances, len(ids), ids)
+		}
+		for _, h := range a.Appearances {
+			d := log[stepID{h.Epoch, h.Rank, h.Step}]
+			if h.Slot >= len(d) || d[h.Slot].key != key || d[h.Slot].pad != h.Pad {
+				t.Fatalf("--key %s: appearance %+v is not in the log", key, h)
+			}
+		}
+	}
+}
+
+// TestClipsMatchDeliveryLog: --media video, random windows and crops: the
+// clips lineage decodes with the frame times it reports are the ones the
+// node delivered (pixel digests), the short clip is marked short, and
+// each clip's frame times are its frames' (ascending, one per frame).
+func TestClipsMatchDeliveryLog(t *testing.T) {
+	root := t.TempDir()
+	for class, names := range map[string][]string{
+		"a": {"cfr_h264.mp4", "vfr_h264.mkv", "short_h264.mp4"},
+		"b": {"hevc.mp4", "vp9.webm", "av1.mkv"},
+	} {
+		if err := os.MkdirAll(filepath.Join(root, class), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			b, err := os.ReadFile(filepath.Join("../../testdata/media", n))
+			if err != nil {
+				t.Fatalf("%v (scripts/mkmedia.sh makes it)", err)
+			}
+			if err := os.WriteFile(filepath.Join(root, class, n), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	job := []string{"--dataset", root, "--media", "video", "--transform", "train", "--clip-frames", "4", "--clip-fps", "5",
+		"--clip-sampling", "random", "--size", "32", "--epochs", "2", "--ranks", "2", "--batch-size", "2", "--seed", "5"}
+	logPath := filepath.Join(t.TempDir(), "v.log")
+	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	answered, short := 0, 0
+	for e := 0; e < 2; e++ {
+		for r := 0; r < 2; r++ {
+			a := lineage(t, append(job, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", "0-1")...)
+			for _, s := range a.Steps {
+				want := log[stepID{s.Epoch, s.Rank, s.Step}]
+				if len(s.Samples) != len(want) {
+					t.Fatalf("epoch %d rank %d step %d: lineage has %d clips, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+				}
+				for i, x := range s.Samples {
+					w := want[i]
+					if x.Key != w.key || x.Pad != w.pad || x.Short != w.short || x.Pixels != w.px || x.Error != "" {
+						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v short=%v px:%s %s, the log %s pad=%v short=%v px:%s",
+							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Short, x.Pixels, x.Error, w.key, w.pad, w.short, w.px)
+					}
+					if len(x.FrameTimes) != 4 || x.ClipDraws == nil {
+						t.Fatalf("%s: frame times %v, draws %v: want 4 times and the draws", x.Key, x.FrameTimes, x.ClipDraws)
+					}
+					for j := 1; j < 4; j++ {
+						if x.FrameTimes[j] < x.FrameTimes[j-1] || (x.FrameTimes[j] == x.FrameTimes[j-1] && !x.Short) {
+							t.Errorf("%s: frame times %v not rising", x.Key, x.FrameTimes)
+						}
+					}
+					if x.Short {
+						short++
+					}
+				}
+				answered++
+			}
+		}
+	}
+	if answered != len(log) {
+		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
+	}
+	if short == 0 {
+		t.Error("no clip was short: short_h264.mp4 is shorter than the 0.8 s window")
+	}
+}
+
+// packDataset packs an ImageFolder's JPEGs into tar shards of perShard
+// samples with a JSON-lines manifest (what longshore-pack writes).
+func packDataset(t *testing.T, root string, perShard int) string {
+	t.Helper()
+	var keys []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(root, p)
+			keys = append(keys, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	out := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(out, "shards"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var classes []string
+	for _, k := range keys {
+		if c := path.Dir(k); !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	ds := &storage.Dataset{Classes: classes}
+	for first := 0; first < len(keys); first += perShard {
+		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
+		id := ds.AddObject(object)
+		names := keys[first:min(first+perShard, len(keys))]
+		datas := make([][]byte, len(names))
+		for j, k := range names {
+			if datas[j], err = os.ReadFile(filepath.Join(root, k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var buf bytes.Buffer
+		members, err := storage.WriteTarShard(&buf, names, datas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range members {
+			ds.Samples = append(ds.Samples, m.Sample(ds, id, int32(slices.Index(classes, path.Dir(m.Name)))))
+		}
+		if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(object)), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var manifest bytes.Buffer
+	if err := storage.WriteManifestJSONL(&manifest, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, storage.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPackedMatchesDeliveryLog: a packed dataset (tar shards), whose
+// order's block defaults to 16 on the node and in lineage alike, and whose
+// samples lineage reads from their tars.
+func TestPackedMatchesDeliveryLog(t *testing.T) {
+	root := packDataset(t, makeDataset(t, 50), 8)
+	job := []string{"--dataset", root, "--epochs", "2", "--batch-size", "4", "--ranks", "2", "--transform", "train", "--size", "24", "--seed", "11", "--mix-window", "2"}
+	logPath := filepath.Join(t.TempDir(), "p.log")
+	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	answered := 0
+	for e := 0; e < 2; e++ {
+		for r := 0; r < 2; r++ {
+			a := lineage(t, append(job, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", "0-6")...)
+			if !a.Job.Packed || a.Job.Block != 16 {
+				t.Fatalf("job %+v: want packed, block 16 (the node's default)", a.Job)
+			}
+			for _, s := range a.Steps {
+				want := log[stepID{s.Epoch, s.Rank, s.Step}]
+				if len(s.Samples) != len(want) {
+					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+				}
+				for i, x := range s.Samples {
+					w := want[i]
+					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" || !strings.HasSuffix(x.Object, ".tar") {
+						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s in %s pad=%v px:%s %s, the log %s pad=%v px:%s",
+							s.Epoch, s.Rank, s.Step, i, x.Key, x.Object, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
+					}
+				}
+				answered++
+			}
+		}
+	}
+	if answered != len(log) {
+		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
+	}
+}

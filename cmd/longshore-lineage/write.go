@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// write prints the answer: JSON, or one line per sample.
+func write(w io.Writer, asJSON bool, a *Answer) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(a)
+	}
+	b := bufio.NewWriter(w)
+	j := a.Job
+	fmt.Fprintf(b, "job: %s, %d samples (%d excluded), seed %d, block %d, window %d, %d rank(s), batch size %d, %d epoch(s)",
+		j.Dataset, j.Samples, j.Excluded, j.Seed, j.Block, j.Window, j.Ranks, j.BatchSize, j.Epochs)
+	if j.DropLast {
+		fmt.Fprint(b, ", drop-last")
+	}
+	fmt.Fprintf(b, ", %s %d %s; %d sample(s) and %d step(s) a rank per epoch\n", j.Transform, j.Size, j.Media, j.StreamLen, j.Steps)
+	if a.Key != "" {
+		fmt.Fprintf(b, "key %s (index %d) appeared %d time(s):\n", a.Key, *a.Index, len(a.Appearances))
+		for _, h := range a.Appearances {
+			pad := ""
+			if h.Pad {
+				pad = " (padding)"
+			}
+			fmt.Fprintf(b, "  epoch %d rank %d step %d slot %d (stream offset %d)%s\n", h.Epoch, h.Rank, h.Step, h.Slot, h.Offset, pad)
+		}
+	}
+	for _, s := range a.Steps {
+		fmt.Fprintf(b, "epoch %d rank %d step %d: %d samples\n", s.Epoch, s.Rank, s.Step, len(s.Samples))
+		for _, x := range s.Samples {
+			fmt.Fprintf(b, "  %3d  index %d  %s  label %d", x.Slot, x.Index, x.Key, x.Label)
+			if x.Class != "" {
+				fmt.Fprintf(b, " (%s)", x.Class)
+			}
+			if x.Object != "" {
+				fmt.Fprintf(b, "  in %s@%d", x.Object, x.ObjectOffset)
+			}
+			if x.Pad {
+				fmt.Fprint(b, "  pad")
+			}
+			if x.Crop != nil {
+				fmt.Fprintf(b, "  %dx%d crop x=%d y=%d w=%d h=%d flip=%v px:%s", x.Width, x.Height, x.Crop.X, x.Crop.Y, x.Crop.W, x.Crop.H, *x.Flip, x.Pixels)
+			}
+			if x.ClipDraws != nil {
+				fmt.Fprintf(b, "  %dx%d frames at", x.Width, x.Height)
+				for _, ft := range x.FrameTimes {
+					fmt.Fprintf(b, " %.3f", ft)
+				}
+				fmt.Fprintf(b, " s")
+				if x.Short {
+					fmt.Fprint(b, " (short: last frame repeated)")
+				}
+				fmt.Fprintf(b, ", draws start=%.3f x=%.3f y=%.3f px:%s", x.ClipDraws[0], x.ClipDraws[1], x.ClipDraws[2], x.Pixels)
+			}
+			if x.Error != "" {
+				fmt.Fprintf(b, "  error: %s", x.Error)
+			}
+			fmt.Fprintln(b)
+		}
+	}
+	if a.Note != "" {
+		fmt.Fprintf(b, "note: %s\n", a.Note)
+	}
+	return b.Flush()
+}
