@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -827,6 +828,9 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			Dims: b.Dims, Layout: b.Layout.String(), DType: "uint8", Epoch: b.Epoch, Step: b.Step,
 			Labels: b.Labels, Keys: b.Keys, Indices: b.Indices, Positions: b.Positions, Pads: b.Pads, Failed: b.Failed,
 			NBytes: int64(len(b.Images)),
+		}
+		if slices.Contains(b.Filled, true) {
+			bd.Filled = b.Filled
 		}
 		if s.version >= 2 {
 			bd.Era, bd.EndOfStream = d.Era, d.EndOfStream
