@@ -40,6 +40,7 @@ type slotMeta struct {
 	positions []int64
 	pads      []bool
 	short     []bool // by sample region while decoding, compacted by assemble
+	filled    []bool // by row, set by assemble
 }
 
 func (a *rankActor) Receive(c actor.Context) {
@@ -95,7 +96,7 @@ func (a *rankActor) start(c actor.Context) {
 	for i := range a.meta {
 		b := p.cfg.BatchSize
 		a.meta[i] = slotMeta{labels: make([]int32, b), keys: make([]string, b), indices: make([]int64, b),
-			positions: make([]int64, b), pads: make([]bool, b), short: make([]bool, b)}
+			positions: make([]int64, b), pads: make([]bool, b), short: make([]bool, b), filled: make([]bool, b)}
 	}
 	feed := c.Spawn(p.props("feed", func() actor.Actor { return &feedActor{p: p} }))
 	a.uploader = c.Spawn(p.props("uploader", func() actor.Actor { return &uploaderActor{p: p, feed: feed} }))
@@ -206,21 +207,28 @@ func (a *rankActor) batchDone(slot int) {
 	}
 }
 
-// assemble turns a complete batch into a Batch: failed samples are left
-// out and the rest compacted in order, in the slot itself.
+// assemble turns a complete batch into a Batch, in the slot itself (see
+// batch.rows): by default a failed sample's row is filled with a copy of
+// another sample of the batch and marked in Filled; with ShortBatches
+// failed samples are left out and the rest compacted in order.
 func (a *rankActor) assemble(b *batch) *Batch {
 	p := a.p
 	sb := p.cfg.Sample.SampleBytes()
 	mem := p.pool.Slot(b.slot).Bytes()
 	m := &a.meta[b.slot]
-	a.keep = b.keep(a.keep)
+	fill := !p.cfg.ShortBatches
+	a.keep = b.rows(a.keep, fill)
 	for j, i := range a.keep {
+		// Compacting, j <= i: region i is read before it is overwritten.
+		// Filling, i is a sample that made it, whose region no row
+		// overwrites.
 		if i != j {
 			copy(mem[j*sb:(j+1)*sb], mem[i*sb:(i+1)*sb])
 		}
 		it := &b.items[i]
 		m.labels[j], m.keys[j], m.indices[j], m.positions[j], m.pads[j] = it.Label, it.Key, it.Index, it.Pos, it.Pad
-		m.short[j] = m.short[i] // j <= i: region i is read before it is overwritten
+		m.short[j] = m.short[i]
+		m.filled[j] = fill && b.state[j] != sampleOK
 	}
 	n := len(a.keep)
 	return &Batch{
@@ -228,6 +236,7 @@ func (a *rankActor) assemble(b *batch) *Batch {
 		Images: mem[: n*sb : n*sb], Dims: p.cfg.Sample.Dims(n), Layout: p.cfg.Sample.Layout,
 		Spec: p.cfg.Sample, Shape: p.cfg.Sample.BatchDims(n), Short: m.short[:n:n],
 		Labels: m.labels[:n:n], Keys: m.keys[:n:n], Indices: m.indices[:n:n], Positions: m.positions[:n:n], Pads: m.pads[:n:n],
+		Filled:      m.filled[:n:n],
 		EndOfStream: b.endOfStream(p.cfg.BatchSize), Failed: b.expected - b.ok, p: p, slot: b.slot,
 	}
 }

@@ -272,6 +272,12 @@ type Config struct {
 	// DropLast drops an epoch's final short batch instead of delivering it
 	// (PyTorch's drop_last). Default false: every sample is delivered.
 	DropLast bool
+	// ShortBatches leaves a failed sample out of its batch, which then
+	// shrinks. Default false: its row is filled with a copy of another
+	// sample of the batch and marked (Batch.Filled), so batches keep one
+	// shape (torch.compile and cudnn.benchmark recompile or re-tune for
+	// every new shape).
+	ShortBatches bool
 	// Seed fixes the epoch order and every random transform. 0 is a seed
 	// like any other.
 	Seed uint64

@@ -119,7 +119,7 @@ func TestDecodeDeadline(t *testing.T) {
 	}
 	delivered := 0
 	for _, r := range recs {
-		delivered += len(r.Keys)
+		delivered += r.samples()
 	}
 	rep := p.Failures()
 	if delivered != 61 || rep.Failed != 3 || len(rep.Groups) != 1 || rep.Groups[0].Stage != StageDecode || rep.Groups[0].Class != "timeout" {
@@ -269,7 +269,7 @@ func TestDecodeDeadlineKeepsCoresBounded(t *testing.T) {
 	}
 	delivered := 0
 	for _, r := range recs {
-		delivered += len(r.Keys)
+		delivered += r.samples()
 	}
 	if rep := p.Failures(); delivered != 31 || rep.Failed != 1 || rep.Records[0].Class != "timeout" {
 		t.Errorf("delivered %d, failures %v: want 31 and one decode/timeout", delivered, rep)

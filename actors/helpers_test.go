@@ -164,7 +164,19 @@ type batchRecord struct {
 	Keys        []string
 	Indices     []int64
 	Pads        []bool
+	Filled      []bool
 	Failed      int
+}
+
+// samples is how many of the batch's rows are samples: not filled.
+func (r batchRecord) samples() int {
+	n := 0
+	for _, f := range r.Filled {
+		if !f {
+			n++
+		}
+	}
+	return n
 }
 
 func (r batchRecord) String() string {
@@ -184,7 +196,11 @@ func checkBatch(t testing.TB, st storage.Store, cfg Config, b *Batch) batchRecor
 	if b.Dims[0] != n {
 		t.Fatalf("Dims %v for %d samples", b.Dims, n)
 	}
+	if len(b.Filled) != n {
+		t.Fatalf("batch %d/%d: %d filled marks for %d samples", b.Epoch, b.Step, len(b.Filled), n)
+	}
 	want := make([]byte, sb)
+	last := int64(-1)
 	for j := 0; j < n; j++ {
 		fillPattern(want, objectBytes(t, st, b.Keys[j]))
 		if !bytes.Equal(b.Images[j*sb:(j+1)*sb], want) {
@@ -193,12 +209,16 @@ func checkBatch(t testing.TB, st storage.Store, cfg Config, b *Batch) batchRecor
 		if p := b.Positions[j]; p/int64(cfg.WithDefaults().BatchSize) != b.Step {
 			t.Fatalf("batch step %d holds position %d", b.Step, p)
 		}
-		if j > 0 && b.Positions[j] <= b.Positions[j-1] {
+		if b.Filled[j] { // a copy of another row
+			continue
+		}
+		if b.Positions[j] <= last {
 			t.Fatalf("batch positions out of order: %v", b.Positions)
 		}
+		last = b.Positions[j]
 	}
 	return batchRecord{Rank: b.Rank, Epoch: b.Epoch, Step: b.Step, Keys: append([]string(nil), b.Keys...),
-		Indices: append([]int64(nil), b.Indices...), Pads: append([]bool(nil), b.Pads...), Failed: b.Failed}
+		Indices: append([]int64(nil), b.Indices...), Pads: append([]bool(nil), b.Pads...), Filled: append([]bool(nil), b.Filled...), Failed: b.Failed}
 }
 
 // drainAll reads a pipeline to the end, checking every batch.

@@ -96,9 +96,20 @@ type Batch struct {
 	// EndOfStream says this is the last batch of the rank's stream of
 	// Epoch as the Source planned it (Work.StreamEnd).
 	EndOfStream bool
-	// Failed is how many of the batch's samples failed and were left out
-	// (the rest are compacted in order).
+	// Failed is how many of the batch's samples failed. By default
+	// their rows are filled (see Filled) and the batch keeps its size;
+	// with Config.ShortBatches they are left out (the rest compacted in
+	// order).
 	Failed int
+	// Filled marks rows that hold no sample of their own: a failed
+	// sample's place, filled with a copy (pixels and metadata) of the
+	// next row of the batch that is not filled, wrapping. A trainer
+	// masks them out of its loss (or trains on the duplicate); they are
+	// not deliveries of the sample they copy. Never true with
+	// Config.ShortBatches. An epoch's last batch keeps its shorter length
+	// (only failures are filled); a batch whose every sample failed is
+	// empty.
+	Filled []bool
 	// Device is where the batch also lies on a device, after an uploader
 	// that leaves it there (gpu.DeviceLocator); nil: host memory only.
 	// Valid, like Images, until Release.
@@ -118,7 +129,8 @@ type BatchDevice struct {
 	Export *gpu.DeviceExport
 }
 
-// Len is the number of samples in the batch (0 if all failed).
+// Len is the number of rows in the batch, filled ones included (0 if
+// every sample failed).
 func (b *Batch) Len() int { return len(b.Labels) }
 
 // Release gives the batch's slot back to the pipeline. Calling it more than

@@ -200,6 +200,7 @@ func TestFailuresUnderBudgetAreSkippedAndRecorded(t *testing.T) {
 	mem.Put(ctx, ds.Samples[50].Key, []byte("PANIC"), storage.Cond{})
 	cfg := smallConfig()
 	cfg.MaxFailures = MaxFailureCount(6)
+	cfg.ShortBatches = true
 	recs, rep, err := runLoader(t, cfg, &faultStore{Store: mem, fail: fail}, ds, fakeDecoders(0, 1))
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("under budget: %v", err)
@@ -239,6 +240,102 @@ func TestFailuresUnderBudgetAreSkippedAndRecorded(t *testing.T) {
 		if f.Key == "" || f.Reason == "" {
 			t.Errorf("record without key or reason: %+v", f)
 		}
+	}
+}
+
+// TestFailedSamplesFillTheirPlaces: by default a failed sample's place
+// is filled with the next sample of its batch that made it (wrapping):
+// every batch keeps its size (torch.compile and cudnn.benchmark see one
+// shape), Filled marks exactly the failed places, a filled row is its
+// source's bytes and metadata, and every good sample is delivered once
+// unfilled. The failures are recorded as with short batches.
+func TestFailedSamplesFillTheirPlaces(t *testing.T) {
+	checkNoLeaks(t)
+	mem, ds := makeDataset(t, 68, 4, 32) // 8 full batches and a short one of 4
+	ctx := context.Background()
+	fail := map[string]error{}
+	for _, i := range []int{3, 20, 41, 66} {
+		fail[ds.Samples[i].Key] = storage.ErrNotFound
+	}
+	for _, i := range []int{10, 11} {
+		mem.Put(ctx, ds.Samples[i].Key, []byte("BAD"), storage.Cond{})
+	}
+	for i := 24; i < 32; i++ { // a whole batch (identity order, B=8): nothing to fill it with
+		fail[ds.Samples[i].Key] = storage.ErrNotFound
+	}
+	bad := map[int64]bool{3: true, 20: true, 41: true, 66: true, 10: true, 11: true}
+	for i := int64(24); i < 32; i++ {
+		bad[i] = true
+	}
+	cfg := smallConfig()
+	cfg.MaxFailures = MaxFailureCount(14)
+	st := &faultStore{Store: mem, fail: fail}
+	deps := testDeps(st, fakeDecoders(0, 1))
+	deps.Order = func(_ uint64, _ int, n int64) Order { return identityOrder(n) }
+	p, err := NewLoader(cfg, ds, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	seen := map[int64]int{}
+	steps := map[int64]bool{}
+	for {
+		b, err := p.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps[b.Step] = true
+		rec := checkBatch(t, st, cfg, b)
+		want := cfg.BatchSize
+		switch {
+		case b.Step == 3:
+			want = 0 // every sample failed: nothing to fill with
+		case b.Step == 8:
+			want = 4 // the epoch's last batch stays short
+		}
+		if b.Len() != want || len(b.Filled) != want {
+			t.Fatalf("step %d: %d samples, %d filled marks; want %d", b.Step, b.Len(), len(b.Filled), want)
+		}
+		failed := 0
+		for j := range want {
+			pos := b.Step*int64(cfg.BatchSize) + int64(j)
+			if b.Filled[j] != bad[pos] {
+				t.Errorf("step %d row %d (position %d): filled %v, failed %v", b.Step, j, pos, b.Filled[j], bad[pos])
+			}
+			if !b.Filled[j] {
+				seen[rec.Indices[j]]++
+				if b.Positions[j] != pos {
+					t.Errorf("step %d row %d: position %d, want %d", b.Step, j, b.Positions[j], pos)
+				}
+				continue
+			}
+			failed++
+			src := j // the next unfilled row, wrapping
+			for b.Filled[src] {
+				src = (src + 1) % want
+			}
+			if b.Keys[j] != b.Keys[src] || b.Indices[j] != b.Indices[src] || b.Labels[j] != b.Labels[src] || b.Positions[j] != b.Positions[src] {
+				t.Errorf("step %d row %d: filled with %s/%d, want row %d's %s/%d", b.Step, j, b.Keys[j], b.Indices[j], src, b.Keys[src], b.Indices[src])
+			}
+		}
+		if want > 0 && b.Failed != failed {
+			t.Errorf("step %d: Failed %d, %d rows filled", b.Step, b.Failed, failed)
+		}
+		b.Release()
+	}
+	if len(steps) != 9 {
+		t.Errorf("steps delivered %v, want 0..8", steps)
+	}
+	for i := int64(0); i < 68; i++ {
+		if want := map[bool]int{true: 0, false: 1}[bad[i]]; seen[i] != want {
+			t.Errorf("sample %d delivered unfilled %d times, want %d", i, seen[i], want)
+		}
+	}
+	if rep := p.Failures(); rep.Failed != 14 || rep.Attempted != 68 {
+		t.Errorf("report: %d of %d failed, want 14 of 68", rep.Failed, rep.Attempted)
 	}
 }
 

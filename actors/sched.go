@@ -92,6 +92,32 @@ func (b *batch) keep(dst []int) []int {
 	return dst
 }
 
+// rows lists, for each row of the delivered batch, the sample whose
+// bytes and metadata it holds. Short (fill false): the samples that made
+// it, in order (keep). Filled: one row per expected sample, a failed
+// sample's row holding the next sample of the batch that made it, in
+// batch order, wrapping -- deterministic, so a batch's pixels are the
+// same on every run; a row i with b.state[i] != sampleOK is a filled
+// one. Only failures are filled: a batch expecting fewer than B samples
+// (an epoch's last) keeps its length. With no sample that made it there
+// is nothing to fill with: no rows.
+func (b *batch) rows(dst []int, fill bool) []int {
+	dst = b.keep(dst)
+	if !fill || len(dst) == 0 || len(dst) == b.expected {
+		return dst
+	}
+	kept := len(dst)
+	next := 0 // index in dst[:kept] of the first kept sample at or after i
+	for i := 0; i < b.expected; i++ {
+		for next < kept && dst[next] < i {
+			next++
+		}
+		src := dst[next%kept]
+		dst = append(dst, src)
+	}
+	return append(dst[:0], dst[kept:]...)
+}
+
 type pendingItem struct {
 	run *run
 	Item

@@ -502,3 +502,37 @@ func TestCoreSetReadAhead(t *testing.T) {
 		t.Fatalf("lowered to 16 with 1000 pending: asked for %d more", want)
 	}
 }
+
+// TestBatchRows: a batch's rows are its samples in order; a failed
+// sample's row is filled with the next sample that made it (in batch
+// order, wrapping), unless short batches leave it out. The last batch of
+// an epoch stays as long as it is (expected < B): only failures are
+// filled. A batch where every sample failed has no rows.
+func TestBatchRows(t *testing.T) {
+	const ok, bad = sampleOK, sampleFailed
+	for _, tc := range []struct {
+		name     string
+		state    []sampleState
+		expected int
+		short    []int // rows with short batches
+		fill     []int // rows filled
+	}{
+		{"none failed", []sampleState{ok, ok, ok, ok}, 4, []int{0, 1, 2, 3}, []int{0, 1, 2, 3}},
+		{"middle", []sampleState{ok, bad, ok, ok}, 4, []int{0, 2, 3}, []int{0, 2, 2, 3}},
+		{"first", []sampleState{bad, ok, ok, ok}, 4, []int{1, 2, 3}, []int{1, 1, 2, 3}},
+		{"last wraps", []sampleState{ok, ok, ok, bad}, 4, []int{0, 1, 2}, []int{0, 1, 2, 0}},
+		{"run", []sampleState{ok, bad, bad, ok}, 4, []int{0, 3}, []int{0, 3, 3, 3}},
+		{"only one left", []sampleState{bad, bad, ok, bad}, 4, []int{2}, []int{2, 2, 2, 2}},
+		{"every one failed", []sampleState{bad, bad, bad, bad}, 4, []int{}, []int{}},
+		{"short last batch", []sampleState{ok, bad, ok, 0}, 3, []int{0, 2}, []int{0, 2, 2}},
+		{"short last batch wraps", []sampleState{ok, ok, bad, 0}, 3, []int{0, 1}, []int{0, 1, 0}},
+	} {
+		b := &batch{state: tc.state, expected: tc.expected}
+		if got := append([]int{}, b.rows(nil, false)...); !reflect.DeepEqual(got, tc.short) {
+			t.Errorf("%s: short rows %v, want %v", tc.name, got, tc.short)
+		}
+		if got := append([]int{}, b.rows(nil, true)...); !reflect.DeepEqual(got, tc.fill) {
+			t.Errorf("%s: filled rows %v, want %v", tc.name, got, tc.fill)
+		}
+	}
+}

@@ -141,11 +141,14 @@ func TestAudioSpecThroughPipeline(t *testing.T) {
 				if b.Short[j] != waveShort(obj) {
 					t.Fatalf("%s: short %v, want %v", b.Keys[j], b.Short[j], waveShort(obj))
 				}
+				if b.Filled[j] { // a copy of another row
+					continue
+				}
 				if b.Short[j] {
 					shorts++
 				}
+				seen++
 			}
-			seen += n
 			failed += b.Failed
 			b.Release()
 		}

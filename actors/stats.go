@@ -205,9 +205,12 @@ func (r *recorder) delivered(b *Batch, wait time.Duration, ready bool) {
 	if ready {
 		r.mu.nextReady++
 	}
-	r.mu.samples += int64(b.Len())
 	r.mu.more.delivered(b, now.Sub(r.mu.start))
-	for _, p := range b.Pads {
+	for j, p := range b.Pads {
+		if j < len(b.Filled) && b.Filled[j] { // a copy in a failed sample's place: no sample
+			continue
+		}
+		r.mu.samples++
 		if p {
 			r.mu.pads++
 		}
@@ -358,7 +361,7 @@ type Stats struct {
 	Ranks   int     `json:"ranks"`
 	Seconds float64 `json:"seconds"`
 	Batches int64   `json:"batches"`
-	Samples int64   `json:"samples"` // delivered, padding included
+	Samples int64   `json:"samples"` // delivered, padding included, filled places (Batch.Filled) not
 	Pads    int64   `json:"pads"`
 	// FirstBatchSeconds is the time from start to the first delivered
 	// batch (the earliest rank's in a node's stats); 0 before it.

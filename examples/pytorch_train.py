@@ -29,13 +29,18 @@ DDP: start the node with --ranks N and the trainer with torchrun
 (torchrun --nproc-per-node N examples/pytorch_train.py ...): each process
 reads LOCAL_RANK (its socket), joins the process group (gloo on CPU, nccl
 on GPUs) and wraps the model in DistributedDataParallel. Rank 0 writes
-model.pt after every rank has written its loader position. In cluster mode
-the ranks agree at every step whether any of them rolled back (one small
-all-reduce), so that all restore at the same step; a checkpoint whose commit
-some ranks got acknowledged and others not (the coordinator died between
-them) cannot be rolled back to in place: the trainer stops, and the job is
-restarted with longshore-coordinator --resume and the previous checkpoint's
-token.
+model.pt after every rank has written its loader position. The batches
+come through longshore.ddp.next_batch, which in cluster mode makes the
+ranks agree at every step whether any of them rolled back (one small
+all-reduce), so that all restore at the same step and the same commit; a
+checkpoint whose commit some ranks got acknowledged and others not (the
+coordinator died between them) cannot be rolled back to in place: every
+rank raises longshore.ddp.Diverged, and the job is restarted with
+longshore-coordinator --resume and the previous checkpoint's token.
+
+A sample that fails to load does not shrink its batch: the node fills its
+place with a copy of another sample of the batch, and batch.valid (a bool
+tensor) leaves those rows out of the loss.
 """
 
 import argparse
@@ -56,6 +61,7 @@ try:
 except ImportError:  # run from a checkout without `pip install ./clients/python`
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
     import longshore
+from longshore import ddp
 
 # ImageNet's channel statistics, scaled to uint8.
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
@@ -140,35 +146,6 @@ def restore(args, rank, model, opt, rb, initial, device):
     return ck["step"]
 
 
-def any_rank(world, flag, device):
-    """Whether flag is set on any rank: under DDP an all-reduce, which every
-    rank makes once per turn of the training loop (in cluster mode only:
-    elsewhere no rank rolls back, and the caller skips it)."""
-    if world == 1:
-        return flag
-    t = torch.tensor([1 if flag else 0], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
-
-
-def await_rollback(loader, batch):
-    """Another rank rolled back, so this one will too (a coordinator restart
-    rolls back every rank) once it has read the batches of the ended era
-    still on its way: drop them (they will be delivered again) and return
-    the rollback. DDP needs the ranks to roll back at the same step: a rank
-    that trained one more stale batch than another would pair its gradient
-    all-reduce with the other's next collective and hang the job."""
-    while True:
-        if batch is not None:
-            batch.release()
-        try:
-            batch = loader.next_batch()
-        except longshore.RolledBack as rb:
-            return rb
-        if batch is None and loader.ended:
-            raise RuntimeError("another rank rolled back, but this rank's job ended; restart the job from a checkpoint")
-
-
 def main(argv=None):
     args = parse_args(argv)
     rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -205,19 +182,12 @@ def main(argv=None):
     w = loader.welcome
     print(f"rank {rank}/{world}: feed {loader.path}: batch {w['batch_size']}, sample {w['sample']}, "
           f"{w['layout']}, resume at {w['resume']}", flush=True)
-    # Only a cluster-mode feed rolls back; ranks then agree on it every step.
-    clustered = w.get("mode") == "cluster"
     model.train()
     t0, seen, trained, saved = time.time(), 0, False, step
     while step < args.steps:  # check before taking a batch: a taken batch is trained before any commit
-        rb = None
         try:
-            batch = loader.next_batch()
-        except longshore.RolledBack as e:  # cluster mode: back to the last acknowledged commit
-            batch, rb = None, e
-        if clustered and any_rank(world, rb is not None, device) and rb is None:
-            rb = await_rollback(loader, batch)  # another rank rolled back: so does this one
-        if rb is not None:
+            batch = ddp.next_batch(loader)  # under DDP every rank rolls back at the same call, to the same commit
+        except longshore.RolledBack as rb:  # cluster mode: back to the last acknowledged commit
             step = saved = restore(args, rank, model, opt, rb, initial, device)
             print(f"rank {rank}: rolled back to epoch {rb.epoch} batch {rb.step}: restored the checkpoint "
                   f"at step {step}", flush=True)
@@ -232,8 +202,9 @@ def main(argv=None):
         # to(device) on GPU, or the float conversion on CPU, makes the one copy
         x = (x.to(device, non_blocking=True).float() - mean) / std
         y = torch.from_numpy(batch.labels).to(device)
+        valid = batch.valid.to(device)  # False at rows filled in failed samples' places
         batch.release()  # the pixels are in x now: the slot goes back to the node
-        loss = F.cross_entropy(model(x), y)
+        loss = (F.cross_entropy(model(x), y, reduction="none") * valid).sum() / valid.sum().clamp(min=1)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

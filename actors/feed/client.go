@@ -201,6 +201,10 @@ type Batch struct {
 	Positions []int64
 	Pads      []bool
 	Failed    int
+	// Filled marks rows that hold a copy of another row in a failed
+	// sample's place (see BatchDesc.Filled): mask them out. Always Len
+	// long (all false from a node that fills nothing or predates it).
+	Filled []bool
 	// Era is the batch's delivery era (cluster mode).
 	Era uint64
 	// EndOfStream: the last batch of the rank's stream for Epoch as the
@@ -380,9 +384,15 @@ func (c *Client) batch(payload []byte) (*Batch, error) {
 		return nil, fmt.Errorf("feed: bad batch descriptor: %w", err)
 	}
 	b := &Batch{ID: d.ID, Epoch: d.Epoch, Step: d.Step, Dims: d.Dims, Layout: d.Layout, DType: d.DType, Shape: d.Shape, Short: d.Short,
-		Labels: d.Labels, Keys: d.Keys, Indices: d.Indices, Positions: d.Positions, Pads: d.Pads, Failed: d.Failed, Era: d.Era, EndOfStream: d.EndOfStream, c: c}
+		Labels: d.Labels, Keys: d.Keys, Indices: d.Indices, Positions: d.Positions, Pads: d.Pads, Failed: d.Failed, Filled: d.Filled, Era: d.Era, EndOfStream: d.EndOfStream, c: c}
 	if b.Shape == nil {
 		b.Shape = d.Dims[:]
+	}
+	switch {
+	case d.Filled == nil:
+		b.Filled = make([]bool, len(d.Labels))
+	case len(d.Filled) != len(d.Labels):
+		return nil, fmt.Errorf("feed: batch %d: %d filled marks for %d samples", d.ID, len(d.Filled), len(d.Labels))
 	}
 	if b.DType == "" {
 		b.DType = DTypeUint8

@@ -285,6 +285,13 @@ type BatchDesc struct {
 	Positions []int64  `json:"positions"`
 	Pads      []bool   `json:"pads"`
 	Failed    int      `json:"failed"`
+	// Filled marks rows that hold no sample of their own: a failed
+	// sample's place, filled with a copy (pixels, label, key, index,
+	// position, pad) of the next unfilled row of the batch, wrapping, so
+	// the batch keeps its shape. Absent when no row is filled (always
+	// with the node's --short-batches, where failed samples are left
+	// out). Older clients ignore it and see the copies as samples.
+	Filled []bool `json:"filled,omitempty"`
 	// Era is the delivery era the batch belongs to (version 2).
 	Era uint64 `json:"era,omitempty"`
 	// EndOfStream: the last batch of the rank's stream for Epoch as

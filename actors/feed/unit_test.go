@@ -38,3 +38,38 @@ func frame(t MsgType, payload string) []byte {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)+1))
 	return append(append(b, byte(t)), payload...)
 }
+
+// TestBatchFilled: a batch's filled marks (docs/feed-protocol.md, Filled
+// places) come through as Batch.Filled, all false when the node sent
+// none, and marks of another length than the batch are refused.
+func TestBatchFilled(t *testing.T) {
+	c := &Client{}
+	for _, tc := range []struct {
+		payload string
+		want    []bool
+		err     bool
+	}{
+		{`{"id":1,"labels":[1,2,3],"keys":["a","b","a"],"filled":[false,false,true]}`, []bool{false, false, true}, false},
+		{`{"id":2,"labels":[1,2],"keys":["a","b"]}`, []bool{false, false}, false},
+		{`{"id":3,"labels":[1,2],"keys":["a","b"],"filled":[true]}`, nil, true},
+	} {
+		b, err := c.batch([]byte(tc.payload))
+		if tc.err {
+			if err == nil {
+				t.Errorf("%s: accepted", tc.payload)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.payload, err)
+		}
+		if len(b.Filled) != len(tc.want) {
+			t.Fatalf("%s: filled %v, want %v", tc.payload, b.Filled, tc.want)
+		}
+		for i := range tc.want {
+			if b.Filled[i] != tc.want[i] {
+				t.Errorf("%s: filled %v, want %v", tc.payload, b.Filled, tc.want)
+			}
+		}
+	}
+}

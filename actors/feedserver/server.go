@@ -896,6 +896,9 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			Labels: b.Labels, Keys: b.Keys, Indices: b.Indices, Positions: b.Positions, Pads: b.Pads, Failed: b.Failed,
 			NBytes: int64(len(b.Images)),
 		}
+		if slices.Contains(b.Filled, true) {
+			bd.Filled = b.Filled
+		}
 		if s.version >= 2 {
 			bd.Era, bd.EndOfStream = d.Era, d.EndOfStream
 		}

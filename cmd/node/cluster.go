@@ -383,6 +383,9 @@ func (t trainer) run(ctx context.Context) error {
 		}
 		sb := len(b.Images) / max(b.Len(), 1)
 		for i, key := range b.Keys {
+			if b.Filled[i] {
+				continue // a copy in a failed sample's place, not a sample
+			}
 			if err := t.sink.Deliver(b.Epoch, b.RankName, b.Step, key, b.Short != nil && b.Short[i], b.Pads[i], b.Images[i*sb:(i+1)*sb]); err != nil {
 				b.Release()
 				return err

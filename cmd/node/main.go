@@ -87,6 +87,7 @@ type options struct {
 	decoders         int
 	slots            int
 	dropLast         bool
+	shortBatches     bool
 	lowres           bool
 	decoder          string
 	progress         string
@@ -181,6 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.packSpill = packSpill{auto: true}
 	fs.Var(&o.packSpill, "pack-spill", "packed datasets: where the chunks read ahead are kept. DIR: files in this directory on a local disk (not tmpfs, which is memory), as Mosaic Streaming's and LitData's cache directories are; --pack-cache bounds the disk they take, and memory holds only the few chunks being fetched; files are unlinked once opened, so nothing is left behind. off: in memory. auto (default): $TMPDIR (or /tmp), else /var/tmp, when chunks come from an object store or a network file system, their windows would take over 32 MiB of memory (ImageNet-sized samples; small ones are served faster from memory) and the directory is on a disk with room for --pack-cache that keeps up with the node's cores (probed at start, 0.3 s at most: 64 MiB/s a core each way); else memory, and the start line says why")
 	fs.BoolVar(&o.dropLast, "drop-last", false, "drop each epoch's final short batch")
+	fs.BoolVar(&o.shortBatches, "short-batches", false, "leave a failed sample out of its batch, which shrinks; default: fill its place with a copy of another sample of the batch, marked in the batch's filled mask, so every batch keeps its shape (docs/feed-protocol.md)")
 	fs.BoolVar(&o.lowres, "lowres", true, "let the JPEG decoder decode at 1/2, 1/4, 1/8 scale when the crop allows (faster on large photos); false: decode at full scale, the closest to torchvision's pixels (docs/fidelity.md)")
 	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image); none, for benchmarks only: nothing is decoded, each sample's pixels are its object's bytes repeated (what fetching and delivery cost alone)")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
@@ -349,6 +351,7 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 	c.ReadAheadAuto = o.readAhead == 0 // standalone; a cluster node turns it off
 	c.StoreOutage = o.storeOutage
 	c.DropLast = o.dropLast
+	c.ShortBatches = o.shortBatches
 	c.Seed = o.seed
 	c.Epochs = o.epochs
 	c.Sample = actors.Shape{Height: dc.Transform.Size, Width: dc.Transform.Size, Layout: actors.NCHW}

@@ -360,13 +360,16 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		mu.Lock()
 		sb := len(b.Images) / max(b.Len(), 1)
 		for i, key := range b.Keys {
+			if b.Filled[i] {
+				continue // a copy in a failed sample's place, not a sample
+			}
 			if err := snk.Deliver(b.Epoch, strconv.Itoa(b.Rank), b.Step, key, b.Short != nil && b.Short[i], b.Pads[i], b.Images[i*sb:(i+1)*sb]); err != nil && sinkErr == nil {
 				sinkErr = err
 			}
 		}
 		err := sinkErr
 		mu.Unlock()
-		bar.add(b.Len())
+		bar.add(b.Len() - filled(b))
 		return err
 	})
 	elapsed := time.Since(runStart)
@@ -589,4 +592,15 @@ func packedMean(ds *storage.Dataset, m *storage.IndexedManifest) int64 {
 		return 0
 	}
 	return bytes / n
+}
+
+// filled counts a batch's filled rows (actors.Batch.Filled).
+func filled(b *actors.Batch) int {
+	n := 0
+	for _, f := range b.Filled {
+		if f {
+			n++
+		}
+	}
+	return n
 }

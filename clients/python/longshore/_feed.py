@@ -228,7 +228,11 @@ class Batch:
     ("NCHW") or [N,H,W,3] ("NHWC") images, uint8 [N,T,3,H,W] ("NTCHW") or
     [N,T,H,W,3] ("NTHWC") video clips, float32 [N,C,S] ("NCS") audio;
     `tensor()` is the same memory as a torch tensor. `short[i]` says
-    sample i was shorter than its window (video and audio: padded). The slot goes back to
+    sample i was shorter than its window (video and audio: padded).
+    `filled[i]` says row i holds no sample of its own: a failed sample's
+    place, filled by the node with a copy of the next unfilled row so the
+    batch keeps its shape; `valid` (a bool tensor, `mask` the same) is
+    its negation, to leave filled rows out of a loss. The slot goes back to
     the node when `release()` is called or when the images array and every
     view of it (including tensors from `tensor()` and `cuda()`) are gone.
 
@@ -241,7 +245,7 @@ class Batch:
     or copy still reads."""
 
     __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
-                 "positions", "pads", "failed", "layout", "short", "era", "end_of_stream", "device_array",
+                 "positions", "pads", "failed", "filled", "layout", "short", "era", "end_of_stream", "device_array",
                  "_release", "_gate", "_cuda", "_index", "__weakref__")
 
     def __init__(self, desc, images, release, device_array=None, gate=None, cuda=None, index=None):
@@ -257,6 +261,11 @@ class Batch:
         self.failed = desc.get("failed", 0)
         self.layout = desc.get("layout", "NCHW")
         self.short = desc.get("short") or [False] * len(self.keys)
+        # rows filled with a copy of another in a failed sample's place
+        # (absent: none, or a node that never fills)
+        self.filled = [bool(f) for f in desc.get("filled") or ()] or [False] * len(self.keys)
+        if len(self.filled) != len(self.keys):
+            raise FeedError("protocol", f"batch of {len(self.keys)} samples with {len(self.filled)} filled marks")
         # cluster mode (version 2): the delivery era, and whether this is
         # the rank's last batch of the epoch as planned now (commit it)
         self.era = desc.get("era", 0)
@@ -278,6 +287,20 @@ class Batch:
         import torch
 
         return torch.from_numpy(self.images)
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """A bool tensor [N]: True for the rows that are samples, False
+        for the filled ones (`filled`). With `loss = (per_sample *
+        valid).sum() / valid.sum()` the filled copies do not count."""
+        import torch
+
+        return torch.tensor([not f for f in self.filled], dtype=torch.bool)
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """The same as `valid`."""
+        return self.valid
 
     @property
     def on_device(self) -> bool:
@@ -322,9 +345,11 @@ class Batch:
             if dev.type != "cpu":
                 images = images.to(dev, non_blocking=non_blocking)
         labels = torch.from_numpy(self.labels)
+        valid = self.valid
         if dev.type != "cpu":
             labels = labels.to(dev, non_blocking=non_blocking)
-        return TorchBatch(self, images, labels, dev)
+            valid = valid.to(dev, non_blocking=non_blocking)
+        return TorchBatch(self, images, labels, dev, valid)
 
     def release(self) -> None:
         """Give the slot back: at once, or, after cuda(), once the device
@@ -338,16 +363,29 @@ class Batch:
 
 class TorchBatch:
     """A batch on a torch device, from `Batch.to(device)`: `images` (the
-    batch's dtype and shape) and `labels` (int64) are torch tensors on
-    `device`; `batch` is the Batch it came from, whose fields (`epoch`,
+    batch's dtype and shape), `labels` (int64) and `valid` (bool, False
+    for filled rows; `mask` the same) are torch tensors on `device`;
+    `batch` is the Batch it came from, whose fields (`epoch`,
     `step`, `keys`, `short`, `end_of_stream`, ...) it repeats. Its slot
     goes back with `release()` (or when the tensors and the batch are
     gone), as for the Batch. `to()` moves it again."""
 
-    __slots__ = ("batch", "images", "labels", "device")
+    __slots__ = ("batch", "images", "labels", "device", "valid")
 
-    def __init__(self, batch: Batch, images: torch.Tensor, labels: torch.Tensor, device: torch.device) -> None:
+    def __init__(self, batch: Batch, images: torch.Tensor, labels: torch.Tensor, device: torch.device,
+                 valid: Optional[torch.Tensor] = None) -> None:
         self.batch, self.images, self.labels, self.device = batch, images, labels, device
+        self.valid = valid if valid is not None else batch.valid.to(device)
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """The same as `valid`."""
+        return self.valid
+
+    @property
+    def filled(self) -> List[bool]:
+        """Which rows are copies in failed samples' places (Batch.filled)."""
+        return self.batch.filled
 
     @property
     def id(self) -> int:
@@ -418,7 +456,8 @@ class TorchBatch:
 
         dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
         return TorchBatch(self.batch, self.images.to(dev, non_blocking=non_blocking),
-                          self.labels.to(dev, non_blocking=non_blocking), dev)
+                          self.labels.to(dev, non_blocking=non_blocking), dev,
+                          self.valid.to(dev, non_blocking=non_blocking))
 
     def release(self) -> None:
         """Give the slot back (Batch.release)."""
