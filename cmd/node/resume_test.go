@@ -13,8 +13,8 @@ import (
 	"github.com/longshore/longshore/actors/feed"
 )
 
-// feedRun is a standalone --sink feed node under test.
-type feedRun struct {
+// feedNode is a standalone --sink feed node under test.
+type feedNode struct {
 	t     *testing.T
 	sock  string
 	errb  bytes.Buffer
@@ -23,10 +23,10 @@ type feedRun struct {
 	close context.CancelFunc
 }
 
-func startFeedNode(t *testing.T, args ...string) *feedRun {
+func startFeedNode(t *testing.T, args ...string) *feedNode {
 	t.Helper()
 	feedDir := filepath.Join(t.TempDir(), "feed")
-	r := &feedRun{t: t, sock: filepath.Join(feedDir, feed.SocketName(0)), code: make(chan int, 1)}
+	r := &feedNode{t: t, sock: filepath.Join(feedDir, feed.SocketName(0)), code: make(chan int, 1)}
 	r.ctx, r.close = context.WithTimeout(context.Background(), time.Minute) // a failure backstop only
 	t.Cleanup(r.close)
 	var out bytes.Buffer
@@ -37,7 +37,7 @@ func startFeedNode(t *testing.T, args ...string) *feedRun {
 }
 
 // dial connects with tok, waiting for the socket as TestStandaloneFeedEnds does.
-func (r *feedRun) dial(tok []byte) (*feed.Client, error) {
+func (r *feedNode) dial(tok []byte) (*feed.Client, error) {
 	for {
 		c, err := feed.DialContext(r.ctx, r.sock, feed.DialConfig{Token: tok})
 		var re *feed.RemoteError
@@ -55,7 +55,7 @@ func (r *feedRun) dial(tok []byte) (*feed.Client, error) {
 }
 
 // drain takes every batch left, leaves, and waits for the node to exit.
-func (r *feedRun) drain(c *feed.Client) {
+func (r *feedNode) drain(c *feed.Client) {
 	for {
 		b, err := c.Next(r.ctx)
 		if errors.Is(err, io.EOF) {
