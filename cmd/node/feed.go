@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/longshore/longshore/actors"
@@ -73,7 +74,9 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	}
 	n := data.cat.Len()
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs}, store, logger)
+	var served atomic.Pointer[feedserver.Server]
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs,
+		TrainerWait: observe.TrainerWaits(&served)}, store, logger)
 	if err != nil {
 		return err
 	}
@@ -83,6 +86,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		ob.shutdown(ctx, 0)
 		return err
 	}
+	served.Store(s)
 	clk.serve()
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, n, o.ranks)
 	for r := 0; r < o.ranks; r++ {
@@ -106,7 +110,8 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	c := actors.MergeCounters(merged...)
 	q.tell(stderr)
 	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
-		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q})
+		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q,
+		trainerWait: trainerWait(s.TrainerWait())})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err
 	}

@@ -92,6 +92,9 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 		if src.Gossip != nil {
 			reg.MustRegister(observe.NewGossipCollector(src.Gossip))
 		}
+		if src.TrainerWait != nil {
+			reg.MustRegister(observe.NewTrainerWaitCollector(src.TrainerWait))
+		}
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
 			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
 			observe.Handler(reg, nil))

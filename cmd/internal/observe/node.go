@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -45,6 +46,9 @@ type NodeSource struct {
 	// Gossip, if set, counts the node's inbound gossip streams (cluster
 	// mode; NewGossipCollector).
 	Gossip func() gossip.StreamStats
+	// TrainerWait, if set, reads the trainers' data-stall reports per
+	// rank (feed sink; NewTrainerWaitCollector).
+	TrainerWait func() []feedserver.TrainerWait
 }
 
 // StageBuckets are the upper bounds, in seconds, of longshore_stage_seconds.
