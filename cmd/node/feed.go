@@ -76,7 +76,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
 	var served atomic.Pointer[feedserver.Server]
 	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs,
-		TrainerWait: observe.TrainerWaits(&served)}, store, logger)
+		TrainerWait: observe.TrainerWaits(&served, nil)}, store, logger)
 	if err != nil {
 		return err
 	}
@@ -191,13 +191,14 @@ const feedGrace = 30 * time.Second
 // uncommitted batches resets its rank (node.ClusterFeed). It returns nil
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
-func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
+func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer, served *atomic.Pointer[feedserver.Server]) error {
 	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, HandshakeTimeout: o.feedHello, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
 		RankDevice: o.gpu.rankDevice()},
 		cf.Open(nd, pipeline))
 	if err != nil {
 		return err
 	}
+	served.Store(s)
 	fmt.Fprintf(stderr, "longshore-node: serving %d rank(s) of the cluster's job to trainers:\n", o.ranks)
 	for r := 0; r < o.ranks; r++ {
 		fmt.Fprintf(stderr, "  rank %d (%s): %s\n", r, nd.Rank(r).Name(), s.SocketPath(r))

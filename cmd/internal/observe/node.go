@@ -4,7 +4,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -48,7 +47,7 @@ type NodeSource struct {
 	Gossip func() gossip.StreamStats
 	// TrainerWait, if set, reads the trainers' data-stall reports per
 	// rank (feed sink; NewTrainerWaitCollector).
-	TrainerWait func() []feedserver.TrainerWait
+	TrainerWait func() []TrainerWait
 }
 
 // StageBuckets are the upper bounds, in seconds, of longshore_stage_seconds.

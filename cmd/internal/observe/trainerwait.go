@@ -9,14 +9,31 @@ import (
 	"github.com/longshore/longshore/actors/feedserver"
 )
 
+// TrainerWait is a rank's data-stall accounting under the rank's name
+// (the rank label of the node's other metrics).
+type TrainerWait struct {
+	Rank string
+	feedserver.TrainerWait
+}
+
 // TrainerWaits reads the trainers' data-stall accounting of the feed
-// server p holds once it started (nothing before).
-func TrainerWaits(p *atomic.Pointer[feedserver.Server]) func() []feedserver.TrainerWait {
-	return func() []feedserver.TrainerWait {
-		if s := p.Load(); s != nil {
-			return s.TrainerWait()
+// server p holds once it started (nothing before), naming rank r
+// name(r) (nil: its number).
+func TrainerWaits(p *atomic.Pointer[feedserver.Server], name func(rank int) string) func() []TrainerWait {
+	return func() []TrainerWait {
+		s := p.Load()
+		if s == nil {
+			return nil
 		}
-		return nil
+		ws := s.TrainerWait()
+		out := make([]TrainerWait, len(ws))
+		for i, w := range ws {
+			out[i] = TrainerWait{Rank: strconv.Itoa(w.Rank), TrainerWait: w}
+			if name != nil {
+				out[i].Rank = name(w.Rank)
+			}
+		}
+		return out
 	}
 }
 
@@ -24,7 +41,7 @@ func TrainerWaits(p *atomic.Pointer[feedserver.Server]) func() []feedserver.Trai
 // reported of their waits for batches and their compute between them
 // (feedserver.TrainerWait), read at scrape time.
 type trainerWaitCollector struct {
-	waits          func() []feedserver.TrainerWait
+	waits          func() []TrainerWait
 	wait           *prometheus.Desc
 	compute, ratio *prometheus.Desc
 }
@@ -34,7 +51,7 @@ type trainerWaitCollector struct {
 // for each batch, feedserver.WaitBuckets), longshore_trainer_compute_seconds_total{rank}
 // (its time between batches) and longshore_trainer_stall_ratio{rank}
 // (wait / (wait + compute) over the run, for ranks that reported).
-func NewTrainerWaitCollector(waits func() []feedserver.TrainerWait) prometheus.Collector {
+func NewTrainerWaitCollector(waits func() []TrainerWait) prometheus.Collector {
 	r := []string{"rank"}
 	return &trainerWaitCollector{waits: waits,
 		wait: prometheus.NewDesc(Namespace+"_trainer_wait_seconds",
@@ -54,7 +71,7 @@ func (c *trainerWaitCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *trainerWaitCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.waits() {
-		rank := strconv.Itoa(w.Rank)
+		rank := w.Rank
 		buckets := make(map[float64]uint64, len(feedserver.WaitBuckets))
 		for i, b := range feedserver.WaitBuckets {
 			buckets[b] = w.Buckets[i]

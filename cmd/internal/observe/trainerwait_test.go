@@ -16,12 +16,12 @@ func TestTrainerWaitMetrics(t *testing.T) {
 			buckets[i] = 10 // ten waits of 90 ms
 		}
 	}
-	waits := []feedserver.TrainerWait{
-		{Rank: 0, Steps: 10, Wait: 900 * time.Millisecond, Compute: 100 * time.Millisecond, Buckets: buckets},
-		{Rank: 1, Buckets: make([]uint64, len(feedserver.WaitBuckets))}, // nothing reported
+	waits := []TrainerWait{
+		{"0", feedserver.TrainerWait{Rank: 0, Steps: 10, Wait: 900 * time.Millisecond, Compute: 100 * time.Millisecond, Buckets: buckets}},
+		{"1", feedserver.TrainerWait{Rank: 1, Buckets: make([]uint64, len(feedserver.WaitBuckets))}}, // nothing reported
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewTrainerWaitCollector(func() []feedserver.TrainerWait { return waits }))
+	reg.MustRegister(NewTrainerWaitCollector(func() []TrainerWait { return waits }))
 	mfs := families(t, reg)
 	if got := sum(mfs, "longshore_trainer_wait_seconds", map[string]string{"rank": "0"}); got != 10 {
 		t.Errorf("rank 0: %v waits, want 10", got)
