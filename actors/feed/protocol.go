@@ -317,6 +317,16 @@ type Release struct {
 type StallReport struct {
 	WaitUS    []int64 `json:"wait_us"`
 	ComputeUS []int64 `json:"compute_us"`
+	// Headspace, if set, is a headspace run since the last report: the
+	// trainer's steps on replayed cached batches, which never wait.
+	Headspace *Headspace `json:"headspace,omitempty"`
+}
+
+// Headspace is a trainer's compute ceiling, measured by replaying cached
+// batches at full speed: Steps steps took ComputeUS microseconds in all.
+type Headspace struct {
+	Steps     int64 `json:"steps"`
+	ComputeUS int64 `json:"compute_us"`
 }
 
 // MaxStallSteps bounds the steps one StallReport carries.
@@ -334,6 +344,9 @@ func (r *StallReport) Validate() error {
 		if r.WaitUS[i] < 0 || r.ComputeUS[i] < 0 {
 			return fmt.Errorf("stall report step %d: negative time (wait %d us, compute %d us)", i, r.WaitUS[i], r.ComputeUS[i])
 		}
+	}
+	if h := r.Headspace; h != nil && (h.Steps < 0 || h.ComputeUS < 0) {
+		return fmt.Errorf("stall report headspace of %d steps, %d us: negative", h.Steps, h.ComputeUS)
 	}
 	return nil
 }

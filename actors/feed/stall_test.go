@@ -58,6 +58,8 @@ func TestParseReleaseStall(t *testing.T) {
 		{`{"ids":[],"stall":{"wait_us":[5],"compute_us":[7]}}`, ""},
 		{`{"ids":[1],"stall":{"wait_us":[5],"compute_us":[]}}`, "one of each per step"},
 		{`{"ids":[1],"stall":{"wait_us":[-1],"compute_us":[2]}}`, "negative"},
+		{`{"ids":[],"stall":{"wait_us":[],"compute_us":[],"headspace":{"steps":8,"compute_us":40000}}}`, ""},
+		{`{"ids":[],"stall":{"wait_us":[],"compute_us":[],"headspace":{"steps":-8,"compute_us":40000}}}`, "negative"},
 		{`{"ids":[1],"stall":{"wait_us":[` + strings.Repeat("1,", MaxStallSteps) + `1],"compute_us":[]}}`, "one of each"},
 	} {
 		m, err := ParseClientMsg(MsgRelease, []byte(tc.payload))

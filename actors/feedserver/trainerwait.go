@@ -23,6 +23,21 @@ type TrainerWait struct {
 	Wait    time.Duration
 	Compute time.Duration
 	Buckets []uint64
+	// HeadspaceSteps steps on replayed cached batches (the trainer's
+	// headspace mode) took HeadspaceCompute: its compute ceiling.
+	HeadspaceSteps   int64
+	HeadspaceCompute time.Duration
+}
+
+// Gain is how many times faster the trainer's steps would be with a
+// perfect loader, from its headspace run: its mean step time (wait and
+// compute) over its mean headspace step; 0 without a headspace run.
+func (w TrainerWait) Gain() float64 {
+	if w.HeadspaceSteps == 0 || w.HeadspaceCompute <= 0 || w.Steps == 0 {
+		return 0
+	}
+	step := float64(w.Wait+w.Compute) / float64(w.Steps)
+	return step / (float64(w.HeadspaceCompute) / float64(w.HeadspaceSteps))
 }
 
 // Share is the fraction of the trainers' time spent waiting for data:
@@ -45,6 +60,10 @@ func (b *waitBook) add(r *feed.StallReport) {
 	defer b.mu.Unlock()
 	if b.w.Buckets == nil {
 		b.w.Buckets = make([]uint64, len(WaitBuckets))
+	}
+	if h := r.Headspace; h != nil {
+		b.w.HeadspaceSteps += h.Steps
+		b.w.HeadspaceCompute += time.Duration(h.ComputeUS) * time.Microsecond
 	}
 	for i, us := range r.WaitUS {
 		wait := time.Duration(us) * time.Microsecond

@@ -14,11 +14,27 @@ import (
 // StallShare = wait / (wait + compute), job-wide (every rank of the
 // node) and per rank.
 type TrainerWaitSummary struct {
-	Steps          int64      `json:"steps"`
-	WaitSeconds    float64    `json:"wait_seconds"`
-	ComputeSeconds float64    `json:"compute_seconds"`
-	StallShare     float64    `json:"stall_share"`
-	Ranks          []RankWait `json:"ranks"`
+	Steps          int64   `json:"steps"`
+	WaitSeconds    float64 `json:"wait_seconds"`
+	ComputeSeconds float64 `json:"compute_seconds"`
+	StallShare     float64 `json:"stall_share"`
+	Headspace
+	Ranks []RankWait `json:"ranks"`
+}
+
+// Headspace is what the trainers' headspace runs (Python
+// Loader.headspace) measured: HeadspaceSteps steps on replayed cached
+// batches took HeadspaceComputeSeconds, and Gain is how many times faster
+// the steps would be with a perfect loader (the mean step over the mean
+// headspace step; 0: no headspace run).
+type Headspace struct {
+	HeadspaceSteps          int64   `json:"headspace_steps,omitempty"`
+	HeadspaceComputeSeconds float64 `json:"headspace_compute_seconds,omitempty"`
+	Gain                    float64 `json:"gain,omitempty"`
+}
+
+func headspaceOf(w feedserver.TrainerWait) Headspace {
+	return Headspace{HeadspaceSteps: w.HeadspaceSteps, HeadspaceComputeSeconds: w.HeadspaceCompute.Seconds(), Gain: w.Gain()}
 }
 
 // RankWait is one rank's part of TrainerWaitSummary.
@@ -28,6 +44,7 @@ type RankWait struct {
 	WaitSeconds    float64 `json:"wait_seconds"`
 	ComputeSeconds float64 `json:"compute_seconds"`
 	StallShare     float64 `json:"stall_share"`
+	Headspace
 }
 
 // trainerWait sums ws up; nil when no trainer reported (an older client,
@@ -39,15 +56,19 @@ func trainerWait(ws []feedserver.TrainerWait) *TrainerWaitSummary {
 		if w.Steps == 0 {
 			continue
 		}
-		s.Ranks = append(s.Ranks, RankWait{Rank: w.Rank, Steps: w.Steps, WaitSeconds: w.Wait.Seconds(), ComputeSeconds: w.Compute.Seconds(), StallShare: w.Share()})
+		s.Ranks = append(s.Ranks, RankWait{Rank: w.Rank, Steps: w.Steps, WaitSeconds: w.Wait.Seconds(), ComputeSeconds: w.Compute.Seconds(), StallShare: w.Share(),
+			Headspace: headspaceOf(w)})
 		total.Steps += w.Steps
 		total.Wait += w.Wait
 		total.Compute += w.Compute
+		total.HeadspaceSteps += w.HeadspaceSteps
+		total.HeadspaceCompute += w.HeadspaceCompute
 	}
 	if total.Steps == 0 {
 		return nil
 	}
 	s.Steps, s.WaitSeconds, s.ComputeSeconds, s.StallShare = total.Steps, total.Wait.Seconds(), total.Compute.Seconds(), total.Share()
+	s.Headspace = headspaceOf(total)
 	return &s
 }
 
@@ -65,4 +86,8 @@ func printTrainerWait(w io.Writer, s *TrainerWaitSummary) {
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	if s.Gain > 0 {
+		fmt.Fprintf(w, "  headspace     %.2f ms a step on replayed batches against %.2f ms measured: a perfect loader would make the trainers %.2fx faster\n",
+			1e3*s.HeadspaceComputeSeconds/float64(s.HeadspaceSteps), 1e3*(s.WaitSeconds+s.ComputeSeconds)/float64(s.Steps), s.Gain)
+	}
 }

@@ -16,7 +16,7 @@ import (
 // for the coordinator's status page (by rank name).
 func TestTrainerWaitReport(t *testing.T) {
 	ws := []feedserver.TrainerWait{
-		{Rank: 0, Steps: 10, Wait: 900 * time.Millisecond, Compute: 100 * time.Millisecond},
+		{Rank: 0, Steps: 10, Wait: 900 * time.Millisecond, Compute: 100 * time.Millisecond, HeadspaceSteps: 10, HeadspaceCompute: 250 * time.Millisecond},
 		{Rank: 1, Steps: 10, Wait: 100 * time.Millisecond, Compute: 900 * time.Millisecond},
 		{Rank: 2}, // an older client: nothing
 	}
@@ -28,6 +28,14 @@ func TestTrainerWaitReport(t *testing.T) {
 	printTrainerWait(&out, s)
 	if !strings.Contains(out.String(), "trainer wait  50.0% of the trainers' time waiting for data") || !strings.Contains(out.String(), "rank 0 90.0%") {
 		t.Errorf("summary line %q", out.String())
+	}
+	// rank 0's steps took 100 ms, its headspace steps 25 ms: 4x; job-wide
+	// (rank 1 ran none) 2 s over 20 steps against 25 ms: 4x
+	if s.Ranks[0].Gain != 4 || s.Ranks[1].Gain != 0 || s.Gain != 4 || s.HeadspaceSteps != 10 {
+		t.Errorf("headspace: rank 0 %+v, rank 1 %+v, job %+v", s.Ranks[0].Headspace, s.Ranks[1].Headspace, s.Headspace)
+	}
+	if !strings.Contains(out.String(), "headspace     25.00 ms a step on replayed batches against 100.00 ms measured: a perfect loader would make the trainers 4.00x faster") {
+		t.Errorf("summary lines %q", out.String())
 	}
 	if trainerWait(ws[2:]) != nil {
 		t.Error("a summary with no trainer reporting")

@@ -771,6 +771,21 @@ class Loader:
             self._conn.close()
             self._conn = None
 
+    def headspace(self, steps: int = 32, cache: int = 4) -> Iterator[Batch]:
+        """A headspace run: the trainer's compute ceiling. Takes the next
+        `cache` batches of the stream (copied into private memory, their
+        slots given back), then yields them over and over for `steps`
+        steps with no wait for data, timing the trainer's work on each:
+        run the usual training step on what it yields. The result is in
+        `loader.stall` (`headspace_steps`, `headspace_compute`, and `gain`:
+        how many times faster the steps would be with a perfect loader)
+        and goes to the node with the next report (its summary states the
+        gain). The cached batches are the stream's own: the run trains on
+        them `steps / cache` times over, as a warm-up would."""
+        from ._stall import headspace
+
+        return headspace(self, steps, cache)
+
     @property
     def stall(self) -> Stall:
         """The data-stall accounting so far (every connection): steps,

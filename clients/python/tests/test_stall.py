@@ -105,7 +105,9 @@ def test_node_summary_shows_trainer_split(cluster_bins, tiny_dataset, tmp_path):
         sock = os.path.join(feed, "rank-0.sock")
         wait_for_path(sock, node, "the standalone node")
         loader = longshore.Loader(sock, timeout=HANG_S, clock=clk)
-        n = 0
+        for b in loader.headspace(steps=8, cache=2):  # the compute ceiling: 5 ms a step
+            clk.advance(0.005)
+        n = 2  # the headspace's cached batches
         for b in loader.batches():
             n += 1
             clk.advance(0.010)
@@ -120,8 +122,46 @@ def test_node_summary_shows_trainer_split(cluster_bins, tiny_dataset, tmp_path):
     assert n == 30  # 240 samples, 16 a batch, 2 epochs
     with open(stats) as f:
         tw = json.load(f)["trainer_wait"]
-    assert tw["steps"] == n and tw["wait_seconds"] == 0 and abs(tw["compute_seconds"] - 0.01 * n) < 1e-6
+    steps = n - 2
+    assert tw["steps"] == steps and tw["wait_seconds"] == 0 and abs(tw["compute_seconds"] - 0.01 * steps) < 1e-6
     assert tw["stall_share"] == 0
+    # 10 ms a step measured against 5 ms replayed: a perfect loader, 2x
+    assert tw["headspace_steps"] == 8 and abs(tw["headspace_compute_seconds"] - 0.04) < 1e-6 and abs(tw["gain"] - 2) < 1e-6
     [r0] = tw["ranks"]
-    assert r0["rank"] == 0 and r0["steps"] == n and abs(r0["compute_seconds"] - 0.01 * n) < 1e-6
-    assert "trainer wait" in out, out
+    assert r0["rank"] == 0 and r0["steps"] == steps and abs(r0["compute_seconds"] - 0.01 * steps) < 1e-6
+    assert "trainer wait" in out and "2.00x faster" in out, out
+
+
+def test_headspace_states_the_gain():
+    """Headspace: two cached batches replayed for 8 steps at 5 ms each
+    (the trainer's compute ceiling), then the rest of the stream at 8 ms
+    a step (a trainer slowed by the loader beside it): a perfect loader
+    would make it 1.6 times faster. The node gets the headspace run in a
+    report, and the epoch's end still reaches the trainer's loop."""
+    clk = TrainerClock()
+    script = [("expect", HELLO), ("send", WELCOME, welcome(era=1))]
+    script += [("send", BATCH, batch(k + 1, 0, k, era=1)) for k in range(6)]
+    script += [("send", EPOCH_END, {"epoch": 0}), ("send", END, {})]
+    node = FakeNode(script)
+    loader = longshore.Loader(node.path, timeout=HANG_S, clock=clk)
+    seen = []
+    for b in loader.headspace(steps=8, cache=2):
+        seen.append(b.step)
+        clk.advance(0.005)
+    assert seen == [0, 1] * 4
+    rest = []
+    for b in loader:
+        rest.append(b.step)
+        clk.advance(0.008)
+        b.release()
+    assert rest == [2, 3, 4, 5]  # the cached batches are not delivered again; the epoch ended
+    st = loader.stall
+    assert st.headspace_steps == 8 and abs(st.headspace_compute - 0.04) < 1e-9
+    assert st.steps == 4 and st.wait == 0 and abs(st.gain - 1.6) < 1e-9
+    assert loader.next_batch() is None and loader.ended
+    loader.close()
+    node.join()
+    hs = [p["stall"]["headspace"] for t, p in node.received if t == RELEASE and "headspace" in p.get("stall", {})]
+    assert hs == [{"steps": 8, "compute_us": 40000}]
+    waits, computes = stall_reports(node.received)
+    assert waits == [0] * 4 and computes == [8000] * 4

@@ -41,9 +41,10 @@ func TrainerWaits(p *atomic.Pointer[feedserver.Server], name func(rank int) stri
 // reported of their waits for batches and their compute between them
 // (feedserver.TrainerWait), read at scrape time.
 type trainerWaitCollector struct {
-	waits          func() []TrainerWait
-	wait           *prometheus.Desc
-	compute, ratio *prometheus.Desc
+	waits           func() []TrainerWait
+	wait            *prometheus.Desc
+	compute, ratio  *prometheus.Desc
+	hsSteps, hsTime *prometheus.Desc
 }
 
 // NewTrainerWaitCollector exports what waits reports:
@@ -60,6 +61,10 @@ func NewTrainerWaitCollector(waits func() []TrainerWait) prometheus.Collector {
 			"Time the rank's trainer spent between having a batch and asking for the next, as its client reported.", r, nil),
 		ratio: prometheus.NewDesc(Namespace+"_trainer_stall_ratio",
 			"Fraction of the rank's trainer time spent waiting for data over the run: wait / (wait + compute).", r, nil),
+		hsSteps: prometheus.NewDesc(Namespace+"_trainer_headspace_steps_total",
+			"Steps the rank's trainer ran on replayed cached batches (its headspace mode).", r, nil),
+		hsTime: prometheus.NewDesc(Namespace+"_trainer_headspace_compute_seconds_total",
+			"Time those headspace steps took: the trainer's compute ceiling with a perfect loader.", r, nil),
 	}
 }
 
@@ -67,6 +72,8 @@ func (c *trainerWaitCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.wait
 	ch <- c.compute
 	ch <- c.ratio
+	ch <- c.hsSteps
+	ch <- c.hsTime
 }
 
 func (c *trainerWaitCollector) Collect(ch chan<- prometheus.Metric) {
@@ -81,5 +88,7 @@ func (c *trainerWaitCollector) Collect(ch chan<- prometheus.Metric) {
 		if w.Steps > 0 {
 			ch <- prometheus.MustNewConstMetric(c.ratio, prometheus.GaugeValue, w.Share(), rank)
 		}
+		ch <- prometheus.MustNewConstMetric(c.hsSteps, prometheus.CounterValue, float64(w.HeadspaceSteps), rank)
+		ch <- prometheus.MustNewConstMetric(c.hsTime, prometheus.CounterValue, w.HeadspaceCompute.Seconds(), rank)
 	}
 }
