@@ -87,7 +87,13 @@ func printTrainerWait(w io.Writer, s *TrainerWaitSummary) {
 	}
 	fmt.Fprintln(w)
 	if s.Gain > 0 {
-		fmt.Fprintf(w, "  headspace     %.2f ms a step on replayed batches against %.2f ms measured: a perfect loader would make the trainers %.2fx faster\n",
-			1e3*s.HeadspaceComputeSeconds/float64(s.HeadspaceSteps), 1e3*(s.WaitSeconds+s.ComputeSeconds)/float64(s.Steps), s.Gain)
+		verdict := fmt.Sprintf("a perfect loader would make the trainers %.2fx faster", s.Gain)
+		if s.Gain <= 1 {
+			// replayed steps no faster than real ones: the loader costs the
+			// trainers nothing measurable (or the headspace ran cold)
+			verdict = fmt.Sprintf("a perfect loader would not make the trainers faster (%.2fx)", s.Gain)
+		}
+		fmt.Fprintf(w, "  headspace     %.2f ms a step on replayed batches against %.2f ms measured: %s\n",
+			1e3*s.HeadspaceComputeSeconds/float64(s.HeadspaceSteps), 1e3*(s.WaitSeconds+s.ComputeSeconds)/float64(s.Steps), verdict)
 	}
 }
