@@ -34,6 +34,14 @@ type DialConfig struct {
 	// accepting (its error), before DialContext waits to try again: to
 	// log "waiting for the node".
 	OnWait func(err error)
+	// Clock times the data-stall accounting (Client.Stall): how long
+	// Next waited for each batch and how long the trainer spent between
+	// batches. nil: the system's monotonic clock.
+	Clock Clock
+	// StallEvery is how many steps' accounting the client gathers before
+	// it sends it, on a release (at most MaxStallSteps). 0:
+	// DefaultStallEvery.
+	StallEvery int
 }
 
 // DefaultConnectTimeout is how long a trainer waits for its node by
@@ -128,6 +136,9 @@ type Client struct {
 
 	smu   sync.Mutex
 	state State
+
+	clock Clock
+	stall stallMeter
 
 	closeOnce sync.Once
 }
@@ -250,7 +261,7 @@ func (b *Batch) Release() error {
 	if b == nil || b.c == nil || !b.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	return b.c.sendMsg(MsgRelease, Release{IDs: []uint64{b.ID}})
+	return b.c.sendMsg(MsgRelease, Release{IDs: []uint64{b.ID}, Stall: b.c.stall.take(false)})
 }
 
 // Dial connects to a rank's socket and resumes from the server's last
@@ -264,7 +275,15 @@ func DialContext(ctx context.Context, path string, cfg DialConfig) (*Client, err
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{conn: nc, rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4)), regions: make(map[uint64][]byte)}
+	c := &Client{conn: nc, rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4)), regions: make(map[uint64][]byte), clock: cfg.Clock}
+	if c.clock == nil {
+		c.clock = systemClock{}
+	}
+	c.stall.every = cfg.StallEvery
+	if c.stall.every <= 0 {
+		c.stall.every = DefaultStallEvery
+	}
+	c.stall.every = min(c.stall.every, MaxStallSteps)
 	if err := c.sendMsg(MsgHello, Hello{Version: Version, Rank: cfg.Rank, Token: cfg.Token, Client: "go"}); err != nil {
 		c.Close()
 		return nil, err
@@ -297,6 +316,11 @@ func DialContext(ctx context.Context, path string, cfg DialConfig) (*Client, err
 	}
 	return c, nil
 }
+
+// Stall is the trainer's data-stall accounting so far on this
+// connection (what the client reports to the node): the steps whose
+// next batch was asked for, with their waits and computes.
+func (c *Client) Stall() Stall { return c.stall.stall() }
 
 // Welcome is what the server said at connection.
 func (c *Client) Welcome() Welcome { return c.welcome }
@@ -333,6 +357,8 @@ func (c *Client) Next(ctx context.Context) (*Batch, error) {
 	if c.ended != nil {
 		return nil, c.ended
 	}
+	asked := c.clock.Now()
+	c.stall.ask(asked)
 	stop := c.watch(ctx)
 	defer stop()
 	for {
@@ -342,7 +368,11 @@ func (c *Client) Next(ctx context.Context) (*Batch, error) {
 		}
 		switch m.t {
 		case MsgBatch:
-			return c.batch(m.payload)
+			b, err := c.batch(m.payload)
+			if err == nil {
+				c.stall.handed(asked, c.clock.Now())
+			}
+			return b, err
 		case MsgEpochEnd:
 			c.smu.Lock()
 			c.state.EpochsEnded++
@@ -473,6 +503,11 @@ func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		if r := c.stall.take(true); r != nil {
+			// the steps not yet reported, on a release of nothing (which
+			// any node takes)
+			c.sendMsg(MsgRelease, Release{IDs: []uint64{}, Stall: r})
+		}
 		c.sendMsg(MsgBye, struct{}{})
 		err = c.conn.Close()
 		for id, mem := range c.regions {

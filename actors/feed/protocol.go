@@ -306,9 +306,56 @@ type BatchDesc struct {
 	DeviceOffset int64  `json:"device_offset,omitempty"`
 }
 
-// Release gives batches back.
+// Release gives batches back. Stall, when set, carries the trainer's
+// data-stall accounting of the steps since its last report: a node that
+// does not know the field ignores it, so a client sends it to any node.
 type Release struct {
-	IDs []uint64 `json:"ids"`
+	IDs   []uint64     `json:"ids"`
+	Stall *StallReport `json:"stall,omitempty"`
+}
+
+// StallReport is the trainer's accounting of some steps, one entry per
+// step in order (both slices the same length): WaitUS[i] is how long the
+// trainer waited for the step's batch (from asking for it to having it),
+// ComputeUS[i] how long it then spent before asking for the next one
+// (its compute, as the loader sees it), in microseconds of its monotonic
+// clock. The stall share of a run is sum(WaitUS) / (sum(WaitUS) +
+// sum(ComputeUS)).
+type StallReport struct {
+	WaitUS    []int64 `json:"wait_us"`
+	ComputeUS []int64 `json:"compute_us"`
+	// Headspace, if set, is a headspace run since the last report: the
+	// trainer's steps on replayed cached batches, which never wait.
+	Headspace *Headspace `json:"headspace,omitempty"`
+}
+
+// Headspace is a trainer's compute ceiling, measured by replaying cached
+// batches at full speed: Steps steps took ComputeUS microseconds in all.
+type Headspace struct {
+	Steps     int64 `json:"steps"`
+	ComputeUS int64 `json:"compute_us"`
+}
+
+// MaxStallSteps bounds the steps one StallReport carries.
+const MaxStallSteps = 1024
+
+// Validate checks a report from a trainer.
+func (r *StallReport) Validate() error {
+	if len(r.WaitUS) != len(r.ComputeUS) {
+		return fmt.Errorf("stall report of %d waits and %d computes: want one of each per step", len(r.WaitUS), len(r.ComputeUS))
+	}
+	if len(r.WaitUS) > MaxStallSteps {
+		return fmt.Errorf("stall report of %d steps, limit %d", len(r.WaitUS), MaxStallSteps)
+	}
+	for i := range r.WaitUS {
+		if r.WaitUS[i] < 0 || r.ComputeUS[i] < 0 {
+			return fmt.Errorf("stall report step %d: negative time (wait %d us, compute %d us)", i, r.WaitUS[i], r.ComputeUS[i])
+		}
+	}
+	if h := r.Headspace; h != nil && (h.Steps < 0 || h.ComputeUS < 0) {
+		return fmt.Errorf("stall report headspace of %d steps, %d us: negative", h.Steps, h.ComputeUS)
+	}
+	return nil
 }
 
 // Commit asks for a resume token covering every batch through (Epoch,
@@ -439,6 +486,9 @@ func ParseClientMsg(t MsgType, payload []byte) (ClientMsg, error) {
 		err = json.Unmarshal(payload, m.Release)
 		if err == nil && len(m.Release.IDs) > MaxReleaseIDs {
 			err = fmt.Errorf("%d ids in one release, limit %d", len(m.Release.IDs), MaxReleaseIDs)
+		}
+		if err == nil && m.Release.Stall != nil {
+			err = m.Release.Stall.Validate()
 		}
 	case MsgCommit:
 		m.Commit = new(Commit)

@@ -413,6 +413,8 @@ type rankServer struct {
 		sess    *session
 	}
 	endedOnce bool // guarded by s.emu
+	// waits adds up the trainers' data-stall reports (trainerwait.go).
+	waits waitBook
 	// hellos counts the connections whose hello is being read: they
 	// hold a goroutine, a descriptor and up to a frame until their
 	// deadline, not the rank; pending lists them, oldest first, at most
@@ -1028,6 +1030,9 @@ func (s *session) readLoop(br *bufio.Reader, buf []byte) {
 			s.fail(feed.CodeProtocol, errors.New("feed: second hello on one connection"), nil)
 			return
 		case m.Release != nil:
+			if m.Release.Stall != nil {
+				s.r.waits.add(m.Release.Stall)
+			}
 			for _, id := range m.Release.IDs {
 				s.hmu.Lock()
 				b, ok := s.held[id]

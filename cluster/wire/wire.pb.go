@@ -921,9 +921,15 @@ type RankReport struct {
 	Rank    string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
 	Samples int64                  `protobuf:"varint,2,opt,name=samples,proto3" json:"samples,omitempty"`
 	// epoch and step of the last batch delivered (-1: none yet).
-	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Step          int64 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
-	SlotsInUse    int64 `protobuf:"varint,5,opt,name=slots_in_use,json=slotsInUse,proto3" json:"slots_in_use,omitempty"`
+	Epoch      int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Step       int64 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
+	SlotsInUse int64 `protobuf:"varint,5,opt,name=slots_in_use,json=slotsInUse,proto3" json:"slots_in_use,omitempty"`
+	// The rank's trainer's data-stall accounting as its client reported it
+	// (feed sink; zero when it reports nothing): over stall_steps batches,
+	// microseconds waiting for them and computing between them.
+	StallSteps    int64 `protobuf:"varint,6,opt,name=stall_steps,json=stallSteps,proto3" json:"stall_steps,omitempty"`
+	WaitUs        int64 `protobuf:"varint,7,opt,name=wait_us,json=waitUs,proto3" json:"wait_us,omitempty"`
+	ComputeUs     int64 `protobuf:"varint,8,opt,name=compute_us,json=computeUs,proto3" json:"compute_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -989,6 +995,27 @@ func (x *RankReport) GetStep() int64 {
 func (x *RankReport) GetSlotsInUse() int64 {
 	if x != nil {
 		return x.SlotsInUse
+	}
+	return 0
+}
+
+func (x *RankReport) GetStallSteps() int64 {
+	if x != nil {
+		return x.StallSteps
+	}
+	return 0
+}
+
+func (x *RankReport) GetWaitUs() int64 {
+	if x != nil {
+		return x.WaitUs
+	}
+	return 0
+}
+
+func (x *RankReport) GetComputeUs() int64 {
+	if x != nil {
+		return x.ComputeUs
 	}
 	return 0
 }
@@ -1935,7 +1962,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x11bottleneck_advice\x18\x06 \x01(\tR\x10bottleneckAdvice\x12\x16\n" +
 	"\x06failed\x18\a \x01(\x03R\x06failed\x128\n" +
 	"\bfailures\x18\b \x03(\v2\x1c.longshore.wire.FailureCountR\bfailures\x120\n" +
-	"\x05ranks\x18\t \x03(\v2\x1a.longshore.wire.RankReportR\x05ranks\"\x86\x01\n" +
+	"\x05ranks\x18\t \x03(\v2\x1a.longshore.wire.RankReportR\x05ranks\"\xdf\x01\n" +
 	"\n" +
 	"RankReport\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12\x18\n" +
@@ -1943,7 +1970,12 @@ const file_wire_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x12\n" +
 	"\x04step\x18\x04 \x01(\x03R\x04step\x12 \n" +
 	"\fslots_in_use\x18\x05 \x01(\x03R\n" +
-	"slotsInUse\"<\n" +
+	"slotsInUse\x12\x1f\n" +
+	"\vstall_steps\x18\x06 \x01(\x03R\n" +
+	"stallSteps\x12\x17\n" +
+	"\await_us\x18\a \x01(\x03R\x06waitUs\x12\x1d\n" +
+	"\n" +
+	"compute_us\x18\b \x01(\x03R\tcomputeUs\"<\n" +
 	"\fFailureCount\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\"\xfa\x01\n" +

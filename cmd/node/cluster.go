@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
@@ -213,7 +214,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		return out
 	}
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem)}, store, logger)
+	var served atomic.Pointer[feedserver.Server] // the feed sink's, once it serves
+	waits := observe.TrainerWaits(&served, func(r int) string { return nd.Rank(r).Name() })
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem), TrainerWait: waits}, store, logger)
 	if err != nil {
 		nd.Shutdown(context.Background())
 		return err
@@ -231,6 +234,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		c := actors.MergeCounters(merged...)
 		f := runFacts{store: store, samples: catalog.Len(), classes: len(catalog.Classes()), excluded: excludedOf(ds), counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: q}
+		if s := served.Load(); s != nil {
+			f.trainerWait = trainerWait(s.TrainerWait())
+		}
 		q.tell(stderr)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
@@ -312,7 +318,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}()
 	}
 	if cf != nil {
-		return summary(serveClusterFeed(ctx, o, nd, cf, ac, logger, stderr))
+		return summary(serveClusterFeed(ctx, o, nd, cf, ac, logger, stderr, &served))
 	}
 	// A rank that stops on an error (the node's failure budget, a dataset
 	// that cannot be read) stops the node: its leases would otherwise stay

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/longshore/longshore/actors"
@@ -81,7 +82,9 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return out
 	}
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs}, store, logger)
+	var served atomic.Pointer[feedserver.Server]
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs,
+		TrainerWait: observe.TrainerWaits(&served, nil)}, store, logger)
 	if err != nil {
 		return err
 	}
@@ -91,6 +94,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		ob.shutdown(ctx, 0)
 		return err
 	}
+	served.Store(s)
 	clk.serve()
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, n, o.ranks)
 	for r := 0; r < o.ranks; r++ {
@@ -114,7 +118,8 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	c := actors.MergeCounters(merged...)
 	q.tell(stderr)
 	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
-		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q})
+		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q,
+		trainerWait: trainerWait(s.TrainerWait())})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -194,13 +199,14 @@ const feedGrace = 30 * time.Second
 // uncommitted batches resets its rank (node.ClusterFeed). It returns nil
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
-func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer) error {
+func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer, served *atomic.Pointer[feedserver.Server]) error {
 	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, HandshakeTimeout: o.feedHello, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
 		RankDevice: o.gpu.rankDevice()},
 		cf.Open(nd, pipeline))
 	if err != nil {
 		return err
 	}
+	served.Store(s)
 	fmt.Fprintf(stderr, "longshore-node: serving %d rank(s) of the cluster's job to trainers:\n", o.ranks)
 	for r := 0; r < o.ranks; r++ {
 		fmt.Fprintf(stderr, "  rank %d (%s): %s\n", r, nd.Rank(r).Name(), s.SocketPath(r))

@@ -27,6 +27,7 @@ type observer struct {
 	rep    *observe.Reporter // the live interval's
 	log    *observe.Reporter // --report-every's; nil: none
 	ranks  func() []observe.RankCounters
+	waits  func() []observe.TrainerWait // nil: no feed
 	srv    *observe.Server
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -79,7 +80,7 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 		}
 		return r
 	}
-	ob := &observer{rep: reporter(), ranks: src.Ranks, done: make(chan struct{})}
+	ob := &observer{rep: reporter(), ranks: src.Ranks, waits: src.TrainerWait, done: make(chan struct{})}
 	src.Report = ob.rep
 	live := liveInterval
 	if o.reportEvery > 0 {
@@ -91,6 +92,9 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 		reg := observe.Registry(observe.NewNodeCollector(src))
 		if src.Gossip != nil {
 			reg.MustRegister(observe.NewGossipCollector(src.Gossip))
+		}
+		if src.TrainerWait != nil {
+			reg.MustRegister(observe.NewTrainerWaitCollector(src.TrainerWait))
 		}
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
 			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
@@ -156,6 +160,12 @@ func (ob *observer) nodeReport() *wire.NodeReport {
 	rs := ob.ranks()
 	r := &wire.NodeReport{}
 	failures := map[string]int64{}
+	waits := map[string]observe.TrainerWait{}
+	if ob.waits != nil {
+		for _, w := range ob.waits() {
+			waits[w.Rank] = w
+		}
+	}
 	for _, rc := range rs {
 		d := rc.Delivered()
 		r.Samples += d.Samples
@@ -163,6 +173,9 @@ func (ob *observer) nodeReport() *wire.NodeReport {
 		rr := &wire.RankReport{Rank: rc.Name, Samples: d.Samples, Epoch: -1, Step: -1, SlotsInUse: rc.SlotsInUse()}
 		if d.Delivering {
 			rr.Epoch, rr.Step = int64(d.LastEpoch), d.LastStep
+		}
+		if w, ok := waits[rc.Name]; ok {
+			rr.StallSteps, rr.WaitUs, rr.ComputeUs = w.Steps, w.Wait.Microseconds(), w.Compute.Microseconds()
 		}
 		r.Ranks = append(r.Ranks, rr)
 		for _, f := range rc.Failures() {

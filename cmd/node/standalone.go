@@ -68,6 +68,7 @@ type Summary struct {
 	GPUVideoDecode   *ffdecode.VideoDeviceStats `json:"gpu_video_decode,omitempty"` // --decode-device cuda, --media video: clips by path, CPU fallbacks by reason
 	Excluded         int                        `json:"excluded"`                   // samples left out by --exclude
 	Quarantined      int                        `json:"quarantined"`                // keys this run added to --quarantine
+	TrainerWait      *TrainerWaitSummary        `json:"trainer_wait,omitempty"`     // feed sink: the trainers' reported waits for data and compute
 	Error            string                     `json:"error,omitempty"`
 }
 
@@ -418,6 +419,8 @@ type runFacts struct {
 	startup    *startupClock
 	err        error
 	quarantine *quarantine // --quarantine, or nil
+	// trainerWait is what the trainers reported (feed sink), or nil.
+	trainerWait *TrainerWaitSummary
 }
 
 // activeSeconds is how long the ranks took to deliver what they did:
@@ -465,6 +468,7 @@ func summarize(o options, f runFacts) Summary {
 		Excluded:          f.excluded,
 		Quarantined:       f.quarantine.added(),
 		Startup:           f.startup.startup(f.firstBatch),
+		TrainerWait:       f.trainerWait,
 	}
 	for _, st := range stats.Stages {
 		if st.Stage == actors.StageFetch {
@@ -545,6 +549,7 @@ func printSummary(w io.Writer, s Summary) {
 	if s.FetchInFlight > 0 {
 		fmt.Fprintf(w, "  fetch         %d reads in flight allowed over %d rank(s) at the end (--fetch-concurrency %s), %d work items read ahead\n", s.FetchInFlight, s.Ranks, s.FetchConcurrency, s.Stages.ReadAhead)
 	}
+	printTrainerWait(w, s.TrainerWait)
 	fmt.Fprintf(w, "  bottleneck    %s: %s\n", s.Bottleneck, s.BottleneckReason)
 	if s.BottleneckAdvice != "" {
 		fmt.Fprintf(w, "  advice        %s\n", s.BottleneckAdvice)

@@ -17,10 +17,12 @@ import struct
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 
+from ._stall import DEFAULT_EVERY as _STALL_EVERY
+from ._stall import Stall, StallMeter
 from ._token import cut_token
 
 if TYPE_CHECKING:
@@ -488,6 +490,7 @@ class _Conn:
         self.pin_failed = 0
         self.dev_index = None  # this process's index of the welcome's device
         self.pending_release = collections.deque()  # (id, gate): gate None or [event or None]
+        self.stalls = collections.deque()  # stall reports to send on the next releases
         self.wlock = threading.Lock()
         self.closed = False
         hello = {"version": PROTOCOL_VERSION, "client": "python"}
@@ -537,7 +540,10 @@ class _Conn:
                 # another release meanwhile appends behind this one.)
                 pending.popleft()
                 if not self.closed:
-                    self._send(RELEASE, _RELEASE1 % bid)
+                    if self.stalls:
+                        self.send(RELEASE, {"ids": [bid], "stall": self.stalls.popleft()})
+                    else:
+                        self._send(RELEASE, _RELEASE1 % bid)
                 return
         ids, keep = [], collections.deque()
         while True:
@@ -556,7 +562,17 @@ class _Conn:
         self.pending_release.extendleft(reversed(keep))
         if ids and not self.closed:
             for i in range(0, len(ids), 4096):
-                self.send(RELEASE, {"ids": ids[i:i + 4096]})
+                msg = {"ids": ids[i:i + 4096]}
+                if self.stalls:
+                    msg["stall"] = self.stalls.popleft()
+                self.send(RELEASE, msg)
+
+    def flush_stalls(self):
+        """Send the stall reports no release took, each on a release of
+        no batches (which any node takes: it ignores fields it does not
+        know)."""
+        while self.stalls and not self.closed:
+            self.send(RELEASE, {"ids": [], "stall": self.stalls.popleft()})
 
     def readable(self):
         """Whether a whole frame, or bytes toward one, are here already."""
@@ -633,6 +649,7 @@ class _Conn:
             # reading it has run, close the IPC imports, then leave; the
             # node frees its device slots only after that.
             self.flush_releases(wait=-1)
+            self.flush_stalls()
         except OSError:
             pass
         for ptr, _, index in self.dev_regions.values():
@@ -692,12 +709,22 @@ class Loader:
     device` for batches on the device (CUDA IPC): `batch.cuda()` is then
     the node's device slot itself. `cuda` is the device seam (default:
     longshore._cuda.TorchCuda), for tests.
+
+    Data-stall accounting: the loader times, per step, how long the
+    trainer waited for its batch (from asking for it, `next()`, to having
+    it) and how long it spent before asking for the next (its compute),
+    and reports them to the node every `stall_every` steps on a release
+    (the node's metrics, summary and the coordinator's status page show
+    the stall share). `loader.stall` is its own tally. `clock` is the
+    monotonic clock it reads, in seconds (default time.monotonic), for
+    tests.
     """
 
     def __init__(self, socket_or_rank: Union[PathLike, int, None] = None, *, rank: Optional[int] = None,
                  token: Optional[bytes] = None, timeout: Optional[float] = None, release_previous: bool = False,
                  pin_memory: bool = False, device: Optional[str] = None, cuda: Any = None,
-                 connect_timeout: Optional[float] = None) -> None:
+                 connect_timeout: Optional[float] = None, clock: Optional[Callable[[], float]] = None,
+                 stall_every: int = _STALL_EVERY) -> None:
         if isinstance(socket_or_rank, int) and not isinstance(socket_or_rank, bool):
             if rank is not None and rank != socket_or_rank:
                 raise ValueError(f"rank given twice: {socket_or_rank} and rank={rank}")
@@ -731,6 +758,7 @@ class Loader:
         self.pin_memory = pin_memory
         self.device = device
         self._cuda = cuda
+        self._stall = StallMeter(clock, stall_every)
 
     # -- connection ---------------------------------------------------------
 
@@ -773,8 +801,36 @@ class Loader:
 
     def close(self) -> None:
         if self._conn is not None:
+            if not self._conn.closed:
+                while True:  # the steps not yet reported go with the goodbye
+                    r = self._stall.take()
+                    if r is None:
+                        break
+                    self._conn.stalls.append(r)
             self._conn.close()
             self._conn = None
+
+    def headspace(self, steps: int = 32, cache: int = 4) -> Iterator[Batch]:
+        """A headspace run: the trainer's compute ceiling. Takes the next
+        `cache` batches of the stream (copied into private memory, their
+        slots given back), then yields them over and over for `steps`
+        steps with no wait for data, timing the trainer's work on each:
+        run the usual training step on what it yields. The result is in
+        `loader.stall` (`headspace_steps`, `headspace_compute`, and `gain`:
+        how many times faster the steps would be with a perfect loader)
+        and goes to the node with the next report (its summary states the
+        gain). The cached batches are the stream's own: the run trains on
+        them `steps / cache` times over, as a warm-up would."""
+        from ._stall import headspace
+
+        return headspace(self, steps, cache)
+
+    @property
+    def stall(self) -> Stall:
+        """The data-stall accounting so far (every connection): steps,
+        seconds waiting for batches, seconds computing between them, and
+        the share of time spent waiting."""
+        return self._stall.total
 
     def __enter__(self) -> Loader:
         return self
@@ -858,10 +914,15 @@ class Loader:
         if self.release_previous and self._prev is not None:
             self._prev.release()
             self._prev = None
+        c = self._connect()  # the wait for a node to start is not a step's
+        asked = self._stall.ask()
+        if self._stall.due():
+            c.stalls.append(self._stall.take())
         while True:
             t, m = self._read()
             if t == BATCH:
                 b = self._make_batch(self._conn, m)
+                self._stall.handed(asked)
                 self._last = (b.epoch, b.step)
                 self._era = m.get("era", self._era)
                 if self.release_previous:

@@ -45,6 +45,9 @@ type NodeSource struct {
 	// Gossip, if set, counts the node's inbound gossip streams (cluster
 	// mode; NewGossipCollector).
 	Gossip func() gossip.StreamStats
+	// TrainerWait, if set, reads the trainers' data-stall reports per
+	// rank (feed sink; NewTrainerWaitCollector).
+	TrainerWait func() []TrainerWait
 }
 
 // StageBuckets are the upper bounds, in seconds, of longshore_stage_seconds.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/coord"
+	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/internal/clock"
 )
 
@@ -64,20 +65,23 @@ type Point struct {
 
 // StatusJSON is GET /status.json.
 type StatusJSON struct {
-	Now        time.Time       `json:"now"`
-	Started    time.Time       `json:"started"`
-	Job        JobInfo         `json:"job"`
-	Done       bool            `json:"done"`
-	Stopped    string          `json:"stopped,omitempty"` // why the coordinator stopped
-	Progress   ProgressJSON    `json:"progress"`
-	Bottleneck BottleneckJSON  `json:"bottleneck"`
-	Nodes      []NodeJSON      `json:"nodes"`
-	Ranks      []RankJSON      `json:"ranks"`
-	Leases     map[string]int  `json:"leases"`
-	Failures   []FailureJSON   `json:"failures"`
-	Journal    *JournalJSON    `json:"journal,omitempty"`
-	Counters   map[string]uint `json:"counters"`
-	History    []Point         `json:"history"`
+	Now        time.Time      `json:"now"`
+	Started    time.Time      `json:"started"`
+	Job        JobInfo        `json:"job"`
+	Done       bool           `json:"done"`
+	Stopped    string         `json:"stopped,omitempty"` // why the coordinator stopped
+	Progress   ProgressJSON   `json:"progress"`
+	Bottleneck BottleneckJSON `json:"bottleneck"`
+	Nodes      []NodeJSON     `json:"nodes"`
+	Ranks      []RankJSON     `json:"ranks"`
+	// TrainerWait is the job's data-stall share over every rank whose
+	// trainer reported (StallShare -1: none did).
+	TrainerWait StallJSON       `json:"trainer_wait"`
+	Leases      map[string]int  `json:"leases"`
+	Failures    []FailureJSON   `json:"failures"`
+	Journal     *JournalJSON    `json:"journal,omitempty"`
+	Counters    map[string]uint `json:"counters"`
+	History     []Point         `json:"history"`
 }
 
 // ProgressJSON is the job's progress and what is left.
@@ -132,6 +136,29 @@ type RankJSON struct {
 	DeliveredStep  int64  `json:"delivered_step"`
 	Samples        int64  `json:"samples"`
 	SlotsInUse     int64  `json:"slots_in_use"`
+	// The rank's trainer's data-stall accounting as its client reported
+	// it to the node: over TrainerSteps batches, seconds waiting for them
+	// and computing between them, and the share waiting (-1: no report).
+	TrainerSteps          int64   `json:"trainer_steps"`
+	TrainerWaitSeconds    float64 `json:"trainer_wait_seconds"`
+	TrainerComputeSeconds float64 `json:"trainer_compute_seconds"`
+	StallShare            float64 `json:"stall_share"`
+}
+
+// StallJSON is the trainers' data-stall accounting summed over ranks.
+type StallJSON struct {
+	Steps          int64   `json:"steps"`
+	WaitSeconds    float64 `json:"wait_seconds"`
+	ComputeSeconds float64 `json:"compute_seconds"`
+	StallShare     float64 `json:"stall_share"` // wait / (wait + compute); -1: no rank reported
+}
+
+// stallShare is wait / (wait + compute), -1 with neither.
+func stallShare(wait, compute float64) float64 {
+	if wait+compute <= 0 {
+		return -1
+	}
+	return wait / (wait + compute)
 }
 
 // FailureJSON is a count of failures for one reason.
@@ -277,20 +304,34 @@ func (p *StatusPage) Snapshot(ctx context.Context) (StatusJSON, error) {
 	})
 	for _, rc := range st.Census.Ranks {
 		rj := RankJSON{Rank: rc.Rank, Node: rc.Node, Epoch: rc.Epoch, Leases: rc.Leases, CommittedStep: rc.Step,
-			DeliveredEpoch: -1, DeliveredStep: -1}
+			DeliveredEpoch: -1, DeliveredStep: -1, StallShare: -1}
 		if n, ok := reports[rc.Node]; ok && n.Report != nil {
 			for _, rr := range n.Report.Ranks {
 				if rr.Rank == rc.Rank {
 					rj.DeliveredEpoch, rj.DeliveredStep, rj.Samples, rj.SlotsInUse = rr.Epoch, rr.Step, rr.Samples, rr.SlotsInUse
+					addStall(&rj, &out.TrainerWait, rr)
 				}
 			}
 		}
 		out.Ranks = append(out.Ranks, rj)
 	}
+	out.TrainerWait.StallShare = stallShare(out.TrainerWait.WaitSeconds, out.TrainerWait.ComputeSeconds)
 	if j := p.Journal; j != nil {
 		out.Journal = &JournalJSON{Generation: j.Generation(), LastToken: j.LastToken()}
 	}
 	return out, nil
+}
+
+// addStall puts rr's data-stall accounting on rj and adds it to job.
+func addStall(rj *RankJSON, job *StallJSON, rr *wire.RankReport) {
+	if rr.StallSteps <= 0 {
+		return
+	}
+	w, c := float64(rr.WaitUs)/1e6, float64(rr.ComputeUs)/1e6
+	rj.TrainerSteps, rj.TrainerWaitSeconds, rj.TrainerComputeSeconds, rj.StallShare = rr.StallSteps, w, c, stallShare(w, c)
+	job.Steps += rr.StallSteps
+	job.WaitSeconds += w
+	job.ComputeSeconds += c
 }
 
 // ClusterBottleneck is the stage most alive nodes name in their latest

@@ -71,6 +71,9 @@ function draw(s) {
   text("bottleneck-node", s.bottleneck.node ? "(" + s.bottleneck.node + ")" : "");
   text("bottleneck-reason", s.bottleneck.reason || "");
   text("bottleneck-advice", s.bottleneck.advice || "");
+  const tw = s.trainer_wait;
+  text("stall", tw && tw.stall_share >= 0 ? (100 * tw.stall_share).toFixed(1) + "% waiting for data" : "not reported");
+  text("stall-detail", tw && tw.stall_share >= 0 ? tw.wait_seconds.toFixed(1) + " s waiting, " + tw.compute_seconds.toFixed(1) + " s computing over " + tw.steps + " steps" : "");
   text("leases", Object.entries(s.leases).map(([k, v]) => v + " " + k).join(", "));
   text("generation", s.journal ? s.journal.generation : "no journal");
   text("token", s.journal && s.journal.last_token ? s.journal.last_token : "–");
@@ -100,6 +103,7 @@ function draw(s) {
     cell(tr, r.committed_step < 0 ? "–" : r.committed_step);
     cell(tr, r.samples);
     cell(tr, r.slots_in_use);
+    cell(tr, r.stall_share < 0 ? "–" : (100 * r.stall_share).toFixed(1) + "%");
     return tr;
   });
   const fl = $("failures");
