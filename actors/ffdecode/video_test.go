@@ -74,7 +74,7 @@ func videoRun(t *testing.T, vc video.Config, readAhead int64, on *VideoDevices) 
 			if err != nil || !bytes.Equal(got, want) || c.Short != b.Short[i] {
 				t.Errorf("epoch %d %s: pipeline clip differs from a lone decoder's (short %v/%v, err %v)", b.Epoch, key, b.Short[i], c.Short, err)
 			}
-			if !b.Pads[i] {
+			if !b.Pads[i] && !b.Filled[i] { // a filled row copies another sample
 				clips[[2]string{string(rune('0' + b.Epoch)), key}] = append([]byte(nil), got...)
 				short[key] = b.Short[i]
 			}
