@@ -166,3 +166,19 @@ func (l *Link[S, R]) Ack() uint64 {
 // AckDue reports whether frames arrived since the last Ack: the shell
 // sends an ack-only frame if it has nothing else to carry one.
 func (l *Link[S, R]) AckDue() bool { return l.ackDue }
+
+// NoJournal marks the incarnation of a coordinator that runs without a
+// journal: it cannot learn its predecessor's incarnation, so it takes
+// NoJournal with 63 random bits instead of the next number, and nodes
+// follow any such life they have not followed before (NewerCoordinator).
+// Lives with a journal are numbered in order, and a node never goes back
+// to an older one.
+const NoJournal = uint64(1) << 63
+
+// NewerCoordinator reports whether a node that follows coordinator life
+// cur should follow next, a life it has not followed before: the first
+// it hears of, a later numbered life, or any change to or from a life
+// without a journal.
+func NewerCoordinator(cur, next uint64) bool {
+	return next != cur && (cur == 0 || next > cur || cur&NoJournal != 0 || next&NoJournal != 0)
+}

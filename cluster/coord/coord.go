@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
@@ -56,6 +57,10 @@ type Config struct {
 	Digest    string
 	// TickEvery is one cluster.Tick (RevokeTimeout counts them). 0: 1 s.
 	TickEvery time.Duration
+	// LinkEvery is the tick of the links to the nodes (cluster.Link):
+	// mail a node has not acknowledged for two of them is sent again,
+	// and an acknowledgement no mail carried goes out alone. 0: 200 ms.
+	LinkEvery time.Duration
 	// Clock makes the ticker and reads the time for logs and figures;
 	// nil: the system clock.
 	Clock clock.Clock
@@ -149,6 +154,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	if cfg.TickEvery <= 0 {
 		cfg.TickEvery = time.Second
 	}
+	if cfg.LinkEvery <= 0 {
+		cfg.LinkEvery = 200 * time.Millisecond
+	}
 	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
 	if log == nil {
@@ -214,14 +222,18 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	}
 	c.pid = pid
 	ticker, tick := cfg.Clock.NewTicker(cfg.TickEvery)
+	lticker, ltick := cfg.Clock.NewTicker(cfg.LinkEvery)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer ticker.Stop()
+		defer lticker.Stop()
 		for {
 			select {
 			case <-tick:
 				sys.Root.Send(pid, tickMsg{})
+			case <-ltick:
+				sys.Root.Send(pid, linkTickMsg{})
 			case <-c.stopCh:
 				return
 			}
@@ -313,6 +325,9 @@ func (c *Coordinator) Shutdown(ctx context.Context) error {
 
 type tickMsg struct{}
 
+// linkTickMsg is a tick of the links' clock (Config.LinkEvery).
+type linkTickMsg struct{}
+
 type statusReq struct{}
 
 type nodeInfo struct {
@@ -323,6 +338,10 @@ type nodeInfo struct {
 	gone   uint64  // the largest life that left or failed
 	ranks  int     // of the life inc, as it joined
 	share  float64 // the store budget share last mailed to life inc; 0: none
+	// link carries the mail to node life linkInc and its events back
+	// (cluster.Link): a new life of the node gets a new one.
+	link    *cluster.Link[*wire.NodeMail, *wire.NodeEvents]
+	linkInc uint64
 }
 
 type coordActor struct {
@@ -359,6 +378,8 @@ type coordActor struct {
 	book nodeBook // nodes' reports, for Status
 
 	sharesDirty bool // membership changed since the shares were mailed
+
+	linkNow int64 // link ticks seen
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
@@ -375,6 +396,10 @@ func (a *coordActor) Receive(ctx actor.Context) {
 		a.nodeEvents(m, ctx.Sender())
 	case nodePIDMsg:
 		a.node(m.node).pid = m.pid
+	case linkTickMsg:
+		a.linkNow++
+		a.resend(ctx)
+		return
 	case tickMsg:
 		a.step(cluster.Tick{})
 		a.ticks++
@@ -516,6 +541,44 @@ func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 		// spreads here.
 		n.pid = sender
 	}
+	if m.Coordinator != a.life() || m.Incarnation == 0 {
+		// For another coordinator life (the core fences its sessions and
+		// answers), or from a node before any link: step as it comes.
+		a.nodeSteps(m)
+		return
+	}
+	l := a.linkTo(n, m.Incarnation)
+	if l == nil {
+		return // from a life older than the one linked: it is over
+	}
+	l.Acked(m.Ack, a.linkNow)
+	if m.Seq == 0 {
+		a.nodeSteps(m) // unnumbered: a report, an ack, or best effort
+		return
+	}
+	for _, e := range l.Accept(cluster.LinkFrame[*wire.NodeEvents]{Seq: m.Seq, Body: m}) {
+		a.nodeSteps(e)
+	}
+}
+
+// life is this coordinator's life: its incarnation, which every fence it
+// issues carries.
+func (a *coordActor) life() uint64 { return a.cfg.Cluster.Incarnation }
+
+// linkTo returns the link to node life inc, replacing one to an older
+// life; nil for a life older than the one linked.
+func (a *coordActor) linkTo(n *nodeInfo, inc uint64) *cluster.Link[*wire.NodeMail, *wire.NodeEvents] {
+	switch {
+	case n.link == nil || inc > n.linkInc:
+		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2}, inc
+	case inc < n.linkInc:
+		return nil
+	}
+	return n.link
+}
+
+// nodeSteps steps the events of one NodeEvents, in order.
+func (a *coordActor) nodeSteps(m *wire.NodeEvents) {
 	for _, we := range m.Events {
 		ev := we.Cluster()
 		if ev == nil {
@@ -746,8 +809,57 @@ func (a *coordActor) flush(ctx actor.Context) {
 	}
 	for id, m := range a.mail {
 		if n := a.nodes[id]; n != nil && n.pid != nil && !m.IsEmpty() {
-			ctx.Send(n.pid, m)
+			a.sendMail(ctx, n, m)
 		}
 	}
 	a.mail = nil
+	for _, n := range a.nodes {
+		if n.link != nil && n.link.AckDue() && n.pid != nil {
+			ctx.Send(n.pid, &wire.NodeMail{Coordinator: a.life(), Node: n.linkInc, Ack: n.link.Ack()})
+		}
+	}
+}
+
+// sendMail sends m to node n on the link to the node's life: numbered,
+// and kept until the node acknowledges it. Mail for a node whose life
+// the coordinator does not know yet goes unnumbered (best effort).
+func (a *coordActor) sendMail(ctx actor.Context, n *nodeInfo, m *wire.NodeMail) {
+	inc := n.inc
+	if inc == 0 {
+		inc = n.linkInc // gone: an Eviction still goes to the life linked
+	}
+	m.Coordinator, m.Node = a.life(), inc
+	l := (*cluster.Link[*wire.NodeMail, *wire.NodeEvents])(nil)
+	if inc != 0 {
+		l = a.linkTo(n, inc)
+	}
+	if l == nil {
+		ctx.Send(n.pid, m)
+		return
+	}
+	f := l.Send(m, a.linkNow)
+	out := proto.Clone(m).(*wire.NodeMail)
+	out.Seq, out.Ack = f.Seq, l.Ack()
+	ctx.Send(n.pid, out)
+}
+
+// resend sends again, on every link, the mail its node has not
+// acknowledged for long enough, and acknowledgements no mail carried.
+func (a *coordActor) resend(ctx actor.Context) {
+	if a.failed != nil {
+		return
+	}
+	for _, n := range a.nodes {
+		if n.link == nil || n.pid == nil {
+			continue
+		}
+		for _, f := range n.link.Due(a.linkNow) {
+			out := proto.Clone(f.Body).(*wire.NodeMail)
+			out.Seq, out.Ack = f.Seq, n.link.Ack()
+			ctx.Send(n.pid, out)
+		}
+		if n.link.AckDue() {
+			ctx.Send(n.pid, &wire.NodeMail{Coordinator: a.life(), Node: n.linkInc, Ack: n.link.Ack()})
+		}
+	}
 }

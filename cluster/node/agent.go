@@ -135,6 +135,11 @@ type Config struct {
 	// RequestEvery is how often each rank re-asks for work (a lost
 	// message costs at most this). 0: 1 s.
 	RequestEvery time.Duration
+	// LinkEvery is the tick of the node's link to the coordinator
+	// (cluster.Link): events the coordinator has not acknowledged for two
+	// of them are sent again, and an acknowledgement no message carried
+	// goes out alone. 0: 200 ms.
+	LinkEvery time.Duration
 	// Lookahead is how many shards ahead of what it took a rank asks
 	// for. 0: 2.
 	Lookahead int
@@ -208,6 +213,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.Lookahead <= 0 {
 		cfg.Lookahead = 2
 	}
+	if cfg.LinkEvery <= 0 {
+		cfg.LinkEvery = 200 * time.Millisecond
+	}
 	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
 	if log == nil {
@@ -233,14 +241,18 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	}
 	n.pid = pid
 	ticker, tick := cfg.Clock.NewTicker(cfg.RequestEvery)
+	lticker, ltick := cfg.Clock.NewTicker(cfg.LinkEvery)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer ticker.Stop()
+		defer lticker.Stop()
 		for {
 			select {
 			case <-tick:
 				sys.Root.Send(pid, tickMsg{})
+			case <-ltick:
+				sys.Root.Send(pid, linkTickMsg{})
 			case <-n.stopCh:
 				return
 			}
@@ -500,6 +512,9 @@ func (s source) Want(n int, give func(actors.Work)) {
 // --- messages to the actor ---
 
 type tickMsg struct{}
+
+// linkTickMsg is a tick of the link's clock (Config.LinkEvery).
+type linkTickMsg struct{}
 
 type coordMsg struct {
 	addr string
