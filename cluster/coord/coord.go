@@ -30,6 +30,8 @@ package coord
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -134,7 +136,18 @@ type Coordinator struct {
 }
 
 // Start spawns the coordinator actor as wire.CoordinatorActor on sys.
+// Without a Journal the coordinator cannot learn the incarnation of the
+// life before it, so it takes a random one marked cluster.NoJournal
+// (unless Cluster.Incarnation is one already): nodes that survived the
+// last life take it for a new life, never for a duplicate of the old.
 func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
+	if cfg.Journal == nil && cfg.Restore == nil && cfg.Cluster.Incarnation&cluster.NoJournal == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("coord: incarnation: %w", err)
+		}
+		cfg.Cluster.Incarnation = cluster.NoJournal | binary.LittleEndian.Uint64(b[:])&^cluster.NoJournal
+	}
 	var core *cluster.Coordinator
 	var err error
 	if cfg.Restore != nil {

@@ -522,7 +522,8 @@ func (a *nodeActor) linkMail(m *wire.NodeMail) {
 			}
 		}
 		a.coordLife = m.Coordinator
-		a.out = nil // for the old life
+		a.out = nil    // for the old life
+		a.done = false // the new life says whether its job is done
 		a.newLink()
 	}
 	a.link.Acked(m.Ack, a.linkNow)

@@ -33,8 +33,6 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -311,15 +309,6 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			return err
 		}
 		o.cluster.Incarnation = jn.Incarnation()
-	} else {
-		// Without a journal nothing says which life came before: a
-		// random incarnation marked NoJournal, which nodes that survived
-		// the last life take for a new one (cluster.NewerCoordinator).
-		var b [8]byte
-		if _, err := crand.Read(b[:]); err != nil {
-			return fmt.Errorf("coordinator incarnation: %w", err)
-		}
-		o.cluster.Incarnation = cluster.NoJournal | binary.LittleEndian.Uint64(b[:])&^cluster.NoJournal
 	}
 	block, window, shard := o.shape(packed, restore)
 	if block != o.cluster.Block || window != o.cluster.Window || shard != o.cluster.ShardSize {
