@@ -392,7 +392,8 @@ type coordActor struct {
 
 	sharesDirty bool // membership changed since the shares were mailed
 
-	linkNow int64 // link ticks seen
+	linkNow int64  // link ticks seen
+	hints   []hint // mail to node lives below a known one (behind)
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
@@ -490,6 +491,13 @@ func (a *coordActor) membership(ev gossip.Event) {
 	n := a.node(id)
 	switch ev.Kind {
 	case gossip.Joined, gossip.Updated:
+		if known := max(n.gone, n.inc); !ev.Meta.Leaving && inc < known && ev.Meta.ActorAddr != "" {
+			// A life below one already seen: a stale report, or a new
+			// process whose incarnation came out lower (its clock stepped
+			// back). Tell it the later life; a live process below it
+			// joins above it.
+			a.behind(actor.NewPID(ev.Meta.ActorAddr, wire.NodeActor), id, known)
+		}
 		if ev.Meta.Leaving || inc <= n.gone || inc <= n.inc {
 			return // leaving, a life already over, or nothing new
 		}
@@ -545,6 +553,9 @@ func (a *coordActor) membership(ev gossip.Event) {
 func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 	n := a.node(m.Node)
 	a.book.report(m.Node, m.Incarnation, m.Report, a.cfg.Clock.Now())
+	if known := max(n.gone, n.inc); m.Incarnation < known && sender != nil {
+		a.behind(sender, m.Node, known) // see membership
+	}
 	if n.pid == nil && sender != nil {
 		// A node this life has not heard of in gossip, talking from a
 		// session of an earlier life: a restarted coordinator whose
@@ -606,6 +617,19 @@ func (a *coordActor) nodeSteps(m *wire.NodeEvents) {
 			a.log.Error("refused message", "node", m.Node, "event", fmt.Sprintf("%T %+v", ev, ev), "err", err)
 		}
 	}
+}
+
+// behind queues, for flush, an Eviction naming node id's life known to
+// the actor pid: a process of the node whose life is below known joins
+// above it (the node's side), the life known itself takes it as its
+// eviction. Unnumbered: the node says hello again until it is welcomed.
+func (a *coordActor) behind(pid *actor.PID, id string, known uint64) {
+	a.hints = append(a.hints, hint{pid, &wire.NodeMail{Evictions: []*wire.Eviction{wire.EvictionOf(cluster.Eviction{Node: id, Incarnation: known})}}})
+}
+
+type hint struct {
+	pid  *actor.PID
+	mail *wire.NodeMail
 }
 
 // step runs one event and then the Ready loop's first half: note what to
@@ -826,6 +850,10 @@ func (a *coordActor) flush(ctx actor.Context) {
 		}
 	}
 	a.mail = nil
+	for _, h := range a.hints {
+		ctx.Send(h.pid, h.mail)
+	}
+	a.hints = nil
 	for _, n := range a.nodes {
 		if n.link != nil && n.link.AckDue() && n.pid != nil {
 			ctx.Send(n.pid, &wire.NodeMail{Coordinator: a.life(), Node: n.linkInc, Ack: n.link.Ack()})

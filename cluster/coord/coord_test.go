@@ -260,6 +260,7 @@ type harness struct {
 	resets     map[int][]int
 	resetsDone int
 	discarded  map[string]bool // steps a reset threw away: never committed
+	nodeInc    uint64          // the incarnation startNode gives; 0: the node's default
 }
 
 func newHarness(t *testing.T, n int) *harness {
@@ -312,7 +313,7 @@ func (h *harness) startNode(name string) *node.Node {
 			}
 			return &wire.NodeReport{Samples: n}
 		},
-		Node: name, Ranks: 2, Dataset: h.ds,
+		Node: name, Ranks: 2, Dataset: h.ds, Incarnation: h.nodeInc,
 		Pipeline: actors.Config{Sample: actors.Shape{Height: 2, Width: 2}, Decoders: 1, FetchConcurrency: 2, Slots: 2},
 		Deps:     actors.Deps{Store: h.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
 		OnAck: func(rank string, s cluster.Fence, a cluster.Ack) {
@@ -748,6 +749,32 @@ func TestRestartWithoutJournal(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("trainers did not finish")
 	}
+	if err := nd.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodeBehindKnownLife: a node process whose incarnation comes out
+// below the life of it the coordinator knows (its clock stepped back
+// since the last life started) is still welcomed: the coordinator tells
+// it the later life, it rejoins above it, and the job finishes. Before,
+// its Join was taken for a stale report and it waited for good.
+func TestNodeBehindKnownLife(t *testing.T) {
+	h := newHarness(t, 40)
+	defer h.sys.Shutdown()
+	co := h.startCoordinator(1, 0, openJournal(t, storage.NewMemStore("journal")), nil)
+	defer co.Shutdown(context.Background())
+	const earlier = uint64(1) << 40 // the life before, which died
+	meta := gossip.Meta{ID: "n0", Role: gossip.RoleNode, Ranks: []string{"n0/0", "n0/1"}, Incarnation: earlier}
+	co.Membership(gossip.Event{Kind: gossip.Joined, Name: "n0", Meta: meta})
+	co.Membership(gossip.Event{Kind: gossip.Failed, Name: "n0", Meta: meta})
+	h.nodeInc = 7 // this life's start time, read from a clock stepped back
+	nd := h.startNode("n0")
+	h.introduce(co, nd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.train(ctx, nd, co)
+	h.check(1)
 	if err := nd.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}

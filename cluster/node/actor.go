@@ -37,6 +37,7 @@ type nodeActor struct {
 	link      *cluster.Link[*wire.NodeEvents, *wire.NodeMail]
 	retired   map[uint64]bool
 	linkNow   int64
+	hello     bool // send a NodeEvents even with nothing in it
 }
 
 // rankState is one rank as the actor sees it: its pure node side (leases,
@@ -84,11 +85,17 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			a.endSession(rs)
 		}
 	case tickMsg:
+		active := false
 		for _, rs := range a.ranks {
 			if rl := rs.runs.Leases(); rl != nil {
 				rl.Request(a.lookahead(), true)
+				active = true
 			}
 		}
+		// A life without sessions says hello now and then: a coordinator
+		// that knows a later life of this node answers with it (an
+		// Eviction naming that life), and this one joins above it.
+		a.hello = !active && !a.done && a.bad == nil
 		if a.n.cfg.Report != nil {
 			a.report = a.n.cfg.Report().Bound()
 		}
@@ -118,10 +125,19 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 		a.welcome(w)
 	}
 	for _, e := range m.Evictions {
-		if e.Node != a.n.cfg.Node || e.Incarnation != a.inc || a.done {
+		if e.Node != a.n.cfg.Node || e.Incarnation < a.inc || a.done {
 			continue // about a life already over, or the job is
 		}
-		a.n.log.Warn("evicted; rolling back and rejoining", "incarnation", a.inc)
+		if e.Incarnation > a.inc {
+			// The coordinator knows a later life of this node than this
+			// one (a process before this one got further; the start time
+			// this life took its incarnation from is no guide, a clock
+			// may step back): join above it.
+			a.n.log.Warn("the coordinator knows a later life of this node; joining above it", "incarnation", a.inc, "known", e.Incarnation)
+			a.inc = e.Incarnation
+		} else {
+			a.n.log.Warn("evicted; rolling back and rejoining", "incarnation", a.inc)
+		}
 		for _, rs := range a.ranks {
 			a.endSession(rs)
 		}
@@ -471,9 +487,10 @@ func (a *nodeActor) send(ctx actor.Context) {
 		return
 	}
 	ack := a.link != nil && a.link.AckDue()
-	if len(a.out) == 0 && a.report == nil && !ack {
+	if len(a.out) == 0 && a.report == nil && !ack && !a.hello {
 		return
 	}
+	a.hello = false
 	m := &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out, Report: a.report, Coordinator: a.coordLife}
 	if a.link != nil && len(a.out) > 0 {
 		f := a.link.Send(&wire.NodeEvents{Node: m.Node, Incarnation: m.Incarnation, Events: a.out, Coordinator: a.coordLife}, a.linkNow)

@@ -38,6 +38,8 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -72,8 +74,10 @@ type Config struct {
 	Node string
 	// Ranks is how many trainer ranks the node serves, >= 1.
 	Ranks int
-	// Incarnation is this process life's nonce; 0: the start time in ns,
-	// which grows across restarts.
+	// Incarnation is this process life's number; 0: a random one below
+	// 2^31. A life below one the coordinator knows is told that one and
+	// rejoins above it, so a restarted node is welcomed whatever its
+	// clock says.
 	Incarnation uint64
 	// Dataset is the node's view of the manifest; Digest identifies it
 	// (storage.ManifestDigest) and must match the coordinator's.
@@ -199,7 +203,15 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if cfg.Incarnation == 0 {
-		cfg.Incarnation = uint64(time.Now().UnixNano())
+		// Random, so that a restarted process differs from the life
+		// before it; a coordinator that knows a later life answers
+		// with it and this one joins above it (nodeActor.mail), so
+		// lives advance whatever the clock does.
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("agent: incarnation: %w", err)
+		}
+		cfg.Incarnation = 1 + uint64(binary.LittleEndian.Uint32(b[:])>>1)
 	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = storage.DatasetCatalog(cfg.Dataset)
