@@ -63,7 +63,8 @@ func (l *Link[S, R]) Send(body S, now int64) LinkFrame[S] {
 	l.sent++
 	f := LinkFrame[S]{Seq: l.sent, Body: body}
 	if len(l.unacked) == 0 {
-		l.due, l.tries = now+l.wait(), 0
+		l.tries = 0
+		l.due = now + l.wait()
 	}
 	l.unacked = append(l.unacked, f)
 	l.Stats.Sent++
@@ -92,7 +93,8 @@ func (l *Link[S, R]) Acked(seq uint64, now int64) {
 		l.unacked = nil
 	}
 	l.acked = seq
-	l.due, l.tries = now+l.wait(), 0
+	l.tries = 0
+	l.due = now + l.wait()
 }
 
 // Due returns the frames to send again now, oldest first: the Window
