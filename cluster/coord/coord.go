@@ -18,6 +18,11 @@
 // incarnation, leave, failure; a suspicion only marks the node suspect in
 // Status) and from nodes (wire.NodeEvents over
 // protoactor remote); a Tick comes from an injected clock every TickEvery.
+// The mail to each node life and its events back ride a cluster.Link
+// (numbered, acknowledged, sent again every two LinkEvery ticks until
+// acknowledged), so nothing the transport drops is lost for good. A node
+// life below one the coordinator knows is answered with an Eviction
+// naming the known life, and rejoins above it.
 // Messages a node sends from a fenced session are answered with a
 // NodeMail listing the session as fenced, and with an Eviction if the
 // coordinator does not know that life of the node, so a node that was

@@ -13,7 +13,9 @@
 // Welcome from a new coordinator life it drops the rank's leases and
 // pipeline; the trainer's next Next returns ErrRolledBack, and it must
 // restore its last acknowledged checkpoint. After an eviction it rejoins
-// with a larger incarnation (Config.Rejoin).
+// with a larger incarnation (Config.Rejoin). Mail and events ride a
+// cluster.Link to the coordinator life the node follows; a new life
+// (cluster.NewerCoordinator) ends the old life's sessions at once.
 //
 // The pipeline gets the job's coordinates: Work.Epoch is the job's epoch
 // (so a sample's crop and flip are seeded by (seed, epoch, index), on
