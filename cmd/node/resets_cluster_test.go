@@ -32,19 +32,25 @@ type resetProxy struct {
 	target string
 	every  int64
 
+	// silent, if set, makes each fault a half-open connection: for that
+	// long everything sent either way is silently dropped, then the
+	// connections are reset (as a keepalive would find them dead).
+	silent time.Duration
+
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 	bytes  int64 // since the last reset
+	quiet  bool  // dropping everything (silent)
 	resets atomic.Int64
 }
 
-func startResetProxy(t *testing.T, target string, every int64) *resetProxy {
+func startResetProxy(t *testing.T, target string, every int64, silent time.Duration) *resetProxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &resetProxy{l: l, target: target, every: every, conns: map[net.Conn]bool{}}
+	p := &resetProxy{l: l, target: target, every: every, silent: silent, conns: map[net.Conn]bool{}}
 	t.Cleanup(func() { l.Close(); p.Reset() })
 	go p.serve()
 	return p
@@ -80,12 +86,27 @@ func (p *resetProxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			p.mu.Lock()
+			quiet := p.quiet
+			p.mu.Unlock()
+			if quiet {
+				continue // dropped without a word
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
 			}
 			p.mu.Lock()
 			p.bytes += int64(n)
 			due := p.every > 0 && p.bytes >= p.every
+			if due && p.silent > 0 {
+				p.quiet, p.bytes, due = true, 0, false
+				time.AfterFunc(p.silent, func() { // fault timing, not a wait
+					p.Reset()
+					p.mu.Lock()
+					p.quiet = false
+					p.mu.Unlock()
+				})
+			}
 			p.mu.Unlock()
 			if due {
 				p.Reset()
@@ -157,19 +178,27 @@ func TestClusterControlResets(t *testing.T) {
 		if v := os.Getenv("LONGSHORE_RESETS_EPOCHS"); v != "" {
 			fmt.Sscan(v, &epochs)
 		}
-		clean := runResetsJob(t, samples, epochs, -1, 0)
-		withResets := runResetsJob(t, samples, epochs, 0, period)
+		clean := runResetsJob(t, samples, epochs, -1, 0, 0)
+		withResets := runResetsJob(t, samples, epochs, 0, period, 0)
 		t.Logf("clean %v, resets every %v: %v (%.2fx)", clean.Round(time.Millisecond), period, withResets.Round(time.Millisecond), withResets.Seconds()/clean.Seconds())
 		return
 	}
-	runResetsJob(t, samples, epochs, every, 0)
+	runResetsJob(t, samples, epochs, every, 0, 0)
+}
+
+// TestClusterControlHalfOpen: as TestClusterControlResets, but each fault
+// is a half-open connection: for 300 ms everything either end sends is
+// dropped without a word, then the connection is found dead and reset.
+func TestClusterControlHalfOpen(t *testing.T) {
+	runResetsJob(t, 32, 30, 8<<10, 0, 300*time.Millisecond)
 }
 
 // runResetsJob runs one job of a coordinator and a node process with
 // proxies in front of both control addresses that reset every `every`
-// bytes (or every period; every < 0: never), checks it, and returns how
-// long the node took.
-func runResetsJob(t *testing.T, samples, epochs int, every int64, period time.Duration) time.Duration {
+// bytes (or every period; every < 0: never), after dropping everything
+// for silent first if that is set, checks it, and returns how long the
+// node took.
+func runResetsJob(t *testing.T, samples, epochs int, every int64, period, silent time.Duration) time.Duration {
 	root, keys := makeDataset(t, samples)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second+time.Duration(epochs)*50*time.Millisecond)
 	defer cancel()
@@ -180,7 +209,7 @@ func runResetsJob(t *testing.T, samples, epochs int, every int64, period time.Du
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(sys.Shutdown)
 	listen := freeAddr(t)
-	cproxy := startResetProxy(t, listen, every)
+	cproxy := startResetProxy(t, listen, every, silent)
 	rem, actorAddr, err := wire.StartRemote(sys, listen, cproxy.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +237,7 @@ func runResetsJob(t *testing.T, samples, epochs int, every int64, period time.Du
 	}()
 
 	nodeListen := freeAddr(t)
-	nproxy := startResetProxy(t, nodeListen, every)
+	nproxy := startResetProxy(t, nodeListen, every, silent)
 	if period > 0 {
 		go func() {
 			tk := time.NewTicker(period)
