@@ -97,8 +97,19 @@
 // last acknowledged commit and rejoins with a larger incarnation; on a
 // Welcome from a new coordinator life it does the same without rejoining.
 //
+// # Links
+//
+// The shells carry these messages over a transport that may drop them
+// (protoactor remote delivers at most once). Link makes the channel
+// between a coordinator life and a node life reliable: numbered frames,
+// cumulative acknowledgements, resends on the shell's clock; every
+// message is applied once, in order. A new life of either end starts a
+// new link. NewerCoordinator says which coordinator life a node follows;
+// a coordinator without a journal has a NoJournal incarnation.
+//
 // The simulation (sim_test.go) runs this Coordinator against RankLeases
-// nodes through a network that delays, reorders and duplicates, with
-// crashes, false failure reports, joins and coordinator restarts, and
-// checks the promise for thousands of seeds.
+// nodes through a network that delays, reorders, duplicates and (through
+// links) loses messages and cuts connections, with crashes, false failure
+// reports, joins and coordinator restarts, and checks the promise, and
+// liveness within a bound after the last fault, for thousands of seeds.
 package cluster

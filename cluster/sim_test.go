@@ -95,6 +95,7 @@ func TestSimulation(t *testing.T) {
 type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
 	Fenced, FencedAnswers, Revokes, EqualEpochs, Held, HeldRequests, WelcomeResends, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
+	Lost, Cuts, Resent, LossySeeds, RecoverySteps, MaxRecovery int
 }
 
 func (s *simStats) add(o simStats) {
@@ -120,6 +121,12 @@ func (s *simStats) add(o simStats) {
 	s.Resets += o.Resets
 	s.StaleSteps += o.StaleSteps
 	s.Rewinds += o.Rewinds
+	s.Lost += o.Lost
+	s.Cuts += o.Cuts
+	s.Resent += o.Resent
+	s.LossySeeds += o.LossySeeds
+	s.RecoverySteps += o.RecoverySteps
+	s.MaxRecovery = max(s.MaxRecovery, o.MaxRecovery)
 }
 
 type simMsg struct {
@@ -129,6 +136,10 @@ type simMsg struct {
 	node string      // else to this node life
 	inc  uint64
 	body any
+	// frame, when the simulation runs links, says which link frame the
+	// message is: traffic between the coordinator and a node life (not
+	// gossip) goes through a Link at each end and may be lost.
+	frame *simFrame
 }
 
 type simNode struct {
@@ -141,6 +152,10 @@ type simNode struct {
 	rankIDs []string
 	sess    map[string]*simSession // current session per rank
 	runs    map[string]*RankRuns   // the node side of each rank, for this process life
+	// The node life's link to the coordinator life it follows (the
+	// newest it heard from), as the node's actor keeps it.
+	coordInc uint64
+	link     *Link[simBody, []any]
 }
 
 type simSession struct {
@@ -195,6 +210,15 @@ type sim struct {
 	stale      *Coordinator
 	staleUntil int64
 
+	// Message loss (with links): each message between the coordinator
+	// and a node is lost with lossP, and a cut (cutP) loses everything in
+	// flight between the coordinator and one node and all it sends
+	// until cutUntil.
+	linked                              bool
+	lossP, cutP                         float64
+	cutUntil                            map[string]int64
+	clinks                              map[simLinkKey]*simCLink
+	lastFault                           int64 // the step of the last fault injected
 	dupP, crashP, falseP, joinP, coordP float64
 	lostP, rewindP, raceP, resetP       float64
 	maxDelay                            int64
@@ -205,6 +229,9 @@ type sim struct {
 	members   map[int]int
 	stats     simStats
 	err       error
+	faulting  bool
+	mail      map[simMailKey][]any // link frames a Ready queued, per node life
+	mailOrder []simMailKey
 }
 
 type simGen struct {
@@ -289,13 +316,25 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 			s.raceP = 0.002
 		}
 		s.resetP = []float64{0, 0.002, 0.01}[rng.IntN(3)]
+		if rng.IntN(2) == 0 {
+			s.lossP = []float64{0.01, 0.05, 0.2}[rng.IntN(3)]
+			s.cutP = []float64{0, 0.002, 0.01}[rng.IntN(3)]
+		}
+	}
+	// Links carry the traffic between the coordinator and the nodes in
+	// every seed that loses messages and in some that do not (the
+	// others keep the network that reorders freely).
+	s.linked = s.lossP > 0 || s.cutP > 0 || rng.IntN(4) == 0
+	s.cutUntil, s.clinks = map[string]int64{}, map[simLinkKey]*simCLink{}
+	if s.lossP > 0 || s.cutP > 0 {
+		s.stats.LossySeeds++
 	}
 	var err error
 	if s.c, err = NewCoordinator(cfg); err != nil {
 		return s.stats, err
 	}
-	s.logf("config %+v batch=%d every=%d delay=%d dup=%v crash=%v false=%v join=%v coord=%v lost=%v rewind=%v race=%v",
-		cfg, s.batch, s.every, s.maxDelay, s.dupP, s.crashP, s.falseP, s.joinP, s.coordP, s.lostP, s.rewindP, s.raceP)
+	s.logf("config %+v batch=%d every=%d delay=%d dup=%v crash=%v false=%v join=%v coord=%v lost=%v rewind=%v race=%v linked=%v loss=%v cut=%v",
+		cfg, s.batch, s.every, s.maxDelay, s.dupP, s.crashP, s.falseP, s.joinP, s.coordP, s.lostP, s.rewindP, s.raceP, s.linked, s.lossP, s.cutP)
 	s.handleReady() // the initial generation
 
 	for range 1 + rng.IntN(4) {
@@ -311,12 +350,39 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	// delivery, and a much larger one on the whole run.
 	const maxSteps, maxIdle = 2_000_000, 200_000
 	doneAt, lastDelivered, lastDelivery := -1, -1, 0
+	faultEnd, doneNow, lastDeliveryNow := int64(-1), int64(-1), int64(0) // when faults stopped (messages stop being lost), when the job was done
 	for step := 0; step < maxSteps && s.err == nil && step-lastDelivery < maxIdle; step++ {
 		if s.stats.Delivered != lastDelivered {
 			lastDelivered, lastDelivery = s.stats.Delivered, step
+			lastDeliveryNow = s.now
+		}
+		if faultEnd >= 0 && doneNow < 0 {
+			// Once faults stop, no stretch without a delivery may be
+			// longer than the links take to repair what was lost.
+			idle := int(s.now - max(lastDeliveryNow, faultEnd))
+			s.stats.MaxRecovery = max(s.stats.MaxRecovery, idle)
+			if s.linked && idle > simRecoveryBound {
+				return s.stats, fmt.Errorf("%d steps without a delivery after the last fault, bound %d (liveness): %s", idle, simRecoveryBound, s.describe())
+			}
 		}
 		s.now++
 		s.stats.Steps++
+		if s.log != nil && s.now%2000 == 0 {
+			var acks, toC, toN, plain int
+			for _, m := range s.net {
+				switch {
+				case m.frame == nil:
+					plain++
+				case m.frame.seq == 0:
+					acks++
+				case m.frame.toCoord:
+					toC++
+				default:
+					toN++
+				}
+			}
+			s.logf("net %d msgs, %d nodes: %d acks %d to coord %d to nodes %d plain; resent %d", len(s.net), len(s.order), acks, toC, toN, plain, s.stats.Resent)
+		}
 		if s.stale != nil && s.now > s.staleUntil {
 			s.logf("stale coordinator's journal check fails; it stops")
 			s.stale = nil
@@ -324,10 +390,20 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 		if s.c.Done() && doneAt < 0 {
 			doneAt = step
 		}
-		if doneAt >= 0 && len(s.net) == 0 {
+		if doneAt >= 0 && len(s.net) == 0 && s.linksIdle() {
 			break
 		}
 		faults := step < faultSteps && doneAt < 0
+		s.faulting = faults
+		if !faults && faultEnd < 0 {
+			faultEnd = s.now
+			for _, u := range s.cutUntil {
+				faultEnd = max(faultEnd, u)
+			}
+		}
+		if doneAt >= 0 && doneNow < 0 {
+			doneNow = s.now
+		}
 		switch p := rng.Float64(); {
 		case p < 0.45:
 			s.deliver()
@@ -339,6 +415,7 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 			}
 		case p < 0.88:
 			s.step(Tick{}, nil)
+			s.linkTick()
 		default:
 			if faults {
 				s.fault()
@@ -352,6 +429,9 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	}
 	if !s.c.Done() {
 		return s.stats, fmt.Errorf("job not done after %d steps, %d of them without a delivery (liveness): %s", s.stats.Steps, s.stats.Steps-lastDelivery, s.describe())
+	}
+	if faultEnd >= 0 && doneNow > faultEnd {
+		s.stats.RecoverySteps += int(doneNow - faultEnd)
 	}
 	// Let every live rank finish delivering what it holds (trailing
 	// padding), then check.
@@ -395,6 +475,9 @@ func (s *sim) describe() string {
 // --- network ---
 
 func (s *sim) send(m *simMsg) {
+	if s.lose(m) {
+		return
+	}
 	m.due = s.now + s.rng.Int64N(s.maxDelay+1)
 	s.net = append(s.net, m)
 	if s.rng.Float64() < s.dupP {
@@ -404,14 +487,43 @@ func (s *sim) send(m *simMsg) {
 	}
 }
 
-func (s *sim) toCoord(ev Event, from *simSession) { s.send(&simMsg{ev: ev, from: from}) }
+func (s *sim) toCoord(ev Event, from *simSession) {
+	if s.linked && from != nil {
+		s.linkToCoord([]Event{ev}, from)
+		return
+	}
+	s.send(&simMsg{ev: ev, from: from})
+}
 
-func (s *sim) toNode(n *simNode, inc uint64, body any) {
+func (s *sim) toNode(c *Coordinator, n *simNode, inc uint64, body any) {
+	if s.linked {
+		s.linkToNode(c, n, inc, body)
+		return
+	}
 	s.send(&simMsg{node: n.id, inc: inc, body: body})
 }
 
 // deliver hands one due message, picked at random, to its receiver.
 func (s *sim) deliver() {
+	n := 1
+	if s.linked {
+		// Links add acknowledgements and resends: a network that carries
+		// one message per step would drown in them once it backs up, as
+		// no real one does. Carry more when many are due.
+		due := 0
+		for _, m := range s.net {
+			if m.due <= s.now {
+				due++
+			}
+		}
+		n = 1 + due/8
+	}
+	for range n {
+		s.deliverOne()
+	}
+}
+
+func (s *sim) deliverOne() {
 	// Pick uniformly among the due messages (reservoir sampling).
 	i, k := -1, 0
 	for j, m := range s.net {
@@ -427,6 +539,10 @@ func (s *sim) deliver() {
 	}
 	m := s.net[i]
 	s.net = slices.Delete(s.net, i, i+1)
+	if m.frame != nil {
+		s.deliverFrame(m)
+		return
+	}
 	if m.ev != nil {
 		if s.stale != nil {
 			// Gossip reaches both coordinators; a rank's message goes to
@@ -576,7 +692,7 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 				}
 			}
 		}
-		s.toNode(n, w.Incarnation, w)
+		s.toNode(c, n, w.Incarnation, w)
 	}
 	for _, ev := range rd.Evictions {
 		for _, ss := range s.sessions {
@@ -590,7 +706,7 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 			}
 		}
 		if n := s.nodes[ev.Node]; n != nil {
-			s.toNode(n, ev.Incarnation, ev)
+			s.toNode(c, n, ev.Incarnation, ev)
 		}
 	}
 	for _, f := range rd.Fenced {
@@ -603,7 +719,7 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 			s.fail("fenced answer %+v to a session the coordinator holds live", f)
 		}
 		s.stats.FencedAnswers++
-		s.toNode(ss.node, ss.inc, f)
+		s.toNode(c, ss.node, ss.inc, f)
 	}
 	for _, a := range rd.Acks {
 		ss := s.bySession[a.Session]
@@ -619,7 +735,7 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 			s.fail("ack %+v beyond the %d positions the rank delivered", a, k)
 		}
 		ss.maxAck[a.Epoch] = max(ss.maxAck[a.Epoch], a.Offset)
-		s.toNode(ss.node, ss.inc, a)
+		s.toNode(c, ss.node, ss.inc, a)
 	}
 	if s.log != nil {
 		for _, l := range rd.Grants {
@@ -651,12 +767,12 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 	for _, l := range rd.Grants {
 		s.stats.Grants++
 		ss := s.bySession[l.Session]
-		s.toNode(ss.node, ss.inc, l)
+		s.toNode(c, ss.node, ss.inc, l)
 	}
 	for _, r := range rd.Revokes {
 		s.stats.Revokes++
 		ss := s.bySession[r.Session]
-		s.toNode(ss.node, ss.inc, r)
+		s.toNode(c, ss.node, ss.inc, r)
 	}
 	for _, e := range rd.Ends {
 		ss := s.bySession[e.Session]
@@ -666,9 +782,10 @@ func (s *sim) handleReadyOf(c *Coordinator) {
 			}
 			s.finalLen[e.Epoch][ss] = e.Length
 		}
-		s.toNode(ss.node, ss.inc, e)
+		s.toNode(c, ss.node, ss.inc, e)
 	}
 	c.Advance()
+	s.flushMail(c)
 	if stale {
 		return
 	}
@@ -774,6 +891,7 @@ func (s *sim) gossipJoin(n *simNode) {
 // newProcess gives a node (new, or restarted after a crash) the node side
 // of a new process: no steps acknowledged, no earlier session.
 func (s *sim) newProcess(n *simNode) {
+	n.link, n.coordInc = nil, 0
 	n.runs = map[string]*RankRuns{}
 	for _, id := range n.rankIDs {
 		n.runs[id] = NewRankRuns(id)
@@ -821,7 +939,22 @@ func (s *sim) fault() {
 		s.restore(s.rng.IntN(len(s.gens)))
 	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP+s.raceP)*10 && s.stale == nil:
 		s.race()
-	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP+s.raceP+s.resetP)*10 && len(alive) > 0:
+	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP+s.raceP+s.cutP)*10 && len(alive) > 0 && s.cutP > 0:
+		// The connection between the coordinator and a node breaks:
+		// everything in flight between them is lost, and so is all
+		// either sends until it is back.
+		n := alive[s.rng.IntN(len(alive))]
+		s.stats.Cuts++
+		s.cutUntil[n.id] = s.now + 20 + s.rng.Int64N(200)
+		s.logf("connection to %s cut until t=%d", n.id, s.cutUntil[n.id])
+		s.net = slices.DeleteFunc(s.net, func(m *simMsg) bool {
+			if m.frame != nil && m.frame.node == n.id || m.node == n.id || m.from != nil && m.from.node == n {
+				s.stats.Lost++
+				return true
+			}
+			return false
+		})
+	case p < (s.crashP+s.falseP+s.joinP+s.coordP+s.rewindP+s.raceP+s.cutP+s.resetP)*10 && len(alive) > 0:
 		// A trainer restarts and reconnects to its node: the rank
 		// drops what it delivered past its last ack and asks for a new
 		// session.
@@ -979,6 +1112,7 @@ func (s *sim) nodeReceive(n *simNode, body any) {
 		s.logf("%s inc %d evicted; rejoining", n.id, n.inc)
 		s.endLife(n)
 		n.inc++
+		n.link, n.coordInc = nil, 0 // a new life: a new link
 		s.gossipJoin(n)
 	default:
 		ss := s.sessionFor(n, body)
@@ -1079,6 +1213,10 @@ func (s *sim) flush(ss *simSession) {
 	if ss.rl == nil {
 		return
 	}
+	if s.linked {
+		s.linkToCoord(ss.rl.Messages(), ss)
+		return
+	}
 	for _, ev := range ss.rl.Messages() {
 		s.toCoord(ev, ss)
 	}
@@ -1144,8 +1282,12 @@ func (s *sim) turnAll() bool {
 			}
 		}
 	}
-	for len(s.net) > 0 {
+	for len(s.net) > 0 || !s.linksIdle() {
 		s.now += s.maxDelay + 1
+		if len(s.net) == 0 {
+			s.now += s.simResend()
+			s.linkTick()
+		}
 		s.deliver()
 	}
 	return any

@@ -18,6 +18,11 @@
 // incarnation, leave, failure; a suspicion only marks the node suspect in
 // Status) and from nodes (wire.NodeEvents over
 // protoactor remote); a Tick comes from an injected clock every TickEvery.
+// The mail to each node life and its events back ride a cluster.Link
+// (numbered, acknowledged, sent again every two LinkEvery ticks until
+// acknowledged), so nothing the transport drops is lost for good. A node
+// life below one the coordinator knows is answered with an Eviction
+// naming the known life, and rejoins above it.
 // Messages a node sends from a fenced session are answered with a
 // NodeMail listing the session as fenced, and with an Eviction if the
 // coordinator does not know that life of the node, so a node that was
@@ -30,6 +35,8 @@ package coord
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +46,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
@@ -56,6 +64,10 @@ type Config struct {
 	Digest    string
 	// TickEvery is one cluster.Tick (RevokeTimeout counts them). 0: 1 s.
 	TickEvery time.Duration
+	// LinkEvery is the tick of the links to the nodes (cluster.Link):
+	// mail a node has not acknowledged for two of them is sent again,
+	// and an acknowledgement no mail carried goes out alone. 0: 200 ms.
+	LinkEvery time.Duration
 	// Clock makes the ticker and reads the time for logs and figures;
 	// nil: the system clock.
 	Clock clock.Clock
@@ -129,7 +141,18 @@ type Coordinator struct {
 }
 
 // Start spawns the coordinator actor as wire.CoordinatorActor on sys.
+// Without a Journal the coordinator cannot learn the incarnation of the
+// life before it, so it takes a random one marked cluster.NoJournal
+// (unless Cluster.Incarnation is one already): nodes that survived the
+// last life take it for a new life, never for a duplicate of the old.
 func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
+	if cfg.Journal == nil && cfg.Restore == nil && cfg.Cluster.Incarnation&cluster.NoJournal == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("coord: incarnation: %w", err)
+		}
+		cfg.Cluster.Incarnation = cluster.NoJournal | binary.LittleEndian.Uint64(b[:])&^cluster.NoJournal
+	}
 	var core *cluster.Coordinator
 	var err error
 	if cfg.Restore != nil {
@@ -148,6 +171,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	}
 	if cfg.TickEvery <= 0 {
 		cfg.TickEvery = time.Second
+	}
+	if cfg.LinkEvery <= 0 {
+		cfg.LinkEvery = 200 * time.Millisecond
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
@@ -214,14 +240,18 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	}
 	c.pid = pid
 	ticker, tick := cfg.Clock.NewTicker(cfg.TickEvery)
+	lticker, ltick := cfg.Clock.NewTicker(cfg.LinkEvery)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer ticker.Stop()
+		defer lticker.Stop()
 		for {
 			select {
 			case <-tick:
 				sys.Root.Send(pid, tickMsg{})
+			case <-ltick:
+				sys.Root.Send(pid, linkTickMsg{})
 			case <-c.stopCh:
 				return
 			}
@@ -313,6 +343,9 @@ func (c *Coordinator) Shutdown(ctx context.Context) error {
 
 type tickMsg struct{}
 
+// linkTickMsg is a tick of the links' clock (Config.LinkEvery).
+type linkTickMsg struct{}
+
 type statusReq struct{}
 
 type nodeInfo struct {
@@ -323,6 +356,10 @@ type nodeInfo struct {
 	gone   uint64  // the largest life that left or failed
 	ranks  int     // of the life inc, as it joined
 	share  float64 // the store budget share last mailed to life inc; 0: none
+	// link carries the mail to node life linkInc and its events back
+	// (cluster.Link): a new life of the node gets a new one.
+	link    *cluster.Link[*wire.NodeMail, *wire.NodeEvents]
+	linkInc uint64
 }
 
 type coordActor struct {
@@ -359,6 +396,9 @@ type coordActor struct {
 	book nodeBook // nodes' reports, for Status
 
 	sharesDirty bool // membership changed since the shares were mailed
+
+	linkNow int64  // link ticks seen
+	hints   []hint // mail to node lives below a known one (behind)
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
@@ -375,6 +415,10 @@ func (a *coordActor) Receive(ctx actor.Context) {
 		a.nodeEvents(m, ctx.Sender())
 	case nodePIDMsg:
 		a.node(m.node).pid = m.pid
+	case linkTickMsg:
+		a.linkNow++
+		a.resend(ctx)
+		return
 	case tickMsg:
 		a.step(cluster.Tick{})
 		a.ticks++
@@ -452,6 +496,13 @@ func (a *coordActor) membership(ev gossip.Event) {
 	n := a.node(id)
 	switch ev.Kind {
 	case gossip.Joined, gossip.Updated:
+		if known := max(n.gone, n.inc); !ev.Meta.Leaving && inc < known && ev.Meta.ActorAddr != "" {
+			// A life below one already seen: a stale report, or a new
+			// process whose incarnation came out lower (its clock stepped
+			// back). Tell it the later life; a live process below it
+			// joins above it.
+			a.behind(actor.NewPID(ev.Meta.ActorAddr, wire.NodeActor), id, known)
+		}
 		if ev.Meta.Leaving || inc <= n.gone || inc <= n.inc {
 			return // leaving, a life already over, or nothing new
 		}
@@ -507,6 +558,9 @@ func (a *coordActor) membership(ev gossip.Event) {
 func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 	n := a.node(m.Node)
 	a.book.report(m.Node, m.Incarnation, m.Report, a.cfg.Clock.Now())
+	if known := max(n.gone, n.inc); m.Incarnation < known && sender != nil {
+		a.behind(sender, m.Node, known) // see membership
+	}
 	if n.pid == nil && sender != nil {
 		// A node this life has not heard of in gossip, talking from a
 		// session of an earlier life: a restarted coordinator whose
@@ -516,6 +570,44 @@ func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 		// spreads here.
 		n.pid = sender
 	}
+	if m.Coordinator != a.life() || m.Incarnation == 0 {
+		// For another coordinator life (the core fences its sessions and
+		// answers), or from a node before any link: step as it comes.
+		a.nodeSteps(m)
+		return
+	}
+	l := a.linkTo(n, m.Incarnation)
+	if l == nil {
+		return // from a life older than the one linked: it is over
+	}
+	l.Acked(m.Ack, a.linkNow)
+	if m.Seq == 0 {
+		a.nodeSteps(m) // unnumbered: a report, an ack, or best effort
+		return
+	}
+	for _, e := range l.Accept(cluster.LinkFrame[*wire.NodeEvents]{Seq: m.Seq, Body: m}) {
+		a.nodeSteps(e)
+	}
+}
+
+// life is this coordinator's life: its incarnation, which every fence it
+// issues carries.
+func (a *coordActor) life() uint64 { return a.cfg.Cluster.Incarnation }
+
+// linkTo returns the link to node life inc, replacing one to an older
+// life; nil for a life older than the one linked.
+func (a *coordActor) linkTo(n *nodeInfo, inc uint64) *cluster.Link[*wire.NodeMail, *wire.NodeEvents] {
+	switch {
+	case n.link == nil || inc > n.linkInc:
+		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2}, inc
+	case inc < n.linkInc:
+		return nil
+	}
+	return n.link
+}
+
+// nodeSteps steps the events of one NodeEvents, in order.
+func (a *coordActor) nodeSteps(m *wire.NodeEvents) {
 	for _, we := range m.Events {
 		ev := we.Cluster()
 		if ev == nil {
@@ -530,6 +622,19 @@ func (a *coordActor) nodeEvents(m *wire.NodeEvents, sender *actor.PID) {
 			a.log.Error("refused message", "node", m.Node, "event", fmt.Sprintf("%T %+v", ev, ev), "err", err)
 		}
 	}
+}
+
+// behind queues, for flush, an Eviction naming node id's life known to
+// the actor pid: a process of the node whose life is below known joins
+// above it (the node's side), the life known itself takes it as its
+// eviction. Unnumbered: the node says hello again until it is welcomed.
+func (a *coordActor) behind(pid *actor.PID, id string, known uint64) {
+	a.hints = append(a.hints, hint{pid, &wire.NodeMail{Evictions: []*wire.Eviction{wire.EvictionOf(cluster.Eviction{Node: id, Incarnation: known})}}})
+}
+
+type hint struct {
+	pid  *actor.PID
+	mail *wire.NodeMail
 }
 
 // step runs one event and then the Ready loop's first half: note what to
@@ -746,8 +851,61 @@ func (a *coordActor) flush(ctx actor.Context) {
 	}
 	for id, m := range a.mail {
 		if n := a.nodes[id]; n != nil && n.pid != nil && !m.IsEmpty() {
-			ctx.Send(n.pid, m)
+			a.sendMail(ctx, n, m)
 		}
 	}
 	a.mail = nil
+	for _, h := range a.hints {
+		ctx.Send(h.pid, h.mail)
+	}
+	a.hints = nil
+	for _, n := range a.nodes {
+		if n.link != nil && n.link.AckDue() && n.pid != nil {
+			ctx.Send(n.pid, &wire.NodeMail{Coordinator: a.life(), Node: n.linkInc, Ack: n.link.Ack()})
+		}
+	}
+}
+
+// sendMail sends m to node n on the link to the node's life: numbered,
+// and kept until the node acknowledges it. Mail for a node whose life
+// the coordinator does not know yet goes unnumbered (best effort).
+func (a *coordActor) sendMail(ctx actor.Context, n *nodeInfo, m *wire.NodeMail) {
+	inc := n.inc
+	if inc == 0 {
+		inc = n.linkInc // gone: an Eviction still goes to the life linked
+	}
+	m.Coordinator, m.Node = a.life(), inc
+	l := (*cluster.Link[*wire.NodeMail, *wire.NodeEvents])(nil)
+	if inc != 0 {
+		l = a.linkTo(n, inc)
+	}
+	if l == nil {
+		ctx.Send(n.pid, m)
+		return
+	}
+	f := l.Send(m, a.linkNow)
+	out := proto.Clone(m).(*wire.NodeMail)
+	out.Seq, out.Ack = f.Seq, l.Ack()
+	ctx.Send(n.pid, out)
+}
+
+// resend sends again, on every link, the mail its node has not
+// acknowledged for long enough, and acknowledgements no mail carried.
+func (a *coordActor) resend(ctx actor.Context) {
+	if a.failed != nil {
+		return
+	}
+	for _, n := range a.nodes {
+		if n.link == nil || n.pid == nil {
+			continue
+		}
+		for _, f := range n.link.Due(a.linkNow) {
+			out := proto.Clone(f.Body).(*wire.NodeMail)
+			out.Seq, out.Ack = f.Seq, n.link.Ack()
+			ctx.Send(n.pid, out)
+		}
+		if n.link.AckDue() {
+			ctx.Send(n.pid, &wire.NodeMail{Coordinator: a.life(), Node: n.linkInc, Ack: n.link.Ack()})
+		}
+	}
 }

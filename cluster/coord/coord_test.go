@@ -260,6 +260,7 @@ type harness struct {
 	resets     map[int][]int
 	resetsDone int
 	discarded  map[string]bool // steps a reset threw away: never committed
+	nodeInc    uint64          // the incarnation startNode gives; 0: the node's default
 }
 
 func newHarness(t *testing.T, n int) *harness {
@@ -312,7 +313,7 @@ func (h *harness) startNode(name string) *node.Node {
 			}
 			return &wire.NodeReport{Samples: n}
 		},
-		Node: name, Ranks: 2, Dataset: h.ds,
+		Node: name, Ranks: 2, Dataset: h.ds, Incarnation: h.nodeInc,
 		Pipeline: actors.Config{Sample: actors.Shape{Height: 2, Width: 2}, Decoders: 1, FetchConcurrency: 2, Slots: 2},
 		Deps:     actors.Deps{Store: h.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return zeroDecoder{}, nil }},
 		OnAck: func(rank string, s cluster.Fence, a cluster.Ack) {
@@ -677,5 +678,104 @@ func TestStoreBudgetShares(t *testing.T) {
 		if want := map[string]float64{"a": 300, "b": 0}[n.Node]; n.StoreRPS != want {
 			t.Errorf("status: %s's share %v, want %v", n.Node, n.StoreRPS, want)
 		}
+	}
+}
+
+// TestRestartWithoutJournal: a coordinator without a journal restarts
+// while its node lives on. The new life cannot know the old one's
+// incarnation; its Welcome must still be taken for a new life's (before,
+// both were incarnation 1 and the node kept its old sessions and leases,
+// whose messages the new life refused, and the job stalled): the node
+// ends the old sessions and the job runs to the end under the new life.
+func TestRestartWithoutJournal(t *testing.T) {
+	h := newHarness(t, 97)
+	defer h.sys.Shutdown()
+	start := func() *coord.Coordinator {
+		cfg := cluster.DefaultConfig()
+		cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(h.ds.Samples)), 30, 8, 5
+		co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds), TickEvery: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return co
+	}
+	co := start()
+	nd := h.startNode("n0")
+	h.introduce(co, nd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	trained := make(chan struct{})
+	go func() {
+		defer close(trained)
+		h.train(ctx, nd, nil)
+	}()
+	for { // until the first life acknowledged a commit (of the job's 30 epochs): the node holds its leases
+		h.mu.Lock()
+		n := len(h.acked)
+		h.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no commit acknowledged by the first life")
+		case <-time.After(5 * time.Millisecond): // polling pace only
+		}
+	}
+	if err := co.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := co.Status(ctx); st.Done {
+		t.Fatal("the first life finished the job before its restart: make the job longer")
+	}
+	co2 := start()
+	defer co2.Shutdown(context.Background())
+	h.introduce(co2, nd)
+	select {
+	case <-co2.Done():
+	case <-ctx.Done():
+		st, _ := co2.Status(context.Background())
+		t.Fatalf("the new life never finished the job: %+v %+v", st.Stats, st.Epochs)
+	}
+	st, err := co2.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stats.Invalid != 0 {
+		t.Errorf("the new life refused %d messages as invalid: the node kept the old life's sessions", st.Stats.Invalid)
+	}
+	select {
+	case <-trained:
+	case <-ctx.Done():
+		t.Fatal("trainers did not finish")
+	}
+	if err := nd.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodeBehindKnownLife: a node process whose incarnation comes out
+// below the life of it the coordinator knows (its clock stepped back
+// since the last life started) is still welcomed: the coordinator tells
+// it the later life, it rejoins above it, and the job finishes. Before,
+// its Join was taken for a stale report and it waited for good.
+func TestNodeBehindKnownLife(t *testing.T) {
+	h := newHarness(t, 40)
+	defer h.sys.Shutdown()
+	co := h.startCoordinator(1, 0, openJournal(t, storage.NewMemStore("journal")), nil)
+	defer co.Shutdown(context.Background())
+	const earlier = uint64(1) << 40 // the life before, which died
+	meta := gossip.Meta{ID: "n0", Role: gossip.RoleNode, Ranks: []string{"n0/0", "n0/1"}, Incarnation: earlier}
+	co.Membership(gossip.Event{Kind: gossip.Joined, Name: "n0", Meta: meta})
+	co.Membership(gossip.Event{Kind: gossip.Failed, Name: "n0", Meta: meta})
+	h.nodeInc = 7 // this life's start time, read from a clock stepped back
+	nd := h.startNode("n0")
+	h.introduce(co, nd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.train(ctx, nd, co)
+	h.check(1)
+	if err := nd.Shutdown(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

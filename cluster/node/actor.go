@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
@@ -28,6 +29,15 @@ type nodeActor struct {
 	report *wire.NodeReport // for the status page, sent with the next events
 	orders map[int]cluster.Order
 	bad    error // fatal: the job cannot be served
+
+	// The link to the coordinator life the node follows (cluster.Link):
+	// coordLife is its incarnation; retired are the lives followed before,
+	// never followed again. A new life of this node gets a new link.
+	coordLife uint64
+	link      *cluster.Link[*wire.NodeEvents, *wire.NodeMail]
+	retired   map[uint64]bool
+	linkNow   int64
+	hello     bool // send a NodeEvents even with nothing in it
 }
 
 // rankState is one rank as the actor sees it: its pure node side (leases,
@@ -53,7 +63,11 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			a.coord = actor.NewPID(m.addr, wire.CoordinatorActor)
 		}
 	case *wire.NodeMail:
-		a.mail(m)
+		a.linkMail(m)
+	case linkTickMsg:
+		a.linkNow++
+		a.resend(ctx)
+		return
 	case wantMsg:
 		rs := a.ranks[m.rank]
 		if !rs.runs.Active() || m.session != rs.runs.Session() {
@@ -71,11 +85,17 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			a.endSession(rs)
 		}
 	case tickMsg:
+		active := false
 		for _, rs := range a.ranks {
 			if rl := rs.runs.Leases(); rl != nil {
 				rl.Request(a.lookahead(), true)
+				active = true
 			}
 		}
+		// A life without sessions says hello now and then: a coordinator
+		// that knows a later life of this node answers with it (an
+		// Eviction naming that life), and this one joins above it.
+		a.hello = !active && !a.done && a.bad == nil
 		if a.n.cfg.Report != nil {
 			a.report = a.n.cfg.Report().Bound()
 		}
@@ -105,14 +125,24 @@ func (a *nodeActor) mail(m *wire.NodeMail) {
 		a.welcome(w)
 	}
 	for _, e := range m.Evictions {
-		if e.Node != a.n.cfg.Node || e.Incarnation != a.inc || a.done {
+		if e.Node != a.n.cfg.Node || e.Incarnation < a.inc || a.done {
 			continue // about a life already over, or the job is
 		}
-		a.n.log.Warn("evicted; rolling back and rejoining", "incarnation", a.inc)
+		if e.Incarnation > a.inc {
+			// The coordinator knows a later life of this node than this
+			// one (a process before this one got further; the start time
+			// this life took its incarnation from is no guide, a clock
+			// may step back): join above it.
+			a.n.log.Warn("the coordinator knows a later life of this node; joining above it", "incarnation", a.inc, "known", e.Incarnation)
+			a.inc = e.Incarnation
+		} else {
+			a.n.log.Warn("evicted; rolling back and rejoining", "incarnation", a.inc)
+		}
 		for _, rs := range a.ranks {
 			a.endSession(rs)
 		}
 		a.inc++
+		a.newLink() // a new life, a new link
 		inc := a.inc
 		a.n.wg.Add(1)
 		go func() {
@@ -449,15 +479,92 @@ func (a *nodeActor) commit(m commitMsg) {
 	a.flushAcks(rs) // a commit of a completed epoch is acknowledged at once
 }
 
-// send flushes the queued events to the coordinator in one message.
+// send flushes the queued events to the coordinator in one message: on
+// the link, numbered and kept until acknowledged, once the node follows a
+// coordinator life.
 func (a *nodeActor) send(ctx actor.Context) {
-	if (len(a.out) == 0 && a.report == nil) || a.coord == nil {
+	if a.coord == nil {
 		return
+	}
+	ack := a.link != nil && a.link.AckDue()
+	if len(a.out) == 0 && a.report == nil && !ack && !a.hello {
+		return
+	}
+	a.hello = false
+	m := &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out, Report: a.report, Coordinator: a.coordLife}
+	if a.link != nil && len(a.out) > 0 {
+		f := a.link.Send(&wire.NodeEvents{Node: m.Node, Incarnation: m.Incarnation, Events: a.out, Coordinator: a.coordLife}, a.linkNow)
+		m.Seq = f.Seq
+	}
+	if a.link != nil {
+		m.Ack = a.link.Ack()
 	}
 	// As a request, so the coordinator can answer a node gossip has not
 	// introduced to it yet (a restarted coordinator, coord.nodeEvents).
-	ctx.Request(a.coord, &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out, Report: a.report})
+	ctx.Request(a.coord, m)
 	a.out, a.report = nil, nil
+}
+
+// newLink starts a new link to the coordinator life followed.
+func (a *nodeActor) newLink() {
+	a.link = &cluster.Link[*wire.NodeEvents, *wire.NodeMail]{Resend: 2}
+}
+
+// linkMail takes the coordinator's mail off the link: a new coordinator
+// life is followed at once (cluster.NewerCoordinator), ending the sessions
+// of the old one, whose fences the new life may reuse when it has no
+// journal; mail of a life followed before is dropped; the rest is applied
+// in the coordinator's order, each once.
+func (a *nodeActor) linkMail(m *wire.NodeMail) {
+	if m.Coordinator == 0 || m.Node != a.inc {
+		// Not on a link (or for another life of this node: the mail's
+		// Welcomes and Evictions name their life and are ignored).
+		a.mail(m)
+		return
+	}
+	if m.Coordinator != a.coordLife {
+		if a.retired[m.Coordinator] || !cluster.NewerCoordinator(a.coordLife, m.Coordinator) {
+			return // a life followed before, or older than the one followed
+		}
+		if a.coordLife != 0 {
+			if a.retired == nil {
+				a.retired = map[uint64]bool{}
+			}
+			a.retired[a.coordLife] = true
+			a.n.log.Info("a new coordinator life; ending the sessions of the old one", "old", a.coordLife, "new", m.Coordinator)
+			for _, rs := range a.ranks {
+				if rs.runs.Active() {
+					a.endSession(rs)
+				}
+			}
+		}
+		a.coordLife = m.Coordinator
+		a.out = nil    // for the old life
+		a.done = false // the new life says whether its job is done
+		a.newLink()
+	}
+	a.link.Acked(m.Ack, a.linkNow)
+	if m.Seq == 0 {
+		a.mail(m) // unnumbered: an ack, or best effort
+		return
+	}
+	for _, mm := range a.link.Accept(cluster.LinkFrame[*wire.NodeMail]{Seq: m.Seq, Body: m}) {
+		a.mail(mm)
+	}
+}
+
+// resend sends again the events the coordinator has not acknowledged
+// for long enough.
+func (a *nodeActor) resend(ctx actor.Context) {
+	if a.link == nil || a.coord == nil {
+		return
+	}
+	for _, f := range a.link.Due(a.linkNow) {
+		out := proto.Clone(f.Body).(*wire.NodeEvents)
+		out.Seq, out.Ack = f.Seq, a.link.Ack()
+		ctx.Request(a.coord, out)
+	}
+	a.send(ctx) // an acknowledgement due
 }
 
 // completedToken returns the journal token tok naming (epoch, step): the

@@ -13,7 +13,9 @@
 // Welcome from a new coordinator life it drops the rank's leases and
 // pipeline; the trainer's next Next returns ErrRolledBack, and it must
 // restore its last acknowledged checkpoint. After an eviction it rejoins
-// with a larger incarnation (Config.Rejoin).
+// with a larger incarnation (Config.Rejoin). Mail and events ride a
+// cluster.Link to the coordinator life the node follows; a new life
+// (cluster.NewerCoordinator) ends the old life's sessions at once.
 //
 // The pipeline gets the job's coordinates: Work.Epoch is the job's epoch
 // (so a sample's crop and flip are seeded by (seed, epoch, index), on
@@ -38,6 +40,8 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -72,8 +76,10 @@ type Config struct {
 	Node string
 	// Ranks is how many trainer ranks the node serves, >= 1.
 	Ranks int
-	// Incarnation is this process life's nonce; 0: the start time in ns,
-	// which grows across restarts.
+	// Incarnation is this process life's number; 0: a random one below
+	// 2^31. A life below one the coordinator knows is told that one and
+	// rejoins above it, so a restarted node is welcomed whatever its
+	// clock says.
 	Incarnation uint64
 	// Dataset is the node's view of the manifest; Digest identifies it
 	// (storage.ManifestDigest) and must match the coordinator's.
@@ -135,6 +141,11 @@ type Config struct {
 	// RequestEvery is how often each rank re-asks for work (a lost
 	// message costs at most this). 0: 1 s.
 	RequestEvery time.Duration
+	// LinkEvery is the tick of the node's link to the coordinator
+	// (cluster.Link): events the coordinator has not acknowledged for two
+	// of them are sent again, and an acknowledgement no message carried
+	// goes out alone. 0: 200 ms.
+	LinkEvery time.Duration
 	// Lookahead is how many shards ahead of what it took a rank asks
 	// for. 0: 2.
 	Lookahead int
@@ -194,7 +205,15 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if cfg.Incarnation == 0 {
-		cfg.Incarnation = uint64(time.Now().UnixNano())
+		// Random, so that a restarted process differs from the life
+		// before it; a coordinator that knows a later life answers
+		// with it and this one joins above it (nodeActor.mail), so
+		// lives advance whatever the clock does.
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("agent: incarnation: %w", err)
+		}
+		cfg.Incarnation = 1 + uint64(binary.LittleEndian.Uint32(b[:])>>1)
 	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = storage.DatasetCatalog(cfg.Dataset)
@@ -207,6 +226,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	}
 	if cfg.Lookahead <= 0 {
 		cfg.Lookahead = 2
+	}
+	if cfg.LinkEvery <= 0 {
+		cfg.LinkEvery = 200 * time.Millisecond
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
 	log := cfg.Logger
@@ -233,14 +255,18 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	}
 	n.pid = pid
 	ticker, tick := cfg.Clock.NewTicker(cfg.RequestEvery)
+	lticker, ltick := cfg.Clock.NewTicker(cfg.LinkEvery)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer ticker.Stop()
+		defer lticker.Stop()
 		for {
 			select {
 			case <-tick:
 				sys.Root.Send(pid, tickMsg{})
+			case <-ltick:
+				sys.Root.Send(pid, linkTickMsg{})
 			case <-n.stopCh:
 				return
 			}
@@ -500,6 +526,9 @@ func (s source) Want(n int, give func(actors.Work)) {
 // --- messages to the actor ---
 
 type tickMsg struct{}
+
+// linkTickMsg is a tick of the link's clock (Config.LinkEvery).
+type linkTickMsg struct{}
 
 type coordMsg struct {
 	addr string

@@ -737,7 +737,15 @@ type NodeEvents struct {
 	Events      []*Event               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
 	// report, if set, is the node's latest report for the coordinator's
 	// status page (about once a second); it changes nothing in the job.
-	Report        *NodeReport `protobuf:"bytes,4,opt,name=report,proto3" json:"report,omitempty"`
+	Report *NodeReport `protobuf:"bytes,4,opt,name=report,proto3" json:"report,omitempty"`
+	// The link (cluster.Link): coordinator is the coordinator life (its
+	// incarnation) the events are for, seq numbers a message that carries
+	// events (0: ack-only, or only a report), ack says every NodeMail of
+	// that coordinator life through it was applied. A coordinator applies
+	// a node life's events in seq order, each once.
+	Coordinator   uint64 `protobuf:"varint,5,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	Ack           uint64 `protobuf:"varint,7,opt,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -798,6 +806,27 @@ func (x *NodeEvents) GetReport() *NodeReport {
 		return x.Report
 	}
 	return nil
+}
+
+func (x *NodeEvents) GetCoordinator() uint64 {
+	if x != nil {
+		return x.Coordinator
+	}
+	return 0
+}
+
+func (x *NodeEvents) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *NodeEvents) GetAck() uint64 {
+	if x != nil {
+		return x.Ack
+	}
+	return 0
 }
 
 // NodeReport is what a node's pipelines did, for the coordinator's status
@@ -1746,7 +1775,17 @@ type NodeMail struct {
 	// store request budget (the coordinator's --job-store-rps), divided
 	// among the live nodes by their ranks: it changes as nodes join and
 	// leave, and is resent now and then in case a mail was lost.
-	StoreBudget   *StoreBudget `protobuf:"bytes,9,opt,name=store_budget,json=storeBudget,proto3" json:"store_budget,omitempty"`
+	StoreBudget *StoreBudget `protobuf:"bytes,9,opt,name=store_budget,json=storeBudget,proto3" json:"store_budget,omitempty"`
+	// The link (cluster.Link): coordinator is the sender's life (its
+	// incarnation), node the node life the mail is for, seq numbers it (0:
+	// ack-only), ack says every NodeEvents of that node life through it
+	// was applied. A node applies a coordinator life's mail in seq order,
+	// each once, and follows a new coordinator life as soon as it hears
+	// from one (cluster.NewerCoordinator).
+	Coordinator   uint64 `protobuf:"varint,10,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	Node          uint64 `protobuf:"varint,11,opt,name=node,proto3" json:"node,omitempty"`
+	Seq           uint64 `protobuf:"varint,12,opt,name=seq,proto3" json:"seq,omitempty"`
+	Ack           uint64 `protobuf:"varint,13,opt,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1842,6 +1881,34 @@ func (x *NodeMail) GetStoreBudget() *StoreBudget {
 		return x.StoreBudget
 	}
 	return nil
+}
+
+func (x *NodeMail) GetCoordinator() uint64 {
+	if x != nil {
+		return x.Coordinator
+	}
+	return 0
+}
+
+func (x *NodeMail) GetNode() uint64 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+func (x *NodeMail) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *NodeMail) GetAck() uint64 {
+	if x != nil {
+		return x.Ack
+	}
+	return 0
 }
 
 type StoreBudget struct {
@@ -1943,13 +2010,16 @@ const file_wire_proto_rawDesc = "" +
 	"\x05event\"P\n" +
 	"\tRankReset\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
-	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\"\xa5\x01\n" +
+	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\"\xeb\x01\n" +
 	"\n" +
 	"NodeEvents\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12-\n" +
 	"\x06events\x18\x03 \x03(\v2\x15.longshore.wire.EventR\x06events\x122\n" +
-	"\x06report\x18\x04 \x01(\v2\x1a.longshore.wire.NodeReportR\x06report\"\xec\x02\n" +
+	"\x06report\x18\x04 \x01(\v2\x1a.longshore.wire.NodeReportR\x06report\x12 \n" +
+	"\vcoordinator\x18\x05 \x01(\x04R\vcoordinator\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03ack\x18\a \x01(\x04R\x03ack\"\xec\x02\n" +
 	"\n" +
 	"NodeReport\x12\x18\n" +
 	"\asamples\x18\x01 \x01(\x03R\asamples\x12\x18\n" +
@@ -2033,7 +2103,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x05token\x18\x06 \x01(\tR\x05token\"@\n" +
 	"\bEviction\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"\xb3\x03\n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"\x8d\x04\n" +
 	"\bNodeMail\x123\n" +
 	"\bwelcomes\x18\x01 \x03(\v2\x17.longshore.wire.WelcomeR\bwelcomes\x126\n" +
 	"\tevictions\x18\x02 \x03(\v2\x18.longshore.wire.EvictionR\tevictions\x12-\n" +
@@ -2043,7 +2113,12 @@ const file_wire_proto_rawDesc = "" +
 	"\x04acks\x18\x06 \x03(\v2\x13.longshore.wire.AckR\x04acks\x12-\n" +
 	"\x06fenced\x18\a \x03(\v2\x15.longshore.wire.FenceR\x06fenced\x12\x12\n" +
 	"\x04done\x18\b \x01(\bR\x04done\x12>\n" +
-	"\fstore_budget\x18\t \x01(\v2\x1b.longshore.wire.StoreBudgetR\vstoreBudget\"\x1f\n" +
+	"\fstore_budget\x18\t \x01(\v2\x1b.longshore.wire.StoreBudgetR\vstoreBudget\x12 \n" +
+	"\vcoordinator\x18\n" +
+	" \x01(\x04R\vcoordinator\x12\x12\n" +
+	"\x04node\x18\v \x01(\x04R\x04node\x12\x10\n" +
+	"\x03seq\x18\f \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03ack\x18\r \x01(\x04R\x03ack\"\x1f\n" +
 	"\vStoreBudget\x12\x10\n" +
 	"\x03rps\x18\x01 \x01(\x01R\x03rpsB-Z+github.com/longshore/longshore/cluster/wireb\x06proto3"
 
