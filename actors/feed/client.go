@@ -42,6 +42,10 @@ type DialConfig struct {
 	// it sends it, on a release (at most MaxStallSteps). 0:
 	// DefaultStallEvery.
 	StallEvery int
+	// NodeUIDs are users accepted as the node besides the trainer's own
+	// and root (see NodeUIDEnv, which adds to them): the client asks the
+	// kernel who serves the socket and refuses anyone else (*PeerError).
+	NodeUIDs []uint32
 }
 
 // DefaultConnectTimeout is how long a trainer waits for its node by
@@ -89,7 +93,12 @@ func connect(ctx context.Context, path string, cfg DialConfig) (*net.UnixConn, e
 	for attempt := 1; ; attempt++ {
 		nc, err := d.DialContext(ctx, "unix", path)
 		if err == nil {
-			return nc.(*net.UnixConn), nil
+			uc := nc.(*net.UnixConn)
+			if err := checkNode(uc, path, cfg); err != nil {
+				uc.Close()
+				return nil, err
+			}
+			return uc, nil
 		}
 		if !notYet(err) {
 			return nil, fmt.Errorf("feed: dial %s: %w", path, err)

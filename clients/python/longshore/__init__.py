@@ -25,6 +25,7 @@ from ._feed import (  # noqa: F401
     PROTOCOL_VERSION,
     Batch,
     ConnectTimeout,
+    NodeRefused,
     FeedError,
     Loader,
     RolledBack,
@@ -34,6 +35,6 @@ from ._feed import (  # noqa: F401
 )
 from ._token import JournalToken, TokenIdentity, cut_token, parse_token  # noqa: F401
 
-__all__ = ["Loader", "Batch", "TorchBatch", "FeedError", "ConnectTimeout", "RolledBack", "socket_path", "env_rank",
+__all__ = ["Loader", "Batch", "TorchBatch", "FeedError", "ConnectTimeout", "NodeRefused", "RolledBack", "socket_path", "env_rank",
            "PROTOCOL_VERSION",
            "cut_token", "parse_token", "JournalToken", "TokenIdentity"]

@@ -125,7 +125,6 @@ def _connect_unix(path, timeout, connect_timeout):
         s.settimeout(timeout)
         try:
             s.connect(path)
-            return s
         except OSError as e:
             s.close()
             if e.errno not in (errno.ENOENT, errno.ECONNREFUSED):
@@ -137,8 +136,55 @@ def _connect_unix(path, timeout, connect_timeout):
             if attempts == 1:
                 _log.info("longshore: waiting up to %.0f s for the node at %s (%s)", connect_timeout, path,
                           os.strerror(e.errno))
+        else:
+            try:
+                _check_node(s, path)
+            except BaseException:
+                s.close()
+                raise
+            return s
         time.sleep(min(backoff, left))
         backoff = min(backoff * 2, 0.25)
+
+
+NODE_UID_ENV = "LONGSHORE_NODE_UID"
+
+
+class NodeRefused(FeedError):
+    """The socket is served by a process of a user this trainer does not
+    accept as its node (not its own user, root, or one named in
+    $LONGSHORE_NODE_UID): anyone who can write to the feed directory could
+    otherwise serve the trainer data of their own."""
+
+    def __init__(self, path: str, uid: int) -> None:
+        super().__init__("node_refused",
+                         f"{path} is served by a process of uid {uid}, not this user (uid {os.getuid()}), root "
+                         f"or ${NODE_UID_ENV}: refusing it (if the node runs as that user, set {NODE_UID_ENV}={uid})",
+                         fatal=True)
+        self.path, self.uid = path, uid
+
+
+def _node_uids():
+    """The users $LONGSHORE_NODE_UID accepts as the node (None: any)."""
+    env = os.environ.get(NODE_UID_ENV, "").strip()
+    if env == "any":
+        return None
+    if not env:
+        return set()
+    try:
+        return {int(f) for f in env.split(",")}
+    except ValueError:
+        raise ValueError(f"${NODE_UID_ENV}={env!r}: want uids separated by commas, or any") from None
+
+
+def _check_node(s, path):
+    """Refuses a socket whose server (SO_PEERCRED) is not this user, root or
+    a user $LONGSHORE_NODE_UID names."""
+    allowed = _node_uids()
+    _pid, uid, _gid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if allowed is None or uid in (os.getuid(), 0) or uid in allowed:
+        return
+    raise NodeRefused(path, uid)
 
 
 class RolledBack(FeedError):
