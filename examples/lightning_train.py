@@ -49,7 +49,10 @@ class Classifier(torch.nn.Module):
         # batch is what Lightning's device transfer made of a longshore.Batch:
         # batch.to(device) -> TorchBatch (uint8 NCHW images, int64 labels)
         x = batch.images.float().div_(255)
-        loss = F.cross_entropy(self(x), batch.labels)
+        # valid is False at rows filled in failed samples' places (the
+        # batch keeps its shape): leave them out of the loss.
+        valid = batch.valid.to(x.dtype)
+        loss = (F.cross_entropy(self(x), batch.labels, reduction="none") * valid).sum() / valid.sum().clamp(min=1)
         if L is not None and isinstance(self, L.LightningModule):
             self.log("loss", loss, batch_size=len(batch), prog_bar=True)
         return loss
