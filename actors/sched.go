@@ -135,6 +135,7 @@ type core struct {
 	freeBufs     []int
 	bufsMade     int
 	maxBufs      int
+	bufLimit     int // most buffers in use (setBufLimit: Config.FetchBytes); 0: maxBufs
 
 	// decode
 	fetched fetchedSet
@@ -362,7 +363,21 @@ func (c *core) batchFor(r *run, pos int64) *batch {
 	return b
 }
 
-func (c *core) haveBuf() bool { return len(c.freeBufs) > 0 || c.bufsMade < c.maxBufs }
+func (c *core) haveBuf() bool {
+	if c.bufLimit > 0 && c.bufsMade-len(c.freeBufs) >= c.bufLimit {
+		return false
+	}
+	return len(c.freeBufs) > 0 || c.bufsMade < c.maxBufs
+}
+
+// setBufLimit bounds the fetch buffers in use (reads in flight and
+// samples waiting for a decoder) to n, at least 1: the shell sets it from
+// Config.FetchBytes and the sizes it has read.
+func (c *core) setBufLimit(n int) []effect {
+	c.bufLimit = min(max(n, 1), c.maxBufs)
+	c.pump()
+	return c.take()
+}
 
 func (c *core) takeBuf() int {
 	if n := len(c.freeBufs); n > 0 {
