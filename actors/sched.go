@@ -363,8 +363,18 @@ func (c *core) batchFor(r *run, pos int64) *batch {
 	return b
 }
 
+// haveBuf reports whether a fetch may take a buffer: the buffers in use
+// (reads in flight and samples fetched, waiting for a decoder) stay
+// within the fetch limit plus what the decoders queue, so when decoding
+// sets the pace the rank does not fill every buffer with samples that
+// wait (the fetch limit follows the store's latency), and within
+// bufLimit.
 func (c *core) haveBuf() bool {
-	if c.bufLimit > 0 && c.bufsMade-len(c.freeBufs) >= c.bufLimit {
+	inUse := c.bufsMade - len(c.freeBufs)
+	if c.bufLimit > 0 && inUse >= c.bufLimit {
+		return false
+	}
+	if c.fetchLimit > 0 && inUse >= c.fetchLimit+c.cfg.decoders*c.cfg.decodeQueue {
 		return false
 	}
 	return len(c.freeBufs) > 0 || c.bufsMade < c.maxBufs
