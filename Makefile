@@ -150,12 +150,15 @@ bench-peer: deps build
 
 # Loader memory at host scale (issue 19): 8 trainers × DataLoader(num_workers=8)
 # against one longshore-node --ranks 8 --sink feed + 8 Python trainers, over
-# BENCH_HOST_SAMPLES hard links into the BENCH_PEER_N real-photo set.
+# BENCH_HOST_SAMPLES hard links into the BENCH_PEER_N real-photo set; a job of
+# 100 epochs. BENCH_HOST_ARGS: more, e.g. "--step-ms 300" (trainers slower than
+# the loader) or --node-args "--memory-budget 512MiB".
 BENCH_HOST_SAMPLES ?= 100000
+BENCH_HOST_ARGS    ?=
 BENCH_HOST_JSON    ?= docs/bench/bench-host.json
 bench-host: deps build
 	@ds=$$(scripts/dataset.sh $(BENCH_PEER_N)) && /usr/bin/python3 scripts/bench_host.py --source "$$ds" \
-		--samples $(BENCH_HOST_SAMPLES) --json $(BENCH_HOST_JSON)
+		--samples $(BENCH_HOST_SAMPLES) $(BENCH_HOST_ARGS) --json $(BENCH_HOST_JSON)
 
 # make bench-compare OLD NEW (or OLD=a.json NEW=b.json): new/old of every
 # median figure of two results of one benchmark. The two words after the

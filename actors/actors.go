@@ -27,6 +27,7 @@ type rankActor struct {
 	self     *actor.PID
 
 	bufs     [][]byte    // fetch buffers by id, reused
+	fb       fetchBufs   // their memory (Config.FetchBytes)
 	openedAt []time.Time // by slot: when its batch's first fetch started
 	meta     []slotMeta  // by slot
 	keep     []int
@@ -60,7 +61,12 @@ func (a *rankActor) Receive(c actor.Context) {
 		}
 		a.run(c, effs)
 	case *fetchedMsg:
-		a.bufs[m.buf] = m.data
+		a.setBuf(m.buf, m.data)
+		if m.err == nil {
+			a.fetched(c, len(m.data))
+		} else {
+			a.freeing(m.buf)
+		}
 		a.p.rec.task(StageFetch, m.dur, m.err != nil)
 		a.run(c, a.core.fetchDone(m.fetcher, m.slot, m.idx, m.buf, m.err))
 		if a.tuner != nil {
@@ -75,8 +81,9 @@ func (a *rankActor) Receive(c actor.Context) {
 		}
 	case *decodedMsg:
 		if m.abandoned {
-			a.bufs[m.buf] = nil // a stuck decoder still reads it
+			a.setBuf(m.buf, nil) // a stuck decoder still reads it
 		}
+		a.freeing(m.buf)
 		a.p.rec.task(StageDecode, m.dur, m.err != nil)
 		a.meta[m.slot].short[m.idx] = m.err == nil && m.short
 		a.run(c, a.core.decodeDone(m.decoder, m.slot, m.idx, m.buf, m.err))

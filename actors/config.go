@@ -246,6 +246,16 @@ type Config struct {
 	// decoder including the one it is decoding. 0: 2, SPDL's queue depth:
 	// one decoding, one waiting, so a decoder never idles for a round trip.
 	DecodeQueue int
+	// FetchBytes bounds the bytes of fetched objects one rank holds: its
+	// fetch buffers, in reads in flight, in samples waiting for a decoder
+	// and kept for reuse. The rank keeps as many buffers in use as
+	// FetchBytes holds at the mean object size it has read (at least one,
+	// at most FetchConcurrency + Decoders×DecodeQueue), and frees a buffer
+	// it gets back while it holds more. 0: no byte bound (the count
+	// bounds them). Whatever the bound, a buffer grown past twice the
+	// mean object size is freed when its sample is decoded, so the
+	// buffers do not all grow to the largest object of the dataset.
+	FetchBytes int64
 	// ReadAhead is how many work items the rank takes from its Source
 	// beyond those it is fetching (it asks for more once it holds half).
 	// 0: Slots*BatchSize, so the fetchers never wait for the Source. A
@@ -418,6 +428,9 @@ func (c Config) Validate() error {
 	}
 	if c.DecodeQueue < 1 {
 		bad("DecodeQueue %d: need at least 1", c.DecodeQueue)
+	}
+	if c.FetchBytes < 0 {
+		bad("FetchBytes %d: need 0 (no bound) or more", c.FetchBytes)
 	}
 	if c.ReadAhead < 1 {
 		bad("ReadAhead %d: need at least 1", c.ReadAhead)

@@ -186,8 +186,11 @@ type Pipeline struct {
 	}
 	finishOnce sync.Once
 
-	bufsMade  atomic.Int64 // fetch buffers ever made (for tests and stats)
-	abandoned atomic.Int64 // decoders left running past the decode deadline
+	bufsMade atomic.Int64 // fetch buffers ever made (for tests and stats)
+	// fetchBufBytes is what the fetch buffers hold now (their capacity),
+	// fetchBufPeak the most they held (Config.FetchBytes; FetchBufferBytes).
+	fetchBufBytes, fetchBufPeak atomic.Int64
+	abandoned                   atomic.Int64 // decoders left running past the decode deadline
 	// cores holds a token for each decode running in C (deadline.go),
 	// abandoned ones included: at most Decoders at once.
 	cores chan struct{}
@@ -417,6 +420,13 @@ func (p *Pipeline) Rank() int { return p.rank }
 
 // Config is the pipeline's configuration, defaults filled in.
 func (p *Pipeline) Config() Config { return p.cfg }
+
+// FetchBufferBytes returns the bytes the rank's fetch buffers hold now
+// (their capacity: in reads in flight, in samples waiting for a decoder,
+// and kept for reuse) and the most they have held (Config.FetchBytes).
+func (p *Pipeline) FetchBufferBytes() (now, peak int64) {
+	return p.fetchBufBytes.Load(), p.fetchBufPeak.Load()
+}
 
 // Stats returns a snapshot of the pipeline's stats.
 func (p *Pipeline) Stats() Stats { return p.rec.raw(p.rank).stats() }

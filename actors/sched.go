@@ -161,6 +161,7 @@ type core struct {
 	freeBufs     []int
 	bufsMade     int
 	maxBufs      int
+	bufLimit     int // most buffers in use (setBufLimit: Config.FetchBytes); 0: maxBufs
 
 	// decode
 	fetched fetchedSet
@@ -388,7 +389,31 @@ func (c *core) batchFor(r *run, pos int64) *batch {
 	return b
 }
 
-func (c *core) haveBuf() bool { return len(c.freeBufs) > 0 || c.bufsMade < c.maxBufs }
+// haveBuf reports whether a fetch may take a buffer: the buffers in use
+// (reads in flight and samples fetched, waiting for a decoder) stay
+// within the fetch limit plus what the decoders queue, so when decoding
+// sets the pace the rank does not fill every buffer with samples that
+// wait (the fetch limit follows the store's latency), and within
+// bufLimit.
+func (c *core) haveBuf() bool {
+	inUse := c.bufsMade - len(c.freeBufs)
+	if c.bufLimit > 0 && inUse >= c.bufLimit {
+		return false
+	}
+	if c.fetchLimit > 0 && inUse >= c.fetchLimit+c.cfg.decoders*c.cfg.decodeQueue {
+		return false
+	}
+	return len(c.freeBufs) > 0 || c.bufsMade < c.maxBufs
+}
+
+// setBufLimit bounds the fetch buffers in use (reads in flight and
+// samples waiting for a decoder) to n, at least 1: the shell sets it from
+// Config.FetchBytes and the sizes it has read.
+func (c *core) setBufLimit(n int) []effect {
+	c.bufLimit = min(max(n, 1), c.maxBufs)
+	c.pump()
+	return c.take()
+}
 
 func (c *core) takeBuf() int {
 	if n := len(c.freeBufs); n > 0 {

@@ -536,3 +536,33 @@ func TestBatchRows(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreFetchedWaitWithinFetchLimit: when decoding sets the pace (the
+// decoders never finish here), the samples fetched and waiting for a
+// decoder stay within the fetch limit plus the decoders' queue: before,
+// every fetch buffer (fetchers + decoders×decodeQueue, 66 a rank with
+// --fetch-concurrency auto) filled with waiting samples, the node's
+// memory growing with its ranks.
+func TestCoreFetchedWaitWithinFetchLimit(t *testing.T) {
+	f := simFeeder(t, 400, 1, false)
+	c := newCore(coreConfig{batchSize: 8, slots: 8, fetchers: 64, decoders: 1, decodeQueue: 2})
+	c.fetchLimit = 4
+	var r coreEffects
+	r.start(t, c, f)
+	for i := 0; i < len(r.fetches); i++ { // every read completes at once, none is decoded
+		e := r.fetches[i]
+		r.handle(c.fetchDone(e.worker, e.slot, e.idx, e.buf, nil))
+	}
+	inUse := c.bufsMade - len(c.freeBufs)
+	if want := 4 + 1*2; inUse != want || c.fetched.len() != 4 {
+		t.Errorf("%d buffers in use (%d fetched waiting, %d reads started), want %d: the fetch limit 4 + 1 decoder x 2",
+			inUse, c.fetched.len(), len(r.fetches), want)
+	}
+	// A decode done frees a buffer for one more read.
+	d := r.decodes[0]
+	n := len(r.fetches)
+	r.handle(c.decodeDone(d.worker, d.slot, d.idx, d.buf, nil))
+	if len(r.fetches) != n+1 {
+		t.Errorf("a decode done started %d reads, want 1", len(r.fetches)-n)
+	}
+}

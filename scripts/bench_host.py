@@ -2,6 +2,7 @@
 """bench_host.py: loader memory at the scale of an 8-GPU host (make bench-host, issue 19).
 
     /usr/bin/python3 scripts/bench_host.py --source DIR [--samples 100000] [--reps 2] [--window 60]
+                                           [--epochs 100] [--step-ms 0] [--node-args "--memory-budget 512MiB"]
                                            [--json docs/bench/bench-host.json]
 
 A benchmark, not a test: it measures memory, not speed (on 2 cores the
@@ -23,6 +24,14 @@ Both read the same ImageFolder dataset of --samples entries (default
 scripts/dataset.sh), spread over 100 class directories, so each side
 holds 100,000 paths as a real job would, while the page cache holds only
 the source's files.
+
+What a user runs: --epochs (default 100) is the job's length on both
+sides (the node's --epochs; the peer's trainers iterate that many epochs
+of their DataLoader), so whatever the loader keeps per epoch or ahead of
+time shows; --step-ms makes every trainer a model slower than the
+pipeline (it sleeps that long a batch, with the batch held), so what the
+loader buffers while the trainer lags shows; --node-args adds flags to
+the node (--memory-budget).
 
 Each run: the 8 trainers start and import; when all have, the tree's PSS
 is the trainers' own imports (`import PSS`, shown separately; it is the
@@ -106,12 +115,16 @@ def child_peer(a):
     ds = ImageFolder(a.dataset, transform=tf)
     loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=a.workers, persistent_workers=True)
     n = touched = 0
-    it = iter(loader)
-    for images, _ in it:
-        touched += int(images[0, 0, 0, 0])
-        n += images.shape[0]
-        if n == images.shape[0]:
-            touch(a.first)
+    for _ in range(a.epochs):
+        for images, _ in loader:
+            touched += int(images[0, 0, 0, 0])
+            n += images.shape[0]
+            if n == images.shape[0]:
+                touch(a.first)
+            if a.step_ms:
+                time.sleep(a.step_ms / 1000)
+            if os.path.exists(a.stop):
+                break
         if os.path.exists(a.stop):
             break
     with open(a.out, "w") as f:
@@ -143,6 +156,8 @@ def child_client(a):
         failed += b.failed
         if n == len(b):
             touch(a.first)
+        if a.step_ms:
+            time.sleep(a.step_ms / 1000)
         if os.path.exists(a.stop):
             break
     loader.close()
@@ -172,6 +187,7 @@ def run_side(a, side, rep):
             argv = [sys.executable, os.path.abspath(__file__), "_" + side, "--dataset", a.dataset, "--workers", str(a.workers),
                     "--imported", os.path.join(d, f"imported-{r}"), "--first", os.path.join(d, f"first-{r}"),
                     "--out", os.path.join(d, f"out-{r}.json"), "--go", go, "--stop", stop,
+                    "--epochs", str(a.epochs), "--step-ms", str(a.step_ms),
                     "--socket", os.path.join(d, f"rank-{r}.sock")]
             p = subprocess.Popen(argv, start_new_session=True)  # its own group: its workers die with it
             trainers.append(p)
@@ -185,9 +201,9 @@ def run_side(a, side, rep):
             touch(go)
         else:
             node_argv = [a.node, "--standalone", "--ranks", str(a.ranks), "--sink", "feed", "--feed-dir", d,
-                         "--dataset", a.dataset, "--epochs", "1", "--batch-size", "32", "--transform", "train",
+                         "--dataset", a.dataset, "--epochs", str(a.epochs), "--batch-size", "32", "--transform", "train",
                          "--block", "1", "--seed", str(rep + 1), "--progress", "never",
-                         "--stats-json", os.path.join(d, "stats.json")]
+                         "--stats-json", os.path.join(d, "stats.json")] + a.node_args.split()
             node = subprocess.Popen(node_argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     start_new_session=True)
             s.add(node.pid)
@@ -278,14 +294,14 @@ def driver(a):
                  tree_steady=med["longshore"]["steady_pss_bytes"] / med["peer"]["steady_pss_bytes"])
     paired = [l["loader_steady_pss_bytes"] / p["loader_steady_pss_bytes"] for p, l in zip(runs["peer"], runs["longshore"])]
     report = dict(bench="bench-host", machine=machine(), dataset=a.dataset, dataset_samples=a.samples,
-                  source=a.source, ranks=a.ranks, peer_workers_per_trainer=a.workers, window_s=a.window,
+                  source=a.source, ranks=a.ranks, epochs=a.epochs, step_ms=a.step_ms, node_args=a.node_args, peer_workers_per_trainer=a.workers, window_s=a.window,
                   repetitions=a.reps, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
                   seconds=round(time.time() - t0, 1), loadavg_before=load0, loadavg_after=load(),
                   median=med, longshore_vs_peer=ratio, paired_loader_steady=paired,
                   target_loader_ratio=0.25, runs=runs)
     m = report["machine"]
     print(f"\nloader memory at host scale — {m['cpu_model']}, {m['cpus']} CPUs; {a.samples} samples "
-          f"(hard links into {a.source}); {a.ranks} trainers; medians of {a.reps}; window {a.window} s; "
+          f"(hard links into {a.source}); {a.ranks} trainers; --epochs {a.epochs}, a step of {a.step_ms} ms a batch; medians of {a.reps}; window {a.window} s; "
           f"load avg {load0[0]:.2f} before, {report['loadavg_after'][0]:.2f} after\n")
     print(f"| side | processes | import PSS ({a.ranks} trainers) | peak PSS | steady PSS | loader peak | loader steady |")
     print("|---|---|---|---|---|---|---|")
@@ -313,6 +329,9 @@ def main():
     ap.add_argument("--window", type=float, default=60, help="seconds measured once every trainer has a batch")
     ap.add_argument("--ranks", type=int, default=8, help="trainers (GPUs) on the host")
     ap.add_argument("--workers", type=int, default=8, help="the peer's num_workers per trainer")
+    ap.add_argument("--epochs", type=int, default=100, help="epochs of the job on both sides (what a user runs: not one)")
+    ap.add_argument("--step-ms", type=float, default=0, help="each trainer's compute a batch, in ms: > 0 makes trainers slower than the loader")
+    ap.add_argument("--node-args", default="", help="more flags for the node, like '--memory-budget 512MiB'")
     ap.add_argument("--node", default=os.path.join(REPO, "bin", "longshore-node"))
     ap.add_argument("--json", help="write the report here")
     for f in ("--dataset", "--imported", "--first", "--out", "--go", "--stop", "--socket"):
@@ -326,6 +345,8 @@ def main():
         ap.error("--source is required")
     if a.samples < 1:
         ap.error("--samples must be positive")
+    if a.epochs < 1 or a.step_ms < 0:
+        ap.error("--epochs must be positive and --step-ms not negative")
     driver(a)
 
 

@@ -92,6 +92,9 @@ type options struct {
 	decoder          string
 	progress         string
 	cpuProfile       string
+	pprofAddr        string
+	memoryBudget     byteSize
+	slotsSet         bool
 	trace            string
 	readAhead        int
 	storeOutage      time.Duration
@@ -170,6 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.fetchConcurrency, "fetch-concurrency", fmt.Sprintf("object reads in flight per rank: auto (the rank keeps as many in flight as the store's latency needs at the pace it decodes, Little's law, from 16 up to %d), auto:N (up to N), or N (fixed)", fetchAutoMax))
 	fs.IntVar(&o.decoders, "decoders", def.Decoders, "decoders for the whole node (default: one per core)")
 	fs.IntVar(&o.slots, "slots", def.Slots, "batch slots per rank (bounds memory and read-ahead)")
+	fs.Var(&o.memoryBudget, "memory-budget", "memory the loader may use, like 2GiB (docs/performance.md, Memory budget): the batch slots take at most half (fewer --slots, down to 2, unless --slots is given; an error if 2 do not fit), the ranks' fetched bytes a quarter, a packed dataset's in-memory chunk cache (--pack-cache auto) at most a quarter, and the Go heap's soft limit is the budget less the slots unless GOMEMLIMIT is set; 0 (default): no budget")
 	fs.IntVar(&o.readAhead, "read-ahead", 0, "work items each rank takes ahead of its fetchers (0: automatic: standalone, slots x batch-size, raised to cover the store's slow fetches (the second slowest of each 250 ms) at the measured rate, up to 4096, so a packed dataset's chunks a round trip away are prefetched in time; in cluster mode max(batch-size, fetch-concurrency, or 16 with auto), since what a rank has taken cannot be handed to an idle rank)")
 	fs.DurationVar(&o.storeOutage, "store-outage", def.StoreOutage, "how long a fetch keeps retrying a store that does not answer before the sample counts as failed (an outage is not bad data); negative: no retries beyond the S3 client's own")
 	o.packCache = packCache{auto: true}
@@ -187,6 +191,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.decoder, "decoder", "turbo", "JPEG decoder: turbo (libjpeg-turbo, decoding only what the crop needs; other formats and JPEGs it refuses go to FFmpeg) or ffmpeg (every image); none, for benchmarks only: nothing is decoded, each sample's pixels are its object's bytes repeated (what fetching and delivery cost alone)")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run here (go tool pprof)")
+	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiles (heap, allocs, goroutines, CPU) at http://HOST:PORT/debug/pprof/ while the node runs (go tool pprof http://127.0.0.1:6060/debug/pprof/heap); loopback only; default off")
 	fs.StringVar(&o.trace, "trace", "", "write a Go execution trace of the run here (go tool trace): where goroutines wait, on what")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9464; another address needs --metrics-token-file); default off")
 	fs.IntVar(&o.metricsConns, "metrics-max-conns", observe.DefaultLimits().MaxConns, "with --metrics: the most connections the metrics server holds at once; more are closed unanswered (longshore_http_connections_refused_total)")
@@ -260,6 +265,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) {
 		o.blockSet = o.blockSet || f.Name == "block"
+		o.slotsSet = o.slotsSet || f.Name == "slots"
 		o.gpuFlags.ranksSet = o.gpuFlags.ranksSet || f.Name == "ranks"
 	})
 	if err := o.gpuFlags.check(); err != nil {
@@ -364,6 +370,9 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 	}
 	c.MaxFailures = b
 	o.faults.actorsConfig(&c)
+	if _, err := o.applyMemoryBudget(&c); err != nil {
+		return c, err
+	}
 	return c, c.Validate()
 }
 
@@ -418,9 +427,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		defer pr.stop()
 	}
+	if o.pprofAddr != "" {
+		stopPprof, err := startPprof(o.pprofAddr, newLogger(o, stderr))
+		if err != nil {
+			fmt.Fprintf(stderr, "longshore-node: %v\n", err)
+			return 2
+		}
+		defer stopPprof()
+	}
 	if o.gpu, o.ranks, err = setupGPUs(gpu.DefaultDriver(), o.gpuFlags, o.ranks, stderr); err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
 		return 2
+	}
+	if line, err := o.memoryBudgetLine(); err != nil {
+		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
+		return 2
+	} else if line != "" {
+		fmt.Fprintf(stderr, "longshore-node: %s\n", line)
 	}
 	defer o.gpu.Close()
 	if err := runMode(ctx, o, stdout, stderr); err != nil {

@@ -133,6 +133,9 @@ func (o options) packPlan(s storage.Store, dirs []string, windowBytes, mean int6
 		return p
 	default:
 		p.cache = storage.DefaultPackedConfig().CacheBytes
+		if o.memoryBudget > 0 && o.packSpill.dir == "" { // --memory-budget: at most its share
+			p.cache = min(p.cache, int64(float64(o.memoryBudget)*budgetPackShare))
+		}
 	}
 	switch {
 	case p.cache == 0:

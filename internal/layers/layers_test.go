@@ -79,7 +79,7 @@ var internal = map[string][]string{
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
-	"cmd/internal/observe":          {"actors", "cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "cmd/internal/secure", "internal/clock", "storage", "storage/s3"},
+	"cmd/internal/observe":          {"actors", "actors/feedserver", "cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "cmd/internal/secure", "internal/clock", "storage", "storage/s3"},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
 	"cmd/longshore-certs":           {"cluster/certs"},
 	"cmd/internal/mixing":           {},
