@@ -519,7 +519,7 @@ func (s *Store) get(ctx context.Context, key string, rng *byteRange, limit int64
 	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		var err error
 		out, err = s.hedged(ctx, kind, dst, func(ctx context.Context, dst []byte) ([]byte, error) {
-			return s.getOnce(ctx, key, rng, limit, dst)
+			return s.getOnce(ctx, kind, key, rng, limit, dst)
 		})
 		return err
 	})
@@ -527,7 +527,7 @@ func (s *Store) get(ctx context.Context, key string, rng *byteRange, limit int64
 }
 
 // getOnce is one attempt of get (or its hedge), into dst.
-func (s *Store) getOnce(ctx context.Context, key string, rng *byteRange, limit int64, dst []byte) ([]byte, error) {
+func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRange, limit int64, dst []byte) ([]byte, error) {
 	var opts minio.GetObjectOptions
 	if rng != nil {
 		end := int64(0) // "bytes=off-"
@@ -547,7 +547,8 @@ func (s *Store) getOnce(ctx context.Context, key string, rng *byteRange, limit i
 	}
 	defer body.Close()
 	var r io.Reader = body
-	if d := s.opts.ProgressTimeout; d > 0 {
+	deadline := s.progressDeadline(kind)
+	if d := deadline; d > 0 {
 		pb := watchProgress(body, d, s.clock, func() { gcancel(ErrStalled) })
 		defer pb.Close()
 		r = pb
@@ -566,11 +567,13 @@ func (s *Store) getOnce(ctx context.Context, key string, rng *byteRange, limit i
 	s.stats.bytesRead.Add(int64(len(out)))
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(gctx), ErrStalled) {
 		s.stats.stalls.Add(1)
-		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout; --progress-timeout)", ErrStalled, s.opts.ProgressTimeout, len(out))
+		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout %v, or 10× the p99 of recent GETs; --progress-timeout)", ErrStalled, deadline, len(out), s.opts.ProgressTimeout)
 	}
 	if err != nil {
 		if errors.Is(err, ErrBadResponse) {
 			s.stats.bad.Add(1)
+		} else if ctx.Err() == nil && isConnError(err) {
+			err = &bodyError{err}
 		}
 		return out, err
 	}
