@@ -114,6 +114,20 @@ func causeOf(err error) cause {
 	return causeConn
 }
 
+// bodyError is a connection failure while reading a body whose headers
+// had arrived: the store answered, and the connection broke mid-body.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
+// brokenBody reports whether an attempt failed after the store answered,
+// for its body: short, corrupt, wrong range, stalled or cut by a reset.
+func brokenBody(err error, c cause) bool {
+	var be *bodyError
+	return c == causeBad || c == causeStall || (c == causeConn && errors.As(err, &be))
+}
+
 // attemptKey carries an *attempt in a request's context, so that the
 // transport can note what the response said (Retry-After) for the retry
 // loop.
@@ -200,6 +214,12 @@ func (s *Store) retry(ctx context.Context, try func(ctx context.Context, n int) 
 		s.stats.retries.Add(1)
 		s.stats.byCause[c].Add(1)
 		wait := s.backoff(n)
+		if n == 0 && brokenBody(err, c) {
+			// The store answered; the body broke on the way (cut short,
+			// reset, stalled, corrupt). Nothing says the store is
+			// loaded: ask again at once, on a fresh connection.
+			wait = 0
+		}
 		if ra := min(a.retryAfter, s.maxRetryAfter()); ra > wait {
 			wait = ra
 			s.stats.retryAfterHonoured.Add(1)

@@ -218,3 +218,37 @@ func TestUnsizedBodyCapped(t *testing.T) {
 		t.Errorf("verified %d, proxy unsized %d; want 1 and 2", st.Verified, p.Fired(0))
 	}
 }
+
+// TestBrokenBodyRetriedAtOnce: an answer whose body broke on the way (cut
+// short, reset mid-body) was no refusal by the store: its first retry
+// goes at once, without the backoff (here an hour: the read would not
+// finish within the test's backstop otherwise). A throttle still backs
+// off (TestFaultSchedules).
+func TestBrokenBodyRetriedAtOnce(t *testing.T) {
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t)
+	obj := randomBytes(15, 64<<10)
+	{
+		s := openS3(t, srv, bucket, "", srv.Options())
+		if _, err := s.Put(context.Background(), "k.jpg", obj, storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []faultproxy.Fault{faultproxy.ShortBody(100), faultproxy.ResetAfter(1000)} {
+		t.Run(f.Kind.String(), func(t *testing.T) {
+			p := faultproxy.Start(t, srv.Endpoint, faultproxy.Rule{Ops: faultproxy.OpGet, FirstN: 1, Fault: f})
+			o := faultOptions(srv, p.URL)
+			o.RetryBase, o.RetryCap = time.Hour, time.Hour
+			s := openS3(t, srv, bucket, "", o)
+			ctx, cancel := context.WithTimeout(context.Background(), hedgeBackstop)
+			defer cancel()
+			got, err := s.Get(ctx, "k.jpg", nil)
+			if err != nil || !bytes.Equal(got, obj) {
+				t.Fatalf("get: %d bytes, %v (stats %+v); want the object, retried at once", len(got), err, s.Stats())
+			}
+			if st := s.Stats(); st.Retries != 1 || st.Backoff != 0 {
+				t.Errorf("stats %+v: want one retry, no backoff", st)
+			}
+		})
+	}
+}
