@@ -80,7 +80,7 @@ func TestProgressDeadline(t *testing.T) {
 		want    time.Duration
 	}{
 		{hedgeWhole, 5 * time.Millisecond, progressFloor},
-		{hedgeWhole, 60 * time.Millisecond, progressFactor * 60 * time.Millisecond},
+		{hedgeWhole, 100 * time.Millisecond, progressFactor * 100 * time.Millisecond},
 		{hedgeRange, time.Second, 2 * time.Second},
 	} {
 		for range hedgeWindow {

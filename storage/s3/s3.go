@@ -567,7 +567,7 @@ func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRang
 	s.stats.bytesRead.Add(int64(len(out)))
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(gctx), ErrStalled) {
 		s.stats.stalls.Add(1)
-		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout %v, or 10× the p99 of recent GETs; --progress-timeout)", ErrStalled, deadline, len(out), s.opts.ProgressTimeout)
+		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout %v, or 4× the p99 of recent GETs; --progress-timeout)", ErrStalled, deadline, len(out), s.opts.ProgressTimeout)
 	}
 	if err != nil {
 		if errors.Is(err, ErrBadResponse) {
