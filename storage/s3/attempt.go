@@ -114,6 +114,10 @@ func causeOf(err error) cause {
 	return causeConn
 }
 
+// sporadicBackoff is the most a first retry waits after a 503 or 500 while
+// the store is not overloaded (rateLimiter.overloaded).
+const sporadicBackoff = 10 * time.Millisecond
+
 // bodyError is a connection failure while reading a body whose headers
 // had arrived: the store answered, and the connection broke mid-body.
 type bodyError struct{ err error }
@@ -214,11 +218,18 @@ func (s *Store) retry(ctx context.Context, try func(ctx context.Context, n int) 
 		s.stats.retries.Add(1)
 		s.stats.byCause[c].Add(1)
 		wait := s.backoff(n)
-		if n == 0 && brokenBody(err, c) {
+		switch {
+		case n == 0 && brokenBody(err, c):
 			// The store answered; the body broke on the way (cut short,
 			// reset, stalled, corrupt). Nothing says the store is
 			// loaded: ask again at once, on a fresh connection.
 			wait = 0
+		case n == 0 && (c == causeThrottle || c == causeServer) && !s.rate.overloaded():
+			// A lone 503 or 500 from a store that answers the rest (under
+			// rateShareMin of the answers throttled): a hiccup, which
+			// another front end answers; the backoff is for a store that
+			// refuses load. Retry-After, if asked for, still rules.
+			wait = min(wait, sporadicBackoff)
 		}
 		if ra := min(a.retryAfter, s.maxRetryAfter()); ra > wait {
 			wait = ra

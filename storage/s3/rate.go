@@ -255,6 +255,15 @@ func (r *rateLimiter) done(sent time.Time, throttled bool) {
 	}
 }
 
+// overloaded reports whether throttles are over rateShareMin of the
+// recent answers: the store is refusing load, not hiccuping. Without
+// AdaptiveRate the share is not kept, and every throttle counts as load.
+func (r *rateLimiter) overloaded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.mu.l.adaptive || r.mu.l.share >= rateShareMin
+}
+
 // snapshot returns the current and lowest rate (0: none) and the cuts.
 func (r *rateLimiter) snapshot() (rate, low float64, cuts int64) {
 	r.mu.Lock()

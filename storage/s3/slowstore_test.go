@@ -252,3 +252,36 @@ func TestBrokenBodyRetriedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestSporadicErrorRetriedSoon: a lone 503 or 500 from a store that
+// answers everything else is retried within sporadicBackoff (10 ms), not
+// after RetryBase's backoff (an hour here: the read would not finish
+// within the test's backstop otherwise), and the rate is not cut.
+func TestSporadicErrorRetriedSoon(t *testing.T) {
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t)
+	obj := randomBytes(16, 4<<10)
+	{
+		s := openS3(t, srv, bucket, "", srv.Options())
+		if _, err := s.Put(context.Background(), "k.jpg", obj, storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []faultproxy.Fault{faultproxy.SlowDown(0), faultproxy.Status(500, "InternalError")} {
+		t.Run(f.Code, func(t *testing.T) {
+			p := faultproxy.Start(t, srv.Endpoint, faultproxy.Rule{Ops: faultproxy.OpGet, FirstN: 1, Fault: f})
+			o := faultOptions(srv, p.URL)
+			o.RetryBase, o.RetryCap, o.AdaptiveRate = time.Hour, time.Hour, true
+			s := openS3(t, srv, bucket, "", o)
+			ctx, cancel := context.WithTimeout(context.Background(), hedgeBackstop)
+			defer cancel()
+			got, err := s.Get(ctx, "k.jpg", nil)
+			if err != nil || !bytes.Equal(got, obj) {
+				t.Fatalf("get: %d bytes, %v (stats %+v); want the object, retried soon", len(got), err, s.Stats())
+			}
+			if st := s.Stats(); st.Retries != 1 || st.Backoff > 10*time.Millisecond || st.RateCuts != 0 {
+				t.Errorf("stats %+v: want one retry, at most 10ms of backoff, no rate cut", st)
+			}
+		})
+	}
+}
