@@ -40,7 +40,8 @@ func slowStoreMix(seed uint64) faultproxy.Rule {
 // retries by cause, stalls abandoned, hedges sent and won).
 //
 // LONGSHORE_BENCH_NODES="before=/tmp/node-old,after=bin/longshore-node"
-// runs each binary in turn (a row each); LONGSHORE_BENCH_NODE_ARGS is
+// runs each binary in turn (a row each); LONGSHORE_BENCH_VERBOSE=1 prints
+// each run's figures and the longest pauses between its requests; LONGSHORE_BENCH_NODE_ARGS is
 // added to every run (e.g. "--hedge-quantile 0 --progress-timeout 0",
 // the old defaults); LONGSHORE_BENCH_LAYOUTS narrows to "per object" or
 // "packed"; LONGSHORE_BENCH_REPS repeats (medians shown).
@@ -125,6 +126,7 @@ func BenchmarkSlowStoreEpoch(b *testing.B) {
 		}
 		checkOnce(b, deliveries, n)
 		if os.Getenv("LONGSHORE_BENCH_VERBOSE") != "" && faults {
+			// The longest pauses between requests: where the node waited.
 			log := p.Log()
 			type gap struct {
 				d time.Duration
@@ -137,12 +139,6 @@ func BenchmarkSlowStoreEpoch(b *testing.B) {
 			slices.SortFunc(gaps, func(a, b gap) int { return cmp.Compare(b.d, a.d) })
 			for _, g := range gaps[:min(8, len(gaps))] {
 				fmt.Printf("  gap %v before request %d (%s %s), at %v\n", g.d, g.i, log[g.i].Op, log[g.i].Key, log[g.i].At.Sub(log[0].At))
-			}
-			last := map[string]faultproxy.Entry{}
-			for _, e := range log {
-				if e.Rule != "" {
-					last[e.Key] = e
-				}
 			}
 		}
 		if os.Getenv("LONGSHORE_BENCH_VERBOSE") != "" {
