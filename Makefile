@@ -8,6 +8,7 @@
 #   make bench-peer  longshore-node --sink feed + the Python client (and Go in process) vs PyTorch's DataLoader, side by side
 #   make bench-host  loader memory of 8 ranks: one node --ranks 8 vs 8 DataLoaders of 8 workers (BENCH_HOST_SAMPLES)
 #   make bench-remote  a store across a (user-space) delay: MinIO at +0..50 ms, per object and packed, vs a directory
+#   make bench-slowstore  one epoch from MinIO clean and under a fault mix (15% of GETs: 503, 500, reset, short, stall), per object and packed
 #   make bench-compare OLD=a.json NEW=b.json  ratios between two benchmark result files
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
@@ -168,6 +169,14 @@ BENCH_REMOTE_JSON ?= docs/bench/bench-remote.json
 BENCH_REMOTE_REPS ?= 3
 bench-remote: deps build
 	cd integration && LONGSHORE_BENCH_JSON=$(abspath $(BENCH_REMOTE_JSON)) LONGSHORE_BENCH_REPS=$(BENCH_REMOTE_REPS) $(GO) test -run '^$$' -bench BenchmarkRemoteStore -benchtime 1x -timeout 60m .
+
+# A slow store (docs/faults.md): the epoch clean and under the fault mix,
+# side by side, exactly once checked. LONGSHORE_BENCH_NODES="old=PATH,new=PATH"
+# compares two builds.
+.PHONY: bench-slowstore
+BENCH_SLOWSTORE_REPS ?= 3
+bench-slowstore: deps build
+	cd integration && LONGSHORE_BENCH_REPS=$(BENCH_SLOWSTORE_REPS) $(GO) test -run '^$$' -bench BenchmarkSlowStoreEpoch -benchtime 1x -timeout 60m .
 
 ifeq (bench-compare,$(firstword $(MAKECMDGOALS)))
 CMP_FILES := $(wordlist 2,3,$(MAKECMDGOALS))

@@ -23,6 +23,7 @@ type faultFlags struct {
 	adaptiveRate    bool
 	verifyChecksums bool
 	requestTimeout  time.Duration
+	progressTimeout time.Duration
 	hedgeQuantile   float64
 	hedgeBudget     float64
 	maxObjectBytes  byteSize
@@ -39,7 +40,8 @@ func (f *faultFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.adaptiveRate, "adaptive-rate", so.AdaptiveRate, "S3: halve the request rate when the store throttles (503 SlowDown, 429) and grow it back while it does not (AIMD, under --max-request-rate)")
 	fs.BoolVar(&f.verifyChecksums, "verify-checksums", so.VerifyChecksums, "S3: check each object read whole against its ETag when that is an MD5 (single-part, no SSE-KMS/SSE-C) and retry a mismatch; ranged reads (packed chunks) are checked by length and Content-Range")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", so.RequestTimeout, "S3: one request's limit from sending to the last byte, plus a second per MiB of body; a slower one is retried on a fresh connection (0: none)")
-	fs.Float64Var(&f.hedgeQuantile, "hedge-quantile", 0, "S3: send a second GET for one still unanswered after this quantile of recent GETs' latencies (0.95: the p95 so far); the first good answer wins, the other is cancelled (0: no hedging)")
+	fs.DurationVar(&f.progressTimeout, "progress-timeout", so.ProgressTimeout, "S3: a response body that delivers no byte for this long is abandoned and read again on a fresh request, however much of --request-timeout is left (0: none)")
+	fs.Float64Var(&f.hedgeQuantile, "hedge-quantile", so.HedgeQuantile, "S3: send a second GET for one still unanswered after this quantile of recent GETs' latencies (0.95: the p95 so far, after 20 GETs); the first good answer wins, the other is cancelled (0: no hedging)")
 	fs.Float64Var(&f.hedgeBudget, "hedge-budget", s3.DefaultHedgeBudget, "S3: with --hedge-quantile, at most this share of GETs is hedged, and none while the store throttles")
 	f.maxObjectBytes = byteSize(ac.MaxObjectBytes)
 	fs.Var(&f.maxObjectBytes, "max-object-bytes", "refuse objects larger than this, like 256MiB, before reading them: the sample fails as fetch/too_large (0: no limit)")
@@ -55,6 +57,9 @@ func (f *faultFlags) validate() []error {
 	}
 	if f.requestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %v: need 0 (none) or more", f.requestTimeout))
+	}
+	if f.progressTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--progress-timeout %v: need 0 (none) or more", f.progressTimeout))
 	}
 	if !(f.hedgeQuantile >= 0 && f.hedgeQuantile < 1) || !(f.hedgeBudget > 0 && f.hedgeBudget <= 1) {
 		errs = append(errs, fmt.Errorf("--hedge-quantile %v, --hedge-budget %v: want a quantile in [0, 1) (0: off) and a share in (0, 1]", f.hedgeQuantile, f.hedgeBudget))
@@ -73,6 +78,7 @@ func (f *faultFlags) s3Options(o *s3.Options) {
 	o.AdaptiveRate = f.adaptiveRate
 	o.VerifyChecksums = f.verifyChecksums
 	o.RequestTimeout = f.requestTimeout
+	o.ProgressTimeout = f.progressTimeout
 	o.HedgeQuantile = f.hedgeQuantile
 	o.HedgeBudget = f.hedgeBudget
 }

@@ -24,6 +24,12 @@
 //     then a clean close;
 //   - Corrupt: the answer with N bytes of its body flipped, length intact;
 //   - Trickle: the answer at a few bytes a second;
+//   - Stall: the answer's headers and N bytes of its body, then nothing
+//     for a while (or until a Gate opens), then the rest: a connection
+//     that stops mid-body and comes back;
+//   - Unsized: the answer without its Content-Length (chunked), as
+//     from a server or gateway that streams;
+//   - Mix: one of several faults, drawn per request;
 //   - Silence: the connection is held open and never answered;
 //   - Refuse: the proxy stops listening for a while (connection refused)
 //     and drops every open connection;
@@ -112,6 +118,9 @@ const (
 	KindThrottle
 	KindHold
 	KindDelay
+	KindStall
+	KindUnsized
+	KindMix
 )
 
 func (k Kind) String() string {
@@ -138,6 +147,12 @@ func (k Kind) String() string {
 		return "hold"
 	case KindDelay:
 		return "delay"
+	case KindStall:
+		return "stall"
+	case KindUnsized:
+		return "unsized"
+	case KindMix:
+		return "mix"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -152,18 +167,24 @@ type Fault struct {
 	// RetryAfter: KindStatus adds a Retry-After header of this many whole
 	// seconds (rounded up); 0 sends none.
 	RetryAfter time.Duration
-	// N: bytes of body sent before the reset (KindResetAfter), missing at
-	// the end (KindShortBody), flipped (KindCorrupt); for KindWrongRange,
-	// how far the range served is moved.
+	// N: bytes of body sent before the reset (KindResetAfter) or the
+	// stall (KindStall), missing at the end (KindShortBody), flipped
+	// (KindCorrupt); for KindWrongRange, how far the range served is
+	// moved.
 	N int64
 	// Rate: KindTrickle's bytes per second; KindThrottle's requests per
 	// second.
 	Rate int
 	// For: how long KindRefuse refuses connections; how long KindDelay
-	// holds a request before forwarding it.
+	// holds a request before forwarding it; how long KindStall sends
+	// nothing.
 	For time.Duration
-	// Gate: where KindHold holds requests.
+	// Gate: where KindHold holds requests; where KindStall holds a body
+	// mid-way (instead of For).
 	Gate *Gate
+	// Faults: KindMix's choices, one drawn per request from the rule's
+	// seeded generator.
+	Faults []Fault
 }
 
 // Status answers with an S3 error of status and code.
@@ -188,6 +209,23 @@ func Corrupt(n int64) Fault { return Fault{Kind: KindCorrupt, N: n} }
 
 // Trickle sends the body at rate bytes a second.
 func Trickle(rate int) Fault { return Fault{Kind: KindTrickle, Rate: rate} }
+
+// Stall sends the headers and n bytes of the body, then nothing for d,
+// then the rest (unless the client hung up meanwhile).
+func Stall(n int64, d time.Duration) Fault { return Fault{Kind: KindStall, N: n, For: d} }
+
+// StallAt sends the headers and n bytes of the body, then holds the rest
+// until g opens: g reports the body held (Held, once the n bytes are
+// flushed) and whether its client hung up first (HungUp).
+func StallAt(n int64, g *Gate) Fault { return Fault{Kind: KindStall, N: n, Gate: g} }
+
+// Unsized forwards the answer without its Content-Length: the body comes
+// chunked and its length is known only at its end.
+func Unsized() Fault { return Fault{Kind: KindUnsized} }
+
+// Mix disturbs each request it picks with one of faults, drawn from the
+// rule's seeded generator (uniformly).
+func Mix(faults ...Fault) Fault { return Fault{Kind: KindMix, Faults: faults} }
 
 // Silence accepts the request and never answers.
 func Silence() Fault { return Fault{Kind: KindSilence} }
@@ -285,6 +323,9 @@ type Rule struct {
 	// PCG seeded with Seed; 0 (or 1): always.
 	Prob float64
 	Seed uint64
+	// MaxPerKey disturbs each key at most this many times (its later
+	// requests pass); 0: no limit.
+	MaxPerKey int
 	// Fault is what happens to a picked request.
 	Fault Fault
 }
@@ -318,7 +359,23 @@ func (r *rule) overRateLocked(now time.Time) bool {
 	return true
 }
 
-func (r *rule) pick(op Op, key string) bool {
+// pick reports whether r disturbs a request of op on key, and how: a
+// Mix's choice is drawn here, under the lock, so a seed gives one
+// schedule.
+func (r *rule) pick(op Op, key string) (Fault, bool) {
+	if !r.picks(op, key) {
+		return Fault{}, false
+	}
+	f := r.Fault
+	if f.Kind == KindMix && len(f.Faults) > 0 {
+		r.mu.Lock()
+		f = f.Faults[r.rng.IntN(len(f.Faults))]
+		r.mu.Unlock()
+	}
+	return f, true
+}
+
+func (r *rule) picks(op Op, key string) bool {
 	if r.Ops != 0 && r.Ops&op == 0 {
 		return false
 	}
@@ -335,6 +392,9 @@ func (r *rule) pick(op Op, key string) bool {
 		return false
 	}
 	if r.FirstN > 0 && r.fired >= int64(r.FirstN) {
+		return false
+	}
+	if r.MaxPerKey > 0 && r.touched[key] >= int64(r.MaxPerKey) {
 		return false
 	}
 	if r.Fault.Kind == KindThrottle && !r.overRateLocked(time.Now()) {
@@ -538,9 +598,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
 	op, key := classify(r)
 	var picked *rule
+	var f Fault
 	if !p.disabled.Load() {
 		for _, rl := range p.rules {
-			if rl.pick(op, key) {
+			var ok bool
+			if f, ok = rl.pick(op, key); ok {
 				picked = rl
 				break
 			}
@@ -550,7 +612,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if picked != nil {
 		e.Rule = picked.Name
 		if e.Rule == "" {
-			e.Rule = picked.Fault.Kind.String()
+			e.Rule = f.Kind.String()
 		}
 	}
 	p.mu.Lock()
@@ -560,7 +622,6 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.forward(w, r, nil)
 		return
 	}
-	f := picked.Fault
 	switch f.Kind {
 	case KindStatus, KindThrottle:
 		writeError(w, r, f)
@@ -758,6 +819,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *Fault) {
 		w.Write(body)
 	case KindTrickle:
 		p.trickle(w, r, resp, f.Rate)
+	case KindStall:
+		p.stall(w, r, resp, f)
+	case KindUnsized:
+		copyHeader(w.Header(), resp.Header)
+		w.Header().Del("Content-Length")
+		w.WriteHeader(resp.StatusCode)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush() // headers out now, without a length: chunked
+		}
+		io.Copy(w, resp.Body)
 	case KindResetAfter, KindShortBody:
 		p.cut(w, resp, f)
 	default:
@@ -867,6 +938,45 @@ func (p *Proxy) trickle(w http.ResponseWriter, r *http.Request, resp *http.Respo
 			return
 		}
 	}
+}
+
+// stall writes the headers and f.N bytes of the body, flushes them, and
+// sends the rest after f.For or once f.Gate opens; a client that hangs up
+// meanwhile gets nothing more (and is reported to the gate).
+func (p *Proxy) stall(w http.ResponseWriter, r *http.Request, resp *http.Response, f *Fault) {
+	p.held.Add(1)
+	defer p.held.Done()
+	copyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	if _, err := io.CopyN(w, resp.Body, f.N); err != nil {
+		return
+	}
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	_, key := classify(r)
+	var open <-chan struct{}
+	var after <-chan time.Time
+	if f.Gate != nil {
+		report(f.Gate.held, key)
+		open = f.Gate.open
+	} else {
+		t := time.NewTimer(f.For)
+		defer t.Stop()
+		after = t.C
+	}
+	select {
+	case <-open:
+	case <-after:
+	case <-r.Context().Done():
+		if f.Gate != nil {
+			report(f.Gate.hungUp, key)
+		}
+		return
+	case <-p.done:
+		return
+	}
+	io.Copy(w, resp.Body)
 }
 
 // cut writes the status line, the headers and part of the body on the raw

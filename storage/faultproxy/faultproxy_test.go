@@ -227,3 +227,117 @@ func TestDelay(t *testing.T) {
 		t.Errorf("answered after %v, before the 30 ms delay", d)
 	}
 }
+
+// TestStallAt: a stalled body delivers its first N bytes, then holds (the
+// gate reports it) until the gate opens, then the rest; a client that
+// hangs up while it is held is reported.
+func TestStallAt(t *testing.T) {
+	up := upstream(t)
+	g := faultproxy.NewGate()
+	p := faultproxy.Start(t, up.URL, faultproxy.Rule{Ops: faultproxy.OpGet, FirstN: 2, Fault: faultproxy.StallAt(1000, g)})
+	wait := func(ch <-chan string, what string) string {
+		t.Helper()
+		select {
+		case k := <-ch:
+			return k
+		case <-time.After(time.Minute): // a failure backstop only
+			t.Fatalf("no %s", what)
+			return ""
+		}
+	}
+	// The first client reads the 1000 bytes, then gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/b/gone.jpg", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ContentLength != int64(len(body)) {
+		t.Errorf("Content-Length %d; want the object's %d", resp.ContentLength, len(body))
+	}
+	head := make([]byte, 1000)
+	if _, err := io.ReadFull(resp.Body, head); err != nil || !bytes.Equal(head, body[:1000]) {
+		t.Fatalf("the first 1000 bytes: %v", err)
+	}
+	if k := wait(g.Held(), "stalled body"); k != "gone.jpg" {
+		t.Fatalf("held %q", k)
+	}
+	cancel()
+	resp.Body.Close()
+	if k := wait(g.HungUp(), "hang-up"); k != "gone.jpg" {
+		t.Fatalf("hung up %q", k)
+	}
+	// The second is let go: the whole body, as sent.
+	done := make(chan []byte, 1)
+	go func() {
+		_, b, err := get(t, &http.Client{}, p.URL+"/b/a.jpg", "")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- b
+	}()
+	wait(g.Held(), "second stalled body")
+	g.Open()
+	if b := <-done; !bytes.Equal(b, body) {
+		t.Errorf("after Open: %d bytes, want the upstream's %d", len(b), len(body))
+	}
+}
+
+// TestUnsized: the body comes without a Content-Length, whole.
+func TestUnsized(t *testing.T) {
+	up := upstream(t)
+	p := faultproxy.Start(t, up.URL, faultproxy.Rule{Ops: faultproxy.OpGet, Fault: faultproxy.Unsized()})
+	resp, b, err := get(t, &http.Client{}, p.URL+"/b/a.jpg", "")
+	if err != nil || !bytes.Equal(b, body) {
+		t.Fatalf("%d bytes, %v", len(b), err)
+	}
+	if resp.ContentLength != -1 || resp.Header.Get("Content-Length") != "" || len(resp.TransferEncoding) == 0 {
+		t.Errorf("Content-Length %d (%q), Transfer-Encoding %v: want no length, chunked", resp.ContentLength, resp.Header.Get("Content-Length"), resp.TransferEncoding)
+	}
+}
+
+// TestMixMaxPerKey: a Mix rule disturbs each request it picks with one of
+// its faults, a key at most MaxPerKey times, the same schedule for a seed.
+func TestMixMaxPerKey(t *testing.T) {
+	up := upstream(t)
+	schedule := func() []int {
+		p := faultproxy.Start(t, up.URL, faultproxy.Rule{Ops: faultproxy.OpGet, MaxPerKey: 2, Seed: 5,
+			Fault: faultproxy.Mix(faultproxy.Status(500, "InternalError"), faultproxy.SlowDown(0), faultproxy.ShortBody(3))})
+		c := &http.Client{}
+		var codes []int
+		for i := range 12 {
+			resp, b, err := get(t, c, fmt.Sprintf("%s/b/k%d", p.URL, i/4), "")
+			switch {
+			case err != nil && errors.Is(err, io.ErrUnexpectedEOF) && len(b) == len(body)-3:
+				codes = append(codes, -1) // short
+			case err != nil:
+				t.Fatal(err)
+			default:
+				codes = append(codes, resp.StatusCode)
+			}
+		}
+		for k := range 3 {
+			if n := p.Touched(0, fmt.Sprintf("k%d", k)); n != 2 {
+				t.Errorf("key k%d disturbed %d times; want 2", k, n)
+			}
+		}
+		return codes
+	}
+	a, b := schedule(), schedule()
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("two runs of one seed: %v and %v", a, b)
+	}
+	kinds := map[int]bool{}
+	for i, c := range a {
+		if i%4 >= 2 && c != 200 {
+			t.Errorf("request %d (a key's third or fourth): %d; want it passed", i, c)
+		}
+		if i%4 < 2 {
+			kinds[c] = true
+		}
+	}
+	t.Logf("schedule %v", a)
+	if len(kinds) < 2 {
+		t.Errorf("the mix drew one fault only: %v", a)
+	}
+}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // ErrBadResponse: the service answered, but not with what was asked: a
@@ -23,6 +26,12 @@ var ErrBadResponse = errors.New("s3: bad response")
 // ErrRequestTimeout: one attempt took longer than Options.RequestTimeout
 // (plus its allowance per byte). Retried like any timeout.
 var ErrRequestTimeout = errors.New("s3: request timed out")
+
+// ErrStalled: a response body delivered no bytes for
+// Options.ProgressTimeout. The attempt is abandoned and retried on a
+// fresh connection (a stalled connection rarely recovers sooner than a
+// new request answers).
+var ErrStalled = errors.New("s3: body stalled")
 
 // badResponse is an ErrBadResponse with detail; its failure class groups
 // it in the pipeline's failure reports.
@@ -46,10 +55,11 @@ const (
 	causeTimeout               // no headers in time, or the attempt's deadline
 	causeConn                  // refused, reset, closed: a fresh connection may work
 	causeBad                   // ErrBadResponse: short, corrupt or wrong-range body
+	causeStall                 // ErrStalled: a body without progress for ProgressTimeout
 )
 
 func (c cause) String() string {
-	return [...]string{"none", "throttle", "server", "timeout", "conn", "bad_response"}[c]
+	return [...]string{"none", "throttle", "server", "timeout", "conn", "bad_response", "stall"}[c]
 }
 
 // causeOf classifies an attempt's error; causeNone means do not retry.
@@ -62,6 +72,9 @@ func causeOf(err error) cause {
 	}
 	if errors.Is(err, ErrBadResponse) {
 		return causeBad
+	}
+	if errors.Is(err, ErrStalled) {
+		return causeStall
 	}
 	var er minio.ErrorResponse
 	if errors.As(err, &er) {
@@ -99,6 +112,24 @@ func causeOf(err error) cause {
 		return causeNone
 	}
 	return causeConn
+}
+
+// sporadicBackoff is the most a first retry waits after a 503 or 500 while
+// the store is not overloaded (rateLimiter.overloaded).
+const sporadicBackoff = 10 * time.Millisecond
+
+// bodyError is a connection failure while reading a body whose headers
+// had arrived: the store answered, and the connection broke mid-body.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
+// brokenBody reports whether an attempt failed after the store answered,
+// for its body: short, corrupt, wrong range, stalled or cut by a reset.
+func brokenBody(err error, c cause) bool {
+	var be *bodyError
+	return c == causeBad || c == causeStall || (c == causeConn && errors.As(err, &be))
 }
 
 // attemptKey carries an *attempt in a request's context, so that the
@@ -187,6 +218,19 @@ func (s *Store) retry(ctx context.Context, try func(ctx context.Context, n int) 
 		s.stats.retries.Add(1)
 		s.stats.byCause[c].Add(1)
 		wait := s.backoff(n)
+		switch {
+		case n == 0 && brokenBody(err, c):
+			// The store answered; the body broke on the way (cut short,
+			// reset, stalled, corrupt). Nothing says the store is
+			// loaded: ask again at once, on a fresh connection.
+			wait = 0
+		case n == 0 && (c == causeThrottle || c == causeServer) && !s.rate.overloaded():
+			// A lone 503 or 500 from a store that answers the rest (under
+			// rateShareMin of the answers throttled): a hiccup, which
+			// another front end answers; the backoff is for a store that
+			// refuses load. Retry-After, if asked for, still rules.
+			wait = min(wait, sporadicBackoff)
+		}
 		if ra := min(a.retryAfter, s.maxRetryAfter()); ra > wait {
 			wait = ra
 			s.stats.retryAfterHonoured.Add(1)
@@ -217,6 +261,54 @@ func (s *Store) attemptOnce(ctx context.Context, n int, try func(ctx context.Con
 			ErrRequestTimeout, time.Since(a.sent).Round(time.Millisecond), s.opts.RequestTimeout, s.opts.MinThroughput, err)
 	}
 	return a, err
+}
+
+// progressBody is a response body under a progress deadline: each Read
+// may wait at most d for its bytes, timed on the store's clock; a Read
+// that waits longer abandons the attempt (stall cancels the request's
+// context with ErrStalled, which ends the Read). The timer runs only
+// while a Read waits, so time spent between Reads (copying, checking) is
+// not counted against the store. Not safe for concurrent Reads.
+type progressBody struct {
+	r     io.Reader
+	d     time.Duration
+	timer clock.Timer
+	stall func()
+	done  chan struct{}
+}
+
+// watchProgress puts body under a progress deadline of d on clk: stall
+// is called (once or more) when a Read waits longer. Close stops it.
+func watchProgress(body io.Reader, d time.Duration, clk clock.Clock, stall func()) *progressBody {
+	timer, fire := clk.NewTimer(d)
+	timer.Stop()
+	b := &progressBody{r: body, d: d, timer: timer, stall: stall, done: make(chan struct{})}
+	go func() {
+		select {
+		case <-fire:
+			stall()
+		case <-b.done:
+		}
+	}()
+	return b
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.d)
+	n, err := b.r.Read(p)
+	if !b.timer.Stop() {
+		// The deadline passed while this Read waited: whatever it got,
+		// the attempt is being abandoned.
+		b.stall()
+		return n, ErrStalled
+	}
+	return n, err
+}
+
+// Close stops the watch (not the body).
+func (b *progressBody) Close() {
+	b.timer.Stop()
+	close(b.done)
 }
 
 // maxRetryAfter is the longest Retry-After honoured: MaxRetryAfter, else

@@ -60,6 +60,7 @@ type hedgeBook struct {
 		seen      int // latencies recorded
 		since     int // since the threshold was computed
 		threshold time.Duration
+		p99       time.Duration // computed with threshold
 	}
 }
 
@@ -84,8 +85,16 @@ func (b *hedgeBook) start(kind int) (wait time.Duration, ok bool) {
 		slices.Sort(s)
 		i := min(len(s)-1, int(b.quantile*float64(len(s))))
 		k.threshold, k.since = s[i], 0
+		k.p99 = s[min(len(s)-1, len(s)*99/100)]
 	}
 	return max(k.threshold, b.floor), true
+}
+
+// slowest is the p99 of recent GETs of kind, as of the last
+// recomputation; ok false before the warm-up.
+func (b *hedgeBook) slowest(kind int) (time.Duration, bool) {
+	k := &b.kinds[kind]
+	return k.p99, k.seen >= hedgeWarmup && k.p99 > 0
 }
 
 // take spends a hedge's token, reporting whether there was one.
@@ -133,6 +142,38 @@ func (h *hedger) start(kind int) (time.Duration, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mu.book.start(kind)
+}
+
+func (h *hedger) slowest(kind int) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.book.slowest(kind)
+}
+
+// A body's progress deadline follows the store's latency when the
+// hedger has learnt it: progressFactor times the p99 of the kind's
+// whole GETs (a gap between a body's bytes that long, where 99 whole
+// GETs in 100 take under a quarter of it, is a stalled connection; a
+// wrong guess costs one GET asked again at once, a stall waited out
+// holds its batch: 10x left the fault mix of docs/faults.md at 6.5x its
+// clean epoch, 4x at 4.5x),
+// at least progressFloor (scheduling and GC pauses of a loaded node),
+// at most Options.ProgressTimeout.
+const (
+	progressFactor = 4
+	progressFloor  = 250 * time.Millisecond
+)
+
+// progressDeadline is the progress deadline for a body of kind (0: none).
+func (s *Store) progressDeadline(kind int) time.Duration {
+	d := s.opts.ProgressTimeout
+	if d <= 0 || s.hedge == nil {
+		return d
+	}
+	if p99, ok := s.hedge.slowest(kind); ok {
+		d = min(d, max(progressFloor, progressFactor*p99))
+	}
+	return d
 }
 
 func (h *hedger) take() bool {

@@ -63,3 +63,39 @@ func TestHedgeBookBudget(t *testing.T) {
 		t.Errorf("budget 0 is %v, want DefaultHedgeBudget", b.budget)
 	}
 }
+
+// TestProgressDeadline: with latencies learnt, a body's progress
+// deadline is progressFactor times the p99 of its kind's GETs, never
+// under progressFloor nor over ProgressTimeout; before the warm-up, and
+// without hedging (no latencies learnt), ProgressTimeout itself.
+func TestProgressDeadline(t *testing.T) {
+	s := &Store{opts: Options{ProgressTimeout: 2 * time.Second, HedgeQuantile: 0.95}}
+	s.hedge = newHedger(s.opts)
+	if d := s.progressDeadline(hedgeWhole); d != 2*time.Second {
+		t.Errorf("before any latency: %v, want ProgressTimeout", d)
+	}
+	for _, tc := range []struct {
+		kind    int
+		latency time.Duration
+		want    time.Duration
+	}{
+		{hedgeWhole, 5 * time.Millisecond, progressFloor},
+		{hedgeWhole, 100 * time.Millisecond, progressFactor * 100 * time.Millisecond},
+		{hedgeRange, time.Second, 2 * time.Second},
+	} {
+		for range hedgeWindow {
+			s.hedge.record(tc.kind, tc.latency)
+		}
+		s.hedge.start(tc.kind) // recompute
+		if d := s.progressDeadline(tc.kind); d != tc.want {
+			t.Errorf("GETs of %v: deadline %v, want %v", tc.latency, d, tc.want)
+		}
+	}
+	off := &Store{opts: Options{ProgressTimeout: time.Second}}
+	if d := off.progressDeadline(hedgeWhole); d != time.Second {
+		t.Errorf("without hedging: %v, want ProgressTimeout", d)
+	}
+	if d := (&Store{}).progressDeadline(hedgeWhole); d != 0 {
+		t.Errorf("ProgressTimeout 0: %v, want 0 (none)", d)
+	}
+}

@@ -99,6 +99,11 @@ type Options struct {
 	// MinThroughput is the body speed, in bytes/s, that RequestTimeout
 	// allows for; 0 means none: RequestTimeout is the whole allowance.
 	MinThroughput int64
+	// ProgressTimeout is a response body's progress deadline: a read of
+	// the body that waits this long for a byte abandons the attempt with
+	// ErrStalled, which is retried on a fresh connection, however much
+	// of RequestTimeout is left. Timed on Clock. 0: none.
+	ProgressTimeout time.Duration
 
 	// VerifyChecksums checks every whole-object GET whose ETag is a plain
 	// MD5 (objects written in one PUT, without SSE-KMS or SSE-C) against
@@ -124,7 +129,7 @@ type Options struct {
 	// unanswered after this quantile of recent GETs' latencies (0.95: the
 	// p95 so far; whole objects and ranges apart) is sent a second time;
 	// the first good answer wins and the other is cancelled. Only after
-	// 20 GETs of a kind were answered. 0: no hedging.
+	// 20 GETs of a kind were answered. 0: no hedging (DefaultOptions: 0.95).
 	HedgeQuantile float64
 	// HedgeMin is the least wait before a hedge, a floor under the
 	// quantile (a store that answers in a millisecond is not worth asking
@@ -182,6 +187,13 @@ func optionsFromEnv(getenv func(string) string) Options {
 		// decoding the same bytes; a corrupt body decoded is a wrong
 		// sample in the training set.
 		VerifyChecksums: true,
+		// A body that delivers no byte for 2 s is on a stalled or dead
+		// connection: an image's whole GET takes tens of milliseconds on
+		// S3 (its p99 a few hundred), a lost segment costs TCP a
+		// retransmission timeout of 0.2-1 s, so 2 s is ten times the
+		// slowest healthy GET and a retransmission or two. A fresh
+		// request is faster than waiting out RequestTimeout.
+		ProgressTimeout: 2 * time.Second,
 		// S3 answers SlowDown above 5,500 GETs/s per prefix: back off
 		// instead of hammering it. No fixed budget: --max-request-rate.
 		AdaptiveRate: true,
@@ -189,6 +201,11 @@ func optionsFromEnv(getenv func(string) string) Options {
 		// roles, web identity) are refreshed, and a user of one profile
 		// or role needs no key in the environment.
 		Credentials: CredsAuto,
+		// A GET slower than the p95 of its kind is asked again: a slow
+		// answer is usually one slow server or connection, and a second
+		// request rarely meets the same. HedgeBudget (5%) bounds the
+		// extra load; no hedge is sent while the store throttles.
+		HedgeQuantile: 0.95,
 	}
 	for _, pair := range [][3]string{
 		{EnvAccessKeyID, EnvSecretAccessKey, EnvSessionToken},
@@ -265,6 +282,9 @@ func (o Options) Validate() error {
 	}
 	if o.MinThroughput < 0 {
 		bad("MinThroughput %d is negative", o.MinThroughput)
+	}
+	if o.ProgressTimeout < 0 {
+		bad("ProgressTimeout %v is negative", o.ProgressTimeout)
 	}
 	if !(o.MaxRequestRate >= 0) || math.IsInf(o.MaxRequestRate, 0) {
 		bad("MaxRequestRate %v: want requests per second, 0 for no budget", o.MaxRequestRate)

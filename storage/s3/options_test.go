@@ -86,3 +86,19 @@ func TestFullJitterBounds(t *testing.T) {
 		t.Errorf("uncapped large n overflowed: %v", d)
 	}
 }
+
+// TestDefaultsRideOutASlowStore: the binaries' options hedge slow GETs
+// and put a progress deadline on every body; the zero Options do
+// neither; a negative deadline is refused.
+func TestDefaultsRideOutASlowStore(t *testing.T) {
+	o := optionsFromEnv(func(string) string { return "" })
+	if o.HedgeQuantile != 0.95 || o.ProgressTimeout != 2*time.Second || o.ProgressTimeout >= o.RequestTimeout {
+		t.Errorf("defaults: HedgeQuantile %v, ProgressTimeout %v (RequestTimeout %v); want 0.95 and 2s, well under the request timeout", o.HedgeQuantile, o.ProgressTimeout, o.RequestTimeout)
+	}
+	if z := (Options{}); z.HedgeQuantile != 0 || z.ProgressTimeout != 0 {
+		t.Errorf("zero Options: %+v", z)
+	}
+	if err := (Options{ProgressTimeout: -time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "ProgressTimeout") {
+		t.Errorf("negative ProgressTimeout: %v", err)
+	}
+}

@@ -39,6 +39,14 @@ const (
 	// rateSpanMin is the shortest span the rate is measured over: the
 	// first requests come all at once.
 	rateSpanMin = 100 * time.Millisecond
+	// rateShareMin is the share of recent answers that must be throttles
+	// before a throttle cuts: an overloaded store throttles most of what
+	// is asked beyond its limit, a store with hiccups a few percent.
+	rateShareMin = 0.1
+	// rateShareN is how many answers the throttled share is averaged
+	// over (an EWMA): at a 3% share, ten in a hundred at random is rare
+	// (p < 0.002), while eleven throttles in a row reach the threshold.
+	rateShareN = 100
 	// rateBucket and rateBuckets measure the request rate while no limit
 	// applies (the first cut starts from it).
 	rateBucket  = 250 * time.Millisecond
@@ -55,6 +63,7 @@ type aimd struct {
 	cuts     int64
 	first    time.Time // of the first request: the measurement's start
 	low      float64   // the lowest rate so far; 0: never limited
+	share    float64   // EWMA of the throttled share of answers
 	counts   [rateBuckets]struct {
 		slot int64
 		n    int64
@@ -100,9 +109,14 @@ func (l *aimd) reserve(now time.Time) time.Duration {
 }
 
 // throttled cuts the rate for a request sent at sent and throttled at now,
-// unless it was sent before the last cut.
+// unless it was sent before the last cut or throttles are under
+// rateShareMin of the recent answers.
 func (l *aimd) throttled(sent, now time.Time) {
-	if !l.adaptive || (!l.lastCut.IsZero() && sent.Before(l.lastCut)) {
+	if !l.adaptive {
+		return
+	}
+	l.share += (1 - l.share) / rateShareN
+	if l.share < rateShareMin || (!l.lastCut.IsZero() && sent.Before(l.lastCut)) {
 		return
 	}
 	r := l.rate
@@ -124,7 +138,11 @@ func (l *aimd) throttled(sent, now time.Time) {
 // in about 10 s whatever its scale. Without a ceiling the limit is lifted
 // once the rate is at twice the knee.
 func (l *aimd) answered() {
-	if !l.adaptive || l.rate <= 0 {
+	if !l.adaptive {
+		return
+	}
+	l.share -= l.share / rateShareN
+	if l.rate <= 0 {
 		return
 	}
 	ceil := l.ceiling
@@ -235,6 +253,15 @@ func (r *rateLimiter) done(sent time.Time, throttled bool) {
 	} else {
 		r.mu.l.answered()
 	}
+}
+
+// overloaded reports whether throttles are over rateShareMin of the
+// recent answers: the store is refusing load, not hiccuping. Without
+// AdaptiveRate the share is not kept, and every throttle counts as load.
+func (r *rateLimiter) overloaded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.mu.l.adaptive || r.mu.l.share >= rateShareMin
 }
 
 // snapshot returns the current and lowest rate (0: none) and the cuts.

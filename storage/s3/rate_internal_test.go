@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -43,6 +44,7 @@ func TestAIMDBudget(t *testing.T) {
 // falls below rateMin.
 func TestAIMDCutsAndGrows(t *testing.T) {
 	l := newAIMD(200, true)
+	l.share = 1 // a store throttling all it is asked
 	sent := t0
 	cut := t0.Add(time.Millisecond)
 	l.throttled(sent, cut)
@@ -90,6 +92,7 @@ func TestAIMDUnlimited(t *testing.T) {
 		}
 		at = at.Add(10 * time.Millisecond)
 	}
+	l.share = 1
 	l.throttled(at, at)
 	if l.rate < 45 || l.rate > 55 {
 		t.Fatalf("first cut to %v (knee %v); want about half the measured 100/s", l.rate, l.knee)
@@ -145,6 +148,7 @@ func TestRateLimiterBudget(t *testing.T) {
 func TestAIMDCeilingAfterCut(t *testing.T) {
 	now := time.Unix(0, 0)
 	l := newAIMD(100, true)
+	l.share = 1
 	l.throttled(now, now)
 	if l.rate != 50 {
 		t.Fatalf("cut to %v, want 50", l.rate)
@@ -156,5 +160,49 @@ func TestAIMDCeilingAfterCut(t *testing.T) {
 	l.setCeiling(20)
 	if l.rate != 20 || l.low != 20 {
 		t.Errorf("a lowered ceiling: rate %v low %v, want 20 and 20", l.rate, l.low)
+	}
+}
+
+// simAIMD runs l under a demand of 1,000 requests/s, each answered 10 ms
+// after it is sent and throttled with probability p (a seeded draw), for
+// 20 s of simulated time, and returns the requests sent.
+func simAIMD(l *aimd, p float64, seed uint64) int {
+	r := rand.New(rand.NewPCG(seed, 7))
+	now, end := t0, t0.Add(20*time.Second)
+	type req struct{ sent, done time.Time }
+	var q []req
+	sent := 0
+	for now.Before(end) {
+		now = now.Add(max(l.reserve(now), time.Millisecond))
+		sent++
+		q = append(q, req{now, now.Add(10 * time.Millisecond)})
+		for len(q) > 0 && !q[0].done.After(now) {
+			if r.Float64() < p {
+				l.throttled(q[0].sent, q[0].done)
+			} else {
+				l.answered()
+			}
+			q = q[1:]
+		}
+	}
+	return sent
+}
+
+// TestAIMDSporadicThrottles: throttles on a few percent of requests at
+// random (a store's own hiccups: S3 answers SlowDown now and then while
+// it moves a partition, a fault proxy's mix) are not overload and cut
+// (almost) nothing: the node keeps sending at its demand. A store that
+// throttles a third of what it is asked is cut well below it.
+func TestAIMDSporadicThrottles(t *testing.T) {
+	const demand = 20 * 1000 // 20 s at 1,000/s
+	for seed := range uint64(5) {
+		l := newAIMD(0, true)
+		if sent := simAIMD(&l, 0.03, seed); sent < demand*8/10 {
+			t.Errorf("seed %d: 3%% of requests throttled at random: %d sent of a demand of %d (rate %.1f/s, %d cuts); want at least 80%%", seed, sent, demand, l.rate, l.cuts)
+		}
+		l = newAIMD(0, true)
+		if sent := simAIMD(&l, 0.33, seed); sent > demand/4 || l.cuts == 0 {
+			t.Errorf("seed %d: a third throttled: %d sent of %d, %d cuts; want the rate cut below a quarter", seed, sent, demand, l.cuts)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -68,6 +69,7 @@ type Store struct {
 	rate   *rateLimiter
 	hedge  *hedger // nil: no hedging
 	creds  resolvedCredentials
+	clock  clock.Clock // Options.Clock, or the system's
 }
 
 var (
@@ -95,6 +97,9 @@ type Stats struct {
 	Backoff            time.Duration `json:"backoff_ns"`
 	// Timeouts counts attempts ended by RequestTimeout.
 	Timeouts int64 `json:"timeouts"`
+	// Stalls counts response bodies abandoned for making no progress
+	// within ProgressTimeout (hedges' included).
+	Stalls int64 `json:"stalls"`
 	// BadResponses counts answers refused as short, corrupt (MD5 not the
 	// ETag) or for the wrong range; Verified counts whole-object GETs
 	// whose MD5 was checked against the ETag and matched.
@@ -139,12 +144,14 @@ type RetriesByCause struct {
 	Timeout     int64 `json:"timeout"`      // headers or the whole request too slow
 	Conn        int64 `json:"conn"`         // refused, reset, closed
 	BadResponse int64 `json:"bad_response"` // short, corrupt, wrong range
+	Stall       int64 `json:"stall"`        // a body without progress for ProgressTimeout
 }
 
 type counters struct {
 	requests, retries, throttled, errors, bytesRead, bytesWritten atomic.Int64
-	byCause                                                       [causeBad + 1]atomic.Int64
+	byCause                                                       [causeStall + 1]atomic.Int64
 	retryAfterHonoured, backoffNanos, timeouts, bad, verified     atomic.Int64
+	stalls                                                        atomic.Int64
 	rateWaits, rateWaitNanos                                      atomic.Int64
 	hedges, hedgeWins, hedgeCancelled, hedgesDenied               atomic.Int64
 }
@@ -171,11 +178,13 @@ func (s *Store) Stats() Stats {
 			Timeout:     s.stats.byCause[causeTimeout].Load(),
 			Conn:        s.stats.byCause[causeConn].Load(),
 			BadResponse: s.stats.byCause[causeBad].Load(),
+			Stall:       s.stats.byCause[causeStall].Load(),
 		},
 		Throttled:          s.stats.throttled.Load(),
 		RetryAfterHonoured: s.stats.retryAfterHonoured.Load(),
 		Backoff:            time.Duration(s.stats.backoffNanos.Load()),
 		Timeouts:           s.stats.timeouts.Load(),
+		Stalls:             s.stats.stalls.Load(),
 		BadResponses:       s.stats.bad.Load(),
 		Verified:           s.stats.verified.Load(),
 		RateWaits:          s.stats.rateWaits.Load(),
@@ -258,6 +267,7 @@ func New(ctx context.Context, bucket, prefix string, opts Options) (*Store, erro
 	s := &Store{bucket: bucket, prefix: prefix, opts: opts, tr: tr, creds: creds}
 	s.rate = newRateLimiter(opts, &s.stats)
 	s.hedge = newHedger(opts)
+	s.clock = clock.Or(opts.Clock)
 	client, err := minio.New(host, &minio.Options{
 		Creds:      creds.creds,
 		Secure:     secure,
@@ -534,7 +544,7 @@ func (s *Store) get(ctx context.Context, key string, rng *byteRange, limit int64
 	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		var err error
 		out, err = s.hedged(ctx, kind, dst, func(ctx context.Context, dst []byte) ([]byte, error) {
-			return s.getOnce(ctx, key, rng, limit, dst)
+			return s.getOnce(ctx, kind, key, rng, limit, dst)
 		})
 		return err
 	})
@@ -542,7 +552,7 @@ func (s *Store) get(ctx context.Context, key string, rng *byteRange, limit int64
 }
 
 // getOnce is one attempt of get (or its hedge), into dst.
-func (s *Store) getOnce(ctx context.Context, key string, rng *byteRange, limit int64, dst []byte) ([]byte, error) {
+func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRange, limit int64, dst []byte) ([]byte, error) {
 	var opts minio.GetObjectOptions
 	if rng != nil {
 		end := int64(0) // "bytes=off-"
@@ -553,11 +563,21 @@ func (s *Store) getOnce(ctx context.Context, key string, rng *byteRange, limit i
 			return nil, err
 		}
 	}
-	body, info, h, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	// The request's own context, for the progress deadline to end.
+	gctx, gcancel := context.WithCancelCause(ctx)
+	defer gcancel(nil)
+	body, info, h, err := s.core.GetObject(gctx, s.bucket, s.prefix+key, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer body.Close()
+	var r io.Reader = body
+	deadline := s.progressDeadline(kind)
+	if d := deadline; d > 0 {
+		pb := watchProgress(body, d, s.clock, func() { gcancel(ErrStalled) })
+		defer pb.Close()
+		r = pb
+	}
 	size := info.Size
 	if rng != nil {
 		if size, err = rng.check(h.Get("Content-Range"), info.Size); err != nil {
@@ -568,11 +588,17 @@ func (s *Store) getOnce(ctx context.Context, key string, rng *byteRange, limit i
 		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d", storage.ErrTooLarge, size, limit)
 	}
 	s.allow(ctx, size)
-	out, err := readBody(body, size, dst)
+	out, err := readBody(r, size, limit, dst)
 	s.stats.bytesRead.Add(int64(len(out)))
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(gctx), ErrStalled) {
+		s.stats.stalls.Add(1)
+		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout %v, or 4× the p99 of recent GETs; --progress-timeout)", ErrStalled, deadline, len(out), s.opts.ProgressTimeout)
+	}
 	if err != nil {
 		if errors.Is(err, ErrBadResponse) {
 			s.stats.bad.Add(1)
+		} else if ctx.Err() == nil && isConnError(err) {
+			err = &bodyError{err}
 		}
 		return out, err
 	}
@@ -612,8 +638,10 @@ func (s *Store) verify(data []byte, etag string, h http.Header) error {
 
 // readBody reads size bytes (or, for size < 0, everything) from body into
 // dst's backing array, growing it only if needed. A body that ends early
-// is ErrBadResponse.
-func readBody(body io.Reader, size int64, dst []byte) ([]byte, error) {
+// is ErrBadResponse. A body of unknown size (no Content-Length) longer
+// than limit (>= 0) is cut there with storage.ErrTooLarge, having read
+// at most limit+1 bytes.
+func readBody(body io.Reader, size, limit int64, dst []byte) ([]byte, error) {
 	if size >= 0 {
 		buf := slices.Grow(dst[:0], int(size))[:size]
 		n, err := io.ReadFull(body, buf)
@@ -627,10 +655,17 @@ func readBody(body io.Reader, size int64, dst []byte) ([]byte, error) {
 	}
 	buf := dst[:0]
 	for {
+		if limit >= 0 && int64(len(buf)) > limit {
+			return buf, fmt.Errorf("%w: a body with no Content-Length ran past the limit of %d bytes", storage.ErrTooLarge, limit)
+		}
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, 32<<10)
 		}
-		n, err := body.Read(buf[len(buf):cap(buf)])
+		room := buf[len(buf):cap(buf)]
+		if limit >= 0 && int64(len(room)) > limit+1-int64(len(buf)) {
+			room = room[:limit+1-int64(len(buf))]
+		}
+		n, err := body.Read(room)
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			return buf, nil

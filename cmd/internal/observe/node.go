@@ -85,7 +85,7 @@ type nodeMetrics struct {
 	s3Requests, s3Retries, s3Throttled, s3Errors             metric
 	s3Timeouts, s3Bad, s3Backoff, s3Rate, s3RateWaits        metric
 	s3RateWait, s3RateCuts, s3Budget                         metric
-	s3Hedges                                                 metric
+	s3Hedges, s3Stalls                                       metric
 	decodesAbandoned, decodeCoreWaits                        metric
 	packCache, packPeak, packChunks, packChunkBytes, packHit metric
 	packAlone, packEvict, packFail                           metric
@@ -125,8 +125,9 @@ func newNodeMetrics() *nodeMetrics {
 		storeRequests:    newMetric("store_requests_total", counter, "Calls to the dataset's store, by operation and outcome.", "op", "outcome"),
 		storeBytes:       newMetric("store_bytes_total", counter, "Payload bytes moved by the dataset's store.", "direction"),
 		s3Requests:       newMetric("s3_http_requests_total", counter, "HTTP requests the S3 client sent (retries included)."),
-		s3Retries:        newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response).", "cause"),
+		s3Retries:        newMetric("store_retries_total", counter, "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response, stall).", "cause"),
 		s3Timeouts:       newMetric("store_timeouts_total", counter, "S3 attempts ended by the request timeout."),
+		s3Stalls:         newMetric("store_stalls_total", counter, "S3 response bodies abandoned for making no progress within --progress-timeout (hedges' included)."),
 		s3Bad:            newMetric("store_bad_responses_total", counter, "S3 answers refused as short, corrupt or for the wrong range."),
 		s3Backoff:        newMetric("store_backoff_seconds_total", counter, "Time slept between S3 attempts."),
 		s3Rate:           newMetric("store_request_rate_limit", gauge, "The adaptive S3 request-rate limit now, requests/s (0: none)."),
@@ -180,7 +181,7 @@ func (m *nodeMetrics) all() []metric {
 		m.busyRatio, m.occupancy, m.bottleneck, m.intervalRate, m.batches, m.samples, m.pads, m.ready, m.elapsed,
 		m.epoch, m.deliveredStep, m.slotsInUse, m.slots, m.outageRetries, m.committedEpoch, m.committedStep,
 		m.failures, m.storeRequests, m.storeBytes, m.s3Requests, m.s3Retries, m.s3Throttled, m.s3Errors,
-		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts, m.s3Budget, m.s3Hedges, m.decodesAbandoned, m.decodeCoreWaits,
+		m.s3Timeouts, m.s3Bad, m.s3Backoff, m.s3Rate, m.s3RateWaits, m.s3RateWait, m.s3RateCuts, m.s3Budget, m.s3Hedges, m.s3Stalls, m.decodesAbandoned, m.decodeCoreWaits,
 		m.packCache, m.packPeak, m.packChunks, m.packChunkBytes, m.packHit, m.packAlone, m.packEvict, m.packFail,
 		m.jobSamples, m.jobEpochs, m.progress}
 }
@@ -280,10 +281,11 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, x := range []struct {
 			cause string
 			n     int64
-		}{{"throttle", c.Throttle}, {"server", c.Server}, {"timeout", c.Timeout}, {"conn", c.Conn}, {"bad_response", c.BadResponse}} {
+		}{{"throttle", c.Throttle}, {"server", c.Server}, {"timeout", c.Timeout}, {"conn", c.Conn}, {"bad_response", c.BadResponse}, {"stall", c.Stall}} {
 			m.s3Retries.emit(ch, float64(x.n), x.cause)
 		}
 		m.s3Timeouts.emit(ch, float64(st.Timeouts))
+		m.s3Stalls.emit(ch, float64(st.Stalls))
 		m.s3Bad.emit(ch, float64(st.BadResponses))
 		m.s3Backoff.emit(ch, st.Backoff.Seconds())
 		m.s3Rate.emit(ch, st.Rate)
