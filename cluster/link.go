@@ -31,6 +31,9 @@ type Link[S, R any] struct {
 	// sends again; 0 means 64. The receiver keeps frames that arrive
 	// ahead of a gap, so the rest follow as the oldest are acknowledged.
 	Window int
+	// Meter, if set, totals what the link does for the process's metrics
+	// (LinkMeter); the shell gives every link the same one.
+	Meter *LinkMeter
 
 	sent    uint64 // the number of the last frame sent
 	unacked []LinkFrame[S]
@@ -68,6 +71,10 @@ func (l *Link[S, R]) Send(body S, now int64) LinkFrame[S] {
 	}
 	l.unacked = append(l.unacked, f)
 	l.Stats.Sent++
+	if m := l.Meter; m != nil {
+		m.sent.Add(1)
+		m.pending.Add(1)
+	}
 	return f
 }
 
@@ -89,6 +96,9 @@ func (l *Link[S, R]) Acked(seq uint64, now int64) {
 		k++
 	}
 	l.unacked = l.unacked[k:]
+	if m := l.Meter; m != nil {
+		m.pending.Add(-int64(k))
+	}
 	if len(l.unacked) == 0 {
 		l.unacked = nil
 	}
@@ -111,6 +121,9 @@ func (l *Link[S, R]) Due(now int64) []LinkFrame[S] {
 	}
 	out := l.unacked[:min(w, len(l.unacked))]
 	l.Stats.Resent += uint64(len(out))
+	if m := l.Meter; m != nil {
+		m.resent.Add(uint64(len(out)))
+	}
 	return out
 }
 
@@ -128,6 +141,9 @@ func (l *Link[S, R]) Accept(f LinkFrame[R]) []R {
 	switch {
 	case f.Seq <= l.recv:
 		l.Stats.Duplicates++
+		if m := l.Meter; m != nil {
+			m.duplicates.Add(1)
+		}
 		return nil
 	case f.Seq > l.recv+1:
 		if l.early == nil {
@@ -136,10 +152,16 @@ func (l *Link[S, R]) Accept(f LinkFrame[R]) []R {
 		if _, ok := l.early[f.Seq]; !ok {
 			if len(l.early) >= max(l.maxHeld, 1024) {
 				l.Stats.DroppedEarly++ // the sender will send it again
+				if m := l.Meter; m != nil {
+					m.droppedHeld.Add(1)
+				}
 				return nil
 			}
 			l.early[f.Seq] = f.Body
 			l.Stats.Early++
+			if m := l.Meter; m != nil {
+				m.held.Add(1)
+			}
 		}
 		return nil
 	}
@@ -155,7 +177,22 @@ func (l *Link[S, R]) Accept(f LinkFrame[R]) []R {
 		out = append(out, b)
 	}
 	l.Stats.Applied += uint64(len(out))
+	if m := l.Meter; m != nil {
+		m.applied.Add(uint64(len(out)))
+	}
 	return out
+}
+
+// Close ends the link when a new life of either end replaces it: what it
+// had not delivered is dropped (and no longer counts as pending on its
+// Meter). Closing twice changes nothing.
+func (l *Link[S, R]) Close() {
+	if m := l.Meter; m != nil {
+		m.pending.Add(-int64(len(l.unacked)))
+	}
+	clear(l.unacked)
+	l.unacked = nil
+	l.early = nil
 }
 
 // Ack is the acknowledgement to send: every frame through it was

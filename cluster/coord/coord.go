@@ -402,6 +402,13 @@ type coordActor struct {
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Stopping); ok {
+		for _, n := range a.nodes {
+			if n.link != nil {
+				n.link.Close() // off the process's link metrics
+			}
+		}
+	}
 	if a.failed != nil {
 		if _, ok := ctx.Message().(statusReq); ok {
 			ctx.Respond(a.status())
@@ -599,7 +606,10 @@ func (a *coordActor) life() uint64 { return a.cfg.Cluster.Incarnation }
 func (a *coordActor) linkTo(n *nodeInfo, inc uint64) *cluster.Link[*wire.NodeMail, *wire.NodeEvents] {
 	switch {
 	case n.link == nil || inc > n.linkInc:
-		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2}, inc
+		if n.link != nil {
+			n.link.Close()
+		}
+		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2, Meter: &cluster.Links}, inc
 	case inc < n.linkInc:
 		return nil
 	}

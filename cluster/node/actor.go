@@ -56,6 +56,9 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 		for _, rs := range a.ranks {
 			a.endSession(rs)
 		}
+		if a.link != nil {
+			a.link.Close() // off the process's link metrics
+		}
 		return
 	case coordMsg:
 		a.coord = m.pid
@@ -507,7 +510,10 @@ func (a *nodeActor) send(ctx actor.Context) {
 
 // newLink starts a new link to the coordinator life followed.
 func (a *nodeActor) newLink() {
-	a.link = &cluster.Link[*wire.NodeEvents, *wire.NodeMail]{Resend: 2}
+	if a.link != nil {
+		a.link.Close()
+	}
+	a.link = &cluster.Link[*wire.NodeEvents, *wire.NodeMail]{Resend: 2, Meter: &cluster.Links}
 }
 
 // linkMail takes the coordinator's mail off the link: a new coordinator
