@@ -68,6 +68,10 @@ type Config struct {
 	// mail a node has not acknowledged for two of them is sent again,
 	// and an acknowledgement no mail carried goes out alone. 0: 200 ms.
 	LinkEvery time.Duration
+	// LinkMaxPending bounds the mail kept for a node life's
+	// acknowledgement (cluster.Link.MaxPending; 0: its default): over it
+	// the life is failed as if gossip had declared it dead.
+	LinkMaxPending int
 	// Clock makes the ticker and reads the time for logs and figures;
 	// nil: the system clock.
 	Clock clock.Clock
@@ -623,7 +627,7 @@ func (a *coordActor) linkTo(n *nodeInfo, inc uint64) *cluster.Link[*wire.NodeMai
 		if n.link != nil {
 			n.link.Close()
 		}
-		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2, Meter: &cluster.Links, Size: mailSize}, inc
+		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2, MaxPending: a.cfg.LinkMaxPending, Meter: &cluster.Links, Size: mailSize}, inc
 	case inc < n.linkInc:
 		return nil
 	}

@@ -261,6 +261,7 @@ type harness struct {
 	resetsDone int
 	discarded  map[string]bool // steps a reset threw away: never committed
 	nodeInc    uint64          // the incarnation startNode gives; 0: the node's default
+	linkMax    int             // coord.Config.LinkMaxPending of startCoordinator
 }
 
 func newHarness(t *testing.T, n int) *harness {
@@ -293,7 +294,7 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 	cfg.Incarnation = jn.Incarnation()
 	cfg.MinRanks = minRanks
 	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds),
-		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore})
+		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore, LinkMaxPending: h.linkMax})
 	if err != nil {
 		h.t.Fatal(err)
 	}

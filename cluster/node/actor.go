@@ -523,7 +523,7 @@ func (a *nodeActor) newLink() {
 	if a.link != nil {
 		a.link.Close()
 	}
-	a.link = &cluster.Link[*wire.NodeEvents, *wire.NodeMail]{Resend: 2, Meter: &cluster.Links, Size: eventsSize}
+	a.link = &cluster.Link[*wire.NodeEvents, *wire.NodeMail]{Resend: 2, MaxPending: a.n.cfg.LinkMaxPending, Meter: &cluster.Links, Size: eventsSize}
 }
 
 // eventsSize is a NodeEvents' size, for the link's bound in bytes.
