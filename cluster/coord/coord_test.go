@@ -262,6 +262,7 @@ type harness struct {
 	discarded  map[string]bool // steps a reset threw away: never committed
 	nodeInc    uint64          // the incarnation startNode gives; 0: the node's default
 	linkMax    int             // coord.Config.LinkMaxPending of startCoordinator
+	nodeMax    int             // node.Config.LinkMaxPending of startNode
 }
 
 func newHarness(t *testing.T, n int) *harness {
@@ -328,7 +329,8 @@ func (h *harness) startNode(name string) *node.Node {
 			}
 			h.tokenGens[tok.Gen]++
 		},
-		RequestEvery: 20 * time.Millisecond,
+		RequestEvery:   20 * time.Millisecond,
+		LinkMaxPending: h.nodeMax,
 		// Gossip would spread the node's new life to the coordinator.
 		Rejoin: func(_ context.Context, inc uint64) error {
 			h.mu.Lock()

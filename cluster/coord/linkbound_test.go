@@ -71,3 +71,55 @@ func TestLinkBoundEvicts(t *testing.T) {
 	}
 	t.Logf("%d frames dropped; coordinator stats %+v", dropped.Load(), st.Stats)
 }
+
+// TestNodeLinkBoundRejoins: the node's events to the coordinator are
+// lost, for good, while gossip still sees both; the node's link bound
+// (LinkMaxPending 8) declares the coordinator lost, and the node ends
+// its life and rejoins as a new one, whose events get through; the job
+// finishes with every sample committed exactly once.
+func TestNodeLinkBoundRejoins(t *testing.T) {
+	h := newHarness(t, 97)
+	h.nodeMax = 8
+	defer h.sys.Shutdown()
+	co := h.startCoordinator(1, 0, openJournal(t, storage.NewMemStore("journal")), nil)
+	defer co.Shutdown(context.Background())
+	nd := h.startNode("n0")
+	defer nd.Shutdown(context.Background())
+	lostBefore := cluster.Links.Totals().Lost
+	first := nd.Incarnation()
+	var dropped atomic.Int32
+	var later atomic.Uint64 // a later life heard from
+	drop, err := h.sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*wire.NodeEvents); ok {
+			if m.Incarnation != first {
+				later.Store(m.Incarnation)
+			}
+			if m.Incarnation == first && m.Seq > 0 {
+				dropped.Add(1)
+				return // lost: the connection is dead one way, for this life
+			}
+			c.Forward(co.PID())
+		}
+	}), "eventdropper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.co = co
+	h.mu.Unlock()
+	nd.SetCoordinatorPID(drop)
+	co.SetNodePID(nd.Name(), nd.PID())
+	co.Membership(gossip.Event{Kind: gossip.Joined, Name: nd.Name(), Meta: gossip.Meta{
+		ID: nd.Name(), Role: gossip.RoleNode, Ranks: nd.RankNames(), Incarnation: first}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.train(ctx, nd, co)
+	h.check(1)
+	if later.Load() == 0 {
+		t.Error("the node never left the life whose events were lost")
+	}
+	if d := cluster.Links.Totals().Lost - lostBefore; d == 0 {
+		t.Error("longshore_control_link_peers_lost_total did not move")
+	}
+	t.Logf("%d frames dropped; node life %d -> %d", dropped.Load(), first, later.Load())
+}
