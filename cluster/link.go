@@ -31,12 +31,25 @@ type Link[S, R any] struct {
 	// sends again; 0 means 64. The receiver keeps frames that arrive
 	// ahead of a gap, so the rest follow as the oldest are acknowledged.
 	Window int
+	// MaxPending bounds the frames kept for the peer's acknowledgement;
+	// 0 means DefaultLinkMaxPending. MaxBytes bounds them in bytes as
+	// Size counts a body (no byte bound without Size); 0 means
+	// DefaultLinkMaxBytes. The frame that would go over either bound
+	// declares the peer lost (Lost): see there.
+	MaxPending int
+	MaxBytes   int64
+	Size       func(S) int
+	// Meter, if set, totals what the link does for the process's metrics
+	// (LinkMeter); the shell gives every link the same one.
+	Meter *LinkMeter
 
 	sent    uint64 // the number of the last frame sent
 	unacked []LinkFrame[S]
 	acked   uint64 // the peer acknowledged every frame through this
 	due     int64  // when the oldest unacknowledged frame is resent
 	tries   int    // resends of the oldest frame since it became the oldest
+	bytes   int64  // the sizes of unacked, as Size counts them
+	lost    bool   // the peer was declared lost (Lost)
 
 	recv    uint64       // every frame through this was applied
 	early   map[uint64]R // frames received ahead of a gap
@@ -48,28 +61,87 @@ type Link[S, R any] struct {
 
 // LinkFrame is one numbered frame a Link sends.
 type LinkFrame[T any] struct {
-	Seq  uint64
+	Seq  uint64 // 0: not numbered (an ack alone, or best effort)
 	Body T
+	size int // as Link.Size counted it
 }
+
+// The default bounds on what a Link keeps for its peer's acknowledgement
+// (Link.MaxPending, Link.MaxBytes). A live peer acknowledges every frame
+// within a few link ticks; only a peer that has been unreachable for a
+// long while (a half-open connection gossip still sees alive) gets near.
+const (
+	DefaultLinkMaxPending = 4096
+	DefaultLinkMaxBytes   = 64 << 20
+)
 
 // LinkStats counts what a Link did.
 type LinkStats struct {
 	Sent, Resent, Applied, Duplicates, Early, DroppedEarly uint64
+	PeerLost                                               uint64 // 1 once Lost
 }
 
 // Send numbers body as the next frame and keeps it until acknowledged.
 // The shell sends the frame now (with Ack as its acknowledgement).
+//
+// Over the bound (MaxPending, MaxBytes) the link declares its peer lost
+// instead: it drops every frame it kept, and from then on it numbers and
+// keeps nothing (the frame Send returns has Seq 0, sent once, best
+// effort); it still receives. The shell then ends the peer's life the
+// way it would if gossip had declared the peer dead (Lost). That is what
+// keeps exactly-once: nothing the link dropped is ever applied late out
+// of order on a life that goes on, because the life ends - the
+// coordinator evicts the node life (Fail: the core fences its sessions
+// and issues its uncommitted work again), a node ends the sessions of
+// its life and rejoins as a new one - and a new life gets a new link.
+// What the dropped frames carried is either fenced with the life or
+// stated again to the new one (Welcomes, grants of reissued work; a
+// trainer rolls back to its last acknowledged commit). Dropping only
+// some frames instead (say, state that can be recomputed) would leave a
+// gap the receiver waits on for good, or need a second numbering.
 func (l *Link[S, R]) Send(body S, now int64) LinkFrame[S] {
+	if l.lost {
+		return LinkFrame[S]{Body: body}
+	}
+	f := LinkFrame[S]{Seq: l.sent + 1, Body: body}
+	if l.Size != nil {
+		f.size = l.Size(body)
+	}
+	maxN, maxB := l.MaxPending, l.MaxBytes
+	if maxN <= 0 {
+		maxN = DefaultLinkMaxPending
+	}
+	if maxB <= 0 {
+		maxB = DefaultLinkMaxBytes
+	}
+	if len(l.unacked)+1 > maxN || (l.Size != nil && l.bytes+int64(f.size) > maxB) {
+		l.drop()
+		l.lost = true
+		l.Stats.PeerLost++
+		if m := l.Meter; m != nil {
+			m.lost.Add(1)
+		}
+		return LinkFrame[S]{Body: body}
+	}
 	l.sent++
-	f := LinkFrame[S]{Seq: l.sent, Body: body}
 	if len(l.unacked) == 0 {
 		l.tries = 0
 		l.due = now + l.wait()
 	}
 	l.unacked = append(l.unacked, f)
+	l.bytes += int64(f.size)
 	l.Stats.Sent++
+	if m := l.Meter; m != nil {
+		m.sent.Add(1)
+		m.pending.Add(1)
+	}
 	return f
 }
+
+// Lost reports whether the frames kept for the peer went over the bound
+// (Send): the peer is lost, and the shell ends its life (the coordinator
+// fails the node life; a node rejoins as a new life).
+func (l *Link[S, R]) Lost() bool { return l.lost }
 
 func (l *Link[S, R]) wait() int64 {
 	r := max(l.Resend, 1)
@@ -84,11 +156,15 @@ func (l *Link[S, R]) Acked(seq uint64, now int64) {
 	}
 	k := 0
 	for k < len(l.unacked) && l.unacked[k].Seq <= seq {
+		l.bytes -= int64(l.unacked[k].size)
 		var zero LinkFrame[S]
 		l.unacked[k] = zero
 		k++
 	}
 	l.unacked = l.unacked[k:]
+	if m := l.Meter; m != nil {
+		m.pending.Add(-int64(k))
+	}
 	if len(l.unacked) == 0 {
 		l.unacked = nil
 	}
@@ -111,6 +187,9 @@ func (l *Link[S, R]) Due(now int64) []LinkFrame[S] {
 	}
 	out := l.unacked[:min(w, len(l.unacked))]
 	l.Stats.Resent += uint64(len(out))
+	if m := l.Meter; m != nil {
+		m.resent.Add(uint64(len(out)))
+	}
 	return out
 }
 
@@ -128,6 +207,9 @@ func (l *Link[S, R]) Accept(f LinkFrame[R]) []R {
 	switch {
 	case f.Seq <= l.recv:
 		l.Stats.Duplicates++
+		if m := l.Meter; m != nil {
+			m.duplicates.Add(1)
+		}
 		return nil
 	case f.Seq > l.recv+1:
 		if l.early == nil {
@@ -136,10 +218,16 @@ func (l *Link[S, R]) Accept(f LinkFrame[R]) []R {
 		if _, ok := l.early[f.Seq]; !ok {
 			if len(l.early) >= max(l.maxHeld, 1024) {
 				l.Stats.DroppedEarly++ // the sender will send it again
+				if m := l.Meter; m != nil {
+					m.droppedHeld.Add(1)
+				}
 				return nil
 			}
 			l.early[f.Seq] = f.Body
 			l.Stats.Early++
+			if m := l.Meter; m != nil {
+				m.held.Add(1)
+			}
 		}
 		return nil
 	}
@@ -155,7 +243,27 @@ func (l *Link[S, R]) Accept(f LinkFrame[R]) []R {
 		out = append(out, b)
 	}
 	l.Stats.Applied += uint64(len(out))
+	if m := l.Meter; m != nil {
+		m.applied.Add(uint64(len(out)))
+	}
 	return out
+}
+
+// Close ends the link when a new life of either end replaces it: what it
+// had not delivered is dropped (and no longer counts as pending on its
+// Meter). Closing twice changes nothing.
+func (l *Link[S, R]) Close() {
+	l.drop()
+	l.early = nil
+}
+
+// drop drops the frames kept for the peer's acknowledgement.
+func (l *Link[S, R]) drop() {
+	if m := l.Meter; m != nil {
+		m.pending.Add(-int64(len(l.unacked)))
+	}
+	clear(l.unacked)
+	l.unacked, l.bytes = nil, 0
 }
 
 // Ack is the acknowledgement to send: every frame through it was

@@ -86,3 +86,64 @@ func TestNewerCoordinator(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkBound: while the peer acknowledges nothing, the frames kept
+// for it stop at the bound (MaxPending frames, or MaxBytes as Size
+// counts them): the frame over it declares the peer lost (Lost), drops
+// what was kept, and from then on Send keeps nothing and numbers
+// nothing (Seq 0: best effort), Due resends nothing; receiving goes on.
+func TestLinkBound(t *testing.T) {
+	var m LinkMeter
+	a := Link[int, int]{Resend: 1, MaxPending: 3, Meter: &m}
+	for i := range 3 {
+		if f := a.Send(i, 0); f.Seq != uint64(i+1) || a.Lost() {
+			t.Fatalf("send %d: frame %d, lost %v", i, f.Seq, a.Lost())
+		}
+	}
+	f := a.Send(3, 0) // over the bound
+	if !a.Lost() || f.Seq != 0 || a.Pending() != 0 || a.Stats.PeerLost != 1 {
+		t.Fatalf("over the bound: frame %d, lost %v, %d pending, stats %+v", f.Seq, a.Lost(), a.Pending(), a.Stats)
+	}
+	if got := m.Totals(); got.Lost != 1 || got.Pending != 0 {
+		t.Fatalf("meter after the loss: %+v", got)
+	}
+	if f := a.Send(4, 1); f.Seq != 0 || f.Body != 4 || a.Pending() != 0 || a.Due(100) != nil {
+		t.Fatalf("after the loss: frame %+v, %d pending", f, a.Pending())
+	}
+	a.Acked(2, 1) // a late acknowledgement changes nothing
+	if got := a.Accept(LinkFrame[int]{Seq: 1, Body: 7}); len(got) != 1 || a.Ack() != 1 {
+		t.Fatalf("a lost link stopped receiving: %v", got)
+	}
+	if a.Stats.PeerLost != 1 || m.Totals().Lost != 1 {
+		t.Fatalf("the loss counted again: %+v", a.Stats)
+	}
+
+	// Bytes: three frames of 40 fit 100 bytes, but not with a fourth.
+	b := Link[int, int]{MaxBytes: 100, Size: func(int) int { return 40 }}
+	b.Send(1, 0)
+	b.Send(2, 0)
+	if b.Lost() {
+		t.Fatal("lost at 80 of 100 bytes")
+	}
+	b.Acked(1, 0) // 40 bytes kept
+	b.Send(3, 0)
+	if b.Lost() || b.Pending() != 2 {
+		t.Fatalf("lost at 80 bytes after an ack (%d pending)", b.Pending())
+	}
+	b.Send(4, 0)
+	if !b.Lost() {
+		t.Fatal("not lost at 120 of 100 bytes")
+	}
+
+	// The default bound: DefaultLinkMaxPending frames.
+	var c Link[int, int]
+	for i := range DefaultLinkMaxPending {
+		c.Send(i, 0)
+	}
+	if c.Lost() {
+		t.Fatal("lost at the default bound")
+	}
+	if c.Send(0, 0); !c.Lost() {
+		t.Fatal("not lost over the default bound")
+	}
+}

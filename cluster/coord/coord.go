@@ -68,6 +68,10 @@ type Config struct {
 	// mail a node has not acknowledged for two of them is sent again,
 	// and an acknowledgement no mail carried goes out alone. 0: 200 ms.
 	LinkEvery time.Duration
+	// LinkMaxPending bounds the mail kept for a node life's
+	// acknowledgement (cluster.Link.MaxPending; 0: its default): over it
+	// the life is failed as if gossip had declared it dead.
+	LinkMaxPending int
 	// Clock makes the ticker and reads the time for logs and figures;
 	// nil: the system clock.
 	Clock clock.Clock
@@ -343,6 +347,13 @@ func (c *Coordinator) Shutdown(ctx context.Context) error {
 
 type tickMsg struct{}
 
+// linkLostMsg says the link to node life inc declared its peer lost
+// (cluster.Link.Lost).
+type linkLostMsg struct {
+	node string
+	inc  uint64
+}
+
 // linkTickMsg is a tick of the links' clock (Config.LinkEvery).
 type linkTickMsg struct{}
 
@@ -402,6 +413,13 @@ type coordActor struct {
 }
 
 func (a *coordActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Stopping); ok {
+		for _, n := range a.nodes {
+			if n.link != nil {
+				n.link.Close() // off the process's link metrics
+			}
+		}
+	}
 	if a.failed != nil {
 		if _, ok := ctx.Message().(statusReq); ok {
 			ctx.Respond(a.status())
@@ -415,6 +433,13 @@ func (a *coordActor) Receive(ctx actor.Context) {
 		a.nodeEvents(m, ctx.Sender())
 	case nodePIDMsg:
 		a.node(m.node).pid = m.pid
+	case linkLostMsg:
+		// The link to the node life went over its bound (cluster.Link
+		// Send): end the life as if gossip had declared it dead.
+		if n := a.nodes[m.node]; n != nil && n.inc == m.inc {
+			a.log.Warn("the control link to a node life kept too much unacknowledged; evicting the life", "node", m.node, "incarnation", m.inc)
+			a.membership(gossip.Event{Kind: gossip.Failed, Name: m.node, Meta: gossip.Meta{ID: m.node, Role: gossip.RoleNode, Incarnation: m.inc}})
+		}
 	case linkTickMsg:
 		a.linkNow++
 		a.resend(ctx)
@@ -599,12 +624,18 @@ func (a *coordActor) life() uint64 { return a.cfg.Cluster.Incarnation }
 func (a *coordActor) linkTo(n *nodeInfo, inc uint64) *cluster.Link[*wire.NodeMail, *wire.NodeEvents] {
 	switch {
 	case n.link == nil || inc > n.linkInc:
-		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2}, inc
+		if n.link != nil {
+			n.link.Close()
+		}
+		n.link, n.linkInc = &cluster.Link[*wire.NodeMail, *wire.NodeEvents]{Resend: 2, MaxPending: a.cfg.LinkMaxPending, Meter: &cluster.Links, Size: mailSize}, inc
 	case inc < n.linkInc:
 		return nil
 	}
 	return n.link
 }
+
+// mailSize is a NodeMail's size, for the link's bound in bytes.
+func mailSize(m *wire.NodeMail) int { return proto.Size(m) }
 
 // nodeSteps steps the events of one NodeEvents, in order.
 func (a *coordActor) nodeSteps(m *wire.NodeEvents) {
@@ -851,7 +882,7 @@ func (a *coordActor) flush(ctx actor.Context) {
 	}
 	for id, m := range a.mail {
 		if n := a.nodes[id]; n != nil && n.pid != nil && !m.IsEmpty() {
-			a.sendMail(ctx, n, m)
+			a.sendMail(ctx, id, n, m)
 		}
 	}
 	a.mail = nil
@@ -869,7 +900,7 @@ func (a *coordActor) flush(ctx actor.Context) {
 // sendMail sends m to node n on the link to the node's life: numbered,
 // and kept until the node acknowledges it. Mail for a node whose life
 // the coordinator does not know yet goes unnumbered (best effort).
-func (a *coordActor) sendMail(ctx actor.Context, n *nodeInfo, m *wire.NodeMail) {
+func (a *coordActor) sendMail(ctx actor.Context, id string, n *nodeInfo, m *wire.NodeMail) {
 	inc := n.inc
 	if inc == 0 {
 		inc = n.linkInc // gone: an Eviction still goes to the life linked
@@ -883,7 +914,11 @@ func (a *coordActor) sendMail(ctx actor.Context, n *nodeInfo, m *wire.NodeMail) 
 		ctx.Send(n.pid, m)
 		return
 	}
-	f := l.Send(m, a.linkNow)
+	lost := l.Lost()
+	f := l.Send(m, a.linkNow) // Seq 0 once the link lost its peer
+	if !lost && l.Lost() {
+		ctx.Send(ctx.Self(), linkLostMsg{id, inc}) // after this flush
+	}
 	out := proto.Clone(m).(*wire.NodeMail)
 	out.Seq, out.Ack = f.Seq, l.Ack()
 	ctx.Send(n.pid, out)

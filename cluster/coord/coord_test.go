@@ -261,6 +261,8 @@ type harness struct {
 	resetsDone int
 	discarded  map[string]bool // steps a reset threw away: never committed
 	nodeInc    uint64          // the incarnation startNode gives; 0: the node's default
+	linkMax    int             // coord.Config.LinkMaxPending of startCoordinator
+	nodeMax    int             // node.Config.LinkMaxPending of startNode
 }
 
 func newHarness(t *testing.T, n int) *harness {
@@ -293,7 +295,7 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 	cfg.Incarnation = jn.Incarnation()
 	cfg.MinRanks = minRanks
 	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds),
-		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore})
+		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore, LinkMaxPending: h.linkMax})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -327,7 +329,8 @@ func (h *harness) startNode(name string) *node.Node {
 			}
 			h.tokenGens[tok.Gen]++
 		},
-		RequestEvery: 20 * time.Millisecond,
+		RequestEvery:   20 * time.Millisecond,
+		LinkMaxPending: h.nodeMax,
 		// Gossip would spread the node's new life to the coordinator.
 		Rejoin: func(_ context.Context, inc uint64) error {
 			h.mu.Lock()

@@ -56,6 +56,9 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 		for _, rs := range a.ranks {
 			a.endSession(rs)
 		}
+		if a.link != nil {
+			a.link.Close() // off the process's link metrics
+		}
 		return
 	case coordMsg:
 		a.coord = m.pid
@@ -492,9 +495,12 @@ func (a *nodeActor) send(ctx actor.Context) {
 	}
 	a.hello = false
 	m := &wire.NodeEvents{Node: a.n.cfg.Node, Incarnation: a.inc, Events: a.out, Report: a.report, Coordinator: a.coordLife}
+	lost := false
 	if a.link != nil && len(a.out) > 0 {
+		lost = !a.link.Lost()
 		f := a.link.Send(&wire.NodeEvents{Node: m.Node, Incarnation: m.Incarnation, Events: a.out, Coordinator: a.coordLife}, a.linkNow)
-		m.Seq = f.Seq
+		m.Seq = f.Seq // 0 once the link lost its peer: best effort
+		lost = lost && a.link.Lost()
 	}
 	if a.link != nil {
 		m.Ack = a.link.Ack()
@@ -503,12 +509,25 @@ func (a *nodeActor) send(ctx actor.Context) {
 	// introduced to it yet (a restarted coordinator, coord.nodeEvents).
 	ctx.Request(a.coord, m)
 	a.out, a.report = nil, nil
+	if lost {
+		// The link to the coordinator went over its bound
+		// (cluster.Link Send): end this life and rejoin as a new one,
+		// as if the coordinator had evicted it.
+		a.n.log.Warn("the control link to the coordinator kept too much unacknowledged; ending this life", "incarnation", a.inc)
+		a.mail(&wire.NodeMail{Evictions: []*wire.Eviction{wire.EvictionOf(cluster.Eviction{Node: a.n.cfg.Node, Incarnation: a.inc})}})
+	}
 }
 
 // newLink starts a new link to the coordinator life followed.
 func (a *nodeActor) newLink() {
-	a.link = &cluster.Link[*wire.NodeEvents, *wire.NodeMail]{Resend: 2}
+	if a.link != nil {
+		a.link.Close()
+	}
+	a.link = &cluster.Link[*wire.NodeEvents, *wire.NodeMail]{Resend: 2, MaxPending: a.n.cfg.LinkMaxPending, Meter: &cluster.Links, Size: eventsSize}
 }
+
+// eventsSize is a NodeEvents' size, for the link's bound in bytes.
+func eventsSize(m *wire.NodeEvents) int { return proto.Size(m) }
 
 // linkMail takes the coordinator's mail off the link: a new coordinator
 // life is followed at once (cluster.NewerCoordinator), ending the sessions

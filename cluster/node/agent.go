@@ -146,6 +146,10 @@ type Config struct {
 	// of them are sent again, and an acknowledgement no message carried
 	// goes out alone. 0: 200 ms.
 	LinkEvery time.Duration
+	// LinkMaxPending bounds the events kept for the coordinator's
+	// acknowledgement (cluster.Link.MaxPending; 0: its default): over it
+	// the node ends its life and rejoins as a new one.
+	LinkMaxPending int
 	// Lookahead is how many shards ahead of what it took a rank asks
 	// for. 0: 2.
 	Lookahead int

@@ -2,7 +2,8 @@
 // coordinator state machine (cluster.Coordinator), the real node side of
 // every rank (cluster.RankRuns), and the real journal codec writing each
 // generation to an in-memory store, driven by simulated time. Nodes die
-// and come back at a given churn rate, some ranks are slow, and every
+// and come back at a given churn rate, some ranks are slow, the network
+// may lose frames and cut connections (net.go), and every
 // position a trainer commits is checked against the epoch's order: at the
 // end, each sample is in committed history exactly once.
 //
@@ -54,6 +55,24 @@ type Config struct {
 	Lookahead int64
 	// Progress, if set, is called every simulated minute with a line.
 	Progress func(string)
+	// LossP is the chance that a frame between the coordinator and a
+	// node is lost. CutPerHour is the fraction of nodes whose control
+	// connection is cut per simulated hour, for CutSeconds: everything
+	// in flight and all that is sent meanwhile, both ways, is lost.
+	// Faults stop at FaultsUntil (simulated seconds; 0: never). With
+	// either fault, the control messages ride cluster.Links as the
+	// shells carry them (net.go).
+	LossP       float64
+	CutPerHour  float64
+	CutSeconds  int64
+	FaultsUntil int64
+	// RecoverySeconds, if positive, is liveness with a bound: once
+	// faults stopped, a stretch this long without a commit acknowledged
+	// fails the run.
+	RecoverySeconds int64
+	// LinkMaxPending is the links' cluster.Link.MaxPending (0: its
+	// default): over it a link declares its peer lost.
+	LinkMaxPending int
 	// LiveEvery, if positive, forces a collection every that many
 	// simulated seconds to measure the live heap (Report.PeakLiveHeapBytes).
 	LiveEvery int
@@ -114,6 +133,13 @@ type Report struct {
 	Duplicates         int64  // samples committed twice (must be 0)
 	Missing            int64  // samples never committed (must be 0)
 	Stats              cluster.Stats
+	// FramesLost and Cuts count the network's faults; Links totals what
+	// the links did; MaxStallSeconds is the longest stretch without a
+	// commit acknowledged once faults stopped (with FaultsUntil).
+	FramesLost      uint64
+	Cuts            int
+	Links           cluster.LinkTotals
+	MaxStallSeconds int64
 }
 
 // LeaseOpsPerSecond is lease operations per second of coordinator time.
@@ -136,6 +162,11 @@ type node struct {
 	inbox   []any // from the coordinator, applied at the next tick in order
 	killed  int64 // when the current death happened
 	restart int64 // when the process comes back; 0: alive
+	// With links (net.go): the link to the coordinator, the events of
+	// this tick, and the frames that arrived.
+	link   *cluster.Link[[]cluster.Event, []any]
+	out    []cluster.Event
+	frames []netFrame
 }
 
 type rank struct {
@@ -178,6 +209,7 @@ type sim struct {
 	kills    map[string]*kill
 	reissues int
 	timers   []timer
+	net      // net.go
 }
 
 type timer struct {
@@ -206,6 +238,7 @@ type kill struct {
 func Run(cfg Config) (Report, error) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5ca1e)),
 		byID: map[string]*node{}, rankOf: map[string]*rank{},
+		net:  newNet(cfg),
 		logs: map[cluster.Fence]map[int]*epochLog{}, orders: map[int]cluster.Order{}, kills: map[string]*kill{}}
 	s.rep.Config = cfg
 	ccfg := cluster.DefaultConfig()
@@ -254,6 +287,9 @@ func Run(cfg Config) (Report, error) {
 			return s.finish(start, peak), fmt.Errorf("scalesim: job not done after %d simulated seconds", s.now)
 		}
 		s.tick()
+		if err := s.liveness(); err != nil {
+			return s.finish(start, peak), err
+		}
 		if cfg.LiveEvery > 0 && s.now%int64(cfg.LiveEvery) == 0 {
 			runtime.GC()
 			var ms runtime.MemStats
@@ -287,6 +323,7 @@ func (s *sim) finish(start time.Time, peak uint64) Report {
 	s.rep.WallTime = time.Since(start)
 	s.rep.PeakHeapBytes = peak
 	s.rep.Stats = s.c.Stats()
+	s.rep.Links = s.meter.Totals()
 	s.rep.Returned = s.rep.Stats.Returned
 	for e, bits := range s.seen {
 		st := s.c.Epoch(e)
@@ -323,6 +360,7 @@ func (s *sim) order(e int) cluster.Order {
 }
 
 func (s *sim) newProcess(n *node) {
+	s.newLink(n)
 	for _, r := range n.ranks {
 		r.runs = cluster.NewRankRuns(r.id)
 		r.budget = 0
@@ -358,6 +396,8 @@ func (s *sim) tick() {
 	}
 	in := s.toCoord
 	s.toCoord = nil
+	frames := s.toCoordFrames
+	s.toCoordFrames = nil
 	s.coord(func() error {
 		for _, m := range in {
 			var err error
@@ -371,6 +411,9 @@ func (s *sim) tick() {
 				return err
 			}
 			s.drain()
+		}
+		if err := s.coordFrames(frames); err != nil {
+			return err
 		}
 		s.c.Step(cluster.Tick{})
 		s.drain()
@@ -391,8 +434,10 @@ func (s *sim) tick() {
 		for _, r := range n.ranks {
 			s.turn(n, r)
 		}
+		s.sendNode(n)
 	}
 	s.churn()
+	s.cut()
 }
 
 func isRefusal(err error) bool {
@@ -429,6 +474,7 @@ func (s *sim) coord(fn func() error) {
 		s.toRank(a.Rank, a)
 	}
 	s.pending = s.pending[:0]
+	s.sendMail()
 }
 
 func (s *sim) count(ev cluster.Event) {
@@ -450,20 +496,15 @@ func (s *sim) drain() {
 	s.pending = append(s.pending, rd.Acks...)
 	s.rep.LeaseOps += uint64(len(rd.Grants) + len(rd.Revokes))
 	for _, w := range rd.Welcomes {
-		if n := s.byID[w.Node]; n != nil {
-			n.inbox = append(n.inbox, w)
-		}
+		s.known[w.Node] = max(s.known[w.Node], w.Incarnation)
+		s.toNode(w.Node, w.Incarnation, w)
 	}
 	for _, e := range rd.Evictions {
 		s.evicted(e)
-		if n := s.byID[e.Node]; n != nil {
-			n.inbox = append(n.inbox, e)
-		}
+		s.toNode(e.Node, e.Incarnation, e)
 	}
 	for _, f := range rd.Fenced {
-		if n := s.byID[f.Node]; n != nil {
-			n.inbox = append(n.inbox, f)
-		}
+		s.toNode(f.Node, s.known[f.Node], f)
 	}
 	for _, l := range rd.Grants {
 		s.toRank(l.Rank, l)
@@ -479,7 +520,7 @@ func (s *sim) drain() {
 
 func (s *sim) toRank(id string, m any) {
 	if r := s.rankOf[id]; r != nil {
-		r.node.inbox = append(r.node.inbox, m)
+		s.toNode(r.node.id, s.known[r.node.id], m)
 	}
 }
 
@@ -533,10 +574,12 @@ func (s *sim) committed(a cluster.Ack) {
 	}
 	l.items = slices.Delete(l.items, 0, int(n))
 	l.acked = a.Offset
+	s.lastCommit = s.now
 }
 
 // receive applies a node's mail in the order the node's actor does.
 func (s *sim) receive(n *node) {
+	s.receiveFrames(n)
 	mail := n.inbox
 	n.inbox = nil
 	for _, m := range mail {
@@ -565,11 +608,7 @@ func (s *sim) receive(n *node) {
 			if m.Incarnation != n.inc {
 				continue
 			}
-			for _, r := range n.ranks {
-				r.runs.EndSession()
-			}
-			n.inc++
-			s.toCoord = append(s.toCoord, fromNode{ev: s.join(n)})
+			s.rejoin(n)
 		case cluster.Fenced:
 			for _, r := range n.ranks {
 				if r.runs.Active() && r.runs.Session() == m.Session {
@@ -611,7 +650,7 @@ func (s *sim) turn(n *node, r *rank) {
 		r.budget -= float64(len(run.Positions))
 		s.deliver(r, run)
 		for _, ev := range r.runs.Progress(run) {
-			s.toCoord = append(s.toCoord, fromNode{node: n.id, inc: n.inc, ev: ev})
+			s.fromNode(n, ev)
 		}
 	}
 	r.runs.Leases().Request(s.cfg.Lookahead*int64(s.ccfg.ShardSize), s.now%5 == 0)
@@ -671,7 +710,7 @@ func (s *sim) commit(r *rank, e int, step int64) {
 func (s *sim) flush(n *node, r *rank) {
 	if rl := r.runs.Leases(); rl != nil {
 		for _, ev := range rl.Messages() {
-			s.toCoord = append(s.toCoord, fromNode{node: n.id, inc: n.inc, ev: ev})
+			s.fromNode(n, ev)
 		}
 	}
 }
@@ -690,7 +729,7 @@ func (s *sim) churn() {
 		n.alive = false
 		n.killed = s.now
 		n.restart = s.now + s.cfg.RestartSeconds
-		n.inbox = nil
+		n.inbox, n.out, n.frames = nil, nil, nil
 		s.rep.Kills++
 		epoch := 0
 		for e := range s.cfg.Epochs {

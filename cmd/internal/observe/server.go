@@ -183,10 +183,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Registry returns a registry holding cs and the Go runtime's and the
 // process's collectors (go_*, process_*: CPU, memory, file descriptors;
-// longshore_control_*: the control port's refusals).
+// longshore_control_*: the control port's refusals and the control links).
 func Registry(cs ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newControlCollector())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newControlCollector(), newLinkCollector())
 	reg.MustRegister(cs...)
 	return reg
 }
