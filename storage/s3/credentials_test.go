@@ -562,7 +562,8 @@ func TestCredentialsWebIdentityMinIO(t *testing.T) {
 	}
 	const kid, clientID = "k1", "longshore"
 	var issuer string
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// Unstarted until the issuer is known: the handler reads it.
+	idp := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/.well-known/openid-configuration":
@@ -582,8 +583,12 @@ func TestCredentialsWebIdentityMinIO(t *testing.T) {
 			http.NotFound(w, r)
 		}
 	}))
+	issuer = "http://" + idp.Listener.Addr().String()
+	idp.Start()
 	t.Cleanup(idp.Close)
-	issuer = idp.URL
+	if idp.URL != issuer {
+		t.Fatalf("the provider is at %s, not %s", idp.URL, issuer)
+	}
 	srv := miniotest.StartWithEnv(t,
 		"MINIO_IDENTITY_OPENID_CONFIG_URL="+idp.URL+"/.well-known/openid-configuration",
 		"MINIO_IDENTITY_OPENID_CLIENT_ID="+clientID,
