@@ -1,0 +1,259 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The control-plane chaos tests: every container stays alive, but the
+// control connections between coordinator and nodes (TCP port 7000, both
+// the ones the nodes dial and the ones the coordinator dials) are broken
+// from the host, inside the containers' own network namespaces
+// (nsenter -t <pid> -n). Gossip (7001) and MinIO are left alone, so no
+// node is ever declared failed: what is tested is that control messages
+// lost with a connection are repaired. Each test runs the same job clean
+// first (in the same test binary) and logs the ratio of the two job times.
+
+const controlPort = "7000"
+
+// controlJob is the job both tests run: long enough (about 30 s of
+// epochs on an idle host) for many 3 s fault rounds.
+func controlJob() map[string]string {
+	set := chaosSettings()
+	set["LONGSHORE_EPOCHS"] = "8"
+	return set
+}
+
+// jobSeconds is the time from the start of epoch 0 to the coordinator's
+// "job done" (container start-up and the wait for ranks left out).
+func (s *stack) jobSeconds() float64 {
+	s.t.Helper()
+	var start, end time.Time
+	for _, ev := range s.coordEvents("epoch complete") {
+		if ev["epoch"] == "0" {
+			start = slogTime(s.t, ev).Add(-time.Duration(seconds(ev) * float64(time.Second)))
+		}
+	}
+	if done := s.coordEvents("job done"); len(done) > 0 {
+		end = slogTime(s.t, done[len(done)-1])
+	}
+	if start.IsZero() || end.IsZero() {
+		s.Errorf("no epoch 0 or no job done in the coordinator's log")
+		return -1
+	}
+	return end.Sub(start).Seconds()
+}
+
+var clean struct {
+	sync.Mutex
+	seconds float64
+}
+
+// cleanJobSeconds runs controlJob with no faults (once per test binary)
+// and returns its job time.
+func cleanJobSeconds(t *testing.T) float64 {
+	t.Helper()
+	clean.Lock()
+	defer clean.Unlock()
+	if clean.seconds > 0 {
+		return clean.seconds
+	}
+	var secs float64
+	t.Run("clean", func(t *testing.T) {
+		s := startStack(t, controlJob())
+		s.finish(5*time.Minute, "node1", "node2", "node3")
+		s.check(8)
+		secs = s.jobSeconds()
+		t.Logf("clean job: %.2f s", secs)
+	})
+	if secs <= 0 {
+		t.Fatalf("the clean run of the job failed: no baseline")
+	}
+	clean.seconds = secs
+	return secs
+}
+
+// pid is the host pid of service's container (its network namespace).
+func (s *stack) pid(service string) string {
+	s.t.Helper()
+	return docker(s.t, "inspect", "-f", "{{.State.Pid}}", s.container(service))
+}
+
+// inNetns runs a command in pid's network namespace (host binaries).
+func inNetns(pid string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "nsenter", append([]string{"-t", pid, "-n"}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("nsenter -t %s -n %s: %v\n%s", pid, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// resetControl aborts every established control connection in pid's
+// namespace (ss -K: the kernel's sock_destroy; the local socket fails
+// with ECONNABORTED and the peer gets a RST) and returns how many it
+// killed. The listening socket is left alone (state established).
+func resetControl(pid string) (int, error) {
+	out, err := inNetns(pid, "ss", "-K", "-tnH", "state", "established",
+		"( sport = :"+controlPort+" or dport = :"+controlPort+" )")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// dropRules are the iptables rules that make the control connections
+// half-open: every segment to or from a control port arriving in the
+// namespace is silently dropped (in INPUT only, so the senders see no
+// local error: their segments just vanish, as on a dead path).
+var dropRules = [][]string{
+	{"INPUT", "-p", "tcp", "--dport", controlPort, "-j", "DROP"},
+	{"INPUT", "-p", "tcp", "--sport", controlPort, "-j", "DROP"},
+}
+
+func iptables(pid, op string, rule []string) error {
+	_, err := inNetns(pid, append([]string{"iptables", "-w", op}, rule...)...)
+	return err
+}
+
+// chaosLoop calls fault(round) every 3 s from when node1 is into epoch 0
+// until the coordinator reports the job done (or maxRounds rounds), and
+// returns the number of rounds.
+func (s *stack) chaosLoop(maxRounds int, fault func(round int)) int {
+	s.t.Helper()
+	s.waitDelivered("node1", 0, 3, 2*time.Minute)
+	coord := s.container("coordinator")
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	backstop := time.After(6 * time.Minute)
+	round := 0
+	for ; round < maxRounds; round++ {
+		if out, _ := exec.Command("docker", "logs", "--tail", "30", coord).CombinedOutput(); strings.Contains(string(out), `msg="job done"`) {
+			break
+		}
+		fault(round)
+		select {
+		case <-tick.C:
+		case <-backstop:
+			s.Fatalf("the job was not done after 6 minutes of faults (%d rounds)", round)
+		}
+	}
+	return round
+}
+
+// TestChaosControlResets: every 3 s every established control connection
+// is aborted, alternately in the coordinator's namespace and in each
+// node's (so both ends see their connection torn down, whoever dialed
+// it). Every process stays alive. The job finishes, exactly once in
+// committed history, and within 2x the time of the same job run clean.
+func TestChaosControlResets(t *testing.T) {
+	base := cleanJobSeconds(t)
+	s := startStack(t, controlJob())
+	pids := map[string]string{}
+	for _, svc := range []string{"coordinator", "node1", "node2", "node3"} {
+		pids[svc] = s.pid(svc)
+	}
+	killed := 0
+	t0 := time.Now()
+	rounds := s.chaosLoop(1000, func(round int) {
+		sides := []string{"coordinator"}
+		if round%2 == 1 {
+			sides = []string{"node1", "node2", "node3"}
+		}
+		for _, svc := range sides {
+			n, err := resetControl(pids[svc])
+			if err != nil {
+				t.Logf("round %d, %s: %v", round, svc, err) // a node may have finished
+				continue
+			}
+			killed += n
+		}
+	})
+	s.finish(5*time.Minute, "node1", "node2", "node3")
+	s.checkMidEpoch(t0, 0)
+	s.check(8)
+	secs := s.jobSeconds()
+	ratio := secs / base
+	t.Logf("control connections reset every 3 s: %d rounds, %d connections aborted; job %.2f s against %.2f s clean: %.2fx",
+		rounds, killed, secs, base, ratio)
+	if rounds < 3 || killed == 0 {
+		s.Errorf("only %d rounds aborted %d connections: the faults did not hit the job", rounds, killed)
+	}
+	if ratio > 2 {
+		s.Errorf("the job took %.2fx its clean time with resets every 3 s; the bound is 2x", ratio)
+	}
+	s.logEpochs()
+}
+
+// TestChaosControlHalfOpen: three times, all control traffic is silently
+// dropped for 6 s (in every container's namespace, both directions; no
+// RST, no local error: the connections look open to both ends), then
+// restored for 3 s. Every process stays alive. The job finishes, exactly
+// once in committed history.
+func TestChaosControlHalfOpen(t *testing.T) {
+	base := cleanJobSeconds(t)
+	s := startStack(t, controlJob())
+	var pids []string
+	for _, svc := range []string{"coordinator", "node1", "node2", "node3"} {
+		pids = append(pids, s.pid(svc))
+	}
+	set := func(op string) error {
+		var first error
+		for _, pid := range pids {
+			for _, r := range dropRules {
+				if err := iptables(pid, op, r); err != nil && first == nil {
+					first = err
+				}
+			}
+		}
+		return first
+	}
+	t.Cleanup(func() { set("-D") }) // the namespaces go with the containers anyway
+	dropped := 0
+	t0 := time.Now()
+	var lastHeal time.Time
+	// Rounds of 3 s: drop at rounds 0, 3, 6, restore at 2, 5, 8.
+	rounds := s.chaosLoop(9, func(round int) {
+		switch round % 3 {
+		case 0:
+			if err := set("-I"); err != nil {
+				s.Fatalf("round %d: %v", round, err)
+			}
+			dropped++
+		case 2:
+			if err := set("-D"); err != nil {
+				s.Fatalf("round %d: %v", round, err)
+			}
+			lastHeal = time.Now()
+		}
+	})
+	if rounds%3 != 0 { // the job ended while dropping
+		set("-D")
+	}
+	s.finish(5*time.Minute, "node1", "node2", "node3")
+	s.checkMidEpoch(t0, 0)
+	s.check(8)
+	secs := s.jobSeconds()
+	t.Logf("control traffic dropped %d times for 6 s: job %.2f s against %.2f s clean: %.2fx", dropped, secs, base, secs/base)
+	if dropped < 2 {
+		s.Errorf("only %d drop periods hit the job", dropped)
+	}
+	if !lastHeal.IsZero() && s.firstAfter(lastHeal, "job done", nil) < 0 {
+		t.Logf("note: the job was done before the last drop was healed")
+	}
+	s.logEpochs()
+}
