@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,10 +26,15 @@ import (
 const controlPort = "7000"
 
 // controlJob is the job both tests run: long enough (about 30 s of
-// epochs on an idle host) for many 3 s fault rounds.
+// epochs on an idle host) for many 3 s fault rounds, with short epochs
+// (4 steps per rank), so that many epoch ends (leases done, streams
+// ended, next epoch's grants) meet a fault.
+const controlEpochs = 40
+
 func controlJob() map[string]string {
 	set := chaosSettings()
-	set["LONGSHORE_EPOCHS"] = "8"
+	set["DATASET_SIZE"] = "192"
+	set["LONGSHORE_EPOCHS"] = strconv.Itoa(controlEpochs)
 	return set
 }
 
@@ -70,7 +76,7 @@ func cleanJobSeconds(t *testing.T) float64 {
 	t.Run("clean", func(t *testing.T) {
 		s := startStack(t, controlJob())
 		s.finish(5*time.Minute, "node1", "node2", "node3")
-		s.check(8)
+		s.check(controlEpochs)
 		secs = s.jobSeconds()
 		t.Logf("clean job: %.2f s", secs)
 	})
@@ -132,6 +138,16 @@ func resetControl(pid netns) (int, error) {
 	return n, nil
 }
 
+// rejectRules answer every segment of an established control connection
+// arriving in the namespace with a RST (a new connection's SYN passes):
+// while they are in place, whatever is sent on a connection, old or
+// just made, resets it, as when a proxy in front of a control address is
+// restarted.
+var rejectRules = [][]string{
+	{"INPUT", "-p", "tcp", "--dport", controlPort, "-m", "conntrack", "--ctstate", "ESTABLISHED", "-j", "REJECT", "--reject-with", "tcp-reset"},
+	{"INPUT", "-p", "tcp", "--sport", controlPort, "-m", "conntrack", "--ctstate", "ESTABLISHED", "-j", "REJECT", "--reject-with", "tcp-reset"},
+}
+
 // dropRules are the iptables rules that make the control connections
 // half-open: every segment to or from a control port arriving in the
 // namespace is silently dropped (in INPUT only, so the senders see no
@@ -142,7 +158,12 @@ var dropRules = [][]string{
 }
 
 // droppedPackets sums the packet counters of pid's control DROP rules.
-func droppedPackets(pid netns) int {
+func droppedPackets(pid netns) int { return countPackets(pid, "DROP") }
+
+// rejectedPackets sums the packet counters of pid's control REJECT rules.
+func rejectedPackets(pid netns) int { return countPackets(pid, "REJECT") }
+
+func countPackets(pid netns, target string) int {
 	out, err := inNetns(pid, "iptables", "-w", "-L", "INPUT", "-v", "-n", "-x")
 	if err != nil {
 		return 0
@@ -150,7 +171,7 @@ func droppedPackets(pid netns) int {
 	n := 0
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) > 2 && f[2] == "DROP" && strings.Contains(l, "pt:"+controlPort) {
+		if len(f) > 2 && f[2] == target && strings.Contains(l, "pt:"+controlPort) {
 			var p int
 			fmt.Sscan(f[0], &p)
 			n += p
@@ -214,7 +235,7 @@ func TestChaosControlResets(t *testing.T) {
 	for _, svc := range []string{"coordinator", "node1", "node2", "node3"} {
 		pids[svc] = s.netns(svc)
 	}
-	killed := 0
+	killed, rejected := 0, 0
 	rounds, first := s.chaosLoop(1000, func(round int) {
 		sides := []string{"coordinator"}
 		if round%2 == 1 {
@@ -227,15 +248,27 @@ func TestChaosControlResets(t *testing.T) {
 				continue
 			}
 			killed += n
+			for _, r := range rejectRules {
+				if err := iptables(pids[svc], "-I", r); err != nil {
+					t.Logf("round %d, %s: %v", round, svc, err)
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // the reject window: nothing sent on a connection gets through
+		for _, svc := range sides {
+			rejected += rejectedPackets(pids[svc])
+			for _, r := range rejectRules {
+				iptables(pids[svc], "-D", r)
+			}
 		}
 	})
 	s.finish(5*time.Minute, "node1", "node2", "node3")
 	s.checkHit(first)
-	s.check(8)
+	s.check(controlEpochs)
 	secs := s.jobSeconds()
 	ratio := secs / base
-	t.Logf("control connections reset every 3 s: %d rounds, %d connections aborted; job %.2f s against %.2f s clean: %.2fx",
-		rounds, killed, secs, base, ratio)
+	t.Logf("control connections reset every 3 s: %d rounds, %d connections aborted, %d segments answered with a RST; job %.2f s against %.2f s clean: %.2fx",
+		rounds, killed, rejected, secs, base, ratio)
 	if rounds < 3 || killed == 0 {
 		s.Errorf("only %d rounds aborted %d connections: the faults did not hit the job", rounds, killed)
 	}
@@ -294,7 +327,7 @@ func TestChaosControlHalfOpen(t *testing.T) {
 	}
 	s.finish(5*time.Minute, "node1", "node2", "node3")
 	s.checkHit(first)
-	s.check(8)
+	s.check(controlEpochs)
 	secs := s.jobSeconds()
 	t.Logf("control traffic dropped %d times for 6 s (%d packets dropped): job %.2f s against %.2f s clean: %.2fx", dropped, packets, secs, base, secs/base)
 	if packets == 0 {
