@@ -226,7 +226,10 @@ func (s *stack) checkHit(first time.Time) {
 // TestChaosControlResets: every 3 s every established control connection
 // is aborted, alternately in the coordinator's namespace and in each
 // node's (so both ends see their connection torn down, whoever dialed
-// it). Every process stays alive. The job finishes, exactly once in
+// it), and for 500 ms after that whatever is sent on an established
+// control connection there is answered with a RST (rejectRules), as when
+// a proxy in front of the port restarts. Every process stays alive.
+// Before the control links (cluster.Link) this stalled the job for good. The job finishes, exactly once in
 // committed history, and within 2x the time of the same job run clean.
 func TestChaosControlResets(t *testing.T) {
 	base := cleanJobSeconds(t)
