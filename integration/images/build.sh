@@ -91,7 +91,7 @@ put "$tools/healthcheck" "$ctx/rootfs/usr/local/bin/healthcheck"
 # Every library ldd resolved ("name => /path (addr)") and the loader
 # ("/lib64/ld-linux-x86-64.so.2 (addr)"), at the same paths.
 libs=$(ldd "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" |
-	awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | LC_ALL=C sort -u)
+	awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | LC_ALL=C sort -u)
 if ldd "$BIN/longshore-node" | grep -q 'not found'; then
 	echo "build.sh: ldd cannot resolve every library of longshore-node:" >&2
 	ldd "$BIN/longshore-node" | grep 'not found' >&2
