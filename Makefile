@@ -13,6 +13,7 @@
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
 #   make deploy-check  the Kubernetes manifests (deploy/k8s) against the API types
+#   make slurm-check  deploy/slurm/longshore.sbatch, unchanged, on a Slurm cluster started here (2 nodes, gres GPUs): exactly once
 #   make release  versioned tarballs of the binaries, the Python wheel and SHA256SUMS in dist/ (VERSION; docs/deploy.md)
 #   make release-check  the release as a user gets it: checksums, --version, the wheel in a clean venv reading an epoch
 #   make release-images  the FROM scratch image from the release's binaries, tagged longshore/longshore:VERSION, saved in dist/
@@ -60,7 +61,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz fuzz-long clean sim-scale
-.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check release release-check release-images
+.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check release release-check release-images slurm-check deps-slurm
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -80,6 +81,7 @@ deps: ; scripts/deps.sh all
 deps-base: ; @scripts/deps.sh base
 deps-demo: ; @scripts/deps.sh demo
 deps-minio: ; @scripts/deps.sh minio
+deps-slurm: ; @scripts/deps.sh slurm
 
 build: deps-base
 	$(GO) build -o $(BIN)/longshore-node ./cmd/node
@@ -201,6 +203,11 @@ deploy-check: deps-base
 	cd deploy/k8s && $(GO) test -count=1 ./...
 
 clean: ; rm -rf $(BIN)
+
+# The Slurm script on a real Slurm cluster (munged, slurmctld, two slurmd
+# on this machine: scripts/slurm-cluster.sh), with a trainer per rank.
+slurm-check: deps-slurm deps-demo build
+	$(GO) test -tags slurmcheck -count=1 -v -timeout 15m ./deploy/slurm/
 
 # Releases (docs/deploy.md): VERSION names them; the binaries report it.
 RELEASE_VERSION := $(shell cat VERSION)
