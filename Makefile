@@ -12,7 +12,7 @@
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
-#   make deploy-check  the Kubernetes manifests (deploy/k8s) against the API types
+#   make deploy-check  the Kubernetes manifests (deploy/k8s, Kustomize) rendered and checked against the API types
 #   make slurm-check  deploy/slurm/longshore.sbatch, unchanged, on a Slurm cluster started here (2 nodes, gres GPUs): exactly once
 #   make release  versioned tarballs of the binaries, the Python wheel and SHA256SUMS in dist/ (VERSION; docs/deploy.md)
 #   make release-check  the release as a user gets it: checksums, --version, the wheel in a clean venv reading an epoch

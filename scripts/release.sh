@@ -50,7 +50,7 @@ cp LICENSE README.md CHANGELOG.md "$out/"
 mkdir -p "$out/docs"
 cp docs/*.md docs/*.yaml "$out/docs/"
 cp -r deploy "$out/"
-rm -f "$out/deploy/k8s/go.sum" "$out/deploy/k8s/go.mod" "$out/deploy/k8s"/*_test.go
+rm -rf "$out/deploy/k8s/go.sum" "$out/deploy/k8s/go.mod" "$out/deploy/k8s"/*_test.go "$out/deploy/k8s/controlplane" "$out/deploy/slurm"/*_test.go
 cp "$whl" "$out/"
 # Reproducible: names sorted, owner 0, times of the last commit.
 mtime=$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)
