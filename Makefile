@@ -14,6 +14,8 @@
 #   make deps    install every dependency (apt packages, MinIO server build)
 #   make deploy-check  the Kubernetes manifests (deploy/k8s, Kustomize) rendered and checked against the API types
 #   make slurm-check  deploy/slurm/longshore.sbatch, unchanged, on a Slurm cluster started here (2 nodes, gres GPUs): exactly once
+#   make k8s-check  deploy/k8s/overlays/example applied to a real API server built here (kine, controllers, scheduler, kwok GPU nodes)
+#   make k8s-build   that control plane's binaries, from the module proxy, cached (cold: about half an hour)
 #   make release  versioned tarballs of the binaries, the Python wheel and SHA256SUMS in dist/ (VERSION; docs/deploy.md)
 #   make release-check  the release as a user gets it: checksums, --version, the wheel in a clean venv reading an epoch
 #   make release-images  the FROM scratch image from the release's binaries, tagged longshore/longshore:VERSION, saved in dist/
@@ -61,7 +63,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz fuzz-long clean sim-scale
-.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check release release-check release-images slurm-check deps-slurm
+.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check release release-check release-images slurm-check deps-slurm k8s-check k8s-build
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -208,6 +210,12 @@ clean: ; rm -rf $(BIN)
 # on this machine: scripts/slurm-cluster.sh), with a trainer per rank.
 slurm-check: deps-slurm deps-demo build
 	$(GO) test -tags slurmcheck -count=1 -v -timeout 15m ./deploy/slurm/
+
+# The Kubernetes manifests on a real control plane (scripts/k8s-check.sh);
+# its binaries are built once (scripts/k8s-build.sh, deploy/k8s/controlplane).
+k8s-build: ; GO=$(GO) scripts/k8s-build.sh
+k8s-check: deps-base
+	GO=$(GO) scripts/k8s-check.sh
 
 # Releases (docs/deploy.md): VERSION names them; the binaries report it.
 RELEASE_VERSION := $(shell cat VERSION)
