@@ -2,7 +2,8 @@
 # k8s-check.sh: deploy/k8s/overlays/example on a real Kubernetes control
 # plane started here (`make k8s-check`): kube-apiserver over kine
 # (SQLite), kube-controller-manager, kube-scheduler, and kwok simulating
-# two GPU nodes (nvidia.com/gpu: 8 each; no kubelet, no containers run).
+# two GPU nodes (nvidia.com/gpu: 8 each, tainted) and a CPU node (no
+# kubelet: no container runs).
 # Binaries: scripts/k8s-build.sh (built once from the module proxy, cached).
 #
 # 1. the user's Secrets, as deploy/k8s/README.md says to make them;
@@ -85,23 +86,27 @@ kwok --kubeconfig="$kc" --manage-all-nodes=false --manage-nodes-with-annotation-
 	--cidr=10.0.0.0/24 --node-ip=127.0.0.1 >"$work/kwok.log" 2>&1 &
 pids+=($!)
 
-# Two GPU hosts, as the NVIDIA device plugin would report them.
-for n in gpu-0 gpu-1; do
+# Two GPU hosts, as the NVIDIA device plugin reports them (tainted), and
+# a CPU host for the coordinator.
+fake_node() { # NAME TAINTS GPUS
 	kubectl apply --server-side -f - >/dev/null <<NODE
 apiVersion: v1
 kind: Node
 metadata:
-  name: $n
+  name: $1
   annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {kubernetes.io/hostname: $n, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
+  labels: {kubernetes.io/hostname: $1, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
 spec:
-  taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+  taints: $2
 status:
-  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
-  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
+  capacity: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "$3"}
+  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "$3"}
 NODE
-done
-wait_for "kwok's nodes" 120 bash -c "[[ \$(kubectl get nodes -o jsonpath='{.items[*].status.conditions[?(@.type==\"Ready\")].status}') == 'True True' ]]"
+}
+fake_node gpu-0 '[{key: nvidia.com/gpu, effect: NoSchedule}]' 8
+fake_node gpu-1 '[{key: nvidia.com/gpu, effect: NoSchedule}]' 8
+fake_node cpu-0 '[]' 0
+wait_for "kwok's nodes" 120 bash -c "[[ \$(kubectl get nodes -o jsonpath='{.items[*].status.conditions[?(@.type==\"Ready\")].status}') == 'True True True' ]]"
 
 # The user's part (deploy/k8s/README.md): the namespace, two Secrets.
 ns=longshore
