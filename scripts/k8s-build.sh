@@ -10,12 +10,14 @@
 #
 #   scripts/k8s-build.sh          build what is missing, print the bin dir
 #   scripts/k8s-build.sh --cached exit 1 (building nothing) unless all are there
+#   scripts/k8s-build.sh --kwok-version  the kwok version it builds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 CACHE=${LONGSHORE_CACHE:-$HOME/.cache/longshore}
 KINE_VERSION=${KINE_VERSION:-v0.17.5}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+if [[ ${1:-} == --kwok-version ]]; then echo "$KWOK_VERSION"; exit 0; fi
 mod=deploy/k8s/controlplane
 kube=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' $mod/go.mod)
 [[ -n $kube ]] || { echo "k8s-build: no k8s.io/kubernetes version in $mod/go.mod" >&2; exit 1; }

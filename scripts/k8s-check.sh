@@ -36,9 +36,13 @@ free_port() {
 # wait_for WHAT SECONDS CMD...: until CMD succeeds (a backstop that only
 # ends a failed start).
 wait_for() {
-	local what=$1 n=$2 i
+	local what=$1 n=$2 i p
 	shift 2
-	for ((i = 0; i < n * 5; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+	for ((i = 0; i < n * 5; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { echo "k8s-check: a daemon exited waiting for $what" >&2; n=0; break 2; }; done
+		sleep 0.2
+	done
 	echo "k8s-check: $what did not come up in ${n}s" >&2
 	tail -n 30 "$work"/*.log >&2
 	return 1
@@ -46,7 +50,7 @@ wait_for() {
 t0=$SECONDS
 
 etcd_port=$(free_port)
-kine --endpoint "sqlite://$work/kine.db?_journal=WAL&cache=shared" --listen-address "127.0.0.1:$etcd_port" >"$work/kine.log" 2>&1 &
+kine --endpoint "sqlite://$work/kine.db?_journal=WAL&cache=shared" --listen-address "127.0.0.1:$etcd_port" --metrics-bind-address 0 >"$work/kine.log" 2>&1 &
 pids+=($!)
 wait_for kine 60 bash -c "exec 3<>/dev/tcp/127.0.0.1/$etcd_port"
 
@@ -59,7 +63,7 @@ kube-apiserver --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=127.0
 	--secure-port="$api_port" --cert-dir="$work/pki" --token-auth-file="$work/tokens.csv" \
 	--authorization-mode=Node,RBAC --service-cluster-ip-range=10.96.0.0/16 \
 	--service-account-key-file="$work/sa.pub" --service-account-signing-key-file="$work/sa.key" \
-	--service-account-issuer=https://kubernetes.default.svc >"$work/apiserver.log" 2>&1 &
+	--service-account-issuer=https://kubernetes.default.svc --endpoint-reconciler-type=none >"$work/apiserver.log" 2>&1 &
 pids+=($!)
 kc=$work/kubeconfig
 cat >"$kc" <<KC
@@ -82,7 +86,11 @@ pids+=($!)
 kube-scheduler --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
 	--bind-address=127.0.0.1 --secure-port="$(free_port)" --leader-elect=false >"$work/scheduler.log" 2>&1 &
 pids+=($!)
-kwok --kubeconfig="$kc" --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+# kwok's own "fast" stages (nodes ready at once, pods running at once),
+# from its module.
+kwok_mod=$(GOFLAGS= go list -m -f '{{.Dir}}' "sigs.k8s.io/kwok@$(scripts/k8s-build.sh --kwok-version)")
+kubectl kustomize "$kwok_mod/kustomize/stage/fast" >"$work/kwok-stages.yaml"
+kwok --config="$work/kwok-stages.yaml" --kubeconfig="$kc" --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
 	--cidr=10.0.0.0/24 --node-ip=127.0.0.1 >"$work/kwok.log" 2>&1 &
 pids+=($!)
 
