@@ -13,7 +13,13 @@
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
-#   make deploy-check  the Kubernetes manifests (deploy/k8s) against the API types
+#   make deploy-check  the Kubernetes manifests (deploy/k8s, Kustomize) rendered and checked against the API types
+#   make slurm-check  deploy/slurm/longshore.sbatch, unchanged, on a Slurm cluster started here (2 nodes, gres GPUs): exactly once
+#   make k8s-check  deploy/k8s/overlays/example applied to a real API server built here (kine, controllers, scheduler, kwok GPU nodes)
+#   make k8s-build   that control plane's binaries, from the module proxy, cached (cold: about half an hour)
+#   make release  versioned tarballs of the binaries, the Python wheel and SHA256SUMS in dist/ (VERSION; docs/deploy.md)
+#   make release-check  the release as a user gets it: checksums, --version, the wheel in a clean venv reading an epoch
+#   make release-images  the FROM scratch image from the release's binaries, tagged longshore/longshore:VERSION, saved in dist/
 #   make proto   regenerate cluster/wire/wire.pb.go (protoc + protoc-gen-go; the output is committed)
 #   make images  the docker-compose images, FROM scratch (integration/images/build.sh; skipped when unchanged)
 #   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
@@ -58,7 +64,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz fuzz-long clean sim-scale
-.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check
+.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check release release-check release-images slurm-check deps-slurm k8s-check k8s-build
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -78,6 +84,7 @@ deps: ; scripts/deps.sh all
 deps-base: ; @scripts/deps.sh base
 deps-demo: ; @scripts/deps.sh demo
 deps-minio: ; @scripts/deps.sh minio
+deps-slurm: ; @scripts/deps.sh slurm
 
 build: deps-base
 	$(GO) build -o $(BIN)/longshore-node ./cmd/node
@@ -211,6 +218,31 @@ deploy-check: deps-base
 	cd deploy/k8s && $(GO) test -count=1 ./...
 
 clean: ; rm -rf $(BIN)
+
+# The Slurm script on a real Slurm cluster (munged, slurmctld, two slurmd
+# on this machine: scripts/slurm-cluster.sh), with a trainer per rank.
+slurm-check: deps-slurm deps-demo build
+	$(GO) test -tags slurmcheck -count=1 -v -timeout 15m ./deploy/slurm/
+
+# The Kubernetes manifests on a real control plane (scripts/k8s-check.sh);
+# its binaries are built once (scripts/k8s-build.sh, deploy/k8s/controlplane).
+k8s-build: ; GO=$(GO) scripts/k8s-build.sh
+k8s-check: deps-base
+	GO=$(GO) scripts/k8s-check.sh
+
+# Releases (docs/deploy.md): VERSION names them; the binaries report it.
+RELEASE_VERSION := $(shell cat VERSION)
+RELEASE_NAME     = longshore-$(RELEASE_VERSION)-linux-$(shell $(GO) env GOARCH)
+release: deps-base
+	GO=$(GO) scripts/release.sh
+release-check: release
+	scripts/release-check.sh
+release-images: release
+	t=$$(mktemp -d) && tar -C $$t -xzf dist/$(RELEASE_NAME).tar.gz && \
+	BIN=$$t/$(RELEASE_NAME)/bin IMAGES=longshore LONGSHORE_IMAGE=longshore/longshore:$(RELEASE_VERSION) \
+		integration/images/build.sh; rc=$$?; rm -rf $$t; exit $$rc
+	docker save longshore/longshore:$(RELEASE_VERSION) | gzip >dist/longshore-image-$(RELEASE_VERSION).tar.gz
+	cd dist && sha256sum longshore-image-$(RELEASE_VERSION).tar.gz >>SHA256SUMS
 
 images: build deps-minio
 	integration/images/build.sh

@@ -7,6 +7,7 @@
 #   scripts/deps.sh python  NumPy, pytest, PyTorch and torchvision for the Python client's tests
 #   scripts/deps.sh minio   a MinIO server binary built from source into $LONGSHORE_CACHE/bin
 #   scripts/deps.sh observe Debian's prometheus and chromium (the metrics test scrapes real daemons; the status page test loads the page headless)
+#   scripts/deps.sh slurm   Debian's slurm-wlm daemons and munge (make slurm-check starts a Slurm cluster on this machine)
 #   scripts/deps.sh all     everything above
 #
 # Debian 12 ships FFmpeg 5.1, which is what go-astiav v0.16.0 needs. MinIO has
@@ -60,6 +61,10 @@ install_observe() {
 	need_pkgs prometheus chromium
 }
 
+install_slurm() {
+	need_pkgs slurmd slurmctld slurm-client munge
+}
+
 install_minio() {
 	local bin="$CACHE/bin/minio"
 	if [ -x "$bin" ]; then return 0; fi
@@ -83,6 +88,7 @@ demo) install_demo ;;
 python) install_python ;;
 minio) install_minio ;;
 observe) install_observe ;;
-all) install_demo; install_python; install_minio; install_observe ;;
-*) echo "usage: $0 base|demo|python|minio|observe|all" >&2; exit 2 ;;
+slurm) install_slurm ;;
+all) install_demo; install_python; install_minio; install_observe; install_slurm ;;
+*) echo "usage: $0 base|demo|python|minio|observe|slurm|all" >&2; exit 2 ;;
 esac

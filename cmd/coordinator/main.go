@@ -65,6 +65,7 @@ import (
 	"github.com/longshore/longshore/cmd/internal/logs"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -263,6 +264,7 @@ func (o options) shape(packed bool, restore *cluster.State) (block, window, shar
 }
 
 func main() {
+	version.Exit("longshore-coordinator")
 	os.Exit(runTo(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -52,10 +52,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/storage"
 )
 
 func main() {
+	version.Exit("longshore-bench")
 	if len(os.Args) > 1 && os.Args[1] == "ceiling" {
 		if err := ceilingMain(os.Args[2:]); err != nil {
 			fmt.Fprintf(os.Stderr, "longshore-bench ceiling: %v\n", err)

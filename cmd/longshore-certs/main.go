@@ -33,9 +33,13 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/certs"
+	"github.com/longshore/longshore/cmd/internal/version"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	version.Exit("longshore-certs")
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 const usage = `usage:
   longshore-certs ca --out DIR [--name NAME] [--days N]

@@ -36,11 +36,13 @@ import (
 	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
 
 func main() {
+	version.Exit("longshore-gpucheck")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: longshore-gpucheck copy|serve [flags]")
 		os.Exit(2)

@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -112,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
+	version.Exit("longshore-manifest")
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

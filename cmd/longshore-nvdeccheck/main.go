@@ -40,10 +40,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/decode/video"
 )
 
 func main() {
+	version.Exit("longshore-nvdeccheck")
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "longshore-nvdeccheck: %v\n", err)
 		os.Exit(1)

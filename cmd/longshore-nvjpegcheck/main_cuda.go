@@ -20,6 +20,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/cmd/internal/procmem"
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/gpu/nvjpeg"
@@ -27,6 +28,7 @@ import (
 )
 
 func main() {
+	version.Exit("longshore-nvjpegcheck")
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "longshore-nvjpegcheck: %v\n", err)
 		os.Exit(1)

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -140,6 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
+	version.Exit("longshore-pack")
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

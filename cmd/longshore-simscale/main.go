@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/scalesim"
+	"github.com/longshore/longshore/cmd/internal/version"
 )
 
 func main() {
+	version.Exit("longshore-simscale")
 	d := scalesim.DefaultConfig()
 	cfg := d
 	flag.IntVar(&cfg.Nodes, "nodes", d.Nodes, "nodes")

@@ -52,6 +52,7 @@ import (
 	"github.com/longshore/longshore/cmd/internal/logs"
 	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/cmd/internal/secure"
+	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
@@ -377,6 +378,7 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 }
 
 func main() {
+	version.Exit("longshore-node")
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -1,181 +1,239 @@
-// Package k8s holds longshore's Kubernetes manifests; its test decodes
-// them strictly against the API types (an unknown or misspelled field
-// fails) and checks that they hang together: selectors match their pods,
-// every Secret and Service named exists, the nodes join a Service that
-// exposes the gossip port.
+// Package k8s holds longshore's Kubernetes manifests: a Kustomize base
+// (base/) and an example overlay (overlays/example/). Its tests render
+// the overlay as `kubectl apply -k` does (krusty, kubectl's own
+// kustomize), decode every object strictly against the API types (an
+// unknown or misspelled field fails) and check what a cluster cannot:
+// no Secret shipped, every $(VAR) defined, non-root and read-only pods,
+// GPUs on the trainer and not on the node. `make k8s-check` applies them
+// to a real API server.
 package k8s
 
 import (
 	"bytes"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
-type objects struct {
-	secrets     map[string]*corev1.Secret
-	services    map[string]*corev1.Service
-	deployments map[string]*appsv1.Deployment
-	daemonSets  map[string]*appsv1.DaemonSet
+// userSecrets are the Secrets the user creates (README.md); the
+// manifests reference them and never ship them.
+var userSecrets = map[string][]string{
+	"longshore-s3":   nil, // envFrom: whatever keys the store needs
+	"longshore-keys": {"ca.crt", "ca.key", "gossip.key", "metrics.token"},
 }
 
-func load(t *testing.T, path string) objects {
+type rendered struct {
+	jobs       map[string]*batchv1.Job
+	configMaps map[string]*corev1.ConfigMap
+	kinds      map[string]int
+}
+
+func render(t *testing.T, dir string) rendered {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := rm.AsYaml()
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := objects{secrets: map[string]*corev1.Secret{}, services: map[string]*corev1.Service{},
-		deployments: map[string]*appsv1.Deployment{}, daemonSets: map[string]*appsv1.DaemonSet{}}
-	for i, doc := range bytes.Split(data, []byte("\n---\n")) {
+	r := rendered{jobs: map[string]*batchv1.Job{}, configMaps: map[string]*corev1.ConfigMap{}, kinds: map[string]int{}}
+	for i, doc := range bytes.Split(out, []byte("\n---\n")) {
 		var head struct{ APIVersion, Kind string }
 		if err := yaml.Unmarshal(doc, &head); err != nil {
 			t.Fatalf("document %d: %v", i, err)
 		}
-		var err error
+		r.kinds[head.Kind]++
+		var v any
 		switch head.APIVersion + " " + head.Kind {
-		case "v1 Secret":
-			v := &corev1.Secret{}
-			err = yaml.UnmarshalStrict(doc, v)
-			o.secrets[v.Name] = v
+		case "v1 Namespace":
+			v = &corev1.Namespace{}
+		case "v1 ServiceAccount":
+			v = &corev1.ServiceAccount{}
 		case "v1 Service":
-			v := &corev1.Service{}
-			err = yaml.UnmarshalStrict(doc, v)
-			o.services[v.Name] = v
-		case "apps/v1 Deployment":
-			v := &appsv1.Deployment{}
-			err = yaml.UnmarshalStrict(doc, v)
-			o.deployments[v.Name] = v
-		case "apps/v1 DaemonSet":
-			v := &appsv1.DaemonSet{}
-			err = yaml.UnmarshalStrict(doc, v)
-			o.daemonSets[v.Name] = v
+			v = &corev1.Service{}
+		case "v1 ConfigMap":
+			cm := &corev1.ConfigMap{}
+			v = cm
+			defer func() { r.configMaps[strings.SplitN(cm.Name, "-", 3)[0]+"-"+strings.SplitN(cm.Name, "-", 3)[1]] = cm }()
+		case "batch/v1 Job":
+			j := &batchv1.Job{}
+			v = j
+			defer func() { r.jobs[j.Name] = j }()
+		case "networking.k8s.io/v1 NetworkPolicy":
+			v = &networkingv1.NetworkPolicy{}
 		default:
 			t.Fatalf("document %d: unexpected %s %s", i, head.APIVersion, head.Kind)
 		}
-		if err != nil {
+		if err := yaml.UnmarshalStrict(doc, v); err != nil {
 			t.Fatalf("document %d (%s): %v", i, head.Kind, err)
 		}
 	}
-	return o
+	return r
 }
 
-// checkPod checks a pod template against the objects it names and the
-// selector that must pick it.
-func checkPod(t *testing.T, o objects, name string, sel map[string]string, pod corev1.PodTemplateSpec) {
-	t.Helper()
-	if len(sel) == 0 || !labels.SelectorFromSet(sel).Matches(labels.Set(pod.Labels)) {
-		t.Errorf("%s: selector %v does not pick its pods %v", name, sel, pod.Labels)
-	}
-	for _, v := range pod.Spec.Volumes {
-		if v.Secret != nil && o.secrets[v.Secret.SecretName] == nil {
-			t.Errorf("%s: volume %s names a missing Secret %s", name, v.Name, v.Secret.SecretName)
+// TestNoSecretPlaceholders: no manifest ships a Secret, so `kubectl
+// apply` never overwrites the user's keys with placeholders (the old
+// longshore.yaml did, with replace-me).
+func TestNoSecretPlaceholders(t *testing.T) {
+	placeholder := regexp.MustCompile(`(?i)replace-?me|changeme|change-me|<[a-z_ -]+>|xxxx|todo`)
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") || strings.HasSuffix(p, ".env")) {
+			return err
 		}
-	}
-	for _, c := range pod.Spec.Containers {
-		mounts := map[string]bool{}
-		for _, m := range c.VolumeMounts {
-			mounts[m.Name] = true
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
 		}
-		for _, v := range pod.Spec.Volumes {
-			if !mounts[v.Name] {
-				t.Errorf("%s: volume %s not mounted by %s", name, v.Name, c.Name)
+		for i, line := range strings.Split(string(b), "\n") {
+			code, _, _ := strings.Cut(line, "#")
+			if m := placeholder.FindString(code); m != "" {
+				t.Errorf("%s:%d: placeholder %q: %s", p, i+1, m, strings.TrimSpace(line))
+			}
+			if regexp.MustCompile(`^\s*kind:\s*Secret\s*$`).MatchString(code) {
+				t.Errorf("%s:%d: a Secret in the manifests would overwrite the user's", p, i+1)
 			}
 		}
-		for _, e := range c.EnvFrom {
-			if e.SecretRef != nil && o.secrets[e.SecretRef.Name] == nil {
-				t.Errorf("%s: envFrom names a missing Secret %s", name, e.SecretRef.Name)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOverlay(t *testing.T) {
+	r := render(t, "overlays/example")
+	if r.kinds["Secret"] > 0 {
+		t.Errorf("the overlay renders %d Secret(s)", r.kinds["Secret"])
+	}
+	coord, trainers := r.jobs["longshore-coordinator"], r.jobs["longshore-trainers"]
+	if coord == nil || trainers == nil {
+		t.Fatalf("want the longshore-coordinator and longshore-trainers Jobs, have %v", r.jobs)
+	}
+	cm := r.configMaps["longshore-job"]
+	if cm == nil {
+		t.Fatalf("no longshore-job ConfigMap")
+	}
+	if *trainers.Spec.Completions != 2 || *trainers.Spec.Parallelism != 2 {
+		t.Errorf("trainers: %d completions, %d parallel; the example has 2 hosts", *trainers.Spec.Completions, *trainers.Spec.Parallelism)
+	}
+	if coord.Spec.Template.Spec.Hostname != "coordinator" || coord.Spec.Template.Spec.Subdomain != "longshore" {
+		t.Errorf("the coordinator's pod is not coordinator.longshore (the nodes' --join)")
+	}
+	for _, j := range []*batchv1.Job{coord, trainers} {
+		checkPod(t, j.Name, &j.Spec.Template.Spec, cm)
+	}
+	// The node is a native sidecar without GPUs; the trainer has them.
+	var node *corev1.Container
+	for i, c := range trainers.Spec.Template.Spec.InitContainers {
+		if c.Name == "node" {
+			node = &trainers.Spec.Template.Spec.InitContainers[i]
+		}
+	}
+	if node == nil || node.RestartPolicy == nil || *node.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Fatalf("the node is not a native sidecar (an init container with restartPolicy: Always)")
+	}
+	if _, ok := node.Resources.Limits["nvidia.com/gpu"]; ok {
+		t.Errorf("the node requests GPUs: they are the trainer's")
+	}
+	if q := trainers.Spec.Template.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 8 {
+		t.Errorf("the trainer has %v GPUs, want 8", q.String())
+	}
+	for _, a := range node.Args {
+		if a == "--gpus=all" {
+			t.Errorf("--gpus=all refuses to start in the CPU image: use auto")
+		}
+	}
+}
+
+// checkPod: restricted Pod Security, probes, the user's Secrets only by
+// their documented keys, every $(VAR) of an argument defined.
+func checkPod(t *testing.T, name string, p *corev1.PodSpec, cm *corev1.ConfigMap) {
+	sc := p.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: the pod must run as non-root with the RuntimeDefault seccomp profile", name)
+	}
+	if p.AutomountServiceAccountToken == nil || *p.AutomountServiceAccountToken {
+		t.Errorf("%s: mounts a service account token it does not use", name)
+	}
+	for _, v := range p.Volumes {
+		if v.HostPath != nil {
+			t.Errorf("%s: hostPath volume %s (refused by Pod Security baseline)", name, v.Name)
+		}
+		if s := v.Secret; s != nil {
+			keys, ok := userSecrets[s.SecretName]
+			if !ok {
+				t.Errorf("%s: Secret %s is not one the user is told to create", name, s.SecretName)
+			}
+			for _, it := range s.Items {
+				if !contains(keys, it.Key) {
+					t.Errorf("%s: Secret %s key %s is not documented", name, s.SecretName, it.Key)
+				}
 			}
 		}
-		ports := map[string]bool{}
-		for _, p := range c.Ports {
-			if ports[p.Name] || len(p.Name) > 15 {
-				t.Errorf("%s: port name %q repeated or longer than 15", name, p.Name)
+	}
+	all := append(append([]corev1.Container{}, p.InitContainers...), p.Containers...)
+	for _, c := range all {
+		cs := c.SecurityContext
+		if cs == nil || cs.ReadOnlyRootFilesystem == nil || !*cs.ReadOnlyRootFilesystem ||
+			cs.AllowPrivilegeEscalation == nil || *cs.AllowPrivilegeEscalation ||
+			cs.Capabilities == nil || !contains(toStrings(cs.Capabilities.Drop), "ALL") {
+			t.Errorf("%s/%s: want a read-only root, no privilege escalation, every capability dropped", name, c.Name)
+		}
+		defined := map[string]bool{}
+		for _, e := range c.Env {
+			defined[e.Name] = true
+		}
+		for _, ef := range c.EnvFrom {
+			if ef.ConfigMapRef != nil && strings.HasPrefix(cm.Name, ef.ConfigMapRef.Name) {
+				for k := range cm.Data {
+					defined[k] = true
+				}
 			}
-			ports[p.Name] = true
+			if ef.SecretRef != nil {
+				if _, ok := userSecrets[ef.SecretRef.Name]; !ok {
+					t.Errorf("%s/%s: envFrom Secret %s is not one the user is told to create", name, c.Name, ef.SecretRef.Name)
+				}
+			}
 		}
-		if !strings.HasPrefix(c.Command[0], "/usr/local/bin/longshore-") {
-			t.Errorf("%s: command %q", name, c.Command)
+		for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+			for _, m := range regexp.MustCompile(`\$\(([A-Z_][A-Z0-9_]*)\)`).FindAllStringSubmatch(a, -1) {
+				if !defined[m[1]] {
+					t.Errorf("%s/%s: %s uses $(%s), which nothing defines", name, c.Name, a, m[1])
+				}
+			}
+		}
+		long := c.RestartPolicy != nil || len(p.Containers) > 0 && c.Name == p.Containers[0].Name && c.Name != "trainer"
+		if long && (c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil) {
+			t.Errorf("%s/%s: want a liveness probe on /healthz and a readiness probe", name, c.Name)
 		}
 	}
 }
 
-func arg(args []string, flag string) (string, bool) {
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--"+flag+"="); ok {
-			return v, true
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
 		}
 	}
-	return "", false
+	return false
 }
 
-func TestManifests(t *testing.T) {
-	o := load(t, "longshore.yaml")
-	co := o.deployments["longshore-coordinator"]
-	nodes := o.daemonSets["longshore-node"]
-	seeds := o.services["longshore-gossip"]
-	if co == nil || nodes == nil || seeds == nil {
-		t.Fatalf("want the coordinator Deployment, the node DaemonSet and the gossip Service; have %v", o)
+func toStrings(cs []corev1.Capability) []string {
+	var s []string
+	for _, c := range cs {
+		s = append(s, string(c))
 	}
-	if co.Spec.Replicas == nil || *co.Spec.Replicas != 1 || co.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("coordinator: want one replica, recreated (never two at once)")
-	}
-	checkPod(t, o, "coordinator", co.Spec.Selector.MatchLabels, co.Spec.Template)
-	checkPod(t, o, "node", nodes.Spec.Selector.MatchLabels, nodes.Spec.Template)
-
-	cc := co.Spec.Template.Spec.Containers[0]
-	if v, ok := arg(cc.Args, "checkpoint"); !ok || !strings.HasPrefix(v, "s3://") {
-		t.Errorf("coordinator: journal %q, want it in the object store (a rescheduled pod resumes)", v)
-	}
-	nc := nodes.Spec.Template.Spec.Containers[0]
-	if _, ok := nc.Resources.Limits["nvidia.com/gpu"]; !ok {
-		t.Errorf("node: no GPUs requested")
-	}
-	if _, ok := arg(nc.Args, "manifest-cache"); !ok {
-		t.Errorf("node: no --manifest-cache")
-	}
-	d1, _ := arg(cc.Args, "dataset")
-	d2, _ := arg(nc.Args, "dataset")
-	if d1 == "" || d1 != d2 {
-		t.Errorf("coordinator dataset %q, nodes %q", d1, d2)
-	}
-
-	// Headless services; the one the nodes join exists and exposes the
-	// gossip port, and selects the coordinator's pods.
-	for name, s := range o.services {
-		if s.Spec.ClusterIP != corev1.ClusterIPNone {
-			t.Errorf("service %s: not headless", name)
-		}
-	}
-	if !labels.SelectorFromSet(seeds.Spec.Selector).Matches(labels.Set(co.Spec.Template.Labels)) ||
-		!labels.SelectorFromSet(seeds.Spec.Selector).Matches(labels.Set(nodes.Spec.Template.Labels)) {
-		t.Errorf("the gossip Service does not select both the coordinator and the nodes")
-	}
-	join, _ := arg(nc.Args, "join")
-	host, port, _ := strings.Cut(join, ":")
-	svc := o.services[strings.Split(host, ".")[0]]
-	if svc == nil {
-		t.Fatalf("node: --join %s names no Service here", join)
-	}
-	found := false
-	for _, p := range svc.Spec.Ports {
-		found = found || (p.Protocol == corev1.ProtocolUDP && port == "7001" && p.Port == 7001)
-	}
-	if !found || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(co.Spec.Template.Labels)) {
-		t.Errorf("node: --join %s: Service %s does not expose gossip (UDP %s) on the coordinator", join, svc.Name, port)
-	}
-}
-
-// TestStrict: the decoding is strict, so the test above fails on a
-// misspelled field.
-func TestStrict(t *testing.T) {
-	doc := []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replica: 1}\n")
-	if err := yaml.UnmarshalStrict(doc, &appsv1.Deployment{}); err == nil {
-		t.Fatal("a misspelled field decoded")
-	}
+	return s
 }

@@ -16,6 +16,10 @@
 # content hash stored as the image label org.longshore.inputs: an image whose
 # label matches is not rebuilt (FORCE=1 rebuilds anyway).
 #
+# Releases (`make release-images`): BIN=<the release's bin/>
+# LONGSHORE_IMAGE=longshore/longshore:<VERSION> IMAGES=longshore builds only
+# the longshore image, from the release's binaries, tagged with the version.
+#
 # With a registry, use the upstream MinIO image instead of building one:
 #   docker-compose -f integration/docker-compose.yml -f integration/minio-upstream.yml up
 # (it sets image: minio/minio and a health check that uses `mc ready local`).
@@ -27,13 +31,14 @@ MINIO=${LONGSHORE_MINIO:-$CACHE/bin/minio}
 LONGSHORE_IMAGE=${LONGSHORE_IMAGE:-longshore/longshore:dev}
 MINIO_IMAGE=${MINIO_IMAGE:-longshore/minio:local}
 GO=${GO:-go}
-BIN=bin
+BIN=${BIN:-bin}
+IMAGES=${IMAGES:-longshore minio}
 LABEL=org.longshore.inputs
 
 for b in "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" "$BIN/longshore-certs"; do
 	[[ -x $b ]] || { echo "build.sh: $b missing: run 'make build' first" >&2; exit 1; }
 done
-[[ -x $MINIO ]] || { echo "build.sh: no MinIO server at $MINIO: run 'scripts/deps.sh minio'" >&2; exit 1; }
+[[ " $IMAGES " != *" minio "* || -x $MINIO ]] || { echo "build.sh: no MinIO server at $MINIO: run 'scripts/deps.sh minio'" >&2; exit 1; }
 docker info >/dev/null 2>&1 || { echo "build.sh: no Docker engine answers 'docker info'" >&2; exit 1; }
 
 # fresh_context DIR: an empty directory to assemble a context in.
@@ -74,6 +79,7 @@ mkdir -p "$tools"
 CGO_ENABLED=0 $GO build -trimpath -ldflags=-s -o "$tools/" ./integration/tools/upload ./integration/tools/healthcheck
 
 # --- longshore ---
+if [[ " $IMAGES " == *" longshore "* ]]; then
 ctx=$CACHE/images/longshore
 fresh_context "$ctx"
 put "$BIN/longshore-node" "$ctx/rootfs/usr/local/bin/longshore-node"
@@ -85,7 +91,7 @@ put "$tools/healthcheck" "$ctx/rootfs/usr/local/bin/healthcheck"
 # Every library ldd resolved ("name => /path (addr)") and the loader
 # ("/lib64/ld-linux-x86-64.so.2 (addr)"), at the same paths.
 libs=$(ldd "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" |
-	awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | LC_ALL=C sort -u)
+	awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | LC_ALL=C sort -u)
 if ldd "$BIN/longshore-node" | grep -q 'not found'; then
 	echo "build.sh: ldd cannot resolve every library of longshore-node:" >&2
 	ldd "$BIN/longshore-node" | grep 'not found' >&2
@@ -99,8 +105,10 @@ printf 'root:x:0:0:root:/:/nonexistent\n' >"$ctx/rootfs/etc/passwd"
 cp integration/images/longshore.Dockerfile "$ctx/Dockerfile"
 echo "build.sh: longshore context: $(wc -w <<<"$libs") libraries, $(du -sh "$ctx/rootfs" | cut -f1)"
 build "$LONGSHORE_IMAGE" "$ctx"
+fi
 
 # --- minio ---
+[[ " $IMAGES " == *" minio "* ]] || exit 0
 ctx=$CACHE/images/minio
 fresh_context "$ctx"
 put "$MINIO" "$ctx/rootfs/usr/bin/minio"

@@ -153,6 +153,10 @@ func Listen(c ServerConfig, h http.Handler) (*Server, error) {
 func bearer(token []byte, h http.Handler) http.Handler {
 	want := append([]byte("Bearer "), token...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == HealthPath { // a probe has no token (health.go)
+			h.ServeHTTP(w, r)
+			return
+		}
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="longshore"`)
 			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
@@ -195,6 +199,7 @@ func Registry(cs ...prometheus.Collector) *prometheus.Registry {
 func Handler(reg *prometheus.Registry, extra map[string]http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc(HealthPath, healthz) // health.go
 	for p, h := range extra {
 		mux.Handle(p, h)
 	}
