@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,18 +56,38 @@ type testCoordinator struct {
 	join string // the coordinator's gossip address, for --join
 }
 
+// The test process's one remote, which every test's coordinator joins in
+// turn (each stops its coordinator actor when it ends, freeing the name).
+// One remote a process, as each of our binaries has: protoactor's
+// remote.Start writes gRPC's global logger, which the gRPC client
+// goroutines of a remote started earlier read (its endpoint writers keep
+// redialling a node that has exited until the coordinator hears it is
+// gone), and the race detector saw a second Start race with them.
+var sharedRemote struct {
+	once sync.Once
+	sys  *actor.ActorSystem
+	addr string
+	err  error
+}
+
+func coordinatorRemote(t *testing.T) (*actor.ActorSystem, string) {
+	t.Helper()
+	sharedRemote.once.Do(func() {
+		sharedRemote.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+		_, sharedRemote.addr, sharedRemote.err = wire.StartRemote(sharedRemote.sys, "127.0.0.1:0", "")
+	})
+	if sharedRemote.err != nil {
+		t.Fatal(sharedRemote.err)
+	}
+	return sharedRemote.sys, sharedRemote.addr
+}
+
 // startCoordinator starts a coordinator of the job cfg with batch size
 // batch over the dataset whose manifest digest is digest; everything it
 // started is stopped when the test ends.
 func startCoordinator(t *testing.T, ctx context.Context, cfg cluster.Config, batch int, digest string) *testCoordinator {
 	t.Helper()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	t.Cleanup(sys.Shutdown)
-	rem, actorAddr, err := wire.StartRemote(sys, freeAddr(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rem.Shutdown(false) })
+	sys, actorAddr := coordinatorRemote(t)
 	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: batch, Digest: digest, TickEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
