@@ -42,7 +42,7 @@ const (
 	// crosses the threshold on one GET in twenty: at 5% it spent the whole
 	// budget and a stalled body (3% of GETs in the fault mix of
 	// docs/faults.md) waited out its progress deadline instead (22 such
-	// per epoch of 2,048 against 7 at 15%; the epoch 3.4x its clean time
+	// per epoch of 2,048 against 7 at 15%; the epoch 3.9x its clean time
 	// against 2.3x). A healthy store is still hedged about 5% by the
 	// quantile; the budget is headroom for a sick one.
 	DefaultHedgeBudget = 0.15
