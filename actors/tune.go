@@ -16,6 +16,16 @@ import (
 // then settles at fetchHeadroom × what that pace needs. It starts at
 // Config.FetchConcurrency's default share and never passes its maximum.
 //
+// It rises at once but falls only to the largest limit the windows of
+// the last fetchShrinkSpan asked for: a fetch held by the store (a
+// stalled body, a retry) holds its batch, the slots fill and the
+// fetches behind it wait, so the windows while it is held measure a
+// rate the stall set, not the pipeline. Cutting the limit then left the
+// next batches under-fetched for the windows it took to grow back
+// (5 to 20 reads in flight against 64 under 15% faulted GETs). A pace
+// that stays lower for the whole span (slower decoders, a faster store)
+// still brings it down.
+//
 // Pure: times come in as arguments (the pipeline's clock).
 type fetchTuner struct {
 	min, max int
@@ -27,6 +37,10 @@ type fetchTuner struct {
 	slowest time.Duration // the longest of them
 	second  time.Duration // the second longest: what the read-ahead covers
 	changes int           // how many times the limit moved
+
+	// wants are the limits the windows of the last fetchShrinkSpan
+	// asked for, oldest first; the limit falls to their largest.
+	wants []tunerWant
 
 	// ahead is the read-ahead asked for (readAheadFor): raised as soon
 	// as the current window's second slowest fetch needs more, set anew
@@ -50,7 +64,17 @@ const (
 	fetchMinAuto = 4
 	// fetchStartAuto is where the limit starts: the fixed default.
 	fetchStartAuto = 16
+	// fetchShrinkSpan is how long every window must ask for less before
+	// the limit falls: longer than a fetch the store holds (a stalled
+	// body is abandoned after --progress-timeout, 2 s at most by default).
+	fetchShrinkSpan = 2 * time.Second
 )
+
+// tunerWant is the limit one window asked for, and when it closed.
+type tunerWant struct {
+	at   time.Time
+	want int
+}
 
 func newFetchTuner(max int) *fetchTuner {
 	lo := min(fetchMinAuto, max)
@@ -87,6 +111,21 @@ func (t *fetchTuner) done(now time.Time, d time.Duration) (int, bool) {
 	t.start, t.n, t.busy, t.slowest, t.second = now, 0, 0, 0, 0
 	want := int(math.Ceil(fetchHeadroom * rate * latency))
 	want = min(max(want, t.min), t.max)
+	t.wants = append(t.wants, tunerWant{now, want})
+	covered := false // the remembered windows span fetchShrinkSpan
+	for len(t.wants) > 1 && now.Sub(t.wants[1].at) >= fetchShrinkSpan {
+		t.wants = t.wants[1:]
+		covered = true
+	}
+	covered = covered || now.Sub(t.wants[0].at) >= fetchShrinkSpan
+	if want < t.limit {
+		if !covered {
+			return t.limit, false
+		}
+		for _, w := range t.wants {
+			want = max(want, w.want)
+		}
+	}
 	if want == t.limit {
 		return t.limit, false
 	}

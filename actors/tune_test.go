@@ -104,3 +104,48 @@ func TestTunerReadAhead(t *testing.T) {
 		t.Errorf("before any window closed: %d, want the base 256", got)
 	}
 }
+
+// TestFetchTunerHoldsThroughStalls: fetches of 20 ms with decoders that
+// take 5,000/s hold the limit at its maximum; then every second one fetch
+// is held by the store for 1.5 s (a stalled body abandoned and read
+// again) and its batch with it: the slots fill and only 40 fetches finish
+// while it is held. Those windows measure the stall's pace, not the
+// pipeline's; the limit must not fall for them. When the pace drops for
+// good (decoders at 400/s) it must still come down to what that pace
+// needs.
+func TestFetchTunerHoldsThroughStalls(t *testing.T) {
+	const latency = 20 * time.Millisecond
+	tu := newFetchTuner(64)
+	now := time.Unix(0, 0)
+	steady := func(d time.Duration, capacity float64) {
+		for end := now.Add(d); now.Before(end); {
+			rate := math.Min(float64(tu.limit)/latency.Seconds(), capacity)
+			now = now.Add(time.Duration(float64(time.Second) / rate))
+			tu.done(now, latency)
+		}
+	}
+	steady(5*time.Second, 5000)
+	if tu.limit != 64 {
+		t.Fatalf("clean: settled at %d, want 64", tu.limit)
+	}
+	lowest := tu.limit
+	for range 10 {
+		steady(time.Second, 5000)
+		lowest = min(lowest, tu.limit)
+		const hold, drained = 1500 * time.Millisecond, 40
+		for range drained {
+			now = now.Add(hold / drained)
+			tu.done(now, latency)
+			lowest = min(lowest, tu.limit)
+		}
+		tu.done(now, hold) // the held fetch itself
+		lowest = min(lowest, tu.limit)
+	}
+	if lowest != 64 {
+		t.Errorf("fetches held 1.5 s every second cut the limit to %d, want it held at 64", lowest)
+	}
+	steady(4*time.Second, 400) // 2 × 400/s × 20 ms
+	if tu.limit < 16 || tu.limit > 17 {
+		t.Errorf("decoders at 400/s for 4 s: limit %d, want 16", tu.limit)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -264,39 +265,75 @@ func (s *Store) attemptOnce(ctx context.Context, n int, try func(ctx context.Con
 }
 
 // progressBody is a response body under a progress deadline: each Read
-// may wait at most d for its bytes, timed on the store's clock; a Read
+// may wait at most d() for its bytes, timed on the store's clock; a Read
 // that waits longer abandons the attempt (stall cancels the request's
 // context with ErrStalled, which ends the Read). The timer runs only
 // while a Read waits, so time spent between Reads (copying, checking) is
-// not counted against the store. Not safe for concurrent Reads.
+// not counted against the store. d is asked again every progressPoll
+// while a Read waits: a GET sent before the store had learnt its latency
+// (a run's first, all sent at once) falls under the deadline learnt
+// since, not ProgressTimeout. Not safe for concurrent Reads.
 type progressBody struct {
 	r     io.Reader
-	d     time.Duration
-	timer clock.Timer
+	d     func() time.Duration
+	clk   clock.Clock
 	stall func()
 	done  chan struct{}
+
+	mu      sync.Mutex
+	timer   clock.Timer
+	waiting bool      // a Read waits
+	since   time.Time // since when
+	stalled bool      // its deadline passed
 }
 
-// watchProgress puts body under a progress deadline of d on clk: stall
+// progressPoll is how often a waiting Read's deadline is asked again.
+const progressPoll = progressFloor
+
+// watchProgress puts body under a progress deadline of d() on clk: stall
 // is called (once or more) when a Read waits longer. Close stops it.
-func watchProgress(body io.Reader, d time.Duration, clk clock.Clock, stall func()) *progressBody {
-	timer, fire := clk.NewTimer(d)
+func watchProgress(body io.Reader, d func() time.Duration, clk clock.Clock, stall func()) *progressBody {
+	timer, fire := clk.NewTimer(time.Hour)
 	timer.Stop()
-	b := &progressBody{r: body, d: d, timer: timer, stall: stall, done: make(chan struct{})}
+	b := &progressBody{r: body, d: d, clk: clk, timer: timer, stall: stall, done: make(chan struct{})}
 	go func() {
-		select {
-		case <-fire:
+		for {
+			select {
+			case <-fire:
+			case <-b.done:
+				return
+			}
+			b.mu.Lock()
+			if !b.waiting || b.stalled {
+				b.mu.Unlock()
+				continue
+			}
+			waited, dl := b.clk.Since(b.since), b.d()
+			if waited < dl {
+				b.timer.Reset(min(dl-waited, progressPoll))
+				b.mu.Unlock()
+				continue
+			}
+			b.stalled = true
+			b.mu.Unlock()
 			stall()
-		case <-b.done:
 		}
 	}()
 	return b
 }
 
 func (b *progressBody) Read(p []byte) (int, error) {
-	b.timer.Reset(b.d)
+	b.mu.Lock()
+	b.waiting, b.since = true, b.clk.Now()
+	b.timer.Reset(min(b.d(), progressPoll))
+	b.mu.Unlock()
 	n, err := b.r.Read(p)
-	if !b.timer.Stop() {
+	b.mu.Lock()
+	b.waiting = false
+	b.timer.Stop()
+	stalled := b.stalled
+	b.mu.Unlock()
+	if stalled {
 		// The deadline passed while this Read waited: whatever it got,
 		// the attempt is being abandoned.
 		b.stall()
@@ -307,7 +344,9 @@ func (b *progressBody) Read(p []byte) (int, error) {
 
 // Close stops the watch (not the body).
 func (b *progressBody) Close() {
+	b.mu.Lock()
 	b.timer.Stop()
+	b.mu.Unlock()
 	close(b.done)
 }
 

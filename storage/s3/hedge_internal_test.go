@@ -99,3 +99,28 @@ func TestProgressDeadline(t *testing.T) {
 		t.Errorf("ProgressTimeout 0: %v, want 0 (none)", d)
 	}
 }
+
+// TestHedgeBudgetCoversFaults: at the default quantile the tail alone
+// crosses the threshold on 1 GET in 20; a store that also stalls 3% of
+// bodies (the fault mix of docs/faults.md: a fifth of its 15%) must
+// still get every one of those hedged with the default budget. At 5% the
+// tail spent it all and, 333 GETs in, every stalled body waited out its
+// progress deadline instead.
+func TestHedgeBudgetCoversFaults(t *testing.T) {
+	b := newHedgeBook(0.95, 0, 0) // the defaults: p95, DefaultHedgeBudget
+	for i := range hedgeWarmup {
+		b.start(hedgeWhole)
+		b.record(hedgeWhole, time.Duration(i+1)*time.Millisecond)
+	}
+	denied := 0
+	for i := range 4000 {
+		b.start(hedgeWhole)
+		slow := i%20 == 0 || i%33 == 0 // the tail, and a stalled body
+		if slow && !b.take() {
+			denied++
+		}
+	}
+	if denied > 0 {
+		t.Errorf("%d of the slow GETs among 4,000 (5%% tail, 3%% stalled) denied a hedge with the default budget %v; want none", denied, DefaultHedgeBudget)
+	}
+}

@@ -203,7 +203,7 @@ func optionsFromEnv(getenv func(string) string) Options {
 		Credentials: CredsAuto,
 		// A GET slower than the p95 of its kind is asked again: a slow
 		// answer is usually one slow server or connection, and a second
-		// request rarely meets the same. HedgeBudget (5%) bounds the
+		// request rarely meets the same. HedgeBudget (15%) bounds the
 		// extra load; no hedge is sent while the store throttles.
 		HedgeQuantile: 0.95,
 	}

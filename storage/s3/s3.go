@@ -573,8 +573,8 @@ func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRang
 	defer body.Close()
 	var r io.Reader = body
 	deadline := s.progressDeadline(kind)
-	if d := deadline; d > 0 {
-		pb := watchProgress(body, d, s.clock, func() { gcancel(ErrStalled) })
+	if deadline > 0 {
+		pb := watchProgress(body, func() time.Duration { return s.progressDeadline(kind) }, s.clock, func() { gcancel(ErrStalled) })
 		defer pb.Close()
 		r = pb
 	}
@@ -592,6 +592,7 @@ func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRang
 	s.stats.bytesRead.Add(int64(len(out)))
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(gctx), ErrStalled) {
 		s.stats.stalls.Add(1)
+		deadline = s.progressDeadline(kind) // the one in force when it stalled
 		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout %v, or 4× the p99 of recent GETs; --progress-timeout)", ErrStalled, deadline, len(out), s.opts.ProgressTimeout)
 	}
 	if err != nil {
