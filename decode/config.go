@@ -3,6 +3,7 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Decode wraps them with detail (fmt.Errorf("%w: ...")), so
@@ -66,6 +67,18 @@ func (l Layout) String() string {
 		return "NHWC"
 	}
 	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// ParseLayout reads a layout's name as the node's --layout takes it
+// (nchw or nhwc, in any case).
+func ParseLayout(name string) (Layout, error) {
+	switch strings.ToLower(name) {
+	case "nchw":
+		return NCHW, nil
+	case "nhwc":
+		return NHWC, nil
+	}
+	return 0, fmt.Errorf("--layout %q: want nchw or nhwc", name)
 }
 
 // Transform describes the geometry from source image to the Size×Size

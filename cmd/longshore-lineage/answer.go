@@ -279,13 +279,8 @@ func newTransformer(o options) (*transformer, string, error) {
 	}
 	t.Size = o.size
 	c.Transform = t
-	switch strings.ToLower(o.layout) {
-	case "nchw":
-		c.Layout = decode.NCHW
-	case "nhwc":
-		c.Layout = decode.NHWC
-	default:
-		return nil, "", fmt.Errorf("--layout %q: want nchw or nhwc", o.layout)
+	if c.Layout, err = decode.ParseLayout(o.layout); err != nil {
+		return nil, "", err
 	}
 	c.MaxPixels, c.Lowres = o.maxPixels, o.lowres
 	switch o.decoder {

@@ -323,13 +323,8 @@ func (o options) decodeConfig() (decode.Config, error) {
 	}
 	t.Size = o.size
 	c.Transform = t
-	switch strings.ToLower(o.layout) {
-	case "nchw":
-		c.Layout = decode.NCHW
-	case "nhwc":
-		c.Layout = decode.NHWC
-	default:
-		return c, fmt.Errorf("--layout %q: want nchw or nhwc", o.layout)
+	if c.Layout, err = decode.ParseLayout(o.layout); err != nil {
+		return c, err
 	}
 	c.MaxPixels = o.maxPixels
 	c.Lowres = o.lowres
