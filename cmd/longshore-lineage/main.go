@@ -26,9 +26,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/longshore/longshore/cmd/internal/version"
 )
 
 func main() {
+	version.Exit("longshore-lineage")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
