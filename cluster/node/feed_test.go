@@ -407,6 +407,14 @@ func TestClusterFeed(t *testing.T) {
 			t.Errorf("rank %d: %d batches, %d rollbacks", tr.rank, len(tr.m.hist), tr.m.rollbacks)
 		}
 	}
+	// Cluster mode says no epoch_steps (len(loader) raises): the
+	// coordinator's equal-steps share is not fixed by the job
+	// (cluster.TestEqualStepsNotKnownAtWelcome).
+	for _, tr := range trs {
+		if w := tr.c.Welcome(); w.Mode != "cluster" || w.EpochSteps != 0 {
+			t.Errorf("rank %d: welcome mode %q, epoch_steps %d; want cluster mode without epoch_steps", tr.rank, w.Mode, w.EpochSteps)
+		}
+	}
 	e.waitFinished(ctx)
 	// The node's counters say what the trainers got.
 	for _, tr := range trs {
