@@ -297,9 +297,25 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 	return p, nil
 }
 
+// NewSystem is the actor system a process's pipelines share (set it as
+// Deps.System; shut it down after the last pipeline is closed): each
+// system holds protoactor's process registry, about 2.8 MB, so a node of
+// many ranks makes one, not one per rank. Logs go to logger (or nowhere).
+func NewSystem(logger *slog.Logger) *actor.ActorSystem { return newActorSystem(logger) }
+
+// systemsMade counts the actor systems this process has made
+// (SystemsMade).
+var systemsMade atomic.Int64
+
+// SystemsMade is how many actor systems NewSystem, NewNode and the
+// pipelines without Deps.System have made in this process: what a test
+// reads to check that a node's ranks share one.
+func SystemsMade() int64 { return systemsMade.Load() }
+
 // newActorSystem makes a quiet actor system: logs go to logger (or
 // nowhere), and the dead-letter throttle's timer goroutine lives briefly.
 func newActorSystem(logger *slog.Logger) *actor.ActorSystem {
+	systemsMade.Add(1)
 	c := actor.Configure(actor.WithDeadLetterThrottleInterval(100 * time.Millisecond))
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -201,6 +201,13 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 		if rs.ln, err = listen(rs.path, mode); err != nil {
 			return nil, err
 		}
+	}
+	// Accept only once every rank is in s.ranks: a rank whose trainer
+	// took its whole stream would otherwise read s.ranks (rankEnded,
+	// checkFinished) while it grows, and could find the job finished
+	// with ranks still to come. Trainers that connect before wait in the
+	// sockets' backlog.
+	for _, rs := range s.ranks {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); rs.acceptLoop() }()
 	}

@@ -109,7 +109,11 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		return err
 	}
 	defer q.close()
-	deps := actors.Deps{Store: store, NewUploader: o.gpu.newUploader()}
+	// The pipelines' one actor system (one each held about 2.8 MB), apart
+	// from the remote's; shut down after the node has closed them.
+	psys := actors.NewSystem(nil)
+	defer psys.Shutdown()
+	deps := actors.Deps{Store: store, NewUploader: o.gpu.newUploader(), System: psys}
 	if q != nil {
 		deps.OnFailure = q.record
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
@@ -32,8 +34,20 @@ func TestNodeProcess(t *testing.T) {
 	if !ok {
 		t.Skip("runs only as a node process started by another test")
 	}
-	os.Exit(run(strings.Split(args, "\n"), os.Stdout, os.Stderr))
+	code := run(strings.Split(args, "\n"), os.Stdout, os.Stderr)
+	if os.Getenv(nodeSystemsEnv) != "" {
+		fmt.Fprintf(os.Stderr, "%s%d\n", systemsLine, actors.SystemsMade())
+	}
+	os.Exit(code)
 }
+
+// With $NODE_PROCESS_SYSTEMS set, a node process ends its stderr with
+// systemsLine and the number of actor systems its pipelines made
+// (TestClusterOneActorSystem).
+const (
+	nodeSystemsEnv = "NODE_PROCESS_SYSTEMS"
+	systemsLine    = "pipeline actor systems made: "
+)
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

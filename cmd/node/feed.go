@@ -41,7 +41,11 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return err
 	}
 	defer q.close()
-	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader()}
+	// One actor system for every rank and every stream a resume reopens
+	// (one each held about 2.8 MB), shut down once serving has ended.
+	sys := actors.NewSystem(nil)
+	defer sys.Shutdown()
+	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader(), System: sys}
 	if q != nil {
 		deps.OnFailure = q.record
 	}

@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
 )
 
@@ -126,5 +128,79 @@ func checkStartup(t *testing.T, s map[string]any, summary string) {
 	}
 	if !strings.Contains(summary, "start-up") {
 		t.Errorf("summary lacks the start-up line:\n%s", summary)
+	}
+}
+
+// TestFeedOneActorSystem: --sink feed's ranks share one actor system
+// (each holds protoactor's process registry, about 2.8 MB), where they
+// had one each: 8 for --ranks 8.
+func TestFeedOneActorSystem(t *testing.T) {
+	const ranks = 8
+	root, _ := makeDataset(t, 32)
+	feedDir := filepath.Join(t.TempDir(), "feed")
+	before := actors.SystemsMade()
+	var out, errb bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--standalone", "--dataset", root, "--epochs", "1", "--batch-size", "2", "--size", "16",
+			"--ranks", strconv.Itoa(ranks), "--sink", "feed", "--feed-dir", feedDir, "--progress", "never"}, &out, &errb)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	images := make(chan int, ranks)
+	for r := 0; r < ranks; r++ {
+		go func() {
+			var c *feed.Client
+			for c == nil {
+				var err error
+				if c, err = feed.DialContext(ctx, filepath.Join(feedDir, feed.SocketName(r)), feed.DialConfig{}); err != nil {
+					c = nil
+					select {
+					case <-ctx.Done():
+						t.Errorf("rank %d: no feed socket: %v", r, err)
+						images <- -1
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+			}
+			defer c.Close()
+			n := 0
+			for {
+				b, err := c.Next(ctx)
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						t.Errorf("rank %d: %v", r, err)
+						n = -1
+					}
+					images <- n
+					return
+				}
+				n += b.Len()
+				b.Release()
+			}
+		}()
+	}
+	total := 0
+	for r := 0; r < ranks; r++ {
+		if n := <-images; n < 0 {
+			t.Fatalf("a trainer failed:\n%s", errb.String())
+		} else {
+			total += n
+		}
+	}
+	select {
+	case rc := <-code:
+		if rc != 0 {
+			t.Fatalf("exit %d\n%s", rc, errb.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("the node did not exit after the trainers left")
+	}
+	if total != 32 {
+		t.Errorf("the trainers got %d images, want 32", total)
+	}
+	if got := actors.SystemsMade() - before; got != 1 {
+		t.Errorf("the node made %d actor systems for %d ranks, want 1", got, ranks)
 	}
 }

@@ -272,3 +272,29 @@ func TestStandaloneWritesManifest(t *testing.T) {
 		t.Errorf("from the written manifest: %d lines, from the listing %d, not the same", len(read), len(listed))
 	}
 }
+
+// TestClusterOneActorSystem: a cluster node's pipelines (every rank's,
+// and every session's a rank opens) share one actor system, where each
+// made its own (protoactor's process registry, about 2.8 MB each).
+func TestClusterOneActorSystem(t *testing.T) {
+	root, _ := makeDataset(t, 32)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ds := discoverDir(t, ctx, root)
+	cfg := cluster.DefaultConfig()
+	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 2, 8, 4, 2, 3
+	c := startCoordinator(t, ctx, cfg, 2, storage.ManifestDigest(ds))
+	t.Setenv(nodeSystemsEnv, "1")
+	_, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", root, "--sink", "null", "--size", "32", "--ranks", "4"))
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, logs)
+	}
+	c.waitDone(t, ctx)
+	i := strings.LastIndex(logs, systemsLine)
+	if i < 0 {
+		t.Fatalf("the node process did not say how many actor systems it made:\n%s", logs)
+	}
+	if got := strings.TrimSpace(logs[i+len(systemsLine):]); got != "1" {
+		t.Errorf("the node made %s actor systems for its pipelines (4 ranks, 2 epochs), want 1", got)
+	}
+}
