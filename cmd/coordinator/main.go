@@ -415,8 +415,11 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	defer co.Shutdown(context.Background())
 	job := observe.JobInfo{Dataset: store.String(), Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, BatchSize: o.batchSize,
 		Balance: o.cluster.Balance.String(), Checkpoint: o.checkpoint}
+	// Journal loaded, control port serving: ready once in the gossip,
+	// where the nodes find it (/readyz).
+	ready := observe.NewReadiness("joining the gossip")
 	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter,
-		Gossip: observe.GossipStreams(&mem)}, job, logger)
+		Gossip: observe.GossipStreams(&mem)}, job, ready.Check, logger)
 	if err != nil {
 		return err
 	}
@@ -445,6 +448,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	}
 	mem.Store(m)
 	defer m.Shutdown(context.Background())
+	ready.Ready()
 	defer reload.Go(m)() // SIGHUP: reload --gossip-key-file
 	logger.Info("coordinating", "dataset", store.String(), "samples", o.cluster.Samples, "epochs", o.cluster.Epochs,
 		"batch", o.batchSize, "shard", o.cluster.ShardSize, "balance", o.cluster.Balance.String(),

@@ -41,7 +41,8 @@ func checkMetricsFlags(o options) []error {
 	return errs
 }
 
-func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logger *slog.Logger) (*observer, error) {
+// ready answers /readyz on both servers (observe.Readyz).
+func startObserver(o options, src observe.CoordSource, job observe.JobInfo, ready func() error, logger *slog.Logger) (*observer, error) {
 	ob := &observer{done: make(chan struct{})}
 	reg := observe.Registry(observe.NewCoordCollector(src))
 	if src.Gossip != nil {
@@ -52,7 +53,7 @@ func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logg
 		page = &observe.StatusPage{Status: src.Status, Job: job, Journal: src.Journal}
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.http, TokenFile: o.httpToken, Flag: "--http", Logger: logger,
 			Limits: observe.Limits{MaxConns: o.httpConns}, Registry: reg},
-			observe.Handler(reg, map[string]http.Handler{"/": page}))
+			observe.Handler(reg, map[string]http.Handler{"/": page, observe.ReadyPath: observe.Readyz(ready)}))
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +63,7 @@ func startObserver(o options, src observe.CoordSource, job observe.JobInfo, logg
 	if o.metrics != "" && o.metrics != o.http {
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
 			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
-			observe.Handler(reg, nil))
+			observe.Handler(reg, map[string]http.Handler{observe.ReadyPath: observe.Readyz(ready)}))
 		if err != nil {
 			if ob.page != nil {
 				ob.page.Shutdown(context.Background())

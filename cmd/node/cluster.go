@@ -192,6 +192,15 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			cf.OnJob(j) // checks the tokens trainers presented before the welcome
 		}
 	}
+	// Dataset open: ready once a coordinator welcomes the node (/readyz).
+	ready := observe.NewReadiness("not welcomed by a coordinator yet")
+	onJob := acfg.OnJob
+	acfg.OnJob = func(j node.Job) {
+		onJob(j)
+		if ready.Ready() {
+			logger.Info("ready", "detail", "welcomed by the coordinator")
+		}
+	}
 	onAck := acfg.OnAck
 	acfg.OnAck = func(rank string, session cluster.Fence, a cluster.Ack) {
 		if !a.Completed {
@@ -220,7 +229,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	var served atomic.Pointer[feedserver.Server] // the feed sink's, once it serves
 	waits := observe.TrainerWaits(&served, func(r int) string { return nd.Rank(r).Name() })
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem), TrainerWait: waits}, store, logger)
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem), TrainerWait: waits}, ready.Check, store, logger)
 	if err != nil {
 		nd.Shutdown(context.Background())
 		return err

@@ -87,8 +87,9 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	}
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
 	var served atomic.Pointer[feedserver.Server]
+	ready := observe.NewReadiness("opening the trainers' sockets")
 	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs,
-		TrainerWait: observe.TrainerWaits(&served, nil)}, store, logger)
+		TrainerWait: observe.TrainerWaits(&served, nil)}, ready.Check, store, logger)
 	if err != nil {
 		return err
 	}
@@ -100,6 +101,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	}
 	served.Store(s)
 	clk.serve()
+	ready.Ready()
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, n, o.ranks)
 	for r := 0; r < o.ranks; r++ {
 		fmt.Fprintf(stderr, "  rank %d: %s\n", r, s.SocketPath(r))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -63,8 +64,8 @@ func storeParts(s storage.Store) (counted *storage.CountingStore, s3s *s3.Store,
 
 // startObserver starts the report (logged every --report-every, to
 // logger) and, with --metrics, the metrics server reading src (whose
-// Report it sets). Stop it with shutdown.
-func startObserver(o options, src observe.NodeSource, store storage.Store, logger *slog.Logger) (*observer, error) {
+// Report it sets), with ready answering /readyz. Stop it with shutdown.
+func startObserver(o options, src observe.NodeSource, ready func() error, store storage.Store, logger *slog.Logger) (*observer, error) {
 	counted, s3s, packed := storeParts(store)
 	src.Store = counted
 	if s3s != nil {
@@ -98,7 +99,7 @@ func startObserver(o options, src observe.NodeSource, store storage.Store, logge
 		}
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
 			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
-			observe.Handler(reg, nil))
+			observe.Handler(reg, map[string]http.Handler{observe.ReadyPath: observe.Readyz(ready)}))
 		if err != nil {
 			return nil, err
 		}

@@ -341,7 +341,8 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		}
 		return out
 	}
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, store, logger)
+	ready := observe.NewReadiness("starting the pipelines")
+	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, ready.Check, store, logger)
 	if err != nil {
 		node.Close()
 		snk.Close()
@@ -356,6 +357,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	)
 	runStart := time.Now()
 	clk.serve()
+	ready.Ready()
 	runErr := node.Run(ctx, func(b *actors.Batch) error {
 		clk.noteFirst()
 		mu.Lock()

@@ -49,3 +49,41 @@ func TestHealthzWithoutToken(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyz: /readyz answers 503 with the reason until the daemon is
+// ready, then 200, without the metrics token (a kubelet's readinessProbe
+// carries none).
+func TestReadyz(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReadiness("not welcomed by a coordinator yet")
+	s, err := Listen(ServerConfig{Addr: "127.0.0.1:0", TokenFile: tok}, Handler(Registry(), map[string]http.Handler{ReadyPath: Readyz(r.Check)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	get := func() (int, string) {
+		res, err := http.Get("http://" + s.Addr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res.StatusCode, string(b)
+	}
+	if code, body := get(); code != 503 || body != "not ready: not welcomed by a coordinator yet\n" {
+		t.Fatalf("GET /readyz before ready: %d %q, want 503 and the reason", code, body)
+	}
+	if !r.Ready() || r.Ready() {
+		t.Error("Ready: want true on the change only")
+	}
+	if code, body := get(); code != 200 || body != "ready\n" {
+		t.Fatalf("GET /readyz when ready: %d %q, want 200 \"ready\\n\"", code, body)
+	}
+	r.NotReady("the job is done")
+	if code, body := get(); code != 503 || body != "not ready: the job is done\n" {
+		t.Fatalf("GET /readyz after NotReady: %d %q, want 503 and the reason", code, body)
+	}
+}

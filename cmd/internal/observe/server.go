@@ -153,7 +153,7 @@ func Listen(c ServerConfig, h http.Handler) (*Server, error) {
 func bearer(token []byte, h http.Handler) http.Handler {
 	want := append([]byte("Bearer "), token...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == HealthPath { // a probe has no token (health.go)
+		if r.URL.Path == HealthPath || r.URL.Path == ReadyPath { // a probe has no token (health.go)
 			h.ServeHTTP(w, r)
 			return
 		}
