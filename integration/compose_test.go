@@ -384,6 +384,19 @@ next:
 	return -1
 }
 
+// waitCoordEvent waits until the coordinator logs msg (attrs matching)
+// after t0, polling its log; it fails the test after d.
+func (s *stack) waitCoordEvent(t0 time.Time, msg string, attrs map[string]string, d time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for s.firstAfter(t0, msg, attrs) < 0 {
+		if time.Now().After(deadline) {
+			s.Fatalf("no coordinator event %q %v within %v", msg, attrs, d)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // checkMidEpoch fails the test unless epoch completed after t0, i.e.
 // the fault at t0 really hit it running.
 func (s *stack) checkMidEpoch(t0 time.Time, epoch int) {
@@ -438,8 +451,12 @@ func TestChaosPartitionNode(t *testing.T) {
 	ip := docker(t, "inspect", "-f", fmt.Sprintf(`{{(index .NetworkSettings.Networks %q).IPAddress}}`, s.network()), id)
 	cut := time.Now()
 	docker(t, "network", "disconnect", s.network(), id)
-	// Well past failure detection (local profile: 4-6 s; lan: ~7 s).
-	time.Sleep(12 * time.Second)
+	// Keep the partition until the coordinator declares node2 failed. A
+	// fixed wait is a race: memberlist's suspicion timeout shrinks with
+	// confirmations from other members, and with none it is 6x the
+	// minimum (local profile, 4 members: 10.8 s after the first failed
+	// probe), so 12 s of partition was sometimes healed and refuted first.
+	s.waitCoordEvent(cut, "node failed", map[string]string{"node": "node2"}, 90*time.Second)
 	docker(t, "network", "connect", "--ip", ip, "--alias", "node2", s.network(), id)
 	healed := time.Now()
 	s.finish(3*time.Minute, "node1", "node2", "node3")
