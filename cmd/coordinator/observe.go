@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/internal/clock"
+	"github.com/longshore/longshore/observe"
 )
 
 // observer is the coordinator's live view: the progress line every

@@ -22,8 +22,9 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cluster/wire"
-	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/internal/clock"
+	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -219,17 +220,17 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ranks := func() []observe.RankCounters {
+	ranks := func() []pipeline.RankCounters {
 		cs := nd.RankCounters()
-		out := make([]observe.RankCounters, len(cs))
+		out := make([]pipeline.RankCounters, len(cs))
 		for i, c := range cs {
-			out[i] = observe.RankCounters{Name: nd.Rank(i).Name(), Counters: c}
+			out[i] = pipeline.RankCounters{Name: nd.Rank(i).Name(), Counters: c}
 		}
 		return out
 	}
 	var served atomic.Pointer[feedserver.Server] // the feed sink's, once it serves
-	waits := observe.TrainerWaits(&served, func(r int) string { return nd.Rank(r).Name() })
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem), TrainerWait: waits}, ready.Check, store, logger)
+	waits := pipeline.TrainerWaits(&served, func(r int) string { return nd.Rank(r).Name() })
+	ob, err := startObserver(o, pipeline.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem), TrainerWait: waits}, ready.Check, store, logger)
 	if err != nil {
 		nd.Shutdown(context.Background())
 		return err

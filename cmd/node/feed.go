@@ -14,9 +14,10 @@ import (
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
-	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/pipeline"
 )
 
 // serveFeed is standalone mode with --sink feed: each rank's batches are
@@ -78,18 +79,18 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		Ranks: o.ranks, Epochs: o.epochs}
 	committer := recordingCommitter{c: feedserver.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize, Ident: ident,
 		StreamLen: (n + int64(o.ranks) - 1) / int64(o.ranks), Force: o.forceResume}, book: commits}
-	ranks := func() []observe.RankCounters {
-		out := make([]observe.RankCounters, len(tallies))
+	ranks := func() []pipeline.RankCounters {
+		out := make([]pipeline.RankCounters, len(tallies))
 		for r, t := range tallies {
-			out[r] = observe.RankCounters{Name: strconv.Itoa(r), Counters: t.Counters()}
+			out[r] = pipeline.RankCounters{Name: strconv.Itoa(r), Counters: t.Counters()}
 		}
 		return out
 	}
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
 	var served atomic.Pointer[feedserver.Server]
 	ready := observe.NewReadiness("opening the trainers' sockets")
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs,
-		TrainerWait: observe.TrainerWaits(&served, nil)}, ready.Check, store, logger)
+	ob, err := startObserver(o, pipeline.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs,
+		TrainerWait: pipeline.TrainerWaits(&served, nil)}, ready.Check, store, logger)
 	if err != nil {
 		return err
 	}

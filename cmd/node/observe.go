@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/wire"
-	"github.com/longshore/longshore/cmd/internal/observe"
 	"github.com/longshore/longshore/internal/clock"
+	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -25,10 +26,10 @@ const liveInterval = 10 * time.Second
 // --report-every (over that interval), the live one every liveInterval for
 // the metrics at --metrics and the status page.
 type observer struct {
-	rep    *observe.Reporter // the live interval's
-	log    *observe.Reporter // --report-every's; nil: none
-	ranks  func() []observe.RankCounters
-	waits  func() []observe.TrainerWait // nil: no feed
+	rep    *pipeline.Reporter // the live interval's
+	log    *pipeline.Reporter // --report-every's; nil: none
+	ranks  func() []pipeline.RankCounters
+	waits  func() []pipeline.TrainerWait // nil: no feed
 	srv    *observe.Server
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -65,7 +66,7 @@ func storeParts(s storage.Store) (counted *storage.CountingStore, s3s *s3.Store,
 // startObserver starts the report (logged every --report-every, to
 // logger) and, with --metrics, the metrics server reading src (whose
 // Report it sets), with ready answering /readyz. Stop it with shutdown.
-func startObserver(o options, src observe.NodeSource, ready func() error, store storage.Store, logger *slog.Logger) (*observer, error) {
+func startObserver(o options, src pipeline.NodeSource, ready func() error, store storage.Store, logger *slog.Logger) (*observer, error) {
 	counted, s3s, packed := storeParts(store)
 	src.Store = counted
 	if s3s != nil {
@@ -74,8 +75,8 @@ func startObserver(o options, src observe.NodeSource, ready func() error, store 
 	if packed != nil {
 		src.Pack = packed.Stats
 	}
-	reporter := func() *observe.Reporter {
-		r := &observe.Reporter{Ranks: src.Ranks}
+	reporter := func() *pipeline.Reporter {
+		r := &pipeline.Reporter{Ranks: src.Ranks}
 		if s3s != nil {
 			r.Throttled = func() int64 { return s3s.Stats().Throttled }
 		}
@@ -90,12 +91,12 @@ func startObserver(o options, src observe.NodeSource, ready func() error, store 
 		live = min(live, o.reportEvery)
 	}
 	if o.metrics != "" {
-		reg := observe.Registry(observe.NewNodeCollector(src))
+		reg := observe.Registry(pipeline.NewNodeCollector(src))
 		if src.Gossip != nil {
 			reg.MustRegister(observe.NewGossipCollector(src.Gossip))
 		}
 		if src.TrainerWait != nil {
-			reg.MustRegister(observe.NewTrainerWaitCollector(src.TrainerWait))
+			reg.MustRegister(pipeline.NewTrainerWaitCollector(src.TrainerWait))
 		}
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
 			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
@@ -110,7 +111,7 @@ func startObserver(o options, src observe.NodeSource, ready func() error, store 
 	ob.cancel = cancel
 	var wg sync.WaitGroup
 	for _, r := range []struct {
-		rep   *observe.Reporter
+		rep   *pipeline.Reporter
 		every time.Duration
 	}{{ob.rep, live}, {ob.log, o.reportEvery}} {
 		if r.rep == nil {
@@ -158,42 +159,11 @@ func (ob *observer) shutdown(ctx context.Context, linger time.Duration) error {
 // its ranks' counters now, its throughput since the last call (about a
 // second: the agent asks once a tick), and the live report's bottleneck.
 func (ob *observer) nodeReport() *wire.NodeReport {
-	rs := ob.ranks()
-	r := &wire.NodeReport{}
-	failures := map[string]int64{}
-	waits := map[string]observe.TrainerWait{}
+	var waits []pipeline.TrainerWait
 	if ob.waits != nil {
-		for _, w := range ob.waits() {
-			waits[w.Rank] = w
-		}
+		waits = ob.waits()
 	}
-	for _, rc := range rs {
-		d := rc.Delivered()
-		r.Samples += d.Samples
-		r.Seconds = max(r.Seconds, rc.Elapsed().Seconds())
-		rr := &wire.RankReport{Rank: rc.Name, Samples: d.Samples, Epoch: -1, Step: -1, SlotsInUse: rc.SlotsInUse()}
-		if d.Delivering {
-			rr.Epoch, rr.Step = int64(d.LastEpoch), d.LastStep
-		}
-		if w, ok := waits[rc.Name]; ok {
-			rr.StallSteps, rr.WaitUs, rr.ComputeUs = w.Steps, w.Wait.Microseconds(), w.Compute.Microseconds()
-		}
-		r.Ranks = append(r.Ranks, rr)
-		for _, f := range rc.Failures() {
-			failures[f.Stage.String()+"/"+f.Class] += f.Count
-			r.Failed += f.Count
-		}
-	}
-	for reason, n := range failures {
-		r.Failures = append(r.Failures, &wire.FailureCount{Reason: reason, Count: n})
-	}
-	sort.Slice(r.Failures, func(i, j int) bool {
-		a, b := r.Failures[i], r.Failures[j]
-		return a.Count > b.Count || a.Count == b.Count && a.Reason < b.Reason
-	})
-	if last, ok := ob.rep.Last(); ok {
-		r.Bottleneck, r.BottleneckReason, r.BottleneckAdvice = last.Bottleneck.Stage, last.Bottleneck.Reason, last.Bottleneck.Advice
-	}
+	r := pipeline.NodeReport(ob.ranks(), waits, ob.rep)
 	now := time.Now()
 	ob.mu.Lock()
 	if !ob.mu.at.IsZero() {

@@ -21,7 +21,8 @@ import (
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/listing"
-	"github.com/longshore/longshore/cmd/internal/observe"
+	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -334,15 +335,15 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if ex := data.excluded(); ex > 0 {
 		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ex)
 	}
-	ranks := func() []observe.RankCounters {
-		var out []observe.RankCounters
+	ranks := func() []pipeline.RankCounters {
+		var out []pipeline.RankCounters
 		for r, c := range node.RankCounters() {
-			out = append(out, observe.RankCounters{Name: strconv.Itoa(r), Counters: c})
+			out = append(out, pipeline.RankCounters{Name: strconv.Itoa(r), Counters: c})
 		}
 		return out
 	}
 	ready := observe.NewReadiness("starting the pipelines")
-	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, ready.Check, store, logger)
+	ob, err := startObserver(o, pipeline.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, ready.Check, store, logger)
 	if err != nil {
 		node.Close()
 		snk.Close()

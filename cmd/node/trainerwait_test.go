@@ -8,7 +8,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feedserver"
-	"github.com/longshore/longshore/cmd/internal/observe"
+	"github.com/longshore/longshore/observe/pipeline"
 )
 
 // TestTrainerWaitReport: the trainers' reports reach the summary (job-wide
@@ -42,18 +42,18 @@ func TestTrainerWaitReport(t *testing.T) {
 	}
 
 	names := []string{"n/0", "n/1", "n/2"}
-	ob := &observer{rep: &observe.Reporter{},
-		ranks: func() []observe.RankCounters {
-			out := make([]observe.RankCounters, len(names))
+	ob := &observer{rep: &pipeline.Reporter{},
+		ranks: func() []pipeline.RankCounters {
+			out := make([]pipeline.RankCounters, len(names))
 			for i, n := range names {
-				out[i] = observe.RankCounters{Name: n, Counters: actors.NewTally(i).Counters()}
+				out[i] = pipeline.RankCounters{Name: n, Counters: actors.NewTally(i).Counters()}
 			}
 			return out
 		},
-		waits: func() []observe.TrainerWait {
-			out := make([]observe.TrainerWait, len(ws))
+		waits: func() []pipeline.TrainerWait {
+			out := make([]pipeline.TrainerWait, len(ws))
 			for i, w := range ws {
-				out[i] = observe.TrainerWait{Rank: names[w.Rank], TrainerWait: w}
+				out[i] = pipeline.TrainerWait{Rank: names[w.Rank], TrainerWait: w}
 			}
 			return out
 		}}

@@ -64,6 +64,13 @@ var internal = map[string][]string{
 	"cluster/node": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
+	// Observability: the table of series, the HTTP server and the
+	// coordinator's status page know the cluster's shells, never the
+	// pipeline (the coordinator links observe); observe/pipeline reads
+	// the node's pipeline, its stores and its trainers into the table.
+	"observe":          {"cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "internal/clock"},
+	"observe/pipeline": {"observe", "actors", "actors/feedserver", "cluster/gossip", "cluster/wire", "internal/clock", "storage", "storage/s3"},
+
 	// Keys and certificates (crypto/x509 only) for a secured cluster.
 	"cluster/certs": {},
 
@@ -81,8 +88,7 @@ var internal = map[string][]string{
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
-	"cmd/internal/observe":          {"actors", "actors/feedserver", "cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "cmd/internal/secure", "internal/clock", "storage", "storage/s3"},
-	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
+	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire", "observe"},
 	"cmd/longshore-certs":           {"cluster/certs", "cmd/internal/version"},
 	"cmd/internal/mixing":           {},
 	"cmd/internal/listing":          {"storage"},
@@ -102,7 +108,7 @@ var reach = map[string][]string{
 	// Only the S3 store and what opens stores by URL link the S3 client:
 	// the seam (storage), the pipeline, the journal and the coordinator
 	// actor need none of it.
-	"github.com/minio/minio-go/v7": {"cmd/internal/observe", "storage/s3", "storage/stores", "storage/miniotest",
+	"github.com/minio/minio-go/v7": {"observe/pipeline", "storage/s3", "storage/stores", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "examples/inprocess",
 		"integration/tools/upload", "cmd/longshore-lineage"},
 	// FFmpeg only where images are decoded.
@@ -113,11 +119,28 @@ var reach = map[string][]string{
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"observe", "observe/pipeline", "actors", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "actors/feedserver",
 		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
-	"github.com/hashicorp/memberlist": {"cmd/internal/observe", "cluster/gossip", "cluster/coord", "cluster/node", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
+	"github.com/hashicorp/memberlist": {"observe", "observe/pipeline", "cluster/gossip", "cluster/coord", "cluster/node", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
+}
+
+// pipeline is the node's data pipeline: its stages, decoders, trainer
+// delivery and the GPU behind them.
+var pipeline = []string{"actors", "actors/feedserver", "actors/ffdecode", "actors/nvdecode",
+	"decode", "decode/audio", "decode/video", "gpu", "gpu/nvjpeg"}
+
+// unlinked lists, for a package of the module, packages of the module its
+// build must not link, directly or through others (reach says the same of
+// other modules: FFmpeg, for one, is go-astiav's entry there).
+var unlinked = map[string][]string{
+	// The coordinator hands out positions; it decodes and delivers
+	// nothing, so it links no pipeline (it once did, through its metrics).
+	"cmd/coordinator": pipeline,
+	// observe is what the coordinator links of observability: the node's
+	// side (observe/pipeline) is the node's alone.
+	"observe": pipeline,
 }
 
 // cudaModules are what gorgonia.org/cu links: in the cuda build, gpu
@@ -129,9 +152,9 @@ var cudaModules = []string{"gorgonia.org/cu", "github.com/pkg/errors", "github.c
 // (or CUDA), the packages of the module that may import it themselves.
 var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
-	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
+	"net": {"cmd/coordinator", "observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "cmd/internal/version",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
@@ -239,6 +262,11 @@ func TestLayers(t *testing.T) {
 					t.Errorf("[tags %q] %s imports %s: %s", tags, name, imp, why)
 				}
 			}
+			for _, never := range unlinked[name] {
+				if slices.Contains(p.Deps, module+"/"+never) {
+					t.Errorf("[tags %q] %s links %s (%s), which it must not", tags, name, never, linkPath(pkgs, path, module+"/"+never))
+				}
+			}
 			throughGPU := tags == "cuda" && (name == "gpu" || slices.Contains(p.Deps, module+"/gpu"))
 			for _, d := range p.Deps {
 				dp := pkgs[d]
@@ -272,4 +300,30 @@ func TestLayers(t *testing.T) {
 			t.Errorf("the layer rules name %s, which does not exist", name)
 		}
 	}
+}
+
+// linkPath is a chain of imports from the package from to to, for the
+// error message: "a -> b -> c".
+func linkPath(pkgs map[string]pkg, from, to string) string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == to {
+			var chain []string
+			for p := cur; p != ""; p = prev[p] {
+				name, _ := rel(p)
+				chain = append([]string{name}, chain...)
+			}
+			return strings.Join(chain, " -> ")
+		}
+		for _, imp := range pkgs[cur].Imports {
+			if _, seen := prev[imp]; !seen {
+				prev[imp] = cur
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return "through a dependency"
 }

@@ -17,16 +17,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/observe"
 )
 
 // Flags are the security flags. The zero value is plaintext everywhere,
@@ -101,22 +100,9 @@ func offLoopback(eps []Endpoint) (Endpoint, bool) {
 }
 
 // Loopback reports whether host:port (or a bare host) names a loopback
-// address, without asking DNS.
-func Loopback(addr string) bool {
-	host := addr
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	if i := strings.IndexByte(host, '%'); i >= 0 {
-		host = host[:i]
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// address, without asking DNS: the metrics servers' rule
+// (observe.Loopback), one rule for every listener.
+func Loopback(addr string) bool { return observe.Loopback(addr) }
 
 // GossipKeys reads the key file; nil, nil without one.
 func (f *Flags) GossipKeys() ([][]byte, error) {

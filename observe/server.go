@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -50,7 +49,7 @@ type Server struct {
 	ln    *connLimit
 	done  chan error
 	reg   prometheus.Registerer
-	conns *connCollector
+	conns prometheus.Collector
 }
 
 // CheckMetricsFlags reports every problem with the metrics flags both
@@ -88,7 +87,7 @@ func CheckListen(flag, addr, tokenFile string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("%s %q: want HOST:PORT: %w", flag, addr, err)
 	}
-	if tokenFile == "" && !secure.Loopback(addr) {
+	if tokenFile == "" && !Loopback(addr) {
 		return fmt.Errorf("%w: %s %s is not a loopback address and would serve every network: pass %s-token-file FILE (a bearer token clients must send), or listen on 127.0.0.1",
 			ErrNotLoopback, flag, addr, flag)
 	}
@@ -166,6 +165,24 @@ func bearer(token []byte, h http.Handler) http.Handler {
 	})
 }
 
+// Loopback reports whether host:port (or a bare host) names a loopback
+// address, without asking DNS.
+func Loopback(addr string) bool {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if i := strings.IndexByte(host, '%'); i >= 0 {
+		host = host[:i]
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
@@ -190,7 +207,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // longshore_control_*: the control port's refusals and the control links).
 func Registry(cs ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newControlCollector(), newLinkCollector())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		Metrics.Collector(func() Snapshot { return Snapshot{Process: ProcessNow()} }, []Group{GroupProcess}))
 	reg.MustRegister(cs...)
 	return reg
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -233,22 +234,29 @@ func (p *StatusPage) Snapshot(ctx context.Context) (StatusJSON, error) {
 	hist := append([]Point(nil), p.mu.points...)
 	started := p.mu.started
 	p.mu.Unlock()
-	out := StatusJSON{Now: now, Started: started, Job: p.Job, Done: st.Done, History: hist,
-		Leases: map[string]int{"active": st.Census.Leases.Active, "delivered": st.Census.Leases.Delivered, "revoking": st.Census.Leases.Revoking}}
+	out := StatusJSON{Now: now, Started: started, Job: p.Job, Done: st.Done, History: hist, Leases: map[string]int{}, Counters: map[string]uint{}}
 	if st.Err != nil {
 		out.Stopped = st.Err.Error()
 	}
-	s := st.Stats
-	out.Counters = map[string]uint{"grants": uint(s.Grants), "revokes": uint(s.Revokes), "commits": uint(s.Commits),
-		"evictions": uint(s.Evictions), "returned_positions": uint(s.Returned), "fenced": uint(s.Fenced), "stale": uint(s.Stale)}
-
-	pr := Progress(st)
-	total := p.Job.Samples * int64(p.Job.Epochs)
-	out.Progress = ProgressJSON{Epoch: pr.Epoch, EpochsComplete: pr.EpochsComplete, Committed: pr.Committed, Total: total,
-		EpochCommitted: pr.EpochCommitted, ETASeconds: -1}
-	if total > 0 {
-		out.Progress.Ratio = float64(pr.Committed) / float64(total)
+	// The figures the metrics show too, through the table's rows.
+	v := Metrics.Eval(Snapshot{Coord: &CoordSnapshot{Status: st, Answered: true, Samples: p.Job.Samples, Epochs: p.Job.Epochs}}, GroupCoord)
+	for _, x := range v.Figure(FigStatusLeases) {
+		out.Leases[x.Labels[0]] = int(x.Value)
 	}
+	for _, x := range v.FigurePrefix(FigStatusCounter) {
+		out.Counters[strings.TrimPrefix(x.Series.Figure, FigStatusCounter)] = uint(x.Value)
+	}
+	fig := func(name string) float64 {
+		if x, ok := v.Lookup(name); ok {
+			return x.Value
+		}
+		return 0
+	}
+	total := int64(fig(FigStatusTotal))
+	out.Progress = ProgressJSON{Epoch: int(fig(FigStatusEpoch)), EpochsComplete: int(fig(FigStatusEpochsComplete)),
+		Committed: int64(fig(FigStatusCommitted)), Total: total, Ratio: fig(FigStatusRatio),
+		EpochCommitted: Progress(st).EpochCommitted, ETASeconds: -1}
+	pr := out.Progress
 	// The rate over the last minute of samples.
 	if n := len(hist); n >= 2 {
 		last := hist[n-1]

@@ -1,4 +1,4 @@
-package observe
+package pipeline
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/internal/clock"
+	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/observe"
 )
 
 // RankCounters is one rank's counters under its name ("0", or "n1/0" in a
@@ -103,6 +104,32 @@ func (r *Reporter) Last() (Report, bool) {
 	return r.mu.last, r.mu.have
 }
 
+// interval is rep in the table's neutral form.
+func (rep Report) interval() *observe.Interval {
+	iv := &observe.Interval{Bottleneck: rep.Bottleneck.Stage, SamplesPerSecond: rep.Node.SamplesPerSecond}
+	for _, rs := range rep.Ranks {
+		ir := observe.IntervalRank{Name: rs.Name}
+		for _, s := range rs.Stages {
+			ir.Stages = append(ir.Stages, observe.IntervalStage{Stage: s.Stage.String(), Busy: s.Busy, Occupancy: s.Queue.Occupancy})
+		}
+		iv.Ranks = append(iv.Ranks, ir)
+	}
+	return iv
+}
+
+// NodeReport is the node's report for the coordinator's status page
+// (observe.Table.NodeReport) of ranks and waits, with live's latest
+// bottleneck (live may be nil). Its throughput is the caller's.
+func NodeReport(ranks []RankCounters, waits []TrainerWait, live *Reporter) *wire.NodeReport {
+	r := observe.Metrics.NodeReport(observe.Snapshot{Node: &observe.NodeSnapshot{Ranks: Ranks(ranks)}, Trainers: Trainers(waits)})
+	if live != nil {
+		if last, ok := live.Last(); ok {
+			r.Bottleneck, r.BottleneckReason, r.BottleneckAdvice = last.Bottleneck.Stage, last.Bottleneck.Reason, last.Bottleneck.Advice
+		}
+	}
+	return r
+}
+
 // Run takes a Step on every tick until ctx is done, logging each
 // interval's report when Logger is set.
 func (r *Reporter) Run(ctx context.Context, tick <-chan time.Time) {
@@ -135,14 +162,4 @@ func (r *Reporter) log(rep Report) {
 		attrs = append(attrs, "advice", b.Advice)
 	}
 	r.Logger.Info("loader report", attrs...)
-}
-
-// Ticker returns a tick channel of c every d and its stop function
-// (d <= 0: a channel that never ticks; c nil: the real clock).
-func Ticker(c clock.Clock, d time.Duration) (<-chan time.Time, func()) {
-	if d <= 0 {
-		return nil, func() {}
-	}
-	t, ch := clock.Or(c).NewTicker(d)
-	return ch, t.Stop
 }

@@ -118,27 +118,9 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
-// connCollector exports a server's ConnStats, labelled with its server
-// (the flag that set its address, without dashes: "metrics", "http").
-type connCollector struct {
-	l             *connLimit
-	open, refused *prometheus.Desc
-}
-
-func newConnCollector(server string, l *connLimit) *connCollector {
-	labels := prometheus.Labels{"server": server}
-	return &connCollector{l: l,
-		open: prometheus.NewDesc(Namespace+"_http_connections_open",
-			"HTTP connections the server holds now (at most its connection cap).", nil, labels),
-		refused: prometheus.NewDesc(Namespace+"_http_connections_refused_total",
-			"HTTP connections closed unanswered at once because the server held its connection cap.", nil, labels),
-	}
-}
-
-func (c *connCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.open; ch <- c.refused }
-
-func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.l.stats()
-	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(s.Open))
-	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Refused))
+// newConnCollector exports l's ConnStats through the table's rows of
+// GroupConns, labelled with its server (the flag that set its address,
+// without dashes: "metrics", "http").
+func newConnCollector(server string, l *connLimit) prometheus.Collector {
+	return Metrics.Collector(func() Snapshot { s := l.stats(); return Snapshot{Conns: &s} }, []Group{GroupConns}, server)
 }

@@ -1,4 +1,4 @@
-package observe
+package pipeline
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -44,19 +45,19 @@ func exported(t *testing.T) map[string]bool {
 	ranks := rankCounters(n)
 	rep := &Reporter{Ranks: ranks}
 	rep.Step()
-	node := Registry(NewNodeCollector(NodeSource{
+	node := observe.Registry(NewNodeCollector(NodeSource{
 		Ranks: ranks, Store: cs, Report: rep, JobSamples: 10, JobEpochs: 1,
 		S3:        func() s3.Stats { return s3.Stats{} },
 		Pack:      func() storage.PackedStats { return storage.PackedStats{} },
-		Committed: func() []Commit { return []Commit{{Rank: "0", Epoch: 0, Step: 3}} },
+		Committed: func() []observe.Commit { return []observe.Commit{{Rank: "0", Epoch: 0, Step: 3}} },
 	}))
-	jm := NewJournalMeter(fakeJournal{})
+	jm := observe.NewJournalMeter(fakeJournal{})
 	if _, err := jm.Write(context.Background(), cluster.State{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	_ = jm.Check(context.Background())
 	co := prometheus.NewRegistry()
-	co.MustRegister(NewCoordCollector(CoordSource{Samples: 10, Epochs: 2, Journal: jm,
+	co.MustRegister(observe.NewCoordCollector(observe.CoordSource{Samples: 10, Epochs: 2, Journal: jm,
 		Status: func(context.Context) (coord.Status, error) {
 			return coord.Status{Census: cluster.Census{Nodes: 1, Ranks: []cluster.RankCensus{{Rank: "n/0", Node: "n", Epoch: 0, Step: 1}}},
 				Epochs: []cluster.EpochStatus{{Started: true, Committed: 4}, {}}}, nil
@@ -82,7 +83,7 @@ func exported(t *testing.T) map[string]bool {
 // dashboard in docs/ names only metrics the daemons export.
 func TestDashboardNamesExportedMetrics(t *testing.T) {
 	names := exported(t)
-	b, err := os.ReadFile("../../../docs/grafana-dashboard.json")
+	b, err := os.ReadFile("../../docs/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,38 +123,5 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 				t.Errorf("expression %s names %s, which is not exported", e, n)
 			}
 		}
-	}
-}
-
-// TestCoordMetrics: the coordinator's metrics read its status.
-func TestCoordMetrics(t *testing.T) {
-	st := coord.Status{
-		Stats: cluster.Stats{Grants: 5, Evictions: 1, Returned: 9},
-		Census: cluster.Census{Nodes: 2, Leases: cluster.LeaseStates{Active: 3, Delivered: 1},
-			Ranks: []cluster.RankCensus{{Rank: "a/0", Node: "a", Epoch: 1, Step: 4, Leases: 2}, {Rank: "b/0", Node: "b", Epoch: -1, Step: -1}}},
-		Epochs: []cluster.EpochStatus{{Started: true, Complete: true, Committed: 10}, {Started: true, Committed: 4}, {}},
-		Nodes:  []coord.NodeStatus{{Node: "a", State: coord.NodeAlive}, {Node: "b", State: coord.NodeSuspect}, {Node: "c", State: coord.NodeEvicted}},
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCoordCollector(CoordSource{Samples: 10, Epochs: 3, Status: func(context.Context) (coord.Status, error) { return st, nil }}))
-	mfs := families(t, reg)
-	for name, want := range map[string]float64{
-		"longshore_coord_nodes": 2, "longshore_coord_ranks": 2, "longshore_coord_leases": 4,
-		"longshore_coord_grants_total": 5, "longshore_coord_evictions_total": 1, "longshore_coord_returned_positions_total": 9,
-		"longshore_coord_committed_samples": 14, "longshore_coord_epochs_complete": 1, "longshore_coord_epoch": 1,
-		"longshore_coord_job_samples": 30, "longshore_coord_rank_committed_step": 4, "longshore_coord_up": 1,
-	} {
-		if got := sum(mfs, name, nil); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
-	for _, state := range coord.NodeStates {
-		want := map[coord.NodeState]float64{coord.NodeAlive: 1, coord.NodeSuspect: 1, coord.NodeEvicted: 1}[state]
-		if got := sum(mfs, "longshore_coord_node_states", map[string]string{"state": string(state)}); got != want {
-			t.Errorf("longshore_coord_node_states{state=%q} = %v, want %v", state, got, want)
-		}
-	}
-	if got := sum(mfs, "longshore_coord_progress_ratio", nil); got < 0.466 || got > 0.467 {
-		t.Errorf("progress %v, want 14/30", got)
 	}
 }
