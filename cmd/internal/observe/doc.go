@@ -6,7 +6,7 @@
 // time, the same snapshots the summary prints: a node's actors.Counters
 // (per rank, over every pipeline the rank had), its failure counts by
 // stage and class, its store's request counts (storage.CountingStore,
-// s3.Stats, storage.PackedStats); a coordinator's coord.Status (the state
+// s3.Stats, dataset.PackedStats); a coordinator's coord.Status (the state
 // machine's Stats and Census) and its journal's writes. Nothing here
 // counts anything the daemons do not already count, and no label carries
 // a per-sample value: labels are stages, ranks, store operations,
