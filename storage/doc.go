@@ -41,5 +41,4 @@
 //   - Errors wrap the sentinels (ErrNotFound, ErrAccess, ErrPrecondition,
 //     ErrRange, ErrInvalidKey, ErrLocked, ErrTooLarge) with the operation and the object's URL, and say
 //     what to check: test them with errors.Is.
-//
 package storage
