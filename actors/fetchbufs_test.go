@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -28,7 +29,7 @@ func TestFetchBuffersStayWithinFetchBytes(t *testing.T) {
 		large = 64 << 10
 	)
 	st := storage.NewMemStore("test")
-	ds := &storage.Dataset{Classes: []string{"c"}}
+	ds := &dataset.Dataset{Classes: []string{"c"}}
 	for i := 0; i < n; i++ {
 		key := fmt.Sprintf("c/img%05d.jpg", i)
 		size := small
@@ -40,7 +41,7 @@ func TestFetchBuffersStayWithinFetchBytes(t *testing.T) {
 		if _, err := st.Put(context.Background(), key, data, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key})
 	}
 	const budget = 96 << 10
 	cfg := Config{BatchSize: 16, Slots: 3, FetchConcurrency: 16, Decoders: 2, DecodeQueue: 2,

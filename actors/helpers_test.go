@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
@@ -111,10 +112,10 @@ func (s *faultStore) Get(ctx context.Context, key string, dst []byte) ([]byte, e
 
 // makeDataset puts n objects in a MemStore: keys class%d/img%05d.jpg,
 // content unique per key, padded to size bytes.
-func makeDataset(t testing.TB, n, classes, size int) (*storage.MemStore, *storage.Dataset) {
+func makeDataset(t testing.TB, n, classes, size int) (*storage.MemStore, *dataset.Dataset) {
 	t.Helper()
 	st := storage.NewMemStore("test")
-	ds := &storage.Dataset{}
+	ds := &dataset.Dataset{}
 	for c := 0; c < classes; c++ {
 		ds.Classes = append(ds.Classes, fmt.Sprintf("class%d", c))
 	}
@@ -128,7 +129,7 @@ func makeDataset(t testing.TB, n, classes, size int) (*storage.MemStore, *storag
 		if _, err := st.Put(context.Background(), key, data, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key, Label: label})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key, Label: label})
 	}
 	return st, ds
 }

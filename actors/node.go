@@ -7,7 +7,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // Node runs the pipelines of one machine's ranks in standalone mode: rank r
@@ -31,15 +31,15 @@ type Node struct {
 
 // NewNode starts ranks pipelines over ds. cfg.Decoders is the node's total
 // (see Node).
-func NewNode(cfg Config, ds *storage.Dataset, ranks int, deps Deps) (*Node, error) {
+func NewNode(cfg Config, ds *dataset.Dataset, ranks int, deps Deps) (*Node, error) {
 	if ds == nil {
 		return nil, fmt.Errorf("actors: node: nil dataset")
 	}
-	return NewCatalogNode(cfg, storage.DatasetCatalog(ds), ranks, deps)
+	return NewCatalogNode(cfg, dataset.DatasetCatalog(ds), ranks, deps)
 }
 
 // NewCatalogNode is NewNode over a catalog (NewCatalogFeeder).
-func NewCatalogNode(cfg Config, cat storage.Catalog, ranks int, deps Deps) (_ *Node, err error) {
+func NewCatalogNode(cfg Config, cat dataset.Catalog, ranks int, deps Deps) (_ *Node, err error) {
 	cfg = cfg.WithDefaults()
 	if ranks < 1 {
 		return nil, fmt.Errorf("actors: node with %d ranks: need at least 1", ranks)

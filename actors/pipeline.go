@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
@@ -209,7 +210,7 @@ func NewPipeline(cfg Config, rank int, src Source, deps Deps) (*Pipeline, error)
 
 // NewLoader is the single-rank standalone loader over ds: NewPipeline fed
 // by a Feeder for rank 0 of 1.
-func NewLoader(cfg Config, ds *storage.Dataset, deps Deps) (*Pipeline, error) {
+func NewLoader(cfg Config, ds *dataset.Dataset, deps Deps) (*Pipeline, error) {
 	f, err := NewFeeder(ds, cfg, 0, 1, deps.Order)
 	if err != nil {
 		return nil, err

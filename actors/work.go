@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // Item is one sample to load: where it sits in the rank's stream and what
@@ -92,12 +92,12 @@ type OrderFunc func(seed uint64, epoch int, n int64) Order
 // (marked Pad) so every rank gets ceil(N/World) samples and the same number
 // of steps. Each epoch is one run, from offset 0 and step 0 unless Seek
 // moved it. It is a plain state machine: no goroutines, no clocks, over
-// a catalog in memory. Over a lazy one (storage.IndexedManifest: the
+// a catalog in memory. Over a lazy one (dataset.IndexedManifest: the
 // manifest read piece by piece) Want answers from a goroutine, since a
 // lookup may wait for a piece, Next prefetches the pieces of the next
 // run, and a lookup that fails ends the work with Work.Err.
 type Feeder struct {
-	cat        storage.Catalog
+	cat        dataset.Catalog
 	lazy       bool
 	seed       uint64
 	rank       int
@@ -120,16 +120,16 @@ var _ Source = (*Feeder)(nil)
 // cfg's epochs in the epoch order order makes (required: pass a wrapper
 // of cluster.NewOrder, as the node does, so standalone and cluster runs
 // agree).
-func NewFeeder(ds *storage.Dataset, cfg Config, rank, world int, order OrderFunc) (*Feeder, error) {
+func NewFeeder(ds *dataset.Dataset, cfg Config, rank, world int, order OrderFunc) (*Feeder, error) {
 	if ds == nil {
 		return nil, fmt.Errorf("actors: feeder: nil dataset")
 	}
-	return NewCatalogFeeder(storage.DatasetCatalog(ds), cfg, rank, world, order)
+	return NewCatalogFeeder(dataset.DatasetCatalog(ds), cfg, rank, world, order)
 }
 
 // NewCatalogFeeder is NewFeeder over a catalog: the samples looked up as
 // they are handed out, for a dataset held in memory or read lazily.
-func NewCatalogFeeder(cat storage.Catalog, cfg Config, rank, world int, order OrderFunc) (*Feeder, error) {
+func NewCatalogFeeder(cat dataset.Catalog, cfg Config, rank, world int, order OrderFunc) (*Feeder, error) {
 	cfg = cfg.WithDefaults()
 	if world < 1 || rank < 0 || rank >= world {
 		return nil, fmt.Errorf("actors: feeder for rank %d of %d: need 0 <= rank < world", rank, world)
@@ -140,7 +140,7 @@ func NewCatalogFeeder(cat storage.Catalog, cfg Config, rank, world int, order Or
 	if order == nil {
 		return nil, fmt.Errorf("actors: feeder: no epoch order (pass a wrapper of cluster.NewOrder, as the node does)")
 	}
-	return &Feeder{cat: cat, lazy: !storage.InMemory(cat), seed: cfg.Seed, rank: rank, world: world, batch: int64(cfg.BatchSize),
+	return &Feeder{cat: cat, lazy: !dataset.InMemory(cat), seed: cfg.Seed, rank: rank, world: world, batch: int64(cfg.BatchSize),
 		firstEpoch: cfg.FirstEpoch, epochs: cfg.Epochs, order: order, epoch: cfg.FirstEpoch}, nil
 }
 

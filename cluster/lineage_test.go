@@ -6,7 +6,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // feederSteps runs the standalone pipeline's own source (actors.Feeder,
@@ -15,9 +15,9 @@ import (
 // by stream offset as the pipeline cuts them.
 func feederSteps(t *testing.T, n int64, world, batch int, seed uint64, block, window, epoch int) map[[2]int64][]actors.Item {
 	t.Helper()
-	ds := &storage.Dataset{}
+	ds := &dataset.Dataset{}
 	for i := int64(0); i < n; i++ {
-		ds.Samples = append(ds.Samples, storage.Sample{Key: fmt.Sprintf("k%d", i), Size: 1})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: fmt.Sprintf("k%d", i), Size: 1})
 	}
 	cfg := actors.DefaultConfig()
 	cfg.Seed, cfg.BatchSize, cfg.Epochs, cfg.FirstEpoch = seed, batch, 1, epoch

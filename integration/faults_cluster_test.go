@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage/faultproxy"
 	"github.com/longshore/longshore/storage/miniotest"
 )
@@ -156,11 +156,11 @@ func TestClusterFaultSchedules(t *testing.T) {
 	for _, sc := range schedules {
 		t.Run(strings.ReplaceAll(sc.name, " ", "_"), func(t *testing.T) {
 			p := faultproxy.Start(t, srv.Endpoint, sc.rules...)
-			dataset := srv.URL(bucket, "plain")
+			datasetURL := srv.URL(bucket, "plain")
 			if sc.packed {
-				dataset = srv.URL(bucket, "packed")
+				datasetURL = srv.URL(bucket, "packed")
 			}
-			c := startCluster(t, job{dataset: dataset, env: srv.Env(), epochs: epochs, batch: 4, shard: 8, balance: "equal",
+			c := startCluster(t, job{dataset: datasetURL, env: srv.Env(), epochs: epochs, batch: 4, shard: 8, balance: "equal",
 				commit: 2, minRanks: 4})
 			var stats, quarantines []string
 			for i := range 2 {
@@ -242,7 +242,7 @@ func TestClusterFaultSchedules(t *testing.T) {
 				}
 				sc := bufio.NewScanner(f)
 				for sc.Scan() {
-					var l storage.ExclusionLine
+					var l dataset.ExclusionLine
 					if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 						t.Fatalf("quarantine line %q: %v", sc.Text(), err)
 					}

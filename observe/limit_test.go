@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/longshore/longshore/cluster/gossip"
 )
 
 // ask sends one request on c without a token and reads the answer: its

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -60,7 +61,7 @@ func BenchmarkDiscoverImageFolder(b *testing.B) {
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				ds, err := storage.Discover(ctx, s, storage.DiscoverOptions{Root: "train"})
+				ds, err := dataset.Discover(ctx, s, dataset.DiscoverOptions{Root: "train"})
 				if err != nil || len(ds.Samples) != 10000 {
 					b.Fatal(len(ds.Samples), err)
 				}
@@ -97,7 +98,7 @@ func BenchmarkManifestMemory(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				ds, err := storage.ParseManifest(bytes.NewReader(data), storage.ManifestJSONL)
+				ds, err := dataset.ParseManifest(bytes.NewReader(data), dataset.ManifestJSONL)
 				if err != nil || len(ds.Samples) != n {
 					b.Fatal(err)
 				}
@@ -141,10 +142,10 @@ func BenchmarkManifestPeak(b *testing.B) {
 				b.Fatal(err)
 			}
 			data = nil
-			opts := storage.DiscoverOptions{Root: tc.dir}
+			opts := dataset.DiscoverOptions{Root: tc.dir}
 			for b.Loop() {
 				m := measureHeap(func() any {
-					ds, err := storage.Discover(ctx, d, opts)
+					ds, err := dataset.Discover(ctx, d, opts)
 					if err != nil || len(ds.Samples) != n {
 						b.Fatal(err)
 					}
@@ -236,13 +237,13 @@ func measureHeap(f func() any) heapUse {
 // with -benchtime=1x for the memory figure.
 func BenchmarkPackedStoreMemory(b *testing.B) {
 	const n, perTar = 1_000_000, 250
-	ds := &storage.Dataset{Classes: []string{"0"}}
-	var obj storage.ObjectID
+	ds := &dataset.Dataset{Classes: []string{"0"}}
+	var obj dataset.ObjectID
 	for i := range n {
 		if i%perTar == 0 {
 			obj = ds.AddObject(fmt.Sprintf("shards/shard-%06d.tar", i/perTar))
 		}
-		ds.Samples = append(ds.Samples, storage.Sample{
+		ds.Samples = append(ds.Samples, dataset.Sample{
 			Key:    fmt.Sprintf("shards/shard-%06d.tar/train/n%08d_%d.JPEG", i/perTar, i%1000, i),
 			Object: obj, Offset: int64(512 + (i%perTar)*(110<<10)), Size: 100 << 10,
 		})
@@ -251,7 +252,7 @@ func BenchmarkPackedStoreMemory(b *testing.B) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	ps, err := storage.NewPackedStore(inner, ds, storage.DefaultPackedConfig())
+	ps, err := dataset.NewPackedStore(inner, ds, dataset.DefaultPackedConfig())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,16 +33,19 @@ func GetLimit(ctx context.Context, s Store, key string, limit int64, dst []byte)
 		return dst[:0], err
 	}
 	if info.Size > limit {
-		return dst[:0], tooLarge("get", s.String()+"/"+key, info.Size, limit)
+		return dst[:0], TooLarge("get", s.String()+"/"+key, info.Size, limit)
 	}
 	out, err := s.Get(ctx, key, dst)
 	if err == nil && int64(len(out)) > limit {
-		return dst[:0], tooLarge("get", s.String()+"/"+key, int64(len(out)), limit)
+		return dst[:0], TooLarge("get", s.String()+"/"+key, int64(len(out)), limit)
 	}
 	return out, err
 }
 
-func tooLarge(op, what string, size, limit int64) error {
+// TooLarge is the error for an object of size bytes over limit: it wraps
+// ErrTooLarge and names the flag that sets the limit. Stores and the
+// dataset layer's packed reads use it alike.
+func TooLarge(op, what string, size, limit int64) error {
 	return fmt.Errorf("%s %s: %w: %d bytes, over the limit of %d (--max-object-bytes)", op, what, ErrTooLarge, size, limit)
 }
 
@@ -61,14 +64,14 @@ func (d *DirStore) GetLimit(ctx context.Context, key string, limit int64, dst []
 		return dst[:0], d.opError("get", key, err)
 	}
 	if fi.Mode().IsRegular() && fi.Size() > limit {
-		return dst[:0], tooLarge("get", d.root+"/"+key, fi.Size(), limit)
+		return dst[:0], TooLarge("get", d.root+"/"+key, fi.Size(), limit)
 	}
 	out, err := readToEnd(f, 0, dst[:0])
 	if err != nil {
 		return dst[:0], d.opError("get", key, err)
 	}
 	if int64(len(out)) > limit { // it grew in between
-		return dst[:0], tooLarge("get", d.root+"/"+key, int64(len(out)), limit)
+		return dst[:0], TooLarge("get", d.root+"/"+key, int64(len(out)), limit)
 	}
 	return out, nil
 }
@@ -80,22 +83,9 @@ func (m *MemStore) GetLimit(ctx context.Context, key string, limit int64, dst []
 		return dst[:0], err
 	}
 	if limit >= 0 && int64(len(o.data)) > limit {
-		return dst[:0], tooLarge("get", m.String()+"/"+key, int64(len(o.data)), limit)
+		return dst[:0], TooLarge("get", m.String()+"/"+key, int64(len(o.data)), limit)
 	}
 	return append(dst[:0], o.data...), nil
-}
-
-// GetLimit implements LimitedGetter: a packed sample is refused by its
-// manifest size before any read; any other key is the wrapped store's.
-func (p *PackedStore) GetLimit(ctx context.Context, key string, limit int64, dst []byte) ([]byte, error) {
-	i, ok := p.lookup(key)
-	if !ok {
-		return GetLimit(ctx, p.inner, key, limit, dst)
-	}
-	if s := &p.ds.Samples[i]; limit >= 0 && s.Size > limit {
-		return dst[:0], tooLarge("get", p.ds.ObjectOf(*s)+"#"+key, s.Size, limit)
-	}
-	return p.Get(ctx, key, dst)
 }
 
 // GetSampleLimit reads sample index (whose key is key) from s like
@@ -114,26 +104,9 @@ func GetSampleLimit(ctx context.Context, s SampleStore, index int64, key string,
 	}
 	out, err := s.GetSample(ctx, index, key, dst)
 	if err == nil && int64(len(out)) > limit {
-		return dst[:0], tooLarge("get", s.String()+"/"+key, int64(len(out)), limit)
+		return dst[:0], TooLarge("get", s.String()+"/"+key, int64(len(out)), limit)
 	}
 	return out, err
-}
-
-// GetSampleLimit is GetSample refusing a sample larger than limit by its
-// manifest size, before any read (see the function GetSampleLimit);
-// limit < 0: no limit.
-func (p *PackedStore) GetSampleLimit(ctx context.Context, index int64, key string, limit int64, dst []byte) ([]byte, error) {
-	s, object, err := p.sampleAt(ctx, index, key)
-	if err != nil {
-		return dst[:0], err
-	}
-	if !s.Packed() {
-		return GetLimit(ctx, p.inner, key, limit, dst)
-	}
-	if limit >= 0 && s.Size > limit {
-		return dst[:0], tooLarge("get", object+"#"+key, s.Size, limit)
-	}
-	return p.getSample(ctx, index, s, object, dst)
 }
 
 // GetLimit implements LimitedGetter, counted as a Get.
@@ -149,6 +122,5 @@ func (c *CountingStore) GetLimit(ctx context.Context, key string, limit int64, d
 var (
 	_ LimitedGetter = (*DirStore)(nil)
 	_ LimitedGetter = (*MemStore)(nil)
-	_ LimitedGetter = (*PackedStore)(nil)
 	_ LimitedGetter = (*CountingStore)(nil)
 )

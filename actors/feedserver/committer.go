@@ -55,7 +55,7 @@ type LocalCommitter struct {
 }
 
 // RunIdentity is what fixes the samples a standalone rank's stream
-// positions name: the dataset (its manifest digest, storage.ManifestDigest,
+// positions name: the dataset (its manifest digest, dataset.ManifestDigest,
 // which counts the samples) and the order (seed, block, window as in
 // force — 1 with block 1 —, ranks), and the epoch count.
 type RunIdentity struct {

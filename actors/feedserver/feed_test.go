@@ -19,26 +19,27 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
 
 type testEnv struct {
 	cfg  actors.Config
-	ds   *storage.Dataset
+	ds   *dataset.Dataset
 	deps actors.Deps
 }
 
 func newEnv(t testing.TB, n int) testEnv {
 	t.Helper()
 	root := t.TempDir()
-	ds := &storage.Dataset{Classes: []string{"a", "b", "c"}}
+	ds := &dataset.Dataset{Classes: []string{"a", "b", "c"}}
 	for i := 0; i < n; i++ {
 		key := fmt.Sprintf("obj-%04d", i)
 		if err := os.WriteFile(filepath.Join(root, key), []byte(key), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key, Label: int32(i % 3)})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key, Label: int32(i % 3)})
 	}
 	st, err := storage.NewDirStore(root)
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/gpu"
-	"github.com/longshore/longshore/storage"
 )
 
 // Stream is one rank's batches in order: *actors.Pipeline is one. Next,
@@ -35,13 +35,13 @@ type OpenFunc func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, err
 // offset before the pipeline starts, so nothing before it is fetched or
 // decoded, and batches carry their true Step and Positions. Unlike
 // NewNode, each rank has its own failure budget.
-func Standalone(cfg actors.Config, ds *storage.Dataset, world int, deps actors.Deps) OpenFunc {
-	return StandaloneCatalog(cfg, storage.DatasetCatalog(ds), world, deps)
+func Standalone(cfg actors.Config, ds *dataset.Dataset, world int, deps actors.Deps) OpenFunc {
+	return StandaloneCatalog(cfg, dataset.DatasetCatalog(ds), world, deps)
 }
 
 // StandaloneCatalog is Standalone over a catalog (actors.NewCatalogFeeder):
 // a dataset in memory or read lazily through its manifest index.
-func StandaloneCatalog(cfg actors.Config, cat storage.Catalog, world int, deps actors.Deps) OpenFunc {
+func StandaloneCatalog(cfg actors.Config, cat dataset.Catalog, world int, deps actors.Deps) OpenFunc {
 	cfg = cfg.WithDefaults()
 	return func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error) {
 		rcfg := cfg
@@ -78,7 +78,7 @@ func StandaloneCatalog(cfg actors.Config, cat storage.Catalog, world int, deps a
 // StandaloneSteps is how many batches each epoch of a rank's stream has
 // when StandaloneCatalog(cfg, cat, world, ...) opens it: what
 // Config.EpochSteps says in the welcome (the trainer's len(loader)).
-func StandaloneSteps(cfg actors.Config, cat storage.Catalog, world int) func(rank int) int64 {
+func StandaloneSteps(cfg actors.Config, cat dataset.Catalog, world int) func(rank int) int64 {
 	cfg = cfg.WithDefaults()
 	n := cat.Len()
 	var l int64 // samples per rank and epoch, as actors.Feeder.StreamLen

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // TestWelcomeEpochSteps: the welcome says how many batches each epoch of
@@ -27,7 +27,7 @@ func TestWelcomeEpochSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
-		s, err := New(Config{Dir: dir, Ranks: 2, Job: "test", EpochSteps: StandaloneSteps(e.cfg, storage.DatasetCatalog(e.ds), 2)},
+		s, err := New(Config{Dir: dir, Ranks: 2, Job: "test", EpochSteps: StandaloneSteps(e.cfg, dataset.DatasetCatalog(e.ds), 2)},
 			Standalone(e.cfg, e.ds, 2, e.deps))
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/decode/audio"
 	"github.com/longshore/longshore/gpu"
@@ -25,11 +26,11 @@ import (
 // short, and a long clip's window different between the epochs.
 func TestRealAudioThroughNode(t *testing.T) {
 	st := storage.NewMemStore("audio")
-	ds := &storage.Dataset{Classes: []string{"speech", "tone", "other"}}
+	ds := &dataset.Dataset{Classes: []string{"speech", "tone", "other"}}
 	ctx := context.Background()
 	add := func(key string, label int32, data []byte) {
 		st.Put(ctx, key, data, storage.Cond{})
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key, Label: label})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key, Label: label})
 	}
 	for _, name := range []string{"speech.wav", "speech.flac", "speech.mp3", "speech.opus", "speech.ogg",
 		"tone.wav", "tone.flac", "tone.mp3", "tone.opus", "tone.ogg", "short.flac", "short.wav", "noaudio.mkv"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
@@ -20,10 +21,10 @@ import (
 
 // makeJPEGs stores n real JPEGs of varied sizes (smooth gradients with
 // noise, like photographs at a glance) and one truncated file.
-func makeJPEGs(t *testing.T, n int) (*storage.MemStore, *storage.Dataset, string) {
+func makeJPEGs(t *testing.T, n int) (*storage.MemStore, *dataset.Dataset, string) {
 	t.Helper()
 	st := storage.NewMemStore("jpegs")
-	ds := &storage.Dataset{Classes: []string{"a", "b"}}
+	ds := &dataset.Dataset{Classes: []string{"a", "b"}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
@@ -44,7 +45,7 @@ func makeJPEGs(t *testing.T, n int) (*storage.MemStore, *storage.Dataset, string
 			data = data[:len(data)/3] // truncated: a corrupt object
 		}
 		st.Put(ctx, key, data, storage.Cond{})
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key, Label: int32(i % 2)})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key, Label: int32(i % 2)})
 	}
 	return st, ds, ds.Samples[n-1].Key
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/decode/video"
 	"github.com/longshore/longshore/gpu"
@@ -24,7 +25,7 @@ import (
 func videoRun(t *testing.T, vc video.Config, readAhead int64, on *VideoDevices) (map[[2]string][]byte, map[string]bool, storage.RequestStats) {
 	t.Helper()
 	mem := storage.NewMemStore("video")
-	ds := &storage.Dataset{Classes: []string{"a"}}
+	ds := &dataset.Dataset{Classes: []string{"a"}}
 	ctx := context.Background()
 	for _, name := range []string{"cfr_h264.mp4", "vfr_h264.mkv", "hevc.mp4", "vp9.webm", "av1.mkv", "short_h264.mp4", "cut.mp4"} {
 		src := name
@@ -39,7 +40,7 @@ func videoRun(t *testing.T, vc video.Config, readAhead int64, on *VideoDevices) 
 			b = b[:len(b)/2]
 		}
 		mem.Put(ctx, name, b, storage.Cond{})
-		ds.Samples = append(ds.Samples, storage.Sample{Key: name})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: name})
 	}
 	st := storage.NewCountingStore(mem)
 	cfg := actors.Config{BatchSize: 2, Slots: 3, FetchConcurrency: 3, Decoders: 2, Epochs: 2, Seed: 8,

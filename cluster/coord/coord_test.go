@@ -23,6 +23,7 @@ import (
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
@@ -246,7 +247,7 @@ func TestLostWelcome(t *testing.T) {
 type harness struct {
 	t   *testing.T
 	sys *actor.ActorSystem
-	ds  *storage.Dataset
+	ds  *dataset.Dataset
 	st  storage.Store
 
 	mu        sync.Mutex
@@ -267,13 +268,13 @@ type harness struct {
 
 func newHarness(t *testing.T, n int) *harness {
 	store := storage.NewMemStore("t")
-	ds := &storage.Dataset{Classes: []string{"a"}}
+	ds := &dataset.Dataset{Classes: []string{"a"}}
 	for i := range n {
 		key := fmt.Sprintf("k%03d", i)
 		if _, err := store.Put(context.Background(), key, []byte{1}, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key})
 	}
 	return &harness{
 		t: t, ds: ds, st: store,
@@ -294,7 +295,7 @@ func (h *harness) startCoordinator(epochs, minRanks int, jn interface {
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(h.ds.Samples)), epochs, 8, 5
 	cfg.Incarnation = jn.Incarnation()
 	cfg.MinRanks = minRanks
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds),
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: dataset.ManifestDigest(h.ds),
 		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore, LinkMaxPending: h.linkMax})
 	if err != nil {
 		h.t.Fatal(err)
@@ -615,7 +616,7 @@ func TestStoreBudgetShares(t *testing.T) {
 	defer h.sys.Shutdown()
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize = int64(len(h.ds.Samples)), 1, 8
-	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds),
+	co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: dataset.ManifestDigest(h.ds),
 		TickEvery: time.Hour, JobStoreRPS: 300})
 	if err != nil {
 		t.Fatal(err)
@@ -696,7 +697,7 @@ func TestRestartWithoutJournal(t *testing.T) {
 	start := func() *coord.Coordinator {
 		cfg := cluster.DefaultConfig()
 		cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(h.ds.Samples)), 30, 8, 5
-		co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(h.ds), TickEvery: 20 * time.Millisecond})
+		co, err := coord.Start(h.sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: dataset.ManifestDigest(h.ds), TickEvery: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

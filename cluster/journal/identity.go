@@ -15,7 +15,7 @@ var ErrMismatch = errors.New("journal: the resume does not match this job")
 
 // Identity is what fixes which sample a committed position names and
 // which step a commit's offset is: the dataset (its manifest digest,
-// storage.ManifestDigest, which counts the samples too) and the job
+// dataset.ManifestDigest, which counts the samples too) and the job
 // parameters that fix the order and the steps. The journal records it in
 // every generation and every token carries it, so a resume against
 // anything else is refused before it serves a sample.

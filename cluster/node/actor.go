@@ -12,7 +12,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // nodeActor owns every rank's lease state. All of it is touched only from
@@ -429,7 +429,7 @@ func (a *nodeActor) order(epoch int) cluster.Order {
 // with the error, as a dataset that cannot be read at start would.
 func (a *nodeActor) item(p cluster.Position) (actors.Item, error) {
 	idx, pad := a.order(p.Epoch).Sample(p.Pos)
-	var s storage.Sample
+	var s dataset.Sample
 	if c := a.n.cfg.Catalog; c != nil {
 		var err error
 		if s, _, err = c.Sample(a.n.ctx, idx); err != nil {

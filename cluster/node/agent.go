@@ -54,8 +54,8 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/internal/clock"
-	"github.com/longshore/longshore/storage"
 )
 
 var (
@@ -82,17 +82,17 @@ type Config struct {
 	// clock says.
 	Incarnation uint64
 	// Dataset is the node's view of the manifest; Digest identifies it
-	// (storage.ManifestDigest) and must match the coordinator's.
-	Dataset *storage.Dataset
+	// (dataset.ManifestDigest) and must match the coordinator's.
+	Dataset *dataset.Dataset
 	Digest  string
 	// Catalog, if set, serves the samples instead of Dataset (which may
-	// then be nil): a storage.IndexedManifest reads only the pieces of
+	// then be nil): a dataset.IndexedManifest reads only the pieces of
 	// the manifest the node's leases touch, so the node holds O(work
 	// leased), not O(dataset). Its Digest is the default Digest. The
 	// actor looks samples up when it hands a lease's positions to a
 	// pipeline, and prefetches each lease's samples when it is granted,
 	// so that lookup rarely waits for a read.
-	Catalog storage.Catalog
+	Catalog dataset.Catalog
 	// Pipeline configures each rank's pipeline. BatchSize, Seed and
 	// Epochs come from the coordinator's job; DropLast is forced off (a
 	// dropped batch could never be committed and the epoch would never
@@ -220,7 +220,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		cfg.Incarnation = 1 + uint64(binary.LittleEndian.Uint32(b[:])>>1)
 	}
 	if cfg.Catalog == nil {
-		cfg.Catalog = storage.DatasetCatalog(cfg.Dataset)
+		cfg.Catalog = dataset.DatasetCatalog(cfg.Dataset)
 	}
 	if cfg.Digest == "" {
 		cfg.Digest = cfg.Catalog.Digest()

@@ -22,6 +22,7 @@ import (
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -32,7 +33,7 @@ import (
 type clusterEnv struct {
 	t      *testing.T
 	sys    *actor.ActorSystem
-	ds     *storage.Dataset
+	ds     *dataset.Dataset
 	st     storage.Store
 	jstore storage.Store
 	cfg    cluster.Config
@@ -54,7 +55,7 @@ func newClusterEnv(t *testing.T, samples, epochs int) *clusterEnv {
 // newClusterEnvWith is newClusterEnv whose node, when catalog is set,
 // reads its samples through the catalog it makes of the store holding
 // them (and the dataset the checks compare with), instead of the dataset.
-func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.Store, *storage.Dataset) storage.Catalog) *clusterEnv {
+func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.Store, *dataset.Dataset) dataset.Catalog) *clusterEnv {
 	t.Helper()
 	e := newClusterEnvUnwelcomed(t, samples, epochs, catalog)
 	e.introduce()
@@ -64,17 +65,17 @@ func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.S
 // newClusterEnvUnwelcomed is newClusterEnvWith before the coordinator
 // and the node meet: the node has no welcome (and no job) until
 // introduce.
-func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(storage.Store, *storage.Dataset) storage.Catalog) *clusterEnv {
+func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(storage.Store, *dataset.Dataset) dataset.Catalog) *clusterEnv {
 	t.Helper()
 	e := &clusterEnv{t: t, st: storage.NewMemStore("t"), jstore: storage.NewMemStore("journal"),
 		sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))}
-	e.ds = &storage.Dataset{Classes: []string{"a"}}
+	e.ds = &dataset.Dataset{Classes: []string{"a"}}
 	for i := range samples {
 		key := fmt.Sprintf("k%03d", i)
 		if _, err := e.st.Put(context.Background(), key, []byte(key), storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		e.ds.Samples = append(e.ds.Samples, storage.Sample{Key: key})
+		e.ds.Samples = append(e.ds.Samples, dataset.Sample{Key: key})
 	}
 	e.cfg = cluster.DefaultConfig()
 	e.cfg.Samples, e.cfg.Epochs, e.cfg.ShardSize, e.cfg.Seed = int64(samples), epochs, 8, 5
@@ -89,7 +90,7 @@ func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(sto
 	deps := actors.Deps{Store: e.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}
 	name := "n0"
 	ds := e.ds
-	var cat storage.Catalog
+	var cat dataset.Catalog
 	if catalog != nil {
 		ds, cat = nil, catalog(e.st, e.ds)
 	}
@@ -152,7 +153,7 @@ func (e *clusterEnv) openJournal() *journal.Journal {
 func (e *clusterEnv) startCoordinator(jn *journal.Journal, restore *cluster.State) {
 	cfg := e.cfg
 	cfg.Incarnation = jn.Incarnation()
-	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: storage.ManifestDigest(e.ds),
+	cc := coord.Config{Cluster: cfg, BatchSize: clusterBatch, Digest: dataset.ManifestDigest(e.ds),
 		TickEvery: 20 * time.Millisecond, Journal: jn, Restore: restore}
 	if restore == nil {
 		cc.Cluster.MinRanks = 2
@@ -429,8 +430,8 @@ func TestClusterFeed(t *testing.T) {
 // cache that holds about one piece: the job is exactly once all the
 // same, and the node never held more than its bound.
 func TestClusterFeedIndexed(t *testing.T) {
-	var m *storage.IndexedManifest
-	e := newClusterEnvWith(t, 61, 2, func(st storage.Store, ds *storage.Dataset) storage.Catalog {
+	var m *dataset.IndexedManifest
+	e := newClusterEnvWith(t, 61, 2, func(st storage.Store, ds *dataset.Dataset) dataset.Catalog {
 		ctx := context.Background()
 		var text strings.Builder
 		for _, s := range ds.Samples {
@@ -439,11 +440,11 @@ func TestClusterFeedIndexed(t *testing.T) {
 		if _, err := st.Put(ctx, "manifest.csv", []byte(text.String()), storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := storage.WriteManifestIndex(ctx, st, "manifest.csv", 4, nil); err != nil {
+		if _, err := dataset.WriteManifestIndex(ctx, st, "manifest.csv", 4, nil); err != nil {
 			t.Fatal(err)
 		}
 		var err error
-		if m, err = storage.OpenIndexedManifest(ctx, st, "manifest.csv", storage.IndexedConfig{CacheBytes: 300}); err != nil {
+		if m, err = dataset.OpenIndexedManifest(ctx, st, "manifest.csv", dataset.IndexedConfig{CacheBytes: 300}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Close() })
@@ -529,7 +530,7 @@ func TestClusterFeedForeignToken(t *testing.T) {
 	e := newClusterEnvUnwelcomed(t, 61, 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	id := journal.Identity{Digest: storage.ManifestDigest(e.ds), Seed: e.cfg.Seed, Block: e.cfg.Block, Window: e.cfg.Window,
+	id := journal.Identity{Digest: dataset.ManifestDigest(e.ds), Seed: e.cfg.Seed, Block: e.cfg.Block, Window: e.cfg.Window,
 		BatchSize: clusterBatch, Epochs: e.cfg.Epochs}
 	otherData, otherSeed := id, id
 	otherData.Digest = "61:0123456789abcdef"

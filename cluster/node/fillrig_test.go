@@ -8,7 +8,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/wire"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // fillRig drives nodeActor.fill for one rank with no actor system and no
@@ -43,9 +43,9 @@ const rigSamples = 64
 
 func newFillRig(t *testing.T, batch int64, epochs int) *fillRig {
 	t.Helper()
-	ds := &storage.Dataset{Classes: []string{"c"}}
+	ds := &dataset.Dataset{Classes: []string{"c"}}
 	for i := range rigSamples {
-		ds.Samples = append(ds.Samples, storage.Sample{Key: fmt.Sprintf("s/%d", i)})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: fmt.Sprintf("s/%d", i)})
 	}
 	n := &Node{cfg: Config{Node: "n", Ranks: 1, Dataset: ds}, log: slog.New(slog.DiscardHandler)}
 	r := &Rank{name: "n/0", node: n}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -36,18 +37,18 @@ func TestManifestFacts(t *testing.T) {
 				}
 			}
 			mem.Put(ctx, c.key, []byte(text.String()), storage.Cond{})
-			ds, err := storage.Discover(ctx, mem, storage.DiscoverOptions{})
+			ds, err := dataset.Discover(ctx, mem, dataset.DiscoverOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := dataset{samples: 5000, digest: storage.ManifestDigest(ds)}
+			want := jobData{samples: 5000, digest: dataset.ManifestDigest(ds)}
 
 			s := storage.NewCountingStore(mem)
 			got, ok, err := manifestFacts(ctx, s, "", log)
 			if err != nil || !ok || got != want {
 				t.Fatalf("streamed: %+v %v %v, want %+v", got, ok, err, want)
 			}
-			if _, err := storage.WriteManifestIndex(ctx, mem, c.key, 1024, nil); err != nil {
+			if _, err := dataset.WriteManifestIndex(ctx, mem, c.key, 1024, nil); err != nil {
 				t.Fatal(err)
 			}
 			s = storage.NewCountingStore(mem)

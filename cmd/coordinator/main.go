@@ -65,6 +65,7 @@ import (
 	"github.com/longshore/longshore/cmd/internal/logs"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/cmd/internal/version"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -186,7 +187,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.batchSize < 1 {
 		errs = append(errs, fmt.Errorf("--batch-size %d: need at least 1", o.batchSize))
 	}
-	if _, err := storage.MediaExtensions(o.media); err != nil {
+	if _, err := dataset.MediaExtensions(o.media); err != nil {
 		errs = append(errs, err)
 	}
 	if !(o.jobStoreRPS >= 0) || math.IsInf(o.jobStoreRPS, 0) {
@@ -303,18 +304,18 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		sopts.Endpoint = o.s3Endpoint
 	}
 	sopts.Credentials = string(o.s3Credentials)
-	dopts := storage.DefaultDiscoverOptions()
+	dopts := dataset.DefaultDiscoverOptions()
 	if o.manifest != "" {
-		dopts.Layout = storage.LayoutManifest
+		dopts.Layout = dataset.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	dopts.Extensions, _ = storage.MediaExtensions(o.media) // checked in parseFlags
+	dopts.Extensions, _ = dataset.MediaExtensions(o.media) // checked in parseFlags
 	if o.exclude != "" {
 		f, err := os.Open(o.exclude)
 		if err != nil {
 			return fmt.Errorf("--exclude: %w", err)
 		}
-		dopts.Exclude, err = storage.ReadExclusions(f)
+		dopts.Exclude, err = dataset.ReadExclusions(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("--exclude %s: %w", o.exclude, err)
@@ -560,9 +561,9 @@ func liveNodes(m *gossip.Membership) int {
 	return k
 }
 
-// dataset is what the coordinator needs of the dataset: never its
+// jobData is what the coordinator needs of the dataset: never its
 // sample list.
-type dataset struct {
+type jobData struct {
 	samples int64
 	packed  bool
 	digest  string
@@ -574,26 +575,30 @@ type dataset struct {
 // (twice for class-name labels) in pieces, in O(1) memory, logging the
 // progress; else (an ImageFolder, or --exclude, which needs the keys) by
 // discovering the sample list and letting it go.
-func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storage.DiscoverOptions, logger *slog.Logger) (storage.Store, dataset, error) {
+func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts dataset.DiscoverOptions, logger *slog.Logger) (storage.Store, jobData, error) {
 	if len(dopts.Exclude) == 0 {
 		s, err := stores.Open(ctx, o.dataset, sopts)
 		if err != nil {
-			return nil, dataset{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+			return nil, jobData{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		}
 		logCredentials(logger, s)
 		facts, ok, err := manifestFacts(ctx, s, o.manifest, logger)
 		if err != nil {
 			storage.Close(s)
-			return nil, dataset{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+			return nil, jobData{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		}
 		if ok {
 			return s, facts, nil
 		}
 		storage.Close(s)
 	}
-	store, ds, err := stores.OpenDataset(ctx, o.dataset, sopts, dopts, nil)
+	s, err := stores.Open(ctx, o.dataset, sopts)
 	if err != nil {
-		return nil, dataset{}, err
+		return nil, jobData{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	store, ds, err := dataset.Open(ctx, s, o.dataset, dopts, nil)
+	if err != nil {
+		return nil, jobData{}, err
 	}
 	logCredentials(logger, store)
 	if ds.Excluded > 0 {
@@ -602,7 +607,7 @@ func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storag
 	if dopts.Manifest == "" && len(dopts.Exclude) == 0 {
 		listing.WriteManifest(ctx, store, ds, o.writeManifestOver, logger)
 	}
-	facts := dataset{samples: int64(len(ds.Samples)), packed: ds.Packed(), digest: storage.ManifestDigest(ds)}
+	facts := jobData{samples: int64(len(ds.Samples)), packed: ds.Packed(), digest: dataset.ManifestDigest(ds)}
 	// The sample list is needed only for its count, layout and digest: let
 	// it go, and give its memory back to the system now rather than at
 	// the runtime's leisure, so the coordinator's footprint is its state
@@ -615,40 +620,40 @@ func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts storag
 // manifestFacts reads the facts of the manifest key (empty: the root's
 // manifest.csv or manifest.jsonl) from its index, or by scanning it;
 // false when there is no manifest.
-func manifestFacts(ctx context.Context, s storage.Store, key string, logger *slog.Logger) (dataset, bool, error) {
-	keys := []string{storage.ManifestCSVName, storage.ManifestJSONLName}
+func manifestFacts(ctx context.Context, s storage.Store, key string, logger *slog.Logger) (jobData, bool, error) {
+	keys := []string{dataset.ManifestCSVName, dataset.ManifestJSONLName}
 	if key != "" {
 		keys = []string{key}
 	}
 	var found []string
 	for _, k := range keys {
-		m, err := storage.OpenIndexedManifest(ctx, s, k, storage.IndexedConfig{CacheBytes: 1})
+		m, err := dataset.OpenIndexedManifest(ctx, s, k, dataset.IndexedConfig{CacheBytes: 1})
 		if err == nil {
 			x := m.Index()
 			m.Close()
 			logger.Info("dataset from the manifest's index", "manifest", k, "samples", x.Samples, "layout", x.Layout(), "digest", x.Digest)
-			return dataset{samples: x.Samples, packed: x.PackedSamples > 0, digest: x.Digest}, true, nil
+			return jobData{samples: x.Samples, packed: x.PackedSamples > 0, digest: x.Digest}, true, nil
 		}
 		if !errors.Is(err, storage.ErrNotFound) {
-			return dataset{}, false, err
+			return jobData{}, false, err
 		}
 		if _, err := s.Stat(ctx, k); err == nil {
 			found = append(found, k)
 		} else if !errors.Is(err, storage.ErrNotFound) {
-			return dataset{}, false, err
+			return jobData{}, false, err
 		}
 	}
 	switch {
 	case len(found) == 0 && key != "":
-		return dataset{}, false, fmt.Errorf("manifest %s: %w", key, storage.ErrNotFound)
+		return jobData{}, false, fmt.Errorf("manifest %s: %w", key, storage.ErrNotFound)
 	case len(found) == 0:
-		return dataset{}, false, nil
+		return jobData{}, false, nil
 	case len(found) > 1:
-		return dataset{}, false, fmt.Errorf("both %s and %s exist: set --manifest", found[0], found[1])
+		return jobData{}, false, fmt.Errorf("both %s and %s exist: set --manifest", found[0], found[1])
 	}
 	start := time.Now()
 	last := start
-	x, err := storage.ScanManifest(ctx, s, found[0], storage.ScanOptions{Progress: func(p storage.ScanProgress) {
+	x, err := dataset.ScanManifest(ctx, s, found[0], dataset.ScanOptions{Progress: func(p dataset.ScanProgress) {
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
 			logger.Info("reading the manifest for its count and digest (longshore-manifest --index makes this instant)",
@@ -656,9 +661,9 @@ func manifestFacts(ctx context.Context, s storage.Store, key string, logger *slo
 		}
 	}})
 	if err != nil {
-		return dataset{}, false, fmt.Errorf("manifest %s: %w", found[0], err)
+		return jobData{}, false, fmt.Errorf("manifest %s: %w", found[0], err)
 	}
 	logger.Info("dataset from its manifest, streamed", "manifest", found[0], "samples", x.Samples, "layout", x.Layout(),
 		"digest", x.Digest, "seconds", time.Since(start).Seconds())
-	return dataset{samples: x.Samples, packed: x.PackedSamples > 0, digest: x.Digest}, true, nil
+	return jobData{samples: x.Samples, packed: x.PackedSamples > 0, digest: x.Digest}, true, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/longshore/longshore/cmd/internal/procmem"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
 )
@@ -93,7 +94,7 @@ func ceilingMain(args []string) error {
 }
 
 // listFiles lists the dataset's samples exactly as the node discovers them
-// (storage.Discover over the directory), with their total size, so the
+// (dataset.Discover over the directory), with their total size, so the
 // ceiling and the pipeline decode the same files.
 func listFiles(dir string) ([]string, int64, error) {
 	ctx := context.Background()
@@ -101,7 +102,7 @@ func listFiles(dir string) ([]string, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	ds, err := storage.Discover(ctx, store, storage.DefaultDiscoverOptions())
+	ds, err := dataset.Discover(ctx, store, dataset.DefaultDiscoverOptions())
 	if err != nil {
 		return nil, 0, err
 	}

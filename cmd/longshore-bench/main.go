@@ -53,7 +53,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cmd/internal/version"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 func main() {
@@ -127,7 +127,7 @@ type report struct {
 
 func benchMain(args []string) error {
 	fs := flag.NewFlagSet("longshore-bench", flag.ContinueOnError)
-	dataset := fs.String("dataset", "", "ImageFolder directory of JPEGs (make bench makes one)")
+	datasetDir := fs.String("dataset", "", "ImageFolder directory of JPEGs (make bench makes one)")
 	node := fs.String("node", "bin/longshore-node", "the node binary")
 	reps := fs.Int("reps", 3, "repetitions of each configuration")
 	epochs := fs.Int("epochs", 1, "epochs per run")
@@ -141,7 +141,7 @@ func benchMain(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dataset == "" {
+	if *datasetDir == "" {
 		return fmt.Errorf("--dataset is required")
 	}
 	if *tmpDir != "" {
@@ -151,12 +151,12 @@ func benchMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	files, total, err := listFiles(*dataset)
+	files, total, err := listFiles(*datasetDir)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	rep := report{Machine: machine(), CPUs: runtime.NumCPU(), Dataset: *dataset, Images: len(files),
+	rep := report{Machine: machine(), CPUs: runtime.NumCPU(), Dataset: *datasetDir, Images: len(files),
 		MeanKB: float64(total) / float64(len(files)) / 1024, Reps: *reps, Args: *extra, TmpDir: *tmpDir, Started: time.Now().UTC().Format(time.RFC3339),
 		LoadAvgBefore: loadAvg()}
 	t0 := time.Now()
@@ -171,7 +171,7 @@ func benchMain(args []string) error {
 	if *pack != "" {
 		packed = filepath.Join(tmp, "packed")
 		fmt.Fprintf(os.Stderr, "bench: packing the dataset into tar shards\n")
-		cmd := exec.CommandContext(ctx, *pack, "--dataset", *dataset, "--out", packed)
+		cmd := exec.CommandContext(ctx, *pack, "--dataset", *datasetDir, "--out", packed)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%v: %w\n%s", cmd.Args, err, out)
 		}
@@ -185,7 +185,7 @@ func benchMain(args []string) error {
 				return err
 			}
 		}
-		if err := storage.CheckSpillDir(spill); err != nil {
+		if err := dataset.CheckSpillDir(spill); err != nil {
 			return fmt.Errorf("local-packed-spill: %w (--spill-dir DIR on a local disk, or --spill-dir none to skip it)", err)
 		}
 	}
@@ -198,7 +198,7 @@ func benchMain(args []string) error {
 			return err
 		}
 		defer srv.Stop()
-		if s3url, err = upload(ctx, srv, *dataset, "imagenet-like", files); err != nil {
+		if s3url, err = upload(ctx, srv, *datasetDir, "imagenet-like", files); err != nil {
 			return err
 		}
 		if packed != "" {
@@ -244,14 +244,14 @@ func benchMain(args []string) error {
 			var srvCPU float64
 			switch cfg {
 			case "ceiling":
-				res, err = runProc(ctx, cfg, nil, self, "ceiling", "--dataset", *dataset, "--epochs", strconv.Itoa(*epochs), "--json", statsPath)
+				res, err = runProc(ctx, cfg, nil, self, "ceiling", "--dataset", *datasetDir, "--epochs", strconv.Itoa(*epochs), "--json", statsPath)
 			case "local":
-				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(*dataset, statsPath)...)
+				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(*datasetDir, statsPath)...)
 			case "local-metrics":
 				var addr string
 				if addr, err = freeAddr(); err == nil {
 					res, err = runScraped(ctx, cfg, addr, *scrapeEvery, *node,
-						append(nodeArgs(*dataset, statsPath), "--metrics", addr, "--report-every", "1s")...)
+						append(nodeArgs(*datasetDir, statsPath), "--metrics", addr, "--report-every", "1s")...)
 				}
 			case "local-packed":
 				res, err = runProc(ctx, cfg, nil, *node, nodeArgs(packed, statsPath)...)

@@ -37,6 +37,7 @@ import (
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/version"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
@@ -288,13 +289,13 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	defer dev.Close()
 	st := storage.NewMemStore("synthetic")
-	ds := &storage.Dataset{Classes: []string{"a", "b"}}
+	ds := &dataset.Dataset{Classes: []string{"a", "b"}}
 	for i := range *samples {
 		key := fmt.Sprintf("s%06d", i)
 		if _, err := st.Put(context.Background(), key, []byte(key), storage.Cond{}); err != nil {
 			return err
 		}
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key, Label: int32(i % 2)})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key, Label: int32(i % 2)})
 	}
 	cfg := actors.Config{BatchSize: *batch, Slots: *slots, Decoders: *decoders, Epochs: *epochs, Seed: 1,
 		Sample: actors.Shape{Height: *size, Width: *size}}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/decode/video"
 	"github.com/longshore/longshore/storage"
@@ -106,16 +107,16 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
-// dataset opens the job's dataset as the standalone node lists it: the
+// openDataset opens the job's dataset as the standalone node lists it: the
 // same discovery options, so the same indices.
-func dataset(ctx context.Context, o options) (storage.Store, *storage.Dataset, error) {
-	dopts := storage.DefaultDiscoverOptions()
+func openDataset(ctx context.Context, o options) (storage.Store, *dataset.Dataset, error) {
+	dopts := dataset.DefaultDiscoverOptions()
 	if o.manifest != "" {
-		dopts.Layout = storage.LayoutManifest
+		dopts.Layout = dataset.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
 	var err error
-	if dopts.Extensions, err = storage.MediaExtensions(o.media); err != nil {
+	if dopts.Extensions, err = dataset.MediaExtensions(o.media); err != nil {
 		return nil, nil, err
 	}
 	if o.exclude != "" {
@@ -123,7 +124,7 @@ func dataset(ctx context.Context, o options) (storage.Store, *storage.Dataset, e
 		if err != nil {
 			return nil, nil, fmt.Errorf("--exclude: %w", err)
 		}
-		dopts.Exclude, err = storage.ReadExclusions(f)
+		dopts.Exclude, err = dataset.ReadExclusions(f)
 		f.Close()
 		if err != nil {
 			return nil, nil, fmt.Errorf("--exclude %s: %w", o.exclude, err)
@@ -135,11 +136,15 @@ func dataset(ctx context.Context, o options) (storage.Store, *storage.Dataset, e
 	}
 	// A packed dataset's samples are read one ranged GET each: a query
 	// reads a few.
-	return stores.OpenDataset(ctx, o.dataset, sopts, dopts, &storage.PackedConfig{})
+	s, err := stores.Open(ctx, o.dataset, sopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	return dataset.Open(ctx, s, o.dataset, dopts, &dataset.PackedConfig{})
 }
 
 func answer(ctx context.Context, o options) (*Answer, error) {
-	st, ds, err := dataset(ctx, o)
+	st, ds, err := openDataset(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +232,7 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 // a packed dataset, its member name in its tar (a packed sample's key is
 // <tar>/<member>: "c1/x.jpg" finds "shards/000003.tar/c1/x.jpg" if no
 // other tar has that member).
-func findKey(ds *storage.Dataset, key string) (int64, error) {
+func findKey(ds *dataset.Dataset, key string) (int64, error) {
 	var members []int64
 	for i, s := range ds.Samples {
 		if s.Key == key {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/journal"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
 )
@@ -74,7 +74,7 @@ func TestFlagErrors(t *testing.T) {
 }
 
 func TestFindKey(t *testing.T) {
-	ds := &storage.Dataset{Objects: []string{"s/0.tar", "s/1.tar"}, Samples: []storage.Sample{
+	ds := &dataset.Dataset{Objects: []string{"s/0.tar", "s/1.tar"}, Samples: []dataset.Sample{
 		{Key: "plain.jpg"},
 		{Key: "s/0.tar/c1/a.jpg", Object: 1},
 		{Key: "s/0.tar/c1/b.jpg", Object: 1},

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // makeDataset writes n JPEGs of varied sizes in ImageFolder layout (3
@@ -340,7 +340,7 @@ func packDataset(t *testing.T, root string, perShard int) string {
 			classes = append(classes, c)
 		}
 	}
-	ds := &storage.Dataset{Classes: classes}
+	ds := &dataset.Dataset{Classes: classes}
 	for first := 0; first < len(keys); first += perShard {
 		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
 		id := ds.AddObject(object)
@@ -352,7 +352,7 @@ func packDataset(t *testing.T, root string, perShard int) string {
 			}
 		}
 		var buf bytes.Buffer
-		members, err := storage.WriteTarShard(&buf, names, datas)
+		members, err := dataset.WriteTarShard(&buf, names, datas)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,10 +364,10 @@ func packDataset(t *testing.T, root string, perShard int) string {
 		}
 	}
 	var manifest bytes.Buffer
-	if err := storage.WriteManifestJSONL(&manifest, ds); err != nil {
+	if err := dataset.WriteManifestJSONL(&manifest, ds); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(out, storage.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, dataset.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
 	"github.com/longshore/longshore/storage/stores"
@@ -51,10 +52,10 @@ func BenchmarkListing(b *testing.B) {
 	}
 	for _, conc := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("prefixes=%d", conc), func(b *testing.B) {
-			opts := storage.DefaultDiscoverOptions()
-			opts.Layout, opts.Concurrency = storage.LayoutImageFolder, conc
+			opts := dataset.DefaultDiscoverOptions()
+			opts.Layout, opts.Concurrency = dataset.LayoutImageFolder, conc
 			for b.Loop() {
-				ds, err := storage.Discover(ctx, s, opts)
+				ds, err := dataset.Discover(ctx, s, opts)
 				if err != nil {
 					b.Fatal(err)
 				}

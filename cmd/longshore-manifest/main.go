@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cmd/internal/version"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -72,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataset, "dataset", "", "an ImageFolder (directory, file://DIR or s3://bucket/prefix) to list and write manifest.jsonl and its index for")
 	fs.StringVar(&o.index, "index", "", "a dataset location whose manifest to index")
 	fs.StringVar(&o.manifest, "manifest", "", "with --index: the manifest's key relative to the location; default manifest.csv or manifest.jsonl, whichever exists")
-	fs.IntVar(&o.every, "every", storage.DefaultIndexEvery, "samples per piece of the index: a node reads the manifest a piece at a time; a multiple of the order's --block keeps each block in one piece")
+	fs.IntVar(&o.every, "every", dataset.DefaultIndexEvery, "samples per piece of the index: a node reads the manifest a piece at a time; a multiple of the order's --block keeps each block in one piece")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "with --dataset: class prefixes listed at once")
 	fs.BoolVar(&o.force, "force", false, "with --dataset: write over an existing manifest.jsonl")
 	fs.StringVar(&o.media, "media", "image", "with --dataset: what the samples are, image, video or audio (the nodes' --media): which files of the ImageFolder are samples")
@@ -106,7 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency %d: need at least 1", o.concurrency))
 	}
-	if _, err := storage.MediaExtensions(o.media); err != nil {
+	if _, err := dataset.MediaExtensions(o.media); err != nil {
 		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)
@@ -154,9 +155,9 @@ func (o options) open(ctx context.Context, raw string, stderr io.Writer) (storag
 }
 
 // progress prints a scan's progress to w about every 5 s.
-func progress(w io.Writer) func(storage.ScanProgress) {
+func progress(w io.Writer) func(dataset.ScanProgress) {
 	last := time.Now()
-	return func(p storage.ScanProgress) {
+	return func(p dataset.ScanProgress) {
 		if time.Since(last) < 5*time.Second {
 			return
 		}
@@ -173,10 +174,10 @@ func indexManifest(ctx context.Context, o options, stdout, stderr io.Writer) err
 	defer storage.Close(s)
 	key := o.manifest
 	if key == "" {
-		for _, name := range []string{storage.ManifestCSVName, storage.ManifestJSONLName} {
+		for _, name := range []string{dataset.ManifestCSVName, dataset.ManifestJSONLName} {
 			if _, err := s.Stat(ctx, name); err == nil {
 				if key != "" {
-					return fmt.Errorf("%s holds both %s and %s: pick one with --manifest", s, storage.ManifestCSVName, storage.ManifestJSONLName)
+					return fmt.Errorf("%s holds both %s and %s: pick one with --manifest", s, dataset.ManifestCSVName, dataset.ManifestJSONLName)
 				}
 				key = name
 			} else if !errors.Is(err, storage.ErrNotFound) {
@@ -184,16 +185,16 @@ func indexManifest(ctx context.Context, o options, stdout, stderr io.Writer) err
 			}
 		}
 		if key == "" {
-			return fmt.Errorf("%s holds no %s or %s: name the manifest with --manifest", s, storage.ManifestCSVName, storage.ManifestJSONLName)
+			return fmt.Errorf("%s holds no %s or %s: name the manifest with --manifest", s, dataset.ManifestCSVName, dataset.ManifestJSONLName)
 		}
 	}
 	start := time.Now()
-	x, err := storage.WriteManifestIndex(ctx, s, key, o.every, progress(stderr))
+	x, err := dataset.WriteManifestIndex(ctx, s, key, o.every, progress(stderr))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "indexed %s: %d samples (%s), %d classes, digest %s, %d pieces of %d, in %.1fs; wrote %s\n",
-		key, x.Samples, x.Layout(), len(x.Classes), x.Digest, x.Pieces(), x.Every, time.Since(start).Seconds(), storage.IndexKey(key))
+		key, x.Samples, x.Layout(), len(x.Classes), x.Digest, x.Pieces(), x.Every, time.Since(start).Seconds(), dataset.IndexKey(key))
 	return nil
 }
 
@@ -204,33 +205,33 @@ func listDataset(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	defer storage.Close(s)
 	if !o.force {
-		for _, name := range []string{storage.ManifestJSONLName, storage.ManifestCSVName} {
+		for _, name := range []string{dataset.ManifestJSONLName, dataset.ManifestCSVName} {
 			if _, err := s.Stat(ctx, name); err == nil {
 				return fmt.Errorf("%s already holds %s: jobs read it (index it with --index), or pass --force to list the ImageFolder again", s, name)
 			} else if !errors.Is(err, storage.ErrNotFound) {
 				return err
 			}
 		}
-	} else if _, err := s.Stat(ctx, storage.ManifestCSVName); err == nil {
-		return fmt.Errorf("%s holds a %s, which would hide the new %s: remove it", s, storage.ManifestCSVName, storage.ManifestJSONLName)
+	} else if _, err := s.Stat(ctx, dataset.ManifestCSVName); err == nil {
+		return fmt.Errorf("%s holds a %s, which would hide the new %s: remove it", s, dataset.ManifestCSVName, dataset.ManifestJSONLName)
 	}
 	start := time.Now()
-	dopts := storage.DefaultDiscoverOptions()
-	dopts.Layout = storage.LayoutImageFolder
+	dopts := dataset.DefaultDiscoverOptions()
+	dopts.Layout = dataset.LayoutImageFolder
 	dopts.Concurrency = o.concurrency
-	dopts.Extensions, _ = storage.MediaExtensions(o.media) // checked in parseFlags
-	ds, err := storage.Discover(ctx, s, dopts)
+	dopts.Extensions, _ = dataset.MediaExtensions(o.media) // checked in parseFlags
+	ds, err := dataset.Discover(ctx, s, dopts)
 	if err != nil {
 		return err
 	}
 	listed := time.Since(start)
 	fmt.Fprintf(stderr, "longshore-manifest: listed %d samples in %d classes in %.1fs (%.0f keys/s, %d prefixes at once)\n",
 		len(ds.Samples), len(ds.Classes), listed.Seconds(), float64(len(ds.Samples))/listed.Seconds(), o.concurrency)
-	x, err := storage.WriteFolderManifest(ctx, s, ds, storage.FolderManifestOptions{Every: o.every, Replace: o.force, Progress: progress(stderr)})
+	x, err := dataset.WriteFolderManifest(ctx, s, ds, dataset.FolderManifestOptions{Every: o.every, Replace: o.force, Progress: progress(stderr)})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s at %s: %d samples, %d classes, digest %s (the ImageFolder's)\n",
-		storage.ManifestJSONLName, storage.IndexKey(storage.ManifestJSONLName), s, x.Samples, len(x.Classes), x.Digest)
+		dataset.ManifestJSONLName, dataset.IndexKey(dataset.ManifestJSONLName), s, x.Samples, len(x.Classes), x.Digest)
 	return nil
 }

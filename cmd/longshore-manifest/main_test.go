@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -45,7 +46,7 @@ func TestListDataset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	folder, err := storage.Discover(ctx, s, storage.DiscoverOptions{})
+	folder, err := dataset.Discover(ctx, s, dataset.DiscoverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,17 +57,17 @@ func TestListDataset(t *testing.T) {
 	if !strings.Contains(errs, "listed 35 samples in 5 classes") {
 		t.Errorf("stderr: %s", errs)
 	}
-	ds, err := storage.Discover(ctx, s, storage.DiscoverOptions{})
+	ds, err := dataset.Discover(ctx, s, dataset.DiscoverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if storage.ManifestDigest(ds) != storage.ManifestDigest(folder) || len(ds.Samples) != 35 {
-		t.Fatalf("manifest: %d samples %s, ImageFolder %s", len(ds.Samples), storage.ManifestDigest(ds), storage.ManifestDigest(folder))
+	if dataset.ManifestDigest(ds) != dataset.ManifestDigest(folder) || len(ds.Samples) != 35 {
+		t.Fatalf("manifest: %d samples %s, ImageFolder %s", len(ds.Samples), dataset.ManifestDigest(ds), dataset.ManifestDigest(folder))
 	}
-	if _, err := s.Stat(ctx, storage.ManifestJSONLName); err != nil {
+	if _, err := s.Stat(ctx, dataset.ManifestJSONLName); err != nil {
 		t.Fatalf("Discover did not read a manifest: %v", err)
 	}
-	m, err := storage.OpenIndexedManifest(ctx, s, storage.ManifestJSONLName, storage.IndexedConfig{})
+	m, err := dataset.OpenIndexedManifest(ctx, s, dataset.ManifestJSONLName, dataset.IndexedConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestIndexManifest(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 	s, _ := storage.NewDirStore(dir)
-	m, err := storage.OpenIndexedManifest(ctx, s, "m/train.csv", storage.IndexedConfig{})
+	m, err := dataset.OpenIndexedManifest(ctx, s, "m/train.csv", dataset.IndexedConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +111,13 @@ func TestIndexManifest(t *testing.T) {
 		t.Fatalf("sample 1: %+v %v", smp, err)
 	}
 	os.WriteFile(manifest, []byte("key,label\na.jpg,cat\nb.jpg,dog\nc.jpg,cat\nd.jpg,dog\n"), 0o644)
-	if _, err := storage.OpenIndexedManifest(ctx, s, "m/train.csv", storage.IndexedConfig{}); err == nil || !strings.Contains(err.Error(), "longshore-manifest --index") {
+	if _, err := dataset.OpenIndexedManifest(ctx, s, "m/train.csv", dataset.IndexedConfig{}); err == nil || !strings.Contains(err.Error(), "longshore-manifest --index") {
 		t.Fatalf("stale index: %v", err)
 	}
 	if _, errs, code := runManifest(t, "--index", dir, "--manifest", "m/train.csv"); code != 0 {
 		t.Fatalf("rebuild: exit %d %s", code, errs)
 	}
-	m, err = storage.OpenIndexedManifest(ctx, s, "m/train.csv", storage.IndexedConfig{})
+	m, err = dataset.OpenIndexedManifest(ctx, s, "m/train.csv", dataset.IndexedConfig{})
 	if err != nil || m.Len() != 4 {
 		t.Fatalf("rebuilt: %v", err)
 	}

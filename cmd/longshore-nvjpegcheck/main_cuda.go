@@ -21,6 +21,7 @@ import (
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/cmd/internal/procmem"
 	"github.com/longshore/longshore/cmd/internal/version"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/gpu/nvjpeg"
@@ -227,7 +228,7 @@ func load(dev gpu.Device, dir string) ([]image, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ds, err := storage.Discover(context.Background(), store, storage.DefaultDiscoverOptions())
+	ds, err := dataset.Discover(context.Background(), store, dataset.DefaultDiscoverOptions())
 	if err != nil {
 		return nil, nil, err
 	}

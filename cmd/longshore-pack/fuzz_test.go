@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -21,7 +22,7 @@ func FuzzWebDataset(f *testing.F) {
 		{{"x.cls"}, {"1"}},
 	} {
 		var b bytes.Buffer
-		if _, err := storage.WriteTarShard(&b, set[0], bytesOf(set[1])); err != nil {
+		if _, err := dataset.WriteTarShard(&b, set[0], bytesOf(set[1])); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b.Bytes())
@@ -45,7 +46,7 @@ func FuzzWebDataset(f *testing.F) {
 			if err := storage.CheckKey("shards/s.tar/" + im.Name); err != nil {
 				t.Fatalf("sample %+v: %v", s, err)
 			}
-			if s.label < 0 || s.label >= storage.MaxClasses {
+			if s.label < 0 || s.label >= dataset.MaxClasses {
 				t.Fatalf("sample %+v: label out of range", s)
 			}
 			stem := im.Name[:strings.LastIndexByte(im.Name, '/')+1] + strings.SplitN(im.Name[strings.LastIndexByte(im.Name, '/')+1:], ".", 2)[0]

@@ -12,14 +12,15 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
 // sampleExts are the member extensions that hold a sample's data for
-// --media (storage.MediaExtensions, without the dot): what the decoder
+// --media (dataset.MediaExtensions, without the dot): what the decoder
 // reads.
 func sampleExts(media string) (map[string]bool, error) {
-	exts, err := storage.MediaExtensions(media)
+	exts, err := dataset.MediaExtensions(media)
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +44,8 @@ const readWindow = 4 << 20
 
 // tarSample is one sample found in a tar.
 type tarSample struct {
-	image storage.TarMember
-	label int32 // in [0, storage.MaxClasses)
+	image dataset.TarMember
+	label int32 // in [0, dataset.MaxClasses)
 }
 
 func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -58,12 +59,12 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	defer storage.Close(s)
 	if !o.force {
-		if _, err := s.Stat(ctx, storage.ManifestJSONLName); err == nil {
-			return fmt.Errorf("%s already holds %s: pass --force to write over it", s, storage.ManifestJSONLName)
+		if _, err := s.Stat(ctx, dataset.ManifestJSONLName); err == nil {
+			return fmt.Errorf("%s already holds %s: pass --force to write over it", s, dataset.ManifestJSONLName)
 		}
 	}
-	if _, err := s.Stat(ctx, storage.ManifestCSVName); err == nil {
-		return fmt.Errorf("%s holds a %s, which would conflict with the new %s: remove it", s, storage.ManifestCSVName, storage.ManifestJSONLName)
+	if _, err := s.Stat(ctx, dataset.ManifestCSVName); err == nil {
+		return fmt.Errorf("%s holds a %s, which would conflict with the new %s: remove it", s, dataset.ManifestCSVName, dataset.ManifestJSONLName)
 	}
 	var tars []storage.ObjectInfo
 	err = s.List(ctx, "", func(info storage.ObjectInfo) error {
@@ -102,7 +103,7 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var packed storage.Dataset // Classes "0", "1", ...: integer labels
+	var packed dataset.Dataset // Classes "0", "1", ...: integer labels
 	for i, inTar := range found {
 		if len(inTar) == 0 {
 			continue
@@ -120,23 +121,23 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("the %d tars under %s hold no samples", len(tars), s)
 	}
 	var manifest bytes.Buffer
-	if err := storage.WriteManifestJSONL(&manifest, &packed); err != nil {
+	if err := dataset.WriteManifestJSONL(&manifest, &packed); err != nil {
 		return fmt.Errorf("write the manifest of the tars (a bug; nothing written): %w", err)
 	}
-	ds, err := storage.ParseManifest(bytes.NewReader(manifest.Bytes()), storage.ManifestJSONL)
+	ds, err := dataset.ParseManifest(bytes.NewReader(manifest.Bytes()), dataset.ManifestJSONL)
 	if err != nil {
 		return fmt.Errorf("the manifest made from the tars does not parse (a bug; nothing written): %w", err)
 	}
-	if err := s.Delete(ctx, storage.IndexKey(storage.ManifestJSONLName)); err != nil {
-		return fmt.Errorf("remove the old %s: %w", storage.IndexKey(storage.ManifestJSONLName), err)
+	if err := s.Delete(ctx, dataset.IndexKey(dataset.ManifestJSONLName)); err != nil {
+		return fmt.Errorf("remove the old %s: %w", dataset.IndexKey(dataset.ManifestJSONLName), err)
 	}
-	if _, err := s.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
-		return fmt.Errorf("put %s: %w", storage.ManifestJSONLName, err)
+	if _, err := s.Put(ctx, dataset.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
+		return fmt.Errorf("put %s: %w", dataset.ManifestJSONLName, err)
 	}
-	if _, err := storage.WriteManifestIndex(ctx, s, storage.ManifestJSONLName, o.indexEvery, nil); err != nil {
-		return fmt.Errorf("index %s (the manifest is written; make the index with longshore-manifest --index): %w", storage.ManifestJSONLName, err)
+	if _, err := dataset.WriteManifestIndex(ctx, s, dataset.ManifestJSONLName, o.indexEvery, nil); err != nil {
+		return fmt.Errorf("index %s (the manifest is written; make the index with longshore-manifest --index): %w", dataset.ManifestJSONLName, err)
 	}
-	fmt.Fprintf(stdout, "indexed %d samples in %d classes from %d tars; wrote %s\n", n, len(ds.Classes), len(tars), path.Join(s.String(), storage.ManifestJSONLName))
+	fmt.Fprintf(stdout, "indexed %d samples in %d classes from %d tars; wrote %s\n", n, len(ds.Classes), len(tars), path.Join(s.String(), dataset.ManifestJSONLName))
 	return nil
 }
 
@@ -145,14 +146,14 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, exts map[string]bool) ([]tarSample, error) {
 	r := &rangeReader{ctx: ctx, s: s, key: info.Key, size: info.Size}
 	type group struct {
-		images []storage.TarMember
+		images []dataset.TarMember
 		label  *int32
 		cls    string
 	}
 	groups := map[string]*group{}
 	var stems []string
 	seen := map[string]bool{}
-	err := storage.IndexTar(r, func(m storage.TarMember) error {
+	err := dataset.IndexTar(r, func(m dataset.TarMember) error {
 		name := strings.TrimPrefix(m.Name, "./")
 		m.Name = name
 		if seen[name] {
@@ -190,8 +191,8 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, ext
 				return fmt.Errorf("member %q: %w", name, err)
 			}
 			v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			if err != nil || v < 0 || v >= storage.MaxClasses {
-				return fmt.Errorf("member %q holds %q: want an integer label in [0, %d)", name, b, storage.MaxClasses)
+			if err != nil || v < 0 || v >= dataset.MaxClasses {
+				return fmt.Errorf("member %q holds %q: want an integer label in [0, %d)", name, b, dataset.MaxClasses)
 			}
 			label := int32(v)
 			g.label, g.cls = &label, name

@@ -32,6 +32,7 @@ import (
 	"syscall"
 
 	"github.com/longshore/longshore/cmd/internal/version"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -90,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 16, "objects read at once")
 	fs.BoolVar(&o.shuffle, "shuffle", true, "write the samples in a random order (by --seed); --shuffle=false keeps the dataset's, whose blocks are then as varied as the source order (an ImageFolder's is sorted by class: each block would hold one class)")
 	fs.Uint64Var(&o.seed, "seed", 0, "the seed of the shuffled order")
-	fs.IntVar(&o.indexEvery, "index-every", storage.DefaultIndexEvery, "samples per piece of the manifest index written beside the manifest (manifest.jsonl.index, docs/scale.md): a node reads the manifest a piece at a time; a multiple of the order's block")
+	fs.IntVar(&o.indexEvery, "index-every", dataset.DefaultIndexEvery, "samples per piece of the manifest index written beside the manifest (manifest.jsonl.index, docs/scale.md): a node reads the manifest a piece at a time; a multiple of the order's block")
 	fs.BoolVar(&o.force, "force", false, "write over an existing manifest.jsonl (and shards, with --out)")
 	fs.StringVar(&o.media, "media", "image", "what the samples are: image, video or audio (the nodes' --media): which files of an ImageFolder, and which members of a tar with --index, hold samples (storage's extensions for each: docs/media.md)")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
@@ -134,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency %d: need at least 1", o.concurrency))
 	}
-	if _, err := storage.MediaExtensions(o.media); err != nil {
+	if _, err := dataset.MediaExtensions(o.media); err != nil {
 		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
 	"github.com/longshore/longshore/storage/s3"
@@ -81,18 +82,18 @@ func runPack(t *testing.T, args ...string) (string, string, int) {
 // readBack discovers the packed dataset at loc and reads every sample
 // through a PackedStore, returning each sample's bytes by its original key
 // (the member name) and the dataset.
-func readBack(t *testing.T, loc string, sopts s3.Options) (map[string][]byte, *storage.Dataset) {
+func readBack(t *testing.T, loc string, sopts s3.Options) (map[string][]byte, *dataset.Dataset) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := stores.Open(ctx, loc, sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := storage.Discover(ctx, s, storage.DiscoverOptions{})
+	ds, err := dataset.Discover(ctx, s, dataset.DiscoverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := storage.NewPackedStore(s, ds, storage.PackedConfig{Block: 4, CacheBytes: 64 << 20})
+	ps, err := dataset.NewPackedStore(s, ds, dataset.PackedConfig{Block: 4, CacheBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,16 +115,16 @@ func readBack(t *testing.T, loc string, sopts s3.Options) (map[string][]byte, *s
 
 // checkIndex: the manifest's index, written beside it, describes ds: its
 // digest, and every sample read through it.
-func checkIndex(t *testing.T, s storage.Store, ds *storage.Dataset) {
+func checkIndex(t *testing.T, s storage.Store, ds *dataset.Dataset) {
 	t.Helper()
 	ctx := context.Background()
-	m, err := storage.OpenIndexedManifest(ctx, s, storage.ManifestJSONLName, storage.IndexedConfig{})
+	m, err := dataset.OpenIndexedManifest(ctx, s, dataset.ManifestJSONLName, dataset.IndexedConfig{})
 	if err != nil {
 		t.Fatalf("the manifest's index: %v", err)
 	}
 	defer m.Close()
-	if m.Digest() != storage.ManifestDigest(ds) || m.Len() != int64(len(ds.Samples)) || m.Index().Layout() != "packed" {
-		t.Fatalf("index: %d samples, digest %s, layout %s; the manifest %d, %s", m.Len(), m.Digest(), m.Index().Layout(), len(ds.Samples), storage.ManifestDigest(ds))
+	if m.Digest() != dataset.ManifestDigest(ds) || m.Len() != int64(len(ds.Samples)) || m.Index().Layout() != "packed" {
+		t.Fatalf("index: %d samples, digest %s, layout %s; the manifest %d, %s", m.Len(), m.Digest(), m.Index().Layout(), len(ds.Samples), dataset.ManifestDigest(ds))
 	}
 	for i, want := range ds.Samples {
 		got, object, err := m.Sample(ctx, int64(i))
@@ -145,13 +146,13 @@ func sameBytes(t *testing.T, got, want map[string][]byte) {
 	}
 }
 
-func discoverDir(t *testing.T, dir string) *storage.Dataset {
+func discoverDir(t *testing.T, dir string) *dataset.Dataset {
 	t.Helper()
 	s, err := storage.NewDirStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{})
+	ds, err := dataset.Discover(context.Background(), s, dataset.DiscoverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func webDataset(t *testing.T) (map[string][]byte, map[string]wdsSample) {
 			want[tarKey+"/"+stem+"."+ext] = wdsSample{imgs[n], label}
 		}
 		var buf bytes.Buffer
-		if _, err := storage.WriteTarShard(&buf, members, datas); err != nil {
+		if _, err := dataset.WriteTarShard(&buf, members, datas); err != nil {
 			t.Fatal(err)
 		}
 		tars[tarKey] = buf.Bytes()
@@ -548,8 +549,8 @@ func TestPackForceFailsClean(t *testing.T) {
 	if code == 0 {
 		t.Fatal("pack of a dataset with a missing object succeeded")
 	}
-	if _, err := os.Stat(filepath.Join(dst, storage.ManifestJSONLName)); !os.IsNotExist(err) {
-		t.Errorf("after a failed --force run: %s is there (%v); stderr: %s", storage.ManifestJSONLName, err, errs)
+	if _, err := os.Stat(filepath.Join(dst, dataset.ManifestJSONLName)); !os.IsNotExist(err) {
+		t.Errorf("after a failed --force run: %s is there (%v); stderr: %s", dataset.ManifestJSONLName, err, errs)
 	}
 }
 
@@ -610,7 +611,7 @@ func TestPackMedia(t *testing.T) {
 		t.Fatalf("--index --media video exited %d: %s", code, errs)
 	}
 	s, _ := storage.NewDirStore(wds)
-	idx, err := storage.Discover(context.Background(), s, storage.DiscoverOptions{})
+	idx, err := dataset.Discover(context.Background(), s, dataset.DiscoverOptions{})
 	if err != nil || len(idx.Samples) != 2 {
 		t.Fatalf("indexed %v (%v), want 2 clips", idx, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 	"github.com/longshore/longshore/storage/stores"
@@ -29,7 +30,7 @@ type builtShard struct {
 	tar []byte
 	// shard lists the members of tar, in order, as packed samples of
 	// the source's classes in their one object, key.
-	shard *storage.Dataset
+	shard *dataset.Dataset
 }
 
 func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -45,23 +46,30 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if srcLoc.String() == dstLoc.String() {
 		return fmt.Errorf("--out %s is the dataset itself: write the packed copy elsewhere", o.out)
 	}
-	dopts := storage.DefaultDiscoverOptions()
-	if dopts.Extensions, err = storage.MediaExtensions(o.media); err != nil {
+	dopts := dataset.DefaultDiscoverOptions()
+	if dopts.Extensions, err = dataset.MediaExtensions(o.media); err != nil {
 		return err
 	}
 	if o.manifest != "" {
-		dopts.Layout = storage.LayoutManifest
+		dopts.Layout = dataset.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
 	// Re-packing a packed dataset: read it chunk by chunk, as the node
 	// does, when the walk follows the dataset order; shuffled, a chunk
 	// would serve one sample before it is evicted, so read each sample
 	// alone.
-	cfg := storage.DefaultPackedConfig()
+	cfg := dataset.DefaultPackedConfig()
 	if o.shuffle {
 		cfg.Block = 0
 	}
-	src, ds, err := stores.OpenDataset(ctx, o.dataset, sopts, dopts, &cfg)
+	if err := cfg.Validate(); err != nil { // before any I/O
+		return fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	s, err := stores.Open(ctx, o.dataset, sopts)
+	if err != nil {
+		return fmt.Errorf("dataset %s: %w", o.dataset, err)
+	}
+	src, ds, err := dataset.Open(ctx, s, o.dataset, dopts, &cfg)
 	if err != nil {
 		return err
 	}
@@ -83,15 +91,15 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if err := checkFresh(ctx, dst); err != nil {
 			return err
 		}
-	} else if _, err := dst.Stat(ctx, storage.ManifestCSVName); err == nil {
-		return fmt.Errorf("--out %s holds a %s, which would hide the new %s: remove it", dst, storage.ManifestCSVName, storage.ManifestJSONLName)
-	} else if err := dst.Delete(ctx, storage.ManifestJSONLName); err != nil {
+	} else if _, err := dst.Stat(ctx, dataset.ManifestCSVName); err == nil {
+		return fmt.Errorf("--out %s holds a %s, which would hide the new %s: remove it", dst, dataset.ManifestCSVName, dataset.ManifestJSONLName)
+	} else if err := dst.Delete(ctx, dataset.ManifestJSONLName); err != nil {
 		// The old manifest goes before its shards are overwritten: a run
 		// that fails midway must leave no dataset, not the old manifest
 		// over new shards.
-		return fmt.Errorf("--force: remove the old %s: %w", storage.ManifestJSONLName, err)
-	} else if err := dst.Delete(ctx, storage.IndexKey(storage.ManifestJSONLName)); err != nil {
-		return fmt.Errorf("--force: remove the old %s: %w", storage.IndexKey(storage.ManifestJSONLName), err)
+		return fmt.Errorf("--force: remove the old %s: %w", dataset.ManifestJSONLName, err)
+	} else if err := dst.Delete(ctx, dataset.IndexKey(dataset.ManifestJSONLName)); err != nil {
+		return fmt.Errorf("--force: remove the old %s: %w", dataset.IndexKey(dataset.ManifestJSONLName), err)
 	}
 
 	order := make([]int, len(ds.Samples))
@@ -134,7 +142,7 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			cancel(fmt.Errorf("put %s: %w", b.key, err))
 			break
 		}
-		if err := storage.WriteManifestJSONL(&manifest, b.shard); err != nil {
+		if err := dataset.WriteManifestJSONL(&manifest, b.shard); err != nil {
 			cancel(fmt.Errorf("%s: %w", b.key, err))
 			break
 		}
@@ -152,23 +160,23 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := checkPacked(manifest.Bytes(), ds, order); err != nil {
-		return fmt.Errorf("the packed manifest does not reproduce the dataset (a bug; nothing was written to %s): %w", storage.ManifestJSONLName, err)
+		return fmt.Errorf("the packed manifest does not reproduce the dataset (a bug; nothing was written to %s): %w", dataset.ManifestJSONLName, err)
 	}
-	if _, err := dst.Put(ctx, storage.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
-		return fmt.Errorf("put %s: %w", storage.ManifestJSONLName, err)
+	if _, err := dst.Put(ctx, dataset.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
+		return fmt.Errorf("put %s: %w", dataset.ManifestJSONLName, err)
 	}
-	if _, err := storage.WriteManifestIndex(ctx, dst, storage.ManifestJSONLName, o.indexEvery, nil); err != nil {
-		return fmt.Errorf("index %s (the manifest is written; make the index with longshore-manifest --index): %w", storage.ManifestJSONLName, err)
+	if _, err := dataset.WriteManifestIndex(ctx, dst, dataset.ManifestJSONLName, o.indexEvery, nil); err != nil {
+		return fmt.Errorf("index %s (the manifest is written; make the index with longshore-manifest --index): %w", dataset.ManifestJSONLName, err)
 	}
 	fmt.Fprintf(stdout, "packed %d samples in %d classes into %d shards (%.1f MiB) at %s; manifest %s\n",
-		len(ds.Samples), len(ds.Classes), len(shards), float64(bytesOut)/(1<<20), dst, storage.ManifestJSONLName)
+		len(ds.Samples), len(ds.Classes), len(shards), float64(bytesOut)/(1<<20), dst, dataset.ManifestJSONLName)
 	return nil
 }
 
 // checkFresh refuses to write into a destination that already holds a
 // dataset or shards.
 func checkFresh(ctx context.Context, dst storage.Store) error {
-	for _, name := range []string{storage.ManifestJSONLName, storage.ManifestCSVName} {
+	for _, name := range []string{dataset.ManifestJSONLName, dataset.ManifestCSVName} {
 		_, err := dst.Stat(ctx, name)
 		if err == nil {
 			return fmt.Errorf("--out %s already holds %s: choose an empty destination, or pass --force to write over it", dst, name)
@@ -190,7 +198,7 @@ func checkFresh(ctx context.Context, dst storage.Store) error {
 
 // buildShard reads the samples idx (conc at once) and writes them, in
 // that order, as the members of a tar named by their keys.
-func buildShard(ctx context.Context, s storage.Store, ds *storage.Dataset, k int, idx []int, conc int) (builtShard, error) {
+func buildShard(ctx context.Context, s storage.Store, ds *dataset.Dataset, k int, idx []int, conc int) (builtShard, error) {
 	datas := make([][]byte, len(idx))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -228,16 +236,16 @@ func buildShard(ctx context.Context, s storage.Store, ds *storage.Dataset, k int
 	}
 	var buf bytes.Buffer
 	buf.Grow(size)
-	members, err := storage.WriteTarShard(&buf, names, datas)
+	members, err := dataset.WriteTarShard(&buf, names, datas)
 	if err != nil {
 		return builtShard{}, fmt.Errorf("%s: %w", key, err)
 	}
-	shard := &storage.Dataset{Classes: ds.Classes, Samples: make([]storage.Sample, len(idx))}
+	shard := &dataset.Dataset{Classes: ds.Classes, Samples: make([]dataset.Sample, len(idx))}
 	object := shard.AddObject(key)
 	b := builtShard{key: key, tar: buf.Bytes(), shard: shard}
 	// Check the ranges against the tar as a reader sees it, and that they
 	// hold what was written: a bug must not reach the manifest.
-	read, err := storage.ReadTarIndex(bytes.NewReader(b.tar))
+	read, err := dataset.ReadTarIndex(bytes.NewReader(b.tar))
 	if err != nil || !slices.Equal(read, members) {
 		return b, fmt.Errorf("%s: reading back: members %v (%v), wrote %v (a bug)", key, read, err, members)
 	}
@@ -253,8 +261,8 @@ func buildShard(ctx context.Context, s storage.Store, ds *storage.Dataset, k int
 // checkPacked parses the manifest about to be written, as Discover will,
 // and checks it gives the source's classes and each sample's label, in
 // the packed order.
-func checkPacked(manifest []byte, ds *storage.Dataset, order []int) error {
-	got, err := storage.ParseManifest(bytes.NewReader(manifest), storage.ManifestJSONL)
+func checkPacked(manifest []byte, ds *dataset.Dataset, order []int) error {
+	got, err := dataset.ParseManifest(bytes.NewReader(manifest), dataset.ManifestJSONL)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/observe/pipeline"
@@ -71,8 +72,8 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var ds *storage.Dataset
-	var catalog storage.Catalog
+	var ds *dataset.Dataset
+	var catalog dataset.Catalog
 	if indexed != nil {
 		defer indexed.Close()
 		catalog = indexed
@@ -83,7 +84,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		if store, ds, plan, err = openDataset(ctx, o, store, 0, 0); err != nil {
 			return err
 		}
-		catalog = storage.DatasetCatalog(ds)
+		catalog = dataset.DatasetCatalog(ds)
 		if err := snk.Accept(ds); err != nil {
 			return err
 		}
@@ -169,7 +170,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		logger.Info("store budget: the job's share for this node", "store_rps", rps, "own_cap", o.faults.maxRequestRate)
 	}
-	if ps, ok := store.(*storage.PackedStore); ok {
+	if ps, ok := store.(*dataset.PackedStore); ok {
 		acfg.OnJob = func(j node.Job) {
 			job.Store(&j)
 			if ps.Block() != j.Block || ps.Window() != j.Window {
@@ -446,7 +447,7 @@ func parseSlowRanks(spec string, ranks int) (map[int]bool, error) {
 
 // excludedOf is how many samples --exclude left out of ds (none on the
 // lazy path, which --exclude turns off).
-func excludedOf(ds *storage.Dataset) int {
+func excludedOf(ds *dataset.Dataset) int {
 	if ds == nil {
 		return 0
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -154,13 +155,13 @@ func (c *testCoordinator) waitDone(t *testing.T, ctx context.Context) {
 
 // discoverDir is the dataset a local directory holds, as the coordinator
 // of a test job discovers it.
-func discoverDir(t *testing.T, ctx context.Context, dir string) *storage.Dataset {
+func discoverDir(t *testing.T, ctx context.Context, dir string) *dataset.Dataset {
 	t.Helper()
 	st, err := storage.NewDirStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
+	ds, err := dataset.Discover(ctx, st, dataset.DiscoverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

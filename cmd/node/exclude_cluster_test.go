@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -33,18 +34,18 @@ func TestClusterExclude(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _ := os.Open(listPath)
-	ex, err := storage.ReadExclusions(f)
+	ex, err := dataset.ReadExclusions(f)
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{Exclude: ex})
+	ds, err := dataset.Discover(ctx, st, dataset.DiscoverOptions{Exclude: ex})
 	if err != nil || len(ds.Samples) != 27 {
 		t.Fatalf("discover with exclusions: %v", err)
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.Seed = int64(len(ds.Samples)), 2, 4
-	c := startCoordinator(t, ctx, cfg, 4, storage.ManifestDigest(ds))
+	c := startCoordinator(t, ctx, cfg, 4, dataset.ManifestDigest(ds))
 	node := func(id, logPath string, extra ...string) (string, error) {
 		out, logs, err := runNode(ctx, c.nodeArgs(t, append([]string{"--id", id, "--dataset", root, "--sink", "log:" + logPath, "--size", "32"}, extra...)...))
 		return out + logs, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -95,7 +96,7 @@ func (f *faultFlags) actorsConfig(c *actors.Config) {
 }
 
 // exclusions reads --exclude.
-func (f *faultFlags) exclusions() (storage.Exclusions, error) {
+func (f *faultFlags) exclusions() (dataset.Exclusions, error) {
 	if f.exclude == "" {
 		return nil, nil
 	}
@@ -104,7 +105,7 @@ func (f *faultFlags) exclusions() (storage.Exclusions, error) {
 		return nil, fmt.Errorf("--exclude: %w", err)
 	}
 	defer file.Close()
-	ex, err := storage.ReadExclusions(file)
+	ex, err := dataset.ReadExclusions(file)
 	if err != nil {
 		return nil, fmt.Errorf("--exclude %s: %w", f.exclude, err)
 	}
@@ -154,7 +155,7 @@ func openQuarantine(path string) (*quarantine, error) {
 	q := &quarantine{path: path}
 	q.mu.seen = map[string]bool{}
 	if old, err := os.Open(path); err == nil {
-		ex, rerr := storage.ReadExclusions(old)
+		ex, rerr := dataset.ReadExclusions(old)
 		old.Close()
 		if rerr != nil {
 			return nil, fmt.Errorf("--quarantine %s holds something else: %w", path, rerr)
@@ -184,7 +185,7 @@ func (q *quarantine) record(f actors.Failure) {
 		return
 	}
 	q.mu.seen[f.Key] = true
-	b, _ := json.Marshal(storage.ExclusionLine{Key: f.Key, Stage: f.Stage.String(), Class: f.Class, Reason: f.Reason})
+	b, _ := json.Marshal(dataset.ExclusionLine{Key: f.Key, Stage: f.Stage.String(), Class: f.Class, Reason: f.Reason})
 	if _, err := q.mu.f.Write(append(b, '\n')); err != nil && q.mu.err == nil {
 		q.mu.err = err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faultproxy"
 	"github.com/longshore/longshore/storage/miniotest"
@@ -20,17 +21,17 @@ import (
 )
 
 // readQuarantine reads a --quarantine file's lines.
-func readQuarantine(t *testing.T, path string) []storage.ExclusionLine {
+func readQuarantine(t *testing.T, path string) []dataset.ExclusionLine {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []storage.ExclusionLine
+	var out []dataset.ExclusionLine
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var l storage.ExclusionLine
+		var l dataset.ExclusionLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("quarantine line %q: %v", sc.Text(), err)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -74,20 +75,20 @@ func runIndexedCluster(t *testing.T, dir, layout string, want []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := storage.ManifestJSONLName
-	if _, err := os.Stat(filepath.Join(dir, storage.ManifestCSVName)); err == nil {
-		key = storage.ManifestCSVName
+	key := dataset.ManifestJSONLName
+	if _, err := os.Stat(filepath.Join(dir, dataset.ManifestCSVName)); err == nil {
+		key = dataset.ManifestCSVName
 	}
-	x, err := storage.WriteManifestIndex(ctx, st, key, 4, nil)
+	x, err := dataset.WriteManifestIndex(ctx, st, key, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
+	ds, err := dataset.Discover(ctx, st, dataset.DiscoverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.Digest != storage.ManifestDigest(ds) || x.Layout() != layout {
-		t.Fatalf("index: %s %s, dataset %s", x.Digest, x.Layout(), storage.ManifestDigest(ds))
+	if x.Digest != dataset.ManifestDigest(ds) || x.Layout() != layout {
+		t.Fatalf("index: %s %s, dataset %s", x.Digest, x.Layout(), dataset.ManifestDigest(ds))
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = x.Samples, 1, 8, 4, 2, 3
@@ -149,21 +150,21 @@ func TestStandaloneIndexed(t *testing.T) {
 	for _, k := range keys {
 		fmt.Fprintf(&text, "%s,%s\n", k, filepath.Dir(k))
 	}
-	if err := os.WriteFile(filepath.Join(root, storage.ManifestCSVName), []byte(text.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, dataset.ManifestCSVName), []byte(text.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	packed, pkeys := packDataset(t, root, keys, 8)
 	for _, tc := range []struct {
 		layout, dir, manifest string
 		keys                  []string
-	}{{"plain", root, storage.ManifestCSVName, keys}, {"packed", packed, storage.ManifestJSONLName, pkeys}} {
+	}{{"plain", root, dataset.ManifestCSVName, keys}, {"packed", packed, dataset.ManifestJSONLName, pkeys}} {
 		t.Run(tc.layout, func(t *testing.T) {
 			ctx := context.Background()
 			st, err := storage.NewDirStore(tc.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := storage.WriteManifestIndex(ctx, st, tc.manifest, 4, nil); err != nil {
+			if _, err := dataset.WriteManifestIndex(ctx, st, tc.manifest, 4, nil); err != nil {
 				t.Fatal(err)
 			}
 			runOnce := func(cache string) (lines []string, stderr string, s Summary) {
@@ -218,7 +219,7 @@ func TestClusterRankErrorStopsNode(t *testing.T) {
 	ds := discoverDir(t, ctx, root)
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 1, 8, 4, 2, 3
-	c := startCoordinator(t, ctx, cfg, 2, storage.ManifestDigest(ds))
+	c := startCoordinator(t, ctx, cfg, 2, dataset.ManifestDigest(ds))
 	_, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", root, "--sink", "null", "--size", "32", "--ranks", "2", "--max-failures", "0"))
 	if ctx.Err() != nil {
 		t.Fatalf("the node did not exit: %v\n%s", ctx.Err(), logs)
@@ -250,7 +251,7 @@ func TestStandaloneWritesManifest(t *testing.T) {
 		sort.Strings(lines)
 		return lines, errb.String()
 	}
-	manifest := filepath.Join(root, storage.ManifestJSONLName)
+	manifest := filepath.Join(root, dataset.ManifestJSONLName)
 	listed, _ := runOnce("41")
 	if _, err := os.Stat(manifest); err == nil {
 		t.Fatalf("a manifest was written for 40 samples with --write-manifest-over 41")
@@ -259,7 +260,7 @@ func TestStandaloneWritesManifest(t *testing.T) {
 	if !strings.Contains(stderr, "wrote the ImageFolder's manifest") {
 		t.Errorf("no line says the manifest was written:\n%s", stderr)
 	}
-	for _, p := range []string{manifest, filepath.Join(root, storage.IndexKey(storage.ManifestJSONLName))} {
+	for _, p := range []string{manifest, filepath.Join(root, dataset.IndexKey(dataset.ManifestJSONLName))} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("after the run: %v", err)
 		}
@@ -283,7 +284,7 @@ func TestClusterOneActorSystem(t *testing.T) {
 	ds := discoverDir(t, ctx, root)
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 2, 8, 4, 2, 3
-	c := startCoordinator(t, ctx, cfg, 2, storage.ManifestDigest(ds))
+	c := startCoordinator(t, ctx, cfg, 2, dataset.ManifestDigest(ds))
 	t.Setenv(nodeSystemsEnv, "1")
 	_, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", root, "--sink", "null", "--size", "32", "--ranks", "4"))
 	if err != nil {

@@ -52,6 +52,7 @@ import (
 	"github.com/longshore/longshore/cmd/internal/logs"
 	"github.com/longshore/longshore/cmd/internal/secure"
 	"github.com/longshore/longshore/cmd/internal/version"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/observe"
@@ -102,8 +103,8 @@ type options struct {
 	packCache        packCache
 	packSpill        packSpill
 	// spillProbe measures a spill directory's disk for --pack-spill auto
-	// (nil: storage.ProbeSpillDisk; tests give their own).
-	spillProbe    func(dir string, readSize int64) (storage.DiskSpeed, error)
+	// (nil: dataset.ProbeSpillDisk; tests give their own).
+	spillProbe    func(dir string, readSize int64) (dataset.DiskSpeed, error)
 	manifestCache byteSize
 	writeManifest int
 	block         int  // standalone: the epoch order's block (see orderBlock)
@@ -181,7 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.block, "block", cluster.DefaultConfig().Block, fmt.Sprintf("standalone: locality block of the epoch order, in samples: blocks of this many consecutive samples are shuffled, then the samples within each (1: a full shuffle); default 1, and %d for a packed dataset, as the coordinator's. With a packed dataset a block's samples that share a tar are one read (docs/packed-datasets.md). In cluster mode the coordinator's --block rules", cluster.PackedBlock))
 	fs.IntVar(&o.window, "mix-window", cluster.DefaultWindow, "standalone: blocks of the epoch order mixed together when --block > 1: each batch draws from this many blocks at once, and a packed dataset's reader holds this many blocks' chunks at once (1: one block after another). In cluster mode the coordinator's --mix-window rules")
 	listing.Register(fs, &o.writeManifest, "; standalone only: in cluster mode the coordinator writes it")
-	o.manifestCache = byteSize(storage.DefaultManifestCache)
+	o.manifestCache = byteSize(dataset.DefaultManifestCache)
 	fs.Var(&o.manifestCache, "manifest-cache", "a manifest with an index beside it (longshore-manifest, docs/scale.md): memory for the pieces of the manifest read for the samples handed out (cluster mode: the node's leases), like 32MiB, instead of the whole sample list; 0: read the whole manifest at start. Packed datasets too: their chunks are planned from the pieces read")
 	fs.Var(&o.packCache, "pack-cache", "packed datasets (tar shards, docs/packed-datasets.md): room for the chunks of samples read ahead (on disk with --pack-spill, else memory), like 1GiB: a rank holds a window of chunks (--block x --mix-window samples) at once; 0: read every sample alone; auto: 0 when the dataset is a directory on a local disk (a member is read in place, as cheaply as a file) and no --pack-spill DIR is given, else 1GiB (an object store, or a network file system: NFS, SMB, Lustre, FUSE)")
 	o.packSpill = packSpill{auto: true}
@@ -291,7 +292,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, fmt.Errorf("--mix-window %d: need at least 1", o.window))
 	}
 	if o.packSpill.dir != "" {
-		if err := storage.CheckSpillDir(o.packSpill.dir); err != nil {
+		if err := dataset.CheckSpillDir(o.packSpill.dir); err != nil {
 			errs = append(errs, fmt.Errorf("--pack-spill: %w", err))
 		}
 	}
@@ -459,15 +460,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 //
 // s is the dataset's store from openStore, or nil: openDataset opens
 // it then.
-func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *storage.Dataset, packPlan, error) {
-	dopts := storage.DefaultDiscoverOptions()
+func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *dataset.Dataset, packPlan, error) {
+	dopts := dataset.DefaultDiscoverOptions()
 	if o.manifest != "" {
-		dopts.Layout = storage.LayoutManifest
+		dopts.Layout = dataset.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
-	packed := storage.PackedConfig{Block: block, Window: window}
+	packed := dataset.PackedConfig{Block: block, Window: window}
 	var err error
-	if dopts.Extensions, err = storage.MediaExtensions(o.mediaFlags.media); err == nil {
+	if dopts.Extensions, err = dataset.MediaExtensions(o.mediaFlags.media); err == nil {
 		if dopts.Exclude, err = o.faults.exclusions(); err == nil {
 			if err = packed.Validate(); err != nil {
 				err = fmt.Errorf("dataset %s: %w", o.dataset, err)
@@ -485,14 +486,14 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 			return nil, nil, packPlan{}, err
 		}
 	}
-	s, ds, err := stores.DatasetIn(ctx, s, o.dataset, dopts, nil)
+	s, ds, err := dataset.Open(ctx, s, o.dataset, dopts, nil)
 	if err != nil || !ds.Packed() {
 		return s, ds, packPlan{}, err
 	}
 	mean := packedMean(ds, nil)
 	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
 	packed.CacheBytes, packed.SpillDir = plan.cache, plan.spill
-	ps, err := storage.NewPackedStore(s, ds, packed)
+	ps, err := dataset.NewPackedStore(s, ds, packed)
 	if err != nil {
 		storage.Close(s)
 		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
@@ -549,7 +550,7 @@ func openStore(ctx context.Context, o options, logger *slog.Logger) (storage.Sto
 // index (one GET on the counted store) before any of the manifest is. A
 // packed dataset's lazy store is a PackedStore over the catalog, which
 // reads chunks of the job's blocks as the in-memory path does.
-func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *storage.IndexedManifest, packPlan, error) {
+func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *dataset.IndexedManifest, packPlan, error) {
 	s, err := openStore(ctx, o, logger)
 	if err != nil {
 		return nil, nil, packPlan{}, err
@@ -557,13 +558,13 @@ func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.S
 	if o.manifestCache == 0 || o.faults.exclude != "" {
 		return s, nil, packPlan{}, nil
 	}
-	keys := []string{storage.ManifestCSVName, storage.ManifestJSONLName}
+	keys := []string{dataset.ManifestCSVName, dataset.ManifestJSONLName}
 	if o.manifest != "" {
 		keys = []string{o.manifest}
 	}
-	var found *storage.ManifestIndex
+	var found *dataset.ManifestIndex
 	for _, key := range keys {
-		x, err := storage.ReadManifestIndex(ctx, s, key)
+		x, err := dataset.ReadManifestIndex(ctx, s, key)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			continue
@@ -572,14 +573,14 @@ func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.S
 			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		case found != nil:
 			storage.Close(s)
-			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, storage.ManifestCSVName, storage.ManifestJSONLName)
+			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, dataset.ManifestCSVName, dataset.ManifestJSONLName)
 		}
 		found = x
 	}
 	if found == nil {
 		return s, nil, packPlan{}, nil
 	}
-	m, err := storage.OpenIndex(ctx, s, found, storage.IndexedConfig{CacheBytes: int64(o.manifestCache)})
+	m, err := dataset.OpenIndex(ctx, s, found, dataset.IndexedConfig{CacheBytes: int64(o.manifestCache)})
 	if err != nil {
 		storage.Close(s)
 		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
@@ -602,7 +603,7 @@ func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.S
 		window = cluster.EffectiveWindow(block, o.window)
 	}
 	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
-	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
+	ps, err := dataset.NewCatalogPackedStore(s, m, dataset.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
 	if err != nil {
 		m.Close()
 		storage.Close(s)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // TestClusterAudio runs --media audio in cluster mode (a packed dataset:
@@ -36,7 +36,7 @@ func TestClusterAudio(t *testing.T) {
 	ds := discoverDir(t, ctx, packed)
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Seed = int64(len(ds.Samples)), 1, 4, 4
-	c := startCoordinator(t, ctx, cfg, 3, storage.ManifestDigest(ds))
+	c := startCoordinator(t, ctx, cfg, 3, dataset.ManifestDigest(ds))
 	logPath := filepath.Join(t.TempDir(), "d.log")
 	args := c.nodeArgs(t, append([]string{"--dataset", packed, "--sink", "log:" + logPath, "--log-pixels", "--ranks", "2",
 		"--decoders", "2"}, media...)...)

@@ -11,6 +11,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/mixing"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -28,19 +29,19 @@ const mixBatch = 32
 // classSorted is an ImageFolder-like dataset sorted by class: sample i
 // has label i/per. packed puts the samples in tars of tar samples each
 // (only the layout: the order does not read them).
-func classSorted(classes, per int, packed bool, tar int) *storage.Dataset {
-	ds := &storage.Dataset{}
+func classSorted(classes, per int, packed bool, tar int) *dataset.Dataset {
+	ds := &dataset.Dataset{}
 	for c := range classes {
 		ds.Classes = append(ds.Classes, fmt.Sprintf("c%03d", c))
 	}
 	for i := range classes * per {
-		s := storage.Sample{Key: fmt.Sprintf("c%03d/%05d.jpg", i/per, i), Label: int32(i / per)}
+		s := dataset.Sample{Key: fmt.Sprintf("c%03d/%05d.jpg", i/per, i), Label: int32(i / per)}
 		if packed {
 			obj := fmt.Sprintf("shards/shard-%06d.tar", i/tar)
 			if i%tar == 0 {
 				ds.AddObject(obj)
 			}
-			s.Key, s.Object, s.Offset, s.Size = obj+"/"+s.Key, storage.ObjectID(len(ds.Objects)), int64(i%tar)*4096, 4096
+			s.Key, s.Object, s.Offset, s.Size = obj+"/"+s.Key, dataset.ObjectID(len(ds.Objects)), int64(i%tar)*4096, 4096
 		}
 		ds.Samples = append(ds.Samples, s)
 	}
@@ -49,7 +50,7 @@ func classSorted(classes, per int, packed bool, tar int) *storage.Dataset {
 
 // feederMixing measures the batches of every rank of world that
 // actors.Feeder serves over ds with order, for the seeds.
-func feederMixing(t *testing.T, ds *storage.Dataset, world int, order actors.OrderFunc) mixing.Stats {
+func feederMixing(t *testing.T, ds *dataset.Dataset, world int, order actors.OrderFunc) mixing.Stats {
 	t.Helper()
 	var all mixing.Stats
 	for _, seed := range mixSeeds {
@@ -142,7 +143,7 @@ func TestStandalonePackedWindowReads(t *testing.T) {
 	const classes, per, size, ranks = 48, 64, 2000, 2
 	block := o.orderBlock(true)
 	mem := storage.NewMemStore(t.Name())
-	ds := &storage.Dataset{}
+	ds := &dataset.Dataset{}
 	for c := range classes {
 		ds.Classes = append(ds.Classes, fmt.Sprintf("c%03d", c))
 	}
@@ -156,7 +157,7 @@ func TestStandalonePackedWindowReads(t *testing.T) {
 			names, datas = append(names, fmt.Sprintf("c%03d/%05d.jpg", i/per, i)), append(datas, bytes.Repeat([]byte{byte(i)}, size))
 		}
 		var buf bytes.Buffer
-		members, err := storage.WriteTarShard(&buf, names, datas)
+		members, err := dataset.WriteTarShard(&buf, names, datas)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +170,7 @@ func TestStandalonePackedWindowReads(t *testing.T) {
 		}
 	}
 	window := int64(o.window) * maxSpan
-	ps, err := storage.NewPackedStore(mem, ds, storage.PackedConfig{Block: block, Window: o.window, CacheBytes: 2 * window})
+	ps, err := dataset.NewPackedStore(mem, ds, dataset.PackedConfig{Block: block, Window: o.window, CacheBytes: 2 * window})
 	if err != nil {
 		t.Fatal(err)
 	}

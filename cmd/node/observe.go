@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/observe/pipeline"
@@ -44,14 +45,14 @@ type observer struct {
 
 // storeParts finds, under the dataset's store, what the metrics read:
 // the request counts, the S3 client's counts and the packed store's.
-func storeParts(s storage.Store) (counted *storage.CountingStore, s3s *s3.Store, packed *storage.PackedStore) {
+func storeParts(s storage.Store) (counted *storage.CountingStore, s3s *s3.Store, packed *dataset.PackedStore) {
 	for s != nil {
 		switch x := s.(type) {
 		case *storage.CountingStore:
 			counted = x
 		case *s3.Store:
 			s3s = x
-		case *storage.PackedStore:
+		case *dataset.PackedStore:
 			packed = x
 		}
 		u, ok := s.(interface{ Unwrap() storage.Store })

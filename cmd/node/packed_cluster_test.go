@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // TestClusterPacked runs the node in cluster mode over a packed dataset,
@@ -31,7 +31,7 @@ func TestClusterPacked(t *testing.T) {
 	cfg := cluster.DefaultConfig()
 	// Blocks of 12 (a shard each), two to a window, leases of a window.
 	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed = int64(len(ds.Samples)), 1, 24, 12, 2, 3
-	c := startCoordinator(t, ctx, cfg, 4, storage.ManifestDigest(ds))
+	c := startCoordinator(t, ctx, cfg, 4, dataset.ManifestDigest(ds))
 	logPath, statsPath := filepath.Join(t.TempDir(), "d.log"), filepath.Join(t.TempDir(), "s.json")
 	out, logs, err := runNode(ctx, c.nodeArgs(t, "--dataset", packed, "--sink", "log:"+logPath, "--size", "32", "--ranks", "2",
 		"--stats-json", statsPath, "--pack-cache", "256MiB")) // chunks, though the directory is local

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -35,7 +36,7 @@ func packDataset(t *testing.T, root string, keys []string, perShard int) (string
 		}
 	}
 	slices.Sort(classes)
-	ds := &storage.Dataset{Classes: classes}
+	ds := &dataset.Dataset{Classes: classes}
 	var packed []string
 	for first := 0; first < len(keys); first += perShard {
 		object := fmt.Sprintf("shards/shard-%06d.tar", first/perShard)
@@ -49,7 +50,7 @@ func packDataset(t *testing.T, root string, keys []string, perShard int) (string
 			}
 		}
 		var buf bytes.Buffer
-		members, err := storage.WriteTarShard(&buf, names, datas)
+		members, err := dataset.WriteTarShard(&buf, names, datas)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,10 +63,10 @@ func packDataset(t *testing.T, root string, keys []string, perShard int) (string
 		}
 	}
 	var manifest bytes.Buffer
-	if err := storage.WriteManifestJSONL(&manifest, ds); err != nil {
+	if err := dataset.WriteManifestJSONL(&manifest, ds); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(out, storage.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, dataset.ManifestJSONLName), manifest.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(packed)
@@ -210,16 +211,16 @@ func TestPackCacheFlag(t *testing.T) {
 	// A disk slower than the node's cores consume, in bytes or in reads,
 	// is passed over with the figures; a probe that fails, too.
 	need := newSpillNeed(112 << 10)
-	for name, sp := range map[string]storage.DiskSpeed{
+	for name, sp := range map[string]dataset.DiskSpeed{
 		"writes": {WriteBytesPerSecond: need.bytesPerSec / 2, ReadsPerSecond: 2 * need.readsPerSec, ReadSize: 112 << 10},
 		"reads":  {WriteBytesPerSecond: 2 * need.bytesPerSec, ReadsPerSecond: need.readsPerSec / 2, ReadSize: 112 << 10},
 	} {
-		o.spillProbe = func(string, int64) (storage.DiskSpeed, error) { return sp, nil }
+		o.spillProbe = func(string, int64) (dataset.DiskSpeed, error) { return sp, nil }
 		if p := o.packPlan(remote, []string{disk}, 225<<20, 112<<10); p.spill != "" || p.cache != 1<<30 || !strings.Contains(p.why, "slower than this node") || !strings.Contains(p.why, "reads/s") {
 			t.Errorf("a disk slow in %s: %+v; want the chunks in memory, saying why", name, p)
 		}
 	}
-	o.spillProbe = func(string, int64) (storage.DiskSpeed, error) { return storage.DiskSpeed{}, errors.New("probe failed") }
+	o.spillProbe = func(string, int64) (dataset.DiskSpeed, error) { return dataset.DiskSpeed{}, errors.New("probe failed") }
 	if p := o.packPlan(remote, []string{disk}, 225<<20, 112<<10); p.spill != "" || !strings.Contains(p.why, "probe failed") {
 		t.Errorf("a failed probe: %+v; want the chunks in memory, saying why", p)
 	}
@@ -241,7 +242,7 @@ func TestPackCacheFlag(t *testing.T) {
 		t.Errorf("--pack-cache lots: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing")
-	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-spill", missing}, io.Discard); !errors.Is(err, storage.ErrSpillDir) || !strings.Contains(err.Error(), "--pack-spill") {
+	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-spill", missing}, io.Discard); !errors.Is(err, dataset.ErrSpillDir) || !strings.Contains(err.Error(), "--pack-spill") {
 		t.Errorf("--pack-spill %s (missing): %v", missing, err)
 	}
 }
@@ -258,16 +259,16 @@ func TestPickSpillDir(t *testing.T) {
 	}
 	// A slow disk is passed over for the next directory's fast one.
 	slow := t.TempDir()
-	probe := func(d string, size int64) (storage.DiskSpeed, error) {
+	probe := func(d string, size int64) (dataset.DiskSpeed, error) {
 		if d == slow {
-			return storage.DiskSpeed{WriteBytesPerSecond: 25e6, ReadsPerSecond: 500, ReadSize: size}, nil
+			return dataset.DiskSpeed{WriteBytesPerSecond: 25e6, ReadsPerSecond: 500, ReadSize: size}, nil
 		}
 		return fastDisk(d, size)
 	}
 	if dir, why := pickSpillDir([]string{slow, disk}, 1<<20, need, probe); dir != disk || !strings.Contains(why, "reads/s") {
 		t.Errorf("a slow disk, then a fast one: %q (%s); want %q", dir, why, disk)
 	}
-	free, err := storage.SpillDirFree(disk)
+	free, err := dataset.SpillDirFree(disk)
 	if err != nil || free <= 0 {
 		t.Fatalf("SpillDirFree(%s): %d, %v", disk, free, err)
 	}
@@ -275,7 +276,7 @@ func TestPickSpillDir(t *testing.T) {
 	if dir != "" || !strings.Contains(why, missing) || !strings.Contains(why, disk+": ") || !strings.Contains(why, "too little") || !strings.Contains(why, "--pack-spill off") {
 		t.Errorf("no directory with room for %d bytes: %q, %s", free, dir, why)
 	}
-	if shm := "/dev/shm"; storage.CheckSpillDir(shm) != nil {
+	if shm := "/dev/shm"; dataset.CheckSpillDir(shm) != nil {
 		if dir, why := pickSpillDir([]string{shm}, 1, need, fastDisk); dir != "" || !strings.Contains(why, "tmpfs") {
 			t.Errorf("%s (tmpfs): %q, %s", shm, dir, why)
 		}
@@ -308,8 +309,8 @@ func TestBlockFlag(t *testing.T) {
 // TestPackedDefaultsMatchTheOrder: the packed store's defaults are the
 // order's for a packed dataset, so a chunk is a block.
 func TestPackedDefaultsMatchTheOrder(t *testing.T) {
-	if c := storage.DefaultPackedConfig(); c.Block != cluster.PackedBlock || c.Window != cluster.DefaultWindow {
-		t.Errorf("storage.DefaultPackedConfig() block %d, window %d; cluster.PackedBlock %d, cluster.DefaultWindow %d",
+	if c := dataset.DefaultPackedConfig(); c.Block != cluster.PackedBlock || c.Window != cluster.DefaultWindow {
+		t.Errorf("dataset.DefaultPackedConfig() block %d, window %d; cluster.PackedBlock %d, cluster.DefaultWindow %d",
 			c.Block, c.Window, cluster.PackedBlock, cluster.DefaultWindow)
 	}
 }
@@ -351,6 +352,6 @@ func TestAutoVideoThreads(t *testing.T) {
 }
 
 // fastDisk is a spill disk probe that finds any disk fast enough.
-func fastDisk(_ string, size int64) (storage.DiskSpeed, error) {
-	return storage.DiskSpeed{WriteBytesPerSecond: 1e12, ReadsPerSecond: 1e9, ReadSize: size}, nil
+func fastDisk(_ string, size int64) (dataset.DiskSpeed, error) {
+	return dataset.DiskSpeed{WriteBytesPerSecond: 1e12, ReadsPerSecond: 1e9, ReadSize: size}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -117,7 +118,7 @@ func newSpillNeed(mean int64) spillNeed {
 // store s. On a local disk (storage.ReadsInPlace) auto means no chunks:
 // a member is one pread from the page cache, and a chunk would only copy
 // it twice, or to another file and back. Elsewhere (an object store, a
-// network file system) auto means storage.DefaultPackedConfig's cache,
+// network file system) auto means dataset.DefaultPackedConfig's cache,
 // spilled to the first of spillDirs that can hold it when the windows
 // (windowBytes: a mean sample's bytes x block x window x the windows
 // read at once; 0: not known yet) pass spillAbove, and whose disk keeps
@@ -132,7 +133,7 @@ func (o options) packPlan(s storage.Store, dirs []string, windowBytes, mean int6
 		p.why = "on a local disk a member is one read, as a file is; --pack-cache auto"
 		return p
 	default:
-		p.cache = storage.DefaultPackedConfig().CacheBytes
+		p.cache = dataset.DefaultPackedConfig().CacheBytes
 		if o.memoryBudget > 0 && o.packSpill.dir == "" { // --memory-budget: at most its share
 			p.cache = min(p.cache, int64(float64(o.memoryBudget)*budgetPackShare))
 		}
@@ -153,8 +154,8 @@ func (o options) packPlan(s storage.Store, dirs []string, windowBytes, mean int6
 	default:
 		probe := o.spillProbe
 		if probe == nil {
-			probe = func(dir string, size int64) (storage.DiskSpeed, error) {
-				return storage.ProbeSpillDisk(dir, size, spillProbeBudget)
+			probe = func(dir string, size int64) (dataset.DiskSpeed, error) {
+				return dataset.ProbeSpillDisk(dir, size, spillProbeBudget)
 			}
 		}
 		p.spill, p.why = pickSpillDir(dirs, p.cache, newSpillNeed(mean), probe)
@@ -163,19 +164,19 @@ func (o options) packPlan(s storage.Store, dirs []string, windowBytes, mean int6
 }
 
 // pickSpillDir returns the first of dirs that can hold spilled chunks
-// (storage.CheckSpillDir), has room for cache bytes of them beside a
+// (dataset.CheckSpillDir), has room for cache bytes of them beside a
 // tenth of the file system's free space, and whose disk, probed, writes
 // and reads as fast as need; and why it was chosen. Or "" and why each
 // was passed over: the chunks are then kept in memory, and the start line
 // says so.
-func pickSpillDir(dirs []string, cache int64, need spillNeed, probe func(string, int64) (storage.DiskSpeed, error)) (string, string) {
+func pickSpillDir(dirs []string, cache int64, need spillNeed, probe func(string, int64) (dataset.DiskSpeed, error)) (string, string) {
 	var skipped []string
 	for _, d := range dirs {
-		if err := storage.CheckSpillDir(d); err != nil {
-			skipped = append(skipped, strings.TrimPrefix(err.Error(), storage.ErrSpillDir.Error()+": "))
+		if err := dataset.CheckSpillDir(d); err != nil {
+			skipped = append(skipped, strings.TrimPrefix(err.Error(), dataset.ErrSpillDir.Error()+": "))
 			continue
 		}
-		free, err := storage.SpillDirFree(d)
+		free, err := dataset.SpillDirFree(d)
 		if err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", d, err))
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -111,14 +112,14 @@ func TestClusterReadyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := storage.Discover(ctx, st, storage.DiscoverOptions{})
+	ds, err := dataset.Discover(ctx, st, dataset.DiscoverOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.Samples, cfg.Epochs, cfg.Seed = int64(len(ds.Samples)), 1, 3
 	sys, actorAddr := coordinatorRemote(t)
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: storage.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
+	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 4, Digest: dataset.ManifestDigest(ds), TickEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

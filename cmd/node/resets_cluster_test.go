@@ -21,7 +21,7 @@ import (
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // resetProxy forwards TCP connections from its address to target and
@@ -255,7 +255,7 @@ func runResetsJob(t *testing.T, samples, epochs int, every int64, period, silent
 	}
 	t.Cleanup(func() { rem.Shutdown(false) })
 	var commits syncBuffer
-	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 2, Digest: storage.ManifestDigest(ds),
+	co, err := coord.Start(sys, coord.Config{Cluster: cfg, BatchSize: 2, Digest: dataset.ManifestDigest(ds),
 		TickEvery: 100 * time.Millisecond, CommitLog: &commits})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -47,20 +48,20 @@ func synthAppend(b []byte, i int64) []byte {
 // (TestSynthIndex checks it does), computing the digest and every
 // piece's checksum from bytes made on the fly.
 func newSynthManifest(tb testing.TB, n int64, every int) *synthManifest {
-	x := &storage.ManifestIndex{Manifest: synthKey, Format: storage.ManifestCSV, Samples: n, IntegerLabels: true, Every: every}
+	x := &dataset.ManifestIndex{Manifest: synthKey, Format: dataset.ManifestCSV, Samples: n, IntegerLabels: true, Every: every}
 	x.Classes = make([]string, min(n, 1000))
 	for i := range x.Classes {
 		x.Classes[i] = strconv.Itoa(i)
 	}
 	tab := crc32.MakeTable(crc32.Castagnoli)
-	var d storage.Digester
+	var d dataset.Digester
 	buf := make([]byte, 0, every*synthLine)
 	for lo := int64(0); lo < n; lo += int64(every) {
 		buf = buf[:0]
 		for i := lo; i < min(lo+int64(every), n); i++ {
 			start := len(buf)
 			buf = synthAppend(buf, i)
-			d.Add(storage.Sample{Key: string(buf[start : start+19]), Label: int32(i % 1000)}, "")
+			d.Add(dataset.Sample{Key: string(buf[start : start+19]), Label: int32(i % 1000)}, "")
 		}
 		x.Offsets = append(x.Offsets, lo*synthLine)
 		x.Sums = append(x.Sums, crc32.Checksum(buf, tab))
@@ -80,14 +81,14 @@ func (s *synthManifest) Stat(_ context.Context, key string) (storage.ObjectInfo,
 	switch key {
 	case synthKey:
 		return storage.ObjectInfo{Key: key, Size: s.n * synthLine}, nil
-	case storage.IndexKey(synthKey):
+	case dataset.IndexKey(synthKey):
 		return storage.ObjectInfo{Key: key, Size: int64(len(s.index))}, nil
 	}
 	return storage.ObjectInfo{}, fmt.Errorf("stat %s: %w", key, storage.ErrNotFound)
 }
 
 func (s *synthManifest) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
-	if key == storage.IndexKey(synthKey) {
+	if key == dataset.IndexKey(synthKey) {
 		return append(dst[:0], s.index...), nil
 	}
 	return s.GetRange(ctx, key, 0, -1, dst)
@@ -118,13 +119,13 @@ func (s *synthManifest) GetRange(_ context.Context, key string, off, length int6
 // makes of its bytes, so the benchmark measures the real thing.
 func TestSynthIndex(t *testing.T) {
 	s := newSynthManifest(t, 5000, 64)
-	x, err := storage.ScanManifest(context.Background(), s, synthKey, storage.ScanOptions{Every: 64, CheckDuplicates: true})
+	x, err := dataset.ScanManifest(context.Background(), s, synthKey, dataset.ScanOptions{Every: 64, CheckDuplicates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := x.MarshalBinary()
 	if string(b) != string(s.index) {
-		got, _ := storage.ParseManifestIndex(s.index)
+		got, _ := dataset.ParseManifestIndex(s.index)
 		t.Fatalf("synthetic index %+v\nScanManifest's %+v", got.Digest, x.Digest)
 	}
 }
@@ -151,7 +152,7 @@ func currentRSS(tb testing.TB) int64 {
 func BenchmarkNodeMemory(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("samples=%dM", n/1_000_000), func(b *testing.B) {
-			s := newSynthManifest(b, n, storage.DefaultIndexEvery)
+			s := newSynthManifest(b, n, dataset.DefaultIndexEvery)
 			ctx := context.Background()
 			const block, window, ranks, leasesPerRank = 16, 128, 2, 16
 			shard := int64(block * window)
@@ -162,7 +163,7 @@ func BenchmarkNodeMemory(b *testing.B) {
 				runtime.GC()
 				before := currentRSS(b)
 				start := time.Now()
-				m, err := storage.OpenIndexedManifest(ctx, s, synthKey, storage.IndexedConfig{CacheBytes: benchCache})
+				m, err := dataset.OpenIndexedManifest(ctx, s, synthKey, dataset.IndexedConfig{CacheBytes: benchCache})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -230,7 +231,7 @@ var (
 		if v, err := strconv.ParseInt(os.Getenv("LONGSHORE_BENCH_MANIFEST_CACHE"), 10, 64); err == nil {
 			return v
 		}
-		return storage.DefaultManifestCache
+		return dataset.DefaultManifestCache
 	}()
 )
 
@@ -262,7 +263,7 @@ func BenchmarkCoordinatorScan(b *testing.B) {
 				}
 			}
 		}()
-		x, err := storage.ScanManifest(context.Background(), s, synthKey, storage.ScanOptions{})
+		x, err := dataset.ScanManifest(context.Background(), s, synthKey, dataset.ScanOptions{})
 		close(stop)
 		peak = <-done
 		if err != nil || x.Samples != n {

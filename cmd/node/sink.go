@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/dataset"
 )
 
 // A sink is where standalone mode hands delivered batches when no trainer is
@@ -16,7 +16,7 @@ import (
 // outside.
 type sink interface {
 	// Accept refuses a dataset whose keys the sink could not record.
-	Accept(ds *storage.Dataset) error
+	Accept(ds *dataset.Dataset) error
 	// Deliver records one delivered sample; short marks a clip or
 	// waveform shorter than its window (padded), pad a padding sample;
 	// pixels are its decoded bytes in the batch (valid only during the
@@ -53,7 +53,7 @@ func parseSink(spec string, pixels bool) (sink, error) {
 
 type nullSink struct{}
 
-func (nullSink) Accept(*storage.Dataset) error                                { return nil }
+func (nullSink) Accept(*dataset.Dataset) error                                { return nil }
 func (nullSink) Deliver(int, string, int64, string, bool, bool, []byte) error { return nil }
 func (nullSink) Line(string) error                                            { return nil }
 func (nullSink) Flush() error                                                 { return nil }
@@ -88,7 +88,7 @@ type logSink struct {
 
 // Accept refuses a dataset with a key holding a tab or a line break: its
 // lines would not parse.
-func (s *logSink) Accept(ds *storage.Dataset) error {
+func (s *logSink) Accept(ds *dataset.Dataset) error {
 	for _, smp := range ds.Samples {
 		if strings.ContainsAny(smp.Key, "\t\n\r") {
 			return fmt.Errorf("--sink log: sample key %q holds a tab or a line break, which the log's tab-separated lines cannot carry: rename it, or use --sink null or feed", smp.Key)

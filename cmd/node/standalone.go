@@ -21,6 +21,7 @@ import (
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/listing"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
@@ -63,7 +64,7 @@ type Summary struct {
 	// over the ranks (with auto, the tuners' choice).
 	FetchConcurrency string                     `json:"fetch_concurrency"`
 	FetchInFlight    int                        `json:"fetch_in_flight"`
-	Pack             *storage.PackedStats       `json:"pack,omitempty"`             // a packed dataset's chunk cache
+	Pack             *dataset.PackedStats       `json:"pack,omitempty"`             // a packed dataset's chunk cache
 	Store            *s3.Stats                  `json:"store,omitempty"`            // an S3 dataset's requests, retries by cause, throttling
 	GPUDecode        *nvdecode.Stats            `json:"gpu_decode,omitempty"`       // --decode-device cuda: samples by path, CPU fallbacks by reason
 	GPUVideoDecode   *ffdecode.VideoDeviceStats `json:"gpu_video_decode,omitempty"` // --decode-device cuda, --media video: clips by path, CPU fallbacks by reason
@@ -183,9 +184,9 @@ func (o options) orderFunc(packed bool) actors.OrderFunc {
 // manifest read piece by piece through its index, as in cluster mode).
 type standaloneData struct {
 	store   storage.Store
-	cat     storage.Catalog
-	ds      *storage.Dataset
-	indexed *storage.IndexedManifest
+	cat     dataset.Catalog
+	ds      *dataset.Dataset
+	indexed *dataset.IndexedManifest
 	pack    packPlan // a packed dataset's: where its chunks are kept
 }
 
@@ -223,7 +224,7 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 		return standaloneData{}, err
 	}
 	if indexed != nil {
-		if ps, ok := store.(*storage.PackedStore); ok {
+		if ps, ok := store.(*dataset.PackedStore); ok {
 			ps.SetBlock(b)
 			ps.SetWindow(w)
 		}
@@ -236,7 +237,7 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 	if o.manifest == "" && o.faults.exclude == "" {
 		listing.WriteManifest(ctx, store, ds, o.writeManifest, logger)
 	}
-	return standaloneData{store: store, cat: storage.DatasetCatalog(ds), ds: ds, pack: plan}, nil
+	return standaloneData{store: store, cat: dataset.DatasetCatalog(ds), ds: ds, pack: plan}, nil
 }
 
 // packedLine describes a packed dataset's chunk reading, and warns when
@@ -245,7 +246,7 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
 // mean is a packed sample's mean size (packedMean).
-func packedLine(ps *storage.PackedStore, mean int64, plan packPlan, ranks int) string {
+func packedLine(ps *dataset.PackedStore, mean int64, plan packPlan, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
 	cache := ps.Stats().CacheBytes
 	if cache == 0 {
@@ -329,7 +330,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "longshore-node: reading the manifest through its index: %s in %d pieces of %d samples, --manifest-cache %s\n",
 			x.Manifest, x.Pieces(), x.Every, o.manifestCache)
 	}
-	if ps, ok := store.(*storage.PackedStore); ok {
+	if ps, ok := store.(*dataset.PackedStore); ok {
 		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), data.pack, 1))
 	}
 	if ex := data.excluded(); ex > 0 {
@@ -442,7 +443,7 @@ func activeSeconds(c actors.Counters) float64 {
 func summarize(o options, f runFacts) Summary {
 	stats := f.counters.Stats()
 	use := readUsage()
-	var pack *storage.PackedStats
+	var pack *dataset.PackedStats
 	if _, _, ps := storeParts(f.store); ps != nil {
 		st := ps.Stats()
 		pack = &st
@@ -584,7 +585,7 @@ func writeJSON(path string, v any) error {
 
 // packedMean is the mean size of a packed sample: over ds, or on the
 // lazy path (ds nil) over the pieces of the manifest m has read so far.
-func packedMean(ds *storage.Dataset, m *storage.IndexedManifest) int64 {
+func packedMean(ds *dataset.Dataset, m *dataset.IndexedManifest) int64 {
 	var n, bytes int64
 	if ds != nil {
 		for _, s := range ds.Samples {

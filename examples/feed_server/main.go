@@ -33,6 +33,7 @@ import (
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
@@ -40,33 +41,33 @@ import (
 
 func main() {
 	var (
-		dataset   = flag.String("dataset", "", "ImageFolder or manifest dataset directory (required)")
-		dir       = flag.String("dir", "", "socket directory (default: $LONGSHORE_FEED_DIR or a per-user run dir)")
-		ranks     = flag.Int("ranks", 1, "ranks (trainers) to serve")
-		batch     = flag.Int("batch-size", 32, "samples per batch")
-		size      = flag.Int("size", 224, "output crop size (pixels)")
-		transform = flag.String("transform", "train", "train, eval or resize")
-		epochs    = flag.Int("epochs", 1, "epochs")
-		slots     = flag.Int("slots", 4, "batch slots per rank")
-		decoders  = flag.Int("decoders", 0, "decoders for the node (0: NumCPU)")
-		seed      = flag.Uint64("seed", 1, "seed for order and transforms")
-		job       = flag.String("job", "standalone", "job name (in resume tokens)")
-		sums      = flag.String("checksums", "", "write per-sample checksums of an in-process run here first")
-		ready     = flag.String("ready", "", "create this file once the sockets are listening")
-		bench     = flag.Bool("bench", false, "drain every rank in process, print throughput, exit")
+		datasetDir = flag.String("dataset", "", "ImageFolder or manifest dataset directory (required)")
+		dir        = flag.String("dir", "", "socket directory (default: $LONGSHORE_FEED_DIR or a per-user run dir)")
+		ranks      = flag.Int("ranks", 1, "ranks (trainers) to serve")
+		batch      = flag.Int("batch-size", 32, "samples per batch")
+		size       = flag.Int("size", 224, "output crop size (pixels)")
+		transform  = flag.String("transform", "train", "train, eval or resize")
+		epochs     = flag.Int("epochs", 1, "epochs")
+		slots      = flag.Int("slots", 4, "batch slots per rank")
+		decoders   = flag.Int("decoders", 0, "decoders for the node (0: NumCPU)")
+		seed       = flag.Uint64("seed", 1, "seed for order and transforms")
+		job        = flag.String("job", "standalone", "job name (in resume tokens)")
+		sums       = flag.String("checksums", "", "write per-sample checksums of an in-process run here first")
+		ready      = flag.String("ready", "", "create this file once the sockets are listening")
+		bench      = flag.Bool("bench", false, "drain every rank in process, print throughput, exit")
 	)
 	flag.Parse()
-	if *dataset == "" {
+	if *datasetDir == "" {
 		log.Fatal("feed_server: --dataset is required")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	store, err := storage.NewDirStore(*dataset)
+	store, err := storage.NewDirStore(*datasetDir)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ds, err := storage.Discover(ctx, store, storage.DefaultDiscoverOptions())
+	ds, err := dataset.Discover(ctx, store, dataset.DefaultDiscoverOptions())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func main() {
 		}
 	}
 	s, err := feedserver.New(feedserver.Config{Dir: *dir, Ranks: *ranks, Job: *job,
-		EpochSteps: feedserver.StandaloneSteps(cfg, storage.DatasetCatalog(ds), *ranks)}, open)
+		EpochSteps: feedserver.StandaloneSteps(cfg, dataset.DatasetCatalog(ds), *ranks)}, open)
 	if err != nil {
 		log.Fatal(err)
 	}

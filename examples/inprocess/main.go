@@ -16,6 +16,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -23,15 +24,19 @@ import (
 )
 
 func main() {
-	dataset := flag.String("dataset", "", "directory or s3://bucket/prefix")
+	datasetDir := flag.String("dataset", "", "directory or s3://bucket/prefix")
 	epochs := flag.Int("epochs", 1, "epochs")
 	flag.Parse()
 	ctx := context.Background()
 
 	// Tar shards (longshore-pack) are read through a PackedStore: a block's
 	// samples in a tar are one read, a window of blocks at once.
-	packed := storage.DefaultPackedConfig() // blocks of 16, windows of 128, as the order below
-	store, ds, err := stores.OpenDataset(ctx, *dataset, s3.DefaultOptions(), storage.DefaultDiscoverOptions(), &packed)
+	packed := dataset.DefaultPackedConfig() // blocks of 16, windows of 128, as the order below
+	s, err := stores.Open(ctx, *datasetDir, s3.DefaultOptions())
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, ds, err := dataset.Open(ctx, s, *datasetDir, dataset.DefaultDiscoverOptions(), &packed)
 	if err != nil {
 		log.Fatal(err)
 	}

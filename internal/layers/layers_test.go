@@ -23,18 +23,21 @@ var internal = map[string][]string{
 	"gpu":                 {"gpu/internal/cuinit"}, // cuinit: the cuda build only
 	"gpu/internal/cuinit": {},
 	"gpu/nvjpeg":          {"gpu", "internal/jpegcolour"},
-	"storage":             {"internal/offheap"},
-	"internal/clock":      {},
-	"internal/offheap":    {},
-	"decode":              {"internal/jpegcolour"},
-	"internal/layers":     {},
+	"storage":             {},
+	// Datasets: formats, discovery, catalogs, the packed format; over the
+	// store seam, knowing no actors and no cluster.
+	"dataset":          {"storage", "internal/offheap"},
+	"internal/clock":   {},
+	"internal/offheap": {},
+	"decode":           {"internal/jpegcolour"},
+	"internal/layers":  {},
 	// A test that every relative link of the docs resolves: nothing of the module.
 	"internal/doclinks": {},
 	// libjpeg's rule for a JPEG's colour space, which every decoder obeys.
 	"internal/jpegcolour": {},
 
 	// The node's pipeline and its seams.
-	"actors":            {"gpu", "storage", "internal/clock"},
+	"actors":            {"dataset", "gpu", "storage", "internal/clock"},
 	"actors/actorstest": {},
 	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video", "storage"},
 	"actors/nvdecode":   {"actors", "actors/ffdecode", "decode", "gpu", "gpu/nvjpeg"},
@@ -43,7 +46,7 @@ var internal = map[string][]string{
 	// Trainer delivery: the client and protocol import nothing of the
 	// node; the server sits on the pipeline.
 	"actors/feed":       {},
-	"actors/feedserver": {"actors", "actors/feed", "gpu", "storage"},
+	"actors/feedserver": {"dataset", "actors", "actors/feed", "gpu", "storage"},
 
 	// Object stores behind the seam.
 	"storage/s3":        {"storage", "internal/clock"},
@@ -61,7 +64,7 @@ var internal = map[string][]string{
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
 	// Internet scale in one process: the core, the journal, a memory store.
 	"cluster/scalesim": {"cluster", "cluster/journal", "storage"},
-	"cluster/node": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
+	"cluster/node": {"dataset", "actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
 	// Observability: the table of series, the HTTP server and the
@@ -69,7 +72,7 @@ var internal = map[string][]string{
 	// pipeline (the coordinator links observe); observe/pipeline reads
 	// the node's pipeline, its stores and its trainers into the table.
 	"observe":          {"cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "internal/clock"},
-	"observe/pipeline": {"observe", "actors", "actors/feedserver", "cluster/gossip", "cluster/wire", "internal/clock", "storage", "storage/s3"},
+	"observe/pipeline": {"observe", "dataset", "actors", "actors/feedserver", "cluster/gossip", "cluster/wire", "internal/clock", "storage", "storage/s3"},
 
 	// Keys and certificates (crypto/x509 only) for a secured cluster.
 	"cluster/certs": {},
@@ -84,14 +87,14 @@ var internal = map[string][]string{
 	"cmd/longshore-nvjpegcheck":     {"*"},
 	"cmd/longshore-nvdeccheck":      {"cmd/internal/version", "decode/video"},
 	"cmd/longshore-simscale":        {"cluster/scalesim", "cmd/internal/version"},
-	"cmd/longshore-lineage":         {"cluster", "cluster/journal", "cmd/internal/config", "cmd/internal/version", "decode", "decode/video", "storage", "storage/s3", "storage/stores"},
+	"cmd/longshore-lineage":         {"cluster", "dataset", "cluster/journal", "cmd/internal/config", "cmd/internal/version", "decode", "decode/video", "storage", "storage/s3", "storage/stores"},
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire", "observe"},
 	"cmd/longshore-certs":           {"cluster/certs", "cmd/internal/version"},
 	"cmd/internal/mixing":           {},
-	"cmd/internal/listing":          {"storage"},
+	"cmd/internal/listing":          {"dataset", "storage"},
 	"cmd/internal/procmem":          {},
 	"cmd/internal/version":          {}, // --version: the build's version, nothing of the module
 	"examples/feed_server":          {"*"},
@@ -154,7 +157,7 @@ var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
 	"net": {"cmd/coordinator", "observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "cmd/internal/version",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -32,7 +33,7 @@ func (fakeJournal) Token(gen uint64, epoch int, step int64) journal.Token {
 // names included).
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
-	st, ds := dataset(t, 16, 3)
+	st, ds := testDataset(t, 16, 3)
 	cs := storage.NewCountingStore(st)
 	n, err := actors.NewNode(config(), ds, 1, testDeps(cs, testDecoder{}))
 	if err != nil {
@@ -48,7 +49,7 @@ func exported(t *testing.T) map[string]bool {
 	node := observe.Registry(NewNodeCollector(NodeSource{
 		Ranks: ranks, Store: cs, Report: rep, JobSamples: 10, JobEpochs: 1,
 		S3:        func() s3.Stats { return s3.Stats{} },
-		Pack:      func() storage.PackedStats { return storage.PackedStats{} },
+		Pack:      func() dataset.PackedStats { return dataset.PackedStats{} },
 		Committed: func() []observe.Commit { return []observe.Commit{{Rank: "0", Epoch: 0, Step: 3}} },
 	}))
 	jm := observe.NewJournalMeter(fakeJournal{})

@@ -1,7 +1,7 @@
 // Package pipeline reads a node's pipeline into observe's neutral
 // snapshot: the ranks' actors.Counters, the decoders' abandoned cores,
 // the store's request counts (storage.CountingStore, s3.Stats,
-// storage.PackedStats) and the trainers' data-stall reports
+// dataset.PackedStats) and the trainers' data-stall reports
 // (feedserver.TrainerWait). It is the node's side of observability: the
 // table of series, the server and the coordinator's status page are in
 // observe, which links no pipeline package, so the coordinator links

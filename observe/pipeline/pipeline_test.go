@@ -16,6 +16,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
@@ -38,11 +39,11 @@ func (d testDecoder) Decode(data []byte, seed uint64, dst []byte) error {
 
 func (testDecoder) Close() error { return nil }
 
-// dataset puts n small objects in a MemStore, bad of them corrupt.
-func dataset(t testing.TB, n int, bad ...int) (*storage.MemStore, *storage.Dataset) {
+// testDataset puts n small objects in a MemStore, bad of them corrupt.
+func testDataset(t testing.TB, n int, bad ...int) (*storage.MemStore, *dataset.Dataset) {
 	t.Helper()
 	st := storage.NewMemStore("t")
-	ds := &storage.Dataset{Classes: []string{"a", "b"}}
+	ds := &dataset.Dataset{Classes: []string{"a", "b"}}
 	isBad := map[int]bool{}
 	for _, i := range bad {
 		isBad[i] = true
@@ -56,7 +57,7 @@ func dataset(t testing.TB, n int, bad ...int) (*storage.MemStore, *storage.Datas
 		if _, err := st.Put(context.Background(), key, data, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		ds.Samples = append(ds.Samples, storage.Sample{Key: key, Label: int32(i % 2)})
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key, Label: int32(i % 2)})
 	}
 	return st, ds
 }
@@ -134,7 +135,7 @@ next:
 // stage and class, stage items and histograms; the store's requests by
 // operation and outcome.
 func TestNodeMetricsAreTheSummary(t *testing.T) {
-	st, ds := dataset(t, 100, 7, 31, 77)
+	st, ds := testDataset(t, 100, 7, 31, 77)
 	cs := storage.NewCountingStore(st)
 	cfg := config()
 	node, err := actors.NewNode(cfg, ds, 2, testDeps(cs, testDecoder{}))
@@ -194,7 +195,7 @@ func TestNodeMetricsAreTheSummary(t *testing.T) {
 // start-up).
 func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trainer time.Duration) Report {
 	t.Helper()
-	st, ds := dataset(t, 96)
+	st, ds := testDataset(t, 96)
 	cfg := config()
 	cfg.Epochs = 2
 	cfg.Decoders = 1
@@ -263,7 +264,7 @@ func TestReportNamesTheSlowStage(t *testing.T) {
 // says so.
 func TestReportThrottling(t *testing.T) {
 	var thr int64
-	st, ds := dataset(t, 64)
+	st, ds := testDataset(t, 64)
 	slow := faulty.Wrap(st, faulty.Rule{Ops: faulty.OpGet, Delay: 3 * time.Millisecond, NoError: true})
 	node, err := actors.NewNode(config(), ds, 1, testDeps(slow, testDecoder{}))
 	if err != nil {
@@ -293,7 +294,7 @@ func TestReportThrottling(t *testing.T) {
 // whole cost of metrics on, since the counters are kept anyway. At
 // Prometheus's default interval (15 s) it is paid once per 15 s.
 func BenchmarkScrape(b *testing.B) {
-	st, ds := dataset(b, 64, 3)
+	st, ds := testDataset(b, 64, 3)
 	cs := storage.NewCountingStore(st)
 	node, err := actors.NewNode(config(), ds, 4, testDeps(cs, testDecoder{}))
 	if err != nil {
@@ -320,7 +321,7 @@ func BenchmarkScrape(b *testing.B) {
 // BenchmarkReportStep is one live-report interval of a 4-rank node
 // (--report-every).
 func BenchmarkReportStep(b *testing.B) {
-	st, ds := dataset(b, 64)
+	st, ds := testDataset(b, 64)
 	node, err := actors.NewNode(config(), ds, 4, testDeps(st, testDecoder{}))
 	if err != nil {
 		b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -21,7 +22,7 @@ type NodeSource struct {
 	// S3 is the S3 client's HTTP-level counts, when the store is S3.
 	S3 func() s3.Stats
 	// Pack is the packed-sample store's counts, for a packed dataset.
-	Pack func() storage.PackedStats
+	Pack func() dataset.PackedStats
 	// Committed lists each rank's last acknowledged commit (feed and
 	// cluster modes).
 	Committed func() []observe.Commit

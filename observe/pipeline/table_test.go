@@ -16,6 +16,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -25,7 +26,7 @@ import (
 // returns its source with every part present.
 func ranRun(t *testing.T) NodeSource {
 	t.Helper()
-	st, ds := dataset(t, 40, 3, 11, 29)
+	st, ds := testDataset(t, 40, 3, 11, 29)
 	cs := storage.NewCountingStore(st)
 	n, err := actors.NewNode(config(), ds, 2, testDeps(cs, testDecoder{}))
 	if err != nil {
@@ -44,7 +45,7 @@ func ranRun(t *testing.T) NodeSource {
 	}
 	return NodeSource{Ranks: ranks, Store: cs, Report: rep, JobSamples: 40, JobEpochs: 1,
 		S3:        func() s3.Stats { return s3.Stats{Requests: 9, Hedges: 2} },
-		Pack:      func() storage.PackedStats { return storage.PackedStats{Chunks: 3} },
+		Pack:      func() dataset.PackedStats { return dataset.PackedStats{Chunks: 3} },
 		Committed: func() []observe.Commit { return []observe.Commit{{Rank: "0", Epoch: 0, Step: 2}} },
 		Gossip:    func() gossip.StreamStats { return gossip.StreamStats{Open: 1} },
 		TrainerWait: func() []TrainerWait {

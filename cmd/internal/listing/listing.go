@@ -1,6 +1,6 @@
 // Package listing is what the binaries that list an ImageFolder do past
 // a size where listing at every start costs too much: write the folder's
-// manifest and index once (storage.WriteFolderManifest), so that every
+// manifest and index once (dataset.WriteFolderManifest), so that every
 // later process reads them instead (docs/scale.md, "No LIST on the way to
 // the first batch").
 package listing
@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -32,11 +33,11 @@ func Register(fs *flag.FlagSet, over *int, note string) {
 // folder has no manifest. It only logs what happened: a folder the process
 // may not write to, or a manifest another process wrote first, leaves the
 // run as it was (the listing is in hand).
-func WriteManifest(ctx context.Context, store storage.Store, ds *storage.Dataset, over int, logger *slog.Logger) {
+func WriteManifest(ctx context.Context, store storage.Store, ds *dataset.Dataset, over int, logger *slog.Logger) {
 	if over <= 0 || len(ds.Samples) < over {
 		return
 	}
-	for _, name := range []string{storage.ManifestCSVName, storage.ManifestJSONLName} {
+	for _, name := range []string{dataset.ManifestCSVName, dataset.ManifestJSONLName} {
 		if _, err := store.Stat(ctx, name); err == nil {
 			return // the dataset was read from it, not listed
 		} else if !errors.Is(err, storage.ErrNotFound) {
@@ -45,15 +46,15 @@ func WriteManifest(ctx context.Context, store storage.Store, ds *storage.Dataset
 		}
 	}
 	start := time.Now()
-	x, err := storage.WriteFolderManifest(ctx, store, ds, storage.FolderManifestOptions{})
+	x, err := dataset.WriteFolderManifest(ctx, store, ds, dataset.FolderManifestOptions{})
 	switch {
 	case errors.Is(err, storage.ErrPrecondition):
-		logger.Info("another process wrote the ImageFolder's manifest first; later runs read it", "manifest", storage.ManifestJSONLName)
+		logger.Info("another process wrote the ImageFolder's manifest first; later runs read it", "manifest", dataset.ManifestJSONLName)
 	case err != nil:
 		logger.Warn("could not write the ImageFolder's manifest: every process lists the folder at every start (write it once with longshore-manifest --dataset, or pass --write-manifest-over 0 to silence this)",
 			"samples", len(ds.Samples), "err", err)
 	default:
 		logger.Info("wrote the ImageFolder's manifest and index: later runs read them instead of listing (after changing the folder, list it again with longshore-manifest --dataset LOC --force)",
-			"manifest", storage.ManifestJSONLName, "index", storage.IndexKey(storage.ManifestJSONLName), "samples", x.Samples, "digest", x.Digest, "took", time.Since(start).Round(time.Millisecond))
+			"manifest", dataset.ManifestJSONLName, "index", dataset.IndexKey(dataset.ManifestJSONLName), "samples", x.Samples, "digest", x.Digest, "took", time.Since(start).Round(time.Millisecond))
 	}
 }

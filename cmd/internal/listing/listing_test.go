@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -31,16 +32,16 @@ func TestWriteManifest(t *testing.T) {
 	for i := range 300 {
 		mem.Put(ctx, fmt.Sprintf("%s/%03d.jpg", []string{"cat", "dog", "emu"}[i%3], i), []byte("x"), storage.Cond{})
 	}
-	dopts := storage.DefaultDiscoverOptions()
-	listed, err := storage.Discover(ctx, mem, dopts)
+	dopts := dataset.DefaultDiscoverOptions()
+	listed, err := dataset.Discover(ctx, mem, dopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest := storage.ManifestDigest(listed)
+	digest := dataset.ManifestDigest(listed)
 
 	WriteManifest(ctx, mem, listed, 301, log)
 	WriteManifest(ctx, readOnly{mem}, listed, 300, log)
-	if _, err := mem.Stat(ctx, storage.ManifestJSONLName); err == nil {
+	if _, err := mem.Stat(ctx, dataset.ManifestJSONLName); err == nil {
 		t.Fatalf("a manifest was written below the threshold, or through a read-only store")
 	}
 	if !strings.Contains(logged.String(), "could not write the ImageFolder's manifest") {
@@ -51,19 +52,19 @@ func TestWriteManifest(t *testing.T) {
 	if !strings.Contains(logged.String(), "wrote the ImageFolder's manifest") {
 		t.Errorf("no line says the manifest was written: %q", logged.String())
 	}
-	x, err := storage.ReadManifestIndex(ctx, mem, storage.ManifestJSONLName)
+	x, err := dataset.ReadManifestIndex(ctx, mem, dataset.ManifestJSONLName)
 	if err != nil || x.Samples != 300 || x.Digest != digest {
 		t.Fatalf("the written index: %+v %v, want 300 samples digesting %s", x, err, digest)
 	}
 	s := storage.NewCountingStore(mem)
-	ds, err := storage.Discover(ctx, s, dopts)
+	ds, err := dataset.Discover(ctx, s, dopts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lists := s.Stats().Count(storage.OpList, storage.OutcomeOK) + s.Stats().Count(storage.OpListPrefixes, storage.OutcomeOK); lists != 0 {
 		t.Errorf("the next process listed %d times", lists)
 	}
-	if d := storage.ManifestDigest(ds); d != digest || len(ds.Samples) != 300 || ds.Samples[150].Key != listed.Samples[150].Key || ds.Samples[150].Label != listed.Samples[150].Label {
+	if d := dataset.ManifestDigest(ds); d != digest || len(ds.Samples) != 300 || ds.Samples[150].Key != listed.Samples[150].Key || ds.Samples[150].Label != listed.Samples[150].Label {
 		t.Errorf("the manifest's dataset differs from the listing's: digest %s, want %s", d, digest)
 	}
 

@@ -1,0 +1,39 @@
+package dataset
+
+import (
+	"context"
+
+	"github.com/longshore/longshore/storage"
+)
+
+// GetLimit implements LimitedGetter: a packed sample is refused by its
+// manifest size before any read; any other key is the wrapped store's.
+func (p *PackedStore) GetLimit(ctx context.Context, key string, limit int64, dst []byte) ([]byte, error) {
+	i, ok := p.lookup(key)
+	if !ok {
+		return storage.GetLimit(ctx, p.inner, key, limit, dst)
+	}
+	if s := &p.ds.Samples[i]; limit >= 0 && s.Size > limit {
+		return dst[:0], storage.TooLarge("get", p.ds.ObjectOf(*s)+"#"+key, s.Size, limit)
+	}
+	return p.Get(ctx, key, dst)
+}
+
+// GetSampleLimit is GetSample refusing a sample larger than limit by its
+// manifest size, before any read (see the function GetSampleLimit);
+// limit < 0: no limit.
+func (p *PackedStore) GetSampleLimit(ctx context.Context, index int64, key string, limit int64, dst []byte) ([]byte, error) {
+	s, object, err := p.sampleAt(ctx, index, key)
+	if err != nil {
+		return dst[:0], err
+	}
+	if !s.Packed() {
+		return storage.GetLimit(ctx, p.inner, key, limit, dst)
+	}
+	if limit >= 0 && s.Size > limit {
+		return dst[:0], storage.TooLarge("get", object+"#"+key, s.Size, limit)
+	}
+	return p.getSample(ctx, index, s, object, dst)
+}
+
+var _ storage.LimitedGetter = (*PackedStore)(nil)
