@@ -459,7 +459,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 //
 // s is the dataset's store from openStore, or nil: openDataset opens
 // it then.
-func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *storage.Dataset, packPlan, error) {
+func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *storage.Dataset, storage.PackPlan, error) {
 	dopts := storage.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = storage.LayoutManifest
@@ -478,24 +478,24 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		if s != nil {
 			storage.Close(s)
 		}
-		return nil, nil, packPlan{}, err
+		return nil, nil, storage.PackPlan{}, err
 	}
 	if s == nil {
 		if s, err = openStore(ctx, o, nil); err != nil {
-			return nil, nil, packPlan{}, err
+			return nil, nil, storage.PackPlan{}, err
 		}
 	}
 	s, ds, err := stores.DatasetIn(ctx, s, o.dataset, dopts, nil)
 	if err != nil || !ds.Packed() {
-		return s, ds, packPlan{}, err
+		return s, ds, storage.PackPlan{}, err
 	}
 	mean := packedMean(ds, nil)
-	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
-	packed.CacheBytes, packed.SpillDir = plan.cache, plan.spill
+	plan := o.packPlan(s, storage.SpillDirs(), o.windowBytes(mean, block, window), mean)
+	packed.CacheBytes, packed.SpillDir = plan.CacheBytes, plan.SpillDir
 	ps, err := storage.NewPackedStore(s, ds, packed)
 	if err != nil {
 		storage.Close(s)
-		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, storage.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	return ps, ds, plan, nil
 }
@@ -549,13 +549,13 @@ func openStore(ctx context.Context, o options, logger *slog.Logger) (storage.Sto
 // index (one GET on the counted store) before any of the manifest is. A
 // packed dataset's lazy store is a PackedStore over the catalog, which
 // reads chunks of the job's blocks as the in-memory path does.
-func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *storage.IndexedManifest, packPlan, error) {
+func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *storage.IndexedManifest, storage.PackPlan, error) {
 	s, err := openStore(ctx, o, logger)
 	if err != nil {
-		return nil, nil, packPlan{}, err
+		return nil, nil, storage.PackPlan{}, err
 	}
 	if o.manifestCache == 0 || o.faults.exclude != "" {
-		return s, nil, packPlan{}, nil
+		return s, nil, storage.PackPlan{}, nil
 	}
 	keys := []string{storage.ManifestCSVName, storage.ManifestJSONLName}
 	if o.manifest != "" {
@@ -569,23 +569,23 @@ func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.S
 			continue
 		case err != nil:
 			storage.Close(s)
-			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+			return nil, nil, storage.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		case found != nil:
 			storage.Close(s)
-			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, storage.ManifestCSVName, storage.ManifestJSONLName)
+			return nil, nil, storage.PackPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, storage.ManifestCSVName, storage.ManifestJSONLName)
 		}
 		found = x
 	}
 	if found == nil {
-		return s, nil, packPlan{}, nil
+		return s, nil, storage.PackPlan{}, nil
 	}
 	m, err := storage.OpenIndex(ctx, s, found, storage.IndexedConfig{CacheBytes: int64(o.manifestCache)})
 	if err != nil {
 		storage.Close(s)
-		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, storage.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	if found.Layout() == "plain" {
-		return s, m, packPlan{}, nil
+		return s, m, storage.PackPlan{}, nil
 	}
 	// The chunks' block and window come with the job (OnJob); until then
 	// samples are read one by one.
@@ -601,12 +601,12 @@ func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.S
 		block = o.orderBlock(true)
 		window = cluster.EffectiveWindow(block, o.window)
 	}
-	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
-	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
+	plan := o.packPlan(s, storage.SpillDirs(), o.windowBytes(mean, block, window), mean)
+	ps, err := storage.NewCatalogPackedStore(s, m, storage.PackedConfig{CacheBytes: plan.CacheBytes, SpillDir: plan.SpillDir})
 	if err != nil {
 		m.Close()
 		storage.Close(s)
-		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, storage.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	return ps, m, plan, nil
 }

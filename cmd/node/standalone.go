@@ -185,7 +185,7 @@ type standaloneData struct {
 	cat     storage.Catalog
 	ds      *storage.Dataset
 	indexed *storage.IndexedManifest
-	pack    packPlan // a packed dataset's: where its chunks are kept
+	pack storage.PackPlan // a packed dataset's: where its chunks are kept
 }
 
 // packed reports whether the dataset has packed samples.
@@ -244,19 +244,19 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
 // mean is a packed sample's mean size (packedMean).
-func packedLine(ps *storage.PackedStore, mean int64, plan packPlan, ranks int) string {
+func packedLine(ps *storage.PackedStore, mean int64, plan storage.PackPlan, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
 	cache := ps.Stats().CacheBytes
 	if cache == 0 {
-		return fmt.Sprintf("packed dataset: every sample read in place from its shard, no chunks (%s)", plan.why)
+		return fmt.Sprintf("packed dataset: every sample read in place from its shard, no chunks (%s)", plan.Why)
 	}
 	need := mean * int64(block) * int64(window) * int64(ranks)
 	where := "in memory"
-	if plan.spill != "" {
-		where = "on disk in " + plan.spill
+	if plan.SpillDir != "" {
+		where = "on disk in " + plan.SpillDir
 	}
 	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s %s (%s)",
-		block, window, byteSize(need/int64(ranks)).human(), byteSize(cache).human(), where, plan.why)
+		block, window, byteSize(need/int64(ranks)).human(), byteSize(cache).human(), where, plan.Why)
 	if cache < need {
 		line += fmt.Sprintf("; warning: --pack-cache below the %s that %d window(s) take: chunks will be read more than once or samples one by one (raise --pack-cache, or lower --mix-window)", byteSize(need).human(), ranks)
 	}
