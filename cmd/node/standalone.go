@@ -185,7 +185,7 @@ type standaloneData struct {
 	cat     storage.Catalog
 	ds      *storage.Dataset
 	indexed *storage.IndexedManifest
-	pack storage.PackPlan // a packed dataset's: where its chunks are kept
+	pack    storage.PackPlan // a packed dataset's: where its chunks are kept
 }
 
 // packed reports whether the dataset has packed samples.
