@@ -18,6 +18,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
@@ -104,19 +105,17 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	defer rem.Shutdown(false)
 
-	q, err := openQuarantine(o.faults.quarantine)
+	q, err := quarantine.Open(o.faults.quarantine)
 	if err != nil {
 		return err
 	}
-	defer q.close()
+	defer q.Close()
 	// The pipelines' one actor system (one each held about 2.8 MB), apart
 	// from the remote's; shut down after the node has closed them.
 	psys := actors.NewSystem(nil)
 	defer psys.Shutdown()
 	deps := actors.Deps{Store: store, NewUploader: o.gpu.newUploader(), System: psys}
-	if q != nil {
-		deps.OnFailure = q.record
-	}
+	deps.OnFailure = q.OnFailure()
 	if err := o.useDecoder(&ac, &deps, dc); err != nil {
 		return err
 	}
@@ -250,7 +249,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		if s := served.Load(); s != nil {
 			f.trainerWait = trainerWait(s.TrainerWait())
 		}
-		q.tell(stderr)
+		tellQuarantine(stderr, q)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
 		}

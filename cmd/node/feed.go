@@ -12,6 +12,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/observe"
@@ -36,19 +37,17 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	defer data.close()
 	clk.open()
 	store := data.store
-	q, err := openQuarantine(o.faults.quarantine)
+	q, err := quarantine.Open(o.faults.quarantine)
 	if err != nil {
 		return err
 	}
-	defer q.close()
+	defer q.Close()
 	// One actor system for every rank and every stream a resume reopens
 	// (one each held about 2.8 MB), shut down once serving has ended.
 	sys := actors.NewSystem(nil)
 	defer sys.Shutdown()
 	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader(), System: sys}
-	if q != nil {
-		deps.OnFailure = q.record
-	}
+	deps.OnFailure = q.OnFailure()
 	if err := o.useDecoder(&ac, &deps, dc); err != nil {
 		return err
 	}
@@ -122,7 +121,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		report = actors.MergeReports(report, tallies[r].Failures())
 	}
 	c := actors.MergeCounters(merged...)
-	q.tell(stderr)
+	tellQuarantine(stderr, q)
 	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
 		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q,
 		trainerWait: trainerWait(s.TrainerWait())})

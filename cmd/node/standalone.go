@@ -19,6 +19,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/actors/nvdecode"
+	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/cmd/internal/observe"
@@ -295,25 +296,23 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	q, err := openQuarantine(o.faults.quarantine)
+	q, err := quarantine.Open(o.faults.quarantine)
 	if err != nil {
 		snk.Close()
 		data.close()
 		return err
 	}
 	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader()}
-	if q != nil {
-		deps.OnFailure = q.record
-	}
+	deps.OnFailure = q.OnFailure()
 	if err := o.useDecoder(&ac, &deps, dc); err != nil {
-		q.close()
+		q.Close()
 		snk.Close()
 		data.close()
 		return err
 	}
 	node, err := actors.NewCatalogNode(ac, data.cat, o.ranks, deps)
 	if err != nil {
-		q.close()
+		q.Close()
 		snk.Close()
 		data.close()
 		return err
@@ -388,10 +387,10 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
 		logger.Warn("metrics server shutdown", "err", err)
 	}
-	if _, err := q.close(); err != nil && runErr == nil {
+	if _, err := q.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	q.tell(stderr)
+	tellQuarantine(stderr, q)
 	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
 		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q})
 	data.close()
@@ -420,7 +419,7 @@ type runFacts struct {
 	// startup, if set, noted the run's start-up phases (standalone runs).
 	startup    *startupClock
 	err        error
-	quarantine *quarantine // --quarantine, or nil
+	quarantine *quarantine.File // --quarantine, or nil
 	// trainerWait is what the trainers reported (feed sink), or nil.
 	trainerWait *TrainerWaitSummary
 }
@@ -468,7 +467,7 @@ func summarize(o options, f runFacts) Summary {
 		GPUDecode:         o.gpu.decodeStats(),
 		GPUVideoDecode:    o.gpu.videoDecodeStats(),
 		Excluded:          f.excluded,
-		Quarantined:       f.quarantine.added(),
+		Quarantined:       f.quarantine.Added(),
 		Startup:           f.startup.startup(f.firstBatch),
 		TrainerWait:       f.trainerWait,
 	}
