@@ -296,23 +296,15 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	q, err := quarantine.Open(o.faults.quarantine)
+	asm, err := o.assemble(ac, dc, store, logger)
 	if err != nil {
 		snk.Close()
 		data.close()
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader()}
-	deps.OnFailure = q.OnFailure()
-	if err := o.useDecoder(&ac, &deps, dc); err != nil {
-		q.Close()
-		snk.Close()
-		data.close()
-		return err
-	}
-	node, err := actors.NewCatalogNode(ac, data.cat, o.ranks, deps)
+	node, err := asm.StandaloneNode(data.cat, o.orderFunc(data.packed()))
 	if err != nil {
-		q.Close()
+		asm.Close()
 		snk.Close()
 		data.close()
 		return err
@@ -344,8 +336,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	ob, err := startObserver(o, observe.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, ready.Check, store, logger)
 	if err != nil {
 		node.Close()
+		asm.Close()
 		snk.Close()
-		storage.Close(store)
+		data.close()
 		return err
 	}
 	bar := newProgress(o.progress, total, o.mediaFlags.media, stderr)
@@ -387,12 +380,12 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
 		logger.Warn("metrics server shutdown", "err", err)
 	}
-	if _, err := q.Close(); err != nil && runErr == nil {
+	if _, err := asm.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	tellQuarantine(stderr, q)
+	tellQuarantine(stderr, asm.Quarantine)
 	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q})
+		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine})
 	data.close()
 	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
 		runErr = err
