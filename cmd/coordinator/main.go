@@ -201,18 +201,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	default:
 		errs = append(errs, fmt.Errorf("--balance %q: want equal or dynamic", o.balance))
 	}
-	if o.checkpoint == "" && (o.fresh || o.resume != "") {
-		errs = append(errs, errors.New("--fresh and --resume need --checkpoint"))
-	}
-	if o.fresh && o.resume != "" {
-		errs = append(errs, errors.New("--fresh and --resume contradict each other: choose one"))
-	}
-	if o.checkpoint == "" && (o.forceResume || o.journalFallback) {
-		errs = append(errs, errors.New("--force-resume and --journal-fallback need --checkpoint"))
-	}
-	if o.fresh && (o.forceResume || o.journalFallback) {
-		errs = append(errs, errors.New("--fresh starts the job over: --force-resume and --journal-fallback, which continue it, contradict it"))
-	}
+	errs = append(errs, o.start().Check()...)
 	if o.journalKeep < 2 {
 		errs = append(errs, fmt.Errorf("--journal-keep %d: need at least 2", o.journalKeep))
 	}
@@ -237,31 +226,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, errors.Join(errs...)
 }
 
+// start is how the flags ask the job to start (coord.StartChoice).
+func (o options) start() coord.StartChoice {
+	return coord.StartChoice{Checkpoint: o.checkpoint != "", Fresh: o.fresh, Resume: o.resume, Force: o.forceResume, Fallback: o.journalFallback}
+}
+
 // shape decides the job's order block, window and shard size for a
 // dataset, packed or not, and the state restored from the journal (nil:
-// a fresh job). A flag given wins. Else a restored job keeps the block
-// and window it started with (a coordinator of another version may
-// default otherwise, and the order must not change under a running
-// job); else the dataset's defaults, the standalone node's too:
-// cluster.DefaultBlock, cluster.DefaultWindow. For a packed dataset read
-// through windows, --shard-size defaults to a window's positions, so a
-// lease holds whole windows and no two nodes fetch one chunk.
+// a fresh job): coord.Shape, with the flags given (on the command line
+// or in the environment).
 func (o options) shape(packed bool, restore *cluster.State) (block, window, shard int) {
-	block, window, shard = o.cluster.Block, o.cluster.Window, o.cluster.ShardSize
-	switch {
-	case o.given["block"]:
-	case restore != nil:
-		block = restore.Block
-	default:
-		block = cluster.DefaultBlock(packed)
-	}
-	if !o.given["mix-window"] && restore != nil {
-		window = max(restore.Window, 1)
-	}
-	if w := cluster.EffectiveWindow(block, window); packed && w > 1 && !o.given["shard-size"] {
-		shard = block * w
-	}
-	return block, window, shard
+	return coord.Shape(o.cluster, coord.Given{Block: o.given["block"], Window: o.given["mix-window"], Shard: o.given["shard-size"]}, packed, restore)
 }
 
 func main() {

@@ -45,8 +45,6 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	// The node's decoders are shared out among its ranks.
-	ac.Decoders = max(1, ac.Decoders/o.ranks)
 	slow, err := parseSlowRanks(o.slowRanks, o.ranks)
 	if err != nil {
 		return err
@@ -106,32 +104,20 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	}
 	defer rem.Shutdown(false)
 
-	q, err := openQuarantine(o.faults.quarantine)
+	// The pipelines' one actor system, apart from the remote's; shut
+	// down after the node has closed them.
+	asm, err := o.assemble(ac, dc, store, logger)
 	if err != nil {
 		return err
 	}
-	defer q.close()
-	// The pipelines' one actor system (one each held about 2.8 MB), apart
-	// from the remote's; shut down after the node has closed them.
-	psys := actors.NewSystem(nil)
-	defer psys.Shutdown()
-	deps := actors.Deps{Store: store, NewUploader: o.gpu.newUploader(), System: psys}
-	if q != nil {
-		deps.OnFailure = q.record
-	}
-	if err := o.useDecoder(&ac, &deps, dc); err != nil {
-		return err
-	}
+	defer asm.Close()
 	var mem atomic.Pointer[gossip.Membership]
 	var job atomic.Pointer[node.Job] // the coordinator's, once welcomed
 	commits := newCommitBook()
 	acfg := node.Config{
-		Node:     id,
-		Ranks:    o.ranks,
-		Dataset:  ds,
-		Catalog:  catalog,
-		Pipeline: ac,
-		Deps:     deps,
+		Node:    id,
+		Dataset: ds,
+		Catalog: catalog,
 		Rejoin: func(ctx context.Context, inc uint64) error {
 			m := mem.Load()
 			if m == nil {
@@ -158,27 +144,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		Logger: o.logs.New(stderr, "agent"),
 	}
 	acfg.OnJob = func(j node.Job) { job.Store(&j) }
-	var budget float64 // the share in force; the actor's goroutine only
-	acfg.OnStoreBudget = func(rps float64) {
-		if rps == budget {
-			return // a resend
-		}
-		budget = rps
-		if !storage.SetRequestBudget(store, rps) {
-			logger.Warn("the coordinator gives a job-wide store budget, but this dataset's store has no request rate to limit (not S3)", "store_rps", rps)
-			return
-		}
-		logger.Info("store budget: the job's share for this node", "store_rps", rps, "own_cap", o.faults.maxRequestRate)
-	}
+	var describe func() string // the packed store's reading, for the log once the job's order is adopted
 	if ps, ok := store.(*dataset.PackedStore); ok {
-		acfg.OnJob = func(j node.Job) {
-			job.Store(&j)
-			if ps.Block() != j.Block || ps.Window() != j.Window {
-				ps.SetBlock(j.Block)
-				ps.SetWindow(j.Window)
-				logger.Info("reading chunks of the job's order blocks", "block", j.Block, "window", j.Window, "detail", packedLine(ps, packedMean(ds, indexed), plan, o.ranks))
-			}
-		}
+		describe = func() string { return packedLine(ps, packedMean(ds, indexed), plan, o.ranks) }
 		defer func() {
 			st := ps.Stats()
 			logger.Info("packed dataset: chunk cache", "chunks", st.Chunks, "chunk_bytes", st.ChunkBytes, "hits", st.Hits,
@@ -186,7 +154,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}()
 	}
 	if cf != nil {
-		acfg.RankDeps = cf.RankDeps(deps)
+		acfg.RankDeps = cf.RankDeps(asm.Deps)
 		acfg.OnAck = cf.OnAck
 		onJob := acfg.OnJob
 		acfg.OnJob = func(j node.Job) {
@@ -217,6 +185,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		return nil
 	}
+	// The job's order and store budget reach the store (the assembly's
+	// ClusterConfig) before the callbacks above.
+	acfg = asm.ClusterConfig(acfg, o.faults.maxRequestRate, describe)
 	nd, err := node.Start(sys, acfg)
 	if err != nil {
 		return err
@@ -248,11 +219,11 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 			merged = append(merged, rc.Counters)
 		}
 		c := actors.MergeCounters(merged...)
-		f := runFacts{store: store, samples: catalog.Len(), classes: len(catalog.Classes()), excluded: excludedOf(ds), counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: q}
+		f := runFacts{store: store, samples: catalog.Len(), classes: len(catalog.Classes()), excluded: excludedOf(ds), counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: asm.Quarantine}
 		if s := served.Load(); s != nil {
 			f.trainerWait = trainerWait(s.TrainerWait())
 		}
-		q.tell(stderr)
+		tellQuarantine(stderr, asm.Quarantine)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
 		}
@@ -333,39 +304,17 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}()
 	}
 	if cf != nil {
-		return summary(serveClusterFeed(ctx, o, nd, cf, ac, logger, stderr, &served))
+		return summary(serveClusterFeed(ctx, o, nd, cf, acfg.Pipeline, logger, stderr, &served))
 	}
-	// A rank that stops on an error (the node's failure budget, a dataset
-	// that cannot be read) stops the node: its leases would otherwise stay
-	// with a live node that no longer reads them, and the job would never
-	// end. The node leaves; the coordinator gives its work to the others.
-	rctx, stopRanks := context.WithCancelCause(ctx)
-	defer stopRanks(nil)
-	errs := make([]error, o.ranks)
-	var twg sync.WaitGroup
-	for i := range o.ranks {
-		twg.Add(1)
-		go func() {
-			defer twg.Done()
-			t := trainer{rank: nd.Rank(i), sink: snk, every: int64(o.commitEvery), step: o.stepTime}
-			if slow[i] {
-				t.step = time.Duration(float64(o.stepTime) * o.slowFactor)
-			}
-			errs[i] = t.run(rctx)
-			if errs[i] != nil && context.Cause(rctx) == nil {
-				logger.Error("rank stopped", "rank", nd.Rank(i).Name(), "err", errs[i])
-				stopRanks(fmt.Errorf("rank %s: %w", nd.Rank(i).Name(), errs[i]))
-			}
-		}()
-	}
-	twg.Wait()
-	if cause := context.Cause(ctx); errors.Is(cause, node.ErrGaveUp) {
-		return summary(cause)
-	}
-	if cause := context.Cause(rctx); cause != nil && ctx.Err() == nil {
-		return summary(cause) // a rank's error, not the others' cancellation
-	}
-	if err := errors.Join(errs...); err != nil {
+	// One stand-in trainer per rank; a rank that stops on an error stops
+	// the node (node.RunRanks).
+	if err := node.RunRanks(ctx, nd.RankNames(), func(rctx context.Context, i int) error {
+		t := trainer{rank: nd.Rank(i), sink: snk, every: int64(o.commitEvery), step: o.stepTime}
+		if slow[i] {
+			t.step = time.Duration(float64(o.stepTime) * o.slowFactor)
+		}
+		return t.run(rctx)
+	}, logger); err != nil {
 		return summary(err)
 	}
 	logger.Info("job done; leaving")

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -112,122 +110,12 @@ func (f *faultFlags) exclusions() (dataset.Exclusions, error) {
 	return ex, nil
 }
 
-// quarantinable reports whether a failure is the sample's own, to be left
-// out of later runs: an answer about the object, or its data. A store
-// that did not answer (io, timeout), gave bad answers however often it
-// was asked (bad_response) or a run being stopped (canceled) says
-// nothing about the sample.
-func quarantinable(f actors.Failure) bool {
-	if f.Class == "canceled" {
-		return false
+// tellQuarantine says on w how to use what this run added to the
+// --quarantine file q (nil: none), if anything.
+func tellQuarantine(w io.Writer, q *quarantine.File) {
+	if n := q.Added(); n > 0 {
+		fmt.Fprintf(w, "longshore-node: %d failed samples added to %s: pass --exclude %s to leave them out of later runs\n", n, q.Path(), q.Path())
 	}
-	if f.Stage != actors.StageFetch {
-		return true
-	}
-	switch f.Class {
-	case "not_found", "access_denied", "too_large", "range":
-		return true
-	}
-	return false
-}
-
-// quarantine appends each sample that failed for its data to a file,
-// once: the keys it already held (a file fed back with --exclude) are
-// not written again. Each line is written as it is recorded, so a run
-// that is killed keeps what it found.
-type quarantine struct {
-	path string
-	mu   struct {
-		sync.Mutex
-		f    *os.File
-		seen map[string]bool
-		n    int
-		err  error
-	}
-}
-
-// openQuarantine opens path for appending (nil for ""), reading the keys
-// it already holds.
-func openQuarantine(path string) (*quarantine, error) {
-	if path == "" {
-		return nil, nil
-	}
-	q := &quarantine{path: path}
-	q.mu.seen = map[string]bool{}
-	if old, err := os.Open(path); err == nil {
-		ex, rerr := dataset.ReadExclusions(old)
-		old.Close()
-		if rerr != nil {
-			return nil, fmt.Errorf("--quarantine %s holds something else: %w", path, rerr)
-		}
-		for k := range ex {
-			q.mu.seen[k] = true
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("--quarantine: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("--quarantine: %w", err)
-	}
-	q.mu.f = f
-	return q, nil
-}
-
-// record is an actors.Deps.OnFailure.
-func (q *quarantine) record(f actors.Failure) {
-	if !quarantinable(f) {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.mu.seen[f.Key] || q.mu.f == nil {
-		return
-	}
-	q.mu.seen[f.Key] = true
-	b, _ := json.Marshal(dataset.ExclusionLine{Key: f.Key, Stage: f.Stage.String(), Class: f.Class, Reason: f.Reason})
-	if _, err := q.mu.f.Write(append(b, '\n')); err != nil && q.mu.err == nil {
-		q.mu.err = err
-	}
-	q.mu.n++
-}
-
-// added is how many keys this run added (0 for a nil quarantine).
-func (q *quarantine) added() int {
-	if q == nil {
-		return 0
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.mu.n
-}
-
-// tell says on w how to use what this run added, if anything.
-func (q *quarantine) tell(w io.Writer) {
-	if n := q.added(); n > 0 {
-		fmt.Fprintf(w, "longshore-node: %d failed samples added to %s: pass --exclude %s to leave them out of later runs\n", n, q.path, q.path)
-	}
-}
-
-// close closes the file and returns how many keys this run added.
-func (q *quarantine) close() (int, error) {
-	if q == nil {
-		return 0, nil
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.mu.f == nil {
-		return q.mu.n, q.mu.err
-	}
-	err := q.mu.f.Close()
-	q.mu.f = nil
-	if q.mu.err != nil {
-		err = q.mu.err
-	}
-	if err != nil {
-		err = fmt.Errorf("--quarantine %s: %w", q.path, err)
-	}
-	return q.mu.n, err
 }
 
 // s3Stats returns the S3 store's counters under store (a PackedStore's

@@ -37,29 +37,21 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	defer data.close()
 	clk.open()
 	store := data.store
-	q, err := openQuarantine(o.faults.quarantine)
+	// One actor system for every rank and every stream a resume reopens,
+	// shut down once serving has ended.
+	asm, err := o.assemble(ac, dc, store, logger)
 	if err != nil {
 		return err
 	}
-	defer q.close()
-	// One actor system for every rank and every stream a resume reopens
-	// (one each held about 2.8 MB), shut down once serving has ended.
-	sys := actors.NewSystem(nil)
-	defer sys.Shutdown()
-	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader(), System: sys}
-	if q != nil {
-		deps.OnFailure = q.record
-	}
-	if err := o.useDecoder(&ac, &deps, dc); err != nil {
-		return err
-	}
+	defer asm.Close()
+	ac = asm.Pipeline
 	// Each rank's streams (reopened when a trainer resumes from an older
 	// commit) add up in a Tally: the summary's and the metrics' source.
 	tallies := make([]*actors.Tally, o.ranks)
 	for r := range tallies {
 		tallies[r] = actors.NewTally(r)
 	}
-	base := feedserver.StandaloneCatalog(ac, data.cat, o.ranks, deps)
+	base, epochSteps := asm.StandaloneFeed(data.cat, o.orderFunc(data.packed()))
 	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
 		st, err := base(rank, from, alloc)
 		if err != nil {
@@ -95,7 +87,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return err
 	}
 	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, HandshakeTimeout: o.feedHello, RankDevice: o.gpu.rankDevice(), Committer: committer, Logger: o.logs.New(stderr, "feed"),
-		EpochSteps: feedserver.StandaloneSteps(ac, data.cat, o.ranks)}, open)
+		EpochSteps: epochSteps}, open)
 	if err != nil {
 		ob.shutdown(ctx, 0)
 		return err
@@ -123,9 +115,9 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		report = actors.MergeReports(report, tallies[r].Failures())
 	}
 	c := actors.MergeCounters(merged...)
-	q.tell(stderr)
+	tellQuarantine(stderr, asm.Quarantine)
 	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
-		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q,
+		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine,
 		trainerWait: trainerWait(s.TrainerWait())})
 	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
 		runErr = err

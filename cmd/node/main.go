@@ -460,7 +460,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 //
 // s is the dataset's store from openStore, or nil: openDataset opens
 // it then.
-func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *dataset.Dataset, packPlan, error) {
+func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *dataset.Dataset, dataset.PackPlan, error) {
 	dopts := dataset.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = dataset.LayoutManifest
@@ -479,24 +479,24 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		if s != nil {
 			storage.Close(s)
 		}
-		return nil, nil, packPlan{}, err
+		return nil, nil, dataset.PackPlan{}, err
 	}
 	if s == nil {
 		if s, err = openStore(ctx, o, nil); err != nil {
-			return nil, nil, packPlan{}, err
+			return nil, nil, dataset.PackPlan{}, err
 		}
 	}
 	s, ds, err := dataset.Open(ctx, s, o.dataset, dopts, nil)
 	if err != nil || !ds.Packed() {
-		return s, ds, packPlan{}, err
+		return s, ds, dataset.PackPlan{}, err
 	}
 	mean := packedMean(ds, nil)
-	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
-	packed.CacheBytes, packed.SpillDir = plan.cache, plan.spill
+	plan := o.packPlan(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean)
+	packed.CacheBytes, packed.SpillDir = plan.CacheBytes, plan.SpillDir
 	ps, err := dataset.NewPackedStore(s, ds, packed)
 	if err != nil {
 		storage.Close(s)
-		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	return ps, ds, plan, nil
 }
@@ -550,13 +550,13 @@ func openStore(ctx context.Context, o options, logger *slog.Logger) (storage.Sto
 // index (one GET on the counted store) before any of the manifest is. A
 // packed dataset's lazy store is a PackedStore over the catalog, which
 // reads chunks of the job's blocks as the in-memory path does.
-func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *dataset.IndexedManifest, packPlan, error) {
+func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *dataset.IndexedManifest, dataset.PackPlan, error) {
 	s, err := openStore(ctx, o, logger)
 	if err != nil {
-		return nil, nil, packPlan{}, err
+		return nil, nil, dataset.PackPlan{}, err
 	}
 	if o.manifestCache == 0 || o.faults.exclude != "" {
-		return s, nil, packPlan{}, nil
+		return s, nil, dataset.PackPlan{}, nil
 	}
 	keys := []string{dataset.ManifestCSVName, dataset.ManifestJSONLName}
 	if o.manifest != "" {
@@ -570,23 +570,23 @@ func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.S
 			continue
 		case err != nil:
 			storage.Close(s)
-			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+			return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 		case found != nil:
 			storage.Close(s)
-			return nil, nil, packPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, dataset.ManifestCSVName, dataset.ManifestJSONLName)
+			return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, dataset.ManifestCSVName, dataset.ManifestJSONLName)
 		}
 		found = x
 	}
 	if found == nil {
-		return s, nil, packPlan{}, nil
+		return s, nil, dataset.PackPlan{}, nil
 	}
 	m, err := dataset.OpenIndex(ctx, s, found, dataset.IndexedConfig{CacheBytes: int64(o.manifestCache)})
 	if err != nil {
 		storage.Close(s)
-		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	if found.Layout() == "plain" {
-		return s, m, packPlan{}, nil
+		return s, m, dataset.PackPlan{}, nil
 	}
 	// The chunks' block and window come with the job (OnJob); until then
 	// samples are read one by one.
@@ -602,12 +602,12 @@ func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.S
 		block = o.orderBlock(true)
 		window = cluster.EffectiveWindow(block, o.window)
 	}
-	plan := o.packPlan(s, spillDirs(), o.windowBytes(mean, block, window), mean)
-	ps, err := dataset.NewCatalogPackedStore(s, m, dataset.PackedConfig{CacheBytes: plan.cache, SpillDir: plan.spill})
+	plan := o.packPlan(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean)
+	ps, err := dataset.NewCatalogPackedStore(s, m, dataset.PackedConfig{CacheBytes: plan.CacheBytes, SpillDir: plan.SpillDir})
 	if err != nil {
 		m.Close()
 		storage.Close(s)
-		return nil, nil, packPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
 	}
 	return ps, m, plan, nil
 }

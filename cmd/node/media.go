@@ -4,15 +4,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/actors/nvdecode"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/decode/audio"
 	"github.com/longshore/longshore/decode/video"
+	"github.com/longshore/longshore/storage"
 )
 
 // mediaFlags choose what a sample is (--media) and, for audio, its
@@ -200,4 +203,13 @@ func (o options) describeSample() string {
 		return fmt.Sprintf("video %s, %d frames %s at %v fps, %d, %s", o.transform, o.clipFrames, o.clipSampling, o.clipFPS, o.size, strings.ToUpper(o.layout))
 	}
 	return fmt.Sprintf("%s %d, %s", o.transform, o.size, strings.ToUpper(o.layout))
+}
+
+// assemble is the node's assembly (node.Assemble) for every mode: the
+// pipelines of --ranks ranks configured by ac, over store, with the
+// media's decoders (useDecoder), the GPUs' uploaders and --quarantine.
+func (o options) assemble(ac actors.Config, dc decode.Config, store storage.Store, logger *slog.Logger) (*node.Assembly, error) {
+	return node.Assemble(node.AssemblyConfig{Ranks: o.ranks, Pipeline: ac, Deps: actors.Deps{Store: store, NewUploader: o.gpu.newUploader()},
+		Quarantine: o.faults.quarantine, Logger: logger,
+		UseDecoder: func(c *actors.Config, d *actors.Deps) error { return o.useDecoder(c, d, dc) }})
 }

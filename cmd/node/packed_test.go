@@ -157,14 +157,14 @@ func TestPackCacheFlag(t *testing.T) {
 	}
 	remote := storage.NewMemStore("mem") // does not read in place, as S3 does not
 	disk := t.TempDir()
-	plan := func(args ...string) func(storage.Store) packPlan {
+	plan := func(args ...string) func(storage.Store) dataset.PackPlan {
 		t.Helper()
 		o, err := parseFlags(append([]string{"--standalone", "--dataset", "x"}, args...), io.Discard)
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
 		o.spillProbe = fastDisk
-		return func(s storage.Store) packPlan { return o.packPlan(s, []string{disk}, 225<<20, 112<<10) } // ImageNet's window at the defaults
+		return func(s storage.Store) dataset.PackPlan { return o.packPlan(s, []string{disk}, 225<<20, 112<<10) } // ImageNet's window at the defaults
 
 	}
 	for _, tc := range []struct {
@@ -192,38 +192,16 @@ func TestPackCacheFlag(t *testing.T) {
 		{[]string{"--pack-cache", "0"}, remote, 0, ""},
 		{[]string{"--pack-cache", "Auto", "--pack-spill", "AUTO"}, remote, 1 << 30, disk},
 	} {
-		if p := plan(tc.args...)(tc.s); p.cache != tc.cache || p.spill != tc.spill || p.why == "" {
-			t.Errorf("%q on %s: cache %d, spill %q (%s); want %d, %q", tc.args, tc.s, p.cache, p.spill, p.why, tc.cache, tc.spill)
+		if p := plan(tc.args...)(tc.s); p.CacheBytes != tc.cache || p.SpillDir != tc.spill || p.Why == "" {
+			t.Errorf("%q on %s: cache %d, spill %q (%s); want %d, %q", tc.args, tc.s, p.CacheBytes, p.SpillDir, p.Why, tc.cache, tc.spill)
 		}
 	}
-	// auto spills only windows that take memory worth saving: small
-	// samples' chunks stay in memory, and so do those whose size is not
-	// known at start.
-	o.spillProbe = fastDisk
-	for _, wb := range []int64{spillAbove - 1, 0} {
-		if p := o.packPlan(remote, []string{disk}, wb, wb/2048); p.cache != 1<<30 || p.spill != "" || !strings.Contains(p.why, "auto") {
-			t.Errorf("auto, windows of %d bytes: %+v; want the cache in memory", wb, p)
-		}
+	// --memory-budget caps a cache in memory at its share.
+	if p := plan("--memory-budget", "64MiB", "--pack-spill", "off")(remote); p.CacheBytes != int64(float64(64<<20)*budgetPackShare) {
+		t.Errorf("--memory-budget 64MiB --pack-spill off: %+v; want the cache at its share of the budget", p)
 	}
-	if p := o.packPlan(remote, []string{disk}, spillAbove, spillAbove/2048); p.spill != disk {
-		t.Errorf("auto, windows of %d bytes: %+v; want spilled to %s", int64(spillAbove), p, disk)
-	}
-	// A disk slower than the node's cores consume, in bytes or in reads,
-	// is passed over with the figures; a probe that fails, too.
-	need := newSpillNeed(112 << 10)
-	for name, sp := range map[string]dataset.DiskSpeed{
-		"writes": {WriteBytesPerSecond: need.bytesPerSec / 2, ReadsPerSecond: 2 * need.readsPerSec, ReadSize: 112 << 10},
-		"reads":  {WriteBytesPerSecond: 2 * need.bytesPerSec, ReadsPerSecond: need.readsPerSec / 2, ReadSize: 112 << 10},
-	} {
-		o.spillProbe = func(string, int64) (dataset.DiskSpeed, error) { return sp, nil }
-		if p := o.packPlan(remote, []string{disk}, 225<<20, 112<<10); p.spill != "" || p.cache != 1<<30 || !strings.Contains(p.why, "slower than this node") || !strings.Contains(p.why, "reads/s") {
-			t.Errorf("a disk slow in %s: %+v; want the chunks in memory, saying why", name, p)
-		}
-	}
-	o.spillProbe = func(string, int64) (dataset.DiskSpeed, error) { return dataset.DiskSpeed{}, errors.New("probe failed") }
-	if p := o.packPlan(remote, []string{disk}, 225<<20, 112<<10); p.spill != "" || !strings.Contains(p.why, "probe failed") {
-		t.Errorf("a failed probe: %+v; want the chunks in memory, saying why", p)
-	}
+	// The policy itself (thresholds, slow disks, failed probes):
+	// storage's TestPlanPackCache.
 	// The estimate: standalone ranks share one window; a cluster node's
 	// each read one, of the coordinator's defaults until the job says.
 	if got, want := o.windowBytes(1000, 16, 128), int64(1000*16*128); got != want {
@@ -235,7 +213,7 @@ func TestPackCacheFlag(t *testing.T) {
 	}
 	t.Setenv("LONGSHORE_PACK_CACHE", "1GiB")
 	t.Setenv("LONGSHORE_PACK_SPILL", "off")
-	if p := plan()(local); p.cache != 1<<30 || p.spill != "" {
+	if p := plan()(local); p.CacheBytes != 1<<30 || p.SpillDir != "" {
 		t.Errorf("LONGSHORE_PACK_CACHE=1GiB LONGSHORE_PACK_SPILL=off: %+v", p)
 	}
 	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-cache", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "256MiB") {
@@ -244,42 +222,6 @@ func TestPackCacheFlag(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	if _, err = parseFlags([]string{"--standalone", "--dataset", "x", "--pack-spill", missing}, io.Discard); !errors.Is(err, dataset.ErrSpillDir) || !strings.Contains(err.Error(), "--pack-spill") {
 		t.Errorf("--pack-spill %s (missing): %v", missing, err)
-	}
-}
-
-// TestPickSpillDir: --pack-spill auto takes the first directory that is
-// on a disk and has room for the cache, and says why it passed over the
-// others; with none, the chunks stay in memory and the reason names each.
-func TestPickSpillDir(t *testing.T) {
-	disk := t.TempDir()
-	missing := filepath.Join(t.TempDir(), "missing")
-	need := newSpillNeed(100 << 10)
-	if dir, why := pickSpillDir([]string{missing, disk}, 1<<20, need, fastDisk); dir != disk || why == "" {
-		t.Errorf("missing, then a disk: %q (%s); want %q", dir, why, disk)
-	}
-	// A slow disk is passed over for the next directory's fast one.
-	slow := t.TempDir()
-	probe := func(d string, size int64) (dataset.DiskSpeed, error) {
-		if d == slow {
-			return dataset.DiskSpeed{WriteBytesPerSecond: 25e6, ReadsPerSecond: 500, ReadSize: size}, nil
-		}
-		return fastDisk(d, size)
-	}
-	if dir, why := pickSpillDir([]string{slow, disk}, 1<<20, need, probe); dir != disk || !strings.Contains(why, "reads/s") {
-		t.Errorf("a slow disk, then a fast one: %q (%s); want %q", dir, why, disk)
-	}
-	free, err := dataset.SpillDirFree(disk)
-	if err != nil || free <= 0 {
-		t.Fatalf("SpillDirFree(%s): %d, %v", disk, free, err)
-	}
-	dir, why := pickSpillDir([]string{missing, disk}, free, need, fastDisk)
-	if dir != "" || !strings.Contains(why, missing) || !strings.Contains(why, disk+": ") || !strings.Contains(why, "too little") || !strings.Contains(why, "--pack-spill off") {
-		t.Errorf("no directory with room for %d bytes: %q, %s", free, dir, why)
-	}
-	if shm := "/dev/shm"; dataset.CheckSpillDir(shm) != nil {
-		if dir, why := pickSpillDir([]string{shm}, 1, need, fastDisk); dir != "" || !strings.Contains(why, "tmpfs") {
-			t.Errorf("%s (tmpfs): %q, %s", shm, dir, why)
-		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/actors/nvdecode"
+	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/dataset"
@@ -187,7 +188,7 @@ type standaloneData struct {
 	cat     dataset.Catalog
 	ds      *dataset.Dataset
 	indexed *dataset.IndexedManifest
-	pack    packPlan // a packed dataset's: where its chunks are kept
+	pack    dataset.PackPlan // a packed dataset's: where its chunks are kept
 }
 
 // packed reports whether the dataset has packed samples.
@@ -246,19 +247,19 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
 // mean is a packed sample's mean size (packedMean).
-func packedLine(ps *dataset.PackedStore, mean int64, plan packPlan, ranks int) string {
+func packedLine(ps *dataset.PackedStore, mean int64, plan dataset.PackPlan, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
 	cache := ps.Stats().CacheBytes
 	if cache == 0 {
-		return fmt.Sprintf("packed dataset: every sample read in place from its shard, no chunks (%s)", plan.why)
+		return fmt.Sprintf("packed dataset: every sample read in place from its shard, no chunks (%s)", plan.Why)
 	}
 	need := mean * int64(block) * int64(window) * int64(ranks)
 	where := "in memory"
-	if plan.spill != "" {
-		where = "on disk in " + plan.spill
+	if plan.SpillDir != "" {
+		where = "on disk in " + plan.SpillDir
 	}
 	line := fmt.Sprintf("packed dataset: chunks of %d-sample blocks, %d at once (a window: about %s per rank), cache %s %s (%s)",
-		block, window, byteSize(need/int64(ranks)).human(), byteSize(cache).human(), where, plan.why)
+		block, window, byteSize(need/int64(ranks)).human(), byteSize(cache).human(), where, plan.Why)
 	if cache < need {
 		line += fmt.Sprintf("; warning: --pack-cache below the %s that %d window(s) take: chunks will be read more than once or samples one by one (raise --pack-cache, or lower --mix-window)", byteSize(need).human(), ranks)
 	}
@@ -297,25 +298,15 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	q, err := openQuarantine(o.faults.quarantine)
+	asm, err := o.assemble(ac, dc, store, logger)
 	if err != nil {
 		snk.Close()
 		data.close()
 		return err
 	}
-	deps := actors.Deps{Store: store, Order: o.orderFunc(data.packed()), NewUploader: o.gpu.newUploader()}
-	if q != nil {
-		deps.OnFailure = q.record
-	}
-	if err := o.useDecoder(&ac, &deps, dc); err != nil {
-		q.close()
-		snk.Close()
-		data.close()
-		return err
-	}
-	node, err := actors.NewCatalogNode(ac, data.cat, o.ranks, deps)
+	node, err := asm.StandaloneNode(data.cat, o.orderFunc(data.packed()))
 	if err != nil {
-		q.close()
+		asm.Close()
 		snk.Close()
 		data.close()
 		return err
@@ -347,8 +338,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	ob, err := startObserver(o, pipeline.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, ready.Check, store, logger)
 	if err != nil {
 		node.Close()
+		asm.Close()
 		snk.Close()
-		storage.Close(store)
+		data.close()
 		return err
 	}
 	bar := newProgress(o.progress, total, o.mediaFlags.media, stderr)
@@ -390,12 +382,12 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
 		logger.Warn("metrics server shutdown", "err", err)
 	}
-	if _, err := q.close(); err != nil && runErr == nil {
+	if _, err := asm.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	q.tell(stderr)
+	tellQuarantine(stderr, asm.Quarantine)
 	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: q})
+		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine})
 	data.close()
 	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
 		runErr = err
@@ -422,7 +414,7 @@ type runFacts struct {
 	// startup, if set, noted the run's start-up phases (standalone runs).
 	startup    *startupClock
 	err        error
-	quarantine *quarantine // --quarantine, or nil
+	quarantine *quarantine.File // --quarantine, or nil
 	// trainerWait is what the trainers reported (feed sink), or nil.
 	trainerWait *TrainerWaitSummary
 }
@@ -470,7 +462,7 @@ func summarize(o options, f runFacts) Summary {
 		GPUDecode:         o.gpu.decodeStats(),
 		GPUVideoDecode:    o.gpu.videoDecodeStats(),
 		Excluded:          f.excluded,
-		Quarantined:       f.quarantine.added(),
+		Quarantined:       f.quarantine.Added(),
 		Startup:           f.startup.startup(f.firstBatch),
 		TrainerWait:       f.trainerWait,
 	}

@@ -41,6 +41,8 @@ var internal = map[string][]string{
 	"actors/actorstest": {},
 	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video", "storage"},
 	"actors/nvdecode":   {"actors", "actors/ffdecode", "decode", "gpu", "gpu/nvjpeg"},
+	// The node's --quarantine file: which failures are a sample's own.
+	"actors/quarantine": {"actors", "dataset", "storage"},
 	"decode/video":      {},
 	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the
@@ -64,7 +66,7 @@ var internal = map[string][]string{
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
 	// Internet scale in one process: the core, the journal, a memory store.
 	"cluster/scalesim": {"cluster", "cluster/journal", "storage"},
-	"cluster/node": {"dataset", "actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
+	"cluster/node": {"dataset", "actors", "actors/feed", "actors/feedserver", "actors/quarantine", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
 	// Observability: the table of series, the HTTP server and the
@@ -122,7 +124,7 @@ var reach = map[string][]string{
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"observe", "observe/pipeline", "actors", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"observe", "observe/pipeline", "actors", "actors/ffdecode", "actors/nvdecode", "actors/quarantine", "cmd/longshore-nvjpegcheck", "actors/feedserver",
 		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
@@ -157,7 +159,7 @@ var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
 	"net": {"cmd/coordinator", "observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "actors/quarantine", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "cmd/internal/version",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }

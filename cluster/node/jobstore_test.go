@@ -1,0 +1,65 @@
+package node
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/storage"
+)
+
+// TestAdoptJobOrder: a packed store takes the job's block and window
+// (which only the coordinator knows), once; other stores are left alone.
+func TestAdoptJobOrder(t *testing.T) {
+	ps, err := dataset.NewPackedStore(storage.NewMemStore("mem"), &dataset.Dataset{}, dataset.PackedConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := Job{Block: 256, Window: 16}
+	if !AdoptJobOrder(ps, j) || ps.Block() != 256 || ps.Window() != 16 {
+		t.Errorf("first job: block %d, window %d; want the job's 256, 16, changed", ps.Block(), ps.Window())
+	}
+	if AdoptJobOrder(ps, j) {
+		t.Error("the same job again: changed; want nothing to change")
+	}
+	if !AdoptJobOrder(ps, Job{Block: 64, Window: 1}) || ps.Block() != 64 || ps.Window() != 1 {
+		t.Errorf("a new coordinator's job: block %d, window %d; want 64, 1", ps.Block(), ps.Window())
+	}
+	if AdoptJobOrder(storage.NewMemStore("plain"), j) {
+		t.Error("a store that is not packed: changed")
+	}
+}
+
+// budgeted is a store with a request rate (as S3's), under a wrapper.
+type budgeted struct {
+	storage.Store
+	got []float64
+}
+
+func (b *budgeted) SetRequestBudget(rps float64) { b.got = append(b.got, rps) }
+
+// TestStoreBudget: each new share reaches the store once (resends do
+// not), and is logged; a store with no request rate is warned about.
+func TestStoreBudget(t *testing.T) {
+	var logs bytes.Buffer
+	inner := &budgeted{Store: storage.NewMemStore("s3-like")}
+	b := NewStoreBudget(storage.NewCountingStore(inner), 50, slog.New(slog.NewTextHandler(&logs, nil)))
+	for _, rps := range []float64{100, 100, 100, 40, 40, 0} {
+		b.Apply(rps)
+	}
+	if want := []float64{100, 40, 0}; len(inner.got) != len(want) || inner.got[0] != 100 || inner.got[1] != 40 || inner.got[2] != 0 {
+		t.Errorf("the store was given %v; want %v", inner.got, want)
+	}
+	if n := strings.Count(logs.String(), "store budget: the job's share for this node"); n != 3 || !strings.Contains(logs.String(), "own_cap=50") {
+		t.Errorf("logs:\n%s\nwant the shares 100, 40 and 0 logged with the node's own cap", logs.String())
+	}
+	logs.Reset()
+	plain := NewStoreBudget(storage.NewMemStore("dir"), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	plain.Apply(10)
+	plain.Apply(10)
+	if n := strings.Count(logs.String(), "no request rate to limit"); n != 1 {
+		t.Errorf("a store without a request rate: logs\n%s\nwant one warning", logs.String())
+	}
+}
