@@ -3,7 +3,7 @@ package feedserver
 import (
 	"fmt"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // ledger is one rank's delivery and commit bookkeeping: a plain state

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // PeerPolicy says which local processes may connect, by the uid and

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // SessionStream is a Stream whose position the server does not choose:

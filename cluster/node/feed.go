@@ -9,10 +9,10 @@ import (
 	"sync"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 )
 

@@ -1,5 +1,5 @@
 // Command feed_server serves a standalone pipeline over a dataset
-// directory to trainers through the feed (package actors/feed), without the
+// directory to trainers through the feed (package feed), without the
 // node binary: for tests, examples and benchmarks.
 //
 //	go run ./examples/feed_server --dataset ~/.cache/longshore/datasets/imagenet-like-n512-s1 --dir /tmp/lsfeed
@@ -29,11 +29,11 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )

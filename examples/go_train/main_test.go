@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/feed"
 )
 
 // startFeedServer builds examples/feed_server and serves the demo dataset

@@ -40,8 +40,8 @@ var internal = map[string][]string{
 	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the
 	// node; the server sits on the pipeline.
-	"actors/feed":       {},
-	"actors/feedserver": {"actors", "actors/feed", "gpu", "storage"},
+	"feed":              {},
+	"actors/feedserver": {"actors", "feed", "gpu", "storage"},
 
 	// Object stores behind the seam.
 	"storage/s3":        {"storage", "internal/clock"},
@@ -59,7 +59,7 @@ var internal = map[string][]string{
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
 	// Internet scale in one process: the core, the journal, a memory store.
 	"cluster/scalesim": {"cluster", "cluster/journal", "storage"},
-	"cluster/node": {"actors", "actors/feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
+	"cluster/node": {"actors", "feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
 	// Keys and certificates (crypto/x509 only) for a secured cluster.
@@ -87,7 +87,7 @@ var internal = map[string][]string{
 	"cmd/internal/procmem":          {},
 	"cmd/internal/version":          {}, // --version: the build's version, nothing of the module
 	"examples/feed_server":          {"*"},
-	"examples/go_train":             {"actors/feed"},
+	"examples/go_train":             {"feed"},
 	"examples/inprocess":            {"*"},
 	"integration":                   {},
 	"integration/tools/healthcheck": {},
@@ -127,9 +127,9 @@ var cudaModules = []string{"gorgonia.org/cu", "github.com/pkg/errors", "github.c
 // (or CUDA), the packages of the module that may import it themselves.
 var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
-	"net": {"cmd/coordinator", "cmd/internal/observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
+	"net": {"cmd/coordinator", "cmd/internal/observe", "feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"cmd/internal/observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"cmd/internal/observe", "cmd/internal/config", "feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "cmd/internal/version",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
@@ -151,7 +151,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
+var stdOnly = []string{"cluster", "feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
 
 type pkg struct {
 	ImportPath string
