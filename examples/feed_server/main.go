@@ -29,10 +29,10 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
@@ -88,7 +88,7 @@ func main() {
 	if err := ffdecode.Use(&cfg, &deps, dc); err != nil {
 		log.Fatal(err)
 	}
-	open := feedserver.Standalone(cfg, ds, *ranks, deps)
+	open := delivery.Standalone(cfg, ds, *ranks, deps)
 
 	if *bench {
 		runBench(ctx, open, *ranks)
@@ -99,8 +99,8 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	s, err := feedserver.New(feedserver.Config{Dir: *dir, Ranks: *ranks, Job: *job,
-		EpochSteps: feedserver.StandaloneSteps(cfg, storage.DatasetCatalog(ds), *ranks)}, open)
+	s, err := delivery.New(delivery.Config{Dir: *dir, Ranks: *ranks, Job: *job,
+		EpochSteps: delivery.StandaloneSteps(cfg, storage.DatasetCatalog(ds), *ranks)}, open)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func main() {
 	}
 }
 
-func drain(ctx context.Context, open feedserver.OpenFunc, rank int, fn func(*actors.Batch)) error {
+func drain(ctx context.Context, open delivery.OpenFunc, rank int, fn func(*actors.Batch)) error {
 	st, err := open(rank, feed.Cursor{}, gpu.DefaultAllocator())
 	if err != nil {
 		return err
@@ -135,7 +135,7 @@ func drain(ctx context.Context, open feedserver.OpenFunc, rank int, fn func(*act
 	}
 }
 
-func writeChecksums(ctx context.Context, path string, open feedserver.OpenFunc, ranks int) error {
+func writeChecksums(ctx context.Context, path string, open delivery.OpenFunc, ranks int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -163,7 +163,7 @@ func writeChecksums(ctx context.Context, path string, open feedserver.OpenFunc, 
 	return f.Close()
 }
 
-func runBench(ctx context.Context, open feedserver.OpenFunc, ranks int) {
+func runBench(ctx context.Context, open delivery.OpenFunc, ranks int) {
 	var (
 		mu             sync.Mutex
 		batches, bytes int64

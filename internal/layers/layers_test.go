@@ -40,8 +40,8 @@ var internal = map[string][]string{
 	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the
 	// node; the server sits on the pipeline.
-	"feed":              {},
-	"actors/feedserver": {"actors", "feed", "gpu", "storage"},
+	"feed":     {},
+	"delivery": {"actors", "feed", "gpu", "storage"},
 
 	// Object stores behind the seam.
 	"storage/s3":        {"storage", "internal/clock"},
@@ -59,7 +59,7 @@ var internal = map[string][]string{
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
 	// Internet scale in one process: the core, the journal, a memory store.
 	"cluster/scalesim": {"cluster", "cluster/journal", "storage"},
-	"cluster/node": {"actors", "feed", "actors/feedserver", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
+	"cluster/node": {"actors", "feed", "delivery", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
 	// Keys and certificates (crypto/x509 only) for a secured cluster.
@@ -79,7 +79,7 @@ var internal = map[string][]string{
 	"cmd/internal/config":           {"cmd/internal/flagenv"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
-	"cmd/internal/observe":          {"actors", "actors/feedserver", "cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "cmd/internal/secure", "internal/clock", "storage", "storage/s3"},
+	"cmd/internal/observe":          {"actors", "delivery", "cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "cmd/internal/secure", "internal/clock", "storage", "storage/s3"},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire"},
 	"cmd/longshore-certs":           {"cluster/certs", "cmd/internal/version"},
 	"cmd/internal/mixing":           {},
@@ -111,7 +111,7 @@ var reach = map[string][]string{
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"cmd/internal/observe", "actors", "actors/ffdecode", "actors/nvdecode", "cmd/longshore-nvjpegcheck", "delivery",
 		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
@@ -127,9 +127,9 @@ var cudaModules = []string{"gorgonia.org/cu", "github.com/pkg/errors", "github.c
 // (or CUDA), the packages of the module that may import it themselves.
 var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
-	"net": {"cmd/coordinator", "cmd/internal/observe", "feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
+	"net": {"cmd/coordinator", "cmd/internal/observe", "feed", "delivery", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"cmd/internal/observe", "cmd/internal/config", "feed", "actors/feedserver", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"cmd/internal/observe", "cmd/internal/config", "feed", "delivery", "gpu", "gpu/internal/cuinit", "storage", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "cmd/internal/version",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }

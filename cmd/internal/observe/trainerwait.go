@@ -6,20 +6,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/delivery"
 )
 
 // TrainerWait is a rank's data-stall accounting under the rank's name
 // (the rank label of the node's other metrics).
 type TrainerWait struct {
 	Rank string
-	feedserver.TrainerWait
+	delivery.TrainerWait
 }
 
 // TrainerWaits reads the trainers' data-stall accounting of the feed
 // server p holds once it started (nothing before), naming rank r
 // name(r) (nil: its number).
-func TrainerWaits(p *atomic.Pointer[feedserver.Server], name func(rank int) string) func() []TrainerWait {
+func TrainerWaits(p *atomic.Pointer[delivery.Server], name func(rank int) string) func() []TrainerWait {
 	return func() []TrainerWait {
 		s := p.Load()
 		if s == nil {
@@ -39,7 +39,7 @@ func TrainerWaits(p *atomic.Pointer[feedserver.Server], name func(rank int) stri
 
 // trainerWaitCollector exports, per rank, what the rank's trainers
 // reported of their waits for batches and their compute between them
-// (feedserver.TrainerWait), read at scrape time.
+// (delivery.TrainerWait), read at scrape time.
 type trainerWaitCollector struct {
 	waits           func() []TrainerWait
 	wait            *prometheus.Desc
@@ -49,7 +49,7 @@ type trainerWaitCollector struct {
 
 // NewTrainerWaitCollector exports what waits reports:
 // longshore_trainer_wait_seconds{rank} (a histogram of the trainer's wait
-// for each batch, feedserver.WaitBuckets), longshore_trainer_compute_seconds_total{rank}
+// for each batch, delivery.WaitBuckets), longshore_trainer_compute_seconds_total{rank}
 // (its time between batches) and longshore_trainer_stall_ratio{rank}
 // (wait / (wait + compute) over the run, for ranks that reported).
 func NewTrainerWaitCollector(waits func() []TrainerWait) prometheus.Collector {
@@ -79,8 +79,8 @@ func (c *trainerWaitCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *trainerWaitCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.waits() {
 		rank := w.Rank
-		buckets := make(map[float64]uint64, len(feedserver.WaitBuckets))
-		for i, b := range feedserver.WaitBuckets {
+		buckets := make(map[float64]uint64, len(delivery.WaitBuckets))
+		for i, b := range delivery.WaitBuckets {
 			buckets[b] = w.Buckets[i]
 		}
 		ch <- prometheus.MustNewConstHistogram(c.wait, uint64(w.Steps), w.Wait.Seconds(), buckets, rank)

@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 // Who may open a feed socket. The socket's file mode is the first gate
 // (the kernel refuses connect(2) without write permission on it); the
