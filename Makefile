@@ -127,7 +127,7 @@ FUZZ_TARGETS := \
 	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./storage/:FuzzScanManifest ./storage/:FuzzManifestIndex ./cmd/longshore-pack/:FuzzWebDataset \
 	./storage/s3/:FuzzContentRange ./storage/s3/:FuzzRetryAfter \
 	./cluster/journal/:FuzzDecode ./cluster/journal/:FuzzParseToken ./cluster/wire/:FuzzWire \
-	./actors/feed/:FuzzClientFrames ./actors/feed/:FuzzServerFrames ./actors/feedserver/:FuzzLocalToken \
+	./feed/:FuzzClientFrames ./feed/:FuzzServerFrames ./delivery/:FuzzLocalToken \
 	./gpu/nvjpeg/:FuzzProbe
 
 fuzz: deps-base

@@ -11,7 +11,7 @@
 //     page-aligned, outside the Go heap, never scanned or moved by the
 //     garbage collector) and HeapAllocator (Go heap memory aligned by
 //     over-allocation: the race detector sees accesses to it, so tests use
-//     it). The feed's ShmAllocator (actors/feedserver) gives memfd memory a
+//     it). The feed's ShmAllocator (delivery) gives memfd memory a
 //     trainer maps; PinnedAllocator gives a device's page-locked memory
 //     (cuMemHostAlloc) for slots only the node's process reads.
 //   - Uploader hands a filled slot to the device. HostUploader, the plain-Go

@@ -7,9 +7,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/delivery"
 )
 
 // AssemblyConfig is what a node's ranks' pipelines are built from, in
@@ -103,12 +103,12 @@ func (a *Assembly) StandaloneNode(cat dataset.Catalog, order actors.OrderFunc) (
 
 // StandaloneFeed is the standalone source for the feed: it opens a
 // rank's pipeline over cat in the order order makes, from the cursor a
-// trainer resumes at (feedserver.StandaloneCatalog), and says how many
-// steps each epoch of a rank has (feedserver.Config.EpochSteps).
-func (a *Assembly) StandaloneFeed(cat dataset.Catalog, order actors.OrderFunc) (feedserver.OpenFunc, func(rank int) int64) {
+// trainer resumes at (delivery.StandaloneCatalog), and says how many
+// steps each epoch of a rank has (delivery.Config.EpochSteps).
+func (a *Assembly) StandaloneFeed(cat dataset.Catalog, order actors.OrderFunc) (delivery.OpenFunc, func(rank int) int64) {
 	d := a.Deps
 	d.Order = order
-	return feedserver.StandaloneCatalog(a.Pipeline, cat, a.ranks, d), feedserver.StandaloneSteps(a.Pipeline, cat, a.ranks)
+	return delivery.StandaloneCatalog(a.Pipeline, cat, a.ranks, d), delivery.StandaloneSteps(a.Pipeline, cat, a.ranks)
 }
 
 // ClusterConfig is the cluster source, the lease requester: c (the

@@ -9,10 +9,10 @@ import (
 	"sync"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/delivery"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 )
 
@@ -20,7 +20,7 @@ import (
 //
 //	cf := node.NewClusterFeed(ranks)
 //	nd, _ := node.Start(sys, node.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck, OnJob: cf.OnJob})
-//	srv, _ := feedserver.New(feedserver.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
+//	srv, _ := delivery.New(delivery.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
 //
 // Steps are the agent's, which are the trainer's: continuous per epoch
 // across the agent's sessions (a new session numbers on from the last
@@ -43,7 +43,7 @@ import (
 // hello when the node knows the job, else as soon as the welcome brings
 // it (OnJob), before the trainer gets a batch.
 type ClusterFeed struct {
-	allocs []*feedserver.ShmAllocator
+	allocs []*delivery.ShmAllocator
 	ranks  []*clusterRank
 	mu     struct {
 		sync.Mutex
@@ -55,7 +55,7 @@ type ClusterFeed struct {
 func NewClusterFeed(ranks int) *ClusterFeed {
 	f := &ClusterFeed{}
 	for i := range ranks {
-		f.allocs = append(f.allocs, feedserver.NewShmAllocator(fmt.Sprintf("rank%d", i)))
+		f.allocs = append(f.allocs, delivery.NewShmAllocator(fmt.Sprintf("rank%d", i)))
 		cr := &clusterRank{index: i, feed: f}
 		cr.mu.era = 1
 		cr.mu.sent = map[sessEpoch]sentSteps{}
@@ -65,7 +65,7 @@ func NewClusterFeed(ranks int) *ClusterFeed {
 }
 
 // Allocator is rank's shared-memory allocator: set it as Config.Allocator.
-func (f *ClusterFeed) Allocator(rank int) *feedserver.ShmAllocator { return f.allocs[rank] }
+func (f *ClusterFeed) Allocator(rank int) *delivery.ShmAllocator { return f.allocs[rank] }
 
 // RankDeps gives rank's pipelines deps with rank's allocator: set it as
 // Config.RankDeps.
@@ -99,12 +99,12 @@ func (f *ClusterFeed) byName(rank string) *clusterRank {
 // Open returns the OpenFunc serving node's ranks; pipeline is the
 // agent's Config.Pipeline (the job's batch size comes from the
 // coordinator). The server must use the feed's allocators.
-func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) feedserver.OpenFunc {
-	return func(rank int, _ feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
+func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) delivery.OpenFunc {
+	return func(rank int, _ feed.Cursor, alloc gpu.Allocator) (delivery.Stream, error) {
 		if rank < 0 || rank >= len(f.ranks) {
 			return nil, fmt.Errorf("feed: cluster feed has %d ranks, asked for rank %d", len(f.ranks), rank)
 		}
-		if a, ok := alloc.(*feedserver.ShmAllocator); !ok || a != f.allocs[rank] {
+		if a, ok := alloc.(*delivery.ShmAllocator); !ok || a != f.allocs[rank] {
 			return nil, errors.New("feed: cluster mode: set Config.Allocator to ClusterFeed.Allocator (the agent's pipelines allocate from it)")
 		}
 		cr := f.ranks[rank]
@@ -153,10 +153,10 @@ type clusterRank struct {
 
 type commitWaiter struct {
 	at batchAt
-	ch chan feedserver.CommitResult
+	ch chan delivery.CommitResult
 }
 
-var _ feedserver.SessionStream = (*clusterRank)(nil)
+var _ delivery.SessionStream = (*clusterRank)(nil)
 
 func (c *clusterRank) rank() *Rank {
 	c.mu.Lock()
@@ -183,7 +183,7 @@ func (c *clusterRank) Next(ctx context.Context) (*actors.Batch, error) {
 	return d.Batch, err
 }
 
-func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, error) {
+func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Delivery, error) {
 	b, err := c.rank().Next(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -194,7 +194,7 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, er
 		c.recordSentLocked(b)
 		b.Release()
 		c.mu.tokenErr = nil
-		return feedserver.Delivery{}, terr
+		return delivery.Delivery{}, terr
 	}
 	if errors.Is(err, ErrRolledBack) {
 		c.mu.era++
@@ -206,13 +206,13 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (feedserver.Delivery, er
 			rb = *last
 			rb.Era = c.mu.era
 		}
-		return feedserver.Delivery{}, &feed.RollbackError{Rollback: rb}
+		return delivery.Delivery{}, &feed.RollbackError{Rollback: rb}
 	}
 	if err != nil {
-		return feedserver.Delivery{}, err
+		return delivery.Delivery{}, err
 	}
 	c.recordSentLocked(b)
-	return feedserver.Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
+	return delivery.Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
 }
 
 // recordSentLocked records that b was returned to be sent.
@@ -235,7 +235,7 @@ func (c *clusterRank) recordSentLocked(b *Batch) {
 func (c *clusterRank) failWaitersLocked(keep *cluster.Fence) {
 	for w := range c.mu.waiters {
 		if keep == nil || w.at.session != *keep {
-			w.ch <- feedserver.CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", feed.ErrRolledBack, w.at.epoch, w.at.step)}
+			w.ch <- delivery.CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", feed.ErrRolledBack, w.at.epoch, w.at.step)}
 			delete(c.mu.waiters, w)
 		}
 	}
@@ -268,7 +268,7 @@ func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	key := sessEpoch{session, a.Epoch}
 	for w := range c.mu.waiters {
 		if w.at.sessEpoch == key && w.at.step <= a.Step {
-			w.ch <- feedserver.CommitResult{Token: []byte(a.Token)}
+			w.ch <- delivery.CommitResult{Token: []byte(a.Token)}
 			delete(c.mu.waiters, w)
 		}
 	}
@@ -317,18 +317,18 @@ func (f *ClusterFeed) checkToken(r *Rank, t journal.Token, job *Job) error {
 	return nil
 }
 
-func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
+func (c *clusterRank) Attach(token []byte) (delivery.Attachment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.unchecked, c.mu.tokenErr = nil, nil
 	if len(token) > 0 {
 		t, err := journal.ParseToken(string(token))
 		if err != nil {
-			return feedserver.Attachment{}, fmt.Errorf("%w: %v", feed.ErrBadToken, err)
+			return delivery.Attachment{}, fmt.Errorf("%w: %v", feed.ErrBadToken, err)
 		}
 		job := c.feed.job()
 		if err := c.feed.checkToken(c.mu.r, t, job); err != nil {
-			return feedserver.Attachment{}, err
+			return delivery.Attachment{}, err
 		}
 		if job == nil && t.Ident.Known() {
 			c.mu.unchecked = &t // checked when the welcome brings the job (OnJob)
@@ -339,11 +339,11 @@ func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
 			// restarted): the coordinator's state is the authority.
 		case string(token) == string(last.Token):
 		default:
-			return feedserver.Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
+			return delivery.Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
 				feed.ErrStaleToken, c.index, last.Epoch, last.Step, last.Token, token)
 		}
 	}
-	at := feedserver.Attachment{}
+	at := delivery.Attachment{}
 	lastAck, acked := c.lastAckLocked()
 	if ls := c.mu.lastSent; ls != nil && (!acked || *ls != lastAck) {
 		// The last trainer got batches after its last acknowledged
@@ -363,7 +363,7 @@ func (c *clusterRank) Attach(token []byte) (feedserver.Attachment, error) {
 	return at, nil
 }
 
-func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan feedserver.CommitResult, error) {
+func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan delivery.CommitResult, error) {
 	c.mu.Lock()
 	if (era != 0 && era != c.mu.era) || c.mu.cur.IsZero() {
 		c.mu.Unlock()
@@ -379,13 +379,13 @@ func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan feedserv
 		c.mu.Unlock()
 		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, sent.first-1)
 	}
-	ch := make(chan feedserver.CommitResult, 1)
+	ch := make(chan delivery.CommitResult, 1)
 	if rec, ok := c.mu.r.Acks().Acked(c.mu.cur, epoch); ok && step <= rec.Step {
 		c.mu.Unlock()
 		if step < rec.Step {
 			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, rec.Step)
 		}
-		ch <- feedserver.CommitResult{Token: []byte(rec.Token)}
+		ch <- delivery.CommitResult{Token: []byte(rec.Token)}
 		return ch, nil
 	}
 	// The actor answers through OnAck; a commit of an epoch the

@@ -16,13 +16,13 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
-	"github.com/longshore/longshore/actors/feed"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/delivery"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -39,7 +39,7 @@ type clusterEnv struct {
 	cfg    cluster.Config
 	cf     *ClusterFeed
 	nd     *Node
-	srv    *feedserver.Server
+	srv    *delivery.Server
 
 	mu sync.Mutex
 	co *coord.Coordinator
@@ -118,7 +118,7 @@ func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := feedserver.New(feedserver.Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
+	srv, err := delivery.New(delivery.Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
 	if err != nil {
 		t.Fatal(err)
 	}

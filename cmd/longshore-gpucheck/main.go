@@ -34,10 +34,10 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
@@ -196,7 +196,7 @@ func peakGBs(dev gpu.Device, size int64, iters int, pinned bool) (_ float64, err
 func uploadGBs(dev gpu.Device, mode gpu.HostMode, slots, slotBytes, iters int) ModeReport {
 	mr := ModeReport{Mode: mode.String()}
 	fail := func(err error) ModeReport { mr.Error = err.Error(); return mr }
-	pool, err := gpu.NewHostPool(feedserver.NewShmAllocator("gpucheck"), slots, slotBytes)
+	pool, err := gpu.NewHostPool(delivery.NewShmAllocator("gpucheck"), slots, slotBytes)
 	if err != nil {
 		return fail(err)
 	}
@@ -302,7 +302,7 @@ func serve(args []string, stderr io.Writer) error {
 	deps := actors.Deps{Store: st, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil },
 		SampleSeed: actorstest.SampleSeed,
 		Order:      func(seed uint64, epoch int, n int64) actors.Order { return cluster.NewOrder(seed, epoch, n, 1, 1) }}
-	rd := &feedserver.RankDevice{Info: dev.Info()}
+	rd := &delivery.RankDevice{Info: dev.Info()}
 	if *upload == "device" {
 		rd.Export = true
 		deps.NewUploader = func(_ int, pool *gpu.HostPool) (gpu.Uploader, error) {
@@ -311,8 +311,8 @@ func serve(args []string, stderr io.Writer) error {
 	} else if *upload != "host" {
 		return fmt.Errorf("serve: --upload %q: want host or device", *upload)
 	}
-	s, err := feedserver.New(feedserver.Config{Dir: *dir, Ranks: 1, Job: "gpucheck", RankDevice: func(int) *feedserver.RankDevice { return rd }},
-		feedserver.Standalone(cfg, ds, 1, deps))
+	s, err := delivery.New(delivery.Config{Dir: *dir, Ranks: 1, Job: "gpucheck", RankDevice: func(int) *delivery.RankDevice { return rd }},
+		delivery.Standalone(cfg, ds, 1, deps))
 	if err != nil {
 		return err
 	}

@@ -17,12 +17,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/observe/pipeline"
@@ -200,7 +200,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		return out
 	}
-	var served atomic.Pointer[feedserver.Server] // the feed sink's, once it serves
+	var served atomic.Pointer[delivery.Server] // the feed sink's, once it serves
 	waits := pipeline.TrainerWaits(&served, func(r int) string { return nd.Rank(r).Name() })
 	ob, err := startObserver(o, pipeline.NodeSource{Ranks: ranks, Committed: commits.list, Gossip: observe.GossipStreams(&mem), TrainerWait: waits}, ready.Check, store, logger)
 	if err != nil {

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/delivery"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/observe/pipeline"
@@ -52,7 +52,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		tallies[r] = actors.NewTally(r)
 	}
 	base, epochSteps := asm.StandaloneFeed(data.cat, o.orderFunc(data.packed()))
-	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (feedserver.Stream, error) {
+	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (delivery.Stream, error) {
 		st, err := base(rank, from, alloc)
 		if err != nil {
 			return nil, err
@@ -65,11 +65,11 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	n := data.cat.Len()
 	// Tokens carry the run's identity and the sample position they
 	// resume at: another dataset or order is refused, another batch size
-	// resumes at the same sample (feedserver.LocalCommitter.Resume).
+	// resumes at the same sample (delivery.LocalCommitter.Resume).
 	block := o.orderBlock(data.packed())
-	ident := feedserver.RunIdentity{Digest: data.cat.Digest(), Seed: o.seed, Block: block, Window: cluster.EffectiveWindow(block, o.window),
+	ident := delivery.RunIdentity{Digest: data.cat.Digest(), Seed: o.seed, Block: block, Window: cluster.EffectiveWindow(block, o.window),
 		Ranks: o.ranks, Epochs: o.epochs}
-	committer := recordingCommitter{c: feedserver.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize, Ident: ident,
+	committer := recordingCommitter{c: delivery.LocalCommitter{Job: o.job, BatchSize: ac.WithDefaults().BatchSize, Ident: ident,
 		StreamLen: (n + int64(o.ranks) - 1) / int64(o.ranks), Force: o.forceResume}, book: commits}
 	ranks := func() []pipeline.RankCounters {
 		out := make([]pipeline.RankCounters, len(tallies))
@@ -79,14 +79,14 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return out
 	}
 	total := (n + int64(o.ranks) - 1) / int64(o.ranks) * int64(o.ranks) * int64(o.epochs)
-	var served atomic.Pointer[feedserver.Server]
+	var served atomic.Pointer[delivery.Server]
 	ready := observe.NewReadiness("opening the trainers' sockets")
 	ob, err := startObserver(o, pipeline.NodeSource{Ranks: ranks, Committed: commits.list, JobSamples: total, JobEpochs: o.epochs,
 		TrainerWait: pipeline.TrainerWaits(&served, nil)}, ready.Check, store, logger)
 	if err != nil {
 		return err
 	}
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, HandshakeTimeout: o.feedHello, RankDevice: o.gpu.rankDevice(), Committer: committer, Logger: o.logs.New(stderr, "feed"),
+	s, err := delivery.New(delivery.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, HandshakeTimeout: o.feedHello, RankDevice: o.gpu.rankDevice(), Committer: committer, Logger: o.logs.New(stderr, "feed"),
 		EpochSteps: epochSteps}, open)
 	if err != nil {
 		ob.shutdown(ctx, 0)
@@ -128,7 +128,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 // firstBatchStream is a rank's stream that notes when a session first takes
 // a batch from it to send.
 type firstBatchStream struct {
-	feedserver.Stream
+	delivery.Stream
 	clk *startupClock
 }
 
@@ -144,7 +144,7 @@ func (s firstBatchStream) Next(ctx context.Context) (*actors.Batch, error) {
 // left (or feedGrace after the end, if a trainer stays connected), or
 // ctx ends. Either way the run is over without error: a standalone feed
 // stopped by a signal has served what its trainers asked for.
-func waitFeed(ctx context.Context, s *feedserver.Server, logger *slog.Logger) {
+func waitFeed(ctx context.Context, s *delivery.Server, logger *slog.Logger) {
 	select {
 	case <-s.Finished():
 		logger.Info("every epoch delivered; every trainer has left")
@@ -163,7 +163,7 @@ func waitFeed(ctx context.Context, s *feedserver.Server, logger *slog.Logger) {
 // recordingCommitter is a Committer that records each commit it made a
 // token for, for the metrics.
 type recordingCommitter struct {
-	c    feedserver.Committer
+	c    delivery.Committer
 	book *commitBook
 }
 
@@ -198,8 +198,8 @@ const feedGrace = 30 * time.Second
 // uncommitted batches resets its rank (node.ClusterFeed). It returns nil
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
-func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer, served *atomic.Pointer[feedserver.Server]) error {
-	s, err := feedserver.New(feedserver.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, HandshakeTimeout: o.feedHello, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
+func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer, served *atomic.Pointer[delivery.Server]) error {
+	s, err := delivery.New(delivery.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, HandshakeTimeout: o.feedHello, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
 		RankDevice: o.gpu.rankDevice()},
 		cf.Open(nd, pipeline))
 	if err != nil {

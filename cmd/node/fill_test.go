@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // feedRun is what a trainer saw of a standalone node's feed.

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/decode/video"
+	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/gpu"
 )
 
@@ -132,13 +132,13 @@ func (s *gpuSetup) newUploader() func(int, *gpu.HostPool) (gpu.Uploader, error) 
 	}
 }
 
-// rankDevice is feedserver.Config.RankDevice.
-func (s *gpuSetup) rankDevice() func(int) *feedserver.RankDevice {
+// rankDevice is delivery.Config.RankDevice.
+func (s *gpuSetup) rankDevice() func(int) *delivery.RankDevice {
 	if s == nil || s.info == nil {
 		return nil
 	}
-	return func(r int) *feedserver.RankDevice {
-		return &feedserver.RankDevice{Info: s.info[r], Export: s.devs != nil}
+	return func(r int) *delivery.RankDevice {
+		return &delivery.RankDevice{Info: s.info[r], Export: s.devs != nil}
 	}
 }
 

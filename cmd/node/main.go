@@ -44,7 +44,6 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cmd/internal/config"
@@ -54,6 +53,7 @@ import (
 	"github.com/longshore/longshore/cmd/internal/version"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
@@ -138,7 +138,7 @@ type options struct {
 	slowRanks       string
 	slowFactor      float64
 	sec             secure.Flags
-	feedPeers       feedserver.PeerPolicy // --feed-allow-uid, --feed-allow-gid
+	feedPeers       delivery.PeerPolicy // --feed-allow-uid, --feed-allow-gid
 	gpuFlags        gpuFlags
 	gpu             *gpuSetup // made by run, after the flags
 }

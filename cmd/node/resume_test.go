@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // feedNode is a standalone --sink feed node under test.

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cmd/internal/secure"
+	"github.com/longshore/longshore/delivery"
 )
 
 // endpoints are the addresses for the refusal off loopback
@@ -17,8 +17,8 @@ func (o options) endpoints() (gossipAt, remoteAt []secure.Endpoint) {
 }
 
 // registerFeedPeers adds --feed-allow-uid and --feed-allow-gid, which
-// admit other users' trainers to the feed sockets (feedserver.PeerPolicy).
-func registerFeedPeers(fs *flag.FlagSet, p *feedserver.PeerPolicy) {
+// admit other users' trainers to the feed sockets (delivery.PeerPolicy).
+func registerFeedPeers(fs *flag.FlagSet, p *delivery.PeerPolicy) {
 	fs.Var((*idList)(&p.UIDs), "feed-allow-uid", "with --sink feed: also admit trainers running as these uids (comma-separated); default: this node's uid only, checked with SO_PEERCRED")
 	fs.Var((*idList)(&p.GIDs), "feed-allow-gid", "with --sink feed: also admit trainers whose primary group is one of these gids (comma-separated)")
 }

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/delivery"
 )
 
 // TrainerWaitSummary is the summary's trainer_wait: what the trainers'
@@ -33,7 +33,7 @@ type Headspace struct {
 	Gain                    float64 `json:"gain,omitempty"`
 }
 
-func headspaceOf(w feedserver.TrainerWait) Headspace {
+func headspaceOf(w delivery.TrainerWait) Headspace {
 	return Headspace{HeadspaceSteps: w.HeadspaceSteps, HeadspaceComputeSeconds: w.HeadspaceCompute.Seconds(), Gain: w.Gain()}
 }
 
@@ -49,9 +49,9 @@ type RankWait struct {
 
 // trainerWait sums ws up; nil when no trainer reported (an older client,
 // or no feed).
-func trainerWait(ws []feedserver.TrainerWait) *TrainerWaitSummary {
+func trainerWait(ws []delivery.TrainerWait) *TrainerWaitSummary {
 	var s TrainerWaitSummary
-	var total feedserver.TrainerWait
+	var total delivery.TrainerWait
 	for _, w := range ws {
 		if w.Steps == 0 {
 			continue

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/observe/pipeline"
 )
 
@@ -15,7 +15,7 @@ import (
 // and per rank; nothing when no trainer reported) and the node's report
 // for the coordinator's status page (by rank name).
 func TestTrainerWaitReport(t *testing.T) {
-	ws := []feedserver.TrainerWait{
+	ws := []delivery.TrainerWait{
 		{Rank: 0, Steps: 10, Wait: 900 * time.Millisecond, Compute: 100 * time.Millisecond, HeadspaceSteps: 10, HeadspaceCompute: 250 * time.Millisecond},
 		{Rank: 1, Steps: 10, Wait: 100 * time.Millisecond, Compute: 900 * time.Millisecond},
 		{Rank: 2}, // an older client: nothing

@@ -1,5 +1,5 @@
 // Command feed_server serves a standalone pipeline over a dataset
-// directory to trainers through the feed (package actors/feed), without the
+// directory to trainers through the feed (package feed), without the
 // node binary: for tests, examples and benchmarks.
 //
 //	go run ./examples/feed_server --dataset ~/.cache/longshore/datasets/imagenet-like-n512-s1 --dir /tmp/lsfeed
@@ -29,12 +29,12 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/delivery"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )
@@ -89,7 +89,7 @@ func main() {
 	if err := ffdecode.Use(&cfg, &deps, dc); err != nil {
 		log.Fatal(err)
 	}
-	open := feedserver.Standalone(cfg, ds, *ranks, deps)
+	open := delivery.Standalone(cfg, ds, *ranks, deps)
 
 	if *bench {
 		runBench(ctx, open, *ranks)
@@ -100,8 +100,8 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	s, err := feedserver.New(feedserver.Config{Dir: *dir, Ranks: *ranks, Job: *job,
-		EpochSteps: feedserver.StandaloneSteps(cfg, dataset.DatasetCatalog(ds), *ranks)}, open)
+	s, err := delivery.New(delivery.Config{Dir: *dir, Ranks: *ranks, Job: *job,
+		EpochSteps: delivery.StandaloneSteps(cfg, dataset.DatasetCatalog(ds), *ranks)}, open)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func main() {
 	}
 }
 
-func drain(ctx context.Context, open feedserver.OpenFunc, rank int, fn func(*actors.Batch)) error {
+func drain(ctx context.Context, open delivery.OpenFunc, rank int, fn func(*actors.Batch)) error {
 	st, err := open(rank, feed.Cursor{}, gpu.DefaultAllocator())
 	if err != nil {
 		return err
@@ -136,7 +136,7 @@ func drain(ctx context.Context, open feedserver.OpenFunc, rank int, fn func(*act
 	}
 }
 
-func writeChecksums(ctx context.Context, path string, open feedserver.OpenFunc, ranks int) error {
+func writeChecksums(ctx context.Context, path string, open delivery.OpenFunc, ranks int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -164,7 +164,7 @@ func writeChecksums(ctx context.Context, path string, open feedserver.OpenFunc, 
 	return f.Close()
 }
 
-func runBench(ctx context.Context, open feedserver.OpenFunc, ranks int) {
+func runBench(ctx context.Context, open delivery.OpenFunc, ranks int) {
 	var (
 		mu             sync.Mutex
 		batches, bytes int64

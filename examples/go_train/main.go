@@ -1,5 +1,5 @@
 // Command go_train is examples/pytorch_train.py's shape in Go: a trainer
-// fed by a longshore node through the feed (actors/feed's Go client),
+// fed by a longshore node through the feed (feed's Go client),
 // checkpointing every --commit-every steps with the loader's position
 // beside the model, and resuming from it with --resume.
 //
@@ -51,7 +51,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // options are the command line.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
-	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/delivery"
+	"github.com/longshore/longshore/feed"
 )
 
 // startFeedServer builds examples/feed_server and serves the demo dataset
@@ -80,7 +80,7 @@ func TestTrainCommitResume(t *testing.T) {
 	if err := writeJSON(filepath.Join(o.Ckpt, "model.json"), checkpoint{Step: 4, Model: newModel(10, 3)}); err != nil {
 		t.Fatal(err)
 	}
-	tok4, err := feedserver.LocalCommitter{Job: "standalone", BatchSize: 8}.Commit(ctx, 0, 0, 3)
+	tok4, err := delivery.LocalCommitter{Job: "standalone", BatchSize: 8}.Commit(ctx, 0, 0, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

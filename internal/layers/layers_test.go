@@ -47,8 +47,8 @@ var internal = map[string][]string{
 	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the
 	// node; the server sits on the pipeline.
-	"actors/feed":       {},
-	"actors/feedserver": {"dataset", "actors", "actors/feed", "gpu", "storage"},
+	"feed":     {},
+	"delivery": {"dataset", "actors", "feed", "gpu", "storage"},
 
 	// Object stores behind the seam.
 	"storage/s3":        {"storage", "internal/clock"},
@@ -66,7 +66,7 @@ var internal = map[string][]string{
 	"cluster/coord":   {"cluster", "cluster/gossip", "cluster/journal", "cluster/wire", "storage", "internal/clock"},
 	// Internet scale in one process: the core, the journal, a memory store.
 	"cluster/scalesim": {"cluster", "cluster/journal", "storage"},
-	"cluster/node": {"dataset", "actors", "actors/feed", "actors/feedserver", "actors/quarantine", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
+	"cluster/node": {"dataset", "actors", "feed", "delivery", "actors/quarantine", "cluster", "cluster/gossip", "cluster/journal", "cluster/wire",
 		"gpu", "storage", "internal/clock"},
 
 	// Observability: the table of series, the HTTP server and the
@@ -74,7 +74,7 @@ var internal = map[string][]string{
 	// pipeline (the coordinator links observe); observe/pipeline reads
 	// the node's pipeline, its stores and its trainers into the table.
 	"observe":          {"cluster", "cluster/coord", "cluster/gossip", "cluster/journal", "cluster/wire", "internal/clock"},
-	"observe/pipeline": {"observe", "dataset", "actors", "actors/feedserver", "cluster/gossip", "cluster/wire", "internal/clock", "storage", "storage/s3"},
+	"observe/pipeline": {"observe", "dataset", "actors", "delivery", "cluster/gossip", "cluster/wire", "internal/clock", "storage", "storage/s3"},
 
 	// Keys and certificates (crypto/x509 only) for a secured cluster.
 	"cluster/certs": {},
@@ -100,7 +100,7 @@ var internal = map[string][]string{
 	"cmd/internal/procmem":          {},
 	"cmd/internal/version":          {}, // --version: the build's version, nothing of the module
 	"examples/feed_server":          {"*"},
-	"examples/go_train":             {"actors/feed"},
+	"examples/go_train":             {"feed"},
 	"examples/inprocess":            {"*"},
 	"integration":                   {},
 	"integration/tools/healthcheck": {},
@@ -124,7 +124,7 @@ var reach = map[string][]string{
 	"gorgonia.org/cu": {},
 	// The actor system: the pipeline and the cluster's shells; never a
 	// trainer's client, the pure core, the stores or the decoder.
-	"github.com/asynkron/protoactor-go": {"observe", "observe/pipeline", "actors", "actors/ffdecode", "actors/nvdecode", "actors/quarantine", "cmd/longshore-nvjpegcheck", "actors/feedserver",
+	"github.com/asynkron/protoactor-go": {"observe", "observe/pipeline", "actors", "actors/ffdecode", "actors/nvdecode", "actors/quarantine", "cmd/longshore-nvjpegcheck", "delivery",
 		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
@@ -133,7 +133,7 @@ var reach = map[string][]string{
 
 // pipeline is the node's data pipeline: its stages, decoders, trainer
 // delivery and the GPU behind them.
-var pipeline = []string{"actors", "actors/feedserver", "actors/ffdecode", "actors/nvdecode",
+var pipeline = []string{"actors", "delivery", "actors/ffdecode", "actors/nvdecode",
 	"decode", "decode/audio", "decode/video", "gpu", "gpu/nvjpeg"}
 
 // unlinked lists, for a package of the module, packages of the module its
@@ -157,9 +157,9 @@ var cudaModules = []string{"gorgonia.org/cu", "github.com/pkg/errors", "github.c
 // (or CUDA), the packages of the module that may import it themselves.
 var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
-	"net": {"cmd/coordinator", "observe", "actors/feed", "actors/feedserver", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
+	"net": {"cmd/coordinator", "observe", "feed", "delivery", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
-	"os": {"observe", "cmd/internal/config", "actors/feed", "actors/feedserver", "actors/quarantine", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
+	"os": {"observe", "cmd/internal/config", "feed", "delivery", "actors/quarantine", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "cmd/internal/version",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
@@ -181,7 +181,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
+var stdOnly = []string{"cluster", "feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
 
 type pkg struct {
 	ImportPath string

@@ -2,7 +2,7 @@
 // snapshot: the ranks' actors.Counters, the decoders' abandoned cores,
 // the store's request counts (storage.CountingStore, s3.Stats,
 // dataset.PackedStats) and the trainers' data-stall reports
-// (feedserver.TrainerWait). It is the node's side of observability: the
+// (delivery.TrainerWait). It is the node's side of observability: the
 // table of series, the server and the coordinator's status page are in
 // observe, which links no pipeline package, so the coordinator links
 // none either.

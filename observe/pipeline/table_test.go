@@ -12,11 +12,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feedserver"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -39,7 +39,7 @@ func ranRun(t *testing.T) NodeSource {
 	ranks := rankCounters(n)
 	rep := &Reporter{Ranks: ranks}
 	rep.Step()
-	buckets := make([]uint64, len(feedserver.WaitBuckets))
+	buckets := make([]uint64, len(delivery.WaitBuckets))
 	for i := range buckets {
 		buckets[i] = 4
 	}
@@ -49,7 +49,7 @@ func ranRun(t *testing.T) NodeSource {
 		Committed: func() []observe.Commit { return []observe.Commit{{Rank: "0", Epoch: 0, Step: 2}} },
 		Gossip:    func() gossip.StreamStats { return gossip.StreamStats{Open: 1} },
 		TrainerWait: func() []TrainerWait {
-			return []TrainerWait{{"1", feedserver.TrainerWait{Rank: 1, Steps: 4, Wait: 1500 * time.Millisecond, Compute: 500 * time.Millisecond, Buckets: buckets}}}
+			return []TrainerWait{{"1", delivery.TrainerWait{Rank: 1, Steps: 4, Wait: 1500 * time.Millisecond, Compute: 500 * time.Millisecond, Buckets: buckets}}}
 		}}
 }
 

@@ -6,19 +6,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/longshore/longshore/actors/feedserver"
+	"github.com/longshore/longshore/delivery"
 )
 
 func TestTrainerWaitMetrics(t *testing.T) {
-	buckets := make([]uint64, len(feedserver.WaitBuckets))
-	for i, b := range feedserver.WaitBuckets {
+	buckets := make([]uint64, len(delivery.WaitBuckets))
+	for i, b := range delivery.WaitBuckets {
 		if b >= 0.1 {
 			buckets[i] = 10 // ten waits of 90 ms
 		}
 	}
 	waits := []TrainerWait{
-		{"0", feedserver.TrainerWait{Rank: 0, Steps: 10, Wait: 900 * time.Millisecond, Compute: 100 * time.Millisecond, Buckets: buckets}},
-		{"1", feedserver.TrainerWait{Rank: 1, Buckets: make([]uint64, len(feedserver.WaitBuckets))}}, // nothing reported
+		{"0", delivery.TrainerWait{Rank: 0, Steps: 10, Wait: 900 * time.Millisecond, Compute: 100 * time.Millisecond, Buckets: buckets}},
+		{"1", delivery.TrainerWait{Rank: 1, Buckets: make([]uint64, len(delivery.WaitBuckets))}}, // nothing reported
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewTrainerWaitCollector(func() []TrainerWait { return waits }))

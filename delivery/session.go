@@ -1,10 +1,10 @@
-package feedserver
+package delivery
 
 import (
 	"context"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // SessionStream is a Stream whose position the server does not choose:

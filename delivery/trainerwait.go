@@ -1,10 +1,10 @@
-package feedserver
+package delivery
 
 import (
 	"sync"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // WaitBuckets are the upper bounds, in seconds, of the histogram of a

@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // serveHello is testEnv.serve with cfg's HandshakeTimeout.

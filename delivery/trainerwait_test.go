@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/internal/clock"
 )

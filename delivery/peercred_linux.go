@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 func TestLedger(t *testing.T) {

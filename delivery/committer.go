@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"hash/crc32"
 	"strings"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // Committer turns a trainer's commit into a resume token and back. The

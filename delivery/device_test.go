@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 )
 

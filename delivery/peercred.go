@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 // Who may open a feed socket. The socket's file mode is the first gate
 // (the kernel refuses connect(2) without write permission on it); the
@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // PeerPolicy says which local processes may connect, by the uid and

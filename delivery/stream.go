@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/longshore/longshore/actors"
-	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 )
 

@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 )
 

@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
-	"github.com/longshore/longshore/actors/feed"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/storage"
 )

@@ -1,4 +1,4 @@
-package feedserver
+package delivery
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // shortPattern is PatternDecoder that marks objects whose key ends in an

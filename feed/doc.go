@@ -6,7 +6,7 @@
 //
 // # Shape
 //
-//	node: pipeline (per rank) --> feedserver.Server (per rank: Unix socket)
+//	node: pipeline (per rank) --> delivery.Server (per rank: Unix socket)
 //	   decoders write into           | descriptors, commits, epoch ends
 //	   the rank's memfd              v
 //	                               trainer (feed.Dial, or Python
@@ -17,7 +17,7 @@
 // pixels are already where the trainer can see them; the server sends
 // only (region, offset, shape, labels, keys, epoch, step). Release
 // messages give slots back, so the trainer's pace is the pipeline's
-// back-pressure. The server is actors/feedserver; in cluster mode the
+// back-pressure. The server is package delivery; in cluster mode the
 // node's ranks are put behind it by node.ClusterFeed.
 //
 // # Concurrency and failure contract

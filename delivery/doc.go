@@ -1,4 +1,4 @@
-// Package feedserver is the node's side of trainer delivery: it hands a
+// Package delivery is the node's side of trainer delivery: it hands a
 // node's batches to trainer processes on the same machine without
 // copying pixels, over the protocol of package feed
 // (docs/feed-protocol.md).
@@ -33,4 +33,4 @@
 // first.
 //
 // Linux only (memfd, SCM_RIGHTS).
-package feedserver
+package delivery

@@ -1,9 +1,9 @@
-package feedserver
+package delivery
 
 import (
 	"fmt"
 
-	"github.com/longshore/longshore/actors/feed"
+	"github.com/longshore/longshore/feed"
 )
 
 // ledger is one rank's delivery and commit bookkeeping: a plain state
