@@ -2,7 +2,7 @@
 # release-check.sh: the release as a user gets it (`make release-check`,
 # after `make release`): the checksums verify, every binary in the
 # tarball reports VERSION, and the wheel installs with pip into a clean
-# virtual environment, where the quick-start loop of README.md reads one
+# virtual environment, where the quick-start loop of docs/trainers.md reads one
 # epoch from the tarball's longshore-node.
 #
 # The environment sees the system's packages (--system-site-packages) so
@@ -53,7 +53,7 @@ from importlib.metadata import version
 assert version("longshore") == os.environ["V"], version("longshore")
 loader = longshore.Loader()
 n = 0
-for batch in loader:                 # README.md's quick start: one epoch
+for batch in loader:                 # docs/trainers.md's quick start: one epoch
     x = batch.tensor()
     n += x.shape[0]
     del x, batch

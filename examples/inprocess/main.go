@@ -1,4 +1,4 @@
-// Command inprocess is the README's in-process trainer, compiled so the
+// Command inprocess is the in-process trainer of docs/trainers.md, compiled so the
 // snippet cannot rot: it loads a dataset (directory or s3://) through the
 // pipeline in this process and prints what a trainer would see.
 //
