@@ -3,7 +3,8 @@ package decode
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/longshore/longshore/decode/spec"
 )
 
 // Sentinel errors. Decode wraps them with detail (fmt.Errorf("%w: ...")), so
@@ -47,39 +48,20 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Layout is the memory order of one sample in the destination slot.
-type Layout int
+// Layout is the memory order of one sample in the destination slot: the
+// sample spec's (spec.Layout, defined once for the decoders and the
+// pipeline). NCHW (the zero value) is three planes R, G, B, each Size rows
+// of Size bytes; NHWC is Size rows of Size interleaved R, G, B pixels.
+type Layout = spec.Layout
 
 const (
-	// NCHW: three planes R, G, B, each Size rows of Size bytes (what a
-	// PyTorch model takes after a permute-free reshape). The zero value.
-	NCHW Layout = iota
-	// NHWC: Size rows of Size interleaved R, G, B pixels (what PIL and
-	// PILToTensor-before-permute give).
-	NHWC
+	NCHW = spec.NCHW
+	NHWC = spec.NHWC
 )
-
-func (l Layout) String() string {
-	switch l {
-	case NCHW:
-		return "NCHW"
-	case NHWC:
-		return "NHWC"
-	}
-	return fmt.Sprintf("Layout(%d)", int(l))
-}
 
 // ParseLayout reads a layout's name as the node's --layout takes it
 // (nchw or nhwc, in any case).
-func ParseLayout(name string) (Layout, error) {
-	switch strings.ToLower(name) {
-	case "nchw":
-		return NCHW, nil
-	case "nhwc":
-		return NHWC, nil
-	}
-	return 0, fmt.Errorf("--layout %q: want nchw or nhwc", name)
-}
+func ParseLayout(name string) (Layout, error) { return spec.ParseLayout(name) }
 
 // Transform describes the geometry from source image to the Size×Size
 // output. ParseTransform fills the defaults; fields that a Kind does not use
@@ -226,4 +208,8 @@ func (c Config) Validate() error {
 }
 
 // SampleBytes is the size of one output sample: 3*Size*Size bytes.
-func (c Config) SampleBytes() int { return 3 * c.Transform.Size * c.Transform.Size }
+func (c Config) SampleBytes() int { return c.Spec().SampleBytes() }
+
+// Spec is the sample spec c produces: a Size×Size uint8 RGB image in
+// c.Layout.
+func (c Config) Spec() spec.Shape { return spec.Image(c.Transform.Size, c.Layout) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/decode/spec"
 	"github.com/longshore/longshore/decode/video"
 	"github.com/longshore/longshore/storage"
 )
@@ -39,11 +40,11 @@ func UseVideo(cfg *actors.Config, deps *actors.Deps, vc video.Config, readAhead 
 // VideoShape is the sample spec vc produces.
 func VideoShape(vc video.Config) actors.Shape {
 	vc = vc.WithDefaults()
-	l := actors.NCHW
+	l := spec.NCHW
 	if vc.NHWC {
-		l = actors.NHWC
+		l = spec.NHWC
 	}
-	return actors.Shape{Kind: actors.KindVideo, Frames: vc.Frames, Height: vc.Size, Width: vc.Size, Layout: l}
+	return spec.Shape{Kind: spec.KindVideo, Frames: vc.Frames, Height: vc.Size, Width: vc.Size, Layout: l}
 }
 
 // VideoFactory makes a video.Decoder per decoder actor; readAhead > 0:

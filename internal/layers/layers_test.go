@@ -26,15 +26,18 @@ var internal = map[string][]string{
 	"storage":             {"internal/offheap"},
 	"internal/clock":      {},
 	"internal/offheap":    {},
-	"decode":              {"internal/jpegcolour"},
-	"internal/layers":     {},
+	"decode":              {"decode/spec", "internal/jpegcolour"},
+	// The sample spec (kind, dtype, shape, layout), defined once for the
+	// decoders and the pipeline: the standard library only.
+	"decode/spec":     {},
+	"internal/layers": {},
 	// libjpeg's rule for a JPEG's colour space, which every decoder obeys.
 	"internal/jpegcolour": {},
 
 	// The node's pipeline and its seams.
-	"actors":            {"gpu", "storage", "internal/clock"},
+	"actors":            {"decode/spec", "gpu", "storage", "internal/clock"},
 	"actors/actorstest": {},
-	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video", "storage"},
+	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/spec", "decode/video", "storage"},
 	"actors/nvdecode":   {"actors", "actors/ffdecode", "decode", "gpu", "gpu/nvjpeg"},
 	"decode/video":      {},
 	"decode/audio":      {},
@@ -151,7 +154,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "actors/feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
+var stdOnly = []string{"cluster", "actors/feed", "decode/spec", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
 
 type pkg struct {
 	ImportPath string
