@@ -63,9 +63,10 @@ const (
 // (nchw or nhwc, in any case).
 func ParseLayout(name string) (Layout, error) { return spec.ParseLayout(name) }
 
-// Transform describes the geometry from source image to the Size×Size
-// output. ParseTransform fills the defaults; fields that a Kind does not use
-// are ignored by it.
+// Transform is a compiled op list (Ops): the geometry from source image
+// to the Size×Size output, fused into the decode, and the pixel ops after
+// it. ParseTransform fills the defaults; fields that a Kind does not use
+// are ignored by it. Ops gives it back as an op list.
 type Transform struct {
 	Kind Kind
 	// Size is the side of the square output in pixels (all kinds).
@@ -84,12 +85,36 @@ type Transform struct {
 	// FlipProb (Train) is the probability of a horizontal flip. Default 0.5;
 	// 0 disables flipping.
 	FlipProb float64
+	// Pixel are the ops applied, in order, to the decoded Size×Size
+	// sample after the geometry (see PixelOps): colour operations and
+	// the like, each with its parameters and its own seeded draws. None
+	// by default.
+	Pixel Ops
 }
 
-// ParseTransform returns the transform named "train", "eval" or "resize"
-// with its defaults filled in.
+// ParseTransform reads the node's --transform: a preset's name ("train",
+// "eval" or "resize", which expand to the op lists of Presets) or an op
+// list (see Ops), compiled onto the defaults (Size 224, torchvision's
+// scale, ratio and Resize(256)). The presets give, field for field, the
+// Transforms they always gave.
 func ParseTransform(name string) (Transform, error) {
-	t := Transform{
+	s, preset := Presets[name]
+	if !preset {
+		s = name
+	}
+	ops, err := ParseOps(s)
+	if err == nil {
+		var t Transform
+		if t, err = ops.Compile(); err == nil {
+			return t, nil
+		}
+	}
+	return Transform{}, fmt.Errorf("%w (the presets: train, eval, resize; an op list: %s)", err, Presets["train"])
+}
+
+// defaultTransform is every field's default, Kind Train.
+func defaultTransform() Transform {
+	return Transform{
 		Size:        224,
 		ResizeShort: 256,
 		ScaleMin:    0.08,
@@ -98,17 +123,6 @@ func ParseTransform(name string) (Transform, error) {
 		RatioMax:    4.0 / 3.0,
 		FlipProb:    0.5,
 	}
-	switch name {
-	case "train":
-		t.Kind = Train
-	case "eval":
-		t.Kind = Eval
-	case "resize":
-		t.Kind = Resize
-	default:
-		return Transform{}, fmt.Errorf("decode: unknown transform %q (want train, eval or resize)", name)
-	}
-	return t, nil
 }
 
 // DefaultMaxPixels is PIL's Image.MAX_IMAGE_PIXELS (1024*1024*1024/4/3): the
@@ -202,6 +216,11 @@ func (c Config) Validate() error {
 		}
 		if !(t.FlipProb >= 0 && t.FlipProb <= 1) {
 			bad("Transform.FlipProb %v out of [0, 1]", t.FlipProb)
+		}
+	}
+	for _, op := range t.Pixel {
+		if _, err := compilePixelOp(op); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
