@@ -24,6 +24,7 @@ type rankActor struct {
 	tuner    *fetchTuner // Config.FetchAuto or ReadAheadAuto; nil: neither
 	decoders []*actor.PID
 	uploader *actor.PID
+	next     *actor.PID // where assembled batches go: the batch stage, else the uploader
 	self     *actor.PID
 
 	bufs     [][]byte    // fetch buffers by id, reused
@@ -107,6 +108,11 @@ func (a *rankActor) start(c actor.Context) {
 	}
 	feed := c.Spawn(p.props("feed", func() actor.Actor { return &feedActor{p: p} }))
 	a.uploader = c.Spawn(p.props("uploader", func() actor.Actor { return &uploaderActor{p: p, feed: feed} }))
+	a.next = a.uploader
+	if p.stage != nil {
+		up := a.uploader
+		a.next = c.Spawn(p.props("stage", func() actor.Actor { return &stageActor{p: p, uploader: up} }))
+	}
 	for i := 0; i < p.cfg.FetchConcurrency; i++ {
 		a.fetchers = append(a.fetchers, c.Spawn(p.props("fetcher", func() actor.Actor { return &fetcherActor{p: p, id: i} })))
 	}
@@ -138,7 +144,7 @@ func (a *rankActor) fatal(c actor.Context, err error) {
 	}
 	a.dead = true
 	a.core.stop()
-	c.Send(a.uploader, &endMsg{err: err})
+	c.Send(a.next, &endMsg{err: err})
 }
 
 func (a *rankActor) run(c actor.Context, effs []effect) {
@@ -183,13 +189,13 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 			}
 			a.batchDone(e.slot)
 			p.rec.queueAdd(StageBatch, +1)
-			c.Send(a.uploader, &uploadMsg{b: a.assemble(e.batch)})
+			c.Send(a.next, &uploadMsg{b: a.assemble(e.batch)})
 		case effDrop:
 			a.batchDone(e.slot)
 		case effEnd:
 			if !a.dead {
 				a.dead = true
-				c.Send(a.uploader, &endMsg{err: io.EOF})
+				c.Send(a.next, &endMsg{err: io.EOF})
 			}
 		}
 	}
