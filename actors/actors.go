@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/longshore/longshore/gpu"
+	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -24,9 +26,11 @@ type rankActor struct {
 	tuner    *fetchTuner // Config.FetchAuto or ReadAheadAuto; nil: neither
 	decoders []*actor.PID
 	uploader *actor.PID
+	next     *actor.PID // where assembled batches go: the batch stage, else the uploader
 	self     *actor.PID
 
 	bufs     [][]byte    // fetch buffers by id, reused
+	sizes    []int64     // by fetch buffer: its object's size (what a ranged fetch stated)
 	fb       fetchBufs   // their memory (Config.FetchBytes)
 	openedAt []time.Time // by slot: when its batch's first fetch started
 	meta     []slotMeta  // by slot
@@ -62,6 +66,7 @@ func (a *rankActor) Receive(c actor.Context) {
 		a.run(c, effs)
 	case *fetchedMsg:
 		a.setBuf(m.buf, m.data)
+		a.sizes[m.buf] = m.size
 		if m.err == nil {
 			a.fetched(c, len(m.data))
 		} else {
@@ -98,6 +103,7 @@ func (a *rankActor) start(c actor.Context) {
 	p := a.p
 	a.self = c.Self()
 	a.bufs = make([][]byte, a.core.maxBufs)
+	a.sizes = make([]int64, a.core.maxBufs)
 	a.openedAt = make([]time.Time, p.cfg.Slots)
 	a.meta = make([]slotMeta, p.cfg.Slots)
 	for i := range a.meta {
@@ -107,6 +113,11 @@ func (a *rankActor) start(c actor.Context) {
 	}
 	feed := c.Spawn(p.props("feed", func() actor.Actor { return &feedActor{p: p} }))
 	a.uploader = c.Spawn(p.props("uploader", func() actor.Actor { return &uploaderActor{p: p, feed: feed} }))
+	a.next = a.uploader
+	if p.stage != nil {
+		up := a.uploader
+		a.next = c.Spawn(p.props("stage", func() actor.Actor { return &stageActor{p: p, uploader: up} }))
+	}
 	for i := 0; i < p.cfg.FetchConcurrency; i++ {
 		a.fetchers = append(a.fetchers, c.Spawn(p.props("fetcher", func() actor.Actor { return &fetcherActor{p: p, id: i} })))
 	}
@@ -138,7 +149,7 @@ func (a *rankActor) fatal(c actor.Context, err error) {
 	}
 	a.dead = true
 	a.core.stop()
-	c.Send(a.uploader, &endMsg{err: err})
+	c.Send(a.next, &endMsg{err: err})
 }
 
 func (a *rankActor) run(c actor.Context, effs []effect) {
@@ -158,7 +169,7 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 		case effDecode:
 			sb := p.cfg.Sample.SampleBytes()
 			dst := p.pool.Slot(e.slot).Bytes()[e.idx*sb : (e.idx+1)*sb : (e.idx+1)*sb]
-			c.Send(a.decoders[e.worker], &decodeMsg{buf: e.buf, slot: e.slot, idx: e.idx, data: a.bufs[e.buf], dst: dst, key: e.item.Key,
+			c.Send(a.decoders[e.worker], &decodeMsg{buf: e.buf, slot: e.slot, idx: e.idx, data: a.bufs[e.buf], dst: dst, key: e.item.Key, size: a.sizes[e.buf],
 				seed: p.seedFn(p.cfg.Seed, e.epoch, e.item.Index)})
 		case effFail:
 			if p.ctx.Err() != nil {
@@ -183,13 +194,13 @@ func (a *rankActor) run(c actor.Context, effs []effect) {
 			}
 			a.batchDone(e.slot)
 			p.rec.queueAdd(StageBatch, +1)
-			c.Send(a.uploader, &uploadMsg{b: a.assemble(e.batch)})
+			c.Send(a.next, &uploadMsg{b: a.assemble(e.batch)})
 		case effDrop:
 			a.batchDone(e.slot)
 		case effEnd:
 			if !a.dead {
 				a.dead = true
-				c.Send(a.uploader, &endMsg{err: io.EOF})
+				c.Send(a.next, &endMsg{err: io.EOF})
 			}
 		}
 	}
@@ -261,35 +272,61 @@ func (f *fetcherActor) Receive(c actor.Context) {
 		return
 	}
 	t0 := f.p.clock.Now()
-	data, err := f.get(m)
-	c.Send(c.Parent(), &fetchedMsg{fetcher: f.id, buf: m.buf, slot: m.slot, idx: m.idx, data: data, err: err, dur: f.p.clock.Now().Sub(t0)})
+	data, size, err := f.get(m)
+	c.Send(c.Parent(), &fetchedMsg{fetcher: f.id, buf: m.buf, slot: m.slot, idx: m.idx, data: data, size: size, err: err, dur: f.p.clock.Now().Sub(t0)})
 }
 
-// get reads the object, trying again with backoff (0.25 s doubling to 8 s,
-// on the pipeline's clock) while the store does not answer, for up to
-// Config.StoreOutage.
-func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
+// get reads the object (or, ranged, states it), trying again while the
+// store does not answer (Pipeline.retry).
+func (f *fetcherActor) get(m *fetchMsg) (data []byte, size int64, err error) {
+	data = m.data
+	err = f.p.retry(f.p.ctx, nil, func() error {
+		data, size, err = f.read(m)
+		return err
+	})
+	return data, size, err
+}
+
+// retry runs op, trying again with backoff (0.25 s doubling to 8 s, on
+// the pipeline's clock) while the store does not answer (storeDown), for
+// up to Config.StoreOutage; each try again counts in StoreRetries. The
+// fetch stage's whole-object reads and stats, and the ranged reads an
+// ObjectDecoder makes through it, all go through here. waited, if set,
+// adds the time spent waiting, on the deadline clock (a decode's store
+// waits do not count against its deadline).
+func (p *Pipeline) retry(ctx context.Context, waited *storeWaits, op func() error) error {
 	var deadline time.Time
 	wait := 250 * time.Millisecond
 	for {
-		data, err := f.read(m)
-		if err == nil || !storeDown(err) || f.p.ctx.Err() != nil || f.p.cfg.StoreOutage < 0 {
-			return data, err
+		err := op()
+		if err == nil || !storeDown(err) || ctx.Err() != nil || p.cfg.StoreOutage < 0 {
+			return err
 		}
-		now := f.p.clock.Now()
+		now := p.clock.Now()
 		if deadline.IsZero() {
-			deadline = now.Add(f.p.cfg.StoreOutage)
+			deadline = now.Add(p.cfg.StoreOutage)
 		}
 		if now.Add(wait).After(deadline) {
-			return data, fmt.Errorf("store did not answer for %v: %w", f.p.cfg.StoreOutage, err)
+			return fmt.Errorf("store did not answer for %v: %w", p.cfg.StoreOutage, err)
 		}
-		f.p.rec.storeRetries.Add(1)
-		t, fire := f.p.clock.NewTimer(wait)
+		p.rec.storeRetries.Add(1)
+		dc := clock.Or(p.deps.DeadlineClock)
+		t0 := dc.Now()
+		if waited != nil {
+			waited.waiting.Add(1)
+		}
+		t, fire := p.clock.NewTimer(wait)
 		select {
 		case <-fire:
-		case <-f.p.ctx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			return data, err
+		}
+		if waited != nil { // the time first, then the flag: the deadline sees one or the other
+			waited.d.Add(int64(dc.Now().Sub(t0)))
+			waited.waiting.Add(-1)
+		}
+		if ctx.Err() != nil {
+			return err
 		}
 		wait = min(2*wait, 8*time.Second)
 	}
@@ -297,16 +334,51 @@ func (f *fetcherActor) get(m *fetchMsg) ([]byte, error) {
 
 // read reads the sample once: by index when the store addresses samples
 // so (a packed dataset: no key lookup), else by key; an object over
-// Config.MaxObjectBytes is refused before it is read.
-func (f *fetcherActor) read(m *fetchMsg) ([]byte, error) {
+// Config.MaxObjectBytes is refused before it is read. Ranged (the
+// decoders read by ranges), it states the object instead: its size, and
+// whether it is there.
+func (f *fetcherActor) read(m *fetchMsg) ([]byte, int64, error) {
 	if f.p.ranged {
-		return m.data[:0], nil // the decoder reads the object by ranges
+		info, err := f.p.deps.Store.Stat(f.p.ctx, m.key)
+		if err != nil {
+			return m.data[:0], 0, fmt.Errorf("stat %s: %w", m.key, err)
+		}
+		return m.data[:0], info.Size, nil
 	}
 	limit := f.p.cfg.MaxObjectBytes
+	var data []byte
+	var err error
 	if ss, ok := f.p.deps.Store.(storage.SampleStore); ok {
-		return storage.GetSampleLimit(f.p.ctx, ss, m.index, m.key, limit, m.data)
+		data, err = storage.GetSampleLimit(f.p.ctx, ss, m.index, m.key, limit, m.data)
+	} else {
+		data, err = storage.GetLimit(f.p.ctx, f.p.deps.Store, m.key, limit, m.data)
 	}
-	return storage.GetLimit(f.p.ctx, f.p.deps.Store, m.key, limit, m.data)
+	return data, int64(len(data)), err
+}
+
+// storeWaits are a decode's waits on the store (its ranged reads'
+// retries): while waiting is above zero one is under way, and d is the
+// time they took, on the deadline clock.
+type storeWaits struct {
+	waiting atomic.Int32
+	d       atomic.Int64
+}
+
+// retryRanges is an Object's ranged reads: the store's GetRange under
+// the fetch stage's retries.
+type retryRanges struct {
+	p      *Pipeline
+	waited *storeWaits // the decode's (nil: no deadline)
+}
+
+func (r retryRanges) GetRange(ctx context.Context, key string, off, length int64, dst []byte) ([]byte, error) {
+	var out []byte
+	err := r.p.retry(ctx, r.waited, func() error {
+		var err error
+		out, err = r.p.deps.Store.GetRange(ctx, key, off, length, dst)
+		return err
+	})
+	return out, err
 }
 
 // storeDown reports whether a Get error says the store is unreachable or

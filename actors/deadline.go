@@ -58,6 +58,7 @@ type decodeJob struct {
 	data []byte
 	seed uint64
 	key  string
+	size int64
 }
 
 type decodeResult struct {
@@ -72,6 +73,9 @@ type decodeWorker struct {
 	results chan decodeResult // buffered: an abandoned worker never blocks on it
 	exited  chan struct{}
 	scratch []byte
+	// waited is the decode in progress's waits on the store (its ranged
+	// reads' retries): they hold its deadline back.
+	waited storeWaits
 }
 
 func newDecodeWorker(p *Pipeline, dec SampleDecoder) *decodeWorker {
@@ -87,7 +91,7 @@ func (w *decodeWorker) run(p *Pipeline) {
 	defer close(w.exited)
 	defer w.dec.Close()
 	for j := range w.jobs {
-		short, err := safeDecode(p, w.dec, j.key, j.data, j.seed, w.scratch)
+		short, err := safeDecode(p, w.dec, j.key, j.size, j.data, j.seed, w.scratch, &w.waited)
 		<-p.cores // the call returned: its core is free
 		w.results <- decodeResult{short, err}
 	}
@@ -95,15 +99,16 @@ func (w *decodeWorker) run(p *Pipeline) {
 
 // safeDecode runs dec, turning a panic on hostile input into a
 // per-sample failure; short is a WindowDecoder's answer. In a ranged
-// pipeline the ObjectDecoder reads key from the store itself.
-func safeDecode(p *Pipeline, dec SampleDecoder, key string, data []byte, seed uint64, dst []byte) (short bool, err error) {
+// pipeline the ObjectDecoder reads key (of size bytes) by ranges,
+// through the fetch stage's retries; waited adds up their waits.
+func safeDecode(p *Pipeline, dec SampleDecoder, key string, size int64, data []byte, seed uint64, dst []byte, waited *storeWaits) (short bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			short, err = false, WithFailureClass(fmt.Errorf("decoder panicked: %v", r), "panic")
 		}
 	}()
 	if od, ok := dec.(ObjectDecoder); ok && p.ranged {
-		return od.DecodeObject(p.ctx, p.deps.Store, key, seed, dst)
+		return od.DecodeObject(p.ctx, Object{Key: key, Size: size, Ranges: retryRanges{p: p, waited: waited}}, seed, dst)
 	}
 	if wd, ok := dec.(WindowDecoder); ok {
 		return wd.DecodeWindow(data, seed, dst)
@@ -122,7 +127,7 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 		return false, false, fmt.Errorf("actors: rank %d: decoder %d has no decoder", p.rank, d.id)
 	}
 	if p.cfg.DecodeDeadline < 0 {
-		short, err := safeDecode(p, d.dec, m.key, m.data, m.seed, m.dst)
+		short, err := safeDecode(p, d.dec, m.key, m.size, m.data, m.seed, m.dst, nil)
 		return false, short, err
 	}
 	if d.w == nil {
@@ -132,18 +137,33 @@ func (d *decoderActor) decodeGuarded(c actor.Context, m *decodeMsg) (abandoned, 
 	if err := d.takeCore(c); err != nil {
 		return false, false, err
 	}
-	w.jobs <- decodeJob{data: m.data, seed: m.seed, key: m.key}
+	w.waited.d.Store(0)
+	w.jobs <- decodeJob{data: m.data, seed: m.seed, key: m.key, size: m.size}
 	t, expired := clock.Or(p.deps.DeadlineClock).NewTimer(p.cfg.DecodeDeadline)
 	defer t.Stop()
-	select {
-	case r := <-w.results:
-		if r.err == nil {
-			copy(m.dst, w.scratch)
+	for {
+		select {
+		case r := <-w.results:
+			if r.err == nil {
+				copy(m.dst, w.scratch)
+			}
+			return false, r.err == nil && r.short, r.err
+		case <-expired:
+			// Time spent waiting on the store (a ranged read's
+			// retries) is the fetch stage's, not decoding: the
+			// deadline does not fire during a wait, and moves by
+			// the waits' time.
+			if w.waited.waiting.Load() > 0 {
+				t.Reset(p.cfg.DecodeDeadline)
+				continue
+			}
+			if extra := time.Duration(w.waited.d.Swap(0)); extra > 0 {
+				t.Reset(extra)
+				continue
+			}
+			d.abandon(c)
+			return true, false, WithFailureClass(fmt.Errorf("decode did not finish within %v (the decode deadline): the decoder was abandoned", p.cfg.DecodeDeadline), "timeout")
 		}
-		return false, r.err == nil && r.short, r.err
-	case <-expired:
-		d.abandon(c)
-		return true, false, WithFailureClass(fmt.Errorf("decode did not finish within %v (the decode deadline): the decoder was abandoned", p.cfg.DecodeDeadline), "timeout")
 	}
 }
 

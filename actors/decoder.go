@@ -2,8 +2,6 @@ package actors
 
 import (
 	"context"
-
-	"github.com/longshore/longshore/storage"
 )
 
 // SampleDecoder decodes one object into one sample region of a slot. It is
@@ -31,16 +29,37 @@ type WindowDecoder interface {
 	DecodeWindow(data []byte, sampleSeed uint64, dst []byte) (short bool, err error)
 }
 
-// ObjectDecoder is a WindowDecoder that reads its object itself, by ranges
-// (a long video is not fetched whole to sample two seconds of it). When
-// every decoder of a pipeline implements it and the store does not address
-// samples by index (a packed dataset's samples are fetched whole, with
-// their tar neighbours), the fetch stage reads nothing and the decoder is
-// handed the store and the key; its read errors are decode failures (no
-// store-outage retries on this path).
+// ObjectDecoder is a WindowDecoder that reads its object by ranges (a
+// long video is not fetched whole to sample two seconds of it). When
+// every decoder of a pipeline implements it and the store does not
+// address samples by index (a packed dataset's samples are fetched
+// whole, with their tar neighbours), the fetch stage reads in its ranged
+// mode: it states the object (Store.Stat, its size) and the decoder is
+// handed the object, whose ranged reads go through the fetch stage's
+// store-outage retries (Config.StoreOutage), as whole-object reads do.
 type ObjectDecoder interface {
 	WindowDecoder
-	DecodeObject(ctx context.Context, st storage.Store, key string, sampleSeed uint64, dst []byte) (short bool, err error)
+	DecodeObject(ctx context.Context, obj Object, sampleSeed uint64, dst []byte) (short bool, err error)
+}
+
+// Object is what a ranged fetch hands an ObjectDecoder: the object's key
+// and size, as the fetch stage stated it, and its ranged reads.
+type Object struct {
+	Key  string
+	Size int64
+	// Ranges reads [off, off+length) of Key into dst (appending to
+	// dst[:0], as Store.GetRange does), trying again with the fetch
+	// stage's backoff while the store does not answer, for up to
+	// Config.StoreOutage; the time spent waiting does not count against
+	// the decode deadline. Errors about the object (not found, a bad
+	// range) come back at once.
+	Ranges RangeGetter
+}
+
+// RangeGetter reads a range of an object (the part of storage.Store a
+// ranged demuxer needs; video.RangeGetter is the same method).
+type RangeGetter interface {
+	GetRange(ctx context.Context, key string, off, length int64, dst []byte) ([]byte, error)
 }
 
 // DecoderFactory makes one SampleDecoder per decoder actor. NewPipeline

@@ -12,12 +12,16 @@
 //	 requester)                        |            ^
 //	                  fetchMsg{buf}    |            | fetchedMsg{buf}
 //	                                   v            |
-//	                         fetcher x F (one Store.Get each, blocking)
+//	                         fetcher x F (one Store.Get each, blocking;
+//	                                      ranged: a Stat, docs/stages.md)
 //	                  decodeMsg{buf, slot region}   ^ decodedMsg
 //	                                   v            |
 //	                         decoder x D (one SampleDecoder each; writes
 //	                                      pixels straight into the slot)
 //	                  uploadMsg{Batch} (complete batches, in order)
+//	                                   v
+//	                         [batch stage] (optional BatchStage: batch GPU
+//	                                   |    decoding, batch augmentation)
 //	                                   v
 //	                         uploader (gpu.Uploader: HostUploader, a no-op;
 //	                                   DeviceUploader, a copy to the slot's

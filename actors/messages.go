@@ -26,6 +26,7 @@ type fetchMsg struct {
 type fetchedMsg struct {
 	fetcher, buf, slot, idx int
 	data                    []byte
+	size                    int64 // the object's size (ranged: as stated)
 	err                     error
 	dur                     time.Duration
 }
@@ -36,6 +37,7 @@ type decodeMsg struct {
 	data, dst      []byte
 	seed           uint64
 	key            string // for an ObjectDecoder
+	size           int64  // for an ObjectDecoder: the object's size
 }
 
 // decodedMsg: decoder -> rank actor. abandoned: the decode passed its

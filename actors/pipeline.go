@@ -39,6 +39,11 @@ type Deps struct {
 	// gpu.HostUploader. The pipeline closes it right before it frees the
 	// pool: after every batch has been released.
 	NewUploader func(rank int, pool *gpu.HostPool) (gpu.Uploader, error)
+	// NewBatchStage, if set, makes rank's batch stage (BatchStage): the
+	// optional stage between assembly and upload, for batch GPU decoding
+	// and batch augmentation; spec is the pipeline's sample spec. nil:
+	// assembled batches go straight to the uploader.
+	NewBatchStage func(rank int, spec Shape) (BatchStage, error)
 	// System is the actor system to spawn into; nil: the pipeline makes
 	// its own and shuts it down on Close.
 	System *actor.ActorSystem
@@ -163,6 +168,7 @@ type Pipeline struct {
 	decoders []SampleDecoder
 	ranged   bool // the decoders read their objects (ObjectDecoder): the fetchers read nothing
 	uploader gpu.Uploader
+	stage    BatchStage // nil: none
 	rec      *recorder
 	book     *failureBook
 
@@ -272,6 +278,11 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 		}
 	} else {
 		p.uploader = gpu.HostUploader{}
+	}
+	if deps.NewBatchStage != nil {
+		if p.stage, err = deps.NewBatchStage(rank, cfg.Sample); err != nil {
+			return nil, fmt.Errorf("actors: rank %d: make batch stage: %w", rank, err)
+		}
 	}
 
 	var workers, caps [numStages]int
@@ -498,6 +509,9 @@ func (p *Pipeline) closeResources() {
 		for _, d := range p.decoders {
 			errs = append(errs, d.Close())
 		}
+	}
+	if p.stage != nil { // no actor runs: no Process runs or follows
+		errs = append(errs, p.stage.Close())
 	}
 	if p.disp != nil {
 		p.disp.close()

@@ -3,7 +3,8 @@ package decode
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/longshore/longshore/decode/spec"
 )
 
 // Sentinel errors. Decode wraps them with detail (fmt.Errorf("%w: ...")), so
@@ -47,43 +48,25 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Layout is the memory order of one sample in the destination slot.
-type Layout int
+// Layout is the memory order of one sample in the destination slot: the
+// sample spec's (spec.Layout, defined once for the decoders and the
+// pipeline). NCHW (the zero value) is three planes R, G, B, each Size rows
+// of Size bytes; NHWC is Size rows of Size interleaved R, G, B pixels.
+type Layout = spec.Layout
 
 const (
-	// NCHW: three planes R, G, B, each Size rows of Size bytes (what a
-	// PyTorch model takes after a permute-free reshape). The zero value.
-	NCHW Layout = iota
-	// NHWC: Size rows of Size interleaved R, G, B pixels (what PIL and
-	// PILToTensor-before-permute give).
-	NHWC
+	NCHW = spec.NCHW
+	NHWC = spec.NHWC
 )
-
-func (l Layout) String() string {
-	switch l {
-	case NCHW:
-		return "NCHW"
-	case NHWC:
-		return "NHWC"
-	}
-	return fmt.Sprintf("Layout(%d)", int(l))
-}
 
 // ParseLayout reads a layout's name as the node's --layout takes it
 // (nchw or nhwc, in any case).
-func ParseLayout(name string) (Layout, error) {
-	switch strings.ToLower(name) {
-	case "nchw":
-		return NCHW, nil
-	case "nhwc":
-		return NHWC, nil
-	}
-	return 0, fmt.Errorf("--layout %q: want nchw or nhwc", name)
-}
+func ParseLayout(name string) (Layout, error) { return spec.ParseLayout(name) }
 
-// Transform describes the geometry from source image to the Size×Size
-// output. ParseTransform fills the defaults; fields that a Kind does not use
-// are ignored by it.
+// Transform is a compiled op list (Ops): the geometry from source image
+// to the Size×Size output, fused into the decode, and the pixel ops after
+// it. ParseTransform fills the defaults; fields that a Kind does not use
+// are ignored by it. Ops gives it back as an op list.
 type Transform struct {
 	Kind Kind
 	// Size is the side of the square output in pixels (all kinds).
@@ -102,12 +85,36 @@ type Transform struct {
 	// FlipProb (Train) is the probability of a horizontal flip. Default 0.5;
 	// 0 disables flipping.
 	FlipProb float64
+	// Pixel are the ops applied, in order, to the decoded Size×Size
+	// sample after the geometry (see PixelOps): colour operations and
+	// the like, each with its parameters and its own seeded draws. None
+	// by default.
+	Pixel Ops
 }
 
-// ParseTransform returns the transform named "train", "eval" or "resize"
-// with its defaults filled in.
+// ParseTransform reads the node's --transform: a preset's name ("train",
+// "eval" or "resize", which expand to the op lists of Presets) or an op
+// list (see Ops), compiled onto the defaults (Size 224, torchvision's
+// scale, ratio and Resize(256)). The presets give, field for field, the
+// Transforms they always gave.
 func ParseTransform(name string) (Transform, error) {
-	t := Transform{
+	s, preset := Presets[name]
+	if !preset {
+		s = name
+	}
+	ops, err := ParseOps(s)
+	if err == nil {
+		var t Transform
+		if t, err = ops.Compile(); err == nil {
+			return t, nil
+		}
+	}
+	return Transform{}, fmt.Errorf("%w (the presets: train, eval, resize; an op list: %s)", err, Presets["train"])
+}
+
+// defaultTransform is every field's default, Kind Train.
+func defaultTransform() Transform {
+	return Transform{
 		Size:        224,
 		ResizeShort: 256,
 		ScaleMin:    0.08,
@@ -116,17 +123,6 @@ func ParseTransform(name string) (Transform, error) {
 		RatioMax:    4.0 / 3.0,
 		FlipProb:    0.5,
 	}
-	switch name {
-	case "train":
-		t.Kind = Train
-	case "eval":
-		t.Kind = Eval
-	case "resize":
-		t.Kind = Resize
-	default:
-		return Transform{}, fmt.Errorf("decode: unknown transform %q (want train, eval or resize)", name)
-	}
-	return t, nil
 }
 
 // DefaultMaxPixels is PIL's Image.MAX_IMAGE_PIXELS (1024*1024*1024/4/3): the
@@ -222,8 +218,17 @@ func (c Config) Validate() error {
 			bad("Transform.FlipProb %v out of [0, 1]", t.FlipProb)
 		}
 	}
+	for _, op := range t.Pixel {
+		if _, err := compilePixelOp(op); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // SampleBytes is the size of one output sample: 3*Size*Size bytes.
-func (c Config) SampleBytes() int { return 3 * c.Transform.Size * c.Transform.Size }
+func (c Config) SampleBytes() int { return c.Spec().SampleBytes() }
+
+// Spec is the sample spec c produces: a Size×Size uint8 RGB image in
+// c.Layout.
+func (c Config) Spec() spec.Shape { return spec.Image(c.Transform.Size, c.Layout) }

@@ -55,6 +55,8 @@ type Decoder struct {
 	sws    scaler
 	jpeg   turbo
 	resize resizer
+	pixel  []pixelOp // Transform.Pixel, compiled
+	lut    [256]byte // the pixel ops' scratch
 	stats  Stats
 	closed bool
 	// resizeImpl picks resize.c's kernel. Only tests and benchmarks
@@ -81,6 +83,7 @@ func NewDecoder(c Config) (*Decoder, error) {
 		pkt:        astiav.AllocPacket(),
 		frame:      astiav.AllocFrame(),
 		resizeImpl: resizeBest,
+		pixel:      compilePixel(c.Transform.Pixel),
 	}
 	if d.pkt == nil || d.frame == nil {
 		d.Close()
@@ -162,6 +165,15 @@ func (d *Decoder) codec(f format, l int) (*astiav.CodecContext, error) {
 // wraps ErrTooLarge, ErrUnsupported or ErrCorrupt for bad data, and the
 // Info returned holds what was learned before the failure.
 func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, error) {
+	info, err := d.decode(data, sampleSeed, dst)
+	if err == nil && len(d.pixel) > 0 {
+		pixels(d.pixel, sampleSeed, dst, d.size, d.cfg.Layout, &d.lut)
+	}
+	return info, err
+}
+
+// decode is Decode up to the pixel ops: the fused geometry.
+func (d *Decoder) decode(data []byte, sampleSeed uint64, dst []byte) (Info, error) {
 	if d.closed {
 		return Info{}, errors.New("decode: Decoder is closed")
 	}

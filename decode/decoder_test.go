@@ -580,6 +580,9 @@ func TestNoAllocsWhenWarm(t *testing.T) {
 		{"png_rgba.png", "train", NHWC},
 		{"webp_lossy.webp", "train", NCHW},
 		{"webp_lossless.webp", "resize", NCHW},
+		// Pixel ops after the geometry allocate nothing either.
+		{"jpeg_444.jpg", "random_resized_crop|brightness(factor=0.5:1.5)|grayscale(p=0.5)", NHWC},
+		{"png_rgb.png", "resize|grayscale|brightness(factor=1.2)", NCHW},
 	}
 	for _, c := range cases {
 		for _, fast := range []bool{true, false} {

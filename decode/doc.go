@@ -57,6 +57,16 @@
 //     MaxPixels (about 1 GB at the default 89 Mpixel limit, so lower it for
 //     nodes with many decoders).
 //
+// # Transforms are op lists
+//
+// A Transform is compiled from an ordered list of named ops with
+// parameters (Ops, ParseOps, ParseTransform; the presets train, eval and
+// resize are op lists, Presets): the geometric ops first, fused into the
+// crop decoder (SamplingFor), then pixel ops applied in order to the
+// decoded sample (PixelOps: brightness, grayscale), each with its own
+// seeded draws. The output side is the sample spec's (package
+// decode/spec, Config.Spec). See docs/stages.md.
+//
 // # What the output is
 //
 // Alpha is dropped without compositing: a transparent pixel gives the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -29,7 +30,7 @@ func TestParseTransformDefaults(t *testing.T) {
 		}
 		want := Transform{Kind: tr.Kind, Size: 224, ResizeShort: 256, ScaleMin: 0.08, ScaleMax: 1,
 			RatioMin: 3.0 / 4, RatioMax: 4.0 / 3, FlipProb: 0.5}
-		if tr != want {
+		if !reflect.DeepEqual(tr, want) {
 			t.Errorf("%s: got %+v, want %+v", name, tr, want)
 		}
 	}

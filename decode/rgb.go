@@ -11,7 +11,7 @@ const RGBSlack = resizeSlack
 // interleaved RGB at full size, stride bytes a row: what the GPU's JPEG
 // decoders produce) into dst exactly as Decode would transform a decoded
 // picture of that size with this seed: the same crop, flip, filter and
-// layout (Decode's FFmpeg path at lowres 0). rgb must extend RGBSlack
+// layout (Decode's FFmpeg path at lowres 0), then the same pixel ops. rgb must extend RGBSlack
 // bytes past the last pixel. Info.Format is left empty: the caller knows
 // what it decoded.
 func (d *Decoder) TransformRGB(rgb []byte, width, height, stride int, sampleSeed uint64, dst []byte) (Info, error) {
@@ -29,6 +29,10 @@ func (d *Decoder) TransformRGB(rgb []byte, width, height, stride int, sampleSeed
 	info.Region = readRegion(s.Box, clampRect(s.Clip, width, height), d.size)
 	r := info.Region
 	src := rgb[r.Y*stride+3*r.X:]
-	return info, d.resize.scaleRGBBytes(d.resizeImpl, src, stride, r.W, r.H, dst, d.size, d.cfg.Layout, info.Flip,
+	err := d.resize.scaleRGBBytes(d.resizeImpl, src, stride, r.W, r.H, dst, d.size, d.cfg.Layout, info.Flip,
 		mapOnto(s.Box, r, d.size))
+	if err == nil && len(d.pixel) > 0 {
+		pixels(d.pixel, sampleSeed, dst, d.size, d.cfg.Layout, &d.lut)
+	}
+	return info, err
 }

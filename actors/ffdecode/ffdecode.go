@@ -24,14 +24,8 @@ func Use(cfg *actors.Config, deps *actors.Deps, dc decode.Config) error {
 	return nil
 }
 
-// Shape is the sample geometry dc produces.
-func Shape(dc decode.Config) actors.Shape {
-	l := actors.NCHW
-	if dc.Layout == decode.NHWC {
-		l = actors.NHWC
-	}
-	return actors.Shape{Height: dc.Transform.Size, Width: dc.Transform.Size, Layout: l}
-}
+// Shape is the sample spec dc produces (dc.Spec()).
+func Shape(dc decode.Config) actors.Shape { return dc.Spec() }
 
 // Factory makes a decode.Decoder per decoder actor.
 func Factory(dc decode.Config) actors.DecoderFactory {

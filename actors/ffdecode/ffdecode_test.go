@@ -120,3 +120,22 @@ func TestRealJPEGsThroughNode(t *testing.T) {
 	st0 := node.Stats()
 	t.Logf("stats: %.0f samples/s, bottleneck %+v", st0.SamplesPerSecond, st0.Bottleneck)
 }
+
+// The sample spec is defined once: decode's layout is the pipeline's
+// (no conversion between two enums), and the spec decode produces is the
+// one the pipeline sizes its slots with.
+func TestOneSampleSpec(t *testing.T) {
+	for _, l := range []decode.Layout{decode.NCHW, decode.NHWC} {
+		dc := decode.DefaultConfig()
+		dc.Transform.Size = 17
+		dc.Layout = l
+		var pl actors.Layout = dc.Layout
+		want := actors.Shape{Height: 17, Width: 17, Layout: pl}
+		if got := Shape(dc); got != want || dc.Spec() != want {
+			t.Errorf("layout %v: Shape %v, Spec %v, want %v", l, got, dc.Spec(), want)
+		}
+		if dc.SampleBytes() != want.SampleBytes() {
+			t.Errorf("layout %v: SampleBytes %d, want %d", l, dc.SampleBytes(), want.SampleBytes())
+		}
+	}
+}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/decode"
+	"github.com/longshore/longshore/decode/spec"
 	"github.com/longshore/longshore/decode/video"
-	"github.com/longshore/longshore/storage"
 )
 
 // UseVideo configures cfg and deps for video (--media video): cfg.Sample
@@ -39,11 +39,11 @@ func UseVideo(cfg *actors.Config, deps *actors.Deps, vc video.Config, readAhead 
 // VideoShape is the sample spec vc produces.
 func VideoShape(vc video.Config) actors.Shape {
 	vc = vc.WithDefaults()
-	l := actors.NCHW
+	l := spec.NCHW
 	if vc.NHWC {
-		l = actors.NHWC
+		l = spec.NHWC
 	}
-	return actors.Shape{Kind: actors.KindVideo, Frames: vc.Frames, Height: vc.Size, Width: vc.Size, Layout: l}
+	return spec.Shape{Kind: spec.KindVideo, Frames: vc.Frames, Height: vc.Size, Width: vc.Size, Layout: l}
 }
 
 // VideoFactory makes a video.Decoder per decoder actor; readAhead > 0:
@@ -163,15 +163,11 @@ type rangedVideoDecoder struct {
 
 var _ actors.ObjectDecoder = rangedVideoDecoder{}
 
-// DecodeObject reads key's size (Stat), then its bytes as the demuxer
-// asks for them, readAhead at a time.
-func (v rangedVideoDecoder) DecodeObject(ctx context.Context, st storage.Store, key string, seed uint64, dst []byte) (bool, error) {
-	info, err := st.Stat(ctx, key)
-	if err != nil {
-		return false, fmt.Errorf("stat %s: %w", key, err)
-	}
-	r := video.NewRangeReader(ctx, st, key, info.Size, v.readAhead)
-	c, err := v.d.DecodeReader(r, info.Size, seed, dst)
+// DecodeObject demuxes obj over its ranged reads (the fetch stage's,
+// with its store-outage retries), readAhead bytes at a time.
+func (v rangedVideoDecoder) DecodeObject(ctx context.Context, obj actors.Object, seed uint64, dst []byte) (bool, error) {
+	r := video.NewRangeReader(ctx, obj.Ranges, obj.Key, obj.Size, v.readAhead)
+	c, err := v.d.DecodeReader(r, obj.Size, seed, dst)
 	v.on.count(c, err)
 	return c.Short, videoClass(err)
 }

@@ -361,3 +361,42 @@ func TestHybridDoesNotWaitForTheEngine(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// The GPU path applies a transform's pixel ops too (in TransformRGB, on
+// the device's RGB): a GPU-routed sample with grayscale is its plain
+// sample turned to PIL's luma.
+func TestPixelOpsOnTheGPUPath(t *testing.T) {
+	plain := config(t)
+	gray := config(t)
+	tr, err := decode.ParseTransform(decode.Presets["train"] + "|grayscale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Size = plain.Transform.Size
+	gray.Transform = tr
+	f := &fake{}
+	s := newService(t, f, 0)
+	dp, dg := newDecoder(t, plain, s), newDecoder(t, gray, s)
+	a, b := make([]byte, plain.SampleBytes()), make([]byte, gray.SampleBytes())
+	n := plain.Transform.Size * plain.Transform.Size
+	for _, file := range []string{"jpeg_444.jpg", "jpeg_progressive.jpg"} {
+		data := read(t, file)
+		for seed := uint64(1); seed <= 3; seed++ {
+			if err := dp.Decode(data, seed, a); err != nil {
+				t.Fatal(err)
+			}
+			if err := dg.Decode(data, seed, b); err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j < n; j++ { // NCHW planes
+				y := byte((uint32(a[j])*19595 + uint32(a[n+j])*38470 + uint32(a[2*n+j])*7471 + 1<<15) >> 16)
+				if b[j] != y || b[n+j] != y || b[2*n+j] != y {
+					t.Fatalf("%s seed %d pixel %d: %d %d %d, want luma %d of %d %d %d", file, seed, j, b[j], b[n+j], b[2*n+j], y, a[j], a[n+j], a[2*n+j])
+				}
+			}
+		}
+	}
+	if st := s.Stats(); st.Hardware+st.Hybrid != 12 {
+		t.Errorf("stats %+v: want every sample on the device", st)
+	}
+}

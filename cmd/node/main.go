@@ -156,7 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
 	fs.IntVar(&o.epochs, "epochs", 1, "number of epochs")
 	fs.IntVar(&o.batchSize, "batch-size", def.BatchSize, "samples per batch")
-	fs.StringVar(&o.transform, "transform", "train", "train (RandomResizedCrop+flip), eval (resize 256 + center crop) or resize")
+	fs.StringVar(&o.transform, "transform", "train", "train (RandomResizedCrop+flip), eval (resize 256 + center crop), resize, or an op list such as 'random_resized_crop(scale=0.08:1)|hflip(p=0.5)|brightness(factor=0.6:1.4)' (images; docs/media.md)")
 	fs.IntVar(&o.size, "size", 224, "output side in pixels")
 	fs.StringVar(&o.layout, "layout", "nchw", "sample layout: nchw or nhwc")
 	o.mediaFlags.register(fs)

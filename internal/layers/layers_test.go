@@ -29,17 +29,20 @@ var internal = map[string][]string{
 	"dataset":          {"storage", "internal/offheap"},
 	"internal/clock":   {},
 	"internal/offheap": {},
-	"decode":           {"internal/jpegcolour"},
-	"internal/layers":  {},
+	"decode":           {"decode/spec", "internal/jpegcolour"},
+	// The sample spec (kind, dtype, shape, layout), defined once for the
+	// decoders and the pipeline: the standard library only.
+	"decode/spec":     {},
+	"internal/layers": {},
 	// A test that every relative link of the docs resolves: nothing of the module.
 	"internal/doclinks": {},
 	// libjpeg's rule for a JPEG's colour space, which every decoder obeys.
 	"internal/jpegcolour": {},
 
 	// The node's pipeline and its seams.
-	"actors":            {"dataset", "gpu", "storage", "internal/clock"},
+	"actors":            {"dataset", "decode/spec", "gpu", "storage", "internal/clock"},
 	"actors/actorstest": {},
-	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/video", "storage"},
+	"actors/ffdecode":   {"actors", "decode", "decode/audio", "decode/spec", "decode/video", "storage"},
 	"actors/nvdecode":   {"actors", "actors/ffdecode", "decode", "gpu", "gpu/nvjpeg"},
 	// The node's --quarantine file: which failures are a sample's own.
 	"actors/quarantine": {"actors", "dataset", "storage"},
@@ -181,7 +184,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "feed", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
+var stdOnly = []string{"cluster", "feed", "decode/spec", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
 
 type pkg struct {
 	ImportPath string

@@ -1,0 +1,327 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A transform as data: an ordered list of named operations with
+// parameters, written as the node's --transform takes it:
+//
+//	random_resized_crop(scale=0.08:1,ratio=3/4:4/3)|hflip(p=0.5)|brightness(factor=0.6:1.4)
+//
+// Ops are separated by "|" and applied left to right; an op's parameters
+// follow its name in parentheses, key=value, comma-separated (an op with
+// no parameters may drop the parentheses). A value is a number, a
+// fraction a/b (3/4 is Go's 3.0/4.0 exactly), or a range lo:hi of those.
+// Spaces around the tokens are ignored. The names are torchvision's, in
+// snake case.
+//
+// The geometric ops come first and are fused into the decode (the crop
+// decoder reads only the pixels the filter needs; see SamplingFor), so
+// they are a fixed set of shapes rather than free composition:
+//
+//	random_resized_crop(scale=lo:hi, ratio=lo:hi) [| hflip(p=P)]   Train
+//	resize(short=N) | center_crop                                  Eval
+//	resize                                                         Resize
+//
+// The output side is the sample spec's (Transform.Size, the node's
+// --size), defined once, so no op names it. The ops after the geometry
+// are pixel ops on the decoded Size×Size sample, each drawing its
+// randomness from the sample's seed and its place in the list (so adding
+// one does not move another's draws, nor the crop's): see PixelOps.
+//
+// The presets are op lists: ParseTransform("train") is the Transform of
+// Presets["train"], field for field what it always was.
+
+// Op is one named operation of a transform with its parameters, in the
+// order written.
+type Op struct {
+	Name   string
+	Params []Param
+}
+
+// Param is one key=value parameter of an Op; Value is as written.
+type Param struct{ Key, Value string }
+
+func (o Op) String() string {
+	if len(o.Params) == 0 {
+		return o.Name
+	}
+	var b strings.Builder
+	b.WriteString(o.Name)
+	b.WriteByte('(')
+	for i, p := range o.Params {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(p.Key)
+		b.WriteByte('=')
+		b.WriteString(p.Value)
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// Ops is a transform as data: operations applied in order.
+type Ops []Op
+
+func (ops Ops) String() string {
+	s := make([]string, len(ops))
+	for i, o := range ops {
+		s[i] = o.String()
+	}
+	return strings.Join(s, "|")
+}
+
+// Presets are the transforms the node's --transform has always named,
+// as op lists.
+var Presets = map[string]string{
+	"train":  "random_resized_crop(scale=0.08:1,ratio=3/4:4/3)|hflip(p=0.5)",
+	"eval":   "resize(short=256)|center_crop",
+	"resize": "resize",
+}
+
+// ParseOps reads an op list (see the syntax above). It checks the
+// syntax only; Compile checks the names and parameters.
+func ParseOps(s string) (Ops, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("decode: empty transform")
+	}
+	var ops Ops
+	for _, part := range strings.Split(s, "|") {
+		part = strings.TrimSpace(part)
+		name, rest, paren := strings.Cut(part, "(")
+		name = strings.TrimSpace(name)
+		if !isName(name) {
+			return nil, fmt.Errorf("decode: transform %q: op %q: want a name like hflip or hflip(p=0.5)", s, part)
+		}
+		op := Op{Name: name}
+		if paren {
+			body, ok := strings.CutSuffix(strings.TrimSpace(rest), ")")
+			if !ok || strings.ContainsAny(body, "()") {
+				return nil, fmt.Errorf("decode: transform %q: op %q: unbalanced parentheses", s, part)
+			}
+			if strings.TrimSpace(body) != "" {
+				for _, kv := range strings.Split(body, ",") {
+					k, v, ok := strings.Cut(kv, "=")
+					k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+					if !ok || !isName(k) || v == "" {
+						return nil, fmt.Errorf("decode: transform %q: op %s: parameter %q: want key=value", s, name, strings.TrimSpace(kv))
+					}
+					op.Params = append(op.Params, Param{k, v})
+				}
+			}
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// params reads an op's parameters against the keys it takes.
+type params struct {
+	op   Op
+	vals map[string]string
+	errs []error
+}
+
+func readParams(op Op, keys ...string) *params {
+	p := &params{op: op, vals: map[string]string{}}
+	for _, kv := range op.Params {
+		switch {
+		case !contains(keys, kv.Key):
+			if len(keys) == 0 {
+				p.fail("takes no parameters, got %s", kv.Key)
+			} else {
+				p.fail("unknown parameter %s (want %s)", kv.Key, strings.Join(keys, ", "))
+			}
+		case p.vals[kv.Key] != "":
+			p.fail("parameter %s given twice", kv.Key)
+		default:
+			p.vals[kv.Key] = kv.Value
+		}
+	}
+	return p
+}
+
+func contains(keys []string, k string) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *params) fail(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("decode: op %s: "+format, append([]any{p.op.Name}, args...)...))
+}
+
+// number reads a number or a fraction a/b.
+func number(s string) (float64, error) {
+	if a, b, ok := strings.Cut(s, "/"); ok {
+		x, err1 := strconv.ParseFloat(a, 64)
+		y, err2 := strconv.ParseFloat(b, 64)
+		if err1 != nil || err2 != nil || y == 0 {
+			return 0, fmt.Errorf("%q is not a number or a fraction a/b", s)
+		}
+		return x / y, nil
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a number or a fraction a/b", s)
+	}
+	return x, nil
+}
+
+// float reads key as one number; def when absent.
+func (p *params) float(key string, def float64) float64 {
+	s, ok := p.vals[key]
+	if !ok {
+		return def
+	}
+	x, err := number(s)
+	if err != nil {
+		p.fail("%s: %v", key, err)
+	}
+	return x
+}
+
+// int reads key as a whole number; def when absent.
+func (p *params) int(key string, def int) int {
+	s, ok := p.vals[key]
+	if !ok {
+		return def
+	}
+	x, err := strconv.Atoi(s)
+	if err != nil {
+		p.fail("%s: %q is not a whole number", key, s)
+	}
+	return x
+}
+
+// span reads key as lo:hi (or one number, lo = hi); def when absent.
+func (p *params) span(key string, lo, hi float64) (float64, float64) {
+	s, ok := p.vals[key]
+	if !ok {
+		return lo, hi
+	}
+	a, b, isRange := strings.Cut(s, ":")
+	x, err := number(a)
+	if err != nil {
+		p.fail("%s: %v", key, err)
+		return lo, hi
+	}
+	y := x
+	if isRange {
+		if y, err = number(b); err != nil {
+			p.fail("%s: %v", key, err)
+			return lo, hi
+		}
+	}
+	return x, y
+}
+
+// Compile turns an op list into the Transform it describes: its
+// geometric ops fused into Kind and the geometry fields (Size stays the
+// sample spec's, 224 unless changed), the rest kept in order as
+// Transform.Pixel. Every problem is reported at once.
+func (ops Ops) Compile() (Transform, error) {
+	t := defaultTransform()
+	var errs []error
+	add := func(p *params) { errs = append(errs, p.errs...) }
+	i := 0
+	geometry := func() string {
+		if i >= len(ops) {
+			return ""
+		}
+		return ops[i].Name
+	}
+	switch geometry() {
+	case "random_resized_crop":
+		t.Kind = Train
+		p := readParams(ops[i], "scale", "ratio")
+		t.ScaleMin, t.ScaleMax = p.span("scale", t.ScaleMin, t.ScaleMax)
+		t.RatioMin, t.RatioMax = p.span("ratio", t.RatioMin, t.RatioMax)
+		add(p)
+		i++
+		t.FlipProb = 0
+		if geometry() == "hflip" {
+			p := readParams(ops[i], "p")
+			t.FlipProb = p.float("p", 0.5)
+			add(p)
+			i++
+		}
+	case "resize":
+		p := readParams(ops[i], "short")
+		if _, ok := p.vals["short"]; !ok {
+			t.Kind = Resize
+			add(p)
+			i++
+			break
+		}
+		t.Kind = Eval
+		t.ResizeShort = p.int("short", t.ResizeShort)
+		add(p)
+		i++
+		if geometry() != "center_crop" {
+			errs = append(errs, errors.New("decode: op resize(short=N) is followed by center_crop (torchvision's Resize(N) then CenterCrop(size), fused into the decode)"))
+			break
+		}
+		add(readParams(ops[i]))
+		i++
+	default:
+		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop [| hflip], resize(short=N) | center_crop, or resize", ops.String()))
+	}
+	for ; i < len(ops); i++ {
+		if geometricOps[ops[i].Name] {
+			errs = append(errs, fmt.Errorf("decode: transform %q: op %s: the geometric ops are fused into the decode and come first, in one of the shapes random_resized_crop [| hflip], resize(short=N) | center_crop, or resize", ops.String(), ops[i].Name))
+			continue
+		}
+		if _, err := compilePixelOp(ops[i]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.Pixel = append(t.Pixel, ops[i])
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Transform{}, err
+	}
+	return t, nil
+}
+
+var geometricOps = map[string]bool{"random_resized_crop": true, "hflip": true, "resize": true, "center_crop": true}
+
+// Ops is t as an op list: the geometry its Kind fuses, then its pixel
+// ops. Compiling it gives t back (Size aside: the spec's).
+func (t Transform) Ops() Ops {
+	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	var ops Ops
+	switch t.Kind {
+	case Train:
+		ops = append(ops, Op{"random_resized_crop", []Param{
+			{"scale", num(t.ScaleMin) + ":" + num(t.ScaleMax)}, {"ratio", num(t.RatioMin) + ":" + num(t.RatioMax)}}})
+		if t.FlipProb > 0 {
+			ops = append(ops, Op{"hflip", []Param{{"p", num(t.FlipProb)}}})
+		}
+	case Eval:
+		ops = append(ops, Op{"resize", []Param{{"short", strconv.Itoa(t.ResizeShort)}}}, Op{Name: "center_crop"})
+	default:
+		ops = append(ops, Op{Name: "resize"})
+	}
+	return append(ops, t.Pixel...)
+}

@@ -1,0 +1,239 @@
+// Package spec is the sample spec, defined once: what one decoded sample
+// is (Kind), its element type (DType), its dimensions (Shape) and its
+// memory order (Layout). The decoders (package decode and its video and
+// audio packages) write samples of a spec; the pipeline (package actors)
+// sizes slots and describes batches with it; the trainer protocol names
+// it. It imports only the standard library, so the cgo-free pipeline and
+// the FFmpeg decoders share it without either importing the other.
+package spec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Layout is the memory order of a sample's pixels.
+type Layout int
+
+const (
+	// NCHW: [3, H, W] per sample, three planes R, G, B, each H rows of W
+	// bytes; what PyTorch models take. The zero value.
+	NCHW Layout = iota
+	// NHWC: [H, W, 3] per sample, H rows of W interleaved R, G, B pixels
+	// (what PIL and PILToTensor-before-permute give).
+	NHWC
+)
+
+func (l Layout) String() string {
+	switch l {
+	case NCHW:
+		return "NCHW"
+	case NHWC:
+		return "NHWC"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// MarshalText writes "NCHW" or "NHWC".
+func (l Layout) MarshalText() ([]byte, error) {
+	if l != NCHW && l != NHWC {
+		return nil, fmt.Errorf("actors: unknown layout %d", int(l))
+	}
+	return []byte(l.String()), nil
+}
+
+// UnmarshalText reads "NCHW" or "NHWC" (any case).
+func (l *Layout) UnmarshalText(b []byte) error {
+	v, ok := parseLayout(string(b))
+	if !ok {
+		return fmt.Errorf("actors: layout %q: want NCHW or NHWC", b)
+	}
+	*l = v
+	return nil
+}
+
+// ParseLayout reads a layout's name as the node's --layout takes it
+// (nchw or nhwc, in any case).
+func ParseLayout(name string) (Layout, error) {
+	v, ok := parseLayout(name)
+	if !ok {
+		return 0, fmt.Errorf("--layout %q: want nchw or nhwc", name)
+	}
+	return v, nil
+}
+
+func parseLayout(name string) (Layout, bool) {
+	switch strings.ToUpper(name) {
+	case "NCHW":
+		return NCHW, true
+	case "NHWC":
+		return NHWC, true
+	}
+	return 0, false
+}
+
+// Kind is what a sample is: an image (the zero value), a video clip or an
+// audio waveform.
+type Kind uint8
+
+const (
+	// KindImage: [3,H,W] (NCHW) or [H,W,3] (NHWC) uint8 RGB.
+	KindImage Kind = iota
+	// KindVideo: Frames frames, [T,3,H,W] (NCHW) or [T,H,W,3] (NHWC)
+	// uint8 RGB.
+	KindVideo
+	// KindAudio: [C,S] float32 PCM, C channels of S samples, channel
+	// planes.
+	KindAudio
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindImage:
+		return "image"
+	case KindVideo:
+		return "video"
+	case KindAudio:
+		return "audio"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// MarshalText writes "image", "video" or "audio".
+func (k Kind) MarshalText() ([]byte, error) {
+	if k > KindAudio {
+		return nil, fmt.Errorf("actors: unknown sample kind %d", int(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText reads "image", "video" or "audio" (any case).
+func (k *Kind) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "image":
+		*k = KindImage
+	case "video":
+		*k = KindVideo
+	case "audio":
+		*k = KindAudio
+	default:
+		return fmt.Errorf("actors: media %q: want image, video or audio", b)
+	}
+	return nil
+}
+
+// DType is the element type of a sample's array.
+type DType uint8
+
+const (
+	Uint8   DType = iota // images and video frames
+	Float32              // audio PCM, little-endian IEEE 754 (the host order here)
+)
+
+func (d DType) String() string {
+	switch d {
+	case Uint8:
+		return "uint8"
+	case Float32:
+		return "float32"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Size is the bytes of one element.
+func (d DType) Size() int {
+	if d == Float32 {
+		return 4
+	}
+	return 1
+}
+
+// Shape is the sample spec: what one decoded sample is (Kind), its element
+// type (DType, fixed by the kind), its dimensions and memory order. The
+// zero Kind is an image, so an image spec is Height, Width and Layout.
+type Shape struct {
+	Height, Width int // pixels (images and video frames)
+	// Layout is the order of a frame's pixels: channel planes (NCHW) or
+	// interleaved RGB (NHWC). Audio is always channel planes.
+	Layout Layout
+	Kind   Kind
+	// Frames is the frames of a video clip (T). Ignored for other kinds.
+	Frames int
+	// AudioChannels and AudioSamples are an audio sample's [C,S]
+	// (channels, samples per channel). Ignored for other kinds.
+	AudioChannels, AudioSamples int
+}
+
+// Image is the spec of a size×size RGB image in layout l.
+func Image(size int, l Layout) Shape { return Shape{Height: size, Width: size, Layout: l} }
+
+// Channels is the channels of a pixel (RGB).
+const Channels = 3
+
+// DType is the element type of the kind's arrays.
+func (s Shape) DType() DType {
+	if s.Kind == KindAudio {
+		return Float32
+	}
+	return Uint8
+}
+
+// SampleDims is the shape of one sample, outermost first.
+func (s Shape) SampleDims() []int {
+	switch s.Kind {
+	case KindAudio:
+		return []int{s.AudioChannels, s.AudioSamples}
+	case KindVideo:
+		if s.Layout == NHWC {
+			return []int{s.Frames, s.Height, s.Width, Channels}
+		}
+		return []int{s.Frames, Channels, s.Height, s.Width}
+	}
+	if s.Layout == NHWC {
+		return []int{s.Height, s.Width, Channels}
+	}
+	return []int{Channels, s.Height, s.Width}
+}
+
+// SampleBytes is the size of one decoded sample.
+func (s Shape) SampleBytes() int {
+	n := s.DType().Size()
+	for _, d := range s.SampleDims() {
+		n *= d
+	}
+	return n
+}
+
+// BatchDims is the shape of a batch of n samples: [n] + SampleDims.
+func (s Shape) BatchDims(n int) []int { return append([]int{n}, s.SampleDims()...) }
+
+// Dims returns the shape of a batch of n images in s.Layout; for the other
+// kinds, which have no 4-dimensional shape, it is zero (use BatchDims).
+func (s Shape) Dims(n int) [4]int {
+	if s.Kind != KindImage {
+		return [4]int{}
+	}
+	if s.Layout == NHWC {
+		return [4]int{n, s.Height, s.Width, Channels}
+	}
+	return [4]int{n, Channels, s.Height, s.Width}
+}
+
+// LayoutName names the batch's memory order, batch dimension included:
+// "NCHW"/"NHWC" (images), "NTCHW"/"NTHWC" (video), "NCS" (audio).
+func (s Shape) LayoutName() string {
+	switch s.Kind {
+	case KindAudio:
+		return "NCS"
+	case KindVideo:
+		if s.Layout == NHWC {
+			return "NTHWC"
+		}
+		return "NTCHW"
+	}
+	return s.Layout.String()
+}
+
+func (s Shape) String() string {
+	return fmt.Sprintf("%s %s %v %s", s.Kind, s.DType(), s.SampleDims(), s.LayoutName())
+}
