@@ -20,7 +20,7 @@ import (
 //
 //	cf := node.NewClusterFeed(ranks)
 //	nd, _ := node.Start(sys, node.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck, OnJob: cf.OnJob})
-//	srv, _ := delivery.New(delivery.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
+//	srv, _ := delivery.NewSessions(delivery.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
 //
 // Steps are the agent's, which are the trainer's: continuous per epoch
 // across the agent's sessions (a new session numbers on from the last
@@ -99,8 +99,8 @@ func (f *ClusterFeed) byName(rank string) *clusterRank {
 // Open returns the OpenFunc serving node's ranks; pipeline is the
 // agent's Config.Pipeline (the job's batch size comes from the
 // coordinator). The server must use the feed's allocators.
-func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) delivery.OpenFunc {
-	return func(rank int, _ feed.Cursor, alloc gpu.Allocator) (delivery.Stream, error) {
+func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) delivery.SessionFunc {
+	return func(rank int, alloc gpu.Allocator) (delivery.SessionStream, error) {
 		if rank < 0 || rank >= len(f.ranks) {
 			return nil, fmt.Errorf("feed: cluster feed has %d ranks, asked for rank %d", len(f.ranks), rank)
 		}
@@ -208,6 +208,11 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Delivery, erro
 	}
 }
 
+// Sent does nothing: a batch counts as delivered once RankDelivery let
+// it through (a batch the server kept for the next trainer makes that
+// trainer's Attach reset the rank).
+func (c *clusterRank) Sent(delivery.Delivery) {}
+
 // answerLocked answers the commits RankDelivery answered.
 func (c *clusterRank) answerLocked(answers []cluster.CommitAnswer) {
 	for _, a := range answers {
@@ -284,7 +289,7 @@ func (f *ClusterFeed) checkToken(r *Rank, t journal.Token, job *Job) error {
 	return nil
 }
 
-func (c *clusterRank) Attach(token []byte) (delivery.Attachment, error) {
+func (c *clusterRank) Attach(_ context.Context, token []byte) (delivery.Attachment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.unchecked, c.mu.tokenErr = nil, nil
@@ -325,7 +330,7 @@ func (c *clusterRank) Attach(token []byte) (delivery.Attachment, error) {
 	return out, nil
 }
 
-func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan delivery.CommitResult, error) {
+func (c *clusterRank) Commit(_ context.Context, era uint64, epoch int, step int64) (<-chan delivery.CommitResult, error) {
 	c.mu.Lock()
 	r := c.mu.r
 	dec := c.mu.d.Commit(era, epoch, step, r.Acks())
