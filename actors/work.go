@@ -21,6 +21,18 @@ type Item struct {
 	Pad bool
 }
 
+// ItemAt is the item at offset pos of a rank's stream: sample idx of
+// cat (a lazy catalog may read a piece of its index first), pad if it
+// is a repeated sample. Standalone feeders and the cluster node's actor
+// both map a position's index to its key and label here.
+func ItemAt(ctx context.Context, cat dataset.Catalog, pos, idx int64, pad bool) (Item, error) {
+	s, _, err := cat.Sample(ctx, idx)
+	if err != nil {
+		return Item{}, fmt.Errorf("dataset: sample %d: %w", idx, err)
+	}
+	return Item{Pos: pos, Index: idx, Key: s.Key, Label: s.Label, Pad: pad}, nil
+}
+
 // Work is an ordered stretch of a rank's stream of one epoch: a lease, or
 // a piece of the standalone order. It carries the job's coordinates, and
 // no layer renumbers them: Epoch is the job's epoch (with Item.Index it
@@ -199,13 +211,13 @@ func (f *Feeder) Next(max int) Work {
 		g := int64(f.rank) + f.pos*int64(f.world)
 		pad := g >= n
 		idx := f.cur.At(g % n)
-		s, _, err := f.cat.Sample(context.Background(), idx)
+		it, err := ItemAt(context.Background(), f.cat, f.pos, idx, pad)
 		if err != nil {
 			// The dataset cannot be read (a lazy catalog's piece: the
 			// store down past its retries, a stale index): as at start.
-			return Work{Epoch: f.epoch, Err: fmt.Errorf("dataset: sample %d: %w", idx, err)}
+			return Work{Epoch: f.epoch, Err: err}
 		}
-		w.Items = append(w.Items, Item{Pos: f.pos, Index: idx, Key: s.Key, Label: s.Label, Pad: pad})
+		w.Items = append(w.Items, it)
 		f.pos++
 	}
 	if f.lazy {

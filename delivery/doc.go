@@ -9,16 +9,21 @@
 //
 // # Who calls what
 //
-// The node calls New (and Shutdown) with an OpenFunc that starts a rank's
-// stream at a feed.Cursor: Standalone in standalone mode (its feeder
-// seeks to the cursor before the pipeline starts). The server calls the
-// OpenFunc once per rank at start and again when a trainer resumes from a
-// commit the running stream has gone past. Commits go through a
-// Committer: LocalCommitter standalone. In cluster mode node.ClusterFeed's
-// OpenFunc returns SessionStreams over the agent's ranks: the server then
-// lets the stream decide where a trainer resumes (Attach), sends commits
-// to the coordinator and answers them on its ack (Commit), and turns a
-// rollback into a rollback message.
+// Both modes take one path: the server serves each rank through a
+// SessionStream, which says where a connecting trainer starts (Attach),
+// gives batches with their era (NextDelivery) and answers commits
+// (Commit). Standalone, the node calls New (and Shutdown) with an
+// OpenFunc that starts a rank's stream at a feed.Cursor (Standalone: its
+// feeder seeks to the cursor before the pipeline starts); each rank is
+// the trivial session, one that never fences: its ledger decides where a
+// trainer resumes and which commits are valid, it reopens the stream
+// when a trainer resumes from a commit the stream has gone past, and a
+// Committer (LocalCommitter) makes the tokens. In cluster mode the node
+// calls NewSessions with node.ClusterFeed's SessionFunc: its streams
+// carry out cluster.RankDelivery's decisions (eras, rollbacks, resets,
+// commits waiting for the coordinator's acknowledgement), and the server
+// turns a rollback into a rollback message. The mode is the
+// constructor's, never found by a type assertion.
 //
 // # Concurrency and failure contract
 //

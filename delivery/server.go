@@ -127,7 +127,7 @@ func (c Config) Validate() error {
 // socket. See the package documentation for the contract.
 type Server struct {
 	cfg    Config
-	open   OpenFunc
+	mode   string // "standalone" or "cluster", as the welcome says
 	log    *slog.Logger
 	ranks  []*rankServer
 	ctx    context.Context // canceled by Shutdown
@@ -143,18 +143,38 @@ type Server struct {
 // ErrServerClosed is returned by operations after Shutdown.
 var ErrServerClosed = errors.New("feed: server closed")
 
-// New opens every rank's stream at cfg.Start (open is called with
-// each rank's shared-memory allocator), listens on each rank's socket
-// (mode 0600, in a 0700 directory; the path appears only once it accepts;
-// a stale socket file is replaced, a live one refused) and serves until
-// Shutdown, which removes the sockets.
-func New(cfg Config, open OpenFunc) (_ *Server, err error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// New serves standalone ranks: it opens every rank's stream at
+// cfg.Start (open is called with each rank's shared-memory allocator),
+// each the trivial session (one that never fences) over its ledger and
+// cfg.Committer, listens on each rank's socket (mode 0600, in a 0700
+// directory; the path appears only once it accepts; a stale socket file
+// is replaced, a live one refused) and serves until Shutdown, which
+// removes the sockets.
+func New(cfg Config, open OpenFunc) (*Server, error) {
 	if open == nil {
 		return nil, errors.New("feed: nil OpenFunc")
+	}
+	cfg = cfg.WithDefaults()
+	return newServer(cfg, "standalone", func(r int, alloc gpu.Allocator) (SessionStream, error) {
+		return newStandaloneRank(cfg, open, r, alloc)
+	})
+}
+
+// NewSessions is New for ranks whose sessions someone else decides (a
+// cluster node: node.ClusterFeed.Open): the welcome says mode "cluster",
+// with eras and the last acknowledged commit, and a rollback reaches the
+// trainer as a rollback message. cfg.Committer and cfg.Start are not
+// used.
+func NewSessions(cfg Config, open SessionFunc) (*Server, error) {
+	if open == nil {
+		return nil, errors.New("feed: nil SessionFunc")
+	}
+	return newServer(cfg.WithDefaults(), "cluster", open)
+}
+
+func newServer(cfg Config, mode string, open SessionFunc) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.SocketPath == nil {
 		mode := os.FileMode(0o700)
@@ -165,7 +185,7 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, open: open, log: cfg.Logger, endedCh: make(chan struct{}), finished: make(chan struct{})}
+	s := &Server{cfg: cfg, mode: mode, log: cfg.Logger, endedCh: make(chan struct{}), finished: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -186,11 +206,11 @@ func New(cfg Config, open OpenFunc) (_ *Server, err error) {
 		if cfg.RankDevice != nil {
 			rs.dev = cfg.RankDevice(r)
 		}
-		st, err := open(r, cfg.Start, rs.alloc)
+		st, err := open(r, rs.alloc)
 		if err != nil {
 			return nil, fmt.Errorf("feed: open rank %d: %w", r, err)
 		}
-		rs.mu.stream, rs.mu.ledger = st, newLedger(cfg.Start)
+		rs.mu.stream = st
 		s.ranks = append(s.ranks, rs)
 		// Others must be able to connect(2) for the credential check
 		// to decide, and to tell them why it refused.
@@ -414,8 +434,7 @@ type rankServer struct {
 	}
 	mu struct {
 		sync.Mutex
-		stream  Stream
-		ledger  *ledger
+		stream  SessionStream
 		pending *Delivery // taken from the stream, not yet delivered
 		sess    *session
 	}
@@ -680,37 +699,21 @@ func (s *session) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 	log := s.r.s.log.With("rank", s.r.rank)
 	s.version = h.Version
 	var err error
-	var at feed.Cursor
-	var att Attachment
-	ss, clustered := s.r.stream().(SessionStream)
-	if clustered {
-		if att, err = s.r.attach(ss, h.Token); err != nil {
-			code := feed.CodeBadToken
-			if errors.Is(err, feed.ErrStaleToken) {
-				code = feed.CodeStaleToken
-			}
-			s.fail(code, err, nil)
-			return
+	att, err := s.r.attach(s.ctx, h.Token)
+	if err != nil {
+		code := feed.CodeBadToken
+		switch {
+		case errors.Is(err, feed.ErrStaleToken):
+			code = feed.CodeStaleToken
+		case isPipeline(err):
+			code = feed.CodePipeline
 		}
-		at = att.Resume
-		if att.Reset {
-			log.Info("feed: trainer reconnected after uncommitted batches; rank reset to its last acknowledged commit", "resume_epoch", at.Epoch, "resume_step", at.Step)
-		}
-	} else {
-		var tok *feed.Cursor
-		if len(h.Token) > 0 {
-			e, k, err := s.committer().Resume(s.ctx, s.r.rank, h.Token)
-			if err != nil {
-				s.fail(feed.CodeBadToken, err, nil)
-				return
-			}
-			c := feed.After(e, k)
-			tok = &c
-		}
-		if at, err = s.r.resume(tok); err != nil {
-			s.fail(feed.CodePipeline, err, nil)
-			return
-		}
+		s.fail(code, err, nil)
+		return
+	}
+	at := att.Resume
+	if att.Reset && s.r.s.mode == "cluster" {
+		log.Info("feed: trainer reconnected after uncommitted batches; rank reset to its last acknowledged commit", "resume_epoch", at.Epoch, "resume_step", at.Step)
 	}
 	cfg := s.r.stream().Config()
 	if cfg.Sample.Kind != actors.KindImage && s.version < 3 {
@@ -732,9 +735,9 @@ func (s *session) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 			Shape: cfg.Sample.SampleDims(), Layout: cfg.Sample.LayoutName()}
 	}
 	if s.version >= 2 {
-		w.Mode = "standalone"
-		if clustered {
-			w.Mode, w.Era, w.Committed = "cluster", att.Era, att.Committed
+		w.Mode = s.r.s.mode
+		if w.Mode == "cluster" {
+			w.Era, w.Committed = att.Era, att.Committed
 		}
 	}
 	s.delivery = feed.DeliveryHost
@@ -761,25 +764,21 @@ func (s *session) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 	log.Info("feed: trainer disconnected")
 }
 
-func (s *session) committer() Committer {
-	if c := s.r.s.cfg.Committer; c != nil {
-		return c
-	}
-	return LocalCommitter{Job: s.r.s.cfg.Job, BatchSize: s.r.stream().Config().BatchSize}
-}
-
-func (r *rankServer) stream() Stream {
+func (r *rankServer) stream() SessionStream {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.mu.stream
 }
 
-// attach lets a cluster stream decide where a connecting trainer starts;
-// a reset voids the batch kept from the last connection.
-func (r *rankServer) attach(ss SessionStream, token []byte) (Attachment, error) {
+// attach asks the rank's stream where a connecting trainer starts; a
+// reset voids the batch kept from the last connection.
+func (r *rankServer) attach(ctx context.Context, token []byte) (Attachment, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	att, err := ss.Attach(token)
+	if r.mu.stream == nil {
+		return Attachment{}, pipelineError{ErrServerClosed}
+	}
+	att, err := r.mu.stream.Attach(ctx, token)
 	if err == nil && att.Reset && r.mu.pending != nil {
 		r.mu.pending.Batch.Release()
 		r.mu.pending = nil
@@ -787,47 +786,9 @@ func (r *rankServer) attach(ss SessionStream, token []byte) (Attachment, error) 
 	return att, err
 }
 
-// resume decides where the trainer starts and reopens the stream there if
-// it has run past it.
-func (r *rankServer) resume(tok *feed.Cursor) (feed.Cursor, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.mu.stream == nil {
-		return feed.Cursor{}, ErrServerClosed
-	}
-	at, reopen := r.mu.ledger.resume(tok)
-	if !reopen {
-		return at, nil
-	}
-	if r.mu.pending != nil {
-		r.mu.pending.Batch.Release()
-		r.mu.pending = nil
-	}
-	// Shutting the old stream down waits for its actors (a decode in
-	// progress finishes): milliseconds. Its slot memory is freed when its
-	// last batch is released, which has happened: the only holder was the
-	// previous session.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err := r.mu.stream.Shutdown(ctx)
-	cancel()
-	if err != nil {
-		return at, fmt.Errorf("feed: rank %d: stop stream to resume: %w", r.rank, err)
-	}
-	st, err := r.s.open(r.rank, at, r.alloc)
-	if err != nil {
-		r.mu.stream = endedStream{} // nothing to serve; the next hello retries
-		r.mu.ledger.next = feed.Cursor{Epoch: -1}
-		return at, fmt.Errorf("feed: rank %d: reopen at epoch %d step %d: %w", r.rank, at.Epoch, at.Step, err)
-	}
-	r.mu.stream = st
-	r.mu.ledger.reopened(at)
-	return at, nil
-}
-
 func (s *session) writeLoop(readerDone <-chan struct{}) {
 	r := s.r
 	st := r.stream()
-	ss, clustered := st.(SessionStream)
 	epoch, haveEpoch, epochEnded := 0, false, false
 	for {
 		r.mu.Lock()
@@ -836,13 +797,10 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		r.mu.Unlock()
 		var d Delivery
 		var err error
-		switch {
-		case pd != nil:
+		if pd != nil {
 			d = *pd
-		case clustered:
-			d, err = ss.NextDelivery(s.ctx)
-		default:
-			d.Batch, err = st.Next(s.ctx)
+		} else {
+			d, err = st.NextDelivery(s.ctx)
 		}
 		var rb *feed.RollbackError
 		if errors.As(err, &rb) && s.ctx.Err() == nil {
@@ -969,15 +927,11 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		bd.ID = s.nextID
 		s.held[bd.ID] = b
 		s.hmu.Unlock()
-		// Recorded as delivered before it is written: the trainer may
+		// Recorded as sent before it is written: the trainer may
 		// commit it before send returns, and a commit must name a
 		// delivered batch. A write that fails ends the session, and the
 		// next one resumes after the last commit, reopening the stream.
-		if !clustered { // in cluster mode the stream keeps what was delivered
-			r.mu.Lock()
-			r.mu.ledger.delivered(b.Epoch, b.Step)
-			r.mu.Unlock()
-		}
+		st.Sent(d)
 		if s.send(feed.MsgBatch, bd, -1) != nil {
 			return // held: released when the session ends
 		}
@@ -1059,39 +1013,16 @@ func (s *session) readLoop(br *bufio.Reader, buf []byte) {
 	}
 }
 
+// commit hands a commit to the rank's stream and answers it: at once
+// when the answer is ready (standalone: its token; in order), else when
+// the coordinator acknowledges it (or the rank rolls back), without
+// holding up the reader: releases keep flowing while the commit waits.
 func (s *session) commit(c *feed.Commit) {
-	r := s.r
-	if ss, ok := r.stream().(SessionStream); ok {
-		s.clusterCommit(ss, c)
-		return
-	}
-	r.mu.Lock()
-	err := r.mu.ledger.checkCommit(c.Epoch, c.Step)
-	r.mu.Unlock()
-	if err != nil {
-		s.send(feed.MsgError, feed.ErrorMsg{Code: feed.CodeBadCommit, Message: err.Error(), Req: c.Req}, -1)
-		return
-	}
-	tok, err := s.committer().Commit(s.ctx, r.rank, c.Epoch, c.Step)
-	if err != nil {
-		s.send(feed.MsgError, feed.ErrorMsg{Code: feed.CodeCommitFailed, Message: fmt.Sprintf("feed: commit epoch %d step %d: %v", c.Epoch, c.Step, err), Req: c.Req}, -1)
-		return
-	}
-	r.mu.Lock()
-	r.mu.ledger.commit(c.Epoch, c.Step)
-	r.mu.Unlock()
-	s.send(feed.MsgCommitted, feed.Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: tok}, -1)
-}
-
-// clusterCommit sends a commit to the cluster and answers it when the
-// coordinator acknowledges it (or the rank rolls back) without holding up
-// the reader: releases keep flowing while the commit waits.
-func (s *session) clusterCommit(ss SessionStream, c *feed.Commit) {
 	era := c.Era
 	if s.version < 2 {
 		era = 0 // version 1 has no eras; its connection ends at a rollback
 	}
-	ch, err := ss.Commit(era, c.Epoch, c.Step)
+	ch, err := s.r.stream().Commit(s.ctx, era, c.Epoch, c.Step)
 	if err != nil {
 		code := feed.CodeBadCommit
 		if errors.Is(err, feed.ErrRolledBack) {
@@ -1100,20 +1031,29 @@ func (s *session) clusterCommit(ss SessionStream, c *feed.Commit) {
 		s.send(feed.MsgError, feed.ErrorMsg{Code: code, Message: err.Error(), Req: c.Req}, -1)
 		return
 	}
+	answer := func(res CommitResult) {
+		if res.Err != nil {
+			code := feed.CodeCommitFailed
+			if errors.Is(res.Err, feed.ErrRolledBack) {
+				code = feed.CodeRolledBack
+			}
+			s.send(feed.MsgError, feed.ErrorMsg{Code: code, Message: res.Err.Error(), Req: c.Req}, -1)
+			return
+		}
+		s.send(feed.MsgCommitted, feed.Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: res.Token}, -1)
+	}
+	select {
+	case res := <-ch:
+		answer(res)
+		return
+	default:
+	}
 	s.commits.Add(1)
 	go func() {
 		defer s.commits.Done()
 		select {
 		case res := <-ch:
-			if res.Err != nil {
-				code := feed.CodeCommitFailed
-				if errors.Is(res.Err, feed.ErrRolledBack) {
-					code = feed.CodeRolledBack
-				}
-				s.send(feed.MsgError, feed.ErrorMsg{Code: code, Message: res.Err.Error(), Req: c.Req}, -1)
-				return
-			}
-			s.send(feed.MsgCommitted, feed.Committed{Req: c.Req, Epoch: c.Epoch, Step: c.Step, Token: res.Token}, -1)
+			answer(res)
 		case <-s.ctx.Done():
 		}
 	}()

@@ -5,33 +5,47 @@ import (
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/feed"
+	"github.com/longshore/longshore/gpu"
 )
 
-// SessionStream is a Stream whose position the server does not choose:
-// a cluster rank, where the coordinator decides what the rank gets and a
-// session can end under the trainer (ClusterFeed's streams are the
-// implementation). The server uses NextDelivery instead of Next, Attach
-// instead of its ledger and Committer, and Commit instead of a Committer.
-// NextDelivery and Attach are called from one goroutine at a time (the
-// connected trainer's writer, or a connecting trainer before its writer
-// starts); Commit from the reader, concurrently with NextDelivery.
+// SessionStream is one rank's batches as the server serves them, in
+// either mode: the server asks it where a connecting trainer starts
+// (Attach), takes batches from it (NextDelivery), tells it which it
+// writes (Sent) and hands it commits (Commit). A standalone rank is the
+// trivial session, one that never fences: New wraps each OpenFunc stream
+// in one (its ledger and Committer decide, era 0). A cluster rank is
+// one whose position the coordinator decides, where a session can end
+// under the trainer: NewSessions serves those (node.ClusterFeed's
+// streams, which carry out cluster.RankDelivery's decisions).
+// NextDelivery, Sent and Attach are called from one goroutine at a time
+// (the connected trainer's writer, or a connecting trainer before its
+// writer starts); Commit from the reader, concurrently with
+// NextDelivery.
 type SessionStream interface {
 	Stream
 	// NextDelivery is Next with the batch's era and end-of-stream flag.
 	// A rollback is an error wrapping *RollbackError; then call again.
 	NextDelivery(ctx context.Context) (Delivery, error)
+	// Sent says d is being written to the trainer (a batch taken and not
+	// sent is kept for the next trainer): a commit may name it.
+	Sent(d Delivery)
 	// Attach is called when a trainer connects, with its hello token
-	// (nil: none). When the rank delivered batches after its last
-	// acknowledged commit it resets the rank (they are delivered again)
-	// and says so: batches taken from NextDelivery before are void.
-	Attach(token []byte) (Attachment, error)
-	// Commit sends the commit of the trainer's batch (era, epoch, step)
-	// and returns a channel that answers once: with the journal's token
-	// when the coordinator acknowledges it, or an error (errors.Is
-	// ErrRolledBack when its era ended first). An error returned at once
-	// means the commit is invalid and was not sent.
-	Commit(era uint64, epoch int, step int64) (<-chan CommitResult, error)
+	// (nil: none), and says where it resumes. Reset says batches taken
+	// from NextDelivery before are void (the rank was reset, or the
+	// stream reopened). A refused token is an error wrapping
+	// feed.ErrBadToken or feed.ErrStaleToken.
+	Attach(ctx context.Context, token []byte) (Attachment, error)
+	// Commit takes the commit of the trainer's batch (era, epoch, step)
+	// and returns a channel that answers once: with the resume token
+	// when it is durable, or an error (errors.Is ErrRolledBack when its
+	// era ended first). An error returned at once means the commit is
+	// invalid and was not taken.
+	Commit(ctx context.Context, era uint64, epoch int, step int64) (<-chan CommitResult, error)
 }
+
+// SessionFunc returns rank's session stream, whose pipelines allocate
+// slot memory from alloc: what NewSessions serves.
+type SessionFunc func(rank int, alloc gpu.Allocator) (SessionStream, error)
 
 // Delivery is a batch with what a session stream knows about it.
 type Delivery struct {

@@ -18,7 +18,8 @@
 // only (region, offset, shape, labels, keys, epoch, step). Release
 // messages give slots back, so the trainer's pace is the pipeline's
 // back-pressure. The server is package delivery; in cluster mode the
-// node's ranks are put behind it by node.ClusterFeed.
+// node's ranks are put behind it by node.ClusterFeed, whose decisions
+// are cluster.RankDelivery's.
 //
 // # Concurrency and failure contract
 //

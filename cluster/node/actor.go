@@ -12,7 +12,6 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/cluster/wire"
-	"github.com/longshore/longshore/dataset"
 )
 
 // nodeActor owns every rank's lease state. All of it is touched only from
@@ -423,31 +422,18 @@ func (a *nodeActor) order(epoch int) cluster.Order {
 	return o
 }
 
-// item maps a leased position to its sample. With a Catalog that reads
-// the manifest lazily it may wait for a piece of it; a lookup that
-// fails (the store down past its retries, a stale index) stops the node
-// with the error, as a dataset that cannot be read at start would.
+// item maps a leased position to its sample (actors.ItemAt). With a
+// Catalog that reads the manifest lazily it may wait for a piece of it;
+// a lookup that fails (the store down past its retries, a stale index)
+// stops the node with the error, as a dataset that cannot be read at
+// start would.
 func (a *nodeActor) item(p cluster.Position) (actors.Item, error) {
 	idx, pad := a.order(p.Epoch).Sample(p.Pos)
-	var s dataset.Sample
-	if c := a.n.cfg.Catalog; c != nil {
-		var err error
-		if s, _, err = c.Sample(a.n.ctx, idx); err != nil {
-			return actors.Item{}, fmt.Errorf("sample %d of the manifest: %w", idx, err)
-		}
-	} else {
-		s = a.n.cfg.Dataset.Samples[idx]
-	}
-	return actors.Item{Pos: p.Offset, Index: idx, Key: s.Key, Label: s.Label, Pad: pad || p.Pad}, nil
+	return actors.ItemAt(a.n.ctx, a.n.cfg.Catalog, p.Offset, idx, pad || p.Pad)
 }
 
 // samples is the dataset's size as this node sees it.
-func (a *nodeActor) samples() int64 {
-	if c := a.n.cfg.Catalog; c != nil {
-		return c.Len()
-	}
-	return int64(len(a.n.cfg.Dataset.Samples))
-}
+func (a *nodeActor) samples() int64 { return a.n.cfg.Catalog.Len() }
 
 // prefetch tells the catalog the samples of a lease just granted: the
 // order keeps blocks of consecutive indices together, so a lease's
@@ -455,7 +441,7 @@ func (a *nodeActor) samples() int64 {
 // piece of the index when the block divides the index's pieces.
 func (a *nodeActor) prefetch(l cluster.Lease) {
 	c := a.n.cfg.Catalog
-	if c == nil || a.job == nil || a.job.Samples == 0 {
+	if a.job == nil || a.job.Samples == 0 {
 		return
 	}
 	o := a.order(l.Epoch)

@@ -242,7 +242,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, sys: sys, log: log, stopCh: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for i := range cfg.Ranks {
-		r := &Rank{name: fmt.Sprintf("%s/%d", cfg.Node, i), index: i, node: n, tally: actors.NewTally(i)}
+		r := &Rank{name: fmt.Sprintf("%s/%d", cfg.Node, i), index: i, node: n, tally: actors.NewTally(i), deliv: cluster.NewRankDelivery()}
 		r.mu.changed = make(chan struct{})
 		n.ranks = append(n.ranks, r)
 	}
@@ -360,10 +360,10 @@ type Rank struct {
 		acks     *cluster.TrainerAcks
 	}
 
-	// The trainer goroutine's own state.
-	trainerSession cluster.Fence
-	stash          *Batch
-	resetSession   cluster.Fence // the session Reset ended: its batches are dropped
+	// The trainer goroutine's own state: the delivery decisions
+	// (cluster.RankDelivery) and the batch a rollback held back.
+	deliv *cluster.RankDelivery
+	held  *Batch
 }
 
 // Batch is a delivered batch and the session it belongs to. Its
@@ -405,13 +405,41 @@ func (r *Rank) changedLocked() {
 
 // Next returns the rank's next batch. It blocks until one is ready, the
 // job is over for this rank (io.EOF), the session ended (ErrRolledBack,
-// once per session change; then call Next again), or ctx is done.
+// once per session change; then call Next again), or ctx is done. What
+// to deliver is cluster.RankDelivery's decision.
 func (r *Rank) Next(ctx context.Context) (*Batch, error) {
-	if b := r.stash; b != nil {
-		r.stash = nil
-		r.trainerSession = b.Session
+	for {
+		b := r.held
+		r.held = nil
+		if b == nil {
+			var err error
+			if b, err = r.pull(ctx); err != nil {
+				return nil, err
+			}
+		}
+		switch r.deliv.Arrive(b.at(), r.Acks()).Verdict {
+		case cluster.Drop:
+			b.Release()
+			continue
+		case cluster.Hold:
+			r.held = b
+			return nil, ErrRolledBack
+		}
 		return b, nil
 	}
+}
+
+// at is the batch's place, as cluster.RankDelivery knows it.
+func (b *Batch) at() cluster.BatchAt {
+	return cluster.BatchAt{Session: b.Session, Epoch: b.Epoch, Step: b.Step}
+}
+
+// pull returns the next batch of the rank's live pipeline and session,
+// whatever the trainer was given before (Next and the feed decide): it
+// blocks until one is ready, the job is over for this rank (io.EOF), the
+// node cannot serve the job, or ctx is done. A batch of a pipeline or
+// session replaced meanwhile is void: it is released, never returned.
+func (r *Rank) pull(ctx context.Context) (*Batch, error) {
 	for {
 		r.mu.Lock()
 		p, sess, finished, ferr, ch := r.mu.pipe, r.mu.session, r.mu.finished, r.mu.err, r.mu.changed
@@ -443,18 +471,11 @@ func (r *Rank) Next(ctx context.Context) (*Batch, error) {
 			}
 			return nil, err
 		}
-		if !r.current(p, sess) || (!r.resetSession.IsZero() && sess == r.resetSession) {
+		if !r.current(p, sess) {
 			b.Release()
 			continue
 		}
-		out := &Batch{Batch: b, RankName: r.name, Session: sess}
-		if !r.trainerSession.IsZero() && r.trainerSession != sess {
-			r.stash = out
-			r.trainerSession = cluster.Fence{}
-			return nil, ErrRolledBack
-		}
-		r.trainerSession = sess
-		return out, nil
+		return &Batch{Batch: b, RankName: r.name, Session: sess}, nil
 	}
 }
 
@@ -472,7 +493,7 @@ func (r *Rank) current(p *actors.Pipeline, sess cluster.Fence) bool {
 // Config.OnAck. A commit about an earlier session is dropped (Next
 // reports ErrRolledBack).
 func (r *Rank) Commit(epoch int, step int64) error {
-	return r.CommitAt(r.trainerSession, epoch, step)
+	return r.CommitAt(r.deliv.Session(), epoch, step)
 }
 
 // CommitAt is Commit for a batch of session (Batch.Session) and is safe
@@ -503,15 +524,26 @@ func (r *Rank) BatchSize() int64 {
 // batches. Unlike a rollback the coordinator causes, Next does not report
 // ErrRolledBack for it. Call it from the trainer goroutine.
 func (r *Rank) Reset() {
-	if b := r.stash; b != nil {
+	if b := r.held; b != nil {
 		b.Release()
-		r.stash = nil
+		r.held = nil
 	}
-	r.trainerSession = cluster.Fence{}
+	live := r.live()
+	r.deliv.Reset(live)
+	r.reset(live)
+}
+
+// live is the rank's live session (zero between sessions).
+func (r *Rank) live() cluster.Fence {
 	r.mu.Lock()
-	r.resetSession = r.mu.session
-	r.mu.Unlock()
-	r.node.sys.Root.Send(r.node.pid, resetMsg{rank: r.index, session: r.resetSession})
+	defer r.mu.Unlock()
+	return r.mu.session
+}
+
+// reset tells the actor to end session, the trainer having gone back to
+// its last acknowledged commit.
+func (r *Rank) reset(session cluster.Fence) {
+	r.node.sys.Root.Send(r.node.pid, resetMsg{rank: r.index, session: session})
 }
 
 // --- the pipeline's side ---

@@ -20,7 +20,7 @@ import (
 //
 //	cf := node.NewClusterFeed(ranks)
 //	nd, _ := node.Start(sys, node.Config{..., RankDeps: cf.RankDeps(deps), OnAck: cf.OnAck, OnJob: cf.OnJob})
-//	srv, _ := delivery.New(delivery.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
+//	srv, _ := delivery.NewSessions(delivery.Config{..., Ranks: ranks, Allocator: cf.Allocator}, cf.Open(nd, pipelineCfg))
 //
 // Steps are the agent's, which are the trainer's: continuous per epoch
 // across the agent's sessions (a new session numbers on from the last
@@ -57,8 +57,8 @@ func NewClusterFeed(ranks int) *ClusterFeed {
 	for i := range ranks {
 		f.allocs = append(f.allocs, delivery.NewShmAllocator(fmt.Sprintf("rank%d", i)))
 		cr := &clusterRank{index: i, feed: f}
-		cr.mu.era = 1
-		cr.mu.sent = map[sessEpoch]sentSteps{}
+		cr.mu.d = cluster.NewRankDelivery()
+		cr.mu.waiters = map[uint64]chan delivery.CommitResult{}
 		f.ranks = append(f.ranks, cr)
 	}
 	return f
@@ -99,8 +99,8 @@ func (f *ClusterFeed) byName(rank string) *clusterRank {
 // Open returns the OpenFunc serving node's ranks; pipeline is the
 // agent's Config.Pipeline (the job's batch size comes from the
 // coordinator). The server must use the feed's allocators.
-func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) delivery.OpenFunc {
-	return func(rank int, _ feed.Cursor, alloc gpu.Allocator) (delivery.Stream, error) {
+func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) delivery.SessionFunc {
+	return func(rank int, alloc gpu.Allocator) (delivery.SessionStream, error) {
 		if rank < 0 || rank >= len(f.ranks) {
 			return nil, fmt.Errorf("feed: cluster feed has %d ranks, asked for rank %d", len(f.ranks), rank)
 		}
@@ -115,33 +115,19 @@ func (f *ClusterFeed) Open(node *Node, pipeline actors.Config) delivery.OpenFunc
 	}
 }
 
-type sessEpoch struct {
-	session cluster.Fence
-	epoch   int
-}
-
-// sentSteps are the first and last steps of an epoch a session returned.
-type sentSteps struct{ first, last int64 }
-
-type batchAt struct {
-	sessEpoch
-	step int64
-}
-
-// clusterRank is one rank of a ClusterFeed: a SessionStream over an
-// Rank.
+// clusterRank is one rank of a ClusterFeed: a SessionStream over a Rank.
+// What it delivers and how it answers commits is its
+// cluster.RankDelivery's decision; it carries the decisions out.
 type clusterRank struct {
 	index int
 	feed  *ClusterFeed
 	mu    struct {
 		sync.Mutex
-		r        *Rank
-		cfg      actors.Config
-		era      uint64
-		cur      cluster.Fence           // session of this era's batches; zero: none yet
-		sent     map[sessEpoch]sentSteps // steps returned per session and epoch
-		lastSent *batchAt                // the last batch returned this era
-		waiters  map[*commitWaiter]struct{}
+		r       *Rank
+		cfg     actors.Config
+		d       *cluster.RankDelivery
+		held    *Batch                                // held back while the trainer hears of a rollback (cluster.Hold)
+		waiters map[uint64]chan delivery.CommitResult // by RankDelivery's commit id
 		// unchecked is the token of the connected trainer that the node
 		// could not check against the job yet (no welcome); tokenErr
 		// what OnJob found wrong with it: the session's next delivery
@@ -149,11 +135,6 @@ type clusterRank struct {
 		unchecked *journal.Token
 		tokenErr  error
 	}
-}
-
-type commitWaiter struct {
-	at batchAt
-	ch chan delivery.CommitResult
 }
 
 var _ delivery.SessionStream = (*clusterRank)(nil)
@@ -184,80 +165,77 @@ func (c *clusterRank) Next(ctx context.Context) (*actors.Batch, error) {
 }
 
 func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Delivery, error) {
-	b, err := c.rank().Next(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if terr := c.mu.tokenErr; terr != nil && err == nil {
-		// The trainer's token is another job's (OnJob): it gets no batch.
-		// b counts as sent, so the next trainer's Attach resets the rank
-		// and it is delivered again.
-		c.recordSentLocked(b)
-		b.Release()
-		c.mu.tokenErr = nil
-		return delivery.Delivery{}, terr
-	}
-	if errors.Is(err, ErrRolledBack) {
-		c.mu.era++
-		c.mu.cur = cluster.Fence{}
-		c.mu.lastSent = nil
-		c.failWaitersLocked(nil)
-		rb := feed.Rollback{Era: c.mu.era}
-		if last := c.lastLocked(); last != nil {
-			rb = *last
-			rb.Era = c.mu.era
+	for {
+		c.mu.Lock()
+		b, r := c.mu.held, c.mu.r
+		c.mu.held = nil
+		c.mu.Unlock()
+		if b == nil {
+			var err error
+			if b, err = r.pull(ctx); err != nil {
+				return delivery.Delivery{}, err
+			}
 		}
-		return delivery.Delivery{}, &feed.RollbackError{Rollback: rb}
+		c.mu.Lock()
+		a := c.mu.d.Arrive(b.at(), r.Acks())
+		switch a.Verdict {
+		case cluster.Drop:
+			c.mu.Unlock()
+			b.Release()
+			continue
+		case cluster.Hold:
+			c.mu.held = b
+			c.answerLocked(a.Answers)
+			c.mu.Unlock()
+			rb := feed.Rollback{Era: a.Rollback.Era}
+			if l := rollbackOf(a.Rollback.Last); l != nil {
+				rb = *l
+				rb.Era = a.Rollback.Era
+			}
+			return delivery.Delivery{}, &feed.RollbackError{Rollback: rb}
+		}
+		if terr := c.mu.tokenErr; terr != nil {
+			// The trainer's token is another job's (OnJob): it gets no
+			// batch. b counts as delivered, so the next trainer's Attach
+			// resets the rank and it is delivered again.
+			c.mu.tokenErr = nil
+			c.mu.Unlock()
+			b.Release()
+			return delivery.Delivery{}, terr
+		}
+		c.mu.Unlock()
+		return delivery.Delivery{Batch: b.Batch, Era: a.Era, EndOfStream: b.EndOfStream}, nil
 	}
-	if err != nil {
-		return delivery.Delivery{}, err
-	}
-	c.recordSentLocked(b)
-	return delivery.Delivery{Batch: b.Batch, Era: c.mu.era, EndOfStream: b.EndOfStream}, nil
 }
 
-// recordSentLocked records that b was returned to be sent.
-func (c *clusterRank) recordSentLocked(b *Batch) {
-	if b.Session != c.mu.cur {
-		c.mu.cur = b.Session
-		c.failWaitersLocked(&b.Session)
-	}
-	key := sessEpoch{b.Session, b.Epoch}
-	if st, ok := c.mu.sent[key]; ok {
-		c.mu.sent[key] = sentSteps{first: st.first, last: max(st.last, b.Step)}
-	} else {
-		c.mu.sent[key] = sentSteps{first: b.Step, last: b.Step}
-	}
-	c.mu.lastSent = &batchAt{key, b.Step}
-}
+// Sent does nothing: a batch counts as delivered once RankDelivery let
+// it through (a batch the server kept for the next trainer makes that
+// trainer's Attach reset the rank).
+func (c *clusterRank) Sent(delivery.Delivery) {}
 
-// failWaitersLocked answers rolled_back to every commit waiting on a
-// session other than keep (nil: all).
-func (c *clusterRank) failWaitersLocked(keep *cluster.Fence) {
-	for w := range c.mu.waiters {
-		if keep == nil || w.at.session != *keep {
-			w.ch <- delivery.CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", feed.ErrRolledBack, w.at.epoch, w.at.step)}
-			delete(c.mu.waiters, w)
+// answerLocked answers the commits RankDelivery answered.
+func (c *clusterRank) answerLocked(answers []cluster.CommitAnswer) {
+	for _, a := range answers {
+		ch, ok := c.mu.waiters[a.ID]
+		if !ok {
+			continue
+		}
+		delete(c.mu.waiters, a.ID)
+		if a.RolledBack {
+			ch <- delivery.CommitResult{Err: fmt.Errorf("%w: the rank's session ended before the commit of epoch %d step %d was acknowledged", feed.ErrRolledBack, a.Epoch, a.Step)}
+		} else {
+			ch <- delivery.CommitResult{Token: []byte(a.Token)}
 		}
 	}
 }
 
-// lastLocked is the rank's last acknowledged commit (Rank.Acks), as the
-// trainer restores it; nil: none in this node process.
-func (c *clusterRank) lastLocked() *feed.Rollback {
-	t := c.mu.r.Acks()
-	if t == nil || t.Last == nil {
+// rollbackOf is the rank's acknowledged commit last as the trainer
+// restores it; nil: none in this node process.
+func rollbackOf(last *cluster.Ack) *feed.Rollback {
+	if last == nil {
 		return nil
 	}
-	return &feed.Rollback{Epoch: t.Last.Epoch, Step: t.Last.Step, Token: []byte(t.Last.Token), Committed: true}
-}
-
-// lastAckLocked is the batch of the rank's last acknowledged commit.
-func (c *clusterRank) lastAckLocked() (batchAt, bool) {
-	t := c.mu.r.Acks()
-	if t == nil || t.Last == nil {
-		return batchAt{}, false
-	}
-	return batchAt{sessEpoch{t.Last.Session, t.Last.Epoch}, t.Last.Step}, true
+	return &feed.Rollback{Epoch: last.Epoch, Step: last.Step, Token: []byte(last.Token), Committed: true}
 }
 
 // onAck answers the commits waiting on a's session and epoch that a
@@ -265,13 +243,7 @@ func (c *clusterRank) lastAckLocked() (batchAt, bool) {
 func (c *clusterRank) onAck(session cluster.Fence, a cluster.Ack) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := sessEpoch{session, a.Epoch}
-	for w := range c.mu.waiters {
-		if w.at.sessEpoch == key && w.at.step <= a.Step {
-			w.ch <- delivery.CommitResult{Token: []byte(a.Token)}
-			delete(c.mu.waiters, w)
-		}
-	}
+	c.answerLocked(c.mu.d.Ack(session, a))
 }
 
 // OnJob tells the feed the job of every welcome the node accepts: set it
@@ -317,7 +289,7 @@ func (f *ClusterFeed) checkToken(r *Rank, t journal.Token, job *Job) error {
 	return nil
 }
 
-func (c *clusterRank) Attach(token []byte) (delivery.Attachment, error) {
+func (c *clusterRank) Attach(_ context.Context, token []byte) (delivery.Attachment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.unchecked, c.mu.tokenErr = nil, nil
@@ -333,73 +305,59 @@ func (c *clusterRank) Attach(token []byte) (delivery.Attachment, error) {
 		if job == nil && t.Ident.Known() {
 			c.mu.unchecked = &t // checked when the welcome brings the job (OnJob)
 		}
-		switch last := c.lastLocked(); {
-		case last == nil:
-			// This node process acknowledged nothing for the rank (it
-			// restarted): the coordinator's state is the authority.
-		case string(token) == string(last.Token):
-		default:
-			return delivery.Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
-				feed.ErrStaleToken, c.index, last.Epoch, last.Step, last.Token, token)
-		}
 	}
-	at := delivery.Attachment{}
-	lastAck, acked := c.lastAckLocked()
-	if ls := c.mu.lastSent; ls != nil && (!acked || *ls != lastAck) {
+	r := c.mu.r
+	at := c.mu.d.Attach(string(token), r.Acks(), r.live())
+	if at.Stale {
+		return delivery.Attachment{}, fmt.Errorf("%w: rank %d's last acknowledged commit is epoch %d step %d (token %s), and a running cluster cannot go back: to resume from this token, restart the job with the coordinator's --resume %s",
+			feed.ErrStaleToken, c.index, at.Last.Epoch, at.Last.Step, at.Last.Token, token)
+	}
+	out := delivery.Attachment{Era: at.Era, Reset: at.Reset}
+	if at.Reset {
 		// The last trainer got batches after its last acknowledged
 		// commit: they are delivered again, from a new session.
-		c.mu.r.Reset()
-		c.mu.era++
-		c.mu.cur = cluster.Fence{}
-		c.mu.lastSent = nil
-		c.failWaitersLocked(nil)
-		at.Reset = true
+		if b := c.mu.held; b != nil {
+			b.Release()
+			c.mu.held = nil
+		}
+		r.reset(at.ResetSession)
+		c.answerLocked(at.Answers)
 	}
-	at.Era = c.mu.era
-	if l := c.lastLocked(); l != nil {
-		at.Committed = l
-		at.Resume = feed.After(l.Epoch, l.Step)
+	if l := rollbackOf(at.Last); l != nil {
+		out.Committed = l
+		out.Resume = feed.After(l.Epoch, l.Step)
 	}
-	return at, nil
+	return out, nil
 }
 
-func (c *clusterRank) Commit(era uint64, epoch int, step int64) (<-chan delivery.CommitResult, error) {
+func (c *clusterRank) Commit(_ context.Context, era uint64, epoch int, step int64) (<-chan delivery.CommitResult, error) {
 	c.mu.Lock()
-	if (era != 0 && era != c.mu.era) || c.mu.cur.IsZero() {
+	r := c.mu.r
+	dec := c.mu.d.Commit(era, epoch, step, r.Acks())
+	ch := make(chan delivery.CommitResult, 1)
+	switch dec.Verdict {
+	case cluster.CommitRolledBack:
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: the commit of epoch %d step %d names a batch of an era that ended (rollback); restore the last acknowledged commit", feed.ErrRolledBack, epoch, step)
-	}
-	key := sessEpoch{c.mu.cur, epoch}
-	sent, ok := c.mu.sent[key]
-	if !ok || step > sent.last {
+	case cluster.CommitNotDelivered:
 		c.mu.Unlock()
 		return nil, fmt.Errorf("feed: commit of epoch %d step %d, which was not delivered", epoch, step)
-	}
-	if step < sent.first {
+	case cluster.CommitGoesBack:
 		c.mu.Unlock()
-		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, sent.first-1)
-	}
-	ch := make(chan delivery.CommitResult, 1)
-	if rec, ok := c.mu.r.Acks().Acked(c.mu.cur, epoch); ok && step <= rec.Step {
+		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, dec.Last)
+	case cluster.CommitAnswered:
 		c.mu.Unlock()
-		if step < rec.Step {
-			return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, rec.Step)
-		}
-		ch <- delivery.CommitResult{Token: []byte(rec.Token)}
+		ch <- delivery.CommitResult{Token: []byte(dec.Token)}
 		return ch, nil
 	}
 	// The actor answers through OnAck; a commit of an epoch the
 	// coordinator completed at once (RankRuns.Commit).
-	w := &commitWaiter{at: batchAt{key, step}, ch: ch}
-	if c.mu.waiters == nil {
-		c.mu.waiters = map[*commitWaiter]struct{}{}
-	}
-	c.mu.waiters[w] = struct{}{}
-	r, sess := c.mu.r, c.mu.cur
+	c.mu.waiters[dec.ID] = ch
 	c.mu.Unlock()
-	if err := r.CommitAt(sess, epoch, step); err != nil {
+	if err := r.CommitAt(dec.Session, epoch, step); err != nil {
 		c.mu.Lock()
-		delete(c.mu.waiters, w)
+		c.mu.d.Cancel(dec.ID)
+		delete(c.mu.waiters, dec.ID)
 		c.mu.Unlock()
 		return nil, err
 	}

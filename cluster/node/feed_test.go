@@ -118,7 +118,7 @@ func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := delivery.New(delivery.Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
+	srv, err := delivery.NewSessions(delivery.Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,8 @@ func newFillRig(t *testing.T, batch int64, epochs int) *fillRig {
 	for i := range rigSamples {
 		ds.Samples = append(ds.Samples, dataset.Sample{Key: fmt.Sprintf("s/%d", i)})
 	}
-	n := &Node{cfg: Config{Node: "n", Ranks: 1, Dataset: ds}, log: slog.New(slog.DiscardHandler)}
-	r := &Rank{name: "n/0", node: n}
+	n := &Node{cfg: Config{Node: "n", Ranks: 1, Dataset: ds, Catalog: dataset.DatasetCatalog(ds)}, log: slog.New(slog.DiscardHandler)}
+	r := &Rank{name: "n/0", node: n, deliv: cluster.NewRankDelivery()}
 	r.mu.changed = make(chan struct{})
 	r.mu.batch = batch
 	n.ranks = []*Rank{r}

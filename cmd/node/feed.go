@@ -199,7 +199,7 @@ const feedGrace = 30 * time.Second
 // once the job is done and every trainer has left (or feedGrace after the
 // last rank's end), ctx.Err() if stopped before.
 func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer, served *atomic.Pointer[delivery.Server]) error {
-	s, err := delivery.New(delivery.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, HandshakeTimeout: o.feedHello, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
+	s, err := delivery.NewSessions(delivery.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, HandshakeTimeout: o.feedHello, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
 		RankDevice: o.gpu.rankDevice()},
 		cf.Open(nd, pipeline))
 	if err != nil {
