@@ -77,9 +77,9 @@ type Summary struct {
 
 // FailureSummary is the failure part of Summary.
 type FailureSummary struct {
-	Total    int64            `json:"total"`
-	ByReason map[string]int64 `json:"by_reason"` // "<stage>/<class>"
-	Report   actors.FailureReport    `json:"report"`
+	Total    int64                `json:"total"`
+	ByReason map[string]int64     `json:"by_reason"` // "<stage>/<class>"
+	Report   actors.FailureReport `json:"report"`
 }
 
 // progress draws a bar on a terminal and otherwise prints a line every
