@@ -348,7 +348,7 @@ type Tally struct {
 	mu struct {
 		sync.Mutex
 		retired Counters
-		report  Report
+		report  FailureReport
 		live    *Pipeline
 	}
 }
@@ -387,7 +387,7 @@ func (t *Tally) Counters() Counters {
 }
 
 // Failures returns the rank's failure report over every pipeline it had.
-func (t *Tally) Failures() Report {
+func (t *Tally) Failures() FailureReport {
 	t.mu.Lock()
 	r, live := t.mu.report, t.mu.live
 	t.mu.Unlock()
@@ -402,8 +402,8 @@ func (t *Tally) Failures() Report {
 // same stage and class merge (keeping the first examples), records are
 // kept up to DefaultConfig().MaxFailureRecords. The budget is b's (or
 // a's, if b has none).
-func MergeReports(a, b Report) Report {
-	out := Report{
+func MergeReports(a, b FailureReport) FailureReport {
+	out := FailureReport{
 		Attempted: a.Attempted + b.Attempted, Failed: a.Failed + b.Failed, Budget: b.Budget,
 		Allowed: a.Allowed + b.Allowed, Dropped: a.Dropped + b.Dropped,
 	}

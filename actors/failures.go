@@ -45,8 +45,8 @@ type FailureGroup struct {
 	Examples []Failure `json:"examples"`
 }
 
-// Report lists a run's failures grouped by reason.
-type Report struct {
+// FailureReport lists a run's failures grouped by reason.
+type FailureReport struct {
 	Attempted int64  `json:"attempted"`
 	Failed    int64  `json:"failed"`
 	Budget    string `json:"budget"`
@@ -61,7 +61,7 @@ type Report struct {
 }
 
 // String renders the report for people, one line per group.
-func (r Report) String() string {
+func (r FailureReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of %d samples failed (budget %s, %d allowed)", r.Failed, r.Attempted, r.Budget, r.Allowed)
 	for _, g := range r.Groups {
@@ -78,7 +78,7 @@ func (r Report) String() string {
 }
 
 // BudgetError is returned by Next when the failure budget is exceeded.
-type BudgetError struct{ Report Report }
+type BudgetError struct{ Report FailureReport }
 
 func (e *BudgetError) Error() string {
 	return fmt.Sprintf("%v: %v; fix or remove the failing objects, or raise MaxFailures", ErrFailureBudget, e.Report)
@@ -205,10 +205,10 @@ func (b *failureBook) breached() bool {
 	return b.mu.breached
 }
 
-func (b *failureBook) report() Report {
+func (b *failureBook) report() FailureReport {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r := Report{
+	r := FailureReport{
 		Attempted: b.mu.attempted, Failed: b.mu.failed, Budget: b.budget.String(),
 		Allowed: b.budget.Allowed(b.mu.attempted, b.mu.total),
 		Records: append([]Failure(nil), b.mu.records...), Dropped: b.mu.dropped,

@@ -131,7 +131,7 @@ func drain(ctx context.Context, p *Pipeline, fn func(*Batch) error) error {
 func (n *Node) Stats() Stats { return n.Counters().Stats() }
 
 // Failures is the node's failure report.
-func (n *Node) Failures() Report { return n.book.report() }
+func (n *Node) Failures() FailureReport { return n.book.report() }
 
 // Close stops every rank; see Shutdown.
 func (n *Node) Close() error { return n.Shutdown(context.Background()) }

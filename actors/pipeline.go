@@ -460,7 +460,7 @@ func (p *Pipeline) FetchBufferBytes() (now, peak int64) {
 func (p *Pipeline) Stats() Stats { return p.rec.raw(p.rank).stats() }
 
 // Failures returns the failure report so far (shared by a node's ranks).
-func (p *Pipeline) Failures() Report { return p.book.report() }
+func (p *Pipeline) Failures() FailureReport { return p.book.report() }
 
 // Close stops the pipeline and waits for every actor to stop; see
 // Shutdown.

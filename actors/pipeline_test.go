@@ -97,7 +97,7 @@ func TestNodeDeliversEverySampleOnceMultiRankMultiEpoch(t *testing.T) {
 }
 
 // run drives a single-rank loader to the end and returns its batches.
-func runLoader(t *testing.T, cfg Config, st storage.Store, ds *dataset.Dataset, dec DecoderFactory) ([]batchRecord, Report, error) {
+func runLoader(t *testing.T, cfg Config, st storage.Store, ds *dataset.Dataset, dec DecoderFactory) ([]batchRecord, FailureReport, error) {
 	t.Helper()
 	p, err := NewLoader(cfg, ds, testDeps(st, dec))
 	if err != nil {

@@ -23,20 +23,20 @@ var (
 	ErrCorrupt = errors.New("decode: corrupt image")
 )
 
-// Kind selects the geometric transform applied to every sample.
-type Kind int
+// Geometry selects the geometric transform applied to every sample.
+type Geometry int
 
 const (
 	// Train is torchvision's RandomResizedCrop(Size, scale, ratio) followed
 	// by RandomHorizontalFlip(FlipProb).
-	Train Kind = iota
+	Train Geometry = iota
 	// Eval is torchvision's Resize(ResizeShort) followed by CenterCrop(Size).
 	Eval
 	// Resize stretches the whole image to Size×Size (Resize((Size, Size))).
 	Resize
 )
 
-func (k Kind) String() string {
+func (k Geometry) String() string {
 	switch k {
 	case Train:
 		return "train"
@@ -68,7 +68,7 @@ func ParseLayout(name string) (Layout, error) { return spec.ParseLayout(name) }
 // it. ParseTransform fills the defaults; fields that a Kind does not use
 // are ignored by it. Ops gives it back as an op list.
 type Transform struct {
-	Kind Kind
+	Geometry Geometry
 	// Size is the side of the square output in pixels (all kinds).
 	// Default 224, the ImageNet convention.
 	Size int
@@ -185,10 +185,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("decode: config: "+format, args...))
 	}
 	t := c.Transform
-	switch t.Kind {
+	switch t.Geometry {
 	case Train, Eval, Resize:
 	default:
-		bad("unknown transform kind %d", int(t.Kind))
+		bad("unknown transform kind %d", int(t.Geometry))
 	}
 	if t.Size < 1 || t.Size > maxSize {
 		bad("Transform.Size %d out of range [1, %d]", t.Size, maxSize)
@@ -201,7 +201,7 @@ func (c Config) Validate() error {
 	if c.MaxPixels < 1 {
 		bad("MaxPixels %d must be positive", c.MaxPixels)
 	}
-	switch t.Kind {
+	switch t.Geometry {
 	case Eval:
 		if t.ResizeShort < t.Size {
 			bad("Transform.ResizeShort %d must be >= Size %d", t.ResizeShort, t.Size)

@@ -121,7 +121,7 @@ func SamplingFor(t Transform, width, height int, sampleSeed uint64) Sampling {
 		return Sampling{}
 	}
 	whole := Rect{0, 0, width, height}
-	switch t.Kind {
+	switch t.Geometry {
 	case Train:
 		crop, _ := randomResizedCrop(t, width, height, &rng{s: sampleSeed})
 		flip := false

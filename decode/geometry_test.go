@@ -25,10 +25,10 @@ func inside(r Rect, w, h int) bool {
 func TestParseTransformDefaults(t *testing.T) {
 	for _, name := range []string{"train", "eval", "resize"} {
 		tr := mustTransform(t, name)
-		if tr.Kind.String() != name {
-			t.Errorf("%s: kind %v", name, tr.Kind)
+		if tr.Geometry.String() != name {
+			t.Errorf("%s: kind %v", name, tr.Geometry)
 		}
-		want := Transform{Kind: tr.Kind, Size: 224, ResizeShort: 256, ScaleMin: 0.08, ScaleMax: 1,
+		want := Transform{Geometry: tr.Geometry, Size: 224, ResizeShort: 256, ScaleMin: 0.08, ScaleMax: 1,
 			RatioMin: 3.0 / 4, RatioMax: 4.0 / 3, FlipProb: 0.5}
 		if !reflect.DeepEqual(tr, want) {
 			t.Errorf("%s: got %+v, want %+v", name, tr, want)

@@ -253,7 +253,7 @@ func (ops Ops) Compile() (Transform, error) {
 	}
 	switch geometry() {
 	case "random_resized_crop":
-		t.Kind = Train
+		t.Geometry = Train
 		p := readParams(ops[i], "scale", "ratio")
 		t.ScaleMin, t.ScaleMax = p.span("scale", t.ScaleMin, t.ScaleMax)
 		t.RatioMin, t.RatioMax = p.span("ratio", t.RatioMin, t.RatioMax)
@@ -269,12 +269,12 @@ func (ops Ops) Compile() (Transform, error) {
 	case "resize":
 		p := readParams(ops[i], "short")
 		if _, ok := p.vals["short"]; !ok {
-			t.Kind = Resize
+			t.Geometry = Resize
 			add(p)
 			i++
 			break
 		}
-		t.Kind = Eval
+		t.Geometry = Eval
 		t.ResizeShort = p.int("short", t.ResizeShort)
 		add(p)
 		i++
@@ -311,7 +311,7 @@ var geometricOps = map[string]bool{"random_resized_crop": true, "hflip": true, "
 func (t Transform) Ops() Ops {
 	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	var ops Ops
-	switch t.Kind {
+	switch t.Geometry {
 	case Train:
 		ops = append(ops, Op{"random_resized_crop", []Param{
 			{"scale", num(t.ScaleMin) + ":" + num(t.ScaleMax)}, {"ratio", num(t.RatioMin) + ":" + num(t.RatioMax)}}})

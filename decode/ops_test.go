@@ -13,11 +13,11 @@ import (
 // Transform the preset name always gave (so SamplingFor, and the pixels,
 // are what they were).
 func TestPresetsAreOpLists(t *testing.T) {
-	want := func(k Kind) Transform {
-		return Transform{Kind: k, Size: 224, ResizeShort: 256, ScaleMin: 0.08, ScaleMax: 1,
+	want := func(k Geometry) Transform {
+		return Transform{Geometry: k, Size: 224, ResizeShort: 256, ScaleMin: 0.08, ScaleMax: 1,
 			RatioMin: 3.0 / 4, RatioMax: 4.0 / 3, FlipProb: 0.5}
 	}
-	for name, k := range map[string]Kind{"train": Train, "eval": Eval, "resize": Resize} {
+	for name, k := range map[string]Geometry{"train": Train, "eval": Eval, "resize": Resize} {
 		byName := mustTransform(t, name)
 		byOps := mustTransform(t, Presets[name])
 		if !reflect.DeepEqual(byName, want(k)) || !reflect.DeepEqual(byOps, want(k)) {
@@ -46,15 +46,15 @@ func TestParseOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.Kind != Train || tr.ScaleMin != 0.2 || tr.ScaleMax != 1 || tr.RatioMin != 0.5 || tr.RatioMax != 2 || tr.FlipProb != 0.5 ||
+	if tr.Geometry != Train || tr.ScaleMin != 0.2 || tr.ScaleMax != 1 || tr.RatioMin != 0.5 || tr.RatioMax != 2 || tr.FlipProb != 0.5 ||
 		ops[2].String() != tr.Pixel[0].String() || ops[3].String() != tr.Pixel[1].String() || len(tr.Pixel) != 2 {
 		t.Errorf("compiled: %+v", tr)
 	}
 	// No hflip: no flip (the default 0.5 is the hflip op's).
-	if tr := mustTransform(t, "random_resized_crop"); tr.FlipProb != 0 || tr.Kind != Train {
+	if tr := mustTransform(t, "random_resized_crop"); tr.FlipProb != 0 || tr.Geometry != Train {
 		t.Errorf("random_resized_crop alone: %+v", tr)
 	}
-	if tr := mustTransform(t, "resize(short=300)|center_crop|grayscale"); tr.Kind != Eval || tr.ResizeShort != 300 || len(tr.Pixel) != 1 {
+	if tr := mustTransform(t, "resize(short=300)|center_crop|grayscale"); tr.Geometry != Eval || tr.ResizeShort != 300 || len(tr.Pixel) != 1 {
 		t.Errorf("eval op list: %+v", tr)
 	}
 	for _, tc := range []struct{ s, want string }{

@@ -39,10 +39,10 @@ import (
 	"github.com/longshore/longshore/gpu/nvjpeg"
 )
 
-// Job is one image for the device: its bytes, its size (from Probe), the
+// Request is one image for the device: its bytes, its size (from Probe), the
 // backend Route chose, and where the full-size interleaved RGB goes (3*W
 // bytes a row, at least 3*W*H bytes).
-type Job struct {
+type Request struct {
 	Data []byte
 	W, H int
 	Path nvjpeg.Path
@@ -58,9 +58,9 @@ type Backend interface {
 	// DecodeBatch decodes jobs (all PathHardware) in one batched call.
 	// An error fails the whole batch; the Service then retries each job
 	// alone on the hybrid backend.
-	DecodeBatch(jobs []*Job) error
+	DecodeBatch(jobs []*Request) error
 	// DecodeOne decodes one job on the hybrid backend.
-	DecodeOne(job *Job) error
+	DecodeOne(job *Request) error
 	Close() error
 }
 
@@ -107,7 +107,7 @@ func (s Stats) String() string {
 }
 
 type request struct {
-	job  *Job
+	job  *Request
 	done chan error
 }
 
@@ -256,7 +256,7 @@ func (s *Service) runHybrid(wg *sync.WaitGroup, newBackend func(bool) (Backend, 
 // serve decodes one gathered batch in one call, and hands each job of a
 // batch that failed to the hybrid workers.
 func (s *Service) serve(b Backend, batch []*request) {
-	jobs := make([]*Job, len(batch))
+	jobs := make([]*Request, len(batch))
 	for i, r := range batch {
 		jobs[i] = r.job
 	}
@@ -284,7 +284,7 @@ func (s *Service) serve(b Backend, batch []*request) {
 // Decode decodes job on the device and returns when it is done: a
 // PathHardware job in the engine's next batch, a PathHybrid one on a
 // hybrid thread. Safe for concurrent use: concurrent calls share batches.
-func (s *Service) Decode(job *Job) error {
+func (s *Service) Decode(job *Request) error {
 	return s.decode(&request{job: job, done: make(chan error, 1)})
 }
 
@@ -377,7 +377,7 @@ type Decoder struct {
 	svc       *Service
 	maxPixels int64
 	rgb       []byte
-	job       Job
+	job       Request
 	req       request // for job, its done channel made once
 }
 
@@ -399,7 +399,7 @@ func (d *Decoder) Decode(data []byte, seed uint64, dst []byte) error {
 		d.rgb = make([]byte, need)
 	}
 	d.rgb = d.rgb[:need]
-	d.job = Job{Data: data, W: w, H: h, Path: path, RGB: d.rgb}
+	d.job = Request{Data: data, W: w, H: h, Path: path, RGB: d.rgb}
 	if d.req.done == nil {
 		d.req = request{job: &d.job, done: make(chan error, 1)}
 	}

@@ -30,7 +30,7 @@ type fake struct {
 
 func (f *fake) Hardware() (bool, string) { return f.noHW == "", f.noHW }
 
-func (f *fake) DecodeBatch(jobs []*Job) error {
+func (f *fake) DecodeBatch(jobs []*Request) error {
 	if f.gate != nil {
 		close(f.entered)
 		<-f.gate
@@ -54,7 +54,7 @@ func (f *fake) DecodeBatch(jobs []*Job) error {
 	return nil
 }
 
-func (f *fake) DecodeOne(j *Job) error {
+func (f *fake) DecodeOne(j *Request) error {
 	if f.failAll {
 		return errors.New("fake: decode failed")
 	}
@@ -68,7 +68,7 @@ func (f *fake) Close() error {
 	return nil
 }
 
-func goDecode(j *Job) error {
+func goDecode(j *Request) error {
 	img, err := jpeg.Decode(bytes.NewReader(j.Data))
 	if err != nil {
 		return err

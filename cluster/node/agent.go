@@ -1,4 +1,4 @@
-// Package agent is the node side of the cluster: one protoactor actor per
+// Package node is the node side of the cluster: one protoactor actor per
 // node process that holds a cluster.RankLeases per rank, feeds each rank's
 // pipeline (it implements actors.Source) and gives trainers a Go API:
 // Rank.Next for batches and Rank.Commit for "my model includes every batch

@@ -9,7 +9,7 @@ func (r *Rank) Counters() actors.Counters { return r.tally.Counters() }
 
 // Failures returns the rank's failure report over every session of this
 // process life. Safe for concurrent use.
-func (r *Rank) Failures() actors.Report { return r.tally.Failures() }
+func (r *Rank) Failures() actors.FailureReport { return r.tally.Failures() }
 
 // RankCounters returns each rank's Counters, by rank.
 func (n *Node) RankCounters() []actors.Counters {
@@ -21,8 +21,8 @@ func (n *Node) RankCounters() []actors.Counters {
 }
 
 // Failures returns the node's failure report: its ranks' merged.
-func (n *Node) Failures() actors.Report {
-	var out actors.Report
+func (n *Node) Failures() actors.FailureReport {
+	var out actors.FailureReport
 	for _, r := range n.ranks {
 		out = actors.MergeReports(out, r.Failures())
 	}

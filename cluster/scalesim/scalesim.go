@@ -94,8 +94,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// Report is what a run measured.
-type Report struct {
+// Result is what a run measured.
+type Result struct {
 	Config
 	SimSeconds int64 // simulated time until the job was done
 	WallTime   time.Duration
@@ -143,13 +143,13 @@ type Report struct {
 }
 
 // LeaseOpsPerSecond is lease operations per second of coordinator time.
-func (r Report) LeaseOpsPerSecond() float64 { return float64(r.LeaseOps) / r.CoordTime.Seconds() }
+func (r Result) LeaseOpsPerSecond() float64 { return float64(r.LeaseOps) / r.CoordTime.Seconds() }
 
 // EventsPerSecond is events per second of coordinator time.
-func (r Report) EventsPerSecond() float64 { return float64(r.Events) / r.CoordTime.Seconds() }
+func (r Result) EventsPerSecond() float64 { return float64(r.Events) / r.CoordTime.Seconds() }
 
 // GenerationsPerMinute is journal writes per simulated minute.
-func (r Report) GenerationsPerMinute() float64 {
+func (r Result) GenerationsPerMinute() float64 {
 	return float64(r.Generations) / (float64(r.SimSeconds) / 60)
 }
 
@@ -205,7 +205,7 @@ type sim struct {
 	orders   map[int]cluster.Order
 	pending  []cluster.Ack // acks waiting for the tick's journal write
 	dirty    bool
-	rep      Report
+	rep      Result
 	kills    map[string]*kill
 	reissues int
 	timers   []timer
@@ -235,7 +235,7 @@ type kill struct {
 
 // Run runs cfg and reports; err is non-nil if the job did not finish or
 // exactly once did not hold.
-func Run(cfg Config) (Report, error) {
+func Run(cfg Config) (Result, error) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5ca1e)),
 		byID: map[string]*node{}, rankOf: map[string]*rank{},
 		net:  newNet(cfg),
@@ -318,7 +318,7 @@ func Run(cfg Config) (Report, error) {
 	return rep, nil
 }
 
-func (s *sim) finish(start time.Time, peak uint64) Report {
+func (s *sim) finish(start time.Time, peak uint64) Result {
 	s.rep.SimSeconds = s.now
 	s.rep.WallTime = time.Since(start)
 	s.rep.PeakHeapBytes = peak

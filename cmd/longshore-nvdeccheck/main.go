@@ -79,8 +79,8 @@ type Pass struct {
 	Errors         int              `json:"errors"`
 }
 
-// Report is the JSON table.
-type Report struct {
+// Result is the JSON table.
+type Result struct {
 	Device          int     `json:"device"`
 	Twin            bool    `json:"twin,omitempty"`
 	Frames          int     `json:"frames"`
@@ -126,7 +126,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	defer dev.Close()
 	cfg := video.Config{Frames: *frames, Size: *size, Threads: 1}
-	rep := Report{Device: *ord, Twin: *twin, Frames: *frames, Size: *size, Workers: *workers, Reps: *reps, Tolerance: *tol, WithinTolerance: true}
+	rep := Result{Device: *ord, Twin: *twin, Frames: *frames, Size: *size, Workers: *workers, Reps: *reps, Tolerance: *tol, WithinTolerance: true}
 	var good [][]byte
 	for _, f := range files {
 		data, err := os.ReadFile(f)

@@ -41,7 +41,7 @@ func TestTwinRun(t *testing.T) {
 	if err := run([]string{"--media", dir, "--twin", "--frames", "4", "--size", "32", "--workers", "2", "--reps", "2", "--json", out}, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	var r Report
+	var r Result
 	b, _ := os.ReadFile(out)
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)

@@ -66,8 +66,8 @@ type Dumped struct {
 	Kind    string `json:"kind"`
 }
 
-// Report is the JSON.
-type Report struct {
+// Result is the JSON.
+type Result struct {
 	Device      gpu.DeviceInfo `json:"device"`
 	Files       int            `json:"files"`
 	Bytes       int64          `json:"bytes"`
@@ -121,7 +121,7 @@ func run(args []string) error {
 		return err
 	}
 	defer dev.Close()
-	rep := Report{Device: dev.Info(), Epochs: *epochs, Batch: *batch, CPUs: runtime.NumCPU(),
+	rep := Result{Device: dev.Info(), Epochs: *epochs, Batch: *batch, CPUs: runtime.NumCPU(),
 		Routes: map[string]int{}, Reasons: map[string]int{}}
 
 	imgs, src, err := load(dev, *dataset)

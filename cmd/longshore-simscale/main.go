@@ -48,7 +48,7 @@ func main() {
 	print(rep)
 	if *out != "" {
 		b, _ := json.MarshalIndent(struct {
-			scalesim.Report
+			scalesim.Result
 			Progress             any     `json:"Progress,omitempty"`
 			LeaseOpsPerSecond    float64 `json:"lease_ops_per_second"`
 			EventsPerSecond      float64 `json:"events_per_second"`
@@ -56,7 +56,7 @@ func main() {
 			GoVersion, CPU       string
 			Cores                int
 			Error                string `json:",omitempty"`
-		}{Report: rep, LeaseOpsPerSecond: rep.LeaseOpsPerSecond(), EventsPerSecond: rep.EventsPerSecond(),
+		}{Result: rep, LeaseOpsPerSecond: rep.LeaseOpsPerSecond(), EventsPerSecond: rep.EventsPerSecond(),
 			GenerationsPerMinute: rep.GenerationsPerMinute(), GoVersion: runtime.Version(), CPU: cpuModel(),
 			Cores: runtime.NumCPU(), Error: errString(err)}, "", "  ")
 		if werr := os.WriteFile(*out, append(b, '\n'), 0o644); werr != nil {
@@ -77,7 +77,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func print(r scalesim.Report) {
+func print(r scalesim.Result) {
 	mib := func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 	fmt.Printf("| figure | value |\n|---|---|\n")
 	row := func(k string, v any) { fmt.Printf("| %s | %v |\n", k, v) }

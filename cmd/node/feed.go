@@ -109,7 +109,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	}
 	counters := ranks()
 	merged := make([]actors.Counters, len(counters))
-	var report actors.Report
+	var report actors.FailureReport
 	for r := range counters {
 		merged[r] = counters[r].Counters
 		report = actors.MergeReports(report, tallies[r].Failures())

@@ -77,9 +77,9 @@ type Summary struct {
 
 // FailureSummary is the failure part of Summary.
 type FailureSummary struct {
-	Total    int64            `json:"total"`
-	ByReason map[string]int64 `json:"by_reason"` // "<stage>/<class>"
-	Report   actors.Report    `json:"report"`
+	Total    int64                `json:"total"`
+	ByReason map[string]int64     `json:"by_reason"` // "<stage>/<class>"
+	Report   actors.FailureReport `json:"report"`
 }
 
 // progress draws a bar on a terminal and otherwise prints a line every
@@ -405,7 +405,7 @@ type runFacts struct {
 	classes, excluded int
 	epochs, batchSize int
 	counters          actors.Counters // the node's, merged over its ranks
-	report            actors.Report
+	report            actors.FailureReport
 	// seconds is the run's time (standalone: from the first fetch to
 	// the last batch; feed and cluster modes: activeSeconds);
 	// firstBatch from process start, if known (else the first

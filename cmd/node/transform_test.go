@@ -19,11 +19,11 @@ func TestTransformFlag(t *testing.T) {
 		return o.decodeConfig()
 	}
 	dc, err := parse("--transform", "eval", "--size", "200")
-	if err != nil || dc.Transform.Kind != decode.Eval || dc.Transform.Size != 200 || len(dc.Transform.Pixel) != 0 {
+	if err != nil || dc.Transform.Geometry != decode.Eval || dc.Transform.Size != 200 || len(dc.Transform.Pixel) != 0 {
 		t.Errorf("--transform eval: %+v, %v", dc.Transform, err)
 	}
 	dc, err = parse("--transform", "random_resized_crop(scale=0.25:1)|hflip(p=0.5)|brightness(factor=0.6:1.4)", "--size", "96")
-	if err != nil || dc.Transform.Kind != decode.Train || dc.Transform.Size != 96 || dc.Transform.ScaleMin != 0.25 ||
+	if err != nil || dc.Transform.Geometry != decode.Train || dc.Transform.Size != 96 || dc.Transform.ScaleMin != 0.25 ||
 		dc.Transform.Pixel.String() != "brightness(factor=0.6:1.4)" {
 		t.Errorf("op list: %+v, %v", dc.Transform, err)
 	}

@@ -193,7 +193,7 @@ func TestNodeMetricsAreTheSummary(t *testing.T) {
 // store and decoder delay, the trainer taking trainer per batch, and
 // returns the report of the interval from batch 4 to batch 20 (after
 // start-up).
-func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trainer time.Duration) Report {
+func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trainer time.Duration) Figures {
 	t.Helper()
 	st, ds := testDataset(t, 96)
 	cfg := config()
@@ -205,7 +205,7 @@ func slowRun(t *testing.T, store func(storage.Store) storage.Store, decode, trai
 	}
 	defer node.Close()
 	rep := &Reporter{Ranks: rankCounters(node)}
-	var interval Report
+	var interval Figures
 	n := 0
 	err = node.Run(context.Background(), func(*actors.Batch) error {
 		n++
@@ -274,7 +274,7 @@ func TestReportThrottling(t *testing.T) {
 	rep := &Reporter{Ranks: rankCounters(node), Throttled: func() int64 { return thr }}
 	rep.Step()
 	n := 0
-	var w Report
+	var w Figures
 	if err := node.Run(context.Background(), func(*actors.Batch) error {
 		if n++; n == 6 {
 			thr = 5

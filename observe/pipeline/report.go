@@ -36,13 +36,13 @@ type Reporter struct {
 		sync.Mutex
 		prev      map[string]actors.Counters
 		throttled int64
-		last      Report
+		last      Figures
 		have      bool
 	}
 }
 
-// Report is the figures of one interval.
-type Report struct {
+// Figures is the figures of one interval.
+type Figures struct {
 	// Interval is its length (the longest rank's).
 	Interval time.Duration
 	// Node is the interval's figures merged over the ranks.
@@ -65,7 +65,7 @@ type RankStats struct {
 
 // Step takes a snapshot and returns the report of the interval since the
 // previous Step (the first interval starts when the ranks did).
-func (r *Reporter) Step() Report {
+func (r *Reporter) Step() Figures {
 	now := r.Ranks()
 	var thr int64
 	if r.Throttled != nil {
@@ -76,7 +76,7 @@ func (r *Reporter) Step() Report {
 	prev := r.mu.prev
 	r.mu.prev = make(map[string]actors.Counters, len(now))
 	wins := make([]actors.Counters, 0, len(now))
-	rep := Report{Throttled: max(thr-r.mu.throttled, 0)}
+	rep := Figures{Throttled: max(thr-r.mu.throttled, 0)}
 	for _, rc := range now {
 		r.mu.prev[rc.Name] = rc.Counters
 		w := rc.Counters
@@ -98,14 +98,14 @@ func (r *Reporter) Step() Report {
 }
 
 // Last returns the latest report, if a Step was taken.
-func (r *Reporter) Last() (Report, bool) {
+func (r *Reporter) Last() (Figures, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.mu.last, r.mu.have
 }
 
 // interval is rep in the table's neutral form.
-func (rep Report) interval() *observe.Interval {
+func (rep Figures) interval() *observe.Interval {
 	iv := &observe.Interval{Bottleneck: rep.Bottleneck.Stage, SamplesPerSecond: rep.Node.SamplesPerSecond}
 	for _, rs := range rep.Ranks {
 		ir := observe.IntervalRank{Name: rs.Name}
@@ -146,7 +146,7 @@ func (r *Reporter) Run(ctx context.Context, tick <-chan time.Time) {
 	}
 }
 
-func (r *Reporter) log(rep Report) {
+func (r *Reporter) log(rep Figures) {
 	b := rep.Bottleneck
 	attrs := []any{"interval", rep.Interval.Round(time.Millisecond).String(),
 		"images_per_second", fmt.Sprintf("%.0f", rep.Node.SamplesPerSecond), "batches", rep.Node.Batches,
