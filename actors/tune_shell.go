@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -80,7 +81,7 @@ func NewAutoTuner(ranks []*Pipeline, cfg AutoTuneConfig) *AutoTuner {
 		MaxFetchers: r * pc.FetchConcurrency, MaxDecoders: r * maxRankDecoders(pc.Decoders),
 	}
 	if b.Cores <= 0 {
-		b.Cores = float64(maxRankDecoders(0))
+		b.Cores = float64(runtime.NumCPU())
 	}
 	if pc.DecodeDeadline >= 0 {
 		b.DecoderBytes = int64(pc.Sample.SampleBytes()) // the worker's scratch
