@@ -26,8 +26,8 @@ import (
 //     below it again. That is the hysteresis: a setting that was tried
 //     and judged is not tried again, so the tuner does not oscillate.
 //     What it learned is forgotten when the throughput drifts by more
-//     than driftForget from what it was when learned (the data, the
-//     trainer or the host changed).
+//     than driftForget from what it was when learned, for forgetWindows
+//     windows in a row (the data, the trainer or the host changed).
 //  2. Budgets: a setting whose memory (slots, fetched bytes, decode
 //     scratch; TuneBudget.MemoryOf) is over the memory budget, or whose
 //     decoders are over the CPU budget's cores, or whose process used
@@ -59,6 +59,7 @@ type Tuner struct {
 	// shrink below, learned from changes put back; 0: none.
 	ceil, floor [numKnobs]int
 	learnedAt   float64      // the rate when they were learned
+	drifted     int          // windows in a row the rate was driftForget away from it
 	rate        float64      // the recent rate (an average over windows)
 	hist        []TuneWindow // the setting's last windows (judgeWindows at most)
 	why         string       // why grow grew nothing
@@ -239,6 +240,9 @@ const (
 	// driftForget: what was learned is forgotten when the rate moves
 	// this far from the rate it was learned at.
 	driftForget = 0.3
+	// forgetWindows: ... for this many windows in a row (a shared host's
+	// speed swings for a few seconds; a new dataset or trainer stays).
+	forgetWindows = 10
 	// cpuTolerance over the CPU budget before a decoder is cut (the
 	// measurement's noise, the pipeline's own threads).
 	cpuTolerance = 0.1
@@ -371,7 +375,11 @@ func (t *Tuner) Decide(w TuneWindow) TuneDecision {
 		t.rate += rateSmoothing * (rate - t.rate)
 	}
 	if t.learnedAt > 0 && math.Abs(t.rate/t.learnedAt-1) > driftForget {
-		t.ceil, t.floor, t.learnedAt = [numKnobs]int{}, [numKnobs]int{}, 0
+		if t.drifted++; t.drifted >= forgetWindows {
+			t.ceil, t.floor, t.learnedAt, t.drifted = [numKnobs]int{}, [numKnobs]int{}, 0, 0
+		}
+	} else {
+		t.drifted = 0
 	}
 
 	// 1. Judge the change on trial, over judgeWindows windows.
@@ -411,6 +419,7 @@ func (t *Tuner) Decide(w TuneWindow) TuneDecision {
 		return hold(fmt.Sprintf("over the memory budget (%s of %s) at the smallest setting", bytesHuman(d.Memory), bytesHuman(t.b.Memory)))
 	}
 	if v := t.cur.Decoders; v > t.lo(knobDecoders) && t.b.Cores > 0 && w.CPU > t.b.Cores*(1+cpuTolerance) {
+		t.learn(knobCeil, knobDecoders, v-1) // not grown back on the next swing
 		return move(knobDecoders, v-1, fmt.Sprintf("the process used %.2f cores, over the CPU budget of %.2f: decoders %d -> %d", w.CPU, t.b.Cores, v, v-1), nil)
 	}
 

@@ -64,7 +64,9 @@ func (m simPipe) noisy(s TuneSetting, rng *rand.Rand) TuneWindow {
 	w.FetchBusy = math.Min(n(w.FetchBusy), 1)
 	w.DecodeBusy = math.Min(n(w.DecodeBusy), 1)
 	w.Wait = math.Min(math.Max(n(w.Wait), 0), 1)
-	w.CPU = n(w.CPU)
+	// the process's CPU time over a window is read exactly; only the
+	// pace moves it
+	w.CPU *= 1 + m.noise/5*rng.NormFloat64()
 	return w
 }
 
@@ -301,5 +303,32 @@ func TestTunerCPUBudget(t *testing.T) {
 	tu = NewTuner(TuneBudget{Ranks: 4, Cores: 2, MaxDecoders: 8, MaxFetchers: 8, MinSlots: 2, MaxSlots: 2}, TuneSetting{Decoders: 1})
 	if got := tu.Setting().Decoders; got != 4 {
 		t.Errorf("4 ranks under a budget of 2 cores: %d decoders, want one a rank", got)
+	}
+}
+
+// TestTunerNoisyHost: on a shared host whose measurements swing by 15%
+// a window, a tuner started at 1 decoder still finds the decoders the
+// CPU budget allows, and then holds still: what it refused is not tried
+// again on every swing.
+func TestTunerNoisyHost(t *testing.T) {
+	m := simPipe{hostCores: 8, fetchLatency: 0.002, decodeCost: 0.005, burst: 0.3, objectBytes: 110 << 10, noise: 0.15}
+	b := TuneBudget{Ranks: 1, Cores: 6, SlotBytes: 32 * 150 << 10, DecodeQueue: 2, MinSlots: 2, MaxSlots: 8, MaxFetchers: 64, MaxDecoders: 64}
+	best, rate := m.best(b)
+	for seed := uint64(1); seed <= 5; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		tu := NewTuner(b, TuneSetting{Fetchers: 16, Decoders: 1, Slots: 4})
+		changes, late := 0, 0
+		for i := range 300 {
+			if d := tu.Decide(m.noisy(tu.Setting(), rng)); d.Changed {
+				changes++
+				if i >= 100 {
+					late++
+				}
+			}
+		}
+		t.Logf("seed %d: %d changes (%d after window 100), %s", seed, changes, late, tu.Setting())
+		if got := m.rate(tu.Setting()); got < 0.9*rate || late > 2 {
+			t.Errorf("seed %d: %d changes after window 100, ended at %s (%.2fx the best, %s)", seed, late, tu.Setting(), got/rate, best)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
@@ -15,13 +16,18 @@ import (
 )
 
 // burnDecoder spends a fixed amount of CPU a sample (rounds of FNV over
-// the object), as a JPEG decode does, then writes the sample.
+// the object), as a JPEG decode does, then writes the sample. It yields
+// its P between rounds, as a decode in C does (the runtime hands a
+// goroutine's P on while it is in a cgo call): a pure-Go loop holding
+// both Ps of a 2-core host starves the rank actor until preemption, and
+// 2 decoders ran at half the rate of 1.
 type burnDecoder struct{ rounds int }
 
 func (d burnDecoder) Decode(data []byte, seed uint64, dst []byte) error {
 	h := fnv.New64a()
 	for range d.rounds {
 		h.Write(data)
+		runtime.Gosched()
 	}
 	v := h.Sum64()
 	for i := range dst {
@@ -49,7 +55,11 @@ func benchRun(b *testing.B, cfg Config, rounds int, tune bool, d, measure time.D
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if tune {
-		at = n.AutoTune(AutoTuneConfig{Window: 500 * time.Millisecond})
+		tc := AutoTuneConfig{Window: 500 * time.Millisecond}
+		if os.Getenv("LONGSHORE_TUNE_LOG") != "" {
+			tc.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		}
+		at = n.AutoTune(tc)
 		go at.Run(ctx)
 	}
 	start := time.Now()
@@ -96,7 +106,8 @@ func benchRun(b *testing.B, cfg Config, rounds int, tune bool, d, measure time.D
 //
 //	go test -run '^$' -bench AutoTune -benchtime 1x ./actors/
 //
-// LONGSHORE_TUNE_SECONDS sets the tuned run's length (default 30).
+// LONGSHORE_TUNE_SECONDS sets the tuned run's length (default 30);
+// LONGSHORE_TUNE_LOG=1 logs the tuner's changes.
 func BenchmarkAutoTune(b *testing.B) {
 	secs := 30
 	if s, err := strconv.Atoi(os.Getenv("LONGSHORE_TUNE_SECONDS")); err == nil && s > 0 {
@@ -121,10 +132,14 @@ func BenchmarkAutoTune(b *testing.B) {
 		c.Decoders = 1
 		tuned, reached, at := benchRun(b, c, rounds, true, time.Duration(secs)*time.Second, 5*time.Second, 0.95*best)
 		st := at.Stats()
-		fmt.Printf("autotune: host %d cores; hand-tuned samples/s by decoders:%s; best %d decoders %.0f/s\n", runtime.NumCPU(), hand, bestD, best)
-		fmt.Printf("autotune: from 1 decoder, tuned %.0f/s over the last 5 s of %d s (%.2fx the best), at %s (%d changes, %d put back); 0.95x reached after %.1f s\n",
-			tuned, secs, tuned/best, st.Setting, st.Changes["fetchers"]+st.Changes["decoders"]+st.Changes["slots"], st.Reverts, reached.Seconds())
-		b.ReportMetric(tuned/best, "x-best")
+		// The best again, right after: a shared host's speed drifts.
+		c.Decoders = bestD
+		again, _, _ := benchRun(b, c, rounds, false, 4*time.Second, 2*time.Second, 0)
+		ref := (best + again) / 2
+		fmt.Printf("autotune: host %d cores; hand-tuned samples/s by decoders:%s; best %d decoders %.0f/s, %.0f/s again after the tuned run\n", runtime.NumCPU(), hand, bestD, best, again)
+		fmt.Printf("autotune: from 1 decoder, tuned %.0f/s over the last 5 s of %d s (%.2fx the best's mean), at %s (%d changes, %d put back); 0.95x of the first best reached after %.1f s\n",
+			tuned, secs, tuned/ref, st.Setting, st.Changes["fetchers"]+st.Changes["decoders"]+st.Changes["slots"], st.Reverts, reached.Seconds())
+		b.ReportMetric(tuned/ref, "x-best")
 		b.ReportMetric(reached.Seconds(), "s-to-0.95x")
 	}
 }
