@@ -19,11 +19,11 @@ import (
 //  0. It decides on the mean of the setting's last judgeWindows windows
 //     (the window a change was made in mixes two settings and is
 //     skipped), so one window's noise moves nothing.
-//  1. A change is on trial until judgeWindows windows of it are seen. A knob grown that did
-//     not bring at least a third of the gain expected of it is put back
-//     and not grown past that value again; a knob shrunk that cost more
-//     than lossTolerance of the throughput is put back and not shrunk
-//     below it again. That is the hysteresis: a setting that was tried
+//  1. A change is on trial until judgeWindows windows of it are seen. A
+//     knob grown that did not bring a third of the gain expected of it
+//     (or keepGain, if less) is put back and not grown past that value
+//     again; a knob shrunk that cost more than lossTolerance of the
+//     throughput is put back and not shrunk below it again. That is the hysteresis: a setting that was tried
 //     and judged is not tried again, so the tuner does not oscillate.
 //     What it learned is forgotten when the throughput drifts by more
 //     than driftForget from what it was when learned, for forgetWindows
@@ -225,6 +225,10 @@ const (
 	// minGain: a grow expected to bring less is not worth its cost (and
 	// could not be told from noise).
 	minGain = 0.06
+	// keepGain: a grow that brought this much is kept even when more
+	// was expected of it (a second decoder on a shared host's cores
+	// brought 27% where 100% was expected).
+	keepGain = 0.1
 	// lossTolerance: a shrink that cost more throughput than this is
 	// put back.
 	lossTolerance = 0.05
@@ -387,7 +391,7 @@ func (t *Tuner) Decide(w TuneWindow) TuneDecision {
 		t.trial = nil
 		after := rate
 		gain := after/math.Max(c.before, 1e-9) - 1
-		if c.grow && gain < c.expect/3 {
+		if c.grow && gain < math.Min(c.expect/3, keepGain) {
 			t.learn(knobCeil, c.k, c.from)
 			d.Reverted = true
 			return t.restore(c.prev, move, fmt.Sprintf("%s %d -> %d gained %+.1f%% (%.0f -> %.0f samples/s; %.0f%% expected): put back, not tried again",
