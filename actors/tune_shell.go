@@ -101,9 +101,9 @@ func NewAutoTuner(ranks []*Pipeline, cfg AutoTuneConfig) *AutoTuner {
 		a.prevCPU = cfg.CPUTime()
 	}
 	a.mu.st = AutoTuneStats{Setting: a.t.Setting(), Budget: b, Changes: map[string]int64{}, Memory: b.MemoryOf(a.t.Setting(), a.objectBytes())}
-	if a.t.Setting() != start {
-		a.apply(a.t.Setting())
-	}
+	// Applied even when unchanged: from now on the tuner owns the ranks'
+	// fetch limit (their own fetch tuners would move it under it).
+	a.apply(a.t.Setting())
 	return a
 }
 
