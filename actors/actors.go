@@ -36,6 +36,8 @@ type rankActor struct {
 	meta     []slotMeta  // by slot
 	keep     []int
 	dead     bool // the run ended; nothing more is scheduled
+	tuned    bool // the node's tuner set the fetch limit: the fetch tuner's is not applied
+	active   int  // decoders given work (Pipeline.Retune); 0 before the first
 }
 
 type slotMeta struct {
@@ -76,7 +78,7 @@ func (a *rankActor) Receive(c actor.Context) {
 		a.run(c, a.core.fetchDone(m.fetcher, m.slot, m.idx, m.buf, m.err))
 		if a.tuner != nil {
 			n, moved := a.tuner.done(a.p.clock.Now(), m.dur)
-			if moved && a.p.cfg.FetchAuto {
+			if moved && a.p.cfg.FetchAuto && !a.tuned {
 				a.setFetchLimit(c, n)
 			}
 			if ahead := a.tuner.readAhead(a.p.cfg.ReadAhead); a.p.cfg.ReadAheadAuto && ahead != a.core.wantHigh {
@@ -92,10 +94,13 @@ func (a *rankActor) Receive(c actor.Context) {
 		a.p.rec.task(StageDecode, m.dur, m.err != nil)
 		a.meta[m.slot].short[m.idx] = m.err == nil && m.short
 		a.run(c, a.core.decodeDone(m.decoder, m.slot, m.idx, m.buf, m.err))
+		a.retireIdle(c)
 	case *releaseMsg:
 		a.run(c, a.core.release(m.slot))
 	case *fatalMsg:
 		a.fatal(c, m.err)
+	case *tuneMsg:
+		a.retune(c, m)
 	}
 }
 

@@ -248,7 +248,7 @@ func newPipeline(cfg Config, rank int, src Source, deps Deps, book *failureBook)
 	p := &Pipeline{
 		cfg: cfg, rank: rank, src: src, deps: deps, clock: clock.Or(deps.Clock), seedFn: deps.SampleSeed, book: book,
 		ready: make(chan *Batch, cfg.Slots), done: make(chan struct{}),
-		closedCh: make(chan struct{}), stopped: make(chan struct{}), cores: make(chan struct{}, cfg.Decoders),
+		closedCh: make(chan struct{}), stopped: make(chan struct{}), cores: newCores(cfg.Decoders),
 	}
 	defer func() {
 		if err != nil {

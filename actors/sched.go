@@ -163,6 +163,10 @@ type core struct {
 	maxBufs      int
 	bufLimit     int // most buffers in use (setBufLimit: Config.FetchBytes); 0: maxBufs
 
+	// the node's tuner (tune_core.go): decoders given work, slots used;
+	// 0: all of them
+	decLimit, slotLimit int
+
 	// decode
 	fetched fetchedSet
 	decUsed []int
@@ -371,7 +375,7 @@ func (c *core) batchFor(r *run, pos int64) *batch {
 	if b := c.lastOpen(r, k); b != nil {
 		return b
 	}
-	if len(c.freeSlots) == 0 {
+	if len(c.freeSlots) == 0 || c.slotsHeld() {
 		return nil
 	}
 	s := c.freeSlots[len(c.freeSlots)-1]
@@ -483,7 +487,7 @@ func (c *core) pumpOnce() (freed bool) {
 	// took 2.5x as long as its samples' decoding did on two cores.
 	for c.fetched.len() > 0 {
 		d := -1
-		for i, u := range c.decUsed {
+		for i, u := range c.decUsed[:c.activeDecoders()] {
 			if u < c.cfg.decodeQueue && (d < 0 || u < c.decUsed[d]) {
 				d = i
 			}

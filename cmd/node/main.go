@@ -119,6 +119,7 @@ type options struct {
 	metricsLinger time.Duration
 	reportEvery   time.Duration
 	faults        faultFlags
+	autotune      *autotune // --autotune, --cpu-budget (autotune.go)
 	mediaFlags
 
 	// cluster mode
@@ -218,6 +219,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.sec.Register(fs)
 	registerFeedPeers(fs, &o.feedPeers)
 	o.faults.register(fs)
+	o.autotune = registerAutotune(fs)
 	registerGPUFlags(fs, &o.gpuFlags)
 	o.logs.Register(fs)
 	o.printConfig = config.Register(fs)
@@ -231,6 +233,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	errs := append([]error{loadErr}, o.faults.validate()...)
+	errs = append(errs, o.autotune.check(o)...)
 	if !o.standalone {
 		if o.join == "" {
 			errs = append(errs, errors.New("cluster mode needs --join (the coordinator's gossip address); or pass --standalone"))

@@ -99,6 +99,7 @@ func startObserver(o options, src pipeline.NodeSource, ready func() error, store
 		if src.TrainerWait != nil {
 			reg.MustRegister(pipeline.NewTrainerWaitCollector(src.TrainerWait))
 		}
+		o.autotune.register(reg)
 		srv, err := observe.Listen(observe.ServerConfig{Addr: o.metrics, TokenFile: o.metricsToken, Flag: "--metrics", Logger: logger,
 			Limits: observe.Limits{MaxConns: o.metricsConns}, Registry: reg},
 			observe.Handler(reg, map[string]http.Handler{observe.ReadyPath: observe.Readyz(ready)}))

@@ -352,6 +352,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	runStart := time.Now()
 	clk.serve()
 	ready.Ready()
+	stopTune := o.autotune.start(o, node, logger)
 	runErr := node.Run(ctx, func(b *actors.Batch) error {
 		clk.noteFirst()
 		mu.Lock()
@@ -370,6 +371,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	})
 	elapsed := time.Since(runStart)
+	stopTune()
 	bar.finish()
 	counters := node.Counters()
 	report := node.Failures()

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cmd/internal/procmem"
+)
+
+// autotune is --autotune and --cpu-budget: the node's tuner
+// (actors.AutoTuner), which moves the reads in flight, the decoders and
+// the slots at run time within a CPU and a memory budget
+// (docs/performance.md, "Tuning itself"). It is a pointer in options, so
+// the metrics read the tuner the run starts.
+type autotune struct {
+	on     bool
+	cores  float64
+	window time.Duration
+	mu     sync.Mutex
+	tuner  *actors.AutoTuner
+}
+
+func registerAutotune(fs *flag.FlagSet) *autotune {
+	a := &autotune{window: time.Second}
+	fs.BoolVar(&a.on, "autotune", false, "standalone (--sink null or log:): tune the reads in flight, the decoders and the slots at run time, every --autotune-window, within --cpu-budget and --memory-budget; every change is logged (msg=autotune) and exported (longshore_autotune_*). --decoders, --fetch-concurrency and --slots are where it starts, --slots the most slots (docs/performance.md, Tuning itself)")
+	fs.Func("cpu-budget", "with --autotune: the cores the loader may use (decoders never outnumber them; a window whose process used more sheds a decoder), like 6 or 3.5; default: the host's cores", func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("want a number of cores above 0, like 6 or 3.5")
+		}
+		a.cores = v
+		return nil
+	})
+	fs.DurationVar(&a.window, "autotune-window", time.Second, "with --autotune: how often the tuner measures and decides (it judges a change over 4 windows)")
+	return a
+}
+
+// check reports what is wrong with the flags in o's mode.
+func (a *autotune) check(o options) []error {
+	if a == nil || !a.on {
+		return nil
+	}
+	var errs []error
+	if !o.standalone || o.sink == "feed" {
+		errs = append(errs, errors.New("--autotune: standalone runs with --sink null or log: only (not yet in cluster mode or with --sink feed)"))
+	}
+	if a.window <= 0 {
+		errs = append(errs, fmt.Errorf("--autotune-window %v: need more than 0", a.window))
+	}
+	return errs
+}
+
+// start runs the tuner over node's ranks until the returned stop is
+// called (nothing without --autotune).
+func (a *autotune) start(o options, node *actors.Node, logger *slog.Logger) (stop func()) {
+	if a == nil || !a.on {
+		return func() {}
+	}
+	// The tuner counts the slots and the fetched bytes: the shares of
+	// --memory-budget they have (memory.go).
+	mem := int64(float64(o.memoryBudget) * (budgetSlotShare + budgetFetchShare))
+	t := node.AutoTune(actors.AutoTuneConfig{Cores: a.cores, Memory: mem, Window: a.window, Logger: logger,
+		CPUTime: procmem.CPU})
+	st := t.Stats()
+	logger.Info("autotune on", "start", st.Setting.String(), "cpu_budget_cores", st.Budget.Cores,
+		"memory_budget", byteSize(mem).human(), "window", a.window)
+	a.mu.Lock()
+	a.tuner = t
+	a.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); t.Run(ctx) }()
+	return func() {
+		cancel()
+		<-done
+		st := t.Stats()
+		logger.Info("autotune end", "setting", st.Setting.String(), "windows", st.Windows, "changes", st.Changes, "reverts", st.Reverts)
+	}
+}
+
+// register adds the tuner's metrics to reg (with --autotune).
+func (a *autotune) register(reg *prometheus.Registry) {
+	if a != nil && a.on {
+		reg.MustRegister(autotuneCollector{a})
+	}
+}
+
+var (
+	autotuneSetting = prometheus.NewDesc("longshore_autotune_setting", "the tuner's setting now: fetchers (reads in flight) and decoders over the node, slots a rank", []string{"knob"}, nil)
+	autotuneChanges = prometheus.NewDesc("longshore_autotune_changes_total", "changes the tuner made, by knob (put-backs included)", []string{"knob"}, nil)
+	autotuneReverts = prometheus.NewDesc("longshore_autotune_reverts_total", "changes that put a change back (it did not gain, or it lost)", nil, nil)
+	autotuneWindows = prometheus.NewDesc("longshore_autotune_windows_total", "windows the tuner measured", nil, nil)
+	autotuneMemory  = prometheus.NewDesc("longshore_autotune_memory_bytes", "what the setting holds by the tuner's count (slots, fetch buffers, decode scratch)", nil, nil)
+	autotuneBudget  = prometheus.NewDesc("longshore_autotune_budget", "the tuner's budgets: cpu_cores, memory_bytes (0: none)", []string{"resource"}, nil)
+)
+
+type autotuneCollector struct{ a *autotune }
+
+func (c autotuneCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{autotuneSetting, autotuneChanges, autotuneReverts, autotuneWindows, autotuneMemory, autotuneBudget} {
+		ch <- d
+	}
+}
+
+func (c autotuneCollector) Collect(ch chan<- prometheus.Metric) {
+	c.a.mu.Lock()
+	t := c.a.tuner
+	c.a.mu.Unlock()
+	if t == nil {
+		return
+	}
+	st := t.Stats()
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	counter := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+	gauge(autotuneSetting, float64(st.Setting.Fetchers), "fetchers")
+	gauge(autotuneSetting, float64(st.Setting.Decoders), "decoders")
+	gauge(autotuneSetting, float64(st.Setting.Slots), "slots")
+	for _, k := range []string{"fetchers", "decoders", "slots"} {
+		counter(autotuneChanges, float64(st.Changes[k]), k)
+	}
+	counter(autotuneReverts, float64(st.Reverts))
+	counter(autotuneWindows, float64(st.Windows))
+	gauge(autotuneMemory, float64(st.Memory))
+	gauge(autotuneBudget, st.Budget.Cores, "cpu_cores")
+	gauge(autotuneBudget, float64(st.Budget.Memory), "memory_bytes")
+}
