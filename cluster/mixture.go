@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A Mixture is the sample stream of a job that draws from several
@@ -35,9 +37,9 @@ import (
 // round's first position (Hamilton's method: each source gets the floor
 // of its quota, and the positions left go to the largest fractional
 // parts, ties to the source listed first). Every full round under the
-// same weights therefore holds the same counts. Within a round, the
-// positions of each source are placed by a keyed shuffle of the round's
-// slots. The proportions are exact per round, so a global batch that is
+// same weights therefore holds the same counts. Within a round, which
+// positions go to which source is a keyed shuffle of the round's slots
+// (so finding a position's draw costs O(Round)). The proportions are exact per round, so a global batch that is
 // a whole number of rounds (standalone: Round divides batch size ×
 // ranks) holds each source in exactly the round's counts times the
 // number of rounds; a weight too small to give its source one position
@@ -45,8 +47,7 @@ import (
 //
 // # Source epochs: exactly once
 //
-// Source s's positions in the stream, in order of rounds and within a
-// round in the order of the shuffled slots, are its draws 0, 1, 2, ...;
+// Source s's positions, in stream order, are its draws 0, 1, 2, ...;
 // draws [e×N_s, (e+1)×N_s) are source epoch e, and draw d is the sample
 // at position d mod N_s of the source's own epoch order
 // NewOrder(seed_s, e, N_s, block, window), a permutation of the source
@@ -65,7 +66,7 @@ import (
 // sample P on; a phase starts with the first round that begins at or
 // after its P (a round is never split between two sets of weights).
 // Changes are steps; the draws counted before any round are a sum over
-// the phases before it, so At costs O(log phases).
+// the phases before it, so At costs O(log phases + Round).
 //
 // A Mixture is immutable and safe for concurrent use.
 type Mixture struct {
@@ -321,30 +322,63 @@ type Draw struct {
 func (d Draw) SourceEpoch(m *Mixture) int64 { return d.D / m.sizes[d.Source] }
 
 // DrawAt returns what job sample p (epoch × Len() + offset) draws. It
-// panics for p < 0.
+// costs O(Round): a round is worked out whole (MixEpoch keeps the last
+// one). It panics for p < 0.
 func (m *Mixture) DrawAt(p int64) Draw {
 	if p < 0 {
 		panic(fmt.Sprintf("cluster: Mixture.DrawAt(%d): negative", p))
 	}
+	r, slot := m.roundOf(p)
+	return m.roundDraws(r, nil)[slot]
+}
+
+// roundOf returns the global round of job sample p and p's slot in it.
+func (m *Mixture) roundOf(p int64) (r, slot int64) {
 	e, pos := p/m.total, p%m.total
 	j := pos / m.round
-	r := e*m.rpe + j
+	return e*m.rpe + j, pos - j*m.round
+}
+
+// roundDraws returns the draws of global round r's positions, in
+// dst's storage.
+func (m *Mixture) roundDraws(r int64, dst []Draw) []Draw {
 	n := m.round
-	if j == m.rpe-1 {
+	if r%m.rpe == m.rpe-1 {
 		n = m.lastLen
 	}
-	k := sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r }) - 1
-	ph := m.phases[k]
-	counts, pre := ph.full, ph.fullP
+	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
+	pre := ph.fullP
 	if n != m.round {
-		counts, pre = ph.short, ph.shortP
+		pre = ph.shortP
 	}
-	q := int64(newFeistel(uint64(n), mix64(m.rkey^uint64(r)*0x9e3779b97f4a7c15)).permute(uint64(pos - j*m.round)))
-	s := sort.Search(len(counts), func(i int) bool { return pre[i+1] > q })
-	d := ph.before[s] + m.draws(ph, s, ph.from, r) + (q - pre[s])
-	se, at := d/m.sizes[s], d%m.sizes[s]
-	local := NewOrder(m.keys[s], int(se), m.sizes[s], m.block, m.window).At(at)
-	return Draw{Source: s, D: d, Local: local, Index: m.offsets[s] + local}
+	f := newFeistel(uint64(n), mix64(m.rkey^uint64(r)*0x9e3779b97f4a7c15))
+	// Source s's slots are the shuffled slots that land in [pre[s],
+	// pre[s+1]); its draws go to them in position order, so that its
+	// stream is its draws in order. They are consecutive positions of
+	// its epoch orders, read with Fill.
+	locals := make([]int64, n)
+	first := make([]int64, len(m.names))
+	for s := range m.names {
+		first[s] = ph.before[s] + m.draws(ph, s, ph.from, r)
+		out := locals[pre[s]:pre[s+1]]
+		for d := first[s]; len(out) > 0; {
+			se, at := d/m.sizes[s], d%m.sizes[s]
+			k := min(int64(len(out)), m.sizes[s]-at)
+			NewOrder(m.keys[s], int(se), m.sizes[s], m.block, m.window).Fill(at, out[:k])
+			out, d = out[k:], d+k
+		}
+	}
+	next := slices.Clone(pre[:len(m.names)])
+	dst = dst[:0]
+	for slot := int64(0); slot < n; slot++ {
+		q := int64(f.permute(uint64(slot)))
+		s := sort.Search(len(m.names), func(i int) bool { return pre[i+1] > q })
+		k := next[s]
+		next[s]++
+		local := locals[k]
+		dst = append(dst, Draw{Source: s, D: first[s] + k - pre[s], Local: local, Index: m.offsets[s] + local})
+	}
+	return dst
 }
 
 // At returns the global index at job sample p.
@@ -355,28 +389,43 @@ func (m *Mixture) At(p int64) int64 { return m.DrawAt(p).Index }
 // not a permutation of [0, Len()): a source drawn beyond its share of
 // the index space repeats samples within the job's epoch (in another of
 // its own epochs), and one drawn below it leaves some out.
-func (m *Mixture) Epoch(epoch int) MixEpoch {
+func (m *Mixture) Epoch(epoch int) *MixEpoch {
 	if epoch < 0 {
 		panic(fmt.Sprintf("cluster: Mixture.Epoch(%d): negative", epoch))
 	}
-	return MixEpoch{m: m, base: int64(epoch) * m.total}
+	return &MixEpoch{m: m, base: int64(epoch) * m.total, round: -1}
 }
 
-// MixEpoch is one epoch of a Mixture (Mixture.Epoch).
+// MixEpoch is one epoch of a Mixture (Mixture.Epoch). It keeps the
+// draws of the last round asked for, so that a rank reading its
+// positions in order works each round out once. Safe for concurrent
+// use.
 type MixEpoch struct {
-	m    *Mixture
-	base int64
+	m     *Mixture
+	base  int64
+	mu    sync.Mutex
+	round int64
+	draws []Draw
 }
 
 // Len is the epoch's positions, the mixture's Len.
-func (e MixEpoch) Len() int64 { return e.m.total }
+func (e *MixEpoch) Len() int64 { return e.m.total }
 
 // At returns the global index at position pos of the epoch.
-func (e MixEpoch) At(pos int64) int64 {
+func (e *MixEpoch) At(pos int64) int64 { return e.DrawAt(pos).Index }
+
+// DrawAt returns what position pos of the epoch draws.
+func (e *MixEpoch) DrawAt(pos int64) Draw {
 	if pos < 0 || pos >= e.m.total {
 		panic(fmt.Sprintf("cluster: MixEpoch.At(%d) outside [0, %d)", pos, e.m.total))
 	}
-	return e.m.At(e.base + pos)
+	r, slot := e.m.roundOf(e.base + pos)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r != e.round {
+		e.draws, e.round = e.m.roundDraws(r, e.draws), r
+	}
+	return e.draws[slot]
 }
 
 // Counts returns the draws of each source in the round holding job
