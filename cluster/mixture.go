@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // A Mixture is the sample stream of a job that draws from several
@@ -398,12 +397,12 @@ func (m *Mixture) Epoch(epoch int) *MixEpoch {
 
 // MixEpoch is one epoch of a Mixture (Mixture.Epoch). It keeps the
 // draws of the last round asked for, so that a rank reading its
-// positions in order works each round out once. Safe for concurrent
-// use.
+// positions in order works each round out once: it is for one reader
+// at a time (each feeder makes its own); the Mixture is safe for
+// concurrent use.
 type MixEpoch struct {
 	m     *Mixture
 	base  int64
-	mu    sync.Mutex
 	round int64
 	draws []Draw
 }
@@ -420,8 +419,6 @@ func (e *MixEpoch) DrawAt(pos int64) Draw {
 		panic(fmt.Sprintf("cluster: MixEpoch.At(%d) outside [0, %d)", pos, e.m.total))
 	}
 	r, slot := e.m.roundOf(e.base + pos)
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if r != e.round {
 		e.draws, e.round = e.m.roundDraws(r, e.draws), r
 	}

@@ -60,6 +60,16 @@ func TestMixtureRounds(t *testing.T) {
 	}
 }
 
+// TestMixtureDocExample: docs/mixtures.md's example of the rounding.
+func TestMixtureDocExample(t *testing.T) {
+	m := mustMixture(t, MixSpec{Block: 1, Window: 1, Round: 32,
+		Sources: []MixSource{{"web", 1000}, {"books", 1000}, {"code", 1000}},
+		Phases:  []MixPhase{{Weights: []string{"0.7", "0.2", "0.1"}}}})
+	if got, _, _ := m.Counts(0); !slices.Equal(got, []int64{23, 6, 3}) {
+		t.Errorf("0.7/0.2/0.1 in 32: %v, want [23 6 3]", got)
+	}
+}
+
 // TestMixtureShortRound: when the round does not divide an epoch, the
 // epoch's last round is short and apportioned on its own; the next
 // epoch's rounds start at its first position.
