@@ -50,10 +50,15 @@ var (
 func DatasetCatalog(ds *Dataset) Catalog { return &datasetCatalog{ds: ds} }
 
 // InMemory reports whether c serves its samples from memory
-// (DatasetCatalog): Sample never blocks.
+// (DatasetCatalog, or a MixtureCatalog of them): Sample never blocks.
 func InMemory(c Catalog) bool {
-	_, ok := c.(*datasetCatalog)
-	return ok
+	switch c := c.(type) {
+	case *datasetCatalog:
+		return true
+	case *MixtureCatalog:
+		return c.InMemory()
+	}
+	return false
 }
 
 type datasetCatalog struct {

@@ -51,7 +51,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	for r := range tallies {
 		tallies[r] = actors.NewTally(r)
 	}
-	base, epochSteps := asm.StandaloneFeed(data.cat, o.orderFunc(data.packed()))
+	base, epochSteps := asm.StandaloneFeed(data.cat, data.orderFunc(o))
 	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (delivery.Stream, error) {
 		st, err := base(rank, from, alloc)
 		if err != nil {
@@ -96,6 +96,9 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	clk.serve()
 	ready.Ready()
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples; serving %d rank(s) to trainers:\n", store, n, o.ranks)
+	if data.mix != nil {
+		describeMixture(stderr, data)
+	}
 	for r := 0; r < o.ranks; r++ {
 		fmt.Fprintf(stderr, "  rank %d: %s\n", r, s.SocketPath(r))
 	}

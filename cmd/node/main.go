@@ -120,6 +120,7 @@ type options struct {
 	reportEvery   time.Duration
 	faults        faultFlags
 	autotune      *autotune // --autotune, --cpu-budget (autotune.go)
+	mixture       mixtureFlags
 	mediaFlags
 
 	// cluster mode
@@ -151,6 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	def := actors.DefaultConfig()
 	fs.BoolVar(&o.standalone, "standalone", false, "run one machine's job without a coordinator")
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (ImageFolder layout or a manifest)")
+	fs.StringVar(&o.mixture.spec, "mixture", "", "standalone: "+mixtureUsage)
+	fs.StringVar(&o.mixture.schedule, "mixture-schedule", "", "with --mixture: weights that change during the run, phases separated by ';', each name:weight,...@SAMPLE (SAMPLE counted over the run's stream, epoch x the sources' samples together + offset; the first phase's @0 may be left out), e.g. 'web:0.7,books:0.3;web:0.5,books:0.5@100000': a phase starts with the first round at or after its sample; the weights then come from here, not --mixture")
+	fs.IntVar(&o.mixture.round, "mixture-round", 0, "with --mixture: samples per round, each holding every source in its exact largest-remainder count (0: --batch-size, so every global batch of batch-size x ranks is exact)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object (CSV key,label or JSON lines) relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	o.s3Credentials = s3.CredsAuto
@@ -299,7 +303,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			errs = append(errs, fmt.Errorf("--pack-spill: %w", err))
 		}
 	}
-	if o.dataset == "" {
+	switch err := o.mixture.parse(); {
+	case err != nil:
+		errs = append(errs, err)
+	case o.mixture.on() && o.dataset != "":
+		errs = append(errs, errors.New("--mixture is in place of --dataset: give one of them"))
+	case o.mixture.on() && !o.standalone:
+		errs = append(errs, errors.New("--mixture is standalone only for now (a cluster's mixture would be the coordinator's)"))
+	case o.mixture.on() && o.faults.exclude != "":
+		errs = append(errs, errors.New("--exclude with --mixture: not supported yet (its keys would need each source's name)"))
+	case o.dataset == "" && !o.mixture.on():
 		errs = append(errs, errors.New("--dataset is required"))
 	}
 	if o.epochs < 1 {

@@ -189,10 +189,28 @@ type standaloneData struct {
 	ds      *dataset.Dataset
 	indexed *dataset.IndexedManifest
 	pack    dataset.PackPlan // a packed dataset's: where its chunks are kept
+	// A --mixture: the mixture, its sources as opened (cat is a
+	// dataset.MixtureCatalog over them, store its store), and whether
+	// any is packed.
+	mix       *cluster.Mixture
+	parts     []standaloneData
+	mixPacked bool
+}
+
+// orderFunc is the run's epoch order: the mixture's epochs, or
+// options.orderFunc over the dataset.
+func (d standaloneData) orderFunc(o options) actors.OrderFunc {
+	if d.mix != nil {
+		return mixtureOrder(d.mix)
+	}
+	return o.orderFunc(d.packed())
 }
 
 // packed reports whether the dataset has packed samples.
 func (d standaloneData) packed() bool {
+	if d.mix != nil {
+		return d.mixPacked
+	}
 	if d.ds != nil {
 		return d.ds.Packed()
 	}
@@ -204,6 +222,12 @@ func (d standaloneData) excluded() int { return excludedOf(d.ds) }
 
 // close closes the catalog and the store.
 func (d standaloneData) close() {
+	if d.mix != nil {
+		for _, p := range d.parts {
+			p.close()
+		}
+		return
+	}
 	if d.indexed != nil {
 		d.indexed.Close()
 	}
@@ -218,6 +242,9 @@ func (d standaloneData) close() {
 // An ImageFolder listed past --write-manifest-over gets its manifest and
 // index written (cmd/internal/listing), so the next run reads them.
 func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standaloneData, error) {
+	if o.mixture.on() {
+		return openMixture(ctx, o, logger)
+	}
 	b := o.orderBlock(true)
 	w := cluster.EffectiveWindow(b, o.window)
 	store, indexed, plan, err := openIndexed(ctx, o, logger)
@@ -304,7 +331,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		data.close()
 		return err
 	}
-	node, err := asm.StandaloneNode(data.cat, o.orderFunc(data.packed()))
+	node, err := asm.StandaloneNode(data.cat, data.orderFunc(o))
 	if err != nil {
 		asm.Close()
 		snk.Close()
@@ -316,6 +343,9 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	total := perRank * int64(o.ranks) * int64(o.epochs)
 	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s\n",
 		store, n, len(data.cat.Classes()), o.epochs, o.ranks, o.batchSize, o.describeSample())
+	if data.mix != nil {
+		describeMixture(stderr, data)
+	}
 	if data.indexed != nil {
 		x := data.indexed.Index()
 		fmt.Fprintf(stderr, "longshore-node: reading the manifest through its index: %s in %d pieces of %d samples, --manifest-cache %s\n",

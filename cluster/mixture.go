@@ -1,0 +1,516 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// A Mixture is the sample stream of a job that draws from several
+// sources (datasets) with weights, which may change during the job (a
+// schedule). Like Order it is a pure function: the sample at each
+// position of the job's stream is fixed by the seed, the sources' sizes,
+// the round and the schedule alone, whatever the cluster's size and
+// whatever restarts happened.
+//
+// # One index space
+//
+// Source s owns the global indices [Offset(s), Offset(s)+N_s), in the
+// order the sources are listed; a composite catalog
+// (dataset.MixtureCatalog) maps a global index back to the source's own
+// sample. An epoch of the job is L = N_0 + N_1 + ... positions (Len), so
+// that everything that works on an epoch's positions — leases, commits,
+// resume tokens, the journal — works on a mixture unchanged. The job's
+// stream numbers its positions P = epoch×L + offset.
+//
+// # Rounds: exact proportions
+//
+// Each epoch is cut into rounds of Round positions from its first (the
+// last round of an epoch is short when Round does not divide L). A round
+// holds each source in an exact count: the largest-remainder
+// apportionment of the round's length by the weights in force at the
+// round's first position (Hamilton's method: each source gets the floor
+// of its quota, and the positions left go to the largest fractional
+// parts, ties to the source listed first). Every full round under the
+// same weights therefore holds the same counts. Within a round, which
+// positions go to which source is a keyed shuffle of the round's slots
+// (so finding a position's draw costs O(Round)). The proportions are exact per round, so a global batch that is
+// a whole number of rounds (standalone: Round divides batch size ×
+// ranks) holds each source in exactly the round's counts times the
+// number of rounds; a weight too small to give its source one position
+// in a full round is refused.
+//
+// # Source epochs: exactly once
+//
+// Source s's positions, in stream order, are its draws 0, 1, 2, ...;
+// draws [e×N_s, (e+1)×N_s) are source epoch e, and draw d is the sample
+// at position d mod N_s of the source's own epoch order
+// NewOrder(seed_s, e, N_s, block, window), a permutation of the source
+// (seed_s: the job's seed keyed by the source's name). So every draw
+// number is taken by exactly one position, and each source epoch holds
+// each of the source's samples exactly once: a committed history of the
+// positions exactly once (the cluster's promise) is a committed history
+// of each source's samples exactly once per source epoch. A source
+// epoch does not line up with the job's epochs: a small source with a
+// large weight goes through several of its epochs in one of the job's,
+// a large one with a small weight through part of one.
+//
+// # Schedules
+//
+// A schedule is a list of phases, each a set of weights from a job
+// sample P on; a phase starts with the first round that begins at or
+// after its P (a round is never split between two sets of weights).
+// Changes are steps; the draws counted before any round are a sum over
+// the phases before it, so At costs O(log phases + Round).
+//
+// A Mixture is immutable and safe for concurrent use.
+type Mixture struct {
+	seed    uint64
+	block   int
+	window  int
+	round   int64
+	total   int64 // L
+	names   []string
+	sizes   []int64
+	offsets []int64  // Offset(s)
+	keys    []uint64 // per-source order seeds
+	rkey    uint64   // the rounds' shuffles' key
+	rpe     int64    // rounds per epoch: ceil(L/round)
+	lastLen int64    // the length of an epoch's last round, in (0, round]
+	phases  []mixPhase
+	ident   string
+}
+
+// mixPhase is one phase of a schedule, as rounds and counts.
+type mixPhase struct {
+	at     int64 // the job sample the phase was given from
+	from   int64 // its first global round
+	weight []*big.Rat
+	full   []int64 // per source, in a full round
+	short  []int64 // per source, in an epoch's last round (== full when it is full)
+	fullP  []int64 // prefix sums of full: source s holds slots [fullP[s], fullP[s+1])
+	shortP []int64
+	before []int64 // per source, the draws of every round before from
+}
+
+// MixSource is one source of a mixture: its name (unique, used in keys
+// and seeds) and its sample count.
+type MixSource struct {
+	Name    string
+	Samples int64
+}
+
+// MixPhase is one step of a schedule: from job sample At on (from the
+// first round that starts there or after), the sources are drawn in
+// proportion to Weights, one per source in MixSpec.Sources' order: a
+// decimal ("0.7"), an integer or a fraction ("7/10"), >= 0, not all 0.
+// Weights need not sum to 1: each counts as its share of their sum.
+type MixPhase struct {
+	At      int64
+	Weights []string
+}
+
+// MixSpec describes a Mixture.
+type MixSpec struct {
+	Seed uint64
+	// Block and Window are every source's epoch order's (see Order).
+	Block, Window int
+	// Round is the positions of one round, >= 1: choose the global batch
+	// (batch size × ranks) or a divisor of it.
+	Round   int
+	Sources []MixSource
+	// Phases is the schedule: the first At 0, Ats increasing.
+	Phases []MixPhase
+}
+
+// ErrMixture is wrapped by every error NewMixture and ParseMixSchedule
+// return.
+var ErrMixture = errors.New("cluster: invalid mixture")
+
+// NewMixture checks spec and returns its mixture.
+func NewMixture(spec MixSpec) (*Mixture, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrMixture}, args...)...)
+	}
+	if len(spec.Sources) == 0 {
+		return nil, bad("no sources")
+	}
+	if spec.Round < 1 {
+		return nil, bad("round %d: need at least 1", spec.Round)
+	}
+	if spec.Block < 1 || spec.Window < 1 {
+		return nil, bad("block %d, window %d: need at least 1", spec.Block, spec.Window)
+	}
+	m := &Mixture{seed: spec.Seed, block: spec.Block, window: spec.Window, round: int64(spec.Round), rkey: mix64(spec.Seed ^ 0x726f756e64)} // "round"
+	seen := map[string]bool{}
+	for _, s := range spec.Sources {
+		if s.Name == "" || strings.ContainsAny(s.Name, ",;:=@/ \t\n") {
+			return nil, bad("source name %q: want a non-empty name without , ; : = @ / or spaces", s.Name)
+		}
+		if seen[s.Name] {
+			return nil, bad("source %q named twice", s.Name)
+		}
+		seen[s.Name] = true
+		if s.Samples < 1 {
+			return nil, bad("source %q has %d samples: need at least 1", s.Name, s.Samples)
+		}
+		m.names = append(m.names, s.Name)
+		m.sizes = append(m.sizes, s.Samples)
+		m.offsets = append(m.offsets, m.total)
+		m.keys = append(m.keys, mix64(spec.Seed^0x6d6978747572)^nameHash(s.Name)) // "mixtur"
+		m.total += s.Samples
+	}
+	m.rpe = (m.total + m.round - 1) / m.round
+	m.lastLen = m.total - (m.rpe-1)*m.round
+	if len(spec.Phases) == 0 {
+		return nil, bad("no weights")
+	}
+	for i, p := range spec.Phases {
+		if i == 0 && p.At != 0 {
+			return nil, bad("the schedule's first weights are from sample %d: they must start at 0", p.At)
+		}
+		if i > 0 && p.At <= spec.Phases[i-1].At {
+			return nil, bad("the schedule's samples must increase: %d after %d", p.At, spec.Phases[i-1].At)
+		}
+		if len(p.Weights) != len(m.names) {
+			return nil, bad("weights from sample %d: %d of them for %d sources", p.At, len(p.Weights), len(m.names))
+		}
+		ph := mixPhase{at: p.At, from: m.roundFrom(p.At)}
+		sum := new(big.Rat)
+		for s, w := range p.Weights {
+			r, ok := new(big.Rat).SetString(strings.TrimSpace(w))
+			if !ok || r.Sign() < 0 {
+				return nil, bad("weight %q of source %q: want a number >= 0", w, m.names[s])
+			}
+			ph.weight = append(ph.weight, r)
+			sum.Add(sum, r)
+		}
+		if sum.Sign() == 0 {
+			return nil, bad("weights from sample %d are all 0", p.At)
+		}
+		for _, r := range ph.weight {
+			r.Quo(r, sum)
+		}
+		ph.full = apportion(m.round, ph.weight)
+		ph.short = apportion(m.lastLen, ph.weight)
+		for s, r := range ph.weight {
+			if r.Sign() > 0 && ph.full[s] == 0 {
+				return nil, bad("source %q's weight %s from sample %d gives it no sample in a round of %d: raise the weight or the round", m.names[s], r.FloatString(4), p.At, m.round)
+			}
+		}
+		ph.fullP, ph.shortP = prefix(ph.full), prefix(ph.short)
+		if i > 0 {
+			prev := m.phases[i-1]
+			if ph.from == prev.from {
+				return nil, bad("weights from samples %d and %d start in the same round (round %d): at most one change a round", prev.at, p.At, ph.from)
+			}
+			ph.before = make([]int64, len(m.names))
+			for s := range ph.before {
+				ph.before[s] = prev.before[s] + m.draws(prev, s, prev.from, ph.from)
+			}
+		} else {
+			ph.before = make([]int64, len(m.names))
+		}
+		m.phases = append(m.phases, ph)
+	}
+	m.ident = m.identity()
+	return m, nil
+}
+
+// roundFrom is the first global round that starts at or after job sample p.
+func (m *Mixture) roundFrom(p int64) int64 {
+	e, pos := p/m.total, p%m.total
+	j := (pos + m.round - 1) / m.round
+	return e*m.rpe + j // j == rpe is the next epoch's first round
+}
+
+// draws is how many draws of source s rounds [a, b) hold under phase ph.
+func (m *Mixture) draws(ph mixPhase, s int, a, b int64) int64 {
+	if b <= a {
+		return 0
+	}
+	shorts := b/m.rpe - a/m.rpe // rounds r with r mod rpe == rpe-1
+	return (b-a-shorts)*ph.full[s] + shorts*ph.short[s]
+}
+
+// apportion divides n among the shares w (summing to 1) by largest
+// remainders, ties to the lower index.
+func apportion(n int64, w []*big.Rat) []int64 {
+	out := make([]int64, len(w))
+	rem := make([]*big.Rat, len(w))
+	left := n
+	for s, r := range w {
+		q := new(big.Rat).Mul(r, new(big.Rat).SetInt64(n))
+		fl := new(big.Int).Quo(q.Num(), q.Denom()) // q >= 0: truncation is the floor
+		out[s] = fl.Int64()
+		rem[s] = q.Sub(q, new(big.Rat).SetInt(fl))
+		left -= out[s]
+	}
+	idx := make([]int, len(w))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return rem[idx[a]].Cmp(rem[idx[b]]) > 0 })
+	for i := int64(0); i < left; i++ {
+		out[idx[i]]++
+	}
+	return out
+}
+
+func prefix(c []int64) []int64 {
+	p := make([]int64, len(c)+1)
+	for i, v := range c {
+		p[i+1] = p[i] + v
+	}
+	return p
+}
+
+// nameHash is FNV-1a 64 of a source's name.
+func nameHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Len is L, the positions of one of the job's epochs: the sources'
+// samples together.
+func (m *Mixture) Len() int64 { return m.total }
+
+// Sources is the number of sources.
+func (m *Mixture) Sources() int { return len(m.names) }
+
+// Name is source s's name.
+func (m *Mixture) Name(s int) string { return m.names[s] }
+
+// Size is source s's sample count, N_s.
+func (m *Mixture) Size(s int) int64 { return m.sizes[s] }
+
+// Offset is the first global index of source s.
+func (m *Mixture) Offset(s int) int64 { return m.offsets[s] }
+
+// Round is the positions of a full round.
+func (m *Mixture) Round() int { return int(m.round) }
+
+// Source returns the source of global index i and i's index in it.
+func (m *Mixture) Source(i int64) (s int, local int64) {
+	if i < 0 || i >= m.total {
+		panic(fmt.Sprintf("cluster: Mixture.Source(%d) outside [0, %d)", i, m.total))
+	}
+	s = sort.Search(len(m.offsets), func(k int) bool { return m.offsets[k] > i }) - 1
+	return s, i - m.offsets[s]
+}
+
+// Draw is what position P of the job's stream takes: source S's draw D
+// (its Dth sample drawn since the job began), which is sample Local of
+// the source, global index Index; D/N_s is the source epoch.
+type Draw struct {
+	Source int
+	D      int64
+	Local  int64
+	Index  int64
+}
+
+// SourceEpoch is the draw's source epoch.
+func (d Draw) SourceEpoch(m *Mixture) int64 { return d.D / m.sizes[d.Source] }
+
+// DrawAt returns what job sample p (epoch × Len() + offset) draws. It
+// costs O(Round): a round is worked out whole (MixEpoch keeps the last
+// one). It panics for p < 0.
+func (m *Mixture) DrawAt(p int64) Draw {
+	if p < 0 {
+		panic(fmt.Sprintf("cluster: Mixture.DrawAt(%d): negative", p))
+	}
+	r, slot := m.roundOf(p)
+	return m.roundDraws(r, nil)[slot]
+}
+
+// roundOf returns the global round of job sample p and p's slot in it.
+func (m *Mixture) roundOf(p int64) (r, slot int64) {
+	e, pos := p/m.total, p%m.total
+	j := pos / m.round
+	return e*m.rpe + j, pos - j*m.round
+}
+
+// roundDraws returns the draws of global round r's positions, in
+// dst's storage.
+func (m *Mixture) roundDraws(r int64, dst []Draw) []Draw {
+	n := m.round
+	if r%m.rpe == m.rpe-1 {
+		n = m.lastLen
+	}
+	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
+	pre := ph.fullP
+	if n != m.round {
+		pre = ph.shortP
+	}
+	f := newFeistel(uint64(n), mix64(m.rkey^uint64(r)*0x9e3779b97f4a7c15))
+	// Source s's slots are the shuffled slots that land in [pre[s],
+	// pre[s+1]); its draws go to them in position order, so that its
+	// stream is its draws in order. They are consecutive positions of
+	// its epoch orders, read with Fill.
+	locals := make([]int64, n)
+	first := make([]int64, len(m.names))
+	for s := range m.names {
+		first[s] = ph.before[s] + m.draws(ph, s, ph.from, r)
+		out := locals[pre[s]:pre[s+1]]
+		for d := first[s]; len(out) > 0; {
+			se, at := d/m.sizes[s], d%m.sizes[s]
+			k := min(int64(len(out)), m.sizes[s]-at)
+			NewOrder(m.keys[s], int(se), m.sizes[s], m.block, m.window).Fill(at, out[:k])
+			out, d = out[k:], d+k
+		}
+	}
+	next := slices.Clone(pre[:len(m.names)])
+	dst = dst[:0]
+	for slot := int64(0); slot < n; slot++ {
+		q := int64(f.permute(uint64(slot)))
+		s := sort.Search(len(m.names), func(i int) bool { return pre[i+1] > q })
+		k := next[s]
+		next[s]++
+		local := locals[k]
+		dst = append(dst, Draw{Source: s, D: first[s] + k - pre[s], Local: local, Index: m.offsets[s] + local})
+	}
+	return dst
+}
+
+// At returns the global index at job sample p.
+func (m *Mixture) At(p int64) int64 { return m.DrawAt(p).Index }
+
+// Epoch returns epoch's positions as an order: Len() positions, At(pos)
+// the global index at job sample epoch×Len()+pos. Unlike an Order it is
+// not a permutation of [0, Len()): a source drawn beyond its share of
+// the index space repeats samples within the job's epoch (in another of
+// its own epochs), and one drawn below it leaves some out.
+func (m *Mixture) Epoch(epoch int) *MixEpoch {
+	if epoch < 0 {
+		panic(fmt.Sprintf("cluster: Mixture.Epoch(%d): negative", epoch))
+	}
+	return &MixEpoch{m: m, base: int64(epoch) * m.total, round: -1}
+}
+
+// MixEpoch is one epoch of a Mixture (Mixture.Epoch). It keeps the
+// draws of the last round asked for, so that a rank reading its
+// positions in order works each round out once: it is for one reader
+// at a time (each feeder makes its own); the Mixture is safe for
+// concurrent use.
+type MixEpoch struct {
+	m     *Mixture
+	base  int64
+	round int64
+	draws []Draw
+}
+
+// Len is the epoch's positions, the mixture's Len.
+func (e *MixEpoch) Len() int64 { return e.m.total }
+
+// At returns the global index at position pos of the epoch.
+func (e *MixEpoch) At(pos int64) int64 { return e.DrawAt(pos).Index }
+
+// DrawAt returns what position pos of the epoch draws.
+func (e *MixEpoch) DrawAt(pos int64) Draw {
+	if pos < 0 || pos >= e.m.total {
+		panic(fmt.Sprintf("cluster: MixEpoch.At(%d) outside [0, %d)", pos, e.m.total))
+	}
+	r, slot := e.m.roundOf(e.base + pos)
+	if r != e.round {
+		e.draws, e.round = e.m.roundDraws(r, e.draws), r
+	}
+	return e.draws[slot]
+}
+
+// Counts returns the draws of each source in the round holding job
+// sample p, and the round's positions [start, end) as job samples.
+func (m *Mixture) Counts(p int64) (counts []int64, start, end int64) {
+	e, pos := p/m.total, p%m.total
+	j := pos / m.round
+	r := e*m.rpe + j
+	k := sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r }) - 1
+	start = e*m.total + j*m.round
+	if j == m.rpe-1 {
+		return append([]int64(nil), m.phases[k].short...), start, start + m.lastLen
+	}
+	return append([]int64(nil), m.phases[k].full...), start, start + m.round
+}
+
+// Identity is the mixture's canonical description: its sources (name and
+// count, in order), its round and its schedule (each phase's first round
+// and weights, reduced). Two mixtures with the same seed, block, window
+// and Identity draw the same stream. It is what a composite catalog's
+// digest covers (dataset.MixtureCatalog), so that a resume under other
+// weights is refused as a resume over another dataset is.
+func (m *Mixture) Identity() string { return m.ident }
+
+func (m *Mixture) identity() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mixture/1 round=%d", m.round)
+	for s, n := range m.names {
+		fmt.Fprintf(&b, " %s=%d", n, m.sizes[s])
+	}
+	for _, ph := range m.phases {
+		fmt.Fprintf(&b, " @%d", ph.from)
+		for s, w := range ph.weight {
+			fmt.Fprintf(&b, ",%s:%s", m.names[s], w.RatString())
+		}
+	}
+	return b.String()
+}
+
+// ParseMixSchedule parses a schedule: phases separated by ";", each
+// "name:weight,name:weight@SAMPLE" (the first phase's "@0" may be left
+// out), SAMPLE a job sample (epoch × the mixture's Len() + offset) and
+// each weight as MixPhase's. A source a phase does not name has weight 0
+// in it. names are the sources, in order.
+//
+//	a:0.7,b:0.3;a:0.5,b:0.5@100000
+func ParseMixSchedule(text string, names []string) ([]MixPhase, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: schedule %q: "+format, append([]any{ErrMixture, text}, args...)...)
+	}
+	index := map[string]int{}
+	for i, n := range names {
+		index[n] = i
+	}
+	var out []MixPhase
+	for i, part := range strings.Split(text, ";") {
+		part = strings.TrimSpace(part)
+		ws, at, hasAt := strings.Cut(part, "@")
+		p := MixPhase{Weights: make([]string, len(names))}
+		for k := range p.Weights {
+			p.Weights[k] = "0"
+		}
+		if hasAt {
+			v, err := strconv.ParseInt(strings.TrimSpace(at), 10, 64)
+			if err != nil || v < 0 {
+				return nil, bad("phase %d: @%s: want a sample number >= 0", i+1, at)
+			}
+			p.At = v
+		} else if i > 0 {
+			return nil, bad("phase %d: %q: say from which sample (@N)", i+1, part)
+		}
+		named := map[string]bool{}
+		for _, nw := range strings.Split(ws, ",") {
+			name, w, ok := strings.Cut(strings.TrimSpace(nw), ":")
+			if !ok {
+				return nil, bad("phase %d: %q: want name:weight", i+1, nw)
+			}
+			k, known := index[name]
+			if !known {
+				return nil, bad("phase %d: no source %q (sources: %s)", i+1, name, strings.Join(names, ", "))
+			}
+			if named[name] {
+				return nil, bad("phase %d: source %q weighted twice", i+1, name)
+			}
+			named[name] = true
+			p.Weights[k] = w
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,431 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"testing/quick"
+)
+
+func mustMixture(t testing.TB, spec MixSpec) *Mixture {
+	t.Helper()
+	m, err := NewMixture(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func threeSources() MixSpec {
+	return MixSpec{Seed: 7, Block: 1, Window: 1, Round: 10,
+		Sources: []MixSource{{"a", 37}, {"b", 11}, {"c", 52}},
+		Phases:  []MixPhase{{At: 0, Weights: []string{"0.5", "0.3", "0.2"}}, {At: 200, Weights: []string{"1", "1", "2"}}}}
+}
+
+// TestMixtureRounds: every round holds each source in the
+// largest-remainder counts of the weights in force at its start, the
+// schedule's change taking effect at the round that begins there.
+func TestMixtureRounds(t *testing.T) {
+	m := mustMixture(t, threeSources())
+	if m.Len() != 100 {
+		t.Fatalf("Len %d, want 100", m.Len())
+	}
+	for _, tc := range []struct {
+		p     int64
+		want  []int64
+		start int64
+	}{
+		{0, []int64{5, 3, 2}, 0},
+		{95, []int64{5, 3, 2}, 90},
+		{199, []int64{5, 3, 2}, 190},
+		{200, []int64{3, 2, 5}, 200}, // 2.5, 2.5, 5: the tie's extra to the first listed
+		{1234, []int64{3, 2, 5}, 1230},
+	} {
+		got, start, end := m.Counts(tc.p)
+		if !slices.Equal(got, tc.want) || start != tc.start || end != tc.start+10 {
+			t.Errorf("Counts(%d) = %v [%d, %d), want %v [%d, %d)", tc.p, got, start, end, tc.want, tc.start, tc.start+10)
+		}
+		seen := make([]int64, 3)
+		for p := start; p < end; p++ {
+			s, _ := m.Source(m.At(p))
+			seen[s]++
+		}
+		if !slices.Equal(seen, got) {
+			t.Errorf("round at %d draws %v, want %v", tc.p, seen, got)
+		}
+	}
+}
+
+// TestMixtureDocExample: docs/mixtures.md's example of the rounding.
+func TestMixtureDocExample(t *testing.T) {
+	m := mustMixture(t, MixSpec{Block: 1, Window: 1, Round: 32,
+		Sources: []MixSource{{"web", 1000}, {"books", 1000}, {"code", 1000}},
+		Phases:  []MixPhase{{Weights: []string{"0.7", "0.2", "0.1"}}}})
+	if got, _, _ := m.Counts(0); !slices.Equal(got, []int64{23, 6, 3}) {
+		t.Errorf("0.7/0.2/0.1 in 32: %v, want [23 6 3]", got)
+	}
+}
+
+// TestMixtureShortRound: when the round does not divide an epoch, the
+// epoch's last round is short and apportioned on its own; the next
+// epoch's rounds start at its first position.
+func TestMixtureShortRound(t *testing.T) {
+	spec := threeSources()
+	spec.Round = 32 // 100 = 3×32 + 4
+	spec.Phases = spec.Phases[:1]
+	m := mustMixture(t, spec)
+	for _, tc := range []struct {
+		p          int64
+		want       []int64
+		start, end int64
+	}{
+		{0, []int64{16, 10, 6}, 0, 32}, // 16, 9.6, 6.4
+		{97, []int64{2, 1, 1}, 96, 100},
+		{100, []int64{16, 10, 6}, 100, 132},
+	} {
+		got, start, end := m.Counts(tc.p)
+		if !slices.Equal(got, tc.want) || start != tc.start || end != tc.end {
+			t.Errorf("Counts(%d) = %v [%d, %d), want %v [%d, %d)", tc.p, got, start, end, tc.want, tc.start, tc.end)
+		}
+	}
+}
+
+// TestMixtureSpecErrors: a bad spec is refused, naming the problem.
+func TestMixtureSpecErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*MixSpec)
+		want string
+	}{
+		{"no sources", func(s *MixSpec) { s.Sources = nil }, "no sources"},
+		{"dup", func(s *MixSpec) { s.Sources[1].Name = "a" }, `"a" named twice`},
+		{"bad name", func(s *MixSpec) { s.Sources[1].Name = "b/x" }, "source name"},
+		{"empty source", func(s *MixSpec) { s.Sources[2].Samples = 0 }, `"c" has 0 samples`},
+		{"round", func(s *MixSpec) { s.Round = 0 }, "round 0"},
+		{"first not 0", func(s *MixSpec) { s.Phases[0].At = 5 }, "must start at 0"},
+		{"not increasing", func(s *MixSpec) { s.Phases[1].At = 0 }, "must increase"},
+		{"same round", func(s *MixSpec) {
+			s.Phases[1].At = 201 // round 21, as 205 is
+			s.Phases = append(s.Phases, MixPhase{205, []string{"1", "1", "1"}})
+		}, "same round"},
+		{"negative", func(s *MixSpec) { s.Phases[0].Weights[0] = "-1" }, `weight "-1"`},
+		{"not a number", func(s *MixSpec) { s.Phases[0].Weights[0] = "x" }, `weight "x"`},
+		{"all zero", func(s *MixSpec) { s.Phases[0].Weights = []string{"0", "0", "0"} }, "all 0"},
+		{"too small", func(s *MixSpec) { s.Phases[0].Weights = []string{"1000", "1", "1"} }, `"b"'s weight 0.0010`},
+		{"count", func(s *MixSpec) { s.Phases[0].Weights = []string{"1"} }, "1 of them for 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := threeSources()
+			spec.Phases = slices.Clone(spec.Phases)
+			spec.Sources = slices.Clone(spec.Sources)
+			for i := range spec.Phases {
+				spec.Phases[i].Weights = slices.Clone(spec.Phases[i].Weights)
+			}
+			tc.edit(&spec)
+			_, err := NewMixture(spec)
+			if !errors.Is(err, ErrMixture) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want ErrMixture naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseMixSchedule(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	got, err := ParseMixSchedule("a:0.7,b:0.3; a:1/2, c:1/2 @100000", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []MixPhase{{0, []string{"0.7", "0.3", "0"}}, {100000, []string{"1/2", "0", "1/2"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"a:1;b:1", "say from which sample"},
+		{"a:1,d:1", `no source "d"`},
+		{"a:1,a:2", "weighted twice"},
+		{"a=1", "want name:weight"},
+		{"a:1@x", "want a sample number"},
+	} {
+		if _, err := ParseMixSchedule(tc.text, names); !errors.Is(err, ErrMixture) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want one naming %q", tc.text, err, tc.want)
+		}
+	}
+}
+
+// TestMixtureIdentity: the identity names what fixes the stream, and
+// another weight, round or source size changes it; weights that only
+// scale differently do not.
+func TestMixtureIdentity(t *testing.T) {
+	base := mustMixture(t, threeSources()).Identity()
+	if want := "mixture/1 round=10 a=37 b=11 c=52 @0,a:1/2,b:3/10,c:1/5 @20,a:1/4,b:1/4,c:1/2"; base != want {
+		t.Errorf("identity %q, want %q", base, want)
+	}
+	scaled := threeSources()
+	scaled.Phases[0].Weights = []string{"5", "3", "2"}
+	if got := mustMixture(t, scaled).Identity(); got != base {
+		t.Errorf("scaled weights: identity %q, want %q", got, base)
+	}
+	for name, edit := range map[string]func(*MixSpec){
+		"weight": func(s *MixSpec) { s.Phases[1].Weights = []string{"1", "2", "2"} },
+		"round":  func(s *MixSpec) { s.Round = 20 },
+		"size":   func(s *MixSpec) { s.Sources = []MixSource{{"a", 37}, {"b", 12}, {"c", 52}} },
+		"when":   func(s *MixSpec) { s.Phases[1].At = 300 },
+	} {
+		spec := threeSources()
+		edit(&spec)
+		if got := mustMixture(t, spec).Identity(); got == base {
+			t.Errorf("another %s: the same identity %q", name, got)
+		}
+	}
+}
+
+// quickSpec is a random mixture spec for testing/quick.
+type quickSpec struct{ MixSpec }
+
+func (quickSpec) Generate(r *rand.Rand, _ int) reflect.Value {
+	n := 1 + r.Intn(4)
+	spec := MixSpec{Seed: r.Uint64(), Block: 1 + r.Intn(4), Window: 1 + r.Intn(3), Round: 4 + r.Intn(29)}
+	var total int64
+	for s := 0; s < n; s++ {
+		size := int64(1 + r.Intn(60))
+		spec.Sources = append(spec.Sources, MixSource{fmt.Sprintf("s%d", s), size})
+		total += size
+	}
+	at := int64(0)
+	for k := 0; k < 1+r.Intn(3); k++ {
+		ws := make([]string, n)
+		for s := range ws {
+			ws[s] = fmt.Sprint(1 + r.Intn(9)) // each at least 1/(9n) >= 1/36 of a round >= 4: maybe no slot
+		}
+		ws[r.Intn(n)] = "0"
+		if n == 1 {
+			ws[0] = "1"
+		}
+		spec.Phases = append(spec.Phases, MixPhase{At: at, Weights: ws})
+		at += int64(spec.Round) + r.Int63n(3*total)
+	}
+	return reflect.ValueOf(quickSpec{spec})
+}
+
+// quickMixture makes q's mixture, or nil when its weights are refused
+// (too small for a round: TestMixtureSpecErrors covers it).
+func quickMixture(q quickSpec) *Mixture {
+	m, err := NewMixture(q.MixSpec)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// TestQuickMixtureRoundsExact: every round of the first epochs holds
+// each source in exactly its round's counts, which are the
+// largest-remainder apportionment: within one of the quota, summing to
+// the round.
+func TestQuickMixtureRoundsExact(t *testing.T) {
+	prop := func(q quickSpec) bool {
+		m := quickMixture(q)
+		if m == nil {
+			return true
+		}
+		end := 4*m.Len() + q.Phases[len(q.Phases)-1].At
+		for start := int64(0); start < end; {
+			counts, s0, e0 := m.Counts(start)
+			if s0 != start {
+				t.Logf("round at %d starts at %d", start, s0)
+				return false
+			}
+			got := make([]int64, m.Sources())
+			for p := s0; p < e0; p++ {
+				s, _ := m.Source(m.At(p))
+				got[s]++
+			}
+			var sum int64
+			for _, c := range counts {
+				sum += c
+			}
+			if !slices.Equal(got, counts) || sum != e0-s0 {
+				t.Logf("round [%d, %d): drew %v, counts %v", s0, e0, got, counts)
+				return false
+			}
+			start = e0
+		}
+		return true
+	}
+	if err := quick.Check(prop, &quick.Config{MaxCount: 200}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestQuickMixtureOncePerSourceEpoch: over the job's stream, each
+// source's draws are numbered 0, 1, 2, ... in stream order, and every
+// complete source epoch draws each of its samples exactly once.
+func TestQuickMixtureOncePerSourceEpoch(t *testing.T) {
+	prop := func(q quickSpec) bool {
+		m := quickMixture(q)
+		if m == nil {
+			return true
+		}
+		end := (6 + q.Phases[len(q.Phases)-1].At/m.Len()) * m.Len() // an epoch's end: a round's
+		drawn := make([]map[int64]int64, m.Sources())               // draw number -> local
+		for p := int64(0); p < end; p++ {
+			d := m.DrawAt(p)
+			s, local := m.Source(d.Index)
+			if s != d.Source || local != d.Local || d.Index != m.Offset(s)+d.Local {
+				t.Logf("p %d: draw %+v, index in source %d at %d", p, d, s, local)
+				return false
+			}
+			if drawn[s] == nil {
+				drawn[s] = map[int64]int64{}
+			}
+			if d.D != int64(len(drawn[s])) {
+				t.Logf("p %d: source %d's draw %d after %d draws: not in stream order", p, s, d.D, len(drawn[s]))
+				return false
+			}
+			if _, dup := drawn[s][d.D]; dup {
+				t.Logf("p %d: source %d's draw %d twice", p, s, d.D)
+				return false
+			}
+			drawn[s][d.D] = local
+		}
+		for s, ds := range drawn {
+			n := int64(len(ds))
+			for k := int64(0); k < n; k++ {
+				if _, ok := ds[k]; !ok {
+					t.Logf("source %d: %d draws, draw %d missing", s, n, k)
+					return false
+				}
+			}
+			size := m.Size(s)
+			for e := int64(0); (e+1)*size <= n; e++ {
+				seen := make([]bool, size)
+				for k := e * size; k < (e+1)*size; k++ {
+					if seen[ds[k]] {
+						t.Logf("source %d epoch %d: sample %d twice", s, e, ds[k])
+						return false
+					}
+					seen[ds[k]] = true
+				}
+			}
+		}
+		return true
+	}
+	if err := quick.Check(prop, &quick.Config{MaxCount: 200}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestQuickMixtureDeterministic: the stream is a function of the spec:
+// two mixtures of one spec agree, an epoch's view is the stream at
+// epoch×Len()+pos, and another seed gives another stream.
+func TestQuickMixtureDeterministic(t *testing.T) {
+	prop := func(q quickSpec, epoch uint8) bool {
+		a, b := quickMixture(q), quickMixture(q)
+		if a == nil {
+			return true
+		}
+		e := int(epoch % 5)
+		view := b.Epoch(e)
+		for pos := int64(0); pos < a.Len(); pos++ {
+			if a.At(int64(e)*a.Len()+pos) != view.At(pos) {
+				return false
+			}
+		}
+		other := q.MixSpec
+		other.Seed++
+		c := quickMixture(quickSpec{other})
+		if c == nil {
+			return true
+		}
+		// Only a stream that goes through a source of 20 or more
+		// samples tells seeds apart for sure.
+		end := 3*a.Len() + q.Phases[len(q.Phases)-1].At
+		draws := make([]int64, a.Sources())
+		differ := false
+		for p := int64(0); p < end; p++ {
+			d := a.DrawAt(p)
+			draws[d.Source]++
+			differ = differ || d.Index != c.At(p)
+		}
+		informative := false
+		for s, n := range draws {
+			informative = informative || (a.Size(s) >= 20 && n >= a.Size(s))
+		}
+		if differ || !informative {
+			return true
+		}
+		t.Logf("seeds %d and %d give the same stream", q.Seed, other.Seed)
+		return false
+	}
+	if err := quick.Check(prop, &quick.Config{MaxCount: 200}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMixtureWorldSizes: the stream does not depend on how positions are
+// shared out. Rank r of R taking positions r, r+R, ... (the standalone
+// rule) or contiguous shards (the cluster's leases) and the merge by
+// position give back the same sequence, and every global batch of B×R
+// positions, B a multiple of the round, holds exactly B×R/round rounds'
+// counts.
+func TestMixtureWorldSizes(t *testing.T) {
+	spec := threeSources()
+	spec.Round = 8
+	m := mustMixture(t, spec)
+	var ref []int64
+	for p := int64(0); p < 3*m.Len(); p++ {
+		ref = append(ref, m.At(p))
+	}
+	for _, world := range []int{1, 2, 3} {
+		got := make([]int64, len(ref))
+		for r := 0; r < world; r++ {
+			for p := int64(r); p < int64(len(ref)); p += int64(world) {
+				got[p] = m.At(p) // what rank r computes on its own
+			}
+		}
+		if !slices.Equal(got, ref) {
+			t.Errorf("world %d: another stream", world)
+		}
+		b := int64(8 * world)
+		for e := int64(0); e < 3; e++ {
+			for start := int64(0); start+b <= m.Len(); start += b {
+				got := make([]int64, 3)
+				for p := start; p < start+b; p++ {
+					s, _ := m.Source(ref[e*m.Len()+p])
+					got[s]++
+				}
+				counts, _, _ := m.Counts(e*m.Len() + start)
+				for s := range counts {
+					counts[s] *= int64(world)
+				}
+				if !slices.Equal(got, counts) {
+					t.Errorf("world %d, epoch %d, global batch at %d: %v, want %v", world, e, start, got, counts)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkMixtureAt(b *testing.B) {
+	spec := threeSources()
+	spec.Sources = []MixSource{{"a", 1_281_167}, {"b", 50_000}, {"c", 10_000_000}}
+	spec.Round = 256
+	spec.Block, spec.Window = 16, 128
+	m := mustMixture(b, spec)
+	b.Run("random", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			m.At(int64(i) * 7919 % (4 * m.Len()))
+		}
+	})
+	// A rank of 8 reading its positions in order, as the feeders do.
+	b.Run("rank", func(b *testing.B) {
+		e := m.Epoch(1)
+		for i := 0; i < b.N; i++ {
+			e.At(int64(i) * 8 % m.Len())
+		}
+	})
+}

@@ -1,0 +1,152 @@
+package dataset_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/storage"
+)
+
+// plainFixture puts n plain samples "c<i%2>/p<i>.jpg" in a MemStore and
+// returns their catalog, store and bytes by key.
+func plainFixture(t *testing.T, name string, n int) (dataset.Catalog, storage.Store, map[string][]byte) {
+	t.Helper()
+	s := storage.NewMemStore(name)
+	ds := &dataset.Dataset{Classes: []string{"x", "y"}}
+	want := map[string][]byte{}
+	for i := 0; i < n; i++ {
+		key := fmt.Sprintf("c%d/p%03d.jpg", i%2, i)
+		data := []byte(fmt.Sprintf("%s:%d", name, i))
+		if _, err := s.Put(context.Background(), key, data, storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		ds.Samples = append(ds.Samples, dataset.Sample{Key: key, Label: int32(i % 2)})
+		want[key] = data
+	}
+	return dataset.DatasetCatalog(ds), s, want
+}
+
+// TestMixtureCatalog: one index space over a plain and a packed source:
+// keys prefixed by the source's name, labels offset past the earlier
+// sources' classes, and every sample read through the mixture's store by
+// key and by index, from its own source.
+func TestMixtureCatalog(t *testing.T) {
+	ctx := context.Background()
+	plainCat, plainStore, plainWant := plainFixture(t, "plain", 7)
+	inner := storage.NewMemStore("packed")
+	ds, packedWant := packFixture(t, inner, 1, 20, 6, 300)
+	ps := packedStore(t, inner, ds, 4, 1<<20)
+	c, err := dataset.NewMixtureCatalog([]dataset.MixtureSource{
+		{Name: "a", Catalog: plainCat, Store: plainStore},
+		{Name: "b", Catalog: dataset.DatasetCatalog(ds), Store: ps},
+	}, "mixture/1 test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Len() != 27 {
+		t.Fatalf("Len %d, want 27", c.Len())
+	}
+	if got := strings.Join(c.Classes(), ","); got != "a/x,a/y,b/0,b/1,b/2" {
+		t.Errorf("Classes %s", got)
+	}
+	if !dataset.InMemory(c) {
+		t.Error("a mixture of catalogs in memory is not InMemory")
+	}
+	st, ok := c.Store().(storage.SampleStore)
+	if !ok {
+		t.Fatalf("the store of a mixture with a packed source is a %T, not a SampleStore", c.Store())
+	}
+	for i := int64(0); i < c.Len(); i++ {
+		smp, object, err := c.Sample(ctx, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, key, _ := strings.Cut(smp.Key, "/")
+		want, wantLabel := plainWant[key], int32(0)
+		if name == "b" {
+			want, wantLabel = packedWant[key], 2
+			if !strings.HasPrefix(object, "b/shards/") {
+				t.Errorf("sample %d: object %q", i, object)
+			}
+		}
+		if (i < 7) != (name == "a") || want == nil {
+			t.Fatalf("sample %d is %q: not of its source", i, smp.Key)
+		}
+		if smp.Label < wantLabel || smp.Label >= wantLabel+3 {
+			t.Errorf("sample %d (%s): label %d not among its source's", i, smp.Key, smp.Label)
+		}
+		got, err := st.GetSample(ctx, i, smp.Key, nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("GetSample(%d, %s) = %q, %v; want %q", i, smp.Key, got, err, want)
+		}
+		if name == "a" {
+			if got, err := st.Get(ctx, smp.Key, nil); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("Get(%s) = %q, %v", smp.Key, got, err)
+			}
+		}
+	}
+	if _, err := st.GetSample(ctx, 3, "b/c0/img0000.jpg", nil); !errors.Is(err, storage.ErrInvalidKey) {
+		t.Errorf("GetSample of another source's key: %v, want ErrInvalidKey", err)
+	}
+	if _, err := st.Get(ctx, "nosuch/x", nil); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("Get of no source: %v, want ErrNotFound", err)
+	}
+	var listed []string
+	if err := st.List(ctx, "a/c1/", func(o storage.ObjectInfo) error { listed = append(listed, o.Key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(listed, ",") != "a/c1/p001.jpg,a/c1/p003.jpg,a/c1/p005.jpg" {
+		t.Errorf("List(a/c1/) = %v", listed)
+	}
+	if s := st.String(); !strings.HasPrefix(s, "mixture(a=") || !strings.Contains(s, ", b=") {
+		t.Errorf("String %q", s)
+	}
+}
+
+// TestMixtureCatalogDigest: the digest counts every source's samples and
+// changes with the mixture's identity (its weights), a source's digest
+// or a source's name, so a resume under other weights is refused like
+// one over another dataset of the same count.
+func TestMixtureCatalogDigest(t *testing.T) {
+	a, as, _ := plainFixture(t, "a", 5)
+	b, bs, _ := plainFixture(t, "b", 9)
+	b2, bs2, _ := plainFixture(t, "b2", 9) // other bytes, the same keys and labels: the same digest
+	digest := func(ident string, srcs ...dataset.MixtureSource) string {
+		c, err := dataset.NewMixtureCatalog(srcs, ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Digest()
+	}
+	base := digest("w=1/2,1/2", dataset.MixtureSource{"a", a, as}, dataset.MixtureSource{"b", b, bs})
+	if !strings.HasPrefix(base, "14:") {
+		t.Errorf("digest %q does not count 14 samples", base)
+	}
+	if got := digest("w=1/2,1/2", dataset.MixtureSource{"a", a, as}, dataset.MixtureSource{"b", b2, bs2}); got != base {
+		t.Errorf("same sources, same identity: %q, want %q", got, base)
+	}
+	otherDS := &dataset.Dataset{Samples: []dataset.Sample{{Key: "z", Label: 1}, {Key: "y"}, {Key: "x"}, {Key: "w"}, {Key: "v"}}}
+	for name, got := range map[string]string{
+		"weights":       digest("w=7/10,3/10", dataset.MixtureSource{"a", a, as}, dataset.MixtureSource{"b", b, bs}),
+		"source digest": digest("w=1/2,1/2", dataset.MixtureSource{"a", dataset.DatasetCatalog(otherDS), as}, dataset.MixtureSource{"b", b, bs}),
+		"source name":   digest("w=1/2,1/2", dataset.MixtureSource{"a2", a, as}, dataset.MixtureSource{"b", b, bs}),
+	} {
+		if got == base || !strings.HasPrefix(got, "14:") {
+			t.Errorf("another %s: digest %q (base %q)", name, got, base)
+		}
+	}
+	for _, bad := range [][]dataset.MixtureSource{
+		nil,
+		{{"a", a, as}, {"a", b, bs}},
+		{{"a/b", a, as}},
+	} {
+		if _, err := dataset.NewMixtureCatalog(bad, ""); err == nil {
+			t.Errorf("sources %v: no error", bad)
+		}
+	}
+}
