@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // A JSON value's field (docs/fields.md):
@@ -225,4 +227,20 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		b = append(b, ".0"...)
 	}
 	return b
+}
+
+// jsonWritable reports why v cannot be written as JSON that reads back
+// as v: a float that is NaN or infinite, text that is not UTF-8.
+func jsonWritable(v Value) error {
+	for _, f := range append([]float64{v.Float}, v.Floats...) {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("float %v has no JSON", f)
+		}
+	}
+	for _, s := range append([]string{v.Str}, v.Strings...) {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%q is not valid UTF-8, which JSON cannot carry", s)
+		}
+	}
+	return nil
 }

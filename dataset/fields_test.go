@@ -1,7 +1,9 @@
 package dataset
 
 import (
+	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -194,5 +196,42 @@ func TestManifestFieldTypesChecked(t *testing.T) {
 `), ManifestJSONL)
 	if err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("a string after an int: %v", err)
+	}
+}
+
+func TestWriteManifestJSONLFieldsRoundTrip(t *testing.T) {
+	ds := &Dataset{Classes: []string{"0", "1"}, Samples: []Sample{{Key: "a"}, {Key: "b", Label: 1}, {Key: "c"}}}
+	b := NewFieldsBuilder()
+	b.Set("caption", StringValue("ü \"q\""))
+	b.Set("f", FloatValue(2))
+	b.Set("blob", BytesValue([]byte{0, 255}))
+	b.Set("ls", StringsValue([]string{"x"}))
+	b.Set("li", IntsValue([]int64{-1, 2}))
+	b.Set("lf", FloatsValue([]float64{0.5, 3}))
+	b.Set("json", StringValue(`{"a":1}`))
+	b.EndSample()
+	b.EndSample()
+	b.Set("f", FloatValue(-1e300))
+	b.EndSample()
+	ds.Fields = b.Finish()
+	var out bytes.Buffer
+	if err := WriteManifestJSONL(&out, ds); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseManifest(&out, ManifestJSONL)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if ManifestDigest(back) != ManifestDigest(ds) || !back.Fields.Schema().Equal(ds.Fields.Schema()) {
+		t.Fatalf("read back as %s %s, written %s %s\n%s", back.Fields.Schema(), ManifestDigest(back), ds.Fields.Schema(), ManifestDigest(ds), out.String())
+	}
+	b = NewFieldsBuilder()
+	b.Set("f", FloatValue(math.NaN()))
+	b.EndSample()
+	b.EndSample()
+	b.EndSample()
+	ds.Fields = b.Finish()
+	if err := WriteManifestJSONL(&out, ds); err == nil {
+		t.Fatal("NaN written")
 	}
 }
