@@ -149,17 +149,18 @@ func compactJSON(raw []byte) (Value, error) {
 	return StringValue(b.String()), nil
 }
 
-// rowField is a field of a manifest's row.
-type rowField struct {
-	name string
-	v    Value
+// NamedValue is a field's value with the field's name: a row's field as
+// a source reads it.
+type NamedValue struct {
+	Name  string
+	Value Value
 }
 
 // jsonObjectFields returns the fields of a JSON object's members but
 // those named as one of skip (without regard to case, as encoding/json
 // matches them: "Key" is the key), sorted by name; a member that is not
 // a field's value is an error naming it.
-func jsonObjectFields(obj map[string]json.RawMessage, skip []string, prefix string, out []rowField) ([]rowField, error) {
+func jsonObjectFields(obj map[string]json.RawMessage, skip []string, prefix string, out []NamedValue) ([]NamedValue, error) {
 	names := make([]string, 0, len(obj))
 	for name := range obj {
 		if !slices.ContainsFunc(skip, func(s string) bool { return strings.EqualFold(s, name) }) {
@@ -175,7 +176,7 @@ func jsonObjectFields(obj map[string]json.RawMessage, skip []string, prefix stri
 		if !v.Present() {
 			continue
 		}
-		out = append(out, rowField{name: prefix + name, v: v})
+		out = append(out, NamedValue{Name: prefix + name, Value: v})
 	}
 	return out, nil
 }

@@ -43,7 +43,7 @@ type manifestRow struct {
 	object       []byte
 	offset, size int64
 
-	fields []rowField // the row's fields, sorted by name
+	fields []NamedValue // the row's fields, sorted by name
 }
 
 // keyBlockSize is the size of the blocks keys are copied into: big enough
@@ -176,12 +176,6 @@ func (b *manifestBuilder) add(row *manifestRow) {
 		b.marks = append(b.marks, lineMark{sample: i, line: row.line})
 	}
 	b.n++
-	for _, f := range row.fields {
-		if err := b.fields.Set(f.name, f.v); err != nil && b.bad == nil {
-			b.bad = badLine(row.line, "%v", err)
-		}
-	}
-	b.fields.EndSample()
 
 	switch {
 	case len(row.label) == 0:
@@ -200,6 +194,17 @@ func (b *manifestBuilder) add(row *manifestRow) {
 	case row.offset > math.MaxInt64-row.size:
 		b.bad = badLine(row.line, "offset %d + size %d overflows", row.offset, row.size)
 	}
+	// The fields last: a field of a type the samples before did not
+	// have is the row's last check.
+	if b.bad == nil {
+		for _, f := range row.fields {
+			if err := b.fields.Set(f.Name, f.Value); err != nil {
+				b.bad = badLine(row.line, "%v", err)
+				break
+			}
+		}
+	}
+	b.fields.EndSample()
 }
 
 // putKey copies prefix+key into the block of keys, starting a block if it

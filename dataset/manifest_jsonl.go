@@ -93,7 +93,7 @@ type jsonFields struct {
 	hasKey, hasObject   bool
 	key, object         []byte // decoded
 	label, offset, size []byte // JSON text; nil: absent
-	fields              []rowField
+	fields              []NamedValue
 }
 
 // decode fills f from text with encoding/json.
