@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Fields are the named, typed values a dataset's samples carry beside
@@ -107,7 +108,7 @@ var reservedFieldNames = []string{"key", "label", "object", "offset", "size"}
 const MaxFieldName = 256
 
 // CheckFieldName reports whether name may name a field: 1 to
-// MaxFieldName bytes, no control characters, not one of a manifest's own
+// MaxFieldName bytes of UTF-8, no control characters, not one of a manifest's own
 // names (key, label, object, offset, size).
 func CheckFieldName(name string) error {
 	if name == "" || len(name) > MaxFieldName {
@@ -117,6 +118,9 @@ func CheckFieldName(name string) error {
 		if c < ' ' || c == 0x7f {
 			return fmt.Errorf("dataset: field name %q: holds a control character", name)
 		}
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("dataset: field name %q: not valid UTF-8", name)
 	}
 	if slices.Contains(reservedFieldNames, name) {
 		return fmt.Errorf("dataset: field name %q: reserved (a manifest's own %s)", name, strings.Join(reservedFieldNames, ", "))
