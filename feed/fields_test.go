@@ -86,4 +86,3 @@ func FuzzParseFields(f *testing.F) {
 		}
 	})
 }
-
