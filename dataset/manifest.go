@@ -50,8 +50,8 @@ const (
 	ManifestCSV ManifestFormat = iota + 1
 	// ManifestJSONL: one JSON object per line, {"key": "...", "label": 3}
 	// or {"key": "...", "label": "cat"}; a packed sample adds "object",
-	// "offset" and "size" (all three or none). Other fields are ignored,
-	// blank lines skipped.
+	// "offset" and "size" (all three or none). Every other member is a
+	// field of the sample (Fields; docs/fields.md), blank lines skipped.
 	ManifestJSONL
 )
 
