@@ -56,6 +56,9 @@ type Dataset struct {
 	// once, in order of first use by Samples (for a parsed manifest):
 	// Sample.Object i names Objects[i-1]. Empty when no sample is packed.
 	Objects []string
+	// Fields are the samples' fields (Fields.Len() == len(Samples)); nil
+	// when the dataset has none.
+	Fields *Fields
 	// Excluded is how many samples discovery left out
 	// (DiscoverOptions.Exclude).
 	Excluded int

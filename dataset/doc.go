@@ -46,6 +46,15 @@
 // as NewPackedStore does a Dataset's. The
 // cluster node reads a big manifest this way (docs/scale.md).
 //
+// # Fields
+//
+// A sample may carry named, typed fields beside its media and label
+// (Dataset.Fields, by column; a Schema per dataset): a JSON-lines
+// manifest's other members, a WebDataset sample's other members
+// (WebDatasetMemberFields). Catalogs give them by sample index
+// (FieldCatalog, CatalogFields); the digest covers them only where a
+// sample has any. docs/fields.md maps each source to its fields.
+//
 // # Packed datasets
 //
 // A manifest may place samples inside bigger objects — members of tar
