@@ -17,7 +17,7 @@ import (
 
 // endedOpen serves nothing: enough for tests of the socket itself.
 func endedOpen(e testEnv) OpenFunc {
-	return func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error) {
+	return func(rank int, from feed.Cursor, alloc gpu.Allocator) (BatchSource, error) {
 		return endedStream{cfg: e.cfg}, nil
 	}
 }

@@ -442,8 +442,8 @@ type rankServer struct {
 	mu struct {
 		sync.Mutex
 		stream  SessionStream
-		pending *Delivery // taken from the stream, not yet delivered
-		sess    *session
+		pending *Batch // taken from the stream, not yet delivered
+		sess    *trainerConn
 	}
 	endedOnce bool // guarded by s.emu
 	// waits adds up the trainers' data-stall reports (trainerwait.go).
@@ -545,7 +545,7 @@ func (r *rankServer) serveConn(c *net.UnixConn) {
 	}
 	deadline := time.NewTimer(2 * time.Second)
 	defer deadline.Stop()
-	var sess *session
+	var sess *trainerConn
 	for sess == nil {
 		r.mu.Lock()
 		cur := r.mu.sess
@@ -622,8 +622,8 @@ func rejectConn(c *net.UnixConn, code, msg string) {
 	c.Close()
 }
 
-// session is one connected trainer.
-type session struct {
+// trainerConn is one connected trainer.
+type trainerConn struct {
 	r      *rankServer
 	conn   *net.UnixConn
 	ctx    context.Context
@@ -650,18 +650,18 @@ type session struct {
 	commits    sync.WaitGroup  // cluster mode: commits waiting for their ack
 }
 
-func newSession(r *rankServer, c *net.UnixConn) *session {
+func newSession(r *rankServer, c *net.UnixConn) *trainerConn {
 	ctx, cancel := context.WithCancel(r.s.ctx)
-	return &session{r: r, conn: c, ctx: ctx, cancel: cancel, held: make(map[uint64]*actors.Batch), regions: make(map[uint64]bool), devRegions: make(map[uint64]bool), done: make(chan struct{})}
+	return &trainerConn{r: r, conn: c, ctx: ctx, cancel: cancel, held: make(map[uint64]*actors.Batch), regions: make(map[uint64]bool), devRegions: make(map[uint64]bool), done: make(chan struct{})}
 }
 
-func (s *session) stop() {
+func (s *trainerConn) stop() {
 	s.cancel()
 	s.conn.Close()
 }
 
 // send writes one frame; fd >= 0 rides along as SCM_RIGHTS.
-func (s *session) send(t feed.MsgType, v any, fd int) error {
+func (s *trainerConn) send(t feed.MsgType, v any, fd int) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var err error
@@ -684,7 +684,7 @@ func (s *session) send(t feed.MsgType, v any, fd int) error {
 }
 
 // sendFields writes a batch's fields frame.
-func (s *session) sendFields(f *feed.BatchFields) error {
+func (s *trainerConn) sendFields(f *feed.BatchFields) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var err error
@@ -698,7 +698,7 @@ func (s *session) sendFields(f *feed.BatchFields) error {
 	return err
 }
 
-func (s *session) fail(code string, err error, report any) {
+func (s *trainerConn) fail(code string, err error, report any) {
 	m := feed.ErrorMsg{Code: code, Message: err.Error(), Fatal: true}
 	if report != nil {
 		m.Report, _ = json.Marshal(report)
@@ -709,7 +709,7 @@ func (s *session) fail(code string, err error, report any) {
 
 // run serves the trainer that said hello h (read from br, whose frame
 // buffer is buf) and holds the rank.
-func (s *session) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
+func (s *trainerConn) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 	defer func() {
 		s.stop()
 		s.hmu.Lock()
@@ -821,7 +821,7 @@ func (r *rankServer) attach(ctx context.Context, token []byte) (Attachment, erro
 	return att, err
 }
 
-func (s *session) writeLoop(readerDone <-chan struct{}) {
+func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 	r := s.r
 	st := r.stream()
 	epoch, haveEpoch, epochEnded := 0, false, false
@@ -830,7 +830,7 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 		pd := r.mu.pending
 		r.mu.pending = nil
 		r.mu.Unlock()
-		var d Delivery
+		var d Batch
 		var err error
 		if pd != nil {
 			d = *pd
@@ -1011,13 +1011,13 @@ func (r *rankServer) deviceRegion(ex *gpu.DeviceExport) (id uint64, first bool) 
 }
 
 // keep puts an undelivered batch back for the next session.
-func (s *session) keep(d Delivery) {
+func (s *trainerConn) keep(d Batch) {
 	s.r.mu.Lock()
 	s.r.mu.pending = &d
 	s.r.mu.Unlock()
 }
 
-func (s *session) readLoop(br *bufio.Reader, buf []byte) {
+func (s *trainerConn) readLoop(br *bufio.Reader, buf []byte) {
 	for {
 		t, payload, nbuf, err := feed.ReadFrame(br, feed.MaxClientFrame, buf)
 		buf = nbuf
@@ -1064,7 +1064,7 @@ func (s *session) readLoop(br *bufio.Reader, buf []byte) {
 // when the answer is ready (standalone: its token; in order), else when
 // the coordinator acknowledges it (or the rank rolls back), without
 // holding up the reader: releases keep flowing while the commit waits.
-func (s *session) commit(c *feed.Commit) {
+func (s *trainerConn) commit(c *feed.Commit) {
 	era := c.Era
 	if s.version < 2 {
 		era = 0 // version 1 has no eras; its connection ends at a rollback

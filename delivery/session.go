@@ -22,13 +22,13 @@ import (
 // writer starts); Commit from the reader, concurrently with
 // NextDelivery.
 type SessionStream interface {
-	Stream
+	BatchSource
 	// NextDelivery is Next with the batch's era and end-of-stream flag.
 	// A rollback is an error wrapping *RollbackError; then call again.
-	NextDelivery(ctx context.Context) (Delivery, error)
+	NextDelivery(ctx context.Context) (Batch, error)
 	// Sent says d is being written to the trainer (a batch taken and not
 	// sent is kept for the next trainer): a commit may name it.
-	Sent(d Delivery)
+	Sent(d Batch)
 	// Attach is called when a trainer connects, with its hello token
 	// (nil: none), and says where it resumes. Reset says batches taken
 	// from NextDelivery before are void (the rank was reset, or the
@@ -47,8 +47,8 @@ type SessionStream interface {
 // slot memory from alloc: what NewSessions serves.
 type SessionFunc func(rank int, alloc gpu.Allocator) (SessionStream, error)
 
-// Delivery is a batch with what a session stream knows about it.
-type Delivery struct {
+// Batch is a batch with what a session stream knows about it.
+type Batch struct {
 	Batch       *actors.Batch
 	Era         uint64
 	EndOfStream bool

@@ -32,19 +32,19 @@ func (f *fakeSessions) Next(ctx context.Context) (*actors.Batch, error) {
 	return d.Batch, err
 }
 
-func (f *fakeSessions) NextDelivery(ctx context.Context) (Delivery, error) {
+func (f *fakeSessions) NextDelivery(ctx context.Context) (Batch, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.step == 1 && f.era == 7 {
 		f.era = 8
-		return Delivery{}, &feed.RollbackError{Rollback: feed.Rollback{Era: 8, Epoch: 0, Step: 0, Token: []byte("t0"), Committed: true}}
+		return Batch{}, &feed.RollbackError{Rollback: feed.Rollback{Era: 8, Epoch: 0, Step: 0, Token: []byte("t0"), Committed: true}}
 	}
 	b := &actors.Batch{Epoch: 0, Step: f.step}
 	f.step++
-	return Delivery{Batch: b, Era: f.era}, nil
+	return Batch{Batch: b, Era: f.era}, nil
 }
 
-func (f *fakeSessions) Sent(d Delivery) {
+func (f *fakeSessions) Sent(d Batch) {
 	f.mu.Lock()
 	f.sent = append(f.sent, d.Batch.Step)
 	f.mu.Unlock()

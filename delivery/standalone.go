@@ -25,7 +25,7 @@ type standaloneRank struct {
 	cmt   Committer // nil: LocalCommitter{job, the stream's batch size}
 	mu    struct {
 		sync.Mutex
-		stream Stream
+		stream BatchSource
 		ledger *ledger
 	}
 }
@@ -47,7 +47,7 @@ func newStandaloneRank(cfg Config, open OpenFunc, rank int, alloc gpu.Allocator)
 	return r, nil
 }
 
-func (r *standaloneRank) stream() Stream {
+func (r *standaloneRank) stream() BatchSource {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.mu.stream
@@ -78,18 +78,18 @@ func (r *standaloneRank) Shutdown(ctx context.Context) error {
 
 // NextDelivery is the stream's next batch; era 0: a standalone session
 // never ends under the trainer.
-func (r *standaloneRank) NextDelivery(ctx context.Context) (Delivery, error) {
+func (r *standaloneRank) NextDelivery(ctx context.Context) (Batch, error) {
 	st := r.stream()
 	if st == nil {
-		return Delivery{}, ErrServerClosed
+		return Batch{}, ErrServerClosed
 	}
 	b, err := st.Next(ctx)
-	return Delivery{Batch: b}, err
+	return Batch{Batch: b}, err
 }
 
 // Sent records that d is being written to the trainer: a commit may name
 // it from now on.
-func (r *standaloneRank) Sent(d Delivery) {
+func (r *standaloneRank) Sent(d Batch) {
 	r.mu.Lock()
 	r.mu.ledger.delivered(d.Batch.Epoch, d.Batch.Step)
 	r.mu.Unlock()

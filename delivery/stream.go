@@ -11,23 +11,23 @@ import (
 	"github.com/longshore/longshore/gpu"
 )
 
-// Stream is one rank's batches in order: *actors.Pipeline is one. Next,
+// BatchSource is one rank's batches in order: *actors.Pipeline is one. Next,
 // Config and Shutdown follow the Pipeline's contract; batches' Images must
 // lie in memory from the allocator the stream was opened with.
-type Stream interface {
+type BatchSource interface {
 	Next(ctx context.Context) (*actors.Batch, error)
 	Config() actors.Config
 	Shutdown(ctx context.Context) error
 }
 
-var _ Stream = (*actors.Pipeline)(nil)
+var _ BatchSource = (*actors.Pipeline)(nil)
 
 // OpenFunc starts rank's stream so that its first batch is the one at
 // from (or, when from.Step is past the end of its epoch, step 0 of the
 // next epoch), with slot memory from alloc (set it as Deps.Allocator).
 // The server calls it once per rank at start and again when a trainer
 // resumes from a commit the running stream has gone past.
-type OpenFunc func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error)
+type OpenFunc func(rank int, from feed.Cursor, alloc gpu.Allocator) (BatchSource, error)
 
 // Standalone opens ranks' streams over ds the way actors.NewNode splits
 // them (rank r of world takes positions r, r+world, ...; decoders divided
@@ -43,7 +43,7 @@ func Standalone(cfg actors.Config, ds *dataset.Dataset, world int, deps actors.D
 // a dataset in memory or read lazily through its manifest index.
 func StandaloneCatalog(cfg actors.Config, cat dataset.Catalog, world int, deps actors.Deps) OpenFunc {
 	cfg = cfg.WithDefaults()
-	return func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error) {
+	return func(rank int, from feed.Cursor, alloc gpu.Allocator) (BatchSource, error) {
 		rcfg := cfg
 		rcfg.Decoders = (cfg.Decoders + world - 1) / world
 		f, err := actors.NewCatalogFeeder(cat, rcfg, rank, world, deps.Order)

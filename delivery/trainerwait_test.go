@@ -34,7 +34,7 @@ func (c *trainerClock) Now() time.Time {
 // after the trainer asked for it (its clock's 2k+1st reading), and
 // delay later on the trainer's clock.
 type delayedStream struct {
-	Stream
+	BatchSource
 	clk   *trainerClock
 	delay time.Duration
 	mu    sync.Mutex
@@ -43,7 +43,7 @@ type delayedStream struct {
 }
 
 func (d *delayedStream) Next(ctx context.Context) (*actors.Batch, error) {
-	b, err := d.Stream.Next(ctx)
+	b, err := d.BatchSource.Next(ctx)
 	if err != nil {
 		return b, err
 	}
@@ -73,12 +73,12 @@ func trainWithClock(t *testing.T, compute, delay time.Duration) (TrainerWait, fe
 	open := Standalone(e.cfg, e.ds, 1, e.deps)
 	if delay > 0 {
 		base := open
-		open = func(rank int, from feed.Cursor, alloc gpu.Allocator) (Stream, error) {
+		open = func(rank int, from feed.Cursor, alloc gpu.Allocator) (BatchSource, error) {
 			st, err := base(rank, from, alloc)
 			if err != nil {
 				return nil, err
 			}
-			return &delayedStream{Stream: st, clk: clk, delay: delay}, nil
+			return &delayedStream{BatchSource: st, clk: clk, delay: delay}, nil
 		}
 	}
 	dir, err := os.MkdirTemp("", "lsf")

@@ -164,7 +164,7 @@ func (c *clusterRank) Next(ctx context.Context) (*actors.Batch, error) {
 	return d.Batch, err
 }
 
-func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Delivery, error) {
+func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Batch, error) {
 	for {
 		c.mu.Lock()
 		b, r := c.mu.held, c.mu.r
@@ -173,7 +173,7 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Delivery, erro
 		if b == nil {
 			var err error
 			if b, err = r.pull(ctx); err != nil {
-				return delivery.Delivery{}, err
+				return delivery.Batch{}, err
 			}
 		}
 		c.mu.Lock()
@@ -192,7 +192,7 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Delivery, erro
 				rb = *l
 				rb.Era = a.Rollback.Era
 			}
-			return delivery.Delivery{}, &feed.RollbackError{Rollback: rb}
+			return delivery.Batch{}, &feed.RollbackError{Rollback: rb}
 		}
 		if terr := c.mu.tokenErr; terr != nil {
 			// The trainer's token is another job's (OnJob): it gets no
@@ -201,17 +201,17 @@ func (c *clusterRank) NextDelivery(ctx context.Context) (delivery.Delivery, erro
 			c.mu.tokenErr = nil
 			c.mu.Unlock()
 			b.Release()
-			return delivery.Delivery{}, terr
+			return delivery.Batch{}, terr
 		}
 		c.mu.Unlock()
-		return delivery.Delivery{Batch: b.Batch, Era: a.Era, EndOfStream: b.EndOfStream}, nil
+		return delivery.Batch{Batch: b.Batch, Era: a.Era, EndOfStream: b.EndOfStream}, nil
 	}
 }
 
 // Sent does nothing: a batch counts as delivered once RankDelivery let
 // it through (a batch the server kept for the next trainer makes that
 // trainer's Attach reset the rank).
-func (c *clusterRank) Sent(delivery.Delivery) {}
+func (c *clusterRank) Sent(delivery.Batch) {}
 
 // answerLocked answers the commits RankDelivery answered.
 func (c *clusterRank) answerLocked(answers []cluster.CommitAnswer) {

@@ -53,14 +53,14 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		tallies[r] = actors.NewTally(r)
 	}
 	base, epochSteps := asm.StandaloneFeed(data.cat, data.orderFunc(o))
-	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (delivery.Stream, error) {
+	open := func(rank int, from feed.Cursor, alloc gpu.Allocator) (delivery.BatchSource, error) {
 		st, err := base(rank, from, alloc)
 		if err != nil {
 			return nil, err
 		}
 		p, _ := st.(*actors.Pipeline)
 		tallies[rank].Use(p)
-		return firstBatchStream{Stream: st, clk: &clk}, nil
+		return firstBatchStream{BatchSource: st, clk: &clk}, nil
 	}
 	commits := newCommitBook()
 	n := data.cat.Len()
@@ -132,12 +132,12 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 // firstBatchStream is a rank's stream that notes when a session first takes
 // a batch from it to send.
 type firstBatchStream struct {
-	delivery.Stream
+	delivery.BatchSource
 	clk *startupClock
 }
 
 func (s firstBatchStream) Next(ctx context.Context) (*actors.Batch, error) {
-	b, err := s.Stream.Next(ctx)
+	b, err := s.BatchSource.Next(ctx)
 	if err == nil {
 		s.clk.noteFirst()
 	}
