@@ -594,7 +594,7 @@ func (m *IndexedManifest) read(k int) (*Dataset, error) {
 			return int32(v), nil
 		}
 	}
-	ds, err := parsePiece(raw, m.x.Format, m.prefix, k > 0, m.x.Every, resolve)
+	ds, err := parsePiece(raw, m.x.Format, m.prefix, k > 0, m.x.Columns, m.x.Every, resolve)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: piece %d: %w", m.x.Manifest, k, err)
 	}

@@ -111,6 +111,9 @@ type manifestBuilder struct {
 	// manifest, so its first line is neither a header nor after a byte
 	// order mark.
 	continued bool
+	// csvHeader, with continued, is the CSV manifest's header when it
+	// names field columns: how the piece's records read.
+	csvHeader []string
 	// recHint, if > 0, is about how many samples there are: a piece's
 	// parse allocates for that many, not recChunk.
 	recHint int

@@ -5,8 +5,13 @@ import (
 	"bytes"
 	"encoding/csv"
 	"errors"
+	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // parseCSV reads a CSV manifest into b. A line without a double quote,
@@ -17,7 +22,14 @@ import (
 // splits on commas, drops a "\r" before the "\n" or before the end of
 // the input, and skips empty lines).
 func parseCSV(r io.Reader, b *manifestBuilder, bufSize int) error {
-	p := csvParser{b: b, br: bufio.NewReaderSize(r, bufSize), first: !b.continued}
+	p := csvParser{b: b, br: bufio.NewReaderSize(r, bufSize), first: !b.continued, fields: make([][]byte, 0, 5)}
+	if b.continued && b.csvHeader != nil {
+		l, header, err := parseCSVHeader(b.csvHeader)
+		if err != nil || !header {
+			return fmt.Errorf("%w: the CSV header %q the piece is read with: %v", ErrStaleIndex, b.csvHeader, err)
+		}
+		p.layout = l
+	}
 	return p.parse()
 }
 
@@ -37,8 +49,9 @@ type csvParser struct {
 	cr   *csv.Reader
 	feed csvFeed
 
-	fields [5][]byte
+	fields [][]byte
 	row    manifestRow
+	layout *csvLayout // of a header with field columns; nil: none
 }
 
 func (p *csvParser) parse() error {
@@ -84,22 +97,17 @@ func (p *csvParser) parse() error {
 		if len(text) == 0 {
 			continue // an empty line
 		}
-		nf := 0
+		p.fields = p.fields[:0]
 		for {
 			i := bytes.IndexByte(text, ',')
-			if nf < len(p.fields) {
-				p.fields[nf] = text
-				if i >= 0 {
-					p.fields[nf] = text[:i]
-				}
-			}
-			nf++
 			if i < 0 {
+				p.fields = append(p.fields, text)
 				break
 			}
+			p.fields = append(p.fields, text[:i])
 			text = text[i+1:]
 		}
-		if err := p.record(p.line, p.fields[:min(nf, len(p.fields))], nf); err != nil {
+		if err := p.record(p.line, p.fields, len(p.fields)); err != nil {
 			return err
 		}
 	}
@@ -132,44 +140,46 @@ func (p *csvParser) quoted(raw []byte, readErr error) error {
 		return err
 	}
 	line, _ := p.cr.FieldPos(0)
-	fields := p.fields[:0:0]
-	if len(rec) <= len(p.fields) {
-		fields = p.fields[:len(rec)]
+	p.fields = p.fields[:0]
+	for _, f := range rec {
+		p.fields = append(p.fields, []byte(f))
 	}
-	for i := range fields {
-		fields[i] = []byte(rec[i])
+	if len(p.fields) == 0 {
+		p.fields = append(p.fields, nil) // only the count matters: an error
 	}
-	if len(fields) == 0 {
-		fields = p.fields[:1] // only the count matters: an error
-		fields[0] = nil
-	}
-	return p.record(line+shift, fields, len(rec))
+	return p.record(line+shift, p.fields, len(rec))
 }
 
-// record reads one record of nf fields, of which fields are the first
-// (at most 5), found on line.
+// record reads one record of nf fields, found on line.
 func (p *csvParser) record(line int, fields [][]byte, nf int) error {
 	first := p.first
 	p.first = false
 	if first {
 		fields[0] = bytes.TrimPrefix(fields[0], []byte("\ufeff")) // a UTF-8 byte order mark
-	}
-	if nf != 2 && nf != 5 {
-		return badLine(line, "want 2 fields (key,label) or 5 (key,label,object,offset,size), got %d", nf)
-	}
-	if first {
 		rec := make([]string, nf)
 		for i, f := range fields {
 			rec[i] = string(f)
 		}
-		if isHeader(rec) {
+		l, header, err := parseCSVHeader(rec)
+		if err != nil {
+			return badLine(line, "%v", err)
+		}
+		if header {
+			p.layout = l
 			return nil
 		}
 	}
+	if p.layout != nil {
+		if nf != p.layout.columns {
+			return badLine(line, "want %d fields, as the header has, got %d", p.layout.columns, nf)
+		}
+	} else if nf != 2 && nf != 5 {
+		return badLine(line, "want 2 fields (key,label) or 5 (key,label,object,offset,size), got %d", nf)
+	}
 	row := &p.row
-	*row = manifestRow{line: line, key: bytes.TrimSpace(fields[0]), label: bytes.TrimSpace(fields[1])}
+	*row = manifestRow{line: line, key: bytes.TrimSpace(fields[0]), label: bytes.TrimSpace(fields[1]), fields: row.fields[:0]}
 	_, row.number = parseDecimal(row.label)
-	if nf == 5 {
+	if nf == 5 && p.layout == nil || p.layout != nil && p.layout.located {
 		var loc [3][]byte
 		var present [3]bool
 		for i := range loc {
@@ -179,6 +189,13 @@ func (p *csvParser) record(line int, fields [][]byte, nf int) error {
 		if err := row.setLocation(present, loc[0], loc[1], loc[2]); err != nil {
 			return err
 		}
+	}
+	if p.layout != nil {
+		fs, err := p.layout.values(line, fields, row.fields)
+		if err != nil {
+			return err
+		}
+		row.fields = fs
 	}
 	p.b.add(row)
 	return nil
@@ -259,18 +276,120 @@ func (f *csvFeed) Read(b []byte) (int, error) {
 // CSV column order.
 var locationFields = [3]string{"object", "offset", "size"}
 
-func isHeader(rec []string) bool {
-	k := strings.ToLower(strings.TrimSpace(rec[0]))
-	l := strings.ToLower(strings.TrimSpace(rec[1]))
-	if len(rec) == 5 {
-		for i, name := range locationFields {
-			if strings.ToLower(strings.TrimSpace(rec[2+i])) != name {
-				return false
-			}
+// csvLayout is what a CSV header with field columns says: how many
+// columns a record has, whether columns 2 to 4 are a packed sample's
+// location, and the fields the columns after them hold.
+type csvLayout struct {
+	columns int
+	located bool
+	first   int         // the first field column
+	fields  []csvColumn // of columns first, first+1, ...
+	order   []int       // fields' indices sorted by name
+}
+
+type csvColumn struct {
+	name string
+	typ  FieldType
+}
+
+// csvFieldTypes are the types a CSV header's field column may name
+// after a ':' (a column without one is a string).
+var csvFieldTypes = map[string]FieldType{"str": FieldString, "string": FieldString, "int": FieldInt, "float": FieldFloat}
+
+// parseCSVHeader reads rec, a CSV manifest's first record: header says
+// whether it is a header (not a sample), and l, when it names field
+// columns, what they are. A header's first two columns name the key
+// (key, path, file or filename) and the label (label, class or target);
+// then object, offset and size may follow; every column after is a
+// field, named "name" (a string) or "name:type" (str, string, int,
+// float). A record of 2 or 5 columns reads as it always has: with 5,
+// columns 2 to 4 either name the location or the record is a sample
+// unless it could not be one (its offset and size are not integers and
+// not all three empty).
+func parseCSVHeader(rec []string) (l *csvLayout, header bool, err error) {
+	name := func(i int) string { return strings.ToLower(strings.TrimSpace(rec[i])) }
+	if len(rec) < 2 {
+		return nil, false, nil
+	}
+	k, lab := name(0), name(1)
+	if !(k == "key" || k == "path" || k == "file" || k == "filename") || !(lab == "label" || lab == "class" || lab == "target") {
+		return nil, false, nil
+	}
+	located := len(rec) >= 5
+	for i := 0; located && i < len(locationFields); i++ {
+		located = name(2+i) == locationFields[i]
+	}
+	switch {
+	case len(rec) == 2 || len(rec) == 5 && located:
+		return nil, true, nil
+	case len(rec) == 5:
+		_, offOK := parseDecimal([]byte(strings.TrimSpace(rec[3])))
+		_, sizeOK := parseDecimal([]byte(strings.TrimSpace(rec[4])))
+		empty := strings.TrimSpace(rec[2]) == "" && strings.TrimSpace(rec[3]) == "" && strings.TrimSpace(rec[4]) == ""
+		if empty || offOK && sizeOK {
+			return nil, false, nil // a sample, as it always was
 		}
 	}
-	return (k == "key" || k == "path" || k == "file" || k == "filename") &&
-		(l == "label" || l == "class" || l == "target")
+	l = &csvLayout{columns: len(rec), located: located, first: 2}
+	if located {
+		l.first = 5
+	}
+	for i, col := range rec[l.first:] {
+		c := csvColumn{name: strings.TrimSpace(col), typ: FieldString}
+		if j := strings.LastIndexByte(c.name, ':'); j >= 0 {
+			t, ok := csvFieldTypes[strings.TrimSpace(c.name[j+1:])]
+			if !ok {
+				return nil, true, fmt.Errorf("header column %d %q: unknown type %q (want str, int or float)", l.first+i+1, col, c.name[j+1:])
+			}
+			c.name, c.typ = strings.TrimSpace(c.name[:j]), t
+		}
+		if err := CheckFieldName(c.name); err != nil {
+			return nil, true, fmt.Errorf("header column %d: %v", l.first+i+1, strings.TrimPrefix(err.Error(), "dataset: "))
+		}
+		for _, d := range l.fields {
+			if d.name == c.name {
+				return nil, true, fmt.Errorf("header column %d: field %q named twice", l.first+i+1, c.name)
+			}
+		}
+		l.fields = append(l.fields, c)
+		l.order = append(l.order, i)
+	}
+	slices.SortFunc(l.order, func(a, b int) int { return strings.Compare(l.fields[a].name, l.fields[b].name) })
+	return l, true, nil
+}
+
+// values appends to fs the fields of a record's columns, sorted by
+// name: an empty cell is absent; an int or float cell is read with its
+// spaces trimmed; a string cell is kept as it is (it must be UTF-8).
+func (l *csvLayout) values(line int, rec [][]byte, fs []NamedValue) ([]NamedValue, error) {
+	for _, i := range l.order {
+		c, cell := l.fields[i], rec[l.first+i]
+		if len(cell) == 0 {
+			continue
+		}
+		var v Value
+		switch c.typ {
+		case FieldString:
+			if !utf8.Valid(cell) {
+				return nil, badLine(line, "field %q: %q is not valid UTF-8", c.name, cell)
+			}
+			v = StringValue(string(cell))
+		case FieldInt:
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(cell)), 10, 64)
+			if err != nil {
+				return nil, badLine(line, "field %q: %q is not an integer", c.name, cell)
+			}
+			v = IntValue(n)
+		case FieldFloat:
+			f, err := strconv.ParseFloat(string(bytes.TrimSpace(cell)), 64)
+			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				return nil, badLine(line, "field %q: %q is not a finite number", c.name, cell)
+			}
+			v = FloatValue(f)
+		}
+		fs = append(fs, NamedValue{Name: c.name, Value: v})
+	}
+	return fs, nil
 }
 
 // setLocation fills row's location from the text of the three fields, of

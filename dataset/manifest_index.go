@@ -82,6 +82,9 @@ type ManifestIndex struct {
 	// Schema is the manifest's fields (nil: none; an index written
 	// before fields existed has none).
 	Schema Schema
+	// Columns is a CSV manifest's header when it names field columns
+	// (nil: none), which the pieces after the first are read with.
+	Columns []string
 }
 
 // Pieces is the number of pieces.
@@ -124,6 +127,9 @@ type indexHeader struct {
 	// absent without fields, so that an index of a manifest without
 	// fields is what it was before fields existed.
 	Fields []indexField `json:"fields,omitempty"`
+	// Columns is the CSV header, when it names field columns; absent
+	// otherwise.
+	Columns []string `json:"columns,omitempty"`
 }
 
 type indexField struct {
@@ -135,7 +141,7 @@ type indexField struct {
 func (x *ManifestIndex) MarshalBinary() ([]byte, error) {
 	h := indexHeader{Version: 1, Manifest: x.Manifest, Format: x.Format.String(), Samples: x.Samples,
 		PackedSamples: x.PackedSamples, Layout: x.Layout(), Digest: x.Digest, IntegerLabels: x.IntegerLabels,
-		ClassCount: len(x.Classes), Every: x.Every, Pieces: x.Pieces()}
+		ClassCount: len(x.Classes), Every: x.Every, Pieces: x.Pieces(), Columns: x.Columns}
 	if !x.IntegerLabels {
 		h.Classes = x.Classes
 	}
@@ -219,6 +225,12 @@ func ParseManifestIndex(b []byte) (*ManifestIndex, error) {
 			return nil, bad("fields %q and %q out of order", h.Fields[i-1].Name, f.Name)
 		}
 		x.Schema = append(x.Schema, Field{Name: f.Name, Type: t})
+	}
+	if h.Columns != nil {
+		if l, header, err := parseCSVHeader(h.Columns); format != ManifestCSV || err != nil || !header || l == nil {
+			return nil, bad("columns %q: not a CSV header with fields", h.Columns)
+		}
+		x.Columns = h.Columns
 	}
 	if h.IntegerLabels {
 		x.Classes = make([]string, h.ClassCount)

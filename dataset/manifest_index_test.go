@@ -73,6 +73,13 @@ func checkIndexed(t *testing.T, data []byte, key string, every int, cache int64)
 		if got.Key != w.Key || got.Label != w.Label || got.Offset != w.Offset || got.Size != w.Size || got.Packed() != w.Packed() || object != want.ObjectOf(w) {
 			t.Fatalf("manifest %q: sample %d: got %+v in %q, want %+v in %q", data, i, got, object, w, want.ObjectOf(w))
 		}
+		fields, err := CatalogFields(ctx, m, int64(i))
+		if err != nil {
+			t.Fatalf("sample %d: fields: %v", i, err)
+		}
+		if !m.Schema().Equal(want.Fields.Schema()) || !slices.EqualFunc(fields, want.Fields.Row(i), Value.Equal) {
+			t.Fatalf("manifest %q: sample %d: fields %v (%v), want %v (%v)", data, i, fields, m.Schema(), want.Fields.Row(i), want.Fields.Schema())
+		}
 	}
 	// The bound, or when it is smaller: the piece served and the
 	// prefetches (at most 4) in flight.
@@ -104,10 +111,17 @@ func randomIndexedManifest(r *rand.Rand, n int, jsonl bool) []byte {
 	var b bytes.Buffer
 	names := r.IntN(2) == 0
 	packedMode := r.IntN(3) // 0 plain, 1 packed, 2 mixed
+	withFields := false     // a CSV header with field columns
 	if !jsonl && r.IntN(2) == 0 {
-		if packedMode == 0 {
+		withFields = r.IntN(2) == 0
+		switch {
+		case packedMode == 0 && withFields:
+			b.WriteString("key,label,caption,n:int,score:float\n")
+		case packedMode == 0:
 			b.WriteString("key,label\n")
-		} else {
+		case withFields:
+			b.WriteString("key,label,object,offset,size,caption,n:int,score:float\n")
+		default:
 			b.WriteString("key,label,object,offset,size\n")
 		}
 	}
@@ -143,7 +157,18 @@ func randomIndexedManifest(r *rand.Rand, n int, jsonl bool) []byte {
 		if r.IntN(6) == 0 {
 			k = `"` + strings.Replace(k, "img", `i""m,g`+"\n", 1) + `"`
 		}
+		cells := ""
+		if withFields {
+			cells = fmt.Sprintf(",%s,%s,%s", []string{"a cat", "", `"x, ""y"""`, `"line` + "\n" + `break"`}[r.IntN(4)],
+				[]string{"1", "", "-3"}[r.IntN(3)], []string{"0.5", "", "2"}[r.IntN(3)])
+		}
 		switch {
+		case withFields && packed:
+			fmt.Fprintf(&b, "%s,%s,%s,%d,%d%s\n", k, label, obj, off, size, cells)
+		case withFields && packedMode != 0:
+			fmt.Fprintf(&b, "%s,%s,,,%s\n", k, label, cells)
+		case withFields:
+			fmt.Fprintf(&b, "%s,%s%s\n", k, label, cells)
 		case packed:
 			fmt.Fprintf(&b, "%s,%s,%s,%d,%d\n", k, label, obj, off, size)
 		case packedMode != 0:

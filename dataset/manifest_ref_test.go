@@ -89,6 +89,7 @@ func refParseCSV(r io.Reader) ([]refRow, error) {
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	var rows []refRow
+	var layout *csvLayout
 	for first := true; ; first = false {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -104,17 +105,25 @@ func refParseCSV(r io.Reader) ([]refRow, error) {
 		line, _ := cr.FieldPos(0)
 		if first {
 			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // a UTF-8 byte order mark
+			l, header, err := parseCSVHeader(rec)
+			if err != nil {
+				return nil, badLine(line, "%v", err)
+			}
+			if header {
+				layout = l
+				continue
+			}
 		}
-		if len(rec) != 2 && len(rec) != 5 {
+		switch {
+		case layout != nil && len(rec) != layout.columns:
+			return nil, badLine(line, "want %d fields, as the header has, got %d", layout.columns, len(rec))
+		case layout == nil && len(rec) != 2 && len(rec) != 5:
 			return nil, badLine(line, "want 2 fields (key,label) or 5 (key,label,object,offset,size), got %d", len(rec))
-		}
-		if first && isHeader(rec) {
-			continue
 		}
 		key, label := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
 		_, numErr := strconv.ParseInt(label, 10, 64)
 		row := refRow{line: line, key: key, label: label, number: numErr == nil}
-		if len(rec) == 5 {
+		if layout == nil && len(rec) == 5 || layout != nil && layout.located {
 			var loc [3]*string
 			for i := range loc {
 				if v := strings.TrimSpace(rec[2+i]); v != "" {
@@ -123,6 +132,45 @@ func refParseCSV(r io.Reader) ([]refRow, error) {
 			}
 			if err := row.refSetLocation(loc[0], loc[1], loc[2]); err != nil {
 				return nil, err
+			}
+		}
+		if layout != nil {
+			// Each column's cell, in column order; then sorted by name
+			// (an error is the first column's by name, as the parser's).
+			type cell struct {
+				c    csvColumn
+				text string
+			}
+			var cells []cell
+			for i, c := range layout.fields {
+				cells = append(cells, cell{c, rec[layout.first+i]})
+			}
+			slices.SortFunc(cells, func(a, b cell) int { return strings.Compare(a.c.name, b.c.name) })
+			for _, c := range cells {
+				if c.text == "" {
+					continue
+				}
+				var v Value
+				switch c.c.typ {
+				case FieldString:
+					if !utf8.ValidString(c.text) {
+						return nil, badLine(line, "field %q: %q is not valid UTF-8", c.c.name, c.text)
+					}
+					v = StringValue(c.text)
+				case FieldInt:
+					n, err := strconv.ParseInt(strings.TrimSpace(c.text), 10, 64)
+					if err != nil {
+						return nil, badLine(line, "field %q: %q is not an integer", c.c.name, c.text)
+					}
+					v = IntValue(n)
+				case FieldFloat:
+					f, err := strconv.ParseFloat(strings.TrimSpace(c.text), 64)
+					if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+						return nil, badLine(line, "field %q: %q is not a finite number", c.c.name, c.text)
+					}
+					v = FloatValue(f)
+				}
+				row.fields = append(row.fields, NamedValue{Name: c.c.name, Value: v})
 			}
 		}
 		rows = append(rows, row)

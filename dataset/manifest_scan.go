@@ -159,6 +159,7 @@ func ScanManifest(ctx context.Context, s storage.Store, key string, opts ScanOpt
 	if err != nil {
 		return nil, err
 	}
+	x.Columns = sc.columns
 	if opts.Every > 0 {
 		x.Offsets = append(x.Offsets, sc.size)
 	}
@@ -280,6 +281,7 @@ type scan struct {
 	prefix   string
 	unit     int
 	progress func(ScanProgress)
+	columns  []string // the CSV header's, when it names fields
 }
 
 // piece is a run of whole records of a manifest, parsed.
@@ -307,7 +309,8 @@ func (sc *scan) pass(n int, resolve func(string, bool) (int32, error), fn func(p
 			}
 			return nil
 		}
-		ds, err := parsePiece(raw, sc.format, sc.prefix, k > 0, sc.unit, resolve)
+		sc.columns = sp.columns
+		ds, err := parsePiece(raw, sc.format, sc.prefix, k > 0, sc.columns, sc.unit, resolve)
 		if err != nil {
 			var me *ManifestError
 			if errors.As(err, &me) && me.Line > 0 {
@@ -333,10 +336,11 @@ func (sc *scan) pass(n int, resolve func(string, bool) (int32, error), fn func(p
 
 // parsePiece parses raw, whole records of a manifest, into a Dataset whose
 // keys and objects have prefix before them and whose labels resolve
-// gives. continued: raw does not start the manifest.
-func parsePiece(raw []byte, format ManifestFormat, prefix string, continued bool, unit int, resolve func(string, bool) (int32, error)) (*Dataset, error) {
+// gives. continued: raw does not start the manifest; columns: the CSV
+// header's, when it names fields.
+func parsePiece(raw []byte, format ManifestFormat, prefix string, continued bool, columns []string, unit int, resolve func(string, bool) (int32, error)) (*Dataset, error) {
 	b := newManifestBuilder(prefix, len(raw)+unit*len(prefix))
-	b.continued, b.resolve, b.recHint = continued, resolve, unit+1
+	b.continued, b.resolve, b.recHint, b.csvHeader = continued, resolve, unit+1, columns
 	ds, err := parseManifestSized(bytes.NewReader(raw), format, b, csvBufferSize)
 	if err != nil {
 		return nil, err
@@ -368,15 +372,16 @@ type splitter struct {
 	format ManifestFormat
 	unit   int
 
-	off    int64 // bytes read
-	lines  int   // lines read
-	carry  []byte
-	cLine  int // the carried line's number
-	long   []byte
-	buf    []byte
-	inQ    bool
-	first  bool // no record seen yet
-	header bool // the first record is a CSV header
+	off     int64 // bytes read
+	lines   int   // lines read
+	carry   []byte
+	cLine   int // the carried line's number
+	long    []byte
+	buf     []byte
+	inQ     bool
+	first   bool     // no record seen yet
+	header  bool     // the first record is a CSV header
+	columns []string // its columns, when it names fields
 	// The record being read: its first line and bytes so far (CSV
 	// records with quotes may run over several lines).
 	recLine, recBytes int
@@ -457,8 +462,10 @@ func (sp *splitter) next() (start int64, line int, raw []byte, records int, err 
 		}
 		if starts && sp.first {
 			sp.first = false
-			if sp.format == ManifestCSV && csvHeader(l) {
-				sp.header = true
+			if sp.format == ManifestCSV {
+				sp.header, sp.columns = csvHeader(l)
+			}
+			if sp.header {
 				sp.buf = append(sp.buf, l...)
 				continue
 			}
@@ -482,14 +489,22 @@ func btoi(b bool) int {
 }
 
 // csvHeader reports whether line, the first record of a CSV manifest, is
-// a header (isHeader).
-func csvHeader(line []byte) bool {
+// a header (parseCSVHeader; one it refuses too, for the parser to
+// report), and returns its columns when it names fields.
+func csvHeader(line []byte) (header bool, columns []string) {
 	line = bytes.TrimPrefix(line, []byte("\ufeff"))
 	r := csv.NewReader(bytes.NewReader(line))
 	r.FieldsPerRecord = -1
 	rec, err := r.Read()
-	if err != nil || (len(rec) != 2 && len(rec) != 5) {
-		return false
+	if err != nil {
+		return false, nil
 	}
-	return isHeader(rec)
+	l, header, err := parseCSVHeader(rec)
+	if err != nil {
+		return true, nil
+	}
+	if l != nil {
+		columns = rec
+	}
+	return header, columns
 }

@@ -98,11 +98,21 @@ func randomManifest(rng *rand.Rand, jsonl bool) []byte {
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
 	names := rng.IntN(2) == 0 // class names, else integers
 	var b bytes.Buffer
+	// A CSV header with field columns: caption (string), n (int), score
+	// (float), after the location columns or not.
+	withFields, located := false, false
 	if !jsonl && rng.IntN(2) == 0 {
 		if rare(100) {
 			b.WriteString("\ufeff")
 		}
-		b.WriteString(pick("key,label\n", "path,class\n", "key,label,object,offset,size\n", "File , Target\r\n"))
+		header := pick("key,label\n", "path,class\n", "key,label,object,offset,size\n", "File , Target\r\n",
+			"key,label,caption,n:int,score: float\n", "key,label,object,offset,size,caption:str,n:int,score:float\n")
+		withFields = strings.Contains(header, "caption")
+		located = strings.Contains(header, "object")
+		if rare(30) {
+			header = pick("key,label,caption,caption\n", "key,label,x:list\n", "key,label,size\n", "key,label,\n", "key,label,a,0,x\n")
+		}
+		b.WriteString(header)
 	}
 	rows := rng.IntN(60)
 	for i := range rows {
@@ -134,7 +144,7 @@ func randomManifest(rng *rand.Rand, jsonl bool) []byte {
 		if jsonl {
 			writeJSONRow(&b, rng, key, label, names, packed, object, offset, size)
 		} else {
-			writeCSVRow(&b, rng, key, label, packed, object, offset, size)
+			writeCSVRow(&b, rng, key, label, packed, object, offset, size, withFields, located)
 		}
 		if i < rows-1 || rng.IntN(2) == 0 {
 			b.WriteString(pick("\n", "\n", "\n", "\r\n"))
@@ -146,7 +156,7 @@ func randomManifest(rng *rand.Rand, jsonl bool) []byte {
 	return b.Bytes()
 }
 
-func writeCSVRow(b *bytes.Buffer, rng *rand.Rand, key, label string, packed bool, object, offset, size string) {
+func writeCSVRow(b *bytes.Buffer, rng *rand.Rand, key, label string, packed bool, object, offset, size string, withFields, located bool) {
 	field := func(s string) string {
 		if rng.IntN(10) == 0 || strings.ContainsAny(s, ",\"\n") {
 			return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
@@ -157,6 +167,24 @@ func writeCSVRow(b *bytes.Buffer, rng *rand.Rand, key, label string, packed bool
 		return s
 	}
 	fields := []string{field(key), field(label)}
+	if withFields {
+		if located || rng.IntN(50) == 0 {
+			if !packed {
+				object, offset, size = "", "", ""
+			}
+			fields = append(fields, field(object), field(offset), field(size))
+		}
+		pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+		fields = append(fields,
+			field(pick("a cat", "", " spaced ", "with, comma", `say "hi"`, "multi\nline", "Émeu", "x\xff")),
+			field(pick("1", "-7", "", " 42 ", "9223372036854775807", "x", "1.5")),
+			field(pick("0.5", "1", "", "-2e3", " 3.25 ", "nan", "1e400", "y")))
+		if rng.IntN(100) == 0 {
+			fields = fields[:len(fields)-1]
+		}
+		b.WriteString(strings.Join(fields, ","))
+		return
+	}
 	if packed || rng.IntN(10) == 0 {
 		if !packed {
 			object, offset, size = "", "", ""
