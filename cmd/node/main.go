@@ -67,6 +67,8 @@ type options struct {
 	standalone       bool
 	dataset          string
 	manifest         string
+	mediaColumn      string
+	labelColumn      string
 	s3Endpoint       string
 	s3Credentials    s3.CredentialsFlag
 	epochs           int
@@ -151,6 +153,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.standalone, "standalone", false, "run one machine's job without a coordinator")
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (ImageFolder layout or a manifest)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object (CSV key,label or JSON lines) relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
+	fs.StringVar(&o.mediaColumn, "media-column", "", "Parquet datasets: the column holding each sample's bytes (binary, or a struct with binary \"bytes\" as Hugging Face's Image feature); default: the one such column (docs/parquet.md)")
+	fs.StringVar(&o.labelColumn, "label-column", "", "Parquet datasets: the integer column holding the labels; default: \"label\" if it is one, else every label is 0")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	o.s3Credentials = s3.CredsAuto
 	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
@@ -466,6 +470,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		dopts.Layout = dataset.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
+	dopts.MediaColumn, dopts.LabelColumn = o.mediaColumn, o.labelColumn
 	packed := dataset.PackedConfig{Block: block, Window: window}
 	var err error
 	if dopts.Extensions, err = dataset.MediaExtensions(o.mediaFlags.media); err == nil {
