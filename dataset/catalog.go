@@ -41,6 +41,8 @@ type Catalog interface {
 var (
 	_ Catalog      = (*datasetCatalog)(nil)
 	_ Catalog      = (*IndexedManifest)(nil)
+	_ FieldCatalog = (*datasetCatalog)(nil)
+	_ FieldCatalog = (*IndexedManifest)(nil)
 	_ SamplePeeker = (*datasetCatalog)(nil)
 	_ SamplePeeker = (*IndexedManifest)(nil)
 )
@@ -69,6 +71,13 @@ func (c *datasetCatalog) Digest() string {
 	return c.digest
 }
 func (c *datasetCatalog) Prefetch(lo, hi int64) {}
+func (c *datasetCatalog) Schema() Schema        { return c.ds.Fields.Schema() }
+func (c *datasetCatalog) Fields(_ context.Context, i int64) ([]Value, error) {
+	if i < 0 || i >= int64(len(c.ds.Samples)) {
+		return nil, fmt.Errorf("dataset: catalog: sample %d outside [0, %d)", i, len(c.ds.Samples))
+	}
+	return c.ds.Fields.Row(int(i)), nil
+}
 func (c *datasetCatalog) Sample(_ context.Context, i int64) (Sample, string, error) {
 	if i < 0 || i >= int64(len(c.ds.Samples)) {
 		return Sample{}, "", fmt.Errorf("dataset: catalog: sample %d outside [0, %d)", i, len(c.ds.Samples))
@@ -159,6 +168,7 @@ type compactPiece struct {
 	n       int
 	rec     int      // record size
 	objects []string // ObjectID i is objects[i-1], on the heap
+	fields  *Fields  // the samples' fields, on the heap; nil without
 }
 
 const (
@@ -168,7 +178,7 @@ const (
 
 // newCompactPiece encodes ds's samples.
 func newCompactPiece(ds *Dataset) (compactPiece, error) {
-	c := compactPiece{n: len(ds.Samples), rec: plainRecord, objects: ds.Objects}
+	c := compactPiece{n: len(ds.Samples), rec: plainRecord, objects: ds.Objects, fields: ds.Fields}
 	if ds.Packed() {
 		c.rec = packedRecord
 	}
@@ -230,9 +240,10 @@ func (c compactPiece) sample(j int, withKey bool) (Sample, string) {
 	return s, c.objects[s.Object-1]
 }
 
-// cost is what the piece holds: its buffer, and its objects' keys.
+// cost is what the piece holds: its buffer, its fields and its
+// objects' keys.
 func (c compactPiece) cost() int64 {
-	n := int64(cap(c.data))
+	n := int64(cap(c.data)) + c.fields.Bytes()
 	for _, o := range c.objects {
 		n += int64(len(o)) + 16
 	}
@@ -244,7 +255,7 @@ func (c *compactPiece) free() {
 	if c.data != nil && !c.heap {
 		offheap.Free(c.data)
 	}
-	c.data = nil
+	c.data, c.fields = nil, nil
 }
 
 // OpenIndexedManifest reads the index of the manifest at key (IndexKey)
@@ -332,6 +343,31 @@ func (m *IndexedManifest) Classes() []string { return m.x.Classes }
 // Digest implements Catalog.
 func (m *IndexedManifest) Digest() string { return m.x.Digest }
 
+// Schema implements FieldCatalog: the index's schema.
+func (m *IndexedManifest) Schema() Schema { return m.x.Schema }
+
+// Fields implements FieldCatalog: sample i's fields, from its piece
+// (read as Sample reads it), laid out by the index's schema.
+func (m *IndexedManifest) Fields(ctx context.Context, i int64) ([]Value, error) {
+	var row []Value
+	err := m.withPiece(ctx, i, func(p *compactPiece, j int) error {
+		if p.fields == nil {
+			if len(m.x.Schema) == 0 {
+				return nil
+			}
+			row = make([]Value, len(m.x.Schema))
+			return nil
+		}
+		var err error
+		row, err = p.fields.RowIn(j, m.x.Schema)
+		if err != nil {
+			return fmt.Errorf("manifest %s: sample %d: %w: %w", m.x.Manifest, i, ErrStaleIndex, err)
+		}
+		return nil
+	})
+	return row, err
+}
+
 // Stats returns the counters so far.
 func (m *IndexedManifest) Stats() CatalogStats {
 	m.mu.Lock()
@@ -343,8 +379,20 @@ func (m *IndexedManifest) Stats() CatalogStats {
 
 // Sample implements Catalog.
 func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, error) {
+	var s Sample
+	var object string
+	err := m.withPiece(ctx, i, func(p *compactPiece, j int) error {
+		s, object = p.sample(j, true)
+		return nil
+	})
+	return s, object, err
+}
+
+// withPiece calls fn, with m.mu held, with the loaded piece of sample i
+// and i's place in it, reading the piece first if it must.
+func (m *IndexedManifest) withPiece(ctx context.Context, i int64, fn func(p *compactPiece, j int) error) error {
 	if i < 0 || i >= m.x.Samples {
-		return Sample{}, "", fmt.Errorf("dataset: manifest %s: sample %d outside [0, %d)", m.x.Manifest, i, m.x.Samples)
+		return fmt.Errorf("dataset: manifest %s: sample %d outside [0, %d)", m.x.Manifest, i, m.x.Samples)
 	}
 	k := int(i / int64(m.x.Every))
 	m.mu.Lock()
@@ -354,7 +402,7 @@ func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, 
 			p = m.startLocked(k, false)
 			if p == nil {
 				m.mu.Unlock()
-				return Sample{}, "", fmt.Errorf("dataset: manifest %s: closed", m.x.Manifest)
+				return fmt.Errorf("dataset: manifest %s: closed", m.x.Manifest)
 			}
 		}
 		select {
@@ -370,14 +418,14 @@ func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, 
 				m.mu.Lock()
 				p.waiters--
 				m.mu.Unlock()
-				return Sample{}, "", ctx.Err()
+				return ctx.Err()
 			}
 			m.mu.Lock()
 			p.waiters--
 		}
 		if p.err != nil {
 			m.mu.Unlock()
-			return Sample{}, "", p.err
+			return p.err
 		}
 		if p.recs.data == nil {
 			continue // evicted between its read and this wake-up: again
@@ -385,9 +433,9 @@ func (m *IndexedManifest) Sample(ctx context.Context, i int64) (Sample, string, 
 		if p.elem != nil {
 			m.mu.lru.MoveToFront(p.elem)
 		}
-		s, object := p.recs.sample(int(i-int64(k)*int64(m.x.Every)), true)
+		err := fn(&p.recs, int(i-int64(k)*int64(m.x.Every)))
 		m.mu.Unlock()
-		return s, object, nil
+		return err
 	}
 }
 

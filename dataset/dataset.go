@@ -60,6 +60,9 @@ type Dataset struct {
 	// (Format.Name: "imagefolder", "manifest-csv", ...); "" for a
 	// Dataset made otherwise.
 	Format string
+	// Fields are the samples' fields (Fields.Len() == len(Samples)); nil
+	// when the dataset has none.
+	Fields *Fields
 	// Excluded is how many samples discovery left out
 	// (DiscoverOptions.Exclude).
 	Excluded int

@@ -6,7 +6,7 @@ import (
 )
 
 // ManifestDigest identifies a dataset: a hash of its keys and labels in
-// index order, and of where each packed sample lies (object key — not
+// index order, of its fields' values (only where a sample has any), and of where each packed sample lies (object key — not
 // its ID, which depends on the order objects were listed — offset, size),
 // so that a node and a coordinator reading differently packed copies
 // refuse each other. Coordinator and nodes compare it before
@@ -14,8 +14,12 @@ import (
 // packing existed.
 func ManifestDigest(ds *Dataset) string {
 	var d Digester
-	for _, s := range ds.Samples {
+	schema := ds.Fields.Schema()
+	for i, s := range ds.Samples {
 		d.Add(s, ds.ObjectOf(s))
+		if len(schema) > 0 {
+			d.AddFields(schema, ds.Fields.Row(i))
+		}
 	}
 	if ds.FormatDigest != "" {
 		d.AddFormat(ds.FormatDigest)
@@ -76,6 +80,20 @@ func (d *Digester) AddFormat(desc string) {
 		h *= 1099511628211
 	}
 	d.h = h
+}
+
+// AddFields hashes the fields of the sample Add hashed last, row laid
+// out by schema. A sample whose fields are all absent hashes as one
+// without fields, so a dataset without fields digests as it did before
+// fields existed; a changed value (a caption) changes the digest.
+func (d *Digester) AddFields(schema Schema, row []Value) {
+	buf := appendFieldsDigest(d.buf[:0], schema, row)
+	h := d.h
+	for _, c := range buf {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	d.h, d.buf = h, buf
 }
 
 // String is the digest of the samples added so far.

@@ -149,7 +149,10 @@ type packedManifestLine struct {
 // WriteManifestJSONL writes ds's samples to w as the lines of a
 // JSON-lines manifest (ManifestJSONL), in order: {"key","label"}, and for
 // a packed sample "object" (its key in ds.Objects), "offset" and "size"
-// too. Labels are integers when ds.Classes are "0", "1", ... in order
+// too, then a member for each of the sample's fields (docs/fields.md:
+// what ParseManifest reads back as the same field; a string field holding
+// JSON text stays a string). A float that is NaN or infinite, or a
+// string that is not valid UTF-8, has no JSON: an error. Labels are integers when ds.Classes are "0", "1", ... in order
 // (what ParseManifest makes of integer labels), else the class names.
 // Calls with the same classes append to one manifest: a writer of many
 // shards writes each shard's samples as it goes, in a Dataset of the
@@ -177,9 +180,23 @@ func WriteManifestJSONL(w io.Writer, ds *Dataset) error {
 			}
 		}
 	}
+	schema := ds.Fields.Schema()
+	if ds.Fields != nil && ds.Fields.Len() != len(ds.Samples) {
+		return fmt.Errorf("dataset: manifest: fields of %d samples for %d samples", ds.Fields.Len(), len(ds.Samples))
+	}
+	for c, f := range schema {
+		if err := CheckFieldName(f.Name); err != nil {
+			return err
+		}
+		for i := range ds.Samples {
+			if err := jsonWritable(ds.Fields.Value(i, c)); err != nil {
+				return fmt.Errorf("dataset: manifest: sample %d (%s): field %q: %v", i, ds.Samples[i].Key, f.Name, err)
+			}
+		}
+	}
 	integers := integerClasses(classes)
 	bw := bufio.NewWriter(w)
-	for _, s := range ds.Samples {
+	for i, s := range ds.Samples {
 		var label any = classes[s.Label]
 		if integers {
 			label = s.Label
@@ -191,6 +208,19 @@ func WriteManifestJSONL(w io.Writer, ds *Dataset) error {
 		b, err := json.Marshal(line)
 		if err != nil {
 			return fmt.Errorf("dataset: manifest: sample %s: %w", s.Key, err)
+		}
+		if len(schema) > 0 {
+			b = b[:len(b)-1] // the closing brace: the fields follow
+			for c, f := range schema {
+				v := ds.Fields.Value(i, c)
+				if !v.Present() {
+					continue
+				}
+				name, _ := json.Marshal(f.Name)
+				b = append(append(append(b, ','), name...), ':')
+				b = appendJSONValue(b, v)
+			}
+			b = append(b, '}')
 		}
 		bw.Write(b)
 		bw.WriteByte('\n')

@@ -42,6 +42,8 @@ type manifestRow struct {
 	packed       bool
 	object       []byte
 	offset, size int64
+
+	fields []NamedValue // the row's fields, sorted by name
 }
 
 // keyBlockSize is the size of the blocks keys are copied into: big enough
@@ -99,6 +101,8 @@ type manifestBuilder struct {
 
 	rows int // rows parsed, kept or not
 
+	fields *FieldsBuilder // of the samples kept
+
 	// resolve, when set, gives each label text its final label (a piece
 	// of a manifest, whose classes are the whole manifest's: see
 	// IndexedManifest), instead of numbering the labels this builder saw.
@@ -126,6 +130,7 @@ func newManifestBuilder(prefix string, blockSize int) *manifestBuilder {
 		blockSize: blockSize,
 		labels:    map[string]int32{},
 		objects:   map[string]ObjectID{},
+		fields:    NewFieldsBuilder(),
 	}
 }
 
@@ -189,6 +194,17 @@ func (b *manifestBuilder) add(row *manifestRow) {
 	case row.offset > math.MaxInt64-row.size:
 		b.bad = badLine(row.line, "offset %d + size %d overflows", row.offset, row.size)
 	}
+	// The fields last: a field of a type the samples before did not
+	// have is the row's last check.
+	if b.bad == nil {
+		for _, f := range row.fields {
+			if err := b.fields.Set(f.Name, f.Value); err != nil {
+				b.bad = badLine(row.line, "%v", err)
+				break
+			}
+		}
+	}
+	b.fields.EndSample()
 }
 
 // putKey copies prefix+key into the block of keys, starting a block if it
@@ -274,6 +290,7 @@ func (b *manifestBuilder) finish() (*Dataset, error) {
 		start = int(r.keyEnd)
 	}
 	b.recs, b.locs, b.blocks = nil, nil, nil
+	ds.Fields = b.fields.Finish()
 
 	if d, p := firstDuplicate(ds.Samples); d >= 0 {
 		return nil, badLine(b.line(d), "key %q already on line %d", ds.Samples[d].Key[len(b.prefix):], b.line(p))

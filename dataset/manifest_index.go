@@ -79,6 +79,9 @@ type ManifestIndex struct {
 	// size last; Sums the CRC-32C (Castagnoli) of each piece's bytes.
 	Offsets []int64
 	Sums    []uint32
+	// Schema is the manifest's fields (nil: none; an index written
+	// before fields existed has none).
+	Schema Schema
 }
 
 // Pieces is the number of pieces.
@@ -117,6 +120,15 @@ type indexHeader struct {
 	Classes       []string `json:"classes,omitempty"` // names only
 	Every         int      `json:"every"`
 	Pieces        int      `json:"pieces"`
+	// Fields is the schema, "name" and "type" (FieldType.String) each;
+	// absent without fields, so that an index of a manifest without
+	// fields is what it was before fields existed.
+	Fields []indexField `json:"fields,omitempty"`
+}
+
+type indexField struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
 }
 
 // MarshalBinary encodes x.
@@ -126,6 +138,9 @@ func (x *ManifestIndex) MarshalBinary() ([]byte, error) {
 		ClassCount: len(x.Classes), Every: x.Every, Pieces: x.Pieces()}
 	if !x.IntegerLabels {
 		h.Classes = x.Classes
+	}
+	for _, f := range x.Schema {
+		h.Fields = append(h.Fields, indexField{Name: f.Name, Type: f.Type.String()})
 	}
 	if len(x.Offsets) != len(x.Sums)+1 && !(len(x.Offsets) == 0 && len(x.Sums) == 0) {
 		return nil, fmt.Errorf("dataset: manifest index: %d offsets for %d pieces", len(x.Offsets), len(x.Sums))
@@ -191,6 +206,19 @@ func ParseManifestIndex(b []byte) (*ManifestIndex, error) {
 		return nil, bad("%d classes", h.ClassCount)
 	case !h.IntegerLabels && len(h.Classes) != h.ClassCount:
 		return nil, bad("%d class names for %d classes", len(h.Classes), h.ClassCount)
+	}
+	for i, f := range h.Fields {
+		t, err := ParseFieldType(f.Type)
+		if err != nil {
+			return nil, bad("field %q: %v", f.Name, err)
+		}
+		if err := CheckFieldName(f.Name); err != nil {
+			return nil, bad("%v", err)
+		}
+		if i > 0 && h.Fields[i-1].Name >= f.Name {
+			return nil, bad("fields %q and %q out of order", h.Fields[i-1].Name, f.Name)
+		}
+		x.Schema = append(x.Schema, Field{Name: f.Name, Type: t})
 	}
 	if h.IntegerLabels {
 		x.Classes = make([]string, h.ClassCount)

@@ -41,7 +41,7 @@ func parseJSONL(r io.Reader, b *manifestBuilder) error {
 		if !f.hasKey {
 			return badLine(line, `no "key"`)
 		}
-		row = manifestRow{line: line, key: f.key}
+		row = manifestRow{line: line, key: f.key, fields: f.fields}
 		switch lab := bytes.TrimSpace(f.label); {
 		case len(lab) == 0 || string(lab) == "null":
 			return badLine(line, `no "label"`)
@@ -93,6 +93,7 @@ type jsonFields struct {
 	hasKey, hasObject   bool
 	key, object         []byte // decoded
 	label, offset, size []byte // JSON text; nil: absent
+	fields              []NamedValue
 }
 
 // decode fills f from text with encoding/json.
@@ -108,6 +109,16 @@ func (f *jsonFields) decode(line int, text []byte) error {
 		return badLine(line, "not a JSON object: %v", err)
 	}
 	*f = jsonFields{label: obj.Label, offset: obj.Offset, size: obj.Size}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(text, &all); err != nil {
+		return badLine(line, "not a JSON object: %v", err)
+	}
+	if len(all) > 0 {
+		var err error
+		if f.fields, err = jsonObjectFields(all, reservedFieldNames, "", nil); err != nil {
+			return badLine(line, "%v", err)
+		}
+	}
 	if obj.Key != nil {
 		f.hasKey, f.key = true, []byte(*obj.Key)
 	}

@@ -49,6 +49,8 @@ type refRow struct {
 	packed       bool
 	object       string
 	offset, size int64
+
+	fields []NamedValue
 }
 
 // refSetLocation fills row's location from the text of the three fields
@@ -149,10 +151,18 @@ func refParseJSONL(r io.Reader) ([]refRow, error) {
 		if err := json.Unmarshal(text, &obj); err != nil {
 			return nil, badLine(line, "not a JSON object: %v", err)
 		}
+		// Every other member is a field (fields_json.go gives a JSON
+		// value's field; that is not what this reference checks).
+		var all map[string]json.RawMessage
+		json.Unmarshal(text, &all)
+		fields, err := jsonObjectFields(all, reservedFieldNames, "", nil)
+		if err != nil {
+			return nil, badLine(line, "%v", err)
+		}
 		if obj.Key == nil {
 			return nil, badLine(line, `no "key"`)
 		}
-		row := refRow{line: line, key: *obj.Key}
+		row := refRow{line: line, key: *obj.Key, fields: fields}
 		switch lab := bytes.TrimSpace(obj.Label); {
 		case len(lab) == 0 || string(lab) == "null":
 			return nil, badLine(line, `no "label"`)
@@ -212,6 +222,7 @@ func refBuildDataset(rows []refRow) (*Dataset, error) {
 		return nil, fmt.Errorf("manifest has no samples: %w", ErrEmptyDataset)
 	}
 	seen := make(map[string]int, len(rows))
+	fb := NewFieldsBuilder()
 	for _, r := range rows {
 		if r.key == "" {
 			return nil, badLine(r.line, "empty key")
@@ -245,8 +256,14 @@ func refBuildDataset(rows []refRow) (*Dataset, error) {
 				return nil, badLine(r.line, "offset %d + size %d overflows", r.offset, r.size)
 			}
 		}
+		for _, f := range r.fields {
+			if err := fb.Set(f.Name, f.Value); err != nil {
+				return nil, badLine(r.line, "%v", err)
+			}
+		}
+		fb.EndSample()
 	}
-	ds := &Dataset{Samples: make([]Sample, len(rows))}
+	ds := &Dataset{Samples: make([]Sample, len(rows)), Fields: fb.Finish()}
 	// Each object once, in order of first use; its samples hold its ID.
 	objects := map[string]ObjectID{}
 	for i, r := range rows {

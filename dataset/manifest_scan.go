@@ -120,6 +120,7 @@ func ScanManifest(ctx context.Context, s storage.Store, key string, opts ScanOpt
 	var d Digester
 	var last string
 	sorted := true
+	widened := false // a piece's field type is not the manifest's: digest again
 	var hashes []uint64
 	seed := maphash.MakeSeed()
 	err = sc.pass(1, resolve, func(p piece) error {
@@ -127,8 +128,19 @@ func ScanManifest(ctx context.Context, s storage.Store, key string, opts ScanOpt
 			x.Offsets = append(x.Offsets, p.start)
 			x.Sums = append(x.Sums, crc32.Checksum(p.raw, castagnoli))
 		}
-		for _, smp := range p.ds.Samples {
+		if ps := p.ds.Fields.Schema(); len(ps) > 0 {
+			merged, w, err := mergeSchema(x.Schema, ps)
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrBadManifest, err)
+			}
+			widened = widened || w
+			x.Schema = merged
+		}
+		for i, smp := range p.ds.Samples {
 			d.Add(smp, p.ds.ObjectOf(smp))
+			if p.ds.Fields != nil {
+				d.AddFields(p.ds.Fields.Schema(), p.ds.Fields.Row(i))
+			}
 			if smp.Packed() {
 				x.PackedSamples++
 			}
@@ -162,7 +174,7 @@ func ScanManifest(ctx context.Context, s storage.Store, key string, opts ScanOpt
 	for _, number := range texts {
 		names = names || !number
 	}
-	if !names {
+	if !names && !widened {
 		if badLabel != nil {
 			return nil, fmt.Errorf("scan manifest %s: %w", key, badLabel)
 		}
@@ -175,17 +187,38 @@ func ScanManifest(ctx context.Context, s storage.Store, key string, opts ScanOpt
 		return x, nil
 	}
 
-	// Class names, sorted as ParseManifest sorts them: pass 2 digests
-	// the samples with their final labels.
-	x.Classes = make([]string, 0, len(texts))
-	for t := range texts {
-		x.Classes = append(x.Classes, t)
+	// Class names, sorted as ParseManifest sorts them, or fields whose
+	// type one piece does not know: pass 2 digests the samples with their
+	// final labels and field types.
+	resolve2 := resolve
+	if names {
+		x.Classes = make([]string, 0, len(texts))
+		for t := range texts {
+			x.Classes = append(x.Classes, t)
+		}
+		slices.Sort(x.Classes)
+		resolve2 = classResolver(x.Classes)
+	} else {
+		if badLabel != nil {
+			return nil, fmt.Errorf("scan manifest %s: %w", key, badLabel)
+		}
+		x.IntegerLabels = true
+		x.Classes = make([]string, maxLabel+1)
+		for i := range x.Classes {
+			x.Classes[i] = strconv.Itoa(int(i))
+		}
 	}
-	slices.Sort(x.Classes)
 	d = Digester{}
-	err = sc.pass(2, classResolver(x.Classes), func(p piece) error {
-		for _, smp := range p.ds.Samples {
+	err = sc.pass(2, resolve2, func(p piece) error {
+		for i, smp := range p.ds.Samples {
 			d.Add(smp, p.ds.ObjectOf(smp))
+			if len(x.Schema) > 0 {
+				row, err := p.ds.Fields.RowIn(i, x.Schema)
+				if err != nil {
+					return fmt.Errorf("%w: sample %d: %v", ErrBadManifest, i, err)
+				}
+				d.AddFields(x.Schema, row)
+			}
 		}
 		return nil
 	})

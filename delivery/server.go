@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 )
@@ -59,6 +60,12 @@ type Config struct {
 	// RankDevice, if set, says rank's GPU (a node running one rank per
 	// device, --gpus), for the welcome; nil result or nil func: none.
 	RankDevice func(rank int) *RankDevice
+	// Fields, if set, is the catalog whose samples rank serves, looked up
+	// by a batch's dataset indices for a trainer whose hello asks for
+	// fields (feed.Hello.Fields): the welcome carries its schema and each
+	// batch a fields frame. nil, a nil result or a catalog without fields:
+	// no fields.
+	Fields func(rank int) dataset.Catalog
 }
 
 // RankDevice is a rank's GPU.
@@ -606,6 +613,11 @@ type session struct {
 	wmu  sync.Mutex // one frame at a time on the connection
 	wbuf []byte
 
+	// fieldCat and schema: the trainer asked for fields and the dataset
+	// has some (Config.Fields).
+	fieldCat dataset.Catalog
+	schema   dataset.Schema
+
 	hmu    sync.Mutex
 	held   map[uint64]*actors.Batch // delivered, not released
 	nextID uint64
@@ -648,6 +660,21 @@ func (s *session) send(t feed.MsgType, v any, fd int) error {
 	_, err = s.conn.Write(b)
 	if cap(s.wbuf) > 1<<20 {
 		s.wbuf = nil // a rare huge descriptor: do not keep its buffer
+	}
+	return err
+}
+
+// sendFields writes a batch's fields frame.
+func (s *session) sendFields(f *feed.BatchFields) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var err error
+	if s.wbuf, err = feed.AppendFieldsFrame(s.wbuf[:0], f); err != nil {
+		return err
+	}
+	_, err = s.conn.Write(s.wbuf)
+	if cap(s.wbuf) > 1<<20 {
+		s.wbuf = nil
 	}
 	return err
 }
@@ -742,6 +769,14 @@ func (s *session) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 		s.delivery = feed.DeliveryCUDAIPC
 	}
 	w.Device, w.Delivery = s.r.dev.ref(), s.delivery
+	if f := s.r.s.cfg.Fields; f != nil && h.Fields {
+		if cat := f(s.r.rank); cat != nil {
+			if schema := dataset.CatalogSchema(cat); len(schema) > 0 {
+				s.fieldCat, s.schema = cat, schema
+				w.Fields = fieldSpecs(schema)
+			}
+		}
+	}
 	if err := s.send(feed.MsgWelcome, w, -1); err != nil {
 		return
 	}
@@ -977,6 +1012,18 @@ func (s *session) writeLoop(readerDone <-chan struct{}) {
 			r.mu.Lock()
 			r.mu.ledger.delivered(b.Epoch, b.Step)
 			r.mu.Unlock()
+		}
+		if s.fieldCat != nil {
+			bf, err := batchFields(s.ctx, s.fieldCat, s.schema, bd.ID, b.Indices)
+			if err == nil {
+				err = s.sendFields(bf)
+			}
+			if err != nil {
+				if s.ctx.Err() == nil {
+					s.fail(feed.CodePipeline, err, nil)
+				}
+				return // held: released when the session ends
+			}
 		}
 		if s.send(feed.MsgBatch, bd, -1) != nil {
 			return // held: released when the session ends

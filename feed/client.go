@@ -46,6 +46,9 @@ type DialConfig struct {
 	// and root (see NodeUIDEnv, which adds to them): the client asks the
 	// kernel who serves the socket and refuses anyone else (*PeerError).
 	NodeUIDs []uint32
+	// Fields asks for the samples' fields: Batch.Fields, with the schema
+	// in Welcome().Fields.
+	Fields bool
 }
 
 // DefaultConnectTimeout is how long a trainer waits for its node by
@@ -129,6 +132,10 @@ func connect(ctx context.Context, path string, cfg DialConfig) (*net.UnixConn, e
 type Client struct {
 	conn    *net.UnixConn
 	welcome Welcome
+	fields  bool // the hello asked for fields
+
+	// pendingFields is the fields frame read, for the batch that follows
+	pendingFields *BatchFields
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -231,6 +238,9 @@ type Batch struct {
 	// cluster plans it now; commit it (an epoch completes only when every
 	// rank committed its stream).
 	EndOfStream bool
+	// Fields are the rows' fields (DialConfig.Fields, a dataset with
+	// fields); nil otherwise. Their bytes stay valid after Release.
+	Fields *BatchFields
 
 	c        *Client
 	released atomic.Bool
@@ -284,7 +294,7 @@ func DialContext(ctx context.Context, path string, cfg DialConfig) (*Client, err
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{conn: nc, rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4)), regions: make(map[uint64][]byte), clock: cfg.Clock}
+	c := &Client{conn: nc, rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4)), regions: make(map[uint64][]byte), clock: cfg.Clock, fields: cfg.Fields}
 	if c.clock == nil {
 		c.clock = systemClock{}
 	}
@@ -293,7 +303,7 @@ func DialContext(ctx context.Context, path string, cfg DialConfig) (*Client, err
 		c.stall.every = DefaultStallEvery
 	}
 	c.stall.every = min(c.stall.every, MaxStallSteps)
-	if err := c.sendMsg(MsgHello, Hello{Version: Version, Rank: cfg.Rank, Token: cfg.Token, Client: "go"}); err != nil {
+	if err := c.sendMsg(MsgHello, Hello{Version: Version, Rank: cfg.Rank, Token: cfg.Token, Client: "go", Fields: cfg.Fields}); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -376,6 +386,12 @@ func (c *Client) Next(ctx context.Context) (*Batch, error) {
 			return nil, ctxErr(ctx, err)
 		}
 		switch m.t {
+		case MsgFields:
+			f, err := ParseFields(m.payload, c.welcome.Fields)
+			if err != nil {
+				return nil, err
+			}
+			c.pendingFields = f
 		case MsgBatch:
 			b, err := c.batch(m.payload)
 			if err == nil {
@@ -435,6 +451,15 @@ func (c *Client) batch(payload []byte) (*Batch, error) {
 	}
 	if b.DType == "" {
 		b.DType = DTypeUint8
+	}
+	if f := c.pendingFields; f != nil {
+		c.pendingFields = nil
+		if f.ID != d.ID || f.Rows != len(d.Labels) {
+			return nil, fmt.Errorf("feed: fields of batch %d (%d rows) before batch %d (%d rows)", f.ID, f.Rows, d.ID, len(d.Labels))
+		}
+		b.Fields = f
+	} else if len(c.welcome.Fields) > 0 {
+		return nil, fmt.Errorf("feed: batch %d came without its fields", d.ID)
 	}
 	if d.NBytes > 0 {
 		mem := c.regions[d.Region]
@@ -583,7 +608,11 @@ func (c *Client) readMsg() (rawMsg, error) {
 			return rawMsg{}, err
 		}
 		n := int(binary.LittleEndian.Uint32(c.rbuf[c.r0:]))
-		if n == 0 || n > MaxServerFrame {
+		limit := MaxServerFrame
+		if c.fields {
+			limit = MaxFieldsFrame
+		}
+		if n == 0 || n > limit {
 			return rawMsg{}, fmt.Errorf("feed: bad frame length %d", n)
 		}
 		if err := c.fill(4 + n); err != nil {

@@ -91,6 +91,8 @@ func (t MsgType) String() string {
 		return "rollback"
 	case MsgDeviceRegion:
 		return "device_region"
+	case MsgFields:
+		return "fields"
 	}
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
@@ -130,6 +132,10 @@ type Hello struct {
 	// Device "cuda" asks for batches on the device (DeliveryCUDAIPC) when
 	// the node has them; "": host memory only.
 	Device string `json:"device,omitempty"`
+	// Fields asks for the samples' fields (fields.go): the schema in
+	// the welcome, a fields frame before each batch. A node that predates
+	// fields ignores it (the welcome then has no schema).
+	Fields bool `json:"fields,omitempty"`
 }
 
 // Deliveries, in a Welcome.
@@ -250,6 +256,10 @@ type Welcome struct {
 	// device batches and the node exports them). "" from older nodes:
 	// host.
 	Delivery string `json:"delivery,omitempty"`
+	// Fields is the dataset's schema, when the hello asked for fields and
+	// the dataset has some: each batch then comes after a MsgFields
+	// frame holding its rows' values, a column per entry, in this order.
+	Fields []FieldSpec `json:"fields,omitempty"`
 }
 
 // Region announces a shared-memory region; the frame carries its file

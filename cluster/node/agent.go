@@ -294,6 +294,11 @@ func (n *Node) RankNames() []string {
 // Name is the node's id.
 func (n *Node) Name() string { return n.cfg.Node }
 
+// Catalog is the catalog the node serves samples from (Config.Catalog,
+// or Config.Dataset's): a batch's Indices are its indices, and its
+// samples' fields (dataset.CatalogFields) ride with them to trainers.
+func (n *Node) Catalog() dataset.Catalog { return n.cfg.Catalog }
+
 // PID is the node actor.
 func (n *Node) PID() *actor.PID { return n.pid }
 

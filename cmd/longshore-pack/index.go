@@ -44,8 +44,10 @@ const readWindow = 4 << 20
 
 // tarSample is one sample found in a tar.
 type tarSample struct {
-	image dataset.TarMember
-	label int32 // in [0, dataset.MaxClasses)
+	image    dataset.TarMember
+	label    int32 // in [0, dataset.MaxClasses)
+	hasLabel bool  // a .cls member gave label
+	fields   []dataset.NamedValue
 }
 
 func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -103,7 +105,28 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// Labels come from .cls members, in every sample or none (a
+	// captioned dataset: every label 0).
+	var labelled, unlabelled *tarSample
+	var labelledIn, unlabelledIn string
+	for i, inTar := range found {
+		for k := range inTar {
+			if inTar[k].hasLabel && labelled == nil {
+				labelled, labelledIn = &inTar[k], tars[i].Key
+			}
+			if !inTar[k].hasLabel && unlabelled == nil {
+				unlabelled, unlabelledIn = &inTar[k], tars[i].Key
+			}
+		}
+	}
+	if labelled != nil && unlabelled != nil {
+		name := unlabelled.image.Name
+		dir, base := path.Split(name)
+		stem := dir + base[:strings.IndexByte(base, '.')]
+		return fmt.Errorf("index %s/%s: sample %q (%s) has no .cls member holding its label, where %s/%s has one: label every sample or none", s, unlabelledIn, stem, name, labelledIn, labelled.image.Name)
+	}
 	var packed dataset.Dataset // Classes "0", "1", ...: integer labels
+	fields := dataset.NewFieldsBuilder()
 	for i, inTar := range found {
 		if len(inTar) == 0 {
 			continue
@@ -114,8 +137,15 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			for len(packed.Classes) <= int(ts.label) {
 				packed.Classes = append(packed.Classes, strconv.Itoa(len(packed.Classes)))
 			}
+			for _, f := range ts.fields {
+				if err := fields.Set(f.Name, f.Value); err != nil {
+					return fmt.Errorf("index %s/%s: sample %s: %w", s, tars[i].Key, ts.image.Name, err)
+				}
+			}
+			fields.EndSample()
 		}
 	}
+	packed.Fields = fields.Finish()
 	n := len(packed.Samples)
 	if n == 0 {
 		return fmt.Errorf("the %d tars under %s hold no samples", len(tars), s)
@@ -149,6 +179,7 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, ext
 		images []dataset.TarMember
 		label  *int32
 		cls    string
+		fields []dataset.NamedValue
 	}
 	groups := map[string]*group{}
 	var stems []string
@@ -196,6 +227,21 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, ext
 			}
 			label := int32(v)
 			g.label, g.cls = &label, name
+		default:
+			// Any other member is a field of its sample
+			// (dataset.WebDatasetMemberFields).
+			if m.Size > dataset.MaxMemberField {
+				return fmt.Errorf("member %q: %d bytes, more than the %d a field may hold (a second media member? index with --media naming it)", name, m.Size, dataset.MaxMemberField)
+			}
+			b, err := r.ReadAt(m.Offset, m.Size)
+			if err != nil {
+				return fmt.Errorf("member %q: %w", name, err)
+			}
+			fs, err := dataset.WebDatasetMemberFields(ext, b)
+			if err != nil {
+				return fmt.Errorf("member %q: %w", name, err)
+			}
+			g.fields = append(g.fields, fs...)
 		}
 		return nil
 	})
@@ -212,10 +258,12 @@ func indexTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, ext
 			return nil, fmt.Errorf("index %s/%s: sample %q has a label (%s) but no image member (.jpg, .jpeg, .png, .webp)", s, info.Key, stem, g.cls)
 		case len(g.images) > 1:
 			return nil, fmt.Errorf("index %s/%s: sample %q has %d image members (%s, %s, ...): which one is the sample?", s, info.Key, stem, len(g.images), g.images[0].Name, g.images[1].Name)
-		case g.label == nil:
-			return nil, fmt.Errorf("index %s/%s: sample %q (%s) has no .cls member holding its label", s, info.Key, stem, g.images[0].Name)
 		}
-		out = append(out, tarSample{image: g.images[0], label: *g.label})
+		ts := tarSample{image: g.images[0], fields: g.fields}
+		if g.label != nil {
+			ts.label, ts.hasLabel = *g.label, true
+		}
+		out = append(out, ts)
 	}
 	return out, nil
 }

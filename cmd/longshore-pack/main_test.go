@@ -616,3 +616,51 @@ func TestPackMedia(t *testing.T) {
 		t.Fatalf("indexed %v (%v), want 2 clips", idx, err)
 	}
 }
+
+// Every member of a WebDataset sample beside its image becomes a field
+// of the sample: .txt a string, .json's members "json.<name>", others
+// bytes by their extension; without .cls members every label is 0.
+func TestIndexWebDatasetFields(t *testing.T) {
+	dir := t.TempDir()
+	var names []string
+	var datas [][]byte
+	for i := range 4 {
+		stem := fmt.Sprintf("s%03d", i)
+		names = append(names, stem+".jpg")
+		datas = append(datas, []byte("image of "+stem))
+		if i != 2 { // one sample without a caption
+			names = append(names, stem+".txt")
+			datas = append(datas, []byte("a caption of "+stem))
+		}
+		names = append(names, stem+".json", stem+".npy")
+		datas = append(datas, []byte(fmt.Sprintf(`{"key":%q,"width":%d,"tags":["a","b"],"extra":{"x":1}}`, stem, 10*i)), []byte{byte(i), 0})
+	}
+	var buf bytes.Buffer
+	if _, err := dataset.WriteTarShard(&buf, names, datas); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shard.tar"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := runPack(t, "--index", dir); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	_, ds := readBack(t, dir, s3.DefaultOptions())
+	if got, want := ds.Fields.Schema().String(), "json.extra:string,json.key:string,json.tags:list<string>,json.width:int,npy:bytes,txt:string"; got != want {
+		t.Fatalf("schema %s, want %s", got, want)
+	}
+	for i, s := range ds.Samples {
+		stem := fmt.Sprintf("s%03d", i)
+		if s.Key != "shard.tar/"+stem+".jpg" || s.Label != 0 {
+			t.Fatalf("sample %d: %+v", i, s)
+		}
+		get := func(name string) dataset.Value { v, _ := ds.Fields.Get(i, name); return v }
+		if v := get("txt"); (i == 2) == v.Present() || (i != 2 && v.Str != "a caption of "+stem) {
+			t.Errorf("%s: txt %v", stem, v)
+		}
+		if get("json.key").Str != stem || get("json.width").Int != int64(10*i) || get("json.extra").Str != `{"x":1}` ||
+			!bytes.Equal(get("npy").Bytes, []byte{byte(i), 0}) || len(get("json.tags").Strings) != 2 {
+			t.Errorf("%s: %v", stem, ds.Fields.Row(i))
+		}
+	}
+}

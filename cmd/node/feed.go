@@ -12,6 +12,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/feed"
@@ -87,7 +88,7 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		return err
 	}
 	s, err := delivery.New(delivery.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, Peers: o.feedPeers, HandshakeTimeout: o.feedHello, RankDevice: o.gpu.rankDevice(), Committer: committer, Logger: o.logs.New(stderr, "feed"),
-		EpochSteps: epochSteps}, open)
+		EpochSteps: epochSteps, Fields: func(int) dataset.Catalog { return data.cat }}, open)
 	if err != nil {
 		ob.shutdown(ctx, 0)
 		return err
@@ -200,7 +201,7 @@ const feedGrace = 30 * time.Second
 // last rank's end), ctx.Err() if stopped before.
 func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.ClusterFeed, pipeline actors.Config, logger *slog.Logger, stderr io.Writer, served *atomic.Pointer[delivery.Server]) error {
 	s, err := delivery.New(delivery.Config{Dir: o.feedDir, Ranks: o.ranks, Job: o.job, HandshakeTimeout: o.feedHello, Allocator: cf.Allocator, Logger: o.logs.New(stderr, "feed"), Peers: o.feedPeers,
-		RankDevice: o.gpu.rankDevice()},
+		RankDevice: o.gpu.rankDevice(), Fields: func(int) dataset.Catalog { return nd.Catalog() }},
 		cf.Open(nd, pipeline))
 	if err != nil {
 		return err

@@ -52,8 +52,93 @@ def _dtype(name):
 HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
 WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR, ROLLBACK = 16, 17, 18, 19, 20, 21, 22, 23
 DEVICE_REGION = 24
+FIELDS = 25  # binary: a batch's fields (docs/feed-protocol.md, "Fields")
 
 MAX_SERVER_FRAME = 16 << 20
+MAX_FIELDS_FRAME = 1 << 30
+_FIELD_CODES = {"int": 1, "float": 2, "string": 3, "bytes": 4, "list<int>": 5, "list<float>": 6, "list<string>": 7}
+_FIELDS_HEAD = struct.Struct("<QII")
+
+
+def _parse_fields(payload, schema):
+    """A fields frame's payload -> (batch id, {name: values}, {name:
+    present}). Numeric scalars are torch tensors (int64, float64; absent
+    rows 0), NumPy arrays without torch; strings a list of str, bytes a
+    list of memoryviews into the payload (no copy), lists lists; an absent
+    row is None in a list."""
+    mv = memoryview(payload)
+    if len(mv) < _FIELDS_HEAD.size:
+        raise FeedError("protocol", "fields frame too short")
+    bid, rows, cols = _FIELDS_HEAD.unpack_from(mv, 0)
+    if cols != len(schema):
+        raise FeedError("protocol", f"fields frame of {cols} columns for a schema of {len(schema)}")
+    off = _FIELDS_HEAD.size
+    torch = _try_torch()
+    values, present = {}, {}
+
+    def take(n):
+        nonlocal off
+        if n < 0 or off + n > len(mv):
+            raise FeedError("protocol", "fields frame cut short")
+        out = mv[off:off + n]
+        off += n
+        return out
+
+    def ends(n):
+        return np.frombuffer(take(4 * n), dtype="<u4").astype(np.int64)
+
+    for spec in schema:
+        name, typ = spec["name"], spec["type"]
+        code = take(1)[0]
+        if _FIELD_CODES.get(typ) != code:
+            raise FeedError("protocol", f"field {name!r}: type code {code}, the schema says {typ}")
+        bits = np.frombuffer(take((rows + 7) // 8), dtype=np.uint8)
+        have = np.unpackbits(bits, bitorder="little")[:rows].astype(bool).tolist()
+        present[name] = have
+        if typ in ("int", "float"):
+            arr = np.frombuffer(take(8 * rows), dtype="<i8" if typ == "int" else "<f8").copy()
+            values[name] = torch.from_numpy(arr) if torch is not None else arr
+        elif typ in ("string", "bytes"):
+            e = ends(rows)
+            data = take(int(e[-1]) if rows else 0)
+            out, lo = [], 0
+            for r in range(rows):
+                hi = int(e[r])
+                if not have[r]:
+                    out.append(None)
+                elif typ == "string":
+                    out.append(str(data[lo:hi], "utf-8"))
+                else:
+                    out.append(data[lo:hi])
+                lo = hi
+            values[name] = out
+        elif typ in ("list<int>", "list<float>"):
+            e = ends(rows)
+            n = int(e[-1]) if rows else 0
+            elems = np.frombuffer(take(8 * n), dtype="<i8" if typ == "list<int>" else "<f8").tolist()
+            out, lo = [], 0
+            for r in range(rows):
+                hi = int(e[r])
+                out.append(elems[lo:hi] if have[r] else None)
+                lo = hi
+            values[name] = out
+        else:  # list<string>
+            e = ends(rows)
+            n = int(e[-1]) if rows else 0
+            se = ends(n)
+            data = take(int(se[-1]) if n else 0)
+            out, lo = [], 0
+            for r in range(rows):
+                hi = int(e[r])
+                if have[r]:
+                    out.append([str(data[(int(se[k - 1]) if k else 0):int(se[k])], "utf-8") for k in range(lo, hi)])
+                else:
+                    out.append(None)
+                lo = hi
+            values[name] = out
+    if off != len(mv):
+        raise FeedError("protocol", f"{len(mv) - off} bytes after a fields frame's last column")
+    return bid, values, present
 _HDR = struct.Struct("<I")
 _ANC = socket.CMSG_SPACE(16 * 4)  # room for the descriptors of one region message
 # One release frame for one batch, the trainer's every-batch message: built
@@ -294,9 +379,10 @@ class Batch:
 
     __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
                  "positions", "pads", "failed", "filled", "layout", "short", "era", "end_of_stream", "device_array",
-                 "_release", "_gate", "_cuda", "_index", "__weakref__")
+                 "fields", "present", "_release", "_gate", "_cuda", "_index", "__weakref__")
 
-    def __init__(self, desc, images, release, device_array=None, gate=None, cuda=None, index=None):
+    def __init__(self, desc, images, release, device_array=None, gate=None, cuda=None, index=None, fields=None,
+                 present=None):
         self.id = desc["id"]
         self.epoch = desc["epoch"]
         self.step = desc["step"]
@@ -325,9 +411,24 @@ class Batch:
         self._gate = gate  # [event or None]: what the release waits for
         self._cuda = cuda
         self._index = index
+        # the samples' fields by name (docs/fields.md), and which rows have
+        # each: {} for a dataset without fields
+        self.fields: Dict[str, Any] = fields or {}
+        self.present: Dict[str, List[bool]] = present or {}
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def __getitem__(self, name: str) -> Any:
+        """Dict-like access, as a DataLoader over a dataset of dicts gives:
+        "image" (also "images") the batch as a tensor (`tensor()`),
+        "label" (also "labels") the labels as an int64 tensor, "key" the
+        sample keys, "index" their dataset indices, any other name the
+        field of that name (`fields[name]`)."""
+        return _item(self, name, self.tensor, self.labels)
+
+    def __contains__(self, name: str) -> bool:
+        return name in _BUILTIN_ITEMS or name in self.fields
 
     def tensor(self) -> torch.Tensor:
         """The batch as a torch tensor (its dtype, its shape) sharing the
@@ -409,6 +510,26 @@ class Batch:
         return f"Batch(epoch={self.epoch}, step={self.step}, n={len(self)}, dims={tuple(self.images.shape)})"
 
 
+_BUILTIN_ITEMS = ("image", "images", "label", "labels", "key", "index")
+
+
+def _item(b, name, images, labels):
+    if name in ("image", "images"):
+        return images()
+    if name in ("label", "labels"):
+        import torch
+
+        return labels if isinstance(labels, torch.Tensor) else torch.from_numpy(labels)
+    if name == "key":
+        return b.keys
+    if name == "index":
+        return b.indices
+    try:
+        return b.fields[name]
+    except KeyError:
+        raise KeyError(f"{name!r}: not image, label, key, index nor one of the batch's fields {sorted(b.fields)}") from None
+
+
 class TorchBatch:
     """A batch on a torch device, from `Batch.to(device)`: `images` (the
     batch's dtype and shape), `labels` (int64) and `valid` (bool, False
@@ -429,6 +550,19 @@ class TorchBatch:
     def mask(self) -> torch.Tensor:
         """The same as `valid`."""
         return self.valid
+
+    @property
+    def fields(self) -> Dict[str, Any]:
+        """The samples' fields (Batch.fields; numeric ones stay on the CPU)."""
+        return self.batch.fields
+
+    def __getitem__(self, name: str) -> Any:
+        """As Batch's: "image" and "label" are this batch's tensors on
+        `device`."""
+        return _item(self.batch, name, lambda: self.images, self.labels)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.batch
 
     @property
     def filled(self) -> List[bool]:
@@ -523,7 +657,7 @@ class _Conn:
     before each read and write."""
 
     def __init__(self, path, token=None, rank=None, timeout=None, device=None, cuda=None, pin=False,
-                 connect_timeout=DEFAULT_CONNECT_TIMEOUT):
+                 connect_timeout=DEFAULT_CONNECT_TIMEOUT, fields=True):
         self.sock = _connect_unix(path, timeout, connect_timeout)
         self.buf = bytearray()
         self.rbuf = memoryview(bytearray(1 << 16))  # reused receive buffer
@@ -546,6 +680,9 @@ class _Conn:
             hello["token"] = base64.b64encode(token).decode()
         if device:
             hello["device"] = device
+        self.fields = bool(fields)
+        if fields:
+            hello["fields"] = True
         self.send(HELLO, hello)
         t, w = self.read()
         if t == ERROR:
@@ -647,11 +784,15 @@ class _Conn:
             if len(buf) < 5:
                 self._fill(5)
             (n,) = _HDR.unpack_from(buf)
-            if n == 0 or n > MAX_SERVER_FRAME:
+            if n == 0 or n > (MAX_FIELDS_FRAME if self.fields else MAX_SERVER_FRAME):
                 raise FeedError("protocol", f"bad frame length {n}")
             if len(buf) < 4 + n:
                 self._fill(4 + n)
             t = buf[4]
+            if t == FIELDS:  # binary: its bytes fields are views into this copy
+                payload = bytes(buf[5:4 + n])
+                del buf[:4 + n]
+                return t, payload
             # json.loads takes the bytearray slice as it is (one copy, not two)
             payload = json.loads(buf[5:4 + n]) if n > 1 else {}
             del buf[:4 + n]
@@ -770,7 +911,7 @@ class Loader:
                  token: Optional[bytes] = None, timeout: Optional[float] = None, release_previous: bool = False,
                  pin_memory: bool = False, device: Optional[str] = None, cuda: Any = None,
                  connect_timeout: Optional[float] = None, clock: Optional[Callable[[], float]] = None,
-                 stall_every: int = _STALL_EVERY) -> None:
+                 stall_every: int = _STALL_EVERY, fields: bool = True) -> None:
         if isinstance(socket_or_rank, int) and not isinstance(socket_or_rank, bool):
             if rank is not None and rank != socket_or_rank:
                 raise ValueError(f"rank given twice: {socket_or_rank} and rank={rank}")
@@ -805,6 +946,8 @@ class Loader:
         self.device = device
         self._cuda = cuda
         self._stall = StallMeter(clock, stall_every)
+        self.fields = fields
+        self._fields = None  # the fields frame read, for the batch that follows
 
     # -- connection ---------------------------------------------------------
 
@@ -815,7 +958,9 @@ class Loader:
 
                 self._cuda = TorchCuda()
             self._conn = _Conn(self.path, token=self._token, rank=self.rank, timeout=self.timeout, device=self.device,
-                               cuda=self._cuda, pin=self.pin_memory, connect_timeout=self.connect_timeout)
+                               cuda=self._cuda, pin=self.pin_memory, connect_timeout=self.connect_timeout,
+                               fields=self.fields)
+            self._fields = None
             self._ended = False
             w = self._conn.welcome
             self._era = w.get("era", 0)
@@ -950,7 +1095,15 @@ class Loader:
 
         fin = weakref.finalize(owner, queue_release)
         fin.atexit = False
-        return Batch(d, images, fin, device_array=dev, gate=gate, cuda=cuda, index=index)
+        fields = present = None
+        schema = c.welcome.get("fields")
+        if schema:
+            f, self._fields = self._fields, None
+            if f is None or f[0] != bid:
+                raise FeedError("protocol", f"batch {bid} came without its fields")
+            _, fields, present = f
+        return Batch(d, images, fin, device_array=dev, gate=gate, cuda=cuda, index=index, fields=fields,
+                     present=present)
 
     def next_batch(self) -> Optional[Batch]:
         """The next batch, or None at the end of an epoch (then the next
@@ -966,6 +1119,9 @@ class Loader:
             c.stalls.append(self._stall.take())
         while True:
             t, m = self._read()
+            if t == FIELDS:
+                self._fields = _parse_fields(m, self._conn.welcome.get("fields") or [])
+                continue
             if t == BATCH:
                 b = self._make_batch(self._conn, m)
                 self._stall.handed(asked)
