@@ -133,7 +133,22 @@ type parquetFile struct {
 	labelName string // "" for none
 	groups []parquetGroup
 	labels []int32 // one a row; nil without a label column
+	// textLabels are the labels of a text label column, one a row:
+	// parquetDataset numbers them as a manifest numbers class names.
+	textLabels []string
 	names  []string
+	// fields are the other columns, each a field (parquetFields);
+	// values their values, by row, until parquetDataset takes them.
+	fields []parquetField
+	values *Fields
+}
+
+// parquetField is a column of a Parquet dataset read as a field.
+type parquetField struct {
+	name string
+	leaf int
+	typ  FieldType
+	kind parquet.Kind
 }
 
 // parquetGroup is one row group of a file: its rows [first, first+rows)
@@ -160,8 +175,8 @@ func indexParquet(ctx context.Context, s storage.Store, key string, size int64, 
 	if err := pf.indexGroups(size); err != nil {
 		return nil, err
 	}
-	if pf.labelName != "" {
-		if err := pf.readLabels(ctx, s); err != nil {
+	if pf.labelName != "" || len(pf.fields) > 0 {
+		if err := pf.readColumns(ctx, s); err != nil {
 			return nil, err
 		}
 	}
@@ -228,7 +243,7 @@ func parquetColumns(f *parquet.File, opts DiscoverOptions) (*parquetFile, error)
 	}
 	label := opts.LabelColumn
 	if label == "" {
-		if c := f.Root().Column("label"); c != nil && intColumn(c) {
+		if c := f.Root().Column("label"); c != nil && (intColumn(c) || textColumn(c)) {
 			label = "label"
 		}
 	}
@@ -237,15 +252,141 @@ func parquetColumns(f *parquet.File, opts DiscoverOptions) (*parquetFile, error)
 		switch {
 		case c == nil:
 			return nil, fmt.Errorf("no column %q (the label column asked for): %w", label, ErrBadParquet)
-		case !intColumn(c):
-			return nil, fmt.Errorf("label column %q is not an integer column: %w", label, ErrBadParquet)
+		case !intColumn(c) && !textColumn(c):
+			return nil, fmt.Errorf("label column %q is neither integers nor text: %w", label, ErrBadParquet)
 		case label == pf.mediaName:
 			return nil, fmt.Errorf("column %q is both media and label: %w", label, ErrBadParquet)
 		}
 		pf.labelName = label
 		pf.names = classLabelNames(f, label)
 	}
+	fields, err := parquetFields(f, pf.mediaName, pf.labelName)
+	if err != nil {
+		return nil, err
+	}
+	pf.fields = fields
 	return pf, nil
+}
+
+// parquetFields maps the columns of f other than media and label to
+// fields, sorted by name: a flat column is a scalar (integers and
+// booleans int, floating point float, annotated text string, other
+// binary bytes), a list of numbers or text a list, a struct's flat
+// members fields named "struct.member". Columns of other shapes (lists
+// of structs, maps, lists of lists, INT96) are not read.
+func parquetFields(f *parquet.File, media, label string) ([]parquetField, error) {
+	var out []parquetField
+	add := func(name string, leaf *parquet.Column, list bool) error {
+		typ, ok := parquetFieldType(leaf.Type(), list)
+		if !ok {
+			return nil
+		}
+		if err := CheckFieldName(name); err != nil {
+			return fmt.Errorf("column %q: %v: %w", name, err, ErrBadParquet)
+		}
+		out = append(out, parquetField{name: name, leaf: leaf.Index(), typ: typ, kind: leaf.Type().Kind()})
+		return nil
+	}
+	for _, c := range f.Root().Columns() {
+		if c.Name() == media || c.Name() == label {
+			continue
+		}
+		var err error
+		switch {
+		case c.Leaf():
+			err = add(c.Name(), c, c.Repeated())
+		case c.MaxRepetitionLevel() == 0 && !c.Repeated():
+			if leaf := listLeaf(c); leaf != nil {
+				err = add(c.Name(), leaf, true)
+				break
+			}
+			for _, m := range c.Columns() {
+				if m.Leaf() && !m.Repeated() {
+					if err = add(c.Name()+"."+m.Name(), m, false); err != nil {
+						break
+					}
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b parquetField) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// listLeaf returns the element of a list column (LIST's three levels,
+// group > repeated group > leaf), or nil.
+func listLeaf(c *parquet.Column) *parquet.Column {
+	if len(c.Columns()) != 1 {
+		return nil
+	}
+	r := c.Columns()[0]
+	if !r.Repeated() {
+		return nil
+	}
+	if r.Leaf() {
+		return r // two levels: group > repeated leaf
+	}
+	if len(r.Columns()) == 1 && r.Columns()[0].Leaf() && r.Columns()[0].MaxRepetitionLevel() == 1 {
+		return r.Columns()[0]
+	}
+	return nil
+}
+
+// parquetFieldType is the field type of a Parquet leaf of type t (a
+// list's element when list).
+func parquetFieldType(t parquet.Type, list bool) (FieldType, bool) {
+	var scalar FieldType
+	switch t.Kind() {
+	case parquet.Boolean, parquet.Int32, parquet.Int64:
+		scalar = FieldInt
+	case parquet.Float, parquet.Double:
+		scalar = FieldFloat
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		scalar = FieldBytes
+		if lt := t.LogicalType(); (lt != nil && lt.Value != nil) || t.ConvertedType() != nil {
+			scalar = FieldString
+		}
+	default:
+		return 0, false
+	}
+	if !list {
+		return scalar, true
+	}
+	switch scalar {
+	case FieldInt:
+		return FieldInts, true
+	case FieldFloat:
+		return FieldFloats, true
+	case FieldString:
+		return FieldStrings, true
+	}
+	return 0, false // no lists of bytes
+}
+
+// fieldValue is the parquet value v of a leaf of kind as a field's
+// scalar of type t.
+func fieldValue(v parquet.Value, kind parquet.Kind, t FieldType) Value {
+	switch t {
+	case FieldInt, FieldInts:
+		if kind == parquet.Boolean {
+			if v.Boolean() {
+				return IntValue(1)
+			}
+			return IntValue(0)
+		}
+		return IntValue(v.Int64())
+	case FieldFloat, FieldFloats:
+		if kind == parquet.Float {
+			return FloatValue(float64(v.Float()))
+		}
+		return FloatValue(v.Double())
+	case FieldString, FieldStrings:
+		return StringValue(string(v.ByteArray()))
+	}
+	return BytesValue(slices.Clone(v.ByteArray()))
 }
 
 // mediaLeaf returns the leaf index of the bytes of c if c can hold
@@ -287,6 +428,15 @@ func intColumn(c *parquet.Column) bool {
 	}
 	k := c.Type().Kind()
 	return k == parquet.Int32 || k == parquet.Int64
+}
+
+// textColumn: a flat BYTE_ARRAY column annotated as text.
+func textColumn(c *parquet.Column) bool {
+	if !c.Leaf() || c.Repeated() {
+		return false
+	}
+	t, ok := parquetFieldType(c.Type(), false)
+	return ok && t == FieldString
 }
 
 // classLabelNames returns the class names Hugging Face's datasets
@@ -360,56 +510,229 @@ func chunkRange(md *format.ColumnMetaData, size int64) (int64, int64, error) {
 	return off, n, nil
 }
 
-// readLabels reads the label column, a ranged GET per row group.
-func (pf *parquetFile) readLabels(ctx context.Context, s storage.Store) error {
+// readColumns reads the label column and the fields' columns: per row
+// group, one ranged GET for each run of their chunks that lie together
+// (in a row group written column after column, the ones before the
+// media and the ones after it).
+func (pf *parquetFile) readColumns(ctx context.Context, s storage.Store) error {
 	md := pf.file.Metadata()
-	leaf := pf.file.Root().Column(pf.labelName).Index()
-	pf.labels = make([]int32, 0, md.NumRows)
 	size := pf.file.Size()
+	labelLeaf := -1
+	if pf.labelName != "" {
+		lc := pf.file.Root().Column(pf.labelName)
+		labelLeaf = lc.Index()
+		if textColumn(lc) {
+			pf.textLabels = make([]string, 0, md.NumRows)
+		} else {
+			pf.labels = make([]int32, 0, md.NumRows)
+		}
+	}
+	leaves := make([]int, 0, len(pf.fields)+1)
+	if labelLeaf >= 0 {
+		leaves = append(leaves, labelLeaf)
+	}
+	schema := make(Schema, len(pf.fields))
+	for i, f := range pf.fields {
+		leaves = append(leaves, f.leaf)
+		schema[i] = Field{Name: f.name, Type: f.typ}
+	}
+	var fb *FieldsBuilder
+	if len(pf.fields) > 0 {
+		fb = NewFieldsBuilderFor(schema)
+	}
+	var row0 int64
 	for g, rg := range pf.file.RowGroups() {
-		if md.RowGroups[g].NumRows == 0 {
+		rows := md.RowGroups[g].NumRows
+		if rows == 0 {
 			continue
 		}
-		if leaf >= len(md.RowGroups[g].Columns) || leaf >= len(rg.ColumnChunks()) {
-			return fmt.Errorf("row group %d: no chunk for the label column: %w", g, ErrBadParquet)
+		type chunk struct {
+			leaf   int
+			off, n int64
 		}
-		off, n, err := chunkRange(&md.RowGroups[g].Columns[leaf].MetaData, size)
-		if err != nil {
-			return fmt.Errorf("row group %d: label column: %w", g, err)
-		}
-		data, err := s.GetRange(ctx, pf.key, off, n, nil)
-		if err != nil {
-			return err
-		}
-		if int64(len(data)) != n {
-			return fmt.Errorf("get range %s [%d,+%d): %d bytes: %w", pf.key, off, n, len(data), io.ErrUnexpectedEOF)
-		}
-		cc, _ := rg.ColumnChunks()[leaf].(*parquet.FileColumnChunk)
-		if cc == nil {
-			return fmt.Errorf("row group %d: label column chunk: %w", g, ErrBadParquet)
-		}
-		start := int64(len(pf.labels))
-		err = readColumnChunk(cc, &sliceReaderAt{off: off, data: data}, md.RowGroups[g].NumRows, func(row int64, v parquet.Value) error {
-			if v.IsNull() {
-				return fmt.Errorf("row %d: no label: %w", start+row, ErrBadParquet)
+		chunks := make([]chunk, len(leaves))
+		for k, leaf := range leaves {
+			if leaf >= len(md.RowGroups[g].Columns) || leaf >= len(rg.ColumnChunks()) {
+				return fmt.Errorf("row group %d: no chunk for column %d: %w", g, leaf, ErrBadParquet)
 			}
-			l := v.Int64()
-			if l < 0 || l >= MaxClasses {
-				return fmt.Errorf("row %d: label %d outside [0, %d): %w", start+row, l, MaxClasses, ErrBadParquet)
+			off, n, err := chunkRange(&md.RowGroups[g].Columns[leaf].MetaData, size)
+			if err != nil {
+				return fmt.Errorf("row group %d: column %d: %w", g, leaf, err)
 			}
-			pf.labels = append(pf.labels, int32(l))
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("row group %d: label column: %w", g, err)
+			chunks[k] = chunk{leaf, off, n}
 		}
+		// Runs of chunks that touch (or nearly): one GET each.
+		order := make([]int, len(chunks))
+		for k := range order {
+			order[k] = k
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmpInt64(chunks[a].off, chunks[b].off) })
+		readers := make([]io.ReaderAt, len(chunks))
+		for k := 0; k < len(order); {
+			lo, hi := chunks[order[k]].off, chunks[order[k]].off+chunks[order[k]].n
+			e := k + 1
+			for e < len(order) && chunks[order[e]].off <= hi+parquetGap {
+				hi = max(hi, chunks[order[e]].off+chunks[order[e]].n)
+				e++
+			}
+			data, err := s.GetRange(ctx, pf.key, lo, hi-lo, nil)
+			if err != nil {
+				return err
+			}
+			if int64(len(data)) != hi-lo {
+				return fmt.Errorf("get range %s [%d,+%d): %d bytes: %w", pf.key, lo, hi-lo, len(data), io.ErrUnexpectedEOF)
+			}
+			for _, c := range order[k:e] {
+				readers[c] = &sliceReaderAt{off: lo, data: data}
+			}
+			k = e
+		}
+		col := func(leaf int) *parquet.FileColumnChunk {
+			cc, _ := rg.ColumnChunks()[leaf].(*parquet.FileColumnChunk)
+			return cc
+		}
+		k := 0
+		if labelLeaf >= 0 {
+			cc := col(labelLeaf)
+			if cc == nil {
+				return fmt.Errorf("row group %d: label column chunk: %w", g, ErrBadParquet)
+			}
+			err := readColumnChunk(cc, readers[0], rows, func(row int64, v parquet.Value) error {
+				if v.IsNull() {
+					return fmt.Errorf("row %d: no label: %w", row0+row, ErrBadParquet)
+				}
+				if pf.textLabels != nil {
+					pf.textLabels = append(pf.textLabels, string(v.ByteArray()))
+					return nil
+				}
+				l := v.Int64()
+				if l < 0 || l >= MaxClasses {
+					return fmt.Errorf("row %d: label %d outside [0, %d): %w", row0+row, l, MaxClasses, ErrBadParquet)
+				}
+				pf.labels = append(pf.labels, int32(l))
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("row group %d: label column: %w", g, err)
+			}
+			k = 1
+		}
+		values := make([][]Value, len(pf.fields))
+		for fi, f := range pf.fields {
+			cc := col(f.leaf)
+			if cc == nil {
+				return fmt.Errorf("row group %d: column %s: %w", g, f.name, ErrBadParquet)
+			}
+			vals, err := readFieldChunk(cc, readers[k+fi], rows, f)
+			if err != nil {
+				return fmt.Errorf("row group %d: column %s: %w", g, f.name, err)
+			}
+			values[fi] = vals
+		}
+		if fb != nil {
+			for r := range rows {
+				for fi, f := range pf.fields {
+					if err := fb.Set(f.name, values[fi][r]); err != nil {
+						return fmt.Errorf("row %d: %w", row0+r, err)
+					}
+				}
+				fb.EndSample()
+			}
+		}
+		row0 += rows
+	}
+	if fb != nil {
+		pf.values = fb.Finish()
 	}
 	return nil
 }
 
+// parquetGap is the most bytes between two column chunks that
+// discovery reads rather than make another request.
+const parquetGap = 64 << 10
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readFieldChunk decodes a field's column chunk into a value per row:
+// absent for a null, a list for a list column (its rows start where
+// the repetition level is 0).
+func readFieldChunk(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, f parquetField) ([]Value, error) {
+	out := make([]Value, 0, rows)
+	if !f.typ.List() {
+		err := readColumnChunk(cc, r, rows, func(_ int64, v parquet.Value) error {
+			if v.IsNull() {
+				out = append(out, Value{})
+			} else {
+				out = append(out, fieldValue(v, f.kind, f.typ))
+			}
+			return nil
+		})
+		return out, err
+	}
+	err := readValues(cc, r, func(v parquet.Value) error {
+		if v.RepetitionLevel() == 0 {
+			if int64(len(out)) >= rows {
+				return fmt.Errorf("more than the row group's %d rows: %w", rows, ErrBadParquet)
+			}
+			out = append(out, Value{Type: f.typ})
+		}
+		if len(out) == 0 {
+			return fmt.Errorf("a list's value before its row: %w", ErrBadParquet)
+		}
+		if v.IsNull() {
+			return nil // an empty or null list, or a null element
+		}
+		cur := &out[len(out)-1]
+		e := fieldValue(v, f.kind, f.typ)
+		switch f.typ {
+		case FieldInts:
+			cur.Ints = append(cur.Ints, e.Int)
+		case FieldFloats:
+			cur.Floats = append(cur.Floats, e.Float)
+		case FieldStrings:
+			cur.Strings = append(cur.Strings, e.Str)
+		}
+		return nil
+	})
+	if err == nil && int64(len(out)) != rows {
+		err = fmt.Errorf("%d lists for the row group's %d rows: %w", len(out), rows, ErrBadParquet)
+	}
+	return out, err
+}
+
 // readColumnChunk decodes the flat column chunk cc through r, calling
 // each with every row's value; it fails unless there are exactly rows.
-func readColumnChunk(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, each func(row int64, v parquet.Value) error) (err error) {
+func readColumnChunk(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, each func(row int64, v parquet.Value) error) error {
+	var row int64
+	err := readValues(cc, r, func(v parquet.Value) error {
+		if row >= rows {
+			return fmt.Errorf("more than the row group's %d values: %w", rows, ErrBadParquet)
+		}
+		if err := each(row, v); err != nil {
+			return err
+		}
+		row++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if row != rows {
+		return fmt.Errorf("%d values for the row group's %d rows: %w", row, rows, ErrBadParquet)
+	}
+	return nil
+}
+
+// readValues decodes every value of the column chunk cc through r.
+func readValues(cc *parquet.FileColumnChunk, r io.ReaderAt, each func(v parquet.Value) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil { // pages are the store's bytes: see openParquetFooter
 			err = fmt.Errorf("pages: %v: %w", p, ErrBadParquet)
@@ -418,7 +741,6 @@ func readColumnChunk(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, eac
 	pages := cc.PagesFrom(r)
 	defer pages.Close()
 	buf := make([]parquet.Value, 256)
-	var row int64
 	for {
 		p, err := pages.ReadPage()
 		if err == io.EOF {
@@ -431,13 +753,9 @@ func readColumnChunk(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, eac
 		for {
 			n, err := vr.ReadValues(buf)
 			for _, v := range buf[:n] {
-				if row >= rows {
-					return fmt.Errorf("more than the row group's %d values: %w", rows, ErrBadParquet)
-				}
-				if err := each(row, v); err != nil {
+				if err := each(v); err != nil {
 					return err
 				}
-				row++
 			}
 			if err == io.EOF {
 				break
@@ -446,9 +764,6 @@ func readColumnChunk(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, eac
 				return fmt.Errorf("%v: %w", err, ErrBadParquet)
 			}
 		}
-	}
-	if row != rows {
-		return fmt.Errorf("%d values for the row group's %d rows: %w", row, rows, ErrBadParquet)
 	}
 	return nil
 }
@@ -471,6 +786,35 @@ func parquetDataset(files []*parquetFile) (*Dataset, error) {
 		return nil, fmt.Errorf("parquet: %d rows, more than %d: %w", total, MaxObjectRows, ErrBadParquet)
 	}
 	ds := &Dataset{Samples: make([]Sample, 0, total)}
+	var byName map[string]int32
+	if first.textLabels != nil {
+		// Class names, labelled by their sorted order as a manifest's.
+		byName = map[string]int32{}
+		for _, pf := range files {
+			for _, n := range pf.textLabels {
+				byName[n] = 0
+			}
+		}
+		if len(byName) > MaxClasses {
+			return nil, fmt.Errorf("parquet: %d label names, more than %d: %w", len(byName), MaxClasses, ErrBadParquet)
+		}
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for i, n := range names {
+			byName[n] = int32(i)
+		}
+		for _, pf := range files {
+			pf.labels = make([]int32, len(pf.textLabels))
+			for i, n := range pf.textLabels {
+				pf.labels[i] = byName[n]
+			}
+			pf.textLabels = nil
+		}
+		first.names = names
+	}
 	u := &parquetUnpacker{files: make(map[string]*parquetFile, len(files))}
 	maxLabel := int32(0)
 	for _, pf := range files {
@@ -487,6 +831,25 @@ func parquetDataset(files []*parquetFile) (*Dataset, error) {
 			}
 		}
 		pf.labels = nil // in the samples now
+	}
+	if len(first.fields) > 0 {
+		ds.Fields = first.values
+		if len(files) > 1 {
+			schema := first.values.Schema()
+			fb := NewFieldsBuilderFor(schema)
+			for _, pf := range files {
+				for r := range pf.values.Len() {
+					for c, f := range schema {
+						if err := fb.Set(f.Name, pf.values.Value(r, c)); err != nil {
+							return nil, fmt.Errorf("parquet %s: row %d: %w", pf.key, r, err)
+						}
+					}
+					fb.EndSample()
+				}
+				pf.values = nil
+			}
+			ds.Fields = fb.Finish()
+		}
 	}
 	switch names := first.names; {
 	case names != nil && int(maxLabel) < len(names):

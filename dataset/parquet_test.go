@@ -278,6 +278,10 @@ func TestParquetErrors(t *testing.T) {
 		Data  []byte `parquet:"data"`
 		Label string `parquet:"label"`
 	}
+	type floatLabel struct {
+		Data  []byte  `parquet:"data"`
+		Label float64 `parquet:"label"`
+	}
 	type negLabel struct {
 		Data  []byte `parquet:"data"`
 		Label int64  `parquet:"label"`
@@ -301,9 +305,16 @@ func TestParquetErrors(t *testing.T) {
 		{"MediaColumnText", func(s storage.Store) {
 			writeParquet(t, s, "x.parquet", []noMedia{{"a", "b"}}, 1)
 		}, dataset.DiscoverOptions{MediaColumn: "text"}, dataset.ErrBadParquet, "cannot hold the media"},
-		{"LabelNotInt", func(s storage.Store) {
-			writeParquet(t, s, "x.parquet", []strLabel{{[]byte("a"), "cat"}}, 1)
-		}, dataset.DiscoverOptions{LabelColumn: "label"}, dataset.ErrBadParquet, "not an integer"},
+		{"LabelFloat", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []floatLabel{{[]byte("a"), 1.5}}, 1)
+		}, dataset.DiscoverOptions{LabelColumn: "label"}, dataset.ErrBadParquet, "neither integers nor text"},
+		{"FieldNamedSize", func(s storage.Store) {
+			type sized struct {
+				Data []byte `parquet:"data"`
+				Size int64  `parquet:"size"`
+			}
+			writeParquet(t, s, "x.parquet", []sized{{[]byte("a"), 1}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "reserved"},
 		{"NegativeLabel", func(s storage.Store) {
 			writeParquet(t, s, "x.parquet", []negLabel{{[]byte("a"), 0}, {[]byte("b"), -1}}, 1)
 		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "label -1"},
@@ -370,6 +381,83 @@ func TestParquetDigest(t *testing.T) {
 	} {
 		if d := digest(write); d == base {
 			t.Errorf("%s: digest %s unchanged", name, d)
+		}
+	}
+}
+
+// TestParquetFields: every other column is a field named as the column,
+// equal to what was written; a text label column names the classes.
+func TestParquetFields(t *testing.T) {
+	s := storage.NewMemStore(t.Name())
+	_, rows := hfDataset(t, s, 3, 7, 3)
+	ds := discover(t, s, dataset.DiscoverOptions{})
+	if got, want := ds.Fields.Schema().String(), "caption:string,score:float"; got != want {
+		t.Fatalf("schema %s, want %s", got, want)
+	}
+	for i, r := range rows {
+		c, _ := ds.Fields.Get(i, "caption")
+		sc, _ := ds.Fields.Get(i, "score")
+		if c.Str != r.Caption || sc.Float != r.Score {
+			t.Fatalf("sample %d: caption %q score %v, want %q %v", i, c.Str, sc.Float, r.Caption, r.Score)
+		}
+	}
+
+	type tagged struct {
+		Data   []byte   `parquet:"data"`
+		Label  string   `parquet:"label"`
+		Tags   []string `parquet:"tags,list"`
+		Nums   []int64  `parquet:"nums"`
+		Flag   bool     `parquet:"flag"`
+		Weight *float32 `parquet:"weight,optional"`
+		Meta   struct {
+			Source string `parquet:"source"`
+			Width  int32  `parquet:"width"`
+		} `parquet:"meta"`
+	}
+	w := float32(0.5)
+	var ts []tagged
+	for i := range 9 {
+		r := tagged{Data: []byte{byte(i)}, Label: []string{"zebra", "ant", "cat"}[i%3], Flag: i%2 == 0}
+		r.Tags = []string{"a", "b", "c"}[:i%4]
+		r.Nums = []int64{int64(i), int64(-i)}[:i%3]
+		if i%2 == 1 {
+			r.Weight = &w
+		}
+		r.Meta.Source, r.Meta.Width = fmt.Sprintf("src%d", i), int32(10*i)
+		ts = append(ts, r)
+	}
+	s = storage.NewMemStore(t.Name() + "2")
+	writeParquet(t, s, "a.parquet", ts[:4], 2)
+	writeParquet(t, s, "b.parquet", ts[4:], 3)
+	ds = discover(t, s, dataset.DiscoverOptions{})
+	if got, want := ds.Fields.Schema().String(), "flag:int,meta.source:string,meta.width:int,nums:list<int>,tags:list<string>,weight:float"; got != want {
+		t.Fatalf("schema %s, want %s", got, want)
+	}
+	if want := []string{"ant", "cat", "zebra"}; !slices.Equal(ds.Classes, want) {
+		t.Errorf("classes %q, want %q (the text labels, sorted)", ds.Classes, want)
+	}
+	for i, r := range ts {
+		if ds.Classes[ds.Samples[i].Label] != r.Label {
+			t.Errorf("sample %d: label %d, want %s", i, ds.Samples[i].Label, r.Label)
+		}
+		get := func(n string) dataset.Value { v, _ := ds.Fields.Get(i, n); return v }
+		if v := get("tags"); strings.Join(v.Strings, ",") != strings.Join(r.Tags, ",") {
+			t.Errorf("sample %d: tags %q, want %q", i, v.Strings, r.Tags)
+		}
+		if v := get("nums"); !slices.Equal(v.Ints, r.Nums) && !(len(v.Ints) == 0 && len(r.Nums) == 0) {
+			t.Errorf("sample %d: nums %v, want %v", i, v.Ints, r.Nums)
+		}
+		if v := get("flag"); (v.Int == 1) != r.Flag {
+			t.Errorf("sample %d: flag %v, want %v", i, v, r.Flag)
+		}
+		if v := get("weight"); v.Present() != (r.Weight != nil) || (r.Weight != nil && v.Float != 0.5) {
+			t.Errorf("sample %d: weight %v, want %v", i, v, r.Weight)
+		}
+		if v := get("meta.source"); v.Str != r.Meta.Source {
+			t.Errorf("sample %d: meta.source %v, want %s", i, v, r.Meta.Source)
+		}
+		if v := get("meta.width"); v.Int != int64(r.Meta.Width) {
+			t.Errorf("sample %d: meta.width %v, want %d", i, v, r.Meta.Width)
 		}
 	}
 }
