@@ -136,7 +136,7 @@ type parquetFile struct {
 	// textLabels are the labels of a text label column, one a row:
 	// parquetDataset numbers them as a manifest numbers class names.
 	textLabels []string
-	names  []string
+	names      []string
 	// fields are the other columns, each a field (parquetFields);
 	// values their values, by row, until parquetDataset takes them.
 	fields []parquetField

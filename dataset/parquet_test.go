@@ -372,12 +372,17 @@ func TestParquetDigest(t *testing.T) {
 		t.Errorf("the same file digests %s then %s", base, again)
 	}
 	for name, write := range map[string]func(s storage.Store){
-		"Renamed":      func(s storage.Store) { writeParquet(t, s, "b.parquet", rows, 2) },
-		"FewerRows":    func(s storage.Store) { writeParquet(t, s, "a.parquet", rows[:2], 2) },
-		"OtherGroups":  func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 1) },
-		"ExtraColumn":  func(s storage.Store) { writeParquet(t, s, "a.parquet", []extra{{[]byte("aa"), 0, 1}, {[]byte("bb"), 1, 1}, {[]byte("cc"), 0, 1}}, 2) },
-		"Compression":  func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 2, parquet.Compression(&parquet.Zstd)) },
-		"SplitInFiles": func(s storage.Store) { writeParquet(t, s, "a.parquet", rows[:2], 2); writeParquet(t, s, "a2.parquet", rows[2:], 2) },
+		"Renamed":     func(s storage.Store) { writeParquet(t, s, "b.parquet", rows, 2) },
+		"FewerRows":   func(s storage.Store) { writeParquet(t, s, "a.parquet", rows[:2], 2) },
+		"OtherGroups": func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 1) },
+		"ExtraColumn": func(s storage.Store) {
+			writeParquet(t, s, "a.parquet", []extra{{[]byte("aa"), 0, 1}, {[]byte("bb"), 1, 1}, {[]byte("cc"), 0, 1}}, 2)
+		},
+		"Compression": func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 2, parquet.Compression(&parquet.Zstd)) },
+		"SplitInFiles": func(s storage.Store) {
+			writeParquet(t, s, "a.parquet", rows[:2], 2)
+			writeParquet(t, s, "a2.parquet", rows[2:], 2)
+		},
 	} {
 		if d := digest(write); d == base {
 			t.Errorf("%s: digest %s unchanged", name, d)
