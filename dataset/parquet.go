@@ -480,6 +480,11 @@ func (pf *parquetFile) indexGroups(size int64) error {
 		if err != nil {
 			return fmt.Errorf("row group %d: media column: %w", g, err)
 		}
+		if rg.NumRows > n*maxRowsPerByte {
+			// The footer is the store's: a few bytes must not claim
+			// billions of samples (and the memory for them).
+			return fmt.Errorf("row group %d: %d rows in a media chunk of %d bytes: %w", g, rg.NumRows, n, ErrBadParquet)
+		}
 		if rg.NumRows > 0 {
 			pf.groups = append(pf.groups, parquetGroup{index: g, first: first, rows: rg.NumRows, off: off, size: n})
 		}
@@ -490,6 +495,11 @@ func (pf *parquetFile) indexGroups(size int64) error {
 	}
 	return nil
 }
+
+// maxRowsPerByte bounds a row group's rows by its media chunk's size:
+// a sample's media costs at least a bit (a dictionary-encoded run of
+// one repeated value), so eight rows a byte is more than any real file.
+const maxRowsPerByte = 8
 
 // MaxObjectRows bounds the rows of one Parquet file: what a Dataset can
 // index.
@@ -510,6 +520,16 @@ func chunkRange(md *format.ColumnMetaData, size int64) (int64, int64, error) {
 	return off, n, nil
 }
 
+// rows is how many rows the file's row groups hold (indexGroups checked
+// them).
+func (pf *parquetFile) rows() int64 {
+	var n int64
+	for _, g := range pf.groups {
+		n += g.rows
+	}
+	return n
+}
+
 // readColumns reads the label column and the fields' columns: per row
 // group, one ranged GET for each run of their chunks that lie together
 // (in a row group written column after column, the ones before the
@@ -522,9 +542,9 @@ func (pf *parquetFile) readColumns(ctx context.Context, s storage.Store) error {
 		lc := pf.file.Root().Column(pf.labelName)
 		labelLeaf = lc.Index()
 		if textColumn(lc) {
-			pf.textLabels = make([]string, 0, md.NumRows)
+			pf.textLabels = make([]string, 0, pf.rows())
 		} else {
-			pf.labels = make([]int32, 0, md.NumRows)
+			pf.labels = make([]int32, 0, pf.rows())
 		}
 	}
 	leaves := make([]int, 0, len(pf.fields)+1)
@@ -665,7 +685,7 @@ func cmpInt64(a, b int64) int {
 // absent for a null, a list for a list column (its rows start where
 // the repetition level is 0).
 func readFieldChunk(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, f parquetField) ([]Value, error) {
-	out := make([]Value, 0, rows)
+	out := make([]Value, 0, rows) // rows: checked against the media chunk (indexGroups)
 	if !f.typ.List() {
 		err := readColumnChunk(cc, r, rows, func(_ int64, v parquet.Value) error {
 			if v.IsNull() {
