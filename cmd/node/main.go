@@ -496,7 +496,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		return s, ds, dataset.PackPlan{}, err
 	}
 	mean := packedMean(ds, nil)
-	plan := o.packPlan(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean)
+	plan := o.packPlanOf(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean, ds.Unpacker != nil)
 	packed.CacheBytes, packed.SpillDir = plan.CacheBytes, plan.SpillDir
 	ps, err := dataset.NewPackedStore(s, ds, packed)
 	if err != nil {
