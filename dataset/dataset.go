@@ -56,12 +56,48 @@ type Dataset struct {
 	// once, in order of first use by Samples (for a parsed manifest):
 	// Sample.Object i names Objects[i-1]. Empty when no sample is packed.
 	Objects []string
+	// Format names the Format discovery read the dataset with
+	// (Format.Name: "imagefolder", "manifest-csv", ...); "" for a
+	// Dataset made otherwise.
+	Format string
 	// Fields are the samples' fields (Fields.Len() == len(Samples)); nil
 	// when the dataset has none.
 	Fields *Fields
 	// Excluded is how many samples discovery left out
 	// (DiscoverOptions.Exclude).
 	Excluded int
+	// Unpacker gets the packed samples' bytes out of the bytes of their
+	// ranges, for a format whose range is more than a sample (a Parquet
+	// row group's column chunk); nil when a packed sample's range is its
+	// bytes (a tar member). PackedStore uses it.
+	Unpacker Unpacker
+	// FormatDigest is what the format adds to the dataset's digest
+	// beyond its samples (a Parquet dataset's column schema and the
+	// columns read); "" for none.
+	FormatDigest string
+}
+
+// Unpacker gets packed samples out of the bytes of a range of their
+// object, for formats that pack samples into bigger objects in an
+// encoded form (Parquet). A Sample's Offset and Size are then the range
+// to read for it, which holds other samples too: samples that share a
+// range are read once, and Unpack decodes the range once for all of
+// them.
+type Unpacker interface {
+	// Unpack returns the members of data, the bytes [off,
+	// off+len(data)) of object: a range that holds the ranges of the
+	// samples asked for. It does not decode anything yet.
+	Unpack(object string, off int64, data []byte) Members
+}
+
+// Members are the samples of a range of an object (Unpacker.Unpack).
+// A Members is safe for concurrent use.
+type Members interface {
+	// Member returns sample s's bytes, decoding the part of the range
+	// that holds them (once, for every sample there). The bytes are
+	// the caller's to read, not to change; they stay valid after the
+	// range's data is gone. An error wraps the format's (ErrBadParquet).
+	Member(s Sample) ([]byte, error)
 }
 
 // Object returns the key of the object id names; "" for NoObject. An ID

@@ -21,6 +21,9 @@ func ManifestDigest(ds *Dataset) string {
 			d.AddFields(schema, ds.Fields.Row(i))
 		}
 	}
+	if ds.FormatDigest != "" {
+		d.AddFormat(ds.FormatDigest)
+	}
 	return d.String()
 }
 
@@ -62,6 +65,21 @@ func (d *Digester) Add(s Sample, object string) {
 		h *= 1099511628211
 	}
 	d.h, d.buf = h, buf
+}
+
+// AddFormat hashes what a format adds beyond the samples
+// (Dataset.FormatDigest), after them: a dataset without it digests as
+// it did before formats could add any.
+func (d *Digester) AddFormat(desc string) {
+	h := d.h
+	if d.n == 0 {
+		h = 14695981039346656037
+	}
+	for _, c := range []byte("\x00format\x00" + desc) {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	d.h = h
 }
 
 // AddFields hashes the fields of the sample Add hashed last, row laid

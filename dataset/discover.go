@@ -87,6 +87,19 @@ type DiscoverOptions struct {
 	Root string
 	// Layout picks ImageFolder or manifest; LayoutAuto decides by looking.
 	Layout Layout
+	// Format names the Format to read the dataset with (Formats: "imagefolder",
+	// "manifest-csv", "manifest-jsonl", "parquet"); "" decides as Layout
+	// says. A format named goes with LayoutAuto only.
+	Format string
+	// MediaColumn names the column of a Parquet dataset that holds the
+	// samples' bytes (binary, or a struct whose "bytes" member is, as
+	// Hugging Face's Image feature stores it); "" finds the one such
+	// column by its type.
+	MediaColumn string
+	// LabelColumn names the integer column of a Parquet dataset that
+	// holds the labels; "" uses "label" if there is one (else every
+	// label is 0).
+	LabelColumn string
 	// Manifest is the manifest's key (from the store's root, not Root);
 	// empty means Root+"manifest.csv" or Root+"manifest.jsonl", whichever
 	// exists. Keys inside a manifest are relative to its directory. The
@@ -137,6 +150,23 @@ func (o DiscoverOptions) Validate() error {
 	if o.Layout < LayoutAuto || o.Layout > LayoutManifest {
 		bad("unknown Layout %d", int(o.Layout))
 	}
+	if o.Format != "" {
+		if FormatNamed(o.Format) == nil {
+			bad("unknown Format %q (want one of %s)", o.Format, strings.Join(FormatNames(), ", "))
+		} else if o.Layout != LayoutAuto {
+			bad("Format %q set with Layout %s", o.Format, o.Layout)
+		}
+		if o.Manifest != "" {
+			if f, err := ManifestFormatOf(o.Manifest); err == nil && o.Format != manifestFormatName(f) {
+				bad("Manifest %q set with Format %q", o.Manifest, o.Format)
+			}
+		}
+	}
+	for name, col := range map[string]string{"MediaColumn": o.MediaColumn, "LabelColumn": o.LabelColumn} {
+		if col != "" && o.Format != "" && o.Format != "parquet" {
+			bad("%s %q set with Format %q (columns are Parquet's)", name, col, o.Format)
+		}
+	}
 	if o.Manifest != "" {
 		if o.Layout == LayoutImageFolder {
 			bad("Manifest %q set with Layout imagefolder", o.Manifest)
@@ -162,6 +192,12 @@ func (o DiscoverOptions) Validate() error {
 // class names. It may list millions of keys; it honours ctx throughout and
 // uses at most Concurrency concurrent listings.
 //
+// Which Format reads it: the one DiscoverOptions.Format names; a
+// manifest format when Manifest is set (by its extension) or Layout is
+// LayoutManifest; ImageFolder for LayoutImageFolder; else the first
+// registered format that detects itself at Root (a manifest, Parquet
+// files), and ImageFolder when none does (see Formats).
+//
 // ImageFolder follows torchvision: classes are the directories directly
 // under Root, labelled by their index in sorted order; samples are the
 // files below each class with a wanted extension, sorted by key. Files
@@ -179,28 +215,15 @@ func Discover(ctx context.Context, s storage.Store, opts DiscoverOptions) (*Data
 	if root != "" && !strings.HasSuffix(root, "/") {
 		root += "/"
 	}
-	manifest, size := opts.Manifest, int64(-1)
-	if manifest == "" && opts.Layout != LayoutImageFolder {
-		found, foundSize, err := findManifest(ctx, s, root)
-		if err != nil {
-			return nil, fmt.Errorf("discover %s: %w", s, err)
-		}
-		if found == "" && opts.Layout == LayoutManifest {
-			return nil, fmt.Errorf("discover %s: no %s or %s under %q: %w", s, ManifestCSVName, ManifestJSONLName, root, storage.ErrNotFound)
-		}
-		manifest, size = found, foundSize
-	}
-	if manifest != "" {
-		ds, err := discoverManifest(ctx, s, manifest, size)
-		if err != nil {
-			return nil, fmt.Errorf("discover %s: manifest %s: %w", s, manifest, err)
-		}
-		return excluded(s, ds, opts.Exclude)
-	}
-	ds, err := discoverImageFolder(ctx, s, root, opts)
+	f, found, err := pickFormat(ctx, s, root, opts)
 	if err != nil {
 		return nil, fmt.Errorf("discover %s: %w", s, err)
 	}
+	ds, err := f.Discover(ctx, s, root, found, opts)
+	if err != nil {
+		return nil, fmt.Errorf("discover %s: %w", s, err)
+	}
+	ds.Format = f.Name()
 	return excluded(s, ds, opts.Exclude)
 }
 
@@ -215,28 +238,6 @@ func excluded(s storage.Store, ds *Dataset, ex Exclusions) (*Dataset, error) {
 		return nil, fmt.Errorf("discover %s: all %d samples are excluded: %w", s, n, ErrEmptyDataset)
 	}
 	return ds, nil
-}
-
-// findManifest returns the key and size of the manifest at root, or "".
-func findManifest(ctx context.Context, s storage.Store, root string) (string, int64, error) {
-	var found []storage.ObjectInfo
-	for _, name := range []string{ManifestCSVName, ManifestJSONLName} {
-		info, err := s.Stat(ctx, root+name)
-		switch {
-		case err == nil:
-			info.Key = root + name
-			found = append(found, info)
-		case !errors.Is(err, storage.ErrNotFound):
-			return "", 0, err
-		}
-	}
-	if len(found) > 1 {
-		return "", 0, fmt.Errorf("both %s and %s exist: set the manifest to use", found[0].Key, found[1].Key)
-	}
-	if len(found) == 0 {
-		return "", 0, nil
-	}
-	return found[0].Key, found[0].Size, nil
 }
 
 // discoverManifest reads the manifest at key, of size bytes (-1: not

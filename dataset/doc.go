@@ -24,6 +24,15 @@
 //
 // # Discovery
 //
+// Discover reads a dataset with a Format (format.go): ImageFolder, a
+// manifest (CSV or JSON lines, whose samples may be tar members), or
+// Parquet files (parquet.go, docs/parquet.md), named by
+// DiscoverOptions.Format or detected at the root in the order of the
+// formats list; a new format is a file and a line there. A Parquet
+// dataset's samples are packed: each one's range is its row group's
+// media column chunk, which Dataset.Unpacker decodes, and PackedStore
+// reads a block's rows of one row group with one ranged GET.
+//
 // Discover reads an ImageFolder (<root>/<class>/<file>, classes labelled by
 // sorted name as torchvision does, samples sorted by key) or a manifest
 // (manifest.csv "key,label" or manifest.jsonl {"key","label"}). For S3 it

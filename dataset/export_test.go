@@ -4,8 +4,8 @@ package dataset
 // sample i's chunk (0 if none is in flight): a test holding the fetch
 // knows from it that every Get has joined before it lets the fetch end.
 func PackedWaiters(p *PackedStore, i int) int {
-	_, object, _ := p.peek(int64(i))
-	ck, ok := p.chunkOf(int64(i), object)
+	s, object, _ := p.peek(int64(i))
+	ck, ok := p.chunkOf(int64(i), s, object)
 	if !ok {
 		return 0
 	}

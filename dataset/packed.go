@@ -162,8 +162,11 @@ const sparseSlack = 4 << 10
 // running, waits for them and closes the wrapped store if it is an
 // io.Closer.
 type PackedStore struct {
-	inner     storage.Store
-	spill     *spill     // nil: chunks in memory
+	inner storage.Store
+	spill *spill // nil: chunks in memory
+	// unpack is the dataset's Unpacker (Dataset.Unpacker): nil when a
+	// packed sample's range is its bytes (a tar member).
+	unpack    Unpacker
 	stageDone *sync.Cond // on mu: a chunk's last staging reader is done
 	// ds is the dataset in memory (NewPackedStore), nil on the lazy path
 	// (NewCatalogPackedStore), where Get by a packed sample's key passes
@@ -237,8 +240,14 @@ var (
 // indices. The block's bounds (not its number) are the key, so a change
 // of Block makes new chunks and never mixes them with old ones. The
 // object is its key: a lazy catalog numbers objects per piece.
+//
+// With an Unpacker (a Parquet dataset) a chunk is also one range of the
+// object, at: the block's samples in one row group, whose range they
+// share. A block that straddles row groups reads each one's range, not
+// the span between them (other columns' chunks).
 type chunkKey struct {
 	object string
+	at     int64 // the range's offset, with an Unpacker; else 0
 	lo, hi int64
 }
 
@@ -262,7 +271,11 @@ type chunk struct {
 	// returned bytes of its own instead of filling buf.
 	taken      []uint64
 	releasable bool
-	readers    int // Gets copying out of data now (unlocked)
+	// members decodes the chunk's data for the samples in it, made by
+	// the first Get to copy one out, when the dataset has an Unpacker.
+	membersOnce sync.Once
+	members     Members
+	readers     int // Gets copying out of data now (unlocked)
 	// speculative: fetched by Prefetch, and no Get has asked for it yet.
 	speculative bool
 
@@ -295,7 +308,7 @@ func NewPackedStore(inner storage.Store, ds *Dataset, cfg PackedConfig) (*Packed
 			return nil, fmt.Errorf("dataset: packed store: sample %d (%s): object ID %d outside the dataset's %d objects (a bug of the dataset's maker)", i, s.Key, s.Object, len(ds.Objects))
 		}
 	}
-	p, err := newPackedStore(inner, &datasetCatalog{ds: ds}, cfg)
+	p, err := newPackedStore(inner, &datasetCatalog{ds: ds}, cfg, ds.Unpacker)
 	if err != nil {
 		return nil, err
 	}
@@ -332,12 +345,15 @@ func NewCatalogPackedStore(inner storage.Store, cat Catalog, cfg PackedConfig) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newPackedStore(inner, cat, cfg)
+	return newPackedStore(inner, cat, cfg, nil)
 }
 
-func newPackedStore(inner storage.Store, cat Catalog, cfg PackedConfig) (*PackedStore, error) {
-	p := &PackedStore{inner: inner, src: cat, n: cat.Len(), cap: cfg.CacheBytes}
-	if cfg.SpillDir != "" {
+// newPackedStore makes the store; unpack is the dataset's Unpacker (nil:
+// a sample's range is its bytes). A dataset with an Unpacker keeps its
+// chunks in memory: SpillDir is not used.
+func newPackedStore(inner storage.Store, cat Catalog, cfg PackedConfig, unpack Unpacker) (*PackedStore, error) {
+	p := &PackedStore{inner: inner, src: cat, n: cat.Len(), cap: cfg.CacheBytes, unpack: unpack}
+	if cfg.SpillDir != "" && unpack == nil {
 		sp, err := newSpill(cfg.SpillDir, cfg.SpillStaging, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("dataset: packed store: %w", err)
@@ -441,7 +457,7 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 	if err := ctx.Err(); err != nil {
 		return dst[:0], err
 	}
-	ck, ok := p.chunkOf(i, object)
+	ck, ok := p.chunkOf(i, s, object)
 	if !ok {
 		return p.getMember(ctx, s, object, dst)
 	}
@@ -543,8 +559,8 @@ func (p *PackedStore) getSample(ctx context.Context, i int64, s Sample, object s
 // when its spilled chunk's file cannot be read (counted in SpillErrors).
 func (p *PackedStore) copyOutOrAlone(ctx context.Context, c *chunk, s Sample, object string, v view, dst []byte) ([]byte, error) {
 	out, err := p.copyOut(c, s, v, dst)
-	if err == nil {
-		return out, nil
+	if err == nil || p.unpack != nil { // an unpacker's error is the data's: reading alone would meet it again
+		return out, err
 	}
 	p.mu.Lock()
 	p.mu.stats.SpillErrors++
@@ -578,19 +594,37 @@ func (p *PackedStore) lookup(key string) (int, bool) {
 
 // chunkOf names the chunk of sample i under the current block; false when
 // samples are read one by one (block 0 or 1, or no cache).
-func (p *PackedStore) chunkOf(i int64, object string) (chunkKey, bool) {
+func (p *PackedStore) chunkOf(i int64, s Sample, object string) (chunkKey, bool) {
 	b := p.block.Load()
 	if b <= 1 || p.cap <= 0 {
 		return chunkKey{}, false
 	}
 	lo := i / b * b
-	return chunkKey{object: object, lo: lo, hi: min(lo+b, p.n)}, true
+	ck := chunkKey{object: object, lo: lo, hi: min(lo+b, p.n)}
+	if p.unpack != nil {
+		ck.at = s.Offset
+	}
+	return ck, true
 }
 
 // getMember reads one packed sample with a ranged GET of its own.
 func (p *PackedStore) getMember(ctx context.Context, s Sample, object string, dst []byte) ([]byte, error) {
 	p.alone.Add(1)
-	return p.inner.GetRange(ctx, object, s.Offset, s.Size, dst)
+	if p.unpack == nil {
+		return p.inner.GetRange(ctx, object, s.Offset, s.Size, dst)
+	}
+	data, err := p.inner.GetRange(ctx, object, s.Offset, s.Size, nil)
+	if err != nil {
+		return dst[:0], err
+	}
+	if int64(len(data)) != s.Size {
+		return dst[:0], fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, s.Offset, s.Size, len(data), storage.ErrRange)
+	}
+	b, err := p.unpack.Unpack(object, s.Offset, data).Member(s)
+	if err != nil {
+		return dst[:0], err
+	}
+	return append(dst[:0], b...), nil
 }
 
 // copyOut appends the sample's bytes from its chunk's data to dst[:0]. It
@@ -609,9 +643,18 @@ func (p *PackedStore) copyOut(c *chunk, s Sample, v view, dst []byte) ([]byte, e
 	at := s.Offset - c.off
 	var err error
 	var released int
-	if v.file != nil {
+	switch {
+	case p.unpack != nil: // no spill: the chunk is in memory
+		c.membersOnce.Do(func() { c.members = p.unpack.Unpack(c.key.object, c.off, v.data) })
+		var b []byte
+		if b, err = c.members.Member(s); err == nil {
+			dst = append(dst[:0], b...)
+		} else {
+			dst = dst[:0]
+		}
+	case v.file != nil:
 		dst, err = v.file.read(at, s.Size, dst)
-	} else {
+	default:
 		member := v.data[at : at+s.Size]
 		dst = append(dst[:0], member...)
 		if c.releasable && holdsPage(at, s.Size) {
@@ -739,7 +782,7 @@ func (p *PackedStore) PrefetchSample(index int64) {
 	if !s.Packed() {
 		return
 	}
-	ck, ok := p.chunkOf(index, object)
+	ck, ok := p.chunkOf(index, s, object)
 	if !ok {
 		return
 	}
@@ -792,7 +835,7 @@ func (p *PackedStore) planLocked(ck chunkKey, evict bool, at func(int64) (Sample
 		if !ok {
 			return nil, false
 		}
-		if object != ck.object || !s.Packed() {
+		if object != ck.object || !s.Packed() || (p.unpack != nil && s.Offset != ck.at) {
 			continue
 		}
 		spans = append(spans, [2]int64{s.Offset, s.Offset + s.Size})

@@ -31,6 +31,11 @@ type PackPlanConfig struct {
 	Probe func(dir string, readSize int64) (DiskSpeed, error)
 	// Cores is how many cores consume the chunks (0: GOMAXPROCS).
 	Cores int
+	// Unpacked says the samples are unpacked from ranges they share
+	// (Dataset.Unpacker: Parquet row groups): a member is not one read
+	// even on a local disk, so auto keeps a cache, and in memory (a
+	// PackedStore never spills such chunks).
+	Unpacked bool
 }
 
 // PackPlan is where a packed dataset keeps the chunks it reads ahead:
@@ -117,7 +122,7 @@ func PlanPackCache(s storage.Store, c PackPlanConfig, dirs []string, windowBytes
 	switch {
 	case !c.CacheAuto:
 		p.CacheBytes = c.CacheBytes
-	case c.SpillDir == "" && inPlace:
+	case c.SpillDir == "" && inPlace && !c.Unpacked:
 		p.Why = "on a local disk a member is one read, as a file is; --pack-cache auto"
 		return p
 	default:
@@ -129,6 +134,8 @@ func PlanPackCache(s storage.Store, c PackPlanConfig, dirs []string, windowBytes
 	switch {
 	case p.CacheBytes == 0:
 		p.Why = "--pack-cache 0"
+	case c.Unpacked:
+		p.Why = "the samples are decoded out of shared ranges (Parquet row groups): chunks in memory"
 	case c.SpillDir != "":
 		p.SpillDir, p.Why = c.SpillDir, "--pack-spill "+c.SpillDir
 	case !c.SpillAuto:

@@ -74,6 +74,7 @@ import (
 
 type options struct {
 	dataset, manifest, s3Endpoint string
+	mediaColumn, labelColumn      string
 	s3Credentials                 s3.CredentialsFlag
 	writeManifestOver             int
 	exclude                       string
@@ -116,6 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (the nodes must see the same manifest)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
+	fs.StringVar(&o.mediaColumn, "media-column", "", "Parquet datasets: the column holding each sample's bytes (binary, or a struct with binary \"bytes\" as Hugging Face's Image feature); default: the one such column; give the nodes the same (docs/parquet.md)")
+	fs.StringVar(&o.labelColumn, "label-column", "", "Parquet datasets: the integer column holding the labels; default: \"label\" if it is one, else every label is 0; give the nodes the same")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	o.s3Credentials = s3.CredsAuto
 	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
@@ -284,6 +287,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		dopts.Layout = dataset.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
+	dopts.MediaColumn, dopts.LabelColumn = o.mediaColumn, o.labelColumn
 	dopts.Extensions, _ = dataset.MediaExtensions(o.media) // checked in parseFlags
 	if o.exclude != "" {
 		f, err := os.Open(o.exclude)

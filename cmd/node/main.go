@@ -67,6 +67,8 @@ type options struct {
 	standalone       bool
 	dataset          string
 	manifest         string
+	mediaColumn      string
+	labelColumn      string
 	s3Endpoint       string
 	s3Credentials    s3.CredentialsFlag
 	epochs           int
@@ -156,6 +158,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mixture.schedule, "mixture-schedule", "", "with --mixture: weights that change during the run, phases separated by ';', each name:weight,...@SAMPLE (SAMPLE counted over the run's stream, epoch x the sources' samples together + offset; the first phase's @0 may be left out), e.g. 'web:0.7,books:0.3;web:0.5,books:0.5@100000': a phase starts with the first round at or after its sample; the weights then come from here, not --mixture")
 	fs.IntVar(&o.mixture.round, "mixture-round", 0, "with --mixture: samples per round, each holding every source in its exact largest-remainder count (0: --batch-size, so every global batch of batch-size x ranks is exact)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object (CSV key,label or JSON lines) relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
+	fs.StringVar(&o.mediaColumn, "media-column", "", "Parquet datasets: the column holding each sample's bytes (binary, or a struct with binary \"bytes\" as Hugging Face's Image feature); default: the one such column (docs/parquet.md)")
+	fs.StringVar(&o.labelColumn, "label-column", "", "Parquet datasets: the integer column holding the labels; default: \"label\" if it is one, else every label is 0")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	o.s3Credentials = s3.CredsAuto
 	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
@@ -482,6 +486,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		dopts.Layout = dataset.LayoutManifest
 		dopts.Manifest = o.manifest
 	}
+	dopts.MediaColumn, dopts.LabelColumn = o.mediaColumn, o.labelColumn
 	packed := dataset.PackedConfig{Block: block, Window: window}
 	var err error
 	if dopts.Extensions, err = dataset.MediaExtensions(o.mediaFlags.media); err == nil {
@@ -507,7 +512,7 @@ func openDataset(ctx context.Context, o options, s storage.Store, block, window 
 		return s, ds, dataset.PackPlan{}, err
 	}
 	mean := packedMean(ds, nil)
-	plan := o.packPlan(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean)
+	plan := o.packPlanOf(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean, ds.Unpacker != nil)
 	packed.CacheBytes, packed.SpillDir = plan.CacheBytes, plan.SpillDir
 	ps, err := dataset.NewPackedStore(s, ds, packed)
 	if err != nil {

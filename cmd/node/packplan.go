@@ -50,8 +50,14 @@ func (p packSpill) String() string {
 // store s (dataset.PlanPackCache): windowBytes is the node's windows of
 // chunks (options.windowBytes), mean a packed sample's mean size.
 func (o options) packPlan(s storage.Store, dirs []string, windowBytes, mean int64) dataset.PackPlan {
+	return o.packPlanOf(s, dirs, windowBytes, mean, false)
+}
+
+// packPlanOf is packPlan for a dataset whose samples are unpacked from
+// shared ranges (Dataset.Unpacker, Parquet) when unpacked.
+func (o options) packPlanOf(s storage.Store, dirs []string, windowBytes, mean int64, unpacked bool) dataset.PackPlan {
 	c := dataset.PackPlanConfig{CacheAuto: o.packCache.auto, CacheBytes: int64(o.packCache.size),
-		SpillDir: o.packSpill.dir, SpillAuto: o.packSpill.auto, Probe: o.spillProbe}
+		SpillDir: o.packSpill.dir, SpillAuto: o.packSpill.auto, Probe: o.spillProbe, Unpacked: unpacked}
 	if o.memoryBudget > 0 { // --memory-budget: at most its share
 		c.MemoryCap = int64(float64(o.memoryBudget) * budgetPackShare)
 	}

@@ -612,9 +612,16 @@ func writeJSON(path string, v any) error {
 func packedMean(ds *dataset.Dataset, m *dataset.IndexedManifest) int64 {
 	var n, bytes int64
 	if ds != nil {
+		var last dataset.Sample
 		for _, s := range ds.Samples {
 			if s.Packed() {
-				n, bytes = n+1, bytes+s.Size
+				n++
+				// Samples that share a range (a Parquet row group's)
+				// count its bytes once.
+				if s.Object != last.Object || s.Offset != last.Offset || s.Size != last.Size {
+					bytes += s.Size
+				}
+				last = s
 			}
 		}
 	} else if m != nil {

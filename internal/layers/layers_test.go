@@ -130,6 +130,13 @@ var reach = map[string][]string{
 	"github.com/asynkron/protoactor-go": {"observe", "observe/pipeline", "actors", "actors/ffdecode", "actors/nvdecode", "actors/quarantine", "cmd/longshore-nvjpegcheck", "delivery",
 		"cluster/wire", "cluster/coord", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/internal/secure",
 		"examples/feed_server", "examples/inprocess"},
+	// The Parquet reader only where datasets are read: the dataset
+	// package (its Parquet format), and what links it for the samples,
+	// the packed store and discovery; never the trainer's client, the
+	// pure core, the stores or the coordinator actor.
+	"github.com/parquet-go/parquet-go": {"dataset", "actors", "actors/ffdecode", "actors/nvdecode", "actors/quarantine", "delivery",
+		"observe/pipeline", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/internal/listing", "cmd/longshore-bench", "cmd/longshore-gpucheck",
+		"cmd/longshore-lineage", "cmd/longshore-manifest", "cmd/longshore-pack", "cmd/longshore-nvjpegcheck", "examples/feed_server", "examples/inprocess"},
 	// Gossip only in its shell and the daemons.
 	"github.com/hashicorp/memberlist": {"observe", "observe/pipeline", "cluster/gossip", "cluster/coord", "cluster/node", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
 }

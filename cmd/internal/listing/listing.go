@@ -34,8 +34,8 @@ func Register(fs *flag.FlagSet, over *int, note string) {
 // may not write to, or a manifest another process wrote first, leaves the
 // run as it was (the listing is in hand).
 func WriteManifest(ctx context.Context, store storage.Store, ds *dataset.Dataset, over int, logger *slog.Logger) {
-	if over <= 0 || len(ds.Samples) < over {
-		return
+	if over <= 0 || len(ds.Samples) < over || (ds.Format != "" && ds.Format != "imagefolder") {
+		return // only an ImageFolder is listed: other formats are read as they are
 	}
 	for _, name := range []string{dataset.ManifestCSVName, dataset.ManifestJSONLName} {
 		if _, err := store.Stat(ctx, name); err == nil {

@@ -1,8 +1,11 @@
 package listing
 
 import (
+	"bytes"
+
 	"context"
 	"fmt"
+	"github.com/parquet-go/parquet-go"
 	"log/slog"
 	"strings"
 	"testing"
@@ -74,5 +77,33 @@ func TestWriteManifest(t *testing.T) {
 	WriteManifest(ctx, s, listed, 1, log)
 	if puts := s.Stats().Count(storage.OpPut, storage.OutcomeOK); puts != 0 || logged.Len() != before {
 		t.Errorf("with a manifest there: %d puts, logged %q", puts, logged.String()[before:])
+	}
+}
+
+// TestWriteManifestOnlyImageFolder: a dataset of another format (Parquet,
+// whose packed samples a manifest cannot describe) gets no manifest,
+// however big.
+func TestWriteManifestOnlyImageFolder(t *testing.T) {
+	ctx := context.Background()
+	mem := storage.NewMemStore("parquet")
+	type row struct {
+		Data []byte `parquet:"data"`
+	}
+	var b bytes.Buffer
+	w := parquet.NewGenericWriter[row](&b)
+	if _, err := w.Write([]row{{[]byte("a")}, {[]byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mem.Put(ctx, "train.parquet", b.Bytes(), storage.Cond{})
+	ds, err := dataset.Discover(ctx, mem, dataset.DefaultDiscoverOptions())
+	if err != nil || ds.Format != "parquet" {
+		t.Fatalf("Discover: %v, format %q", err, ds.Format)
+	}
+	WriteManifest(ctx, mem, ds, 1, slog.New(slog.DiscardHandler))
+	if _, err := mem.Stat(ctx, dataset.ManifestJSONLName); err == nil {
+		t.Fatal("a Parquet dataset got a manifest")
 	}
 }

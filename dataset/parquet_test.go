@@ -1,0 +1,470 @@
+package dataset_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+
+	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/storage"
+)
+
+// hfImage is how Hugging Face's Image feature stores an image.
+type hfImage struct {
+	Bytes []byte  `parquet:"bytes,optional"`
+	Path  *string `parquet:"path,optional"`
+}
+
+// hfRow is a row of an image-caption dataset as Hugging Face publishes
+// it: the image, a ClassLabel, a caption, a score.
+type hfRow struct {
+	Image   *hfImage `parquet:"image,optional"`
+	Label   int64    `parquet:"label"`
+	Caption string   `parquet:"caption"`
+	Score   float64  `parquet:"score"`
+}
+
+// binRow keeps its media in a plain binary column.
+type binRow struct {
+	ID   int32  `parquet:"id"`
+	Data []byte `parquet:"data"`
+	Tag  string `parquet:"tag"`
+}
+
+// testJPEG is a small JPEG, different for every i.
+func testJPEG(t testing.TB, i int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 8+i%5, 8))
+	for y := range 8 {
+		for x := range img.Bounds().Dx() {
+			img.Set(x, y, color.RGBA{uint8(i * 7), uint8(x * 30), uint8(y * 30), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// writeParquet writes rows to key as a Parquet file of row groups of
+// perGroup rows.
+func writeParquet[T any](t testing.TB, s storage.Store, key string, rows []T, perGroup int64, opts ...parquet.WriterOption) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := parquet.NewGenericWriter[T](&b, append([]parquet.WriterOption{parquet.MaxRowsPerRowGroup(perGroup)}, opts...)...)
+	for i := 0; i < len(rows); i += int(perGroup) {
+		if _, err := w.Write(rows[i:min(i+int(perGroup), len(rows))]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s != nil {
+		if _, err := s.Put(context.Background(), key, b.Bytes(), storage.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Bytes()
+}
+
+const hfMeta = `{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["cat", "dog", "fox"], "_type": "ClassLabel"}, "caption": {"dtype": "string", "_type": "Value"}}}}`
+
+// hfDataset writes files Parquet files of rows each, row groups of
+// perGroup, in Hugging Face's layout under data/, and returns every
+// row's image in dataset order.
+func hfDataset(t testing.TB, s storage.Store, files, rows int, perGroup int64, opts ...parquet.WriterOption) (images [][]byte, all []hfRow) {
+	t.Helper()
+	for f := range files {
+		var rs []hfRow
+		for r := range rows {
+			i := f*rows + r
+			p := fmt.Sprintf("%05d.jpg", i)
+			img := testJPEG(t, i)
+			rs = append(rs, hfRow{Image: &hfImage{Bytes: img, Path: &p}, Label: int64(i % 3), Caption: fmt.Sprintf("a picture number %d", i), Score: float64(i) / 4})
+			images = append(images, img)
+		}
+		all = append(all, rs...)
+		key := fmt.Sprintf("data/train-%05d-of-%05d.parquet", f, files)
+		writeParquet(t, s, key, rs, perGroup, append([]parquet.WriterOption{parquet.KeyValueMetadata("huggingface", hfMeta)}, opts...)...)
+	}
+	return images, all
+}
+
+// rangeLog records every ranged GET of a store.
+type rangeLog struct {
+	storage.Store
+	mu     sync.Mutex
+	ranges []string
+}
+
+func (r *rangeLog) GetRange(ctx context.Context, key string, off, n int64, dst []byte) ([]byte, error) {
+	r.mu.Lock()
+	r.ranges = append(r.ranges, fmt.Sprintf("%s@%d+%d", key, off, n))
+	r.mu.Unlock()
+	return r.Store.GetRange(ctx, key, off, n, dst)
+}
+
+func (r *rangeLog) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.ranges
+	r.ranges = nil
+	return out
+}
+
+func TestParquetDiscoverHuggingFaceLayout(t *testing.T) {
+	for name, s := range freshStores(t) {
+		t.Run(name, func(t *testing.T) {
+			images, rows := hfDataset(t, s, 2, 23, 5, parquet.Compression(&parquet.Zstd))
+			fillData(t, s, "README.md", "# a dataset card")
+			log := &rangeLog{Store: s}
+			ds := discover(t, log, dataset.DiscoverOptions{})
+			if len(ds.Samples) != len(images) {
+				t.Fatalf("%d samples, want %d", len(ds.Samples), len(images))
+			}
+			if want := []string{"cat", "dog", "fox"}; !slices.Equal(ds.Classes, want) {
+				t.Errorf("Classes = %q, want %q (the ClassLabel's names)", ds.Classes, want)
+			}
+			if want := []string{"data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"}; !slices.Equal(ds.Objects, want) {
+				t.Errorf("Objects = %q, want %q", ds.Objects, want)
+			}
+			for i, smp := range ds.Samples {
+				wantKey := fmt.Sprintf("data/train-%05d-of-00002.parquet/%d", i/23, i%23)
+				if smp.Key != wantKey || smp.Label != int32(rows[i].Label) || !smp.Packed() {
+					t.Fatalf("sample %d = %+v, want key %s label %d, packed", i, smp, wantKey, rows[i].Label)
+				}
+			}
+			// Discovery reads footers and labels: a GET for each file's
+			// footer and one per row group for its labels (5 groups
+			// of 5 rows per file), never the media.
+			if got, want := len(log.take()), 2*(1+5); got != want {
+				t.Errorf("discovery made %d ranged GETs, want %d (a footer and a label chunk per row group)", got, want)
+			}
+		})
+	}
+}
+
+// TestParquetServe reads every sample of a Parquet dataset through a
+// PackedStore: bytes equal to what was written, and one ranged GET per
+// row group per block of the order.
+func TestParquetServe(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		perGroup int64
+		block    int
+		opts     []parquet.WriterOption
+	}{
+		{"GroupsOfBlocks", 8, 4, nil},
+		{"BlocksStraddleGroups", 5, 4, []parquet.WriterOption{parquet.Compression(&parquet.Snappy)}},
+		{"SmallPages", 7, 7, []parquet.WriterOption{parquet.PageBufferSize(256), parquet.Compression(&parquet.Gzip)}},
+		{"Uncompressed", 6, 16, []parquet.WriterOption{parquet.Compression(&parquet.Uncompressed)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := storage.NewMemStore(t.Name())
+			images, _ := hfDataset(t, s, 2, 30, tc.perGroup, tc.opts...)
+			ds := discover(t, s, dataset.DiscoverOptions{})
+			log := &rangeLog{Store: s}
+			ps, err := dataset.NewPackedStore(log, ds, dataset.PackedConfig{Block: tc.block, CacheBytes: 64 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ps.Close()
+			// Visit blocks in a shuffled order, rows backwards within
+			// each: the order's blocks, not the file's order.
+			nb := (len(ds.Samples) + tc.block - 1) / tc.block
+			var want int
+			for k := range nb {
+				b := (k * 7) % nb
+				lo, hi := b*tc.block, min((b+1)*tc.block, len(ds.Samples))
+				groups := map[string]bool{}
+				for i := hi - 1; i >= lo; i-- {
+					smp := ds.Samples[i]
+					got, err := ps.GetSample(ctx, int64(i), smp.Key, nil)
+					if err != nil {
+						t.Fatalf("sample %d: %v", i, err)
+					}
+					if !bytes.Equal(got, images[i]) {
+						t.Fatalf("sample %d (%s): %d bytes differ from the image written (%d bytes)", i, smp.Key, len(got), len(images[i]))
+					}
+					groups[fmt.Sprintf("%d@%d", smp.Object, smp.Offset)] = true
+				}
+				want += len(groups)
+			}
+			got := log.take()
+			if len(got) != want {
+				t.Errorf("%d ranged GETs, want %d (one per row group per block): %q", len(got), want, got)
+			}
+			if _, err := ps.GetSample(ctx, 3, ds.Samples[4].Key, nil); !errors.Is(err, storage.ErrInvalidKey) {
+				t.Errorf("GetSample of a key that is not the index's: %v, want ErrInvalidKey", err)
+			}
+			// By key, and alone (no cache): the same bytes.
+			alone, err := dataset.NewPackedStore(s, ds, dataset.PackedConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, i := range []int{0, 17, len(ds.Samples) - 1} {
+				for _, st := range []storage.Store{ps, alone} {
+					got, err := st.Get(ctx, ds.Samples[i].Key, nil)
+					if err != nil || !bytes.Equal(got, images[i]) {
+						t.Errorf("Get(%s) from %T: %d bytes, %v; want the image written", ds.Samples[i].Key, st, len(got), err)
+					}
+				}
+			}
+			if _, err := ps.GetSampleLimit(ctx, 1, ds.Samples[1].Key, 10, nil); !errors.Is(err, storage.ErrTooLarge) {
+				t.Errorf("GetSampleLimit of 10 bytes: %v, want ErrTooLarge", err)
+			}
+		})
+	}
+}
+
+func TestParquetBinaryColumnAndNames(t *testing.T) {
+	ctx := context.Background()
+	s := storage.NewMemStore(t.Name())
+	var rows []binRow
+	for i := range 12 {
+		rows = append(rows, binRow{ID: int32(i), Data: testJPEG(t, i), Tag: "t"})
+	}
+	writeParquet(t, s, "part-0.parquet", rows, 4)
+	ds := discover(t, s, dataset.DiscoverOptions{})
+	if len(ds.Samples) != 12 || !slices.Equal(ds.Classes, []string{"0"}) {
+		t.Fatalf("%d samples, classes %q; want 12 and [0] (no label column)", len(ds.Samples), ds.Classes)
+	}
+	ds2 := discover(t, s, dataset.DiscoverOptions{Format: "parquet", LabelColumn: "id", MediaColumn: "data"})
+	if ds2.Samples[11].Label != 11 || len(ds2.Classes) != 12 {
+		t.Errorf("--label-column id: sample 11 label %d, %d classes; want 11, 12", ds2.Samples[11].Label, len(ds2.Classes))
+	}
+	if dataset.ManifestDigest(ds) == dataset.ManifestDigest(ds2) {
+		t.Error("another label column digests the same")
+	}
+	ps, err := dataset.NewPackedStore(s, ds2, dataset.PackedConfig{Block: 4, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, smp := range ds2.Samples {
+		got, err := ps.GetSample(ctx, int64(i), smp.Key, nil)
+		if err != nil || !bytes.Equal(got, rows[i].Data) {
+			t.Fatalf("sample %d: %d bytes, %v", i, len(got), err)
+		}
+	}
+}
+
+func TestParquetErrors(t *testing.T) {
+	type twoBlobs struct {
+		A []byte `parquet:"a"`
+		B []byte `parquet:"b"`
+	}
+	type noMedia struct {
+		Text  string `parquet:"text"`
+		Label string `parquet:"label"`
+	}
+	type strLabel struct {
+		Data  []byte `parquet:"data"`
+		Label string `parquet:"label"`
+	}
+	type floatLabel struct {
+		Data  []byte  `parquet:"data"`
+		Label float64 `parquet:"label"`
+	}
+	type negLabel struct {
+		Data  []byte `parquet:"data"`
+		Label int64  `parquet:"label"`
+	}
+	for _, tc := range []struct {
+		name  string
+		write func(s storage.Store)
+		opts  dataset.DiscoverOptions
+		want  error
+		msg   string
+	}{
+		{"TwoMediaColumns", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []twoBlobs{{[]byte("a"), []byte("b")}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "name one"},
+		{"NoMediaColumn", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []noMedia{{"a", "b"}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "no column holds binary media"},
+		{"MediaColumnMissing", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []twoBlobs{{[]byte("a"), []byte("b")}}, 1)
+		}, dataset.DiscoverOptions{MediaColumn: "c"}, dataset.ErrBadParquet, `no column "c"`},
+		{"MediaColumnText", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []noMedia{{"a", "b"}}, 1)
+		}, dataset.DiscoverOptions{MediaColumn: "text"}, dataset.ErrBadParquet, "cannot hold the media"},
+		{"LabelFloat", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []floatLabel{{[]byte("a"), 1.5}}, 1)
+		}, dataset.DiscoverOptions{LabelColumn: "label"}, dataset.ErrBadParquet, "neither integers nor text"},
+		{"FieldNamedSize", func(s storage.Store) {
+			type sized struct {
+				Data []byte `parquet:"data"`
+				Size int64  `parquet:"size"`
+			}
+			writeParquet(t, s, "x.parquet", []sized{{[]byte("a"), 1}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "reserved"},
+		{"NegativeLabel", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []negLabel{{[]byte("a"), 0}, {[]byte("b"), -1}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "label -1"},
+		{"SchemasDiffer", func(s storage.Store) {
+			writeParquet(t, s, "a.parquet", []negLabel{{[]byte("a"), 0}}, 1)
+			writeParquet(t, s, "b.parquet", []strLabel{{[]byte("a"), "x"}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "schema differs"},
+		{"NotParquet", func(s storage.Store) {
+			fillData(t, s, "x.parquet", strings.Repeat("not a parquet file", 10))
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "x.parquet"},
+		{"Empty", func(s storage.Store) {
+			writeParquet(t, s, "x.parquet", []negLabel{}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrEmptyDataset, "no rows"},
+		{"NoFilesAsked", func(s storage.Store) { fill(t, s, "c/a.jpg") }, dataset.DiscoverOptions{Format: "parquet"}, dataset.ErrEmptyDataset, "no *.parquet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := storage.NewMemStore(t.Name())
+			tc.write(s)
+			_, err := dataset.Discover(context.Background(), s, tc.opts)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Discover: %v, want %v with %q", err, tc.want, tc.msg)
+			}
+		})
+	}
+	bad := dataset.DiscoverOptions{Format: "orc", Layout: dataset.LayoutImageFolder}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), `unknown Format "orc"`) {
+		t.Errorf("Validate = %v", err)
+	}
+	bad = dataset.DiscoverOptions{Format: "imagefolder", MediaColumn: "image"}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "MediaColumn") {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
+// TestParquetDigest: the digest covers the files' names, their rows and
+// the column schema.
+func TestParquetDigest(t *testing.T) {
+	type extra struct {
+		Data  []byte `parquet:"data"`
+		Label int64  `parquet:"label"`
+		More  int32  `parquet:"more"`
+	}
+	type plain struct {
+		Data  []byte `parquet:"data"`
+		Label int64  `parquet:"label"`
+	}
+	digest := func(write func(s storage.Store)) string {
+		s := storage.NewMemStore("digest")
+		write(s)
+		return dataset.ManifestDigest(discover(t, s, dataset.DiscoverOptions{}))
+	}
+	rows := []plain{{[]byte("aa"), 0}, {[]byte("bb"), 1}, {[]byte("cc"), 0}}
+	base := digest(func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 2) })
+	if again := digest(func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 2) }); again != base {
+		t.Errorf("the same file digests %s then %s", base, again)
+	}
+	for name, write := range map[string]func(s storage.Store){
+		"Renamed":     func(s storage.Store) { writeParquet(t, s, "b.parquet", rows, 2) },
+		"FewerRows":   func(s storage.Store) { writeParquet(t, s, "a.parquet", rows[:2], 2) },
+		"OtherGroups": func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 1) },
+		"ExtraColumn": func(s storage.Store) {
+			writeParquet(t, s, "a.parquet", []extra{{[]byte("aa"), 0, 1}, {[]byte("bb"), 1, 1}, {[]byte("cc"), 0, 1}}, 2)
+		},
+		"Compression": func(s storage.Store) { writeParquet(t, s, "a.parquet", rows, 2, parquet.Compression(&parquet.Zstd)) },
+		"SplitInFiles": func(s storage.Store) {
+			writeParquet(t, s, "a.parquet", rows[:2], 2)
+			writeParquet(t, s, "a2.parquet", rows[2:], 2)
+		},
+	} {
+		if d := digest(write); d == base {
+			t.Errorf("%s: digest %s unchanged", name, d)
+		}
+	}
+}
+
+// TestParquetFields: every other column is a field named as the column,
+// equal to what was written; a text label column names the classes.
+func TestParquetFields(t *testing.T) {
+	s := storage.NewMemStore(t.Name())
+	_, rows := hfDataset(t, s, 3, 7, 3)
+	ds := discover(t, s, dataset.DiscoverOptions{})
+	if got, want := ds.Fields.Schema().String(), "caption:string,score:float"; got != want {
+		t.Fatalf("schema %s, want %s", got, want)
+	}
+	for i, r := range rows {
+		c, _ := ds.Fields.Get(i, "caption")
+		sc, _ := ds.Fields.Get(i, "score")
+		if c.Str != r.Caption || sc.Float != r.Score {
+			t.Fatalf("sample %d: caption %q score %v, want %q %v", i, c.Str, sc.Float, r.Caption, r.Score)
+		}
+	}
+
+	type tagged struct {
+		Data   []byte   `parquet:"data"`
+		Label  string   `parquet:"label"`
+		Tags   []string `parquet:"tags,list"`
+		Nums   []int64  `parquet:"nums"`
+		Flag   bool     `parquet:"flag"`
+		Weight *float32 `parquet:"weight,optional"`
+		Meta   struct {
+			Source string `parquet:"source"`
+			Width  int32  `parquet:"width"`
+		} `parquet:"meta"`
+	}
+	w := float32(0.5)
+	var ts []tagged
+	for i := range 9 {
+		r := tagged{Data: []byte{byte(i)}, Label: []string{"zebra", "ant", "cat"}[i%3], Flag: i%2 == 0}
+		r.Tags = []string{"a", "b", "c"}[:i%4]
+		r.Nums = []int64{int64(i), int64(-i)}[:i%3]
+		if i%2 == 1 {
+			r.Weight = &w
+		}
+		r.Meta.Source, r.Meta.Width = fmt.Sprintf("src%d", i), int32(10*i)
+		ts = append(ts, r)
+	}
+	s = storage.NewMemStore(t.Name() + "2")
+	writeParquet(t, s, "a.parquet", ts[:4], 2)
+	writeParquet(t, s, "b.parquet", ts[4:], 3)
+	ds = discover(t, s, dataset.DiscoverOptions{})
+	if got, want := ds.Fields.Schema().String(), "flag:int,meta.source:string,meta.width:int,nums:list<int>,tags:list<string>,weight:float"; got != want {
+		t.Fatalf("schema %s, want %s", got, want)
+	}
+	if want := []string{"ant", "cat", "zebra"}; !slices.Equal(ds.Classes, want) {
+		t.Errorf("classes %q, want %q (the text labels, sorted)", ds.Classes, want)
+	}
+	for i, r := range ts {
+		if ds.Classes[ds.Samples[i].Label] != r.Label {
+			t.Errorf("sample %d: label %d, want %s", i, ds.Samples[i].Label, r.Label)
+		}
+		get := func(n string) dataset.Value { v, _ := ds.Fields.Get(i, n); return v }
+		if v := get("tags"); strings.Join(v.Strings, ",") != strings.Join(r.Tags, ",") {
+			t.Errorf("sample %d: tags %q, want %q", i, v.Strings, r.Tags)
+		}
+		if v := get("nums"); !slices.Equal(v.Ints, r.Nums) && !(len(v.Ints) == 0 && len(r.Nums) == 0) {
+			t.Errorf("sample %d: nums %v, want %v", i, v.Ints, r.Nums)
+		}
+		if v := get("flag"); (v.Int == 1) != r.Flag {
+			t.Errorf("sample %d: flag %v, want %v", i, v, r.Flag)
+		}
+		if v := get("weight"); v.Present() != (r.Weight != nil) || (r.Weight != nil && v.Float != 0.5) {
+			t.Errorf("sample %d: weight %v, want %v", i, v, r.Weight)
+		}
+		if v := get("meta.source"); v.Str != r.Meta.Source {
+			t.Errorf("sample %d: meta.source %v, want %s", i, v, r.Meta.Source)
+		}
+		if v := get("meta.width"); v.Int != int64(r.Meta.Width) {
+			t.Errorf("sample %d: meta.width %v, want %d", i, v, r.Meta.Width)
+		}
+	}
+}
+
+var _ compress.Codec = &parquet.Snappy
