@@ -123,8 +123,9 @@ race: deps
 # (see FUZZTIME above on timed runs).
 FUZZ_TARGETS := \
 	./decode/:FuzzDecode ./decode/:FuzzDecodeFFmpeg ./decode/:FuzzParseHeader \
-	./storage/:FuzzManifest ./storage/:FuzzManifestReference ./storage/:FuzzManifestJSONLine ./storage/:FuzzManifestDecimal \
-	./storage/:FuzzIndexTar ./storage/:FuzzReadExclusions ./storage/:FuzzScanManifest ./storage/:FuzzManifestIndex ./cmd/longshore-pack/:FuzzWebDataset \
+	./dataset/:FuzzManifest ./dataset/:FuzzManifestReference ./dataset/:FuzzManifestJSONLine ./dataset/:FuzzManifestDecimal \
+	./dataset/:FuzzIndexTar ./dataset/:FuzzReadExclusions ./dataset/:FuzzScanManifest ./dataset/:FuzzManifestIndex ./cmd/longshore-pack/:FuzzWebDataset \
+	./dataset/:FuzzWebDatasetMemberFields ./dataset/:FuzzParquet ./feed/:FuzzParseFields \
 	./storage/s3/:FuzzContentRange ./storage/s3/:FuzzRetryAfter \
 	./cluster/journal/:FuzzDecode ./cluster/journal/:FuzzParseToken ./cluster/wire/:FuzzWire \
 	./feed/:FuzzClientFrames ./feed/:FuzzServerFrames ./delivery/:FuzzLocalToken \
