@@ -247,20 +247,12 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 	}
 	b := o.orderBlock(true)
 	w := cluster.EffectiveWindow(b, o.window)
-	store, indexed, plan, err := openIndexed(ctx, o, logger)
+	store, ds, indexed, plan, err := openData(ctx, o, b, w, logger)
 	if err != nil {
 		return standaloneData{}, err
 	}
 	if indexed != nil {
-		if ps, ok := store.(*dataset.PackedStore); ok {
-			ps.SetBlock(b)
-			ps.SetWindow(w)
-		}
 		return standaloneData{store: store, cat: indexed, indexed: indexed, pack: plan}, nil
-	}
-	store, ds, plan, err := openDataset(ctx, o, store, b, w)
-	if err != nil {
-		return standaloneData{}, err
 	}
 	if o.manifest == "" && o.faults.exclude == "" {
 		listing.WriteManifest(ctx, store, ds, o.writeManifest, logger)
@@ -273,7 +265,7 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 // (ranks: how many windows are read at once; standalone ranks share
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
-// mean is a packed sample's mean size (packedMean).
+// mean is a packed sample's mean size (dataset.PackedMean).
 func packedLine(ps *dataset.PackedStore, mean int64, plan dataset.PackPlan, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
 	cache := ps.Stats().CacheBytes
@@ -352,7 +344,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			x.Manifest, x.Pieces(), x.Every, o.manifestCache)
 	}
 	if ps, ok := store.(*dataset.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), data.pack, 1))
+		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, dataset.PackedMean(data.ds, data.indexed), data.pack, 1))
 	}
 	if ex := data.excluded(); ex > 0 {
 		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ex)
@@ -605,26 +597,6 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("--stats-json: %w", err)
 	}
 	return nil
-}
-
-// packedMean is the mean size of a packed sample: over ds, or on the
-// lazy path (ds nil) over the pieces of the manifest m has read so far.
-func packedMean(ds *dataset.Dataset, m *dataset.IndexedManifest) int64 {
-	var n, bytes int64
-	if ds != nil {
-		for _, s := range ds.Samples {
-			if s.Packed() {
-				n, bytes = n+1, bytes+s.Size
-			}
-		}
-	} else if m != nil {
-		st := m.Stats()
-		n, bytes = st.PackedSamples, st.PackedBytes
-	}
-	if n == 0 {
-		return 0
-	}
-	return bytes / n
 }
 
 // filled counts a batch's filled rows (actors.Batch.Filled).
