@@ -16,7 +16,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
@@ -208,26 +207,15 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	// The summary, once the job is done (or the node stopped): the same
 	// fields as standalone, from the ranks' counters over every session.
 	summary := func(runErr error) error {
-		if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
-			logger.Warn("metrics server shutdown", "err", err)
-		}
-		var merged []actors.Counters
-		for _, rc := range ranks() {
-			merged = append(merged, rc.Counters)
-		}
-		c := actors.MergeCounters(merged...)
+		c := mergeRanks(ranks())
 		f := runFacts{store: store, samples: catalog.Len(), classes: len(catalog.Classes()), excluded: excludedOf(ds), counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: asm.Quarantine}
 		if s := served.Load(); s != nil {
 			f.trainerWait = trainerWait(s.TrainerWait())
 		}
-		tellQuarantine(stderr, asm.Quarantine)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
 		}
-		if err := emitSummary(o, stdout, summarize(o, f)); err != nil && runErr == nil {
-			return err
-		}
-		return runErr
+		return finish(ctx, o, ob, f, stdout, stderr, logger)
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

@@ -108,25 +108,14 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	runErr := s.Shutdown(sctx)
-	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
-		logger.Warn("metrics server shutdown", "err", err)
-	}
-	counters := ranks()
-	merged := make([]actors.Counters, len(counters))
 	var report actors.FailureReport
-	for r := range counters {
-		merged[r] = counters[r].Counters
-		report = actors.MergeReports(report, tallies[r].Failures())
+	for _, t := range tallies {
+		report = actors.MergeReports(report, t.Failures())
 	}
-	c := actors.MergeCounters(merged...)
-	tellQuarantine(stderr, asm.Quarantine)
-	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
+	c := mergeRanks(ranks())
+	return finish(ctx, o, ob, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
 		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine,
-		trainerWait: trainerWait(s.TrainerWait())})
-	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
-		runErr = err
-	}
-	return runErr
+		trainerWait: trainerWait(s.TrainerWait())}, stdout, stderr, logger)
 }
 
 // firstBatchStream is a rank's stream that notes when a session first takes

@@ -403,19 +403,12 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := snk.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("sink: %w", err)
 	}
-	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
-		logger.Warn("metrics server shutdown", "err", err)
-	}
 	if _, err := asm.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	tellQuarantine(stderr, asm.Quarantine)
-	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine})
+	runErr = finish(ctx, o, ob, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
+		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine}, stdout, stderr, logger)
 	data.close()
-	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
-		runErr = err
-	}
 	if runErr == nil && shutErr != nil {
 		runErr = fmt.Errorf("shutdown: %w", shutErr)
 	}
@@ -508,6 +501,30 @@ func summarize(o options, f runFacts) Summary {
 		s.Error = f.err.Error()
 	}
 	return s
+}
+
+// finish ends a run, the same in every mode: the metrics server stops
+// (after --metrics-linger), the quarantine says what the run added, and
+// the summary of f is printed and written to --stats-json. It returns
+// f.err, else the summary's error.
+func finish(ctx context.Context, o options, ob *observer, f runFacts, stdout, stderr io.Writer, logger *slog.Logger) error {
+	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
+		logger.Warn("metrics server shutdown", "err", err)
+	}
+	tellQuarantine(stderr, f.quarantine)
+	if err := emitSummary(o, stdout, summarize(o, f)); err != nil && f.err == nil {
+		return err
+	}
+	return f.err
+}
+
+// mergeRanks is the node's counters, merged over its ranks.
+func mergeRanks(ranks []pipeline.RankCounters) actors.Counters {
+	merged := make([]actors.Counters, len(ranks))
+	for r, rc := range ranks {
+		merged[r] = rc.Counters
+	}
+	return actors.MergeCounters(merged...)
 }
 
 // emitSummary prints s and writes it to --stats-json.
