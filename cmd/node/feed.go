@@ -104,7 +104,9 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		fmt.Fprintf(stderr, "  rank %d: %s\n", r, s.SocketPath(r))
 	}
 	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader(); exits once every epoch is delivered and the trainers have left, or on Ctrl-C)\n", feedDirOf(o))
-	waitFeed(ctx, s, logger)
+	// Stopped by a signal, a standalone feed has served what its
+	// trainers asked for: not an error.
+	_ = waitTrainers(ctx, s, logger, "every epoch delivered")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	runErr := s.Shutdown(sctx)
@@ -133,24 +135,27 @@ func (s firstBatchStream) Next(ctx context.Context) (*actors.Batch, error) {
 	return b, err
 }
 
-// waitFeed waits until s has served every epoch and its trainers have
-// left (or feedGrace after the end, if a trainer stays connected), or
-// ctx ends. Either way the run is over without error: a standalone feed
-// stopped by a signal has served what its trainers asked for.
-func waitFeed(ctx context.Context, s *delivery.Server, logger *slog.Logger) {
+// waitTrainers waits until s has served everything and its trainers
+// have left (or feedGrace after the end, if a trainer stays connected),
+// or ctx ends: then it returns ctx's cause. done says, in the log, what
+// was served ("every epoch delivered", "job done").
+func waitTrainers(ctx context.Context, s *delivery.Server, logger *slog.Logger, done string) error {
 	select {
 	case <-s.Finished():
-		logger.Info("every epoch delivered; every trainer has left")
 	case <-s.Ended():
 		select {
 		case <-s.Finished():
-			logger.Info("every epoch delivered; every trainer has left")
 		case <-time.After(feedGrace):
-			logger.Warn("every epoch delivered; trainers still connected after the grace period, leaving", "grace", feedGrace)
+			logger.Warn(done+"; trainers still connected after the grace period, leaving", "grace", feedGrace)
+			return nil
 		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
 	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
+	logger.Info(done + "; every trainer has left")
+	return nil
 }
 
 // recordingCommitter is a Committer that records each commit it made a
@@ -204,22 +209,7 @@ func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.Cl
 		fmt.Fprintf(stderr, "  rank %d (%s): %s\n", r, nd.Rank(r).Name(), s.SocketPath(r))
 	}
 	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader())\n", feedDirOf(o))
-	var runErr error
-	select {
-	case <-s.Finished():
-		logger.Info("job done; every trainer has left")
-	case <-s.Ended():
-		select {
-		case <-s.Finished():
-			logger.Info("job done; every trainer has left")
-		case <-time.After(feedGrace):
-			logger.Warn("job done; trainers still connected after the grace period, leaving", "grace", feedGrace)
-		case <-ctx.Done():
-			runErr = context.Cause(ctx)
-		}
-	case <-ctx.Done():
-		runErr = context.Cause(ctx)
-	}
+	runErr := waitTrainers(ctx, s, logger, "job done")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := s.Shutdown(sctx); err != nil && runErr == nil {
