@@ -31,20 +31,15 @@ import (
 // SIGTERM).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stdout, stderr io.Writer, logger *slog.Logger) error {
 	var clk startupClock
-	data, err := openStandalone(ctx, o, logger)
+	// One actor system for every rank and every stream a resume reopens,
+	// shut down once serving has ended.
+	data, asm, err := openStandaloneRun(ctx, o, ac, dc, &clk, logger)
 	if err != nil {
 		return err
 	}
 	defer data.close()
-	clk.open()
-	store := data.store
-	// One actor system for every rank and every stream a resume reopens,
-	// shut down once serving has ended.
-	asm, err := o.assemble(ac, dc, store, logger)
-	if err != nil {
-		return err
-	}
 	defer asm.Close()
+	store := data.store
 	ac = asm.Pipeline
 	// Each rank's streams (reopened when a trainer resumes from an older
 	// commit) add up in a Tally: the summary's and the metrics' source.

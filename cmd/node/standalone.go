@@ -21,8 +21,10 @@ import (
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
@@ -260,6 +262,23 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 	return standaloneData{store: store, cat: dataset.DatasetCatalog(ds), ds: ds, pack: plan}, nil
 }
 
+// openStandaloneRun opens a standalone run's dataset (openStandalone),
+// noting the time on clk, and assembles its pipelines, whatever the
+// sink. On error nothing is left open.
+func openStandaloneRun(ctx context.Context, o options, ac actors.Config, dc decode.Config, clk *startupClock, logger *slog.Logger) (standaloneData, *node.Assembly, error) {
+	data, err := openStandalone(ctx, o, logger)
+	if err != nil {
+		return standaloneData{}, nil, err
+	}
+	clk.open()
+	asm, err := o.assemble(ac, dc, data.store, logger)
+	if err != nil {
+		data.close()
+		return standaloneData{}, nil, err
+	}
+	return data, asm, nil
+}
+
 // packedLine describes a packed dataset's chunk reading, and warns when
 // --pack-cache cannot hold the window of chunks the ranks read at once
 // (ranks: how many windows are read at once; standalone ranks share
@@ -303,25 +322,19 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	var clk startupClock
-	data, err := openStandalone(ctx, o, logger)
+	data, asm, err := openStandaloneRun(ctx, o, ac, dc, &clk, logger)
 	if err != nil {
 		snk.Close()
 		return err
 	}
-	clk.open()
 	store := data.store
 	if data.ds != nil { // the lazy path has no list to check: Deliver checks each key
 		if err := snk.Accept(data.ds); err != nil {
+			asm.Close()
 			snk.Close()
 			data.close()
 			return err
 		}
-	}
-	asm, err := o.assemble(ac, dc, store, logger)
-	if err != nil {
-		snk.Close()
-		data.close()
-		return err
 	}
 	node, err := asm.StandaloneNode(data.cat, data.orderFunc(o))
 	if err != nil {
