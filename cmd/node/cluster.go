@@ -16,7 +16,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/node"
@@ -66,11 +65,10 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	// The order's block and window come with the coordinator's job
 	// (OnJob below); until then a packed dataset's samples are read one
 	// by one.
-	store, indexed, plan, err := openIndexed(ctx, o, logger)
+	store, ds, indexed, plan, err := openData(ctx, o, 0, 0, logger)
 	if err != nil {
 		return err
 	}
-	var ds *dataset.Dataset
 	var catalog dataset.Catalog
 	if indexed != nil {
 		defer indexed.Close()
@@ -79,11 +77,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		logger.Info("reading the manifest through its index: pieces for the leases only", "manifest", x.Manifest, "samples", x.Samples,
 			"layout", x.Layout(), "pieces", x.Pieces(), "every", x.Every, "manifest_cache", int64(o.manifestCache))
 	} else {
-		if store, ds, plan, err = openDataset(ctx, o, store, 0, 0); err != nil {
-			return err
-		}
 		catalog = dataset.DatasetCatalog(ds)
 		if err := snk.Accept(ds); err != nil {
+			storage.Close(store)
 			return err
 		}
 	}
@@ -146,7 +142,7 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	acfg.OnJob = func(j node.Job) { job.Store(&j) }
 	var describe func() string // the packed store's reading, for the log once the job's order is adopted
 	if ps, ok := store.(*dataset.PackedStore); ok {
-		describe = func() string { return packedLine(ps, packedMean(ds, indexed), plan, o.ranks) }
+		describe = func() string { return packedLine(ps, dataset.PackedMean(ds, indexed), plan, o.ranks) }
 		defer func() {
 			st := ps.Stats()
 			logger.Info("packed dataset: chunk cache", "chunks", st.Chunks, "chunk_bytes", st.ChunkBytes, "hits", st.Hits,
@@ -211,26 +207,15 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	// The summary, once the job is done (or the node stopped): the same
 	// fields as standalone, from the ranks' counters over every session.
 	summary := func(runErr error) error {
-		if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
-			logger.Warn("metrics server shutdown", "err", err)
-		}
-		var merged []actors.Counters
-		for _, rc := range ranks() {
-			merged = append(merged, rc.Counters)
-		}
-		c := actors.MergeCounters(merged...)
+		c := mergeRanks(ranks())
 		f := runFacts{store: store, samples: catalog.Len(), classes: len(catalog.Classes()), excluded: excludedOf(ds), counters: c, report: nd.Failures(), seconds: activeSeconds(c), err: runErr, quarantine: asm.Quarantine}
 		if s := served.Load(); s != nil {
 			f.trainerWait = trainerWait(s.TrainerWait())
 		}
-		tellQuarantine(stderr, asm.Quarantine)
 		if j := job.Load(); j != nil {
 			f.epochs, f.batchSize = j.Epochs, j.BatchSize
 		}
-		if err := emitSummary(o, stdout, summarize(o, f)); err != nil && runErr == nil {
-			return err
-		}
-		return runErr
+		return finish(ctx, o, ob, f, stdout, stderr, logger)
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

@@ -31,20 +31,15 @@ import (
 // SIGTERM).
 func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Config, stdout, stderr io.Writer, logger *slog.Logger) error {
 	var clk startupClock
-	data, err := openStandalone(ctx, o, logger)
+	// One actor system for every rank and every stream a resume reopens,
+	// shut down once serving has ended.
+	data, asm, err := openStandaloneRun(ctx, o, ac, dc, &clk, logger)
 	if err != nil {
 		return err
 	}
 	defer data.close()
-	clk.open()
-	store := data.store
-	// One actor system for every rank and every stream a resume reopens,
-	// shut down once serving has ended.
-	asm, err := o.assemble(ac, dc, store, logger)
-	if err != nil {
-		return err
-	}
 	defer asm.Close()
+	store := data.store
 	ac = asm.Pipeline
 	// Each rank's streams (reopened when a trainer resumes from an older
 	// commit) add up in a Tally: the summary's and the metrics' source.
@@ -104,29 +99,20 @@ func serveFeed(ctx context.Context, o options, ac actors.Config, dc decode.Confi
 		fmt.Fprintf(stderr, "  rank %d: %s\n", r, s.SocketPath(r))
 	}
 	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader(); exits once every epoch is delivered and the trainers have left, or on Ctrl-C)\n", feedDirOf(o))
-	waitFeed(ctx, s, logger)
+	// Stopped by a signal, a standalone feed has served what its
+	// trainers asked for: not an error.
+	_ = waitTrainers(ctx, s, logger, "every epoch delivered")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	runErr := s.Shutdown(sctx)
-	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
-		logger.Warn("metrics server shutdown", "err", err)
-	}
-	counters := ranks()
-	merged := make([]actors.Counters, len(counters))
 	var report actors.FailureReport
-	for r := range counters {
-		merged[r] = counters[r].Counters
-		report = actors.MergeReports(report, tallies[r].Failures())
+	for _, t := range tallies {
+		report = actors.MergeReports(report, t.Failures())
 	}
-	c := actors.MergeCounters(merged...)
-	tellQuarantine(stderr, asm.Quarantine)
-	sum := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
+	c := mergeRanks(ranks())
+	return finish(ctx, o, ob, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: c,
 		report: report, seconds: activeSeconds(c), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine,
-		trainerWait: trainerWait(s.TrainerWait())})
-	if err := emitSummary(o, stdout, sum); err != nil && runErr == nil {
-		runErr = err
-	}
-	return runErr
+		trainerWait: trainerWait(s.TrainerWait())}, stdout, stderr, logger)
 }
 
 // firstBatchStream is a rank's stream that notes when a session first takes
@@ -144,24 +130,27 @@ func (s firstBatchStream) Next(ctx context.Context) (*actors.Batch, error) {
 	return b, err
 }
 
-// waitFeed waits until s has served every epoch and its trainers have
-// left (or feedGrace after the end, if a trainer stays connected), or
-// ctx ends. Either way the run is over without error: a standalone feed
-// stopped by a signal has served what its trainers asked for.
-func waitFeed(ctx context.Context, s *delivery.Server, logger *slog.Logger) {
+// waitTrainers waits until s has served everything and its trainers
+// have left (or feedGrace after the end, if a trainer stays connected),
+// or ctx ends: then it returns ctx's cause. done says, in the log, what
+// was served ("every epoch delivered", "job done").
+func waitTrainers(ctx context.Context, s *delivery.Server, logger *slog.Logger, done string) error {
 	select {
 	case <-s.Finished():
-		logger.Info("every epoch delivered; every trainer has left")
 	case <-s.Ended():
 		select {
 		case <-s.Finished():
-			logger.Info("every epoch delivered; every trainer has left")
 		case <-time.After(feedGrace):
-			logger.Warn("every epoch delivered; trainers still connected after the grace period, leaving", "grace", feedGrace)
+			logger.Warn(done+"; trainers still connected after the grace period, leaving", "grace", feedGrace)
+			return nil
 		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
 	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
+	logger.Info(done + "; every trainer has left")
+	return nil
 }
 
 // recordingCommitter is a Committer that records each commit it made a
@@ -215,22 +204,7 @@ func serveClusterFeed(ctx context.Context, o options, nd *node.Node, cf *node.Cl
 		fmt.Fprintf(stderr, "  rank %d (%s): %s\n", r, nd.Rank(r).Name(), s.SocketPath(r))
 	}
 	fmt.Fprintf(stderr, "  (Python: LONGSHORE_FEED_DIR=%s, longshore.Loader())\n", feedDirOf(o))
-	var runErr error
-	select {
-	case <-s.Finished():
-		logger.Info("job done; every trainer has left")
-	case <-s.Ended():
-		select {
-		case <-s.Finished():
-			logger.Info("job done; every trainer has left")
-		case <-time.After(feedGrace):
-			logger.Warn("job done; trainers still connected after the grace period, leaving", "grace", feedGrace)
-		case <-ctx.Done():
-			runErr = context.Cause(ctx)
-		}
-	case <-ctx.Done():
-		runErr = context.Cause(ctx)
-	}
+	runErr := waitTrainers(ctx, s, logger, "job done")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := s.Shutdown(sctx); err != nil && runErr == nil {

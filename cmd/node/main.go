@@ -471,71 +471,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openDataset opens the store and discovers the dataset. A packed dataset
-// (samples inside tar shards) gets its store wrapped in a PackedStore that
-// reads a chunk of samples at a time: those of one block of the epoch
-// order (block, samples) that share a shard, window blocks' chunks at
-// once. block 0 reads every sample alone until SetBlock (cluster mode
-// learns the block and window from the job).
-//
-// s is the dataset's store from openStore, or nil: openDataset opens
-// it then.
-func openDataset(ctx context.Context, o options, s storage.Store, block, window int) (storage.Store, *dataset.Dataset, dataset.PackPlan, error) {
-	dopts := dataset.DefaultDiscoverOptions()
-	if o.manifest != "" {
-		dopts.Layout = dataset.LayoutManifest
-		dopts.Manifest = o.manifest
-	}
-	dopts.MediaColumn, dopts.LabelColumn = o.mediaColumn, o.labelColumn
-	packed := dataset.PackedConfig{Block: block, Window: window}
-	var err error
-	if dopts.Extensions, err = dataset.MediaExtensions(o.mediaFlags.media); err == nil {
-		if dopts.Exclude, err = o.faults.exclusions(); err == nil {
-			if err = packed.Validate(); err != nil {
-				err = fmt.Errorf("dataset %s: %w", o.dataset, err)
-			}
-		}
-	}
+// openData opens the dataset's store and its dataset (dataset.NodeOpen):
+// through the manifest's index where the lazy path applies (indexed set,
+// ds nil; docs/scale.md), else the whole sample list (ds set). A packed
+// dataset's store is a PackedStore reading chunks of the order's blocks
+// (block and window; 0: the job's, in cluster mode), sized by plan.
+func openData(ctx context.Context, o options, block, window int, logger *slog.Logger) (s storage.Store, ds *dataset.Dataset, indexed *dataset.IndexedManifest, plan dataset.PackPlan, err error) {
+	c, err := o.nodeOpen(block, window)
 	if err != nil {
-		if s != nil {
-			storage.Close(s)
-		}
-		return nil, nil, dataset.PackPlan{}, err
+		return nil, nil, nil, plan, err
 	}
-	if s == nil {
-		if s, err = openStore(ctx, o, nil); err != nil {
-			return nil, nil, dataset.PackPlan{}, err
-		}
+	if s, err = openStore(ctx, o, logger); err != nil {
+		return nil, nil, nil, plan, err
 	}
-	s, ds, err := dataset.Open(ctx, s, o.dataset, dopts, nil)
-	if err != nil || !ds.Packed() {
-		return s, ds, dataset.PackPlan{}, err
+	if s, indexed, plan, err = dataset.OpenLazy(ctx, s, c); err != nil || indexed != nil {
+		return s, nil, indexed, plan, err
 	}
-	mean := packedMean(ds, nil)
-	plan := o.packPlanOf(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean, ds.Unpacker != nil)
-	packed.CacheBytes, packed.SpillDir = plan.CacheBytes, plan.SpillDir
-	ps, err := dataset.NewPackedStore(s, ds, packed)
-	if err != nil {
-		storage.Close(s)
-		return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
-	}
-	return ps, ds, plan, nil
-}
-
-// windowBytes estimates the bytes of the chunks a node holds at once:
-// a mean sample's (0: unknown, then 0) times the order's block and
-// window (0, as in cluster mode before the job: the coordinator's
-// defaults), times the windows read at once (a cluster node's ranks each
-// read their own; standalone ranks share one).
-func (o options) windowBytes(mean int64, block, window int) int64 {
-	if block == 0 {
-		block, window = cluster.PackedBlock, cluster.EffectiveWindow(cluster.PackedBlock, cluster.DefaultWindow)
-	}
-	windows := 1
-	if !o.standalone {
-		windows = o.ranks
-	}
-	return mean * int64(max(block, 1)) * int64(max(window, 1)) * int64(windows)
+	s, ds, plan, err = dataset.OpenNode(ctx, s, c)
+	return s, ds, nil, plan, err
 }
 
 // openStore opens the dataset's store, counted: the metrics show the
@@ -558,79 +511,6 @@ func openStore(ctx context.Context, o options, logger *slog.Logger) (storage.Sto
 		logger.Info("s3 credentials", "store", s3s.String(), "source", s3s.CredentialSource())
 	}
 	return storage.NewCountingStore(s), nil
-}
-
-// openIndexed opens the dataset's store and, where the lazy path
-// applies (docs/scale.md), its manifest through the index: the node
-// reads the pieces of the manifest its leases touch, into
-// --manifest-cache bytes, instead of the whole sample list. The catalog
-// is nil, and the store is still returned for openDataset, when the
-// dataset has no index, or --manifest-cache is 0, or the dataset is
-// --exclude is set (exclusions renumber the samples, which needs them
-// all): the caller reads the manifest whole. The layout is read from the
-// index (one GET on the counted store) before any of the manifest is. A
-// packed dataset's lazy store is a PackedStore over the catalog, which
-// reads chunks of the job's blocks as the in-memory path does.
-func openIndexed(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *dataset.IndexedManifest, dataset.PackPlan, error) {
-	s, err := openStore(ctx, o, logger)
-	if err != nil {
-		return nil, nil, dataset.PackPlan{}, err
-	}
-	if o.manifestCache == 0 || o.faults.exclude != "" {
-		return s, nil, dataset.PackPlan{}, nil
-	}
-	keys := []string{dataset.ManifestCSVName, dataset.ManifestJSONLName}
-	if o.manifest != "" {
-		keys = []string{o.manifest}
-	}
-	var found *dataset.ManifestIndex
-	for _, key := range keys {
-		x, err := dataset.ReadManifestIndex(ctx, s, key)
-		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			continue
-		case err != nil:
-			storage.Close(s)
-			return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
-		case found != nil:
-			storage.Close(s)
-			return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: both %s and %s are indexed: pick one with --manifest", o.dataset, dataset.ManifestCSVName, dataset.ManifestJSONLName)
-		}
-		found = x
-	}
-	if found == nil {
-		return s, nil, dataset.PackPlan{}, nil
-	}
-	m, err := dataset.OpenIndex(ctx, s, found, dataset.IndexedConfig{CacheBytes: int64(o.manifestCache)})
-	if err != nil {
-		storage.Close(s)
-		return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
-	}
-	if found.Layout() == "plain" {
-		return s, m, dataset.PackPlan{}, nil
-	}
-	// The chunks' block and window come with the job (OnJob); until then
-	// samples are read one by one.
-	// The mean sample from the manifest's first piece (one small read,
-	// which the run needs anyway): enough to tell ImageNet-sized samples,
-	// whose window is worth spilling, from small ones.
-	var mean int64
-	if _, _, err := m.Sample(ctx, 0); err == nil {
-		mean = packedMean(nil, m)
-	}
-	block, window := 0, 0 // cluster mode: the coordinator's, from the job
-	if o.standalone {
-		block = o.orderBlock(true)
-		window = cluster.EffectiveWindow(block, o.window)
-	}
-	plan := o.packPlan(s, dataset.SpillDirs(), o.windowBytes(mean, block, window), mean)
-	ps, err := dataset.NewCatalogPackedStore(s, m, dataset.PackedConfig{CacheBytes: plan.CacheBytes, SpillDir: plan.SpillDir})
-	if err != nil {
-		m.Close()
-		storage.Close(s)
-		return nil, nil, dataset.PackPlan{}, fmt.Errorf("dataset %s: %w", o.dataset, err)
-	}
-	return ps, m, plan, nil
 }
 
 // checkMetricsFlags reports what is wrong with --metrics and its kin.

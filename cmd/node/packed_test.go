@@ -164,7 +164,9 @@ func TestPackCacheFlag(t *testing.T) {
 			t.Fatalf("%v: %v", args, err)
 		}
 		o.spillProbe = fastDisk
-		return func(s storage.Store) dataset.PackPlan { return o.packPlan(s, []string{disk}, 225<<20, 112<<10) } // ImageNet's window at the defaults
+		return func(s storage.Store) dataset.PackPlan {
+			return dataset.PlanPackCache(s, o.packConfig(), []string{disk}, 225<<20, 112<<10)
+		} // ImageNet's window at the defaults
 
 	}
 	for _, tc := range []struct {
@@ -204,11 +206,12 @@ func TestPackCacheFlag(t *testing.T) {
 	// storage's TestPlanPackCache.
 	// The estimate: standalone ranks share one window; a cluster node's
 	// each read one, of the coordinator's defaults until the job says.
-	if got, want := o.windowBytes(1000, 16, 128), int64(1000*16*128); got != want {
+	sc, _ := o.nodeOpen(16, 128)
+	if got, want := sc.WindowBytes(1000), int64(1000*16*128); got != want {
 		t.Errorf("standalone windowBytes: %d; want %d", got, want)
 	}
-	co := options{ranks: 8}
-	if got, want := co.windowBytes(1000, 0, 0), int64(1000*cluster.PackedBlock*cluster.DefaultWindow*8); got != want {
+	cc, _ := options{ranks: 8}.nodeOpen(0, 0)
+	if got, want := cc.WindowBytes(1000), int64(1000*cluster.PackedBlock*cluster.DefaultWindow*8); got != want {
 		t.Errorf("cluster windowBytes before the job: %d; want %d", got, want)
 	}
 	t.Setenv("LONGSHORE_PACK_CACHE", "1GiB")

@@ -3,8 +3,8 @@ package main
 import (
 	"strings"
 
+	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/dataset"
-	"github.com/longshore/longshore/storage"
 )
 
 // packSpill is --pack-spill: a directory on a local disk for the chunks a
@@ -46,20 +46,38 @@ func (p packSpill) String() string {
 	return p.dir
 }
 
-// packPlan decides --pack-cache and --pack-spill for a packed dataset in
-// store s (dataset.PlanPackCache): windowBytes is the node's windows of
-// chunks (options.windowBytes), mean a packed sample's mean size.
-func (o options) packPlan(s storage.Store, dirs []string, windowBytes, mean int64) dataset.PackPlan {
-	return o.packPlanOf(s, dirs, windowBytes, mean, false)
+// nodeOpen is how the node opens its dataset (dataset.NodeOpen): block
+// and window are the order's (0: the job's, in cluster mode, the
+// coordinator's defaults until then). Standalone ranks share one window
+// of chunks; a cluster node's ranks each read their own.
+func (o options) nodeOpen(block, window int) (dataset.NodeOpen, error) {
+	c := dataset.NodeOpen{Raw: o.dataset, ManifestCache: int64(o.manifestCache), Pack: o.packConfig(),
+		Block: block, Window: window, Windows: 1,
+		SizeBlock: cluster.PackedBlock, SizeWindow: cluster.EffectiveWindow(cluster.PackedBlock, cluster.DefaultWindow)}
+	if !o.standalone {
+		c.Windows = o.ranks
+	}
+	c.Discover = dataset.DefaultDiscoverOptions()
+	if o.manifest != "" {
+		c.Discover.Layout = dataset.LayoutManifest
+		c.Discover.Manifest = o.manifest
+	}
+	var err error
+	if c.Discover.Extensions, err = dataset.MediaExtensions(o.mediaFlags.media); err != nil {
+		return c, err
+	}
+	c.Discover.MediaColumn, c.Discover.LabelColumn = o.mediaColumn, o.labelColumn
+	c.Discover.Exclude, err = o.faults.exclusions()
+	return c, err
 }
 
-// packPlanOf is packPlan for a dataset whose samples are unpacked from
-// shared ranges (Dataset.Unpacker, Parquet) when unpacked.
-func (o options) packPlanOf(s storage.Store, dirs []string, windowBytes, mean int64, unpacked bool) dataset.PackPlan {
+// packConfig is --pack-cache and --pack-spill for dataset.PlanPackCache,
+// a cache in memory capped at its share of --memory-budget.
+func (o options) packConfig() dataset.PackPlanConfig {
 	c := dataset.PackPlanConfig{CacheAuto: o.packCache.auto, CacheBytes: int64(o.packCache.size),
-		SpillDir: o.packSpill.dir, SpillAuto: o.packSpill.auto, Probe: o.spillProbe, Unpacked: unpacked}
+		SpillDir: o.packSpill.dir, SpillAuto: o.packSpill.auto, Probe: o.spillProbe}
 	if o.memoryBudget > 0 { // --memory-budget: at most its share
 		c.MemoryCap = int64(float64(o.memoryBudget) * budgetPackShare)
 	}
-	return dataset.PlanPackCache(s, c, dirs, windowBytes, mean)
+	return c
 }

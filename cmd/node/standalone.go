@@ -21,8 +21,10 @@ import (
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
@@ -247,20 +249,12 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 	}
 	b := o.orderBlock(true)
 	w := cluster.EffectiveWindow(b, o.window)
-	store, indexed, plan, err := openIndexed(ctx, o, logger)
+	store, ds, indexed, plan, err := openData(ctx, o, b, w, logger)
 	if err != nil {
 		return standaloneData{}, err
 	}
 	if indexed != nil {
-		if ps, ok := store.(*dataset.PackedStore); ok {
-			ps.SetBlock(b)
-			ps.SetWindow(w)
-		}
 		return standaloneData{store: store, cat: indexed, indexed: indexed, pack: plan}, nil
-	}
-	store, ds, plan, err := openDataset(ctx, o, store, b, w)
-	if err != nil {
-		return standaloneData{}, err
 	}
 	if o.manifest == "" && o.faults.exclude == "" {
 		listing.WriteManifest(ctx, store, ds, o.writeManifest, logger)
@@ -268,12 +262,29 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 	return standaloneData{store: store, cat: dataset.DatasetCatalog(ds), ds: ds, pack: plan}, nil
 }
 
+// openStandaloneRun opens a standalone run's dataset (openStandalone),
+// noting the time on clk, and assembles its pipelines, whatever the
+// sink. On error nothing is left open.
+func openStandaloneRun(ctx context.Context, o options, ac actors.Config, dc decode.Config, clk *startupClock, logger *slog.Logger) (standaloneData, *node.Assembly, error) {
+	data, err := openStandalone(ctx, o, logger)
+	if err != nil {
+		return standaloneData{}, nil, err
+	}
+	clk.open()
+	asm, err := o.assemble(ac, dc, data.store, logger)
+	if err != nil {
+		data.close()
+		return standaloneData{}, nil, err
+	}
+	return data, asm, nil
+}
+
 // packedLine describes a packed dataset's chunk reading, and warns when
 // --pack-cache cannot hold the window of chunks the ranks read at once
 // (ranks: how many windows are read at once; standalone ranks share
 // one): then chunks are evicted before they are used up, or samples read
 // one by one.
-// mean is a packed sample's mean size (packedMean).
+// mean is a packed sample's mean size (dataset.PackedMean).
 func packedLine(ps *dataset.PackedStore, mean int64, plan dataset.PackPlan, ranks int) string {
 	block, window := max(ps.Block(), 1), ps.Window()
 	cache := ps.Stats().CacheBytes
@@ -311,25 +322,19 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	var clk startupClock
-	data, err := openStandalone(ctx, o, logger)
+	data, asm, err := openStandaloneRun(ctx, o, ac, dc, &clk, logger)
 	if err != nil {
 		snk.Close()
 		return err
 	}
-	clk.open()
 	store := data.store
 	if data.ds != nil { // the lazy path has no list to check: Deliver checks each key
 		if err := snk.Accept(data.ds); err != nil {
+			asm.Close()
 			snk.Close()
 			data.close()
 			return err
 		}
-	}
-	asm, err := o.assemble(ac, dc, store, logger)
-	if err != nil {
-		snk.Close()
-		data.close()
-		return err
 	}
 	node, err := asm.StandaloneNode(data.cat, data.orderFunc(o))
 	if err != nil {
@@ -352,7 +357,7 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			x.Manifest, x.Pieces(), x.Every, o.manifestCache)
 	}
 	if ps, ok := store.(*dataset.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, packedMean(data.ds, data.indexed), data.pack, 1))
+		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, dataset.PackedMean(data.ds, data.indexed), data.pack, 1))
 	}
 	if ex := data.excluded(); ex > 0 {
 		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ex)
@@ -411,19 +416,12 @@ func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := snk.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("sink: %w", err)
 	}
-	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
-		logger.Warn("metrics server shutdown", "err", err)
-	}
 	if _, err := asm.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	tellQuarantine(stderr, asm.Quarantine)
-	s := summarize(o, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine})
+	runErr = finish(ctx, o, ob, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
+		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine}, stdout, stderr, logger)
 	data.close()
-	if err := emitSummary(o, stdout, s); err != nil && runErr == nil {
-		runErr = err
-	}
 	if runErr == nil && shutErr != nil {
 		runErr = fmt.Errorf("shutdown: %w", shutErr)
 	}
@@ -518,6 +516,30 @@ func summarize(o options, f runFacts) Summary {
 	return s
 }
 
+// finish ends a run, the same in every mode: the metrics server stops
+// (after --metrics-linger), the quarantine says what the run added, and
+// the summary of f is printed and written to --stats-json. It returns
+// f.err, else the summary's error.
+func finish(ctx context.Context, o options, ob *observer, f runFacts, stdout, stderr io.Writer, logger *slog.Logger) error {
+	if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
+		logger.Warn("metrics server shutdown", "err", err)
+	}
+	tellQuarantine(stderr, f.quarantine)
+	if err := emitSummary(o, stdout, summarize(o, f)); err != nil && f.err == nil {
+		return err
+	}
+	return f.err
+}
+
+// mergeRanks is the node's counters, merged over its ranks.
+func mergeRanks(ranks []pipeline.RankCounters) actors.Counters {
+	merged := make([]actors.Counters, len(ranks))
+	for r, rc := range ranks {
+		merged[r] = rc.Counters
+	}
+	return actors.MergeCounters(merged...)
+}
+
 // emitSummary prints s and writes it to --stats-json.
 func emitSummary(o options, stdout io.Writer, s Summary) error {
 	printSummary(stdout, s)
@@ -605,33 +627,6 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("--stats-json: %w", err)
 	}
 	return nil
-}
-
-// packedMean is the mean size of a packed sample: over ds, or on the
-// lazy path (ds nil) over the pieces of the manifest m has read so far.
-func packedMean(ds *dataset.Dataset, m *dataset.IndexedManifest) int64 {
-	var n, bytes int64
-	if ds != nil {
-		var last dataset.Sample
-		for _, s := range ds.Samples {
-			if s.Packed() {
-				n++
-				// Samples that share a range (a Parquet row group's)
-				// count its bytes once.
-				if s.Object != last.Object || s.Offset != last.Offset || s.Size != last.Size {
-					bytes += s.Size
-				}
-				last = s
-			}
-		}
-	} else if m != nil {
-		st := m.Stats()
-		n, bytes = st.PackedSamples, st.PackedBytes
-	}
-	if n == 0 {
-		return 0
-	}
-	return bytes / n
 }
 
 // filled counts a batch's filled rows (actors.Batch.Filled).
