@@ -184,10 +184,14 @@ func (a *rankActor) setDecoders(c actor.Context, n int) {
 	a.retireIdle(c)
 }
 
-// growBufs makes room for the buffer ids the core may now hand out.
+// growBufs makes room for the buffer ids the core may now hand out, in
+// every table kept by buffer id.
 func (a *rankActor) growBufs() {
 	for len(a.bufs) < a.core.maxBufs {
 		a.bufs = append(a.bufs, nil)
+	}
+	for len(a.sizes) < a.core.maxBufs {
+		a.sizes = append(a.sizes, 0)
 	}
 }
 
