@@ -247,10 +247,10 @@ const (
 // TestCoordinatorStartupProbe: the coordinator's liveness probe is held
 // back by a startup probe on /healthz whose budget covers the documented
 // worst case of a start, so a coordinator loading a big index or journal
-// is not killed and restarted into the same load (a 0.1.0 coordinator
-// opens its metrics port only after loading; later ones answer /healthz
-// during the load: cmd/coordinator TestHealthzWhileLoading). README.md
-// states the same figures.
+// is not killed and restarted into the same load (a coordinator built
+// before cmd/coordinator TestHealthzWhileLoading opens its metrics port
+// only after loading; this one answers /healthz during the load).
+// README.md states the same figures.
 func TestCoordinatorStartupProbe(t *testing.T) {
 	r := render(t, "overlays/example")
 	coord := r.jobs["longshore-coordinator"]
