@@ -24,6 +24,7 @@
 #   make images  the docker-compose images, FROM scratch (integration/images/build.sh; skipped when unchanged)
 #   make integ   the chaos tests against docker-compose (needs a Docker engine): kill, partition, MinIO restart, join
 #   make cuda-check  go vet + go build -tags cuda ./... against CUDA 11.8 headers and stubs from Debian non-free (cached)
+#   make cuda-image  the CUDA node image, FROM scratch, longshore/longshore:VERSION-cuda (scripts/cuda-image.sh), checked without a GPU
 #   make gpu-check-bundle  the binaries and libraries scripts/gpu-check.sh carries to a machine with a GPU
 #   make gpu-check-parts   that bundle with the node, xz'd and cut for 64 MiB carries (bin/gpu-parts)
 
@@ -64,7 +65,7 @@ INTEG_SKIP    ?=
 PROTOC_GEN_GO ?= $(shell command -v protoc-gen-go || echo $(HOME)/go/bin/protoc-gen-go)
 
 .PHONY: all build demo proto test unit race bench bench-peer bench-media lint fmt deps deps-base deps-demo deps-minio fuzz fuzz-long clean sim-scale
-.PHONY: images integ certs cuda-check gpu-check-bundle gpu-check-parts deploy-check release release-check release-images slurm-check deps-slurm k8s-check k8s-build
+.PHONY: images integ certs cuda-check cuda-image gpu-check-bundle gpu-check-parts deploy-check release release-check release-images slurm-check deps-slurm k8s-check k8s-build
 
 # A small deployment's keys: $(CERTS)/ca (the CA; keep ca.key off the
 # hosts), $(CERTS)/<host> for each CERT_HOSTS entry (name:ip, the host
@@ -257,6 +258,12 @@ integ: images
 # needs none of it.
 cuda-check: deps-base
 	scripts/cuda-check.sh
+
+# The node built -tags cuda in a FROM scratch image with nvJPEG; the
+# driver comes from the host through the NVIDIA container runtime
+# (docs/deploy.md, "A CUDA node image"). Needs a Docker engine.
+cuda-image: deps-base
+	GO=$(GO) scripts/cuda-image.sh
 
 # What scripts/gpu-check.sh needs on the device machine (no Go there).
 GPU_BUNDLE ?= $(BIN)/gpu-bundle

@@ -12,6 +12,10 @@
 #   CUDA_BINS   which (default gpucheck; node, coordinator: cmd/NAME;
 #               longshore-NAME: cmd/longshore-NAME)
 #
+# `scripts/cuda-check.sh --fetch` only fetches (if not cached) and prints
+# the include and stub directories, the runtime libraries' directory and
+# the Debian version, one a line (scripts/cuda-image.sh uses them).
+#
 # Cold: one apt update of non-free (~0.1 MB), three .deb downloads (the
 # toolkit's dev package is ~0.8 GB, most of it static libraries), an
 # unpack of ~14 MB of headers and stubs (the .debs are deleted after).
@@ -51,6 +55,13 @@ fetch() {
 	echo "$ver" >"$cache/stamp"
 }
 
+if [ "${1:-}" = --fetch ]; then
+	if [ ! -f "$cache/stamp" ] || [ ! -f "$cache/root/usr/include/cuda.h" ]; then
+		fetch
+	fi
+	printf '%s\n' "$cache/root/usr/include" "$cache/root/usr/lib/$arch/stubs" "$cache/root/usr/lib/$arch" "$(cat "$cache/stamp")"
+	exit 0
+fi
 if [ -n "${CUDA_HOME:-}" ]; then
 	[ -f "$CUDA_HOME/include/cuda.h" ] || { echo "cuda-check: CUDA_HOME=$CUDA_HOME has no include/cuda.h" >&2; exit 1; }
 	inc=$CUDA_HOME/include
@@ -87,6 +98,16 @@ if [ -z "${CUDA_HOME:-}" ]; then
 	LD_LIBRARY_PATH=$probe "$probe/gpucheck" copy >"$probe/out" 2>&1 || rc=$?
 	if [ $rc -ne 2 ] || ! grep -q "toolkit's build stub" "$probe/out"; then
 		echo "cuda-check: the cuda build without a driver: exit $rc, want 2 and cuinit's message:" >&2
+		cat "$probe/out" >&2
+		rm -rf "$probe"
+		exit 1
+	fi
+	# --version answers without touching CUDA (internal/buildversion,
+	# before cuinit's cuInit): exit 0 and the version line.
+	rc=0
+	LD_LIBRARY_PATH=$probe "$probe/gpucheck" --version >"$probe/out" 2>&1 || rc=$?
+	if [ $rc -ne 0 ] || ! grep -q '^gpucheck [^ ]' "$probe/out"; then
+		echo "cuda-check: the cuda build's --version without a driver: exit $rc, want 0 and the version line:" >&2
 		cat "$probe/out" >&2
 		rm -rf "$probe"
 		exit 1

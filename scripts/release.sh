@@ -23,7 +23,7 @@ out=dist/$name
 rm -rf "$out" "dist/$name.tar.gz" dist/longshore-"$V"-*.whl dist/SHA256SUMS
 mkdir -p "$out/bin"
 
-ld="-X github.com/longshore/longshore/cmd/internal/version.Version=$V"
+ld="-X github.com/longshore/longshore/internal/buildversion.Version=$V"
 for p in node:longshore-node coordinator:longshore-coordinator longshore-pack:longshore-pack \
 	longshore-manifest:longshore-manifest longshore-certs:longshore-certs; do
 	$GO build -trimpath -ldflags "$ld" -o "$out/bin/${p#*:}" "./cmd/${p%%:*}"

@@ -300,6 +300,20 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			return fmt.Errorf("--exclude %s: %w", o.exclude, err)
 		}
 	}
+	// /healthz and /readyz answer from here on, while the dataset and
+	// the journal load (minutes from a slow store: a liveness probe must
+	// not take that for a hung process); ready once in the gossip, where
+	// the nodes find the coordinator.
+	ready := observe.NewReadiness("reading the dataset's manifest or index")
+	ob, err := startObserver(o, ready.Check, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := ob.shutdown(); err != nil {
+			logger.Warn("metrics server shutdown", "err", err)
+		}
+	}()
 	store, facts, err := datasetFacts(ctx, o, sopts, dopts, logger)
 	if err != nil {
 		return err
@@ -313,6 +327,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	var restoredGen uint64
 	var peers []string
 	if o.checkpoint != "" {
+		ready.NotReady("loading the journal")
 		var err error
 		jn, restore, restoredGen, peers, err = openJournal(ctx, o, sopts, logger)
 		if err != nil {
@@ -395,19 +410,11 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	defer co.Shutdown(context.Background())
 	job := observe.JobInfo{Dataset: store.String(), Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, BatchSize: o.batchSize,
 		Balance: o.cluster.Balance.String(), Checkpoint: o.checkpoint}
-	// Journal loaded, control port serving: ready once in the gossip,
-	// where the nodes find it (/readyz).
-	ready := observe.NewReadiness("joining the gossip")
-	ob, err := startObserver(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter,
-		Gossip: observe.GossipStreams(&mem)}, job, ready.Check, logger)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := ob.shutdown(ctx, o.metricsLinger); err != nil {
-			logger.Warn("metrics server shutdown", "err", err)
-		}
-	}()
+	// Journal loaded, control port serving: ready once in the gossip.
+	ready.NotReady("joining the gossip")
+	ob.attach(o, observe.CoordSource{Status: co.Status, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, Journal: meter,
+		Gossip: observe.GossipStreams(&mem)}, job, logger)
+	defer ob.linger(ctx, o.metricsLinger) // before the coordinator stops: the final values
 
 	gcfg := gossip.Config{
 		Meta:          gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},

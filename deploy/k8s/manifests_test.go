@@ -10,6 +10,7 @@ package k8s
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -222,6 +223,75 @@ func checkPod(t *testing.T, name string, p *corev1.PodSpec, cm *corev1.ConfigMap
 		// by a coordinator), not when a port is open.
 		if long && (c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz") {
 			t.Errorf("%s/%s: want a readiness probe on /readyz", name, c.Name)
+		}
+	}
+}
+
+// The worst case of a coordinator's start, as README.md ("Probes")
+// derives it: the largest job docs/scale.md promises (10⁹ samples with
+// a manifest index, 32,768 ranks, the journal's 4,096 generations kept)
+// read from a store as slow as the S3 client still accepts a request
+// (storage/s3 DefaultOptions: an attempt may take RequestTimeout plus a
+// second per MiB, MinThroughput; a credential retrieval 30 s), then the
+// gossip rejoin of the journal's members (5 s).
+const (
+	startRequests    = 13 // in sequence; README.md lists them
+	startMiB         = 17 // the index 12 MB, the newest generation ≤ 4 MB, 5 LIST pages ≈ 1 MB, the last piece
+	requestTimeout   = 60 // s, one attempt
+	minThroughputMiB = 1  // MiB/s
+	credentialFetch  = 30 // s, one for the dataset's store, one for the journal's
+	gossipRejoin     = 5  // s
+	worstStart       = startRequests*requestTimeout + startMiB/minThroughputMiB + 2*credentialFetch + gossipRejoin
+)
+
+// TestCoordinatorStartupProbe: the coordinator's liveness probe is held
+// back by a startup probe on /healthz whose budget covers the documented
+// worst case of a start, so a coordinator loading a big index or journal
+// is not killed and restarted into the same load (a coordinator built
+// before cmd/coordinator TestHealthzWhileLoading opens its metrics port
+// only after loading; this one answers /healthz during the load).
+// README.md states the same figures.
+func TestCoordinatorStartupProbe(t *testing.T) {
+	r := render(t, "overlays/example")
+	coord := r.jobs["longshore-coordinator"]
+	if coord == nil {
+		t.Fatal("no longshore-coordinator Job")
+	}
+	var c *corev1.Container
+	for i := range coord.Spec.Template.Spec.Containers {
+		if coord.Spec.Template.Spec.Containers[i].Name == "coordinator" {
+			c = &coord.Spec.Template.Spec.Containers[i]
+		}
+	}
+	if c == nil {
+		t.Fatal("no coordinator container")
+	}
+	p := c.StartupProbe
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "metrics" {
+		t.Fatalf("the coordinator has no startup probe on /healthz of the metrics port: %+v", p)
+	}
+	period, failures := p.PeriodSeconds, p.FailureThreshold
+	if period == 0 {
+		period = 10 // the API's defaults
+	}
+	if failures == 0 {
+		failures = 3
+	}
+	budget := p.InitialDelaySeconds + period*failures
+	if budget < worstStart {
+		t.Errorf("the startup probe allows %d s (%d x %d s); a start may take %d s", budget, failures, period, worstStart)
+	}
+	live := c.LivenessProbe
+	if live != nil && live.PeriodSeconds*live.FailureThreshold >= budget {
+		t.Errorf("the startup probe's %d s are no longer than the liveness probe's own budget", budget)
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{fmt.Sprintf("%d s", worstStart), fmt.Sprintf("%d × %d s", failures, period), fmt.Sprintf("%d s", budget)} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("README.md does not state %q (the worst case and the probe's budget)", want)
 		}
 	}
 }

@@ -20,6 +20,16 @@
 # LONGSHORE_IMAGE=longshore/longshore:<VERSION> IMAGES=longshore builds only
 # the longshore image, from the release's binaries, tagged with the version.
 #
+# The CUDA node image (`make cuda-image`, scripts/cuda-image.sh) sets, beside
+# those: LIB_PATH, directories (colon-separated) where ldd also looks, whose
+# libraries go to /usr/lib/x86_64-linux-gnu/ in the image (nvJPEG from
+# Debian's non-free packages, unpacked in a cache); DRIVER_STUBS, a
+# directory of the toolkit's stubs of the libraries the NVIDIA container
+# runtime mounts from the host at run time (libcuda.so.1): each goes to
+# /usr/lib/, the last directory on the loader's search path, so the
+# driver's copy wins wherever the runtime puts it, and the binary still
+# loads without one; DOCKERFILE and CONTEXT (the context's directory name).
+#
 # With a registry, use the upstream MinIO image instead of building one:
 #   docker-compose -f integration/docker-compose.yml -f integration/minio-upstream.yml up
 # (it sets image: minio/minio and a health check that uses `mc ready local`).
@@ -33,6 +43,10 @@ MINIO_IMAGE=${MINIO_IMAGE:-longshore/minio:local}
 GO=${GO:-go}
 BIN=${BIN:-bin}
 IMAGES=${IMAGES:-longshore minio}
+LIB_PATH=${LIB_PATH:-}
+DRIVER_STUBS=${DRIVER_STUBS:-}
+DOCKERFILE=${DOCKERFILE:-integration/images/longshore.Dockerfile}
+CONTEXT=${CONTEXT:-longshore}
 LABEL=org.longshore.inputs
 
 for b in "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" "$BIN/longshore-certs"; do
@@ -80,7 +94,7 @@ CGO_ENABLED=0 $GO build -trimpath -ldflags=-s -o "$tools/" ./integration/tools/u
 
 # --- longshore ---
 if [[ " $IMAGES " == *" longshore "* ]]; then
-ctx=$CACHE/images/longshore
+ctx=$CACHE/images/$CONTEXT
 fresh_context "$ctx"
 put "$BIN/longshore-node" "$ctx/rootfs/usr/local/bin/longshore-node"
 put "$BIN/longshore-coordinator" "$ctx/rootfs/usr/local/bin/longshore-coordinator"
@@ -89,20 +103,37 @@ put "$BIN/longshore-certs" "$ctx/rootfs/usr/local/bin/longshore-certs"
 put "$tools/upload" "$ctx/rootfs/usr/local/bin/upload"
 put "$tools/healthcheck" "$ctx/rootfs/usr/local/bin/healthcheck"
 # Every library ldd resolved ("name => /path (addr)") and the loader
-# ("/lib64/ld-linux-x86-64.so.2 (addr)"), at the same paths.
-libs=$(ldd "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" |
+# ("/lib64/ld-linux-x86-64.so.2 (addr)"), at the same paths; those of
+# LIB_PATH and DRIVER_STUBS where the header says.
+ldpath=$LIB_PATH${DRIVER_STUBS:+${LIB_PATH:+:}$DRIVER_STUBS}
+lddx() { LD_LIBRARY_PATH=$ldpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$@"; }
+libs=$(lddx "$BIN/longshore-node" "$BIN/longshore-coordinator" "$BIN/longshore-pack" |
 	awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | LC_ALL=C sort -u)
-if ldd "$BIN/longshore-node" | grep -q 'not found'; then
+if lddx "$BIN/longshore-node" | grep -q 'not found'; then
 	echo "build.sh: ldd cannot resolve every library of longshore-node:" >&2
-	ldd "$BIN/longshore-node" | grep 'not found' >&2
+	lddx "$BIN/longshore-node" | grep 'not found' >&2
 	exit 1
 fi
-for l in $libs; do put "$l" "$ctx/rootfs$l"; done
+for l in $libs; do
+	dir=$(dirname "$l")
+	if [[ -n $DRIVER_STUBS && $dir == "${DRIVER_STUBS%/}" ]]; then
+		put "$l" "$ctx/rootfs/usr/lib/$(basename "$l")"
+	elif [[ -n $LIB_PATH && ":$LIB_PATH:" == *":$dir:"* ]]; then
+		put "$l" "$ctx/rootfs/usr/lib/x86_64-linux-gnu/$(basename "$l")"
+	else
+		put "$l" "$ctx/rootfs$l"
+	fi
+done
 mkdir -p "$ctx/rootfs/etc" "$ctx/rootfs/tmp" "$ctx/rootfs/data"
 chmod 1777 "$ctx/rootfs/tmp"
 printf 'hosts: files dns\n' >"$ctx/rootfs/etc/nsswitch.conf"
 printf 'root:x:0:0:root:/:/nonexistent\n' >"$ctx/rootfs/etc/passwd"
-cp integration/images/longshore.Dockerfile "$ctx/Dockerfile"
+# The NVIDIA container runtime mounts the driver's libraries into
+# /usr/lib/x86_64-linux-gnu (on the loader's path) when the image says it
+# is Debian's, else into /usr/lib64 (found through the ld.so.cache it
+# writes); the libraries here are Debian 12's.
+if [[ -n $DRIVER_STUBS ]]; then cp /etc/debian_version "$ctx/rootfs/etc/debian_version"; fi
+cp "$DOCKERFILE" "$ctx/Dockerfile"
 echo "build.sh: longshore context: $(wc -w <<<"$libs") libraries, $(du -sh "$ctx/rootfs" | cut -f1)"
 build "$LONGSHORE_IMAGE" "$ctx"
 fi

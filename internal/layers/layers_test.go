@@ -21,7 +21,7 @@ var internal = map[string][]string{
 	// The pure core and the pieces every layer shares.
 	"cluster":             {},
 	"gpu":                 {"gpu/internal/cuinit"}, // cuinit: the cuda build only
-	"gpu/internal/cuinit": {},
+	"gpu/internal/cuinit": {"internal/buildversion"},
 	"gpu/nvjpeg":          {"gpu", "internal/jpegcolour"},
 	"storage":             {},
 	// Datasets: formats, discovery, catalogs, the packed format; over the
@@ -38,6 +38,10 @@ var internal = map[string][]string{
 	"internal/doclinks": {},
 	// libjpeg's rule for a JPEG's colour space, which every decoder obeys.
 	"internal/jpegcolour": {},
+
+	// The release a binary reports with --version: answered before main
+	// where a cuda build would initialize CUDA first (gpu/internal/cuinit).
+	"internal/buildversion": {},
 
 	// The node's pipeline and its seams.
 	"actors":            {"dataset", "decode/spec", "gpu", "storage", "internal/clock"},
@@ -101,7 +105,7 @@ var internal = map[string][]string{
 	"cmd/internal/mixing":           {},
 	"cmd/internal/listing":          {"dataset", "storage"},
 	"cmd/internal/procmem":          {},
-	"cmd/internal/version":          {}, // --version: the build's version, nothing of the module
+	"cmd/internal/version":          {"internal/buildversion"}, // --version: the build's version
 	"examples/feed_server":          {"*"},
 	"examples/go_train":             {"feed"},
 	"examples/inprocess":            {"*"},
@@ -170,7 +174,7 @@ var direct = map[string][]string{
 	"net": {"cmd/coordinator", "observe", "feed", "delivery", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
 		"cmd/node", "cmd/longshore-bench"},
 	"os": {"observe", "cmd/internal/config", "feed", "delivery", "actors/quarantine", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
-		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "cmd/internal/version",
+		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "internal/buildversion",
 		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
 }
 
@@ -191,7 +195,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "feed", "decode/spec", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour"}
+var stdOnly = []string{"cluster", "feed", "decode/spec", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour", "internal/buildversion"}
 
 type pkg struct {
 	ImportPath string

@@ -374,6 +374,31 @@ func (s *Server) CreateBucket(t testing.TB, name string) {
 	}
 }
 
+// WaitIAM waits until MinIO's STS hands out temporary keys (AssumeRole
+// with the root keys): a MinIO that serves objects may still be loading
+// its IAM subsystem, and answers STS with "Server not initialized" until
+// it has. Tests that mint keys call it first.
+func (s *Server) WaitIAM(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for {
+		sts, err := credentials.NewSTSAssumeRole(s.Endpoint, credentials.STSAssumeRoleOptions{
+			AccessKey: s.AccessKey, SecretKey: s.SecretKey, Location: "us-east-1",
+		})
+		if err == nil {
+			_, err = sts.GetWithContext(&credentials.CredContext{Client: http.DefaultClient})
+		}
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "not initialized") || ctx.Err() != nil {
+			t.Fatalf("miniotest: STS AssumeRole: %v", err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
 // NewBucket makes a bucket with a fresh random name and returns the name.
 func (s *Server) NewBucket(t testing.TB) string {
 	t.Helper()

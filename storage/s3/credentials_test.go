@@ -28,6 +28,8 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/internal/clock"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
@@ -165,6 +167,7 @@ type stsMinter struct {
 }
 
 func newSTSMinter(t *testing.T, srv *miniotest.Server, clk *clock.Fake, lifetime time.Duration) *stsMinter {
+	srv.WaitIAM(t)
 	return &stsMinter{t: t, srv: srv, clk: clk, lifetime: lifetime, expires: map[string]time.Time{}, events: make(chan string, 100)}
 }
 
@@ -413,7 +416,15 @@ func TestCredentialsContainerRefresh(t *testing.T) {
 	objs := putObjects(t, srv, bucket, 4)
 	credentialEnv(t, srv.Endpoint)
 	m := newSTSMinter(t, srv, clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), time.Hour)
+	podIdentity(t, m)
+	runPastExpiries(t, srv, bucket, objs, m, 4, "container credentials")
+}
 
+// podIdentity serves m's keys as EKS Pod Identity does, on loopback, and
+// points the container-credentials variables at it: each GET must carry
+// the token of the token file, which rotates at every key handed out.
+func podIdentity(t *testing.T, m *stsMinter) {
+	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "eks-pod-identity-token")
 	var mu sync.Mutex
 	token := "pod-token-0"
@@ -453,7 +464,127 @@ func TestCredentialsContainerRefresh(t *testing.T) {
 	t.Cleanup(hs.Close)
 	t.Setenv(s3.EnvContainerFullURI, hs.URL+"/v1/credentials")
 	t.Setenv(s3.EnvContainerTokenFile, tokenFile)
-	runPastExpiries(t, srv, bucket, objs, m, 4, "container credentials")
+}
+
+// The coordinator's journal (--checkpoint s3://..., --s3-credentials
+// container) commits through keys that expire: generations written
+// with conditional puts (If-None-Match: *), the newest checked for a
+// rival coordinator (HEAD), old ones pruned (DELETE), all to a real
+// MinIO through the gate that refuses a key past its reported expiry.
+// The test clock moves 30% of a key's hour between commits, as a
+// running coordinator's would, so refreshes fall between commits, before
+// each key ends: 20 commits over 6 hours, 6 refreshes, 6 expiries
+// passed, none failed (the journal may not retry: a failed put would
+// fail the commit), and a coordinator started afterwards finds every
+// kept generation as written and nothing left that should have been
+// pruned.
+func TestCredentialsJournalRefresh(t *testing.T) {
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t)
+	credentialEnv(t, srv.Endpoint)
+	const lifetime = time.Hour
+	m := newSTSMinter(t, srv, clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), lifetime)
+	podIdentity(t, m)
+	g := startGate(t, srv, m)
+	ctx := context.Background()
+	opts := s3.DefaultOptions() // the coordinator's, with --s3-credentials container
+	opts.Endpoint = g.URL
+	opts.Clock = m.clk
+	opts.Credentials = string(s3.CredsContainer)
+	st, err := stores.Open(ctx, srv.URL(bucket, "jobs/j1"), opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	store := st.(*s3.Store)
+	if src := store.CredentialSource(); !strings.Contains(src, "container credentials") {
+		t.Errorf("CredentialSource() = %q, want container credentials", src)
+	}
+	const keep, commits = 4, 20
+	jc := journal.DefaultConfig()
+	jc.Store, jc.Keep, jc.Clock = st, keep, m.clk
+	jc.Retries = -1 // every put must succeed the first time
+	jn, err := journal.Open(ctx, jc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := jn.Start(ctx, journal.StartOptions{}); err != nil || e != nil {
+		t.Fatalf("Start on an empty location: %v, %v; want a fresh job", e, err)
+	}
+	id := journal.Identity{Digest: "sha256:test", Seed: 7, Block: 1, Window: 1, BatchSize: 4, Epochs: 1}
+	if err := jn.Identify(id, false); err != nil {
+		t.Fatal(err)
+	}
+	inc := jn.Incarnation()
+	stateAt := func(k int) cluster.State {
+		return cluster.State{Incarnation: inc, Seq: uint64(k), Samples: 1000, Seed: 7, Block: 1, Window: 1,
+			Epochs: []cluster.EpochState{{Committed: []cluster.Range{{Start: 0, End: int64(10 * k)}}}}}
+	}
+	peers := []string{"10.0.0.1:7001"}
+	for k := 1; k <= commits; k++ {
+		m.clk.Advance(lifetime * 3 / 10)
+		gen, err := jn.Write(ctx, stateAt(k), peers)
+		if err != nil {
+			t.Fatalf("commit %d at +%v: %v", k, time.Duration(k)*lifetime*3/10, err)
+		}
+		if gen != uint64(k) {
+			t.Fatalf("commit %d wrote generation %d", k, gen)
+		}
+		if err := jn.Check(ctx); err != nil {
+			t.Fatalf("check after commit %d: %v", k, err)
+		}
+	}
+	// A key is refreshed at the first request past 80% of its life: every
+	// third commit (0.9 h after the last refresh). 6 h of test time
+	// passed: 7 keys, the first at open.
+	if got, want := m.count(), 1+commits/3; got != want {
+		t.Errorf("%d keys minted over %v, want %d", got, time.Duration(commits)*lifetime*3/10, want)
+	}
+	if n, err := store.CredentialRefreshes(); n != m.count() || err != nil {
+		t.Errorf("CredentialRefreshes() = %d, %v; want %d, nil", n, err, m.count())
+	}
+	g.mu.Lock()
+	if len(g.refused) > 0 {
+		t.Errorf("%d requests were signed with expired keys: %v", len(g.refused), g.refused)
+	}
+	if g.stale > 0 {
+		t.Errorf("%d requests were signed with a key older than the newest", g.stale)
+	}
+	g.mu.Unlock()
+
+	// The next coordinator life, with the root keys: the newest generation
+	// is the last commit, the kept ones are as written, the pruned ones gone.
+	root, err := stores.Open(ctx, srv.URL(bucket, "jobs/j1"), srv.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jc.Store = root
+	next, err := journal.Open(ctx, jc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantGens []uint64
+	for k := commits - keep + 1; k <= commits; k++ {
+		wantGens = append(wantGens, uint64(k))
+	}
+	if got := next.Generations(); fmt.Sprint(got) != fmt.Sprint(wantGens) {
+		t.Errorf("generations in the store: %v, want %v (the last %d; older ones pruned)", got, wantGens, keep)
+	}
+	e, err := next.Start(ctx, journal.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Gen != commits || e.Identity() != id || fmt.Sprint(e.Peers) != fmt.Sprint(peers) {
+		t.Errorf("restored generation %d (identity %+v, peers %v), want %d (%+v, %v)", e.Gen, e.Identity(), e.Peers, commits, id, peers)
+	}
+	for _, gen := range wantGens {
+		got, err := next.Load(ctx, gen)
+		if err != nil {
+			t.Fatalf("generation %d: %v", gen, err)
+		}
+		if want := stateAt(int(gen)); fmt.Sprint(got.State) != fmt.Sprint(want) {
+			t.Errorf("generation %d holds %+v, want %+v", gen, got.State, want)
+		}
+	}
 }
 
 // Web identity (EKS IRSA): AssumeRoleWithWebIdentity with the token of

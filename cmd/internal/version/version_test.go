@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/longshore/longshore/internal/buildversion"
 )
 
 func TestAsked(t *testing.T) {
@@ -26,13 +28,13 @@ func TestAsked(t *testing.T) {
 }
 
 func TestStringDevel(t *testing.T) {
-	old := Version
-	defer func() { Version = old }()
-	Version = ""
+	old := buildversion.Version
+	defer func() { buildversion.Version = old }()
+	buildversion.Version = ""
 	if s := String("x"); !strings.HasPrefix(s, "x devel") {
 		t.Errorf("String = %q, want x devel...", s)
 	}
-	Version = "1.2.3"
+	buildversion.Version = "1.2.3"
 	if s := String("x"); !strings.HasPrefix(s, "x 1.2.3 (go") {
 		t.Errorf("String = %q, want x 1.2.3 (go...", s)
 	}
@@ -55,7 +57,7 @@ func TestEveryBinary(t *testing.T) {
 	out := t.TempDir()
 	const v = "9.8.7-test"
 	build := exec.Command("go", "build", "-o", out+"/",
-		"-ldflags", "-X github.com/longshore/longshore/cmd/internal/version.Version="+v, "./cmd/...")
+		"-ldflags", "-X github.com/longshore/longshore/internal/buildversion.Version="+v, "./cmd/...")
 	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/...: %v\n%s", err, b)

@@ -5,7 +5,9 @@
 // package's path sorts before gorgonia.org/cu and it imports nothing of
 // cu's, so it runs first. On failure it exits with a message that says
 // what to do: a `cuda` build is for hosts with an NVIDIA driver and a
-// visible device; build without the tag for the others.
+// visible device; build without the tag for the others. A lone
+// --version is answered first, without CUDA (internal/buildversion,
+// which it imports and so is initialized before it).
 //
 // In a build without the cuda tag it is empty.
 package cuinit
