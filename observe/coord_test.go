@@ -10,6 +10,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/observe/observetest"
 )
 
 type fakeJournal struct{}
@@ -31,24 +32,24 @@ func TestCoordMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCoordCollector(CoordSource{Samples: 10, Epochs: 3, Status: func(context.Context) (coord.Status, error) { return st, nil }}))
-	mfs := families(t, reg)
+	mfs := observetest.Families(t, reg)
 	for name, want := range map[string]float64{
 		"longshore_coord_nodes": 2, "longshore_coord_ranks": 2, "longshore_coord_leases": 4,
 		"longshore_coord_grants_total": 5, "longshore_coord_evictions_total": 1, "longshore_coord_returned_positions_total": 9,
 		"longshore_coord_committed_samples": 14, "longshore_coord_epochs_complete": 1, "longshore_coord_epoch": 1,
 		"longshore_coord_job_samples": 30, "longshore_coord_rank_committed_step": 4, "longshore_coord_up": 1,
 	} {
-		if got := sum(mfs, name, nil); got != want {
+		if got := observetest.Sum(mfs, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
 	for _, state := range coord.NodeStates {
 		want := map[coord.NodeState]float64{coord.NodeAlive: 1, coord.NodeSuspect: 1, coord.NodeEvicted: 1}[state]
-		if got := sum(mfs, "longshore_coord_node_states", map[string]string{"state": string(state)}); got != want {
+		if got := observetest.Sum(mfs, "longshore_coord_node_states", map[string]string{"state": string(state)}); got != want {
 			t.Errorf("longshore_coord_node_states{state=%q} = %v, want %v", state, got, want)
 		}
 	}
-	if got := sum(mfs, "longshore_coord_progress_ratio", nil); got < 0.466 || got > 0.467 {
+	if got := observetest.Sum(mfs, "longshore_coord_progress_ratio", nil); got < 0.466 || got > 0.467 {
 		t.Errorf("progress %v, want 14/30", got)
 	}
 }
@@ -70,7 +71,7 @@ func TestStatusPageShowsTheMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCoordCollector(CoordSource{Samples: 10, Epochs: 3, Status: status}))
-	mfs := families(t, reg)
+	mfs := observetest.Families(t, reg)
 	n := 0
 	for _, s := range Metrics {
 		key, ok := strings.CutPrefix(s.Figure, FigStatusCounter)
@@ -78,15 +79,15 @@ func TestStatusPageShowsTheMetrics(t *testing.T) {
 			continue
 		}
 		n++
-		if got, ok := js.Counters[key]; !ok || float64(got) != sum(mfs, s.FullName(), nil) {
-			t.Errorf("status counter %s = %v, %s = %v", key, got, s.FullName(), sum(mfs, s.FullName(), nil))
+		if got, ok := js.Counters[key]; !ok || float64(got) != observetest.Sum(mfs, s.FullName(), nil) {
+			t.Errorf("status counter %s = %v, %s = %v", key, got, s.FullName(), observetest.Sum(mfs, s.FullName(), nil))
 		}
 	}
 	if n != 7 || len(js.Counters) != n {
 		t.Errorf("status counters %v from %d rows, want the 7 the page always showed", js.Counters, n)
 	}
 	for state, v := range js.Leases {
-		if got := sum(mfs, "longshore_coord_leases", map[string]string{"state": state}); got != float64(v) {
+		if got := observetest.Sum(mfs, "longshore_coord_leases", map[string]string{"state": state}); got != float64(v) {
 			t.Errorf("leases %s: page %d, metric %v", state, v, got)
 		}
 	}
@@ -94,7 +95,7 @@ func TestStatusPageShowsTheMetrics(t *testing.T) {
 	for name, v := range map[string]float64{"longshore_coord_committed_samples": float64(p.Committed), "longshore_coord_epoch": float64(p.Epoch),
 		"longshore_coord_epochs_complete": float64(p.EpochsComplete), "longshore_coord_job_samples": float64(p.Total),
 		"longshore_coord_progress_ratio": p.Ratio} {
-		if got := sum(mfs, name, nil); got != v {
+		if got := observetest.Sum(mfs, name, nil); got != v {
 			t.Errorf("%s = %v, the page's %v", name, got, v)
 		}
 	}

@@ -12,54 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
-
-// families gathers reg by name.
-func families(t *testing.T, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
-}
-
-// sum adds up a family's samples whose labels include want.
-func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	var v float64
-	mf := mfs[name]
-	if mf == nil {
-		return -1
-	}
-next:
-	for _, m := range mf.GetMetric() {
-		for k, w := range want {
-			found := false
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == k && lp.GetValue() == w {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			v += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			v += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			v += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return v
-}
 
 // TestServerLoopbackAndToken: off loopback the server needs a token;
 // with one, requests without it are refused.

@@ -10,15 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/actors/actorstest"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/observetest"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faulty"
 )
@@ -84,52 +82,6 @@ func rankCounters(n *actors.Node) func() []RankCounters {
 	}
 }
 
-// families gathers reg by name.
-func families(t *testing.T, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
-}
-
-// sum adds up a family's samples whose labels include want.
-func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	var v float64
-	mf := mfs[name]
-	if mf == nil {
-		return -1
-	}
-next:
-	for _, m := range mf.GetMetric() {
-		for k, w := range want {
-			found := false
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == k && lp.GetValue() == w {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			v += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			v += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			v += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return v
-}
-
 // TestNodeMetricsAreTheSummary: what a node's metrics say after a run is
 // what its summary says: samples and batches delivered, failures by
 // stage and class, stage items and histograms; the store's requests by
@@ -149,39 +101,39 @@ func TestNodeMetricsAreTheSummary(t *testing.T) {
 	rep := &Reporter{Ranks: rankCounters(node)}
 	rep.Step()
 	reg := observe.Registry(NewNodeCollector(NodeSource{Ranks: rankCounters(node), Store: cs, Report: rep, JobSamples: 100, JobEpochs: 1}))
-	mfs := families(t, reg)
+	mfs := observetest.Families(t, reg)
 	stats := node.Stats()
-	if got := sum(mfs, "longshore_delivered_samples_total", nil); got != float64(stats.Samples) || got != 97 {
+	if got := observetest.Sum(mfs, "longshore_delivered_samples_total", nil); got != float64(stats.Samples) || got != 97 {
 		t.Errorf("delivered samples %v, summary %d (want 97)", got, stats.Samples)
 	}
-	if got := sum(mfs, "longshore_delivered_batches_total", nil); got != float64(stats.Batches) {
+	if got := observetest.Sum(mfs, "longshore_delivered_batches_total", nil); got != float64(stats.Batches) {
 		t.Errorf("delivered batches %v, summary %d", got, stats.Batches)
 	}
 	failures := node.Failures()
 	for _, g := range failures.Groups {
-		if got := sum(mfs, "longshore_failures_total", map[string]string{"stage": g.Stage.String(), "class": g.Class}); got != float64(g.Count) {
+		if got := observetest.Sum(mfs, "longshore_failures_total", map[string]string{"stage": g.Stage.String(), "class": g.Class}); got != float64(g.Count) {
 			t.Errorf("failures %s/%s: %v, the report's %d", g.Stage, g.Class, got, g.Count)
 		}
 	}
-	if got := sum(mfs, "longshore_failures_total", nil); got != 3 || failures.Failed != 3 {
+	if got := observetest.Sum(mfs, "longshore_failures_total", nil); got != 3 || failures.Failed != 3 {
 		t.Errorf("failures %v, report %d, want 3", got, failures.Failed)
 	}
 	for _, s := range stats.Stages {
 		lb := map[string]string{"stage": s.Stage.String()}
-		if got := sum(mfs, "longshore_stage_items_total", lb); got != float64(s.Items) {
+		if got := observetest.Sum(mfs, "longshore_stage_items_total", lb); got != float64(s.Items) {
 			t.Errorf("%s items %v, summary %d", s.Stage, got, s.Items)
 		}
-		if got := sum(mfs, "longshore_stage_seconds", lb); got != float64(s.Items) {
+		if got := observetest.Sum(mfs, "longshore_stage_seconds", lb); got != float64(s.Items) {
 			t.Errorf("%s histogram count %v, summary %d", s.Stage, got, s.Items)
 		}
 	}
-	if got := sum(mfs, "longshore_store_requests_total", map[string]string{"op": "get", "outcome": "ok"}); got != 100 {
+	if got := observetest.Sum(mfs, "longshore_store_requests_total", map[string]string{"op": "get", "outcome": "ok"}); got != 100 {
 		t.Errorf("store gets %v, want 100", got)
 	}
-	if got := sum(mfs, "longshore_job_progress_ratio", nil); got < 0.96 || got > 1 {
+	if got := observetest.Sum(mfs, "longshore_job_progress_ratio", nil); got < 0.96 || got > 1 {
 		t.Errorf("progress %v", got)
 	}
-	if got := sum(mfs, "longshore_bottleneck", nil); got != 1 {
+	if got := observetest.Sum(mfs, "longshore_bottleneck", nil); got != 1 {
 		t.Errorf("bottleneck gauges add up to %v, want 1", got)
 	}
 	if mfs["go_goroutines"] == nil || mfs["process_cpu_seconds_total"] == nil {

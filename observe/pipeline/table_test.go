@@ -18,6 +18,7 @@ import (
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/observetest"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -146,10 +147,10 @@ func TestOneRowDrivesMetricsAndReport(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(table.Collector(func() observe.Snapshot { return snap }, []observe.Group{observe.GroupNode}))
-	mfs := families(t, reg)
+	mfs := observetest.Families(t, reg)
 	rep := table.NodeReport(snap)
 	for _, rr := range rep.Ranks {
-		if got := sum(mfs, "longshore_delivered_samples_total", map[string]string{"rank": rr.Rank}); got != 42 || rr.Samples != 42 {
+		if got := observetest.Sum(mfs, "longshore_delivered_samples_total", map[string]string{"rank": rr.Rank}); got != 42 || rr.Samples != 42 {
 			t.Errorf("rank %s: metric %v, report %d; the row says 42 for both", rr.Rank, got, rr.Samples)
 		}
 	}
@@ -159,7 +160,7 @@ func TestOneRowDrivesMetricsAndReport(t *testing.T) {
 
 	// The real table: each figure of the report is its metric's value.
 	reg = observe.Registry(NewNodeCollector(src), NewTrainerWaitCollector(src.TrainerWait))
-	mfs = families(t, reg)
+	mfs = observetest.Families(t, reg)
 	rep = NodeReport(src.Ranks(), src.TrainerWait(), src.Report)
 	var samples int64
 	for _, rr := range rep.Ranks {
@@ -169,23 +170,23 @@ func TestOneRowDrivesMetricsAndReport(t *testing.T) {
 			"longshore_delivered_samples_total": float64(rr.Samples), "longshore_delivered_epoch": float64(rr.Epoch),
 			"longshore_delivered_step": float64(rr.Step), "longshore_slots_in_use": float64(rr.SlotsInUse),
 		} {
-			if got := sum(mfs, name, lb); got != v {
+			if got := observetest.Sum(mfs, name, lb); got != v {
 				t.Errorf("rank %s: %s = %v, the report's %v", rr.Rank, name, got, v)
 			}
 		}
-		if got := sum(mfs, "longshore_trainer_wait_seconds", lb); got != float64(rr.StallSteps) {
+		if got := observetest.Sum(mfs, "longshore_trainer_wait_seconds", lb); got != float64(rr.StallSteps) {
 			t.Errorf("rank %s: %v trainer waits, the report's %d", rr.Rank, got, rr.StallSteps)
 		}
 	}
 	if rep.Samples != samples || samples == 0 || rep.Ranks[1].StallSteps != 4 || rep.Ranks[1].WaitUs != 1_500_000 || rep.Ranks[1].ComputeUs != 500_000 {
 		t.Errorf("report %+v (ranks %v)", rep, rep.Ranks)
 	}
-	if got := sum(mfs, "longshore_failures_total", nil); got != float64(rep.Failed) || rep.Failed != 3 {
+	if got := observetest.Sum(mfs, "longshore_failures_total", nil); got != float64(rep.Failed) || rep.Failed != 3 {
 		t.Errorf("failures: metric %v, report %d, want 3", got, rep.Failed)
 	}
 	for _, f := range rep.Failures {
 		stage, class, _ := strings.Cut(f.Reason, "/")
-		if got := sum(mfs, "longshore_failures_total", map[string]string{"stage": stage, "class": class}); got != float64(f.Count) {
+		if got := observetest.Sum(mfs, "longshore_failures_total", map[string]string{"stage": stage, "class": class}); got != float64(f.Count) {
 			t.Errorf("failures %s: metric %v, report %d", f.Reason, got, f.Count)
 		}
 	}

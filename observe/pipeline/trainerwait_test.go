@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/longshore/longshore/delivery"
+	"github.com/longshore/longshore/observe/observetest"
 )
 
 func TestTrainerWaitMetrics(t *testing.T) {
@@ -22,24 +23,24 @@ func TestTrainerWaitMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewTrainerWaitCollector(func() []TrainerWait { return waits }))
-	mfs := families(t, reg)
-	if got := sum(mfs, "longshore_trainer_wait_seconds", map[string]string{"rank": "0"}); got != 10 {
+	mfs := observetest.Families(t, reg)
+	if got := observetest.Sum(mfs, "longshore_trainer_wait_seconds", map[string]string{"rank": "0"}); got != 10 {
 		t.Errorf("rank 0: %v waits, want 10", got)
 	}
 	h := mfs["longshore_trainer_wait_seconds"].GetMetric()[0].GetHistogram()
 	if h.GetSampleSum() != 0.9 || h.GetBucket()[len(h.GetBucket())-1].GetCumulativeCount() != 10 {
 		t.Errorf("rank 0 histogram: sum %v, buckets %v", h.GetSampleSum(), h.GetBucket())
 	}
-	if got := sum(mfs, "longshore_trainer_compute_seconds_total", map[string]string{"rank": "0"}); got != 0.1 {
+	if got := observetest.Sum(mfs, "longshore_trainer_compute_seconds_total", map[string]string{"rank": "0"}); got != 0.1 {
 		t.Errorf("rank 0 compute %v s, want 0.1", got)
 	}
-	if got := sum(mfs, "longshore_trainer_stall_ratio", map[string]string{"rank": "0"}); got < 0.8999 || got > 0.9001 {
+	if got := observetest.Sum(mfs, "longshore_trainer_stall_ratio", map[string]string{"rank": "0"}); got < 0.8999 || got > 0.9001 {
 		t.Errorf("rank 0 stall ratio %v, want 0.9", got)
 	}
-	if got := sum(mfs, "longshore_trainer_stall_ratio", map[string]string{"rank": "1"}); got != 0 {
+	if got := observetest.Sum(mfs, "longshore_trainer_stall_ratio", map[string]string{"rank": "1"}); got != 0 {
 		t.Errorf("rank 1, which reported nothing, has a stall ratio (%v)", got)
 	}
-	if got := sum(mfs, "longshore_trainer_wait_seconds", map[string]string{"rank": "1"}); got != 0 {
+	if got := observetest.Sum(mfs, "longshore_trainer_wait_seconds", map[string]string{"rank": "1"}); got != 0 {
 		t.Errorf("rank 1: %v waits, want 0", got)
 	}
 }
