@@ -77,9 +77,9 @@ func (b *cudaBackend) ensure(src int, dev int64) error {
 	return nil
 }
 
-func rgbBytes(j *Job) int64 { return 3 * int64(j.W) * int64(j.H) }
+func rgbBytes(j *Request) int64 { return 3 * int64(j.W) * int64(j.H) }
 
-func (b *cudaBackend) DecodeBatch(jobs []*Job) error {
+func (b *cudaBackend) DecodeBatch(jobs []*Request) error {
 	if b.hw == nil {
 		return errors.New("nvdecode: no hardware engine")
 	}
@@ -111,7 +111,7 @@ func (b *cudaBackend) DecodeBatch(jobs []*Job) error {
 	return nil
 }
 
-func (b *cudaBackend) DecodeOne(j *Job) error {
+func (b *cudaBackend) DecodeOne(j *Request) error {
 	if b.hy == nil {
 		return errors.New("nvdecode: no hybrid decoder on this thread")
 	}
