@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -59,32 +57,25 @@ func (a *autotune) check(o options) []error {
 	return errs
 }
 
-// start runs the tuner over node's ranks until the returned stop is
-// called (nothing without --autotune).
-func (a *autotune) start(o options, node *actors.Node, logger *slog.Logger) (stop func()) {
+// config is the tuner's config for node.Run (nil without --autotune):
+// the tuner counts the slots and the fetched bytes, the shares of
+// --memory-budget they have (memory.go).
+func (a *autotune) config(o options) *actors.AutoTuneConfig {
 	if a == nil || !a.on {
-		return func() {}
+		return nil
 	}
-	// The tuner counts the slots and the fetched bytes: the shares of
-	// --memory-budget they have (memory.go).
 	mem := int64(float64(o.memoryBudget) * (budgetSlotShare + budgetFetchShare))
-	t := node.AutoTune(actors.AutoTuneConfig{Cores: a.cores, Memory: mem, Window: a.window, Logger: logger,
-		CPUTime: procmem.CPU})
-	st := t.Stats()
-	logger.Info("autotune on", "start", st.Setting.String(), "cpu_budget_cores", st.Budget.Cores,
-		"memory_budget", byteSize(mem).human(), "window", a.window)
+	return &actors.AutoTuneConfig{Cores: a.cores, Memory: mem, Window: a.window, CPUTime: procmem.CPU}
+}
+
+// use makes t (nil: none) the tuner the metrics read.
+func (a *autotune) use(t *actors.AutoTuner) {
+	if a == nil {
+		return
+	}
 	a.mu.Lock()
 	a.tuner = t
 	a.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); t.Run(ctx) }()
-	return func() {
-		cancel()
-		<-done
-		st := t.Stats()
-		logger.Info("autotune end", "setting", st.Setting.String(), "windows", st.Windows, "changes", st.Changes, "reverts", st.Reverts)
-	}
 }
 
 // register adds the tuner's metrics to reg (with --autotune).
