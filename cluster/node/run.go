@@ -30,10 +30,6 @@ import (
 // Source and a Sink of the kinds this package defines).
 var ErrRunConfig = errors.New("node: a run needs an Assembly, a Source (*Standalone or *Cluster) and a Sink (*InProcess or *Feed)")
 
-// ErrTuneMode: RunConfig.Tune is for a standalone run with an in-process
-// sink only, for now.
-var ErrTuneMode = errors.New("node: the tuner runs in a standalone run with an in-process sink only")
-
 // RunConfig is one run of a node, in every mode: the assembled pipelines,
 // where the ranks' work comes from (the Source) and where their batches
 // go (the Sink). The four modes of the command (standalone or cluster ×
@@ -274,19 +270,13 @@ func Run(ctx context.Context, c RunConfig) (Result, error) {
 		return Result{}, ErrRunConfig
 	}
 	if c.Tune != nil {
-		set, ok := run.ranks.(*standaloneSet)
-		if !ok || set.node == nil {
-			run.ranks.shutdown(context.Background())
-			if cl != nil {
-				cl.leave()
-			}
-			return Result{}, ErrTuneMode
-		}
 		tc := *c.Tune
 		if tc.Logger == nil {
 			tc.Logger = c.Logger
 		}
-		run.Tuner = set.node.AutoTune(tc)
+		// Over the ranks' tallies: a feed's pipelines open when a
+		// trainer connects, a cluster's with each session.
+		run.Tuner = actors.NewTallyTuner(run.ranks.tallies(), tc)
 	}
 	res, err := serve(ctx, c, run, cl)
 	if run.Tuner != nil {

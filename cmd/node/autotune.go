@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -29,7 +28,7 @@ type autotune struct {
 
 func registerAutotune(fs *flag.FlagSet) *autotune {
 	a := &autotune{window: time.Second}
-	fs.BoolVar(&a.on, "autotune", false, "standalone (--sink null or log:): tune the reads in flight, the decoders and the slots at run time, every --autotune-window, within --cpu-budget and --memory-budget; every change is logged (msg=autotune) and exported (longshore_autotune_*). --decoders, --fetch-concurrency and --slots are where it starts, --slots the most slots (docs/performance.md, Tuning itself)")
+	fs.BoolVar(&a.on, "autotune", false, "tune the reads in flight, the decoders and the slots at run time, every --autotune-window, within --cpu-budget and --memory-budget; every change is logged (msg=autotune) and exported (longshore_autotune_*). --decoders, --fetch-concurrency and --slots are where it starts, --slots the most slots (docs/performance.md, Tuning itself)")
 	fs.Func("cpu-budget", "with --autotune: the cores the loader may use (decoders never outnumber them; a window whose process used more sheds a decoder), like 6 or 3.5; default: the host's cores", func(s string) error {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || v <= 0 {
@@ -48,9 +47,6 @@ func (a *autotune) check(o options) []error {
 		return nil
 	}
 	var errs []error
-	if !o.standalone || o.sink == "feed" {
-		errs = append(errs, errors.New("--autotune: standalone runs with --sink null or log: only (not yet in cluster mode or with --sink feed)"))
-	}
 	if a.window <= 0 {
 		errs = append(errs, fmt.Errorf("--autotune-window %v: need more than 0", a.window))
 	}
