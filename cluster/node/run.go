@@ -18,12 +18,11 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/delivery"
 	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 	"github.com/longshore/longshore/internal/clock"
-
-	"github.com/longshore/longshore/dataset"
 )
 
 // ErrRunConfig: a RunConfig lacks what every run needs (an Assembly, a
