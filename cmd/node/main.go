@@ -417,10 +417,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runMode := standalone
-	if !o.standalone {
-		runMode = clusterNode
-	}
 	for _, pr := range []struct {
 		flag, path string
 		start      func(io.Writer) error
@@ -464,7 +460,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "longshore-node: %s\n", line)
 	}
 	defer o.gpu.Close()
-	if err := runMode(ctx, o, stdout, stderr); err != nil {
+	if err := runModes(ctx, o, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
 		return 1
 	}
