@@ -636,6 +636,7 @@ type trainerConn struct {
 	// has some (Config.Fields).
 	fieldCat dataset.Catalog
 	schema   dataset.Schema
+	fields   batchFields // the writer's buffers
 
 	hmu    sync.Mutex
 	held   map[uint64]*actors.Batch // delivered, not released
@@ -968,7 +969,7 @@ func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 		// next one resumes after the last commit, reopening the stream.
 		st.Sent(d)
 		if s.fieldCat != nil {
-			bf, err := batchFields(s.ctx, s.fieldCat, s.schema, bd.ID, b.Indices)
+			bf, err := s.fields.read(s.ctx, s.fieldCat, s.schema, bd.ID, b.Indices)
 			if err == nil {
 				err = s.sendFields(bf)
 			}
