@@ -755,7 +755,7 @@ func (s *trainerConn) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 	if f := s.r.s.cfg.EpochSteps; f != nil {
 		w.EpochSteps = max(f(s.r.rank), 0)
 	}
-	if cfg.Sample.Kind != actors.KindAudio {
+	if k := cfg.Sample.Kind; k == actors.KindImage || k == actors.KindVideo {
 		w.Sample = feed.SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels}
 	}
 	if s.version >= 3 {
@@ -912,6 +912,13 @@ func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 			}
 			if b.Spec.Kind != actors.KindImage {
 				bd.Layout, bd.DType, bd.Short = b.Spec.LayoutName(), b.Spec.DType().String(), b.Short
+			}
+			if b.Spec.Kind == actors.KindRaw {
+				if bd.Lengths, err = rawLengths(b); err != nil {
+					b.Release()
+					s.fail(feed.CodePipeline, err, nil)
+					return
+				}
 			}
 		}
 		if len(b.Images) > 0 {
