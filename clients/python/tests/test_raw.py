@@ -9,6 +9,7 @@ import os
 import subprocess
 
 import longshore
+from conftest import Cluster
 from limits import HANG_S, wait_for_path
 
 N, EPOCHS, BATCH, MAX = 50, 2, 8, 4096
@@ -131,3 +132,32 @@ def test_raw_sample_too_large_is_a_failure(cluster_bins, tmp_path):
             node.kill()
             node.wait()
     assert delivered == set(files) and filled == 1
+
+
+def test_raw_bytes_in_cluster_mode(cluster_bins, tmp_path):
+    """The same through a coordinator and a node (--join ... --sink feed,
+    both --media raw): every sample's bytes, exactly once per epoch in
+    committed history (the trainer commits every batch)."""
+    files = write_folder(tmp_path / "docs")
+    (tmp_path / "cluster").mkdir()
+    c = Cluster(cluster_bins, str(tmp_path / "docs"), tmp_path / "cluster", epochs=EPOCHS, batch=BATCH,
+                extra_node=("--media", "raw", "--raw-max-bytes", str(MAX)), extra_coord=("--media", "raw"))
+    seen = {}
+    try:
+        loader = longshore.Loader(c.socket(), timeout=HANG_S)
+        for b in loader.batches():
+            assert loader.welcome["spec"]["kind"] == "raw"
+            for r, key in enumerate(b.keys):
+                if b.filled[r] or b.pads[r]:
+                    continue
+                assert bytes(b["data"][r]) == files[key], key
+                seen[(b.epoch, key)] = seen.get((b.epoch, key), 0) + 1
+            b.release()
+            loader.commit()
+        loader.close()
+        assert c.node.wait(HANG_S) == 0, c.logs()
+        assert c.coord.wait(HANG_S) == 0, c.logs()
+    finally:
+        c.stop()
+    want = {(e, k) for e in range(EPOCHS) for k in files}
+    assert set(seen) == want and set(seen.values()) == {1}, c.logs()
