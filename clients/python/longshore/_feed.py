@@ -389,7 +389,9 @@ class Batch:
     `filled[i]` says row i holds no sample of its own: a failed sample's
     place, filled by the node with a copy of the next unfilled row so the
     batch keeps its shape; `valid` (a bool tensor, `mask` the same) is
-    its negation, to leave filled rows out of a loss. The slot goes back to
+    its negation, to leave filled rows out of a loss. A raw batch (node
+    --media raw) is uint8 [N,R] rows, and `data` (also batch["data"]) is
+    each row's sample, a memoryview of its bytes. The slot goes back to
     the node when `release()` is called or when the images array and every
     view of it (including tensors from `tensor()` and `cuda()`) are gone.
 
