@@ -5,6 +5,7 @@ of the shared memory), equal its file's, exactly once an epoch across two
 epochs and a trainer that dies mid-epoch and resumes from its
 checkpoint's token."""
 
+import json
 import os
 import subprocess
 
@@ -161,3 +162,38 @@ def test_raw_bytes_in_cluster_mode(cluster_bins, tmp_path):
         c.stop()
     want = {(e, k) for e in range(EPOCHS) for k in files}
     assert set(seen) == want and set(seen.values()) == {1}, c.logs()
+
+
+def test_raw_with_a_manifest_and_fields(cluster_bins, tmp_path):
+    """A manifest's objects read raw, with their fields: a field named
+    "data" keeps its name in batch.fields and batch["data"], the bytes are
+    then batch.data."""
+    files = write_folder(tmp_path / "docs")
+    keys = sorted(files)
+    with open(tmp_path / "docs" / "manifest.jsonl", "w") as f:
+        for i, key in enumerate(keys):
+            f.write(json.dumps({"key": key, "label": i % 2, "data": f"meta {i}", "n": i}) + "\n")
+    feed = str(tmp_path / "feed")
+    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(tmp_path / "docs"), "--media", "raw",
+                             "--raw-max-bytes", str(MAX), "--sink", "feed", "--feed-dir", feed,
+                             "--batch-size", str(BATCH), "--progress", "never"], stderr=subprocess.PIPE, text=True)
+    seen = set()
+    try:
+        sock = os.path.join(feed, "rank-0.sock")
+        wait_for_path(sock, node, "the node")
+        loader = longshore.Loader(sock, timeout=HANG_S)
+        for b in loader.batches():
+            for r, key in enumerate(b.keys):
+                i = keys.index(key)
+                assert bytes(b.data[r]) == files[key]
+                assert b["data"][r] == b.fields["data"][r] == f"meta {i}" and int(b["n"][r]) == i
+                assert int(b["label"][r]) == i % 2
+                seen.add(key)
+            b.release()
+        loader.close()
+        assert node.wait(HANG_S) == 0, node.stderr.read()
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.wait()
+    assert seen == set(files)
