@@ -289,6 +289,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.gpuFlags.video = true
 	case k == actors.KindAudio && o.gpuFlags.decodeOn == "cuda":
 		errs = append(errs, errors.New("--decode-device cuda decodes images and video (a GPU has no audio decoder): leave it out with --media audio"))
+	case k == actors.KindRaw && o.gpuFlags.decodeOn == "cuda":
+		errs = append(errs, errors.New("--media raw decodes nothing: leave out --decode-device cuda"))
 	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
