@@ -102,7 +102,14 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 	for k := range h.acked {
 		sessions[k.rank+"@"+k.session] = true
 	}
-	t.Logf("committed history: %d (epoch, rank, step)s over %d rank sessions", len(committed), len(sessions))
+	twice := 0
+	for _, cs := range committed {
+		if len(cs) > 1 {
+			twice++
+		}
+	}
+	t.Logf("committed history: %d (epoch, rank, step)s over %d rank sessions; %d of them committed by two sessions (a restarted node numbers from 0)",
+		len(committed), len(sessions), twice)
 
 	bin := lineageBinary(t)
 	job := []string{"--checkpoint", journalDir, "--dataset", dir, "--transform", "train", "--size", "16", "--json"}
@@ -174,6 +181,7 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 	if answered != want {
 		t.Errorf("lineage matched %d committed steps, committed history has %d", answered, want)
 	}
+	t.Logf("lineage matched %d committed steps (keys, slots, padding, pixel digests)", answered)
 
 	// A real query's text, for the record.
 	out, err := exec.Command(bin, "--checkpoint", journalDir, "--dataset", dir, "--transform", "train", "--size", "16",

@@ -78,8 +78,9 @@ type Sample struct {
 	Key      string `json:"key"`
 	Label    int32  `json:"label"`
 	Class    string `json:"class,omitempty"`
-	// Fields are the sample's fields (docs/fields.md), as text.
-	Fields map[string]string `json:"fields,omitempty"`
+	// Fields are the sample's fields (docs/fields.md): numbers, strings,
+	// lists of them, bytes (base64 in JSON).
+	Fields map[string]any `json:"fields,omitempty"`
 	// Object and ObjectOffset: where a packed sample's bytes lie (its tar
 	// shard); empty for a sample that is its own object (Key).
 	Object       string `json:"object,omitempty"`
@@ -258,10 +259,10 @@ func sampleOf(ctx context.Context, st storage.Store, ds *dataset.Dataset, tr *tr
 		out.Object, out.ObjectOffset = ds.Object(smp.Object), smp.Offset
 	}
 	if row := ds.Fields.Row(int(g.Index)); row != nil {
-		out.Fields = map[string]string{}
+		out.Fields = map[string]any{}
 		for c, f := range ds.Fields.Schema() {
-			if row[c].Present() {
-				out.Fields[f.Name] = row[c].String()
+			if v, ok := fieldValue(row[c]); ok {
+				out.Fields[f.Name] = v
 			}
 		}
 	}
@@ -443,4 +444,25 @@ func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, k
 	crop, flip := s.Crop, s.Flip
 	out.Crop, out.Flip = &crop, &flip
 	out.Pixels = digest(t.dst)
+}
+
+// fieldValue is a field's value as JSON writes it; false when absent.
+func fieldValue(v dataset.Value) (any, bool) {
+	switch v.Type {
+	case dataset.FieldInt:
+		return v.Int, true
+	case dataset.FieldFloat:
+		return v.Float, true
+	case dataset.FieldString:
+		return v.Str, true
+	case dataset.FieldBytes:
+		return v.Bytes, true
+	case dataset.FieldInts:
+		return v.Ints, true
+	case dataset.FieldFloats:
+		return v.Floats, true
+	case dataset.FieldStrings:
+		return v.Strings, true
+	}
+	return nil, false
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -132,5 +133,28 @@ func TestConfigAndEnvironment(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--config", cfg, "--step", "1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "step") {
 		t.Errorf("a config file's step: %v, want an error naming it", err)
+	}
+}
+
+// TestFields: a sample's fields (a JSON-lines manifest's other members)
+// come with it in the answer.
+func TestFields(t *testing.T) {
+	root := makeDataset(t, 6)
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, fmt.Sprintf(`{"key": "c%d/img%03d.jpg", "label": %d, "caption": "photo %d", "score": %d.5}`, i%3, i, i%3, i, i))
+	}
+	if err := os.WriteFile(filepath.Join(root, "manifest.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := lineage(t, "--dataset", root, "--manifest", "manifest.jsonl", "--batch-size", "6", "--step", "0", "--transforms=false")
+	if len(a.Steps) != 1 || len(a.Steps[0].Samples) != 6 {
+		t.Fatalf("steps %+v", a.Steps)
+	}
+	for _, x := range a.Steps[0].Samples {
+		i := x.Index
+		if x.Fields["caption"] != fmt.Sprintf("photo %d", i) || x.Fields["score"] != float64(i)+0.5 {
+			t.Errorf("sample %d (%s): fields %v, want caption \"photo %d\" and score %d.5", i, x.Key, x.Fields, i, i)
+		}
 	}
 }

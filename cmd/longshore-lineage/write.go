@@ -61,7 +61,14 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 				fmt.Fprintf(b, " (%s)", x.Class)
 			}
 			for _, k := range slices.Sorted(maps.Keys(x.Fields)) {
-				fmt.Fprintf(b, "  %s=%q", k, x.Fields[k])
+				switch v := x.Fields[k].(type) {
+				case string:
+					fmt.Fprintf(b, "  %s=%q", k, v)
+				case []byte:
+					fmt.Fprintf(b, "  %s=<%d bytes>", k, len(v))
+				default:
+					fmt.Fprintf(b, "  %s=%v", k, v)
+				}
 			}
 			if x.Object != "" {
 				fmt.Fprintf(b, "  in %s@%d", x.Object, x.ObjectOffset)
