@@ -1023,7 +1023,7 @@ func (c *Coordinator) commit(ev Commit) error {
 		for k := range i {
 			off += st.segs[k].end - st.segs[k].start
 		}
-		st.noteCommit(TrailCommit{Step: ev.Step, Offset: off})
+		st.noteCommit(TrailCommit{Step: ev.Step, Offset: off}, c.cfg.BatchSize)
 		return nil
 	}
 	off := st.csegOff
@@ -1033,7 +1033,7 @@ func (c *Coordinator) commit(ev Commit) error {
 	off += ev.Through - seg.start
 	switch {
 	case off <= st.committed:
-		st.noteCommit(TrailCommit{Step: ev.Step, Offset: off}) // duplicate or reordered older commit
+		st.noteCommit(TrailCommit{Step: ev.Step, Offset: off}, c.cfg.BatchSize) // duplicate or reordered older commit
 		return nil
 	case off > ev.Offset:
 		// The rank stopped an earlier lease short and we have not seen
@@ -1068,7 +1068,7 @@ func (c *Coordinator) commit(ev Commit) error {
 		}
 	}
 	st.step, st.gen = ev.Step, 0
-	st.noteCommit(TrailCommit{Step: ev.Step, Offset: off})
+	st.noteCommit(TrailCommit{Step: ev.Step, Offset: off}, c.cfg.BatchSize)
 	c.stats.Commits++
 	c.ready.Acks = append(c.ready.Acks, Ack{Rank: r.id, Session: r.session, Epoch: ep.n, Offset: off, Step: ev.Step})
 	c.ready.Persist = true

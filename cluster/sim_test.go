@@ -304,8 +304,11 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	if rng.IntN(2) == 0 {
 		cfg.RevokeTimeout = 5 + rng.IntN(30)
 	}
-	s.cfg = cfg
 	s.batch = 1 + rng.Int64N(8)
+	if seed%2 == 0 {
+		cfg.BatchSize = s.batch // the core trims its trails' commits
+	}
+	s.cfg = cfg
 	s.every = 1 + rng.Int64N(4)
 	s.maxDelay = rng.Int64N(25)
 	s.dupP = []float64{0, 0.02, 0.1}[rng.IntN(3)]

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -384,12 +385,13 @@ func (l EpochLineage) Find(s Sampler, index int64) ([]ClusterHit, error) {
 // once the stream is committed through it (earlier ones that waited
 // come in too); a commit the trail holds, or one whose step and offset
 // do not fall between its neighbours', is left out.
-func (st *stream) noteCommit(c TrailCommit) {
+func (st *stream) noteCommit(c TrailCommit, batch int64) {
 	if c.Offset > st.committed {
 		st.early = append(st.early, c)
 		return
 	}
 	st.insertCommit(c)
+	st.trimCommits(batch)
 	keep := st.early[:0]
 	for _, e := range st.early {
 		if e.Offset <= st.committed {
@@ -401,6 +403,24 @@ func (st *stream) noteCommit(c TrailCommit) {
 	st.early = keep
 }
 
+// trimCommits drops the commit before the last when the ones around it
+// imply it (TrimCommits' rule). Stream ends sent later lie at or past
+// the committed offset, so none can come to lie between them after.
+func (st *stream) trimCommits(batch int64) {
+	n := len(st.commits)
+	if batch < 1 || n < 3 {
+		return
+	}
+	a, b, c := st.commits[n-3], st.commits[n-2], st.commits[n-1]
+	k := sort.Search(len(st.ends), func(k int) bool { return st.ends[k] > a.Offset })
+	if b.Offset-a.Offset != batch*(b.Step-a.Step) || k < len(st.ends) && st.ends[k] < c.Offset {
+		return
+	}
+	st.commits[n-2] = c
+	st.commits = st.commits[:n-1]
+}
+
+// insertCommit inserts c in order.
 func (st *stream) insertCommit(c TrailCommit) {
 	cs := st.commits
 	i := sort.Search(len(cs), func(i int) bool { return cs[i].Offset >= c.Offset })
@@ -412,5 +432,5 @@ func (st *stream) insertCommit(c TrailCommit) {
 	case i > 0 && cs[i-1].Step >= c.Step:
 		return // or the one before
 	}
-	st.commits = append(cs[:i], append([]TrailCommit{c}, cs[i:]...)...)
+	st.commits = slices.Insert(cs, i, c)
 }
