@@ -316,8 +316,8 @@ func TestParquetErrors(t *testing.T) {
 			writeParquet(t, s, "x.parquet", []sized{{[]byte("a"), 1}}, 1)
 		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "reserved"},
 		{"NegativeLabel", func(s storage.Store) {
-			writeParquet(t, s, "x.parquet", []negLabel{{[]byte("a"), 0}, {[]byte("b"), -1}}, 1)
-		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "label -1"},
+			writeParquet(t, s, "x.parquet", []negLabel{{[]byte("a"), 0}, {[]byte("b"), -2}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "label -2"},
 		{"SchemasDiffer", func(s storage.Store) {
 			writeParquet(t, s, "a.parquet", []negLabel{{[]byte("a"), 0}}, 1)
 			writeParquet(t, s, "b.parquet", []strLabel{{[]byte("a"), "x"}}, 1)
@@ -464,6 +464,55 @@ func TestParquetFields(t *testing.T) {
 		if v := get("meta.width"); v.Int != int64(r.Meta.Width) {
 			t.Errorf("sample %d: meta.width %v, want %d", i, v, r.Meta.Width)
 		}
+	}
+}
+
+// TestParquetNoLabel: Hugging Face's test splits mark a sample without
+// a label -1 (and a null label is none either): such a sample is
+// delivered with label -1, the classes are still the ClassLabel's names
+// and the digest tells -1 from 0.
+func TestParquetNoLabel(t *testing.T) {
+	type optLabel struct {
+		Image *hfImage `parquet:"image,optional"`
+		Label *int64   `parquet:"label,optional"`
+	}
+	s := storage.NewMemStore(t.Name())
+	labels := []int64{-1, 2, -1, 0, 99, 1}
+	var rows []optLabel
+	for i, l := range labels {
+		r := optLabel{Image: &hfImage{Bytes: testJPEG(t, i)}}
+		if l != 99 {
+			r.Label = &labels[i]
+		}
+		rows = append(rows, r)
+	}
+	writeParquet(t, s, "data/test-00000-of-00001.parquet", rows, 4, parquet.KeyValueMetadata("huggingface", hfMeta))
+	ds := discover(t, s, dataset.DiscoverOptions{})
+	want := []int32{-1, 2, -1, 0, -1, 1} // 99: null
+	for i, smp := range ds.Samples {
+		if smp.Label != want[i] {
+			t.Errorf("sample %d: label %d, want %d", i, smp.Label, want[i])
+		}
+	}
+	if want := []string{"cat", "dog", "fox"}; !slices.Equal(ds.Classes, want) {
+		t.Errorf("Classes = %q, want %q", ds.Classes, want)
+	}
+	zero := storage.NewMemStore(t.Name() + "0")
+	for i := range rows {
+		if rows[i].Label == nil || *rows[i].Label < 0 {
+			var z int64
+			rows[i].Label = &z
+		}
+	}
+	writeParquet(t, zero, "data/test-00000-of-00001.parquet", rows, 4, parquet.KeyValueMetadata("huggingface", hfMeta))
+	if dataset.ManifestDigest(ds) == dataset.ManifestDigest(discover(t, zero, dataset.DiscoverOptions{})) {
+		t.Error("labels -1 digest as 0 does")
+	}
+	// Without class names, -1 adds no class.
+	plain := storage.NewMemStore(t.Name() + "plain")
+	writeParquet(t, plain, "a.parquet", []optLabel{{&hfImage{Bytes: []byte("x")}, &labels[0]}, {&hfImage{Bytes: []byte("y")}, &labels[3]}}, 4)
+	if ds := discover(t, plain, dataset.DiscoverOptions{}); !slices.Equal(ds.Classes, []string{"0"}) || ds.Samples[0].Label != -1 {
+		t.Errorf("classes %q, label %d; want [0] and -1", ds.Classes, ds.Samples[0].Label)
 	}
 }
 
