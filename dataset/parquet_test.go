@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
 	"slices"
 	"strings"
 	"sync"
@@ -17,23 +14,14 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/dataset/datasettest"
 	"github.com/longshore/longshore/storage"
 )
 
-// hfImage is how Hugging Face's Image feature stores an image.
-type hfImage struct {
-	Bytes []byte  `parquet:"bytes,optional"`
-	Path  *string `parquet:"path,optional"`
-}
-
-// hfRow is a row of an image-caption dataset as Hugging Face publishes
-// it: the image, a ClassLabel, a caption, a score.
-type hfRow struct {
-	Image   *hfImage `parquet:"image,optional"`
-	Label   int64    `parquet:"label"`
-	Caption string   `parquet:"caption"`
-	Score   float64  `parquet:"score"`
-}
+type (
+	hfImage = datasettest.HFImage
+	hfRow   = datasettest.HFRow
+)
 
 // binRow keeps its media in a plain binary column.
 type binRow struct {
@@ -42,66 +30,36 @@ type binRow struct {
 	Tag  string `parquet:"tag"`
 }
 
-// testJPEG is a small JPEG, different for every i.
-func testJPEG(t testing.TB, i int) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 8+i%5, 8))
-	for y := range 8 {
-		for x := range img.Bounds().Dx() {
-			img.Set(x, y, color.RGBA{uint8(i * 7), uint8(x * 30), uint8(y * 30), 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+var testJPEG = datasettest.JPEG
 
-// writeParquet writes rows to key as a Parquet file of row groups of
-// perGroup rows.
+const hfMeta = datasettest.HFMeta
+
+// writeParquet writes rows to key of s (nil: nowhere) as a Parquet file
+// of row groups of perGroup rows, and returns the file.
 func writeParquet[T any](t testing.TB, s storage.Store, key string, rows []T, perGroup int64, opts ...parquet.WriterOption) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	w := parquet.NewGenericWriter[T](&b, append([]parquet.WriterOption{parquet.MaxRowsPerRowGroup(perGroup)}, opts...)...)
-	for i := 0; i < len(rows); i += int(perGroup) {
-		if _, err := w.Write(rows[i:min(i+int(perGroup), len(rows))]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	b := datasettest.WriteParquet(t, rows, perGroup, opts...)
 	if s != nil {
-		if _, err := s.Put(context.Background(), key, b.Bytes(), storage.Cond{}); err != nil {
+		if _, err := s.Put(context.Background(), key, b, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return b.Bytes()
+	return b
 }
-
-const hfMeta = `{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["cat", "dog", "fox"], "_type": "ClassLabel"}, "caption": {"dtype": "string", "_type": "Value"}}}}`
 
 // hfDataset writes files Parquet files of rows each, row groups of
 // perGroup, in Hugging Face's layout under data/, and returns every
 // row's image in dataset order.
 func hfDataset(t testing.TB, s storage.Store, files, rows int, perGroup int64, opts ...parquet.WriterOption) (images [][]byte, all []hfRow) {
 	t.Helper()
-	for f := range files {
-		var rs []hfRow
-		for r := range rows {
-			i := f*rows + r
-			p := fmt.Sprintf("%05d.jpg", i)
-			img := testJPEG(t, i)
-			rs = append(rs, hfRow{Image: &hfImage{Bytes: img, Path: &p}, Label: int64(i % 3), Caption: fmt.Sprintf("a picture number %d", i), Score: float64(i) / 4})
-			images = append(images, img)
+	for i := range files * rows {
+		images = append(images, testJPEG(t, i))
+	}
+	written, all := datasettest.HFDataset(t, images, nil, rows, perGroup, opts...)
+	for _, f := range written {
+		if _, err := s.Put(context.Background(), f.Key, f.Data, storage.Cond{}); err != nil {
+			t.Fatal(err)
 		}
-		all = append(all, rs...)
-		key := fmt.Sprintf("data/train-%05d-of-%05d.parquet", f, files)
-		writeParquet(t, s, key, rs, perGroup, append([]parquet.WriterOption{parquet.KeyValueMetadata("huggingface", hfMeta)}, opts...)...)
 	}
 	return images, all
 }
