@@ -13,6 +13,7 @@
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
+#   make parquet-crosscheck  the Parquet reader against files Apache Arrow's Go module writes (dataset/parquetcheck)
 #   make deploy-check  the Kubernetes manifests (deploy/k8s, Kustomize) rendered and checked against the API types
 #   make slurm-check  deploy/slurm/longshore.sbatch, unchanged, on a Slurm cluster started here (2 nodes, gres GPUs): exactly once
 #   make k8s-check  deploy/k8s/overlays/example applied to a real API server built here (kine, controllers, scheduler, kwok GPU nodes)
@@ -218,6 +219,12 @@ proto:
 # of its own, so the daemons do not link the Kubernetes client types).
 deploy-check: deps-base
 	cd deploy/k8s && $(GO) test -count=1 ./...
+
+# The Parquet reader against files written by Apache Arrow's Go module
+# (a module of its own: Arrow requires a newer gRPC than the daemons').
+.PHONY: parquet-crosscheck
+parquet-crosscheck: deps-base
+	cd dataset/parquetcheck && $(GO) test -count=1 ./...
 
 clean: ; rm -rf $(BIN)
 
