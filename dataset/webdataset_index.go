@@ -1,6 +1,8 @@
 package dataset
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -39,7 +42,7 @@ func (webDatasetFormat) Detect(ctx context.Context, s storage.Store, root string
 	err := s.List(ctx, root, func(info storage.ObjectInfo) error {
 		ext := strings.ToLower(path.Ext(info.Key))
 		switch {
-		case ext == ".tar":
+		case ext == ".tar", gzipTar(info.Key):
 			found = &Found{Key: info.Key, Size: info.Size}
 			return errStopListing
 		case media[ext], ext == ".parquet":
@@ -93,15 +96,26 @@ func IndexWebDataset(ctx context.Context, s storage.Store, root string, opts Dis
 	for e := range extensionSet(opts.Extensions) {
 		exts[strings.TrimPrefix(e, ".")] = true
 	}
-	var tars []storage.ObjectInfo
+	var tars, gzs []storage.ObjectInfo
 	err := s.List(ctx, root, func(info storage.ObjectInfo) error {
-		if strings.HasSuffix(info.Key, ".tar") {
+		switch {
+		case strings.HasSuffix(info.Key, ".tar"):
 			tars = append(tars, info)
+		case gzipTar(info.Key):
+			gzs = append(gzs, info)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("list %s: %w", s, err)
+	}
+	if len(tars) > 0 && len(gzs) > 0 {
+		return nil, 0, fmt.Errorf("index %s: both *.tar (%s) and compressed *.tar.gz (%s) shards: a dataset is one or the other (docs/packed-datasets.md says what compressed shards cost): %w",
+			path.Join(s.String(), root), tars[0].Key, gzs[0].Key, ErrBadTar)
+	}
+	compressed := len(gzs) > 0
+	if compressed {
+		tars = gzs
 	}
 	if len(tars) == 0 {
 		return nil, 0, fmt.Errorf("no *.tar objects under %s: %w", path.Join(s.String(), root), ErrEmptyDataset)
@@ -112,9 +126,19 @@ func IndexWebDataset(ctx context.Context, s storage.Store, root string, opts Dis
 	}
 	found := make([][]wdsSample, len(tars))
 	_, err = listConcurrently(ctx, keys, opts.Concurrency, func(ctx context.Context, i int) ([]Sample, error) {
-		f, err := indexWebDatasetTar(ctx, s, tars[i], exts)
+		var f []wdsSample
+		var err error
+		if compressed {
+			f, err = indexGzipTar(ctx, s, tars[i], exts)
+		} else {
+			r := &tarRangeReader{ctx: ctx, s: s, key: tars[i].Key, size: tars[i].Size}
+			f, err = indexWebDatasetTar(r, r.readAt, tars[i].Key, exts)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("index %s/%s: %w", s, tars[i].Key, err)
+		}
 		found[i] = f
-		return nil, err
+		return nil, nil
 	})
 	if err != nil {
 		return nil, 0, err
@@ -140,14 +164,29 @@ func IndexWebDataset(ctx context.Context, s storage.Store, root string, opts Dis
 		return nil, 0, fmt.Errorf("index %s/%s: sample %q (%s) has no .cls member holding its label, where %s/%s has one: label every sample or none: %w", s, unlabelledIn, stem, name, labelledIn, labelled.image.Name, ErrBadTar)
 	}
 	ds := &Dataset{}
+	var gz *gzipTarUnpacker
+	if compressed {
+		gz = &gzipTarUnpacker{members: map[string]map[string]TarMember{}}
+		ds.Unpacker = gz
+	}
 	fields := NewFieldsBuilder()
 	for i, inTar := range found {
 		if len(inTar) == 0 {
 			continue
 		}
 		object := ds.AddObject(tars[i].Key)
+		if gz != nil {
+			gz.members[tars[i].Key] = map[string]TarMember{}
+		}
 		for _, ts := range inTar {
-			ds.Samples = append(ds.Samples, ts.image.Sample(ds, object, ts.label))
+			smp := ts.image.Sample(ds, object, ts.label)
+			if gz != nil {
+				// The member lies in the decompressed stream: the range
+				// to read is the whole shard.
+				gz.members[tars[i].Key][ts.image.Name] = ts.image
+				smp.Offset, smp.Size = 0, tars[i].Size
+			}
+			ds.Samples = append(ds.Samples, smp)
 			for len(ds.Classes) <= int(ts.label) {
 				ds.Classes = append(ds.Classes, strconv.Itoa(len(ds.Classes)))
 			}
@@ -166,10 +205,94 @@ func IndexWebDataset(ctx context.Context, s storage.Store, root string, opts Dis
 	return ds, len(tars), nil
 }
 
-// indexWebDatasetTar lists the samples of one WebDataset tar: members
-// grouped by stem, each with exactly one media member.
-func indexWebDatasetTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, exts map[string]bool) ([]wdsSample, error) {
-	r := &tarRangeReader{ctx: ctx, s: s, key: info.Key, size: info.Size}
+// gzipTar: key names a gzip-compressed tar (.tar.gz, .tgz).
+func gzipTar(key string) bool {
+	return strings.HasSuffix(key, ".tar.gz") || strings.HasSuffix(key, ".tgz")
+}
+
+// maxGzipTar bounds a compressed shard's decompressed size: it is
+// decompressed into memory whole.
+const maxGzipTar = 4 << 30
+
+// indexGzipTar reads a compressed shard whole (one GET), decompresses it
+// and indexes the tar inside; the members' ranges are the decompressed
+// stream's.
+func indexGzipTar(ctx context.Context, s storage.Store, info storage.ObjectInfo, exts map[string]bool) ([]wdsSample, error) {
+	data, err := s.Get(ctx, info.Key, nil)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := gunzip(data)
+	if err != nil {
+		return nil, err
+	}
+	return indexWebDatasetTar(bytes.NewReader(raw), func(off, n int64) ([]byte, error) {
+		return slices.Clone(raw[off : off+n]), nil
+	}, info.Key, exts)
+}
+
+// gunzip decompresses a compressed shard, at most maxGzipTar bytes.
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %v: %w", err, ErrBadTar)
+	}
+	var out bytes.Buffer
+	n, err := io.Copy(&out, io.LimitReader(zr, maxGzipTar+1))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %v: %w", err, ErrBadTar)
+	}
+	if n > maxGzipTar {
+		return nil, fmt.Errorf("gzip: more than %d bytes decompressed: %w", int64(maxGzipTar), ErrBadTar)
+	}
+	return out.Bytes(), nil
+}
+
+// gzipTarUnpacker serves the samples of compressed shards: a sample's
+// range is its whole shard, decompressed once per chunk read.
+type gzipTarUnpacker struct {
+	members map[string]map[string]TarMember // by shard key, by member name
+}
+
+func (u *gzipTarUnpacker) Unpack(object string, off int64, data []byte) Members {
+	return &gzipTarMembers{u: u, object: object, off: off, data: data}
+}
+
+type gzipTarMembers struct {
+	u      *gzipTarUnpacker
+	object string
+	off    int64
+	data   []byte
+	once   sync.Once
+	raw    []byte
+	err    error
+}
+
+func (m *gzipTarMembers) Member(s Sample) ([]byte, error) {
+	members := m.u.members[m.object]
+	name, ok := strings.CutPrefix(s.Key, m.object+"/")
+	mem, found := members[name]
+	if !ok || !found {
+		return nil, fmt.Errorf("webdataset: sample %s is no member of %s: %w", s.Key, m.object, storage.ErrInvalidKey)
+	}
+	if m.off != 0 || int64(len(m.data)) != s.Size {
+		return nil, fmt.Errorf("webdataset: %s: the range read [%d,+%d) is not the whole shard (%d bytes): %w", m.object, m.off, len(m.data), s.Size, storage.ErrInvalidKey)
+	}
+	m.once.Do(func() { m.raw, m.err = gunzip(m.data) })
+	if m.err != nil {
+		return nil, fmt.Errorf("webdataset %s: %w", m.object, m.err)
+	}
+	if mem.Offset < 0 || mem.Offset+mem.Size > int64(len(m.raw)) {
+		return nil, fmt.Errorf("webdataset %s: member %s outside the decompressed shard (it changed since it was indexed?): %w", m.object, name, ErrBadTar)
+	}
+	return m.raw[mem.Offset : mem.Offset+mem.Size : mem.Offset+mem.Size], nil
+}
+
+// indexWebDatasetTar lists the samples of one WebDataset tar read
+// through r (readAt reads a member's bytes): members grouped by stem,
+// each with exactly one media member. key is the tar's.
+func indexWebDatasetTar(r io.Reader, readAt func(off, n int64) ([]byte, error), key string, exts map[string]bool) ([]wdsSample, error) {
+	info := storage.ObjectInfo{Key: key}
 	type group struct {
 		images []TarMember
 		label  *int32
@@ -212,7 +335,7 @@ func indexWebDatasetTar(ctx context.Context, s storage.Store, info storage.Objec
 			if m.Size > maxLabelBytes {
 				return fmt.Errorf("member %q: %d bytes, not an integer label: %w", name, m.Size, ErrBadTar)
 			}
-			b, err := r.readAt(m.Offset, m.Size)
+			b, err := readAt(m.Offset, m.Size)
 			if err != nil {
 				return fmt.Errorf("member %q: %w", name, err)
 			}
@@ -227,7 +350,7 @@ func indexWebDatasetTar(ctx context.Context, s storage.Store, info storage.Objec
 			if m.Size > MaxMemberField {
 				return fmt.Errorf("member %q: %d bytes, more than the %d a field may hold (a second media member? index with --media naming it): %w", name, m.Size, MaxMemberField, ErrBadTar)
 			}
-			b, err := r.readAt(m.Offset, m.Size)
+			b, err := readAt(m.Offset, m.Size)
 			if err != nil {
 				return fmt.Errorf("member %q: %w", name, err)
 			}
@@ -240,7 +363,7 @@ func indexWebDatasetTar(ctx context.Context, s storage.Store, info storage.Objec
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index %s/%s: %w", s, info.Key, err)
+		return nil, err
 	}
 	var out []wdsSample
 	for _, stem := range stems {
@@ -249,9 +372,9 @@ func indexWebDatasetTar(ctx context.Context, s storage.Store, info storage.Objec
 		case len(g.images) == 0 && g.label == nil:
 			continue // neither image nor label: not a sample here (metadata)
 		case len(g.images) == 0:
-			return nil, fmt.Errorf("index %s/%s: sample %q has a label (%s) but no image member (.jpg, .jpeg, .png, .webp): %w", s, info.Key, stem, g.cls, ErrBadTar)
+			return nil, fmt.Errorf("sample %q has a label (%s) but no image member (.jpg, .jpeg, .png, .webp): %w", stem, g.cls, ErrBadTar)
 		case len(g.images) > 1:
-			return nil, fmt.Errorf("index %s/%s: sample %q has %d image members (%s, %s, ...): which one is the sample?: %w", s, info.Key, stem, len(g.images), g.images[0].Name, g.images[1].Name, ErrBadTar)
+			return nil, fmt.Errorf("sample %q has %d image members (%s, %s, ...): which one is the sample?: %w", stem, len(g.images), g.images[0].Name, g.images[1].Name, ErrBadTar)
 		}
 		ts := wdsSample{image: g.images[0], fields: g.fields}
 		if g.label != nil {

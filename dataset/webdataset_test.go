@@ -2,6 +2,7 @@ package dataset_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,70 @@ func wdsShards(t *testing.T, s storage.Store, root string, shards, per int) map[
 		}
 	}
 	return want
+}
+
+// TestWebDatasetCompressed: .tar.gz shards are read in place too: a
+// sample's range is its whole shard, one GET per block per shard,
+// decompressed once per read; a root mixing .tar and .tar.gz is refused.
+func TestWebDatasetCompressed(t *testing.T) {
+	ctx := context.Background()
+	plain := storage.NewMemStore("plain")
+	want := wdsShards(t, plain, "", 3, 6)
+	s := storage.NewMemStore(t.Name())
+	sizes := map[string]int64{}
+	for k := range 3 {
+		key := fmt.Sprintf("shard-%03d.tar", k)
+		b, err := plain.Get(ctx, key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		zw.Write(b)
+		zw.Close()
+		fillData(t, s, key+".gz", z.String())
+		sizes[key+".gz"] = int64(z.Len())
+	}
+	ds := discover(t, s, dataset.DiscoverOptions{})
+	if len(ds.Samples) != 18 || ds.Unpacker == nil {
+		t.Fatalf("%d samples, unpacker %v", len(ds.Samples), ds.Unpacker)
+	}
+	log := &rangeLog{Store: s}
+	ps, err := dataset.NewPackedStore(log, ds, dataset.PackedConfig{Block: 4, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	for i, smp := range ds.Samples {
+		shard := fmt.Sprintf("shard-%03d.tar", i/6)
+		if smp.Key != fmt.Sprintf("%s.gz/s%04d.jpg", shard, i) || smp.Label != int32(i%3) || smp.Offset != 0 || smp.Size != sizes[shard+".gz"] {
+			t.Errorf("sample %d: %+v", i, smp)
+		}
+		b, err := ps.GetSample(ctx, int64(i), smp.Key, nil)
+		if err != nil || !bytes.Equal(b, want[fmt.Sprintf("%s/s%04d.jpg", shard, i)]) {
+			t.Fatalf("sample %d: %d bytes, %v", i, len(b), err)
+		}
+		if w, _ := ds.Fields.Get(i, "json.w"); w.Int != int64(i) {
+			t.Errorf("sample %d: json.w %v", i, w)
+		}
+	}
+	// Blocks of 4 over shards of 6 touch 1, 2, 1, 2 and 1 shards: each
+	// reads every shard it touches whole, at most 7 GETs of whole shards
+	// (fewer when a shard's chunk still cached serves the next block).
+	got := log.take()
+	if len(got) < 3 || len(got) > 7 {
+		t.Errorf("%d ranged GETs, want 3 to 7 (one per shard per block): %q", len(got), got)
+	}
+	for _, g := range got {
+		key, rng, _ := strings.Cut(g, "@")
+		if rng != fmt.Sprintf("0+%d", sizes[key]) {
+			t.Errorf("GET %s: not the whole shard", g)
+		}
+	}
+	fillData(t, s, "more.tar", "")
+	if _, err := dataset.Discover(ctx, s, dataset.DiscoverOptions{}); !errors.Is(err, dataset.ErrBadTar) || !strings.Contains(err.Error(), "one or the other") {
+		t.Errorf("a mix of .tar and .tar.gz: %v", err)
+	}
 }
 
 // TestWebDatasetInPlace: a directory or prefix of WebDataset tars is a

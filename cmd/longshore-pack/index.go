@@ -33,6 +33,9 @@ func indexTars(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if packed.Unpacker != nil {
+		return fmt.Errorf("%s holds compressed (*.tar.gz) shards: a manifest's sample is a byte range of its shard, which a compressed shard has not; read them in place (--dataset %s) or decompress them", s, o.index)
+	}
 	fmt.Fprintf(stderr, "longshore-pack: indexed %d tars under %s\n", tars, s)
 	n := len(packed.Samples)
 	var manifest bytes.Buffer

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
@@ -775,6 +776,28 @@ func TestPackParquet(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dst); len(ents) != 0 {
 		t.Errorf("a refused pack wrote %d entries to --out", len(ents))
+	}
+}
+
+// TestIndexCompressedRefused: --index of .tar.gz shards is refused
+// (a manifest's sample is a byte range of its shard), nothing written.
+func TestIndexCompressedRefused(t *testing.T) {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	if _, err := dataset.WriteTarShard(&b, []string{"a.jpg", "a.cls"}, [][]byte{[]byte("jpeg"), []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(b.Bytes())
+	zw.Close()
+	os.WriteFile(filepath.Join(dir, "s.tar.gz"), z.Bytes(), 0o644)
+	_, errs, code := runPack(t, "--index", dir)
+	if code != 1 || !strings.Contains(errs, "compressed") {
+		t.Errorf("exit %d, %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, dataset.ManifestJSONLName)); err == nil {
+		t.Error("a manifest was written")
 	}
 }
 
