@@ -13,6 +13,8 @@
 #   make race    unit tests under the race detector only
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
+#   make bench-formats  Parquet, WebDataset in place and packed tars of the same samples from MinIO, side by side
+#   make parquet-crosscheck  the Parquet reader against files Apache Arrow's Go module writes (dataset/parquetcheck)
 #   make deploy-check  the Kubernetes manifests (deploy/k8s, Kustomize) rendered and checked against the API types
 #   make slurm-check  deploy/slurm/longshore.sbatch, unchanged, on a Slurm cluster started here (2 nodes, gres GPUs): exactly once
 #   make k8s-check  deploy/k8s/overlays/example applied to a real API server built here (kine, controllers, scheduler, kwok GPU nodes)
@@ -218,6 +220,20 @@ proto:
 # of its own, so the daemons do not link the Kubernetes client types).
 deploy-check: deps-base
 	cd deploy/k8s && $(GO) test -count=1 ./...
+
+# Parquet, WebDataset in place and the packed path (the same tars with
+# longshore-pack --index's manifest) from MinIO, side by side, interleaved:
+# images/s and requests a sample (docs/parquet.md, "Benchmark").
+.PHONY: bench-formats
+BENCH_FORMATS_REPS ?= 3
+bench-formats: deps
+	LONGSHORE_BENCH_REPS=$(BENCH_FORMATS_REPS) $(GO) test ./cmd/node -run '^$$' -bench FormatsMinIO -benchtime 1x -timeout 30m
+
+# The Parquet reader against files written by Apache Arrow's Go module
+# (a module of its own: Arrow requires a newer gRPC than the daemons').
+.PHONY: parquet-crosscheck
+parquet-crosscheck: deps-base
+	cd dataset/parquetcheck && $(GO) test -count=1 ./...
 
 clean: ; rm -rf $(BIN)
 

@@ -94,7 +94,7 @@ type DiscoverOptions struct {
 	// Layout picks ImageFolder or manifest; LayoutAuto decides by looking.
 	Layout Layout
 	// Format names the Format to read the dataset with (Formats: "imagefolder",
-	// "manifest-csv", "manifest-jsonl", "parquet"); "" decides as Layout
+	// "manifest-csv", "manifest-jsonl", "parquet", "webdataset"); "" decides as Layout
 	// says. A format named goes with LayoutAuto only.
 	Format string
 	// MediaColumn names the column of a Parquet dataset that holds the

@@ -47,6 +47,7 @@ var formats = []Format{
 	manifestFormat{ManifestCSV},
 	manifestFormat{ManifestJSONL},
 	parquetFormat{},
+	webDatasetFormat{},
 }
 
 // Formats returns the registered formats, ImageFolder first, then in

@@ -618,16 +618,19 @@ func (pf *parquetFile) readColumns(ctx context.Context, s storage.Store) error {
 				return fmt.Errorf("row group %d: label column chunk: %w", g, ErrBadParquet)
 			}
 			err := readColumnChunk(cc, readers[0], rows, func(row int64, v parquet.Value) error {
-				if v.IsNull() {
-					return fmt.Errorf("row %d: no label: %w", row0+row, ErrBadParquet)
-				}
 				if pf.textLabels != nil {
+					if v.IsNull() {
+						return fmt.Errorf("row %d: no label (a null text label): %w", row0+row, ErrBadParquet)
+					}
 					pf.textLabels = append(pf.textLabels, string(v.ByteArray()))
 					return nil
 				}
-				l := v.Int64()
-				if l < 0 || l >= MaxClasses {
-					return fmt.Errorf("row %d: label %d outside [0, %d): %w", row0+row, l, MaxClasses, ErrBadParquet)
+				l := int64(NoLabel)
+				if !v.IsNull() {
+					l = v.Int64()
+				}
+				if (l < 0 && l != NoLabel) || l >= MaxClasses {
+					return fmt.Errorf("row %d: label %d outside [0, %d) and not %d (no label): %w", row0+row, l, MaxClasses, NoLabel, ErrBadParquet)
 				}
 				pf.labels = append(pf.labels, int32(l))
 				return nil
@@ -666,6 +669,12 @@ func (pf *parquetFile) readColumns(ctx context.Context, s storage.Store) error {
 	}
 	return nil
 }
+
+// NoLabel is the label of a Parquet sample without one: Hugging Face's
+// datasets library writes -1 for a ClassLabel of an unlabelled split
+// (a test split), and a null integer label is none either. The sample is
+// delivered with label -1 (docs/parquet.md); it names no class.
+const NoLabel = -1
 
 // parquetGap is the most bytes between two column chunks that
 // discovery reads rather than make another request.

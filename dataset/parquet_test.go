@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
 	"slices"
 	"strings"
 	"sync"
@@ -17,23 +14,14 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/dataset/datasettest"
 	"github.com/longshore/longshore/storage"
 )
 
-// hfImage is how Hugging Face's Image feature stores an image.
-type hfImage struct {
-	Bytes []byte  `parquet:"bytes,optional"`
-	Path  *string `parquet:"path,optional"`
-}
-
-// hfRow is a row of an image-caption dataset as Hugging Face publishes
-// it: the image, a ClassLabel, a caption, a score.
-type hfRow struct {
-	Image   *hfImage `parquet:"image,optional"`
-	Label   int64    `parquet:"label"`
-	Caption string   `parquet:"caption"`
-	Score   float64  `parquet:"score"`
-}
+type (
+	hfImage = datasettest.HFImage
+	hfRow   = datasettest.HFRow
+)
 
 // binRow keeps its media in a plain binary column.
 type binRow struct {
@@ -42,66 +30,36 @@ type binRow struct {
 	Tag  string `parquet:"tag"`
 }
 
-// testJPEG is a small JPEG, different for every i.
-func testJPEG(t testing.TB, i int) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 8+i%5, 8))
-	for y := range 8 {
-		for x := range img.Bounds().Dx() {
-			img.Set(x, y, color.RGBA{uint8(i * 7), uint8(x * 30), uint8(y * 30), 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+var testJPEG = datasettest.JPEG
 
-// writeParquet writes rows to key as a Parquet file of row groups of
-// perGroup rows.
+const hfMeta = datasettest.HFMeta
+
+// writeParquet writes rows to key of s (nil: nowhere) as a Parquet file
+// of row groups of perGroup rows, and returns the file.
 func writeParquet[T any](t testing.TB, s storage.Store, key string, rows []T, perGroup int64, opts ...parquet.WriterOption) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	w := parquet.NewGenericWriter[T](&b, append([]parquet.WriterOption{parquet.MaxRowsPerRowGroup(perGroup)}, opts...)...)
-	for i := 0; i < len(rows); i += int(perGroup) {
-		if _, err := w.Write(rows[i:min(i+int(perGroup), len(rows))]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	b := datasettest.WriteParquet(t, rows, perGroup, opts...)
 	if s != nil {
-		if _, err := s.Put(context.Background(), key, b.Bytes(), storage.Cond{}); err != nil {
+		if _, err := s.Put(context.Background(), key, b, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return b.Bytes()
+	return b
 }
-
-const hfMeta = `{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["cat", "dog", "fox"], "_type": "ClassLabel"}, "caption": {"dtype": "string", "_type": "Value"}}}}`
 
 // hfDataset writes files Parquet files of rows each, row groups of
 // perGroup, in Hugging Face's layout under data/, and returns every
 // row's image in dataset order.
 func hfDataset(t testing.TB, s storage.Store, files, rows int, perGroup int64, opts ...parquet.WriterOption) (images [][]byte, all []hfRow) {
 	t.Helper()
-	for f := range files {
-		var rs []hfRow
-		for r := range rows {
-			i := f*rows + r
-			p := fmt.Sprintf("%05d.jpg", i)
-			img := testJPEG(t, i)
-			rs = append(rs, hfRow{Image: &hfImage{Bytes: img, Path: &p}, Label: int64(i % 3), Caption: fmt.Sprintf("a picture number %d", i), Score: float64(i) / 4})
-			images = append(images, img)
+	for i := range files * rows {
+		images = append(images, testJPEG(t, i))
+	}
+	written, all := datasettest.HFDataset(t, images, nil, rows, perGroup, opts...)
+	for _, f := range written {
+		if _, err := s.Put(context.Background(), f.Key, f.Data, storage.Cond{}); err != nil {
+			t.Fatal(err)
 		}
-		all = append(all, rs...)
-		key := fmt.Sprintf("data/train-%05d-of-%05d.parquet", f, files)
-		writeParquet(t, s, key, rs, perGroup, append([]parquet.WriterOption{parquet.KeyValueMetadata("huggingface", hfMeta)}, opts...)...)
 	}
 	return images, all
 }
@@ -316,8 +274,8 @@ func TestParquetErrors(t *testing.T) {
 			writeParquet(t, s, "x.parquet", []sized{{[]byte("a"), 1}}, 1)
 		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "reserved"},
 		{"NegativeLabel", func(s storage.Store) {
-			writeParquet(t, s, "x.parquet", []negLabel{{[]byte("a"), 0}, {[]byte("b"), -1}}, 1)
-		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "label -1"},
+			writeParquet(t, s, "x.parquet", []negLabel{{[]byte("a"), 0}, {[]byte("b"), -2}}, 1)
+		}, dataset.DiscoverOptions{}, dataset.ErrBadParquet, "label -2"},
 		{"SchemasDiffer", func(s storage.Store) {
 			writeParquet(t, s, "a.parquet", []negLabel{{[]byte("a"), 0}}, 1)
 			writeParquet(t, s, "b.parquet", []strLabel{{[]byte("a"), "x"}}, 1)
@@ -464,6 +422,55 @@ func TestParquetFields(t *testing.T) {
 		if v := get("meta.width"); v.Int != int64(r.Meta.Width) {
 			t.Errorf("sample %d: meta.width %v, want %d", i, v, r.Meta.Width)
 		}
+	}
+}
+
+// TestParquetNoLabel: Hugging Face's test splits mark a sample without
+// a label -1 (and a null label is none either): such a sample is
+// delivered with label -1, the classes are still the ClassLabel's names
+// and the digest tells -1 from 0.
+func TestParquetNoLabel(t *testing.T) {
+	type optLabel struct {
+		Image *hfImage `parquet:"image,optional"`
+		Label *int64   `parquet:"label,optional"`
+	}
+	s := storage.NewMemStore(t.Name())
+	labels := []int64{-1, 2, -1, 0, 99, 1}
+	var rows []optLabel
+	for i, l := range labels {
+		r := optLabel{Image: &hfImage{Bytes: testJPEG(t, i)}}
+		if l != 99 {
+			r.Label = &labels[i]
+		}
+		rows = append(rows, r)
+	}
+	writeParquet(t, s, "data/test-00000-of-00001.parquet", rows, 4, parquet.KeyValueMetadata("huggingface", hfMeta))
+	ds := discover(t, s, dataset.DiscoverOptions{})
+	want := []int32{-1, 2, -1, 0, -1, 1} // 99: null
+	for i, smp := range ds.Samples {
+		if smp.Label != want[i] {
+			t.Errorf("sample %d: label %d, want %d", i, smp.Label, want[i])
+		}
+	}
+	if want := []string{"cat", "dog", "fox"}; !slices.Equal(ds.Classes, want) {
+		t.Errorf("Classes = %q, want %q", ds.Classes, want)
+	}
+	zero := storage.NewMemStore(t.Name() + "0")
+	for i := range rows {
+		if rows[i].Label == nil || *rows[i].Label < 0 {
+			var z int64
+			rows[i].Label = &z
+		}
+	}
+	writeParquet(t, zero, "data/test-00000-of-00001.parquet", rows, 4, parquet.KeyValueMetadata("huggingface", hfMeta))
+	if dataset.ManifestDigest(ds) == dataset.ManifestDigest(discover(t, zero, dataset.DiscoverOptions{})) {
+		t.Error("labels -1 digest as 0 does")
+	}
+	// Without class names, -1 adds no class.
+	plain := storage.NewMemStore(t.Name() + "plain")
+	writeParquet(t, plain, "a.parquet", []optLabel{{&hfImage{Bytes: []byte("x")}, &labels[0]}, {&hfImage{Bytes: []byte("y")}, &labels[3]}}, 4)
+	if ds := discover(t, plain, dataset.DiscoverOptions{}); !slices.Equal(ds.Classes, []string{"0"}) || ds.Samples[0].Label != -1 {
+		t.Errorf("classes %q, label %d; want [0] and -1", ds.Classes, ds.Samples[0].Label)
 	}
 }
 

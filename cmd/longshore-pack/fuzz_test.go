@@ -33,23 +33,26 @@ func FuzzWebDataset(f *testing.F) {
 		if _, err := m.Put(ctx, "shards/s.tar", data, storage.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		samples, err := indexTar(ctx, m, storage.ObjectInfo{Key: "shards/s.tar", Size: int64(len(data))}, imageExts)
+		ds, _, err := dataset.IndexWebDataset(ctx, m, "", dataset.DiscoverOptions{})
 		if err != nil {
 			return
 		}
 		stems := map[string]bool{}
-		for _, s := range samples {
-			im := s.image
-			if im.Offset < 0 || im.Size < 0 || im.Offset+im.Size > int64(len(data)) {
+		for _, s := range ds.Samples {
+			name, ok := strings.CutPrefix(s.Key, "shards/s.tar/")
+			if !ok || ds.ObjectOf(s) != "shards/s.tar" {
+				t.Fatalf("sample %+v: not a member of shards/s.tar", s)
+			}
+			if s.Offset < 0 || s.Size < 0 || s.Offset+s.Size > int64(len(data)) {
 				t.Fatalf("sample %+v lies outside the %d-byte object", s, len(data))
 			}
-			if err := storage.CheckKey("shards/s.tar/" + im.Name); err != nil {
+			if err := storage.CheckKey(s.Key); err != nil {
 				t.Fatalf("sample %+v: %v", s, err)
 			}
-			if s.label < 0 || s.label >= dataset.MaxClasses {
+			if s.Label < 0 || s.Label >= dataset.MaxClasses {
 				t.Fatalf("sample %+v: label out of range", s)
 			}
-			stem := im.Name[:strings.LastIndexByte(im.Name, '/')+1] + strings.SplitN(im.Name[strings.LastIndexByte(im.Name, '/')+1:], ".", 2)[0]
+			stem := name[:strings.LastIndexByte(name, '/')+1] + strings.SplitN(name[strings.LastIndexByte(name, '/')+1:], ".", 2)[0]
 			if stems[stem] {
 				t.Fatalf("two samples of stem %q", stem)
 			}
@@ -65,5 +68,3 @@ func bytesOf(ss []string) [][]byte {
 	}
 	return out
 }
-
-var imageExts, _ = sampleExts("image")

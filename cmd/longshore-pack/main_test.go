@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/dataset/datasettest"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
 	"github.com/longshore/longshore/storage/s3"
@@ -661,6 +663,169 @@ func TestIndexWebDatasetFields(t *testing.T) {
 		if get("json.key").Str != stem || get("json.width").Int != int64(10*i) || get("json.extra").Str != `{"x":1}` ||
 			!bytes.Equal(get("npy").Bytes, []byte{byte(i), 0}) || len(get("json.tags").Strings) != 2 {
 			t.Errorf("%s: %v", stem, ds.Fields.Row(i))
+		}
+	}
+}
+
+// TestPackKeepsFields: the fields of a JSON-lines or CSV manifest, and
+// a Parquet dataset's columns, are copied into the packed manifest,
+// every sample's with it, shuffled or not; a Parquet split with
+// unlabelled samples (label -1) is refused before anything is written.
+func TestPackKeepsFields(t *testing.T) {
+	src, want := imageFolder(t)
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var csv, jsonl strings.Builder
+	csv.WriteString("key,label,caption,width:int,score:float\n")
+	for i, k := range keys {
+		fmt.Fprintf(&csv, "%s,%d,\"caption, %d\",%d,%g\n", k, i%3, i, 10+i, float64(i)/4)
+		tags := `["a","b"]`
+		if i%2 == 1 {
+			tags = `[]`
+		}
+		caption := fmt.Sprintf(`,"caption":"a caption of %d"`, i)
+		if i%3 == 2 {
+			caption = "" // absent for this sample
+		}
+		fmt.Fprintf(&jsonl, "{\"key\":%q,\"label\":%d%s,\"width\":%d,\"tags\":%s,\"meta\":{\"src\":\"s%d\"}}\n", k, i%3, caption, 10+i, tags, i)
+	}
+	os.WriteFile(filepath.Join(src, "fields.csv"), []byte(csv.String()), 0o644)
+	os.WriteFile(filepath.Join(src, "fields.jsonl"), []byte(jsonl.String()), 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"csv", []string{"--manifest", "fields.csv", "--shuffle=false"}},
+		{"jsonl", []string{"--manifest", "fields.jsonl", "--shuffle=false"}},
+		{"jsonlShuffled", []string{"--manifest", "fields.jsonl", "--seed", "3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := storage.NewDirStore(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			man := tc.args[1]
+			srcDS, err := dataset.Discover(context.Background(), s, dataset.DiscoverOptions{Layout: dataset.LayoutManifest, Manifest: man})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if srcDS.Fields.Schema().String() == "" {
+				t.Fatalf("the source manifest %s has no fields", man)
+			}
+			dst := t.TempDir()
+			if out, errs, code := runPack(t, append([]string{"--dataset", src, "--out", dst, "--per-shard", "3"}, tc.args...)...); code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out, errs)
+			}
+			_, ds := readBack(t, dst, s3.DefaultOptions())
+			checkSameFields(t, srcDS, ds)
+		})
+	}
+}
+
+// TestPackParquet packs a Parquet dataset (datasettest's Hugging Face
+// layout): its images byte for byte, its labels and classes, and its
+// columns as fields; a split with unlabelled samples (label -1, which a
+// manifest cannot hold) is refused before anything is written.
+func TestPackParquet(t *testing.T) {
+	src := t.TempDir()
+	var images [][]byte
+	for i := range 17 {
+		images = append(images, datasettest.JPEG(t, i))
+	}
+	files, rows := datasettest.HFDataset(t, images, nil, 7, 3)
+	for _, f := range files {
+		p := filepath.Join(src, filepath.FromSlash(f.Key))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srcDS := discoverDir(t, src)
+	dst := t.TempDir()
+	if out, errs, code := runPack(t, "--dataset", src, "--out", dst, "--per-shard", "4", "--seed", "2"); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	got, ds := readBack(t, dst, s3.DefaultOptions())
+	if !slices.Equal(ds.Classes, datasettest.HFClasses) {
+		t.Errorf("classes %q, want %q", ds.Classes, datasettest.HFClasses)
+	}
+	for i, smp := range srcDS.Samples {
+		if !bytes.Equal(got[smp.Key], images[i]) {
+			t.Errorf("%s: %d bytes read back, want the %d written", smp.Key, len(got[smp.Key]), len(images[i]))
+		}
+	}
+	checkSameFields(t, srcDS, ds)
+	if v, _ := ds.Fields.Get(0, "caption"); v.Str == "" || len(rows) != 17 {
+		t.Errorf("caption of the first packed sample: %v", v)
+	}
+
+	// Unlabelled samples: refused, and nothing written.
+	type unlabelled struct {
+		Image []byte `parquet:"image"`
+		Label int64  `parquet:"label"`
+	}
+	un := t.TempDir()
+	os.WriteFile(filepath.Join(un, "test.parquet"), datasettest.WriteParquet(t, []unlabelled{{images[0], 1}, {images[1], dataset.NoLabel}}, 2), 0o644)
+	dst = t.TempDir()
+	_, errs, code := runPack(t, "--dataset", un, "--out", dst)
+	if code != 1 || !strings.Contains(errs, "label -1") {
+		t.Errorf("packing unlabelled samples: exit %d, %s", code, errs)
+	}
+	if ents, _ := os.ReadDir(dst); len(ents) != 0 {
+		t.Errorf("a refused pack wrote %d entries to --out", len(ents))
+	}
+}
+
+// TestIndexCompressedRefused: --index of .tar.gz shards is refused
+// (a manifest's sample is a byte range of its shard), nothing written.
+func TestIndexCompressedRefused(t *testing.T) {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	if _, err := dataset.WriteTarShard(&b, []string{"a.jpg", "a.cls"}, [][]byte{[]byte("jpeg"), []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(b.Bytes())
+	zw.Close()
+	os.WriteFile(filepath.Join(dir, "s.tar.gz"), z.Bytes(), 0o644)
+	_, errs, code := runPack(t, "--index", dir)
+	if code != 1 || !strings.Contains(errs, "compressed") {
+		t.Errorf("exit %d, %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, dataset.ManifestJSONLName)); err == nil {
+		t.Error("a manifest was written")
+	}
+}
+
+// checkSameFields: every sample of the packed dataset ds has the fields
+// (and label) of the source's sample it packs (its key after the shard's).
+func checkSameFields(t *testing.T, src, ds *dataset.Dataset) {
+	t.Helper()
+	if got, want := ds.Fields.Schema().String(), src.Fields.Schema().String(); got != want {
+		t.Fatalf("packed fields %s, the source's %s", got, want)
+	}
+	bySrc := map[string]int{}
+	for i, s := range src.Samples {
+		bySrc[s.Key] = i
+	}
+	schema := src.Fields.Schema()
+	for i, s := range ds.Samples {
+		j, ok := bySrc[strings.TrimPrefix(s.Key, ds.ObjectOf(s)+"/")]
+		if !ok {
+			t.Fatalf("packed sample %s is none of the source's", s.Key)
+		}
+		if s.Label != src.Samples[j].Label {
+			t.Errorf("%s: label %d, the source's %d", s.Key, s.Label, src.Samples[j].Label)
+		}
+		for c, f := range schema {
+			got, want := ds.Fields.Value(i, c), src.Fields.Value(j, c)
+			if got.String() != want.String() || got.Present() != want.Present() {
+				t.Errorf("%s: field %s = %v, the source's %v", s.Key, f.Name, got, want)
+			}
 		}
 	}
 }

@@ -81,6 +81,11 @@ func pack(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if err := checkKeyText(s.Key); err != nil {
 			return fmt.Errorf("dataset %s: %w", o.dataset, err)
 		}
+		if s.Label < 0 {
+			// A Parquet split's unlabelled sample (dataset.NoLabel): a
+			// manifest's labels are classes.
+			return fmt.Errorf("dataset %s: sample %s has label %d (no label), which a manifest cannot hold: read the dataset in place", o.dataset, s.Key, s.Label)
+		}
 	}
 	dst, err := openStore(ctx, o.out, sopts, true, stderr)
 	if err != nil {
@@ -255,7 +260,32 @@ func buildShard(ctx context.Context, s storage.Store, ds *dataset.Dataset, k int
 		}
 		shard.Samples[j] = m.Sample(shard, object, ds.Samples[idx[j]].Label)
 	}
+	fields, err := shardFields(ds.Fields, idx)
+	if err != nil {
+		return b, fmt.Errorf("%s: %w", key, err)
+	}
+	shard.Fields = fields
 	return b, nil
+}
+
+// shardFields are the fields of the samples idx of a dataset's fields
+// f, in that order: what the packed manifest lists with each (nil for
+// none).
+func shardFields(f *dataset.Fields, idx []int) (*dataset.Fields, error) {
+	schema := f.Schema()
+	if len(schema) == 0 {
+		return nil, nil
+	}
+	fb := dataset.NewFieldsBuilderFor(schema)
+	for _, i := range idx {
+		for c, fd := range schema {
+			if err := fb.Set(fd.Name, f.Value(i, c)); err != nil {
+				return nil, fmt.Errorf("sample %d: %w", i, err)
+			}
+		}
+		fb.EndSample()
+	}
+	return fb.Finish(), nil
 }
 
 // checkPacked parses the manifest about to be written, as Discover will,
@@ -272,9 +302,18 @@ func checkPacked(manifest []byte, ds *dataset.Dataset, order []int) error {
 	if len(got.Samples) != len(order) {
 		return fmt.Errorf("%d samples, the dataset has %d", len(got.Samples), len(order))
 	}
+	if g, w := got.Fields.Schema().String(), ds.Fields.Schema().String(); g != w {
+		return fmt.Errorf("fields %s, the dataset has %s", g, w)
+	}
+	schema := ds.Fields.Schema()
 	for j, i := range order {
 		if g, s := got.Samples[j], ds.Samples[i]; g.Label != s.Label || !g.Packed() {
 			return fmt.Errorf("sample %d (%s): label %d, the dataset says %d", j, g.Key, g.Label, s.Label)
+		}
+		for c, f := range schema {
+			if g, w := got.Fields.Value(j, c), ds.Fields.Value(i, c); g.Present() != w.Present() || g.String() != w.String() {
+				return fmt.Errorf("sample %d (%s): field %s = %v, the dataset says %v", j, got.Samples[j].Key, f.Name, g, w)
+			}
 		}
 	}
 	return nil

@@ -40,7 +40,7 @@ func readQuarantine(t *testing.T, path string) []dataset.ExclusionLine {
 	return out
 }
 
-func readSummary(t *testing.T, path string) Summary {
+func readSummary(t testing.TB, path string) Summary {
 	t.Helper()
 	var s Summary
 	b, err := os.ReadFile(path)

@@ -9,58 +9,37 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/longshore/longshore/dataset/datasettest"
 )
 
-// parquetImage is Hugging Face's Image feature.
-type parquetImage struct {
-	Bytes []byte  `parquet:"bytes,optional"`
-	Path  *string `parquet:"path,optional"`
-}
-
-type parquetRow struct {
-	Image   *parquetImage `parquet:"image,optional"`
-	Label   int64         `parquet:"label"`
-	Caption string        `parquet:"caption"`
-}
-
 // parquetDataset writes the ImageFolder at root (keys) as Parquet files
-// under data/, perFile rows each in row groups of perGroup, and returns
-// the directory and the samples' keys ("<file>/<row>").
+// under data/ (datasettest.HFDataset), perFile rows each in row groups of
+// perGroup, and returns the directory and the samples' keys
+// ("<file>/<row>").
 func parquetDataset(t *testing.T, root string, keys []string, perFile int, perGroup int64) (string, []string) {
 	t.Helper()
 	out := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(out, "data"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	images := make([][]byte, len(keys))
+	for i, k := range keys {
+		b, err := os.ReadFile(filepath.Join(root, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		images[i] = b
+	}
+	files, _ := datasettest.HFDataset(t, images, keys, perFile, perGroup, parquet.Compression(&parquet.Snappy))
 	var sampleKeys []string
-	files := (len(keys) + perFile - 1) / perFile
-	for f := range files {
-		name := fmt.Sprintf("data/train-%05d-of-%05d.parquet", f, files)
-		var rows []parquetRow
-		for r, k := range keys[f*perFile : min((f+1)*perFile, len(keys))] {
-			b, err := os.ReadFile(filepath.Join(root, k))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows = append(rows, parquetRow{Image: &parquetImage{Bytes: b, Path: &k}, Label: int64(len(rows) % 3), Caption: k})
-			sampleKeys = append(sampleKeys, fmt.Sprintf("%s/%d", name, r))
-		}
-		var buf bytes.Buffer
-		w := parquet.NewGenericWriter[parquetRow](&buf, parquet.MaxRowsPerRowGroup(perGroup), parquet.Compression(&parquet.Snappy))
-		for i := 0; i < len(rows); i += int(perGroup) {
-			if _, err := w.Write(rows[i:min(i+int(perGroup), len(rows))]); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(f.Key)), f.Data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(name)), buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	}
+	for i := range keys {
+		sampleKeys = append(sampleKeys, fmt.Sprintf("%s/%d", files[i/perFile].Key, i%perFile))
 	}
 	return out, sampleKeys
 }

@@ -30,6 +30,11 @@ var internal = map[string][]string{
 	"internal/clock":   {},
 	"internal/offheap": {},
 	"decode":           {"decode/spec", "internal/jpegcolour"},
+
+	// Datasets written for tests (Parquet as Hugging Face publishes it):
+	// nothing of the module.
+	"dataset/datasettest": {},
+
 	// The sample spec (kind, dtype, shape, layout), defined once for the
 	// decoders and the pipeline: the standard library only.
 	"decode/spec":     {},
@@ -142,7 +147,8 @@ var reach = map[string][]string{
 	// pure core, the stores or the coordinator actor.
 	"github.com/parquet-go/parquet-go": {"dataset", "actors", "actors/ffdecode", "actors/nvdecode", "actors/quarantine", "delivery",
 		"observe/pipeline", "cluster/node", "cmd/coordinator", "cmd/node", "cmd/internal/listing", "cmd/longshore-bench", "cmd/longshore-gpucheck",
-		"cmd/longshore-lineage", "cmd/longshore-manifest", "cmd/longshore-pack", "cmd/longshore-nvjpegcheck", "examples/feed_server", "examples/inprocess"},
+		"cmd/longshore-lineage", "cmd/longshore-manifest", "cmd/longshore-pack", "cmd/longshore-nvjpegcheck", "examples/feed_server", "examples/inprocess",
+		"dataset/datasettest"},
 	// Gossip only in its shell and the daemons.
 	"github.com/hashicorp/memberlist": {"observe", "observe/pipeline", "cluster/gossip", "cluster/coord", "cluster/node", "cmd/internal/secure", "cmd/coordinator", "cmd/node"},
 }

@@ -1,6 +1,6 @@
 """Samples with fields, end to end: a WebDataset made with Python's
 tarfile (.jpg, .txt, .json and .cls members), indexed by longshore-pack
---index, served by longshore-node --standalone --sink feed and read by the
+--index or read in place, served by longshore-node --standalone --sink feed and read by the
 Python client: every caption, JSON member and label arrives with its own
 sample (each names its key), every sample exactly once an epoch."""
 
@@ -54,10 +54,14 @@ def write_webdataset(root):
                     tar.addfile(info, io.BytesIO(data))
 
 
-def test_webdataset_fields_through_the_feed(cluster_bins, pack_bin, tmp_path):
+@pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "in_place"])
+def test_webdataset_fields_through_the_feed(cluster_bins, pack_bin, tmp_path, indexed):
+    """indexed: longshore-pack --index wrote manifest.jsonl beside the
+    tars; in_place: the directory of tars is --dataset as it is."""
     root = tmp_path / "wds"
     write_webdataset(root)
-    subprocess.run([pack_bin, "--index", str(root)], check=True, capture_output=True)
+    if indexed:
+        subprocess.run([pack_bin, "--index", str(root)], check=True, capture_output=True)
     feed = str(tmp_path / "feed")
     node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(root), "--sink", "feed", "--feed-dir", feed,
                              "--size", "16", "--transform", "resize", "--batch-size", "8", "--epochs", str(EPOCHS),
