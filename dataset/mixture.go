@@ -63,19 +63,6 @@ func NewMixtureCatalog(sources []MixtureSource, identity string) (*MixtureCatalo
 		return nil, errors.New("dataset: mixture: no sources")
 	}
 	c := &MixtureCatalog{srcs: slices.Clone(sources), ident: identity, byName: map[string]int{}}
-	h := uint64(14695981039346656037) // FNV-1a 64, as ManifestDigest
-	add := func(s string) {
-		for i := 0; i <= len(s); i++ {
-			b := byte(0) // each field ends with a NUL
-			if i < len(s) {
-				b = s[i]
-			}
-			h ^= uint64(b)
-			h *= 1099511628211
-		}
-	}
-	add("mixture")
-	add(identity)
 	for i, s := range sources {
 		if s.Name == "" || strings.Contains(s.Name, "/") {
 			return nil, fmt.Errorf("dataset: mixture: source name %q: want a non-empty name without /", s.Name)
@@ -93,12 +80,58 @@ func NewMixtureCatalog(sources []MixtureSource, identity string) (*MixtureCatalo
 			c.classes = append(c.classes, s.Name+"/"+cl)
 		}
 		c.total += s.Catalog.Len()
-		add(s.Name)
-		add(s.Catalog.Digest())
 	}
-	c.digest = fmt.Sprintf("%d:%016x", c.total, h)
+	c.digest = MixtureDigest(identity, c.digestSources())
 	c.store = newMixtureStore(c)
 	return c, nil
+}
+
+// MixtureDigestSource is what a mixture's digest covers of one source.
+type MixtureDigestSource struct {
+	Name    string
+	Samples int64
+	Digest  string // the source's own (ManifestDigest, an index's)
+}
+
+// MixtureDigest is the digest of a mixture of identity over sources, in
+// order: "<count>:<hash>", count the sources' samples together. It is
+// MixtureCatalog.Digest, for a coordinator that knows each source's
+// count and digest without opening its catalog.
+func MixtureDigest(identity string, sources []MixtureDigestSource) string {
+	h := uint64(14695981039346656037) // FNV-1a 64, as ManifestDigest
+	add := func(s string) {
+		for i := 0; i <= len(s); i++ {
+			b := byte(0) // each field ends with a NUL
+			if i < len(s) {
+				b = s[i]
+			}
+			h ^= uint64(b)
+			h *= 1099511628211
+		}
+	}
+	add("mixture")
+	add(identity)
+	var total int64
+	for _, s := range sources {
+		add(s.Name)
+		add(s.Digest)
+		total += s.Samples
+	}
+	return fmt.Sprintf("%d:%016x", total, h)
+}
+
+func (c *MixtureCatalog) digestSources() []MixtureDigestSource {
+	out := make([]MixtureDigestSource, len(c.srcs))
+	for i, s := range c.srcs {
+		out[i] = MixtureDigestSource{Name: s.Name, Samples: s.Catalog.Len(), Digest: s.Catalog.Digest()}
+	}
+	return out
+}
+
+// DigestFor is the digest the catalog would have under another identity
+// (a cluster node learns the mixture's round with the coordinator's job).
+func (c *MixtureCatalog) DigestFor(identity string) string {
+	return MixtureDigest(identity, c.digestSources())
 }
 
 // Len is the sources' samples together.

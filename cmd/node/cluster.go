@@ -65,12 +65,14 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 	// The order's block and window come with the coordinator's job
 	// (OnJob below); until then a packed dataset's samples are read one
 	// by one.
-	store, ds, indexed, plan, err := openData(ctx, o, 0, 0, logger)
+	store, ds, indexed, plan, mix, err := openClusterData(ctx, o, logger)
 	if err != nil {
 		return err
 	}
 	var catalog dataset.Catalog
-	if indexed != nil {
+	if mix != nil {
+		catalog = mix.cat
+	} else if indexed != nil {
 		defer indexed.Close()
 		catalog = indexed
 		x := indexed.Index()
@@ -140,6 +142,9 @@ func clusterNode(ctx context.Context, o options, stdout, stderr io.Writer) error
 		Logger: o.logs.New(stderr, "agent"),
 	}
 	acfg.OnJob = func(j node.Job) { job.Store(&j) }
+	if mix != nil {
+		acfg.Mixture = mix.mixture
+	}
 	var describe func() string // the packed store's reading, for the log once the job's order is adopted
 	if ps, ok := store.(*dataset.PackedStore); ok {
 		describe = func() string { return packedLine(ps, dataset.PackedMean(ds, indexed), plan, o.ranks) }
