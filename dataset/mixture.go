@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -51,6 +52,7 @@ type MixtureCatalog struct {
 	digest   string
 	byName   map[string]int
 	store    storage.Store
+	looked   []atomic.Int64 // per source: samples Sample returned
 }
 
 var _ Catalog = (*MixtureCatalog)(nil)
@@ -81,6 +83,7 @@ func NewMixtureCatalog(sources []MixtureSource, identity string) (*MixtureCatalo
 		}
 		c.total += s.Catalog.Len()
 	}
+	c.looked = make([]atomic.Int64, len(sources))
 	c.digest = MixtureDigest(identity, c.digestSources())
 	c.store = newMixtureStore(c)
 	return c, nil
@@ -185,12 +188,30 @@ func (c *MixtureCatalog) Sample(ctx context.Context, i int64) (Sample, string, e
 	if err != nil {
 		return Sample{}, "", fmt.Errorf("mixture source %s: %w", src.Name, err)
 	}
+	c.looked[s].Add(1)
 	smp.Key = src.Name + "/" + smp.Key
 	smp.Label += c.classOff[s]
 	if object != "" {
 		object = src.Name + "/" + object
 	}
 	return smp, object, nil
+}
+
+// MixtureCount is one source's count (MixtureCatalog.Counts).
+type MixtureCount struct {
+	Source  string `json:"source"`
+	Samples int64  `json:"samples"`
+}
+
+// Counts are the samples of each source the catalog has given
+// (Sample), in source order: on a node, the positions of each source it
+// handed to its pipelines, padding and re-issued work included.
+func (c *MixtureCatalog) Counts() []MixtureCount {
+	out := make([]MixtureCount, len(c.srcs))
+	for i, s := range c.srcs {
+		out[i] = MixtureCount{Source: s.Name, Samples: c.looked[i].Load()}
+	}
+	return out
 }
 
 // Prefetch passes the hint on to the sources that hold [lo, hi).
@@ -360,6 +381,9 @@ func (m MixtureStore) String() string {
 
 // Close closes the sources (MixtureCatalog.Close).
 func (m MixtureStore) Close() error { return m.c.Close() }
+
+// Catalog is the mixture the store reads.
+func (m MixtureStore) Catalog() *MixtureCatalog { return m.c }
 
 // sample routes global index i, whose mixture key is key.
 func (m mixtureSampleStore) sample(index int64, key string) (storage.Store, int64, string, error) {

@@ -177,6 +177,13 @@ var Metrics = Table{
 		Read: decode(func(d *DecodeCores) int64 { return d.Abandoned })},
 	{Name: "decode_core_waits_total", Kind: Counter, Help: "Decodes that waited for a core an abandoned decode held.",
 		Read: decode(func(d *DecodeCores) int64 { return d.Waits })},
+	// A weighted mixture's sources (--mixture).
+	{Name: "mixture_samples_total", Kind: Counter, Labels: []string{"source"}, Help: "Samples of each source of a weighted mixture the node handed to its pipelines (padding and re-issued work included): their shares are the mixture's weights as rounded per round.",
+		Read: node(func(n *NodeSnapshot, o *Out) {
+			for _, c := range n.Mixture {
+				o.Add(float64(c.Samples), c.Source)
+			}
+		})},
 	// The dataset's store.
 	{Name: "store_requests_total", Kind: Counter, Labels: []string{"op", "outcome"}, Help: "Calls to the dataset's store, by operation and outcome.",
 		Read: node(func(n *NodeSnapshot, o *Out) {

@@ -11,6 +11,7 @@ import (
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -206,4 +207,62 @@ func (m *clusterMixture) mixture(j node.Job) (*cluster.Mixture, string, error) {
 		return nil, "", fmt.Errorf("--mixture: %w", err)
 	}
 	return mix, m.cat.DigestFor(mix.Identity()), nil
+}
+
+// mixtureOf finds the mixture a store reads (dataset.MixtureStore, under
+// any wrappers); nil for a dataset's store.
+func mixtureOf(s storage.Store) *dataset.MixtureCatalog {
+	for s != nil {
+		if m, ok := s.(interface {
+			Catalog() *dataset.MixtureCatalog
+		}); ok {
+			return m.Catalog()
+		}
+		u, ok := s.(interface{ Unwrap() storage.Store })
+		if !ok {
+			return nil
+		}
+		s = u.Unwrap()
+	}
+	return nil
+}
+
+// mixtureCounts reads the per-source counts of the mixture store reads,
+// for the metrics (longshore_mixture_samples_total); nil without one.
+func mixtureCounts(store storage.Store) func() []observe.SourceCount {
+	c := mixtureOf(store)
+	if c == nil {
+		return nil
+	}
+	return func() []observe.SourceCount {
+		var out []observe.SourceCount
+		for _, m := range c.Counts() {
+			out = append(out, observe.SourceCount{Source: m.Source, Samples: m.Samples})
+		}
+		return out
+	}
+}
+
+// mixtureSummary is the summary's per-source counts; nil without a
+// mixture.
+func mixtureSummary(store storage.Store) []dataset.MixtureCount {
+	if c := mixtureOf(store); c != nil {
+		return c.Counts()
+	}
+	return nil
+}
+
+// printMixture prints the summary's per-source counts and shares.
+func printMixture(w io.Writer, counts []dataset.MixtureCount) {
+	var total int64
+	for _, c := range counts {
+		total += c.Samples
+	}
+	for _, c := range counts {
+		share := 0.0
+		if total > 0 {
+			share = 100 * float64(c.Samples) / float64(total)
+		}
+		fmt.Fprintf(w, "  mixture       %s: %d samples (%.1f%%)\n", c.Source, c.Samples, share)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -247,5 +248,36 @@ func TestMixtureFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: exit %d, %q; want 2 naming %q", tc.args, code, errb.String(), tc.want)
 		}
+	}
+}
+
+// TestStandaloneMixtureCounts: the summary (printed and --stats-json)
+// counts each source's samples, the positions of each the mixture drew:
+// 0.7 and 0.3 of 3 epochs of 80 positions, at 1 rank (no padding).
+func TestStandaloneMixtureCounts(t *testing.T) {
+	a, _ := makeDataset(t, 30)
+	b, _ := makeDataset(t, 50)
+	stats := filepath.Join(t.TempDir(), "stats.json")
+	var out, errb bytes.Buffer
+	code := run([]string{"--standalone", "--mixture", "a=" + a + ":0.7,b=" + b + ":0.3", "--epochs", "3",
+		"--batch-size", "10", "--size", "32", "--seed", "5", "--sink", "null", "--progress", "never", "--stats-json", stats}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	for _, line := range []string{"mixture       a: 168 samples (70.0%)", "mixture       b: 72 samples (30.0%)"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the summary lacks %q:\n%s", line, out.String())
+		}
+	}
+	raw, err := os.ReadFile(stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(s.Mixture); got != "[{a 168} {b 72}]" {
+		t.Errorf("--stats-json mixture %s, want [{a 168} {b 72}]", got)
 	}
 }

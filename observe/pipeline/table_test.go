@@ -48,6 +48,7 @@ func ranRun(t *testing.T) NodeSource {
 		S3:        func() s3.Stats { return s3.Stats{Requests: 9, Hedges: 2} },
 		Pack:      func() dataset.PackedStats { return dataset.PackedStats{Chunks: 3} },
 		Committed: func() []observe.Commit { return []observe.Commit{{Rank: "0", Epoch: 0, Step: 2}} },
+		Mixture:   func() []observe.SourceCount { return []observe.SourceCount{{Source: "web", Samples: 7}} },
 		Gossip:    func() gossip.StreamStats { return gossip.StreamStats{Open: 1} },
 		TrainerWait: func() []TrainerWait {
 			return []TrainerWait{{"1", delivery.TrainerWait{Rank: 1, Steps: 4, Wait: 1500 * time.Millisecond, Compute: 500 * time.Millisecond, Buckets: buckets}}}
