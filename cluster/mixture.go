@@ -571,3 +571,54 @@ func ParseMixFlags(spec, schedule string) ([]MixFlagSource, []MixPhase, error) {
 	}
 	return srcs, p, nil
 }
+
+// drawsBefore is each source's draws in the global rounds before round
+// r, into out.
+func (m *Mixture) drawsBefore(r int64, out []int64) {
+	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
+	for s := range out {
+		out[s] = ph.before[s] + m.draws(ph, s, ph.from, r)
+	}
+}
+
+// DrawsIn returns how many positions of each source the ranges of
+// positions of epoch hold (ranges inside [0, Len()); padding past Len is
+// not counted): the committed history of a cluster's epoch, per source.
+// It costs O(log phases) a range, plus O(Round) for a range that starts
+// or ends inside a round.
+func (m *Mixture) DrawsIn(epoch int, ranges []Range) []int64 {
+	out := make([]int64, len(m.names))
+	lo, hi := make([]int64, len(m.names)), make([]int64, len(m.names))
+	base := int64(epoch) * m.total
+	var round []Draw
+	partial := func(a, b int64) { // positions [a, b) of one round of the epoch
+		r, _ := m.roundOf(base + a)
+		round = m.roundDraws(r, round)
+		for pos := a; pos < b; pos++ {
+			out[round[pos%m.round].Source]++
+		}
+	}
+	for _, rg := range ranges {
+		a, b := max(rg.Start, 0), min(rg.End, m.total)
+		if a >= b {
+			continue
+		}
+		ra, rb := (a+m.round-1)/m.round, b/m.round // whole rounds [ra, rb) of the epoch
+		if ra > rb {                               // inside one round
+			partial(a, b)
+			continue
+		}
+		if a < ra*m.round {
+			partial(a, ra*m.round)
+		}
+		if b > rb*m.round {
+			partial(rb*m.round, b)
+		}
+		m.drawsBefore(int64(epoch)*m.rpe+ra, lo)
+		m.drawsBefore(int64(epoch)*m.rpe+rb, hi)
+		for s := range out {
+			out[s] += hi[s] - lo[s]
+		}
+	}
+	return out
+}

@@ -447,3 +447,29 @@ func BenchmarkMixtureAt(b *testing.B) {
 		}
 	})
 }
+
+// TestMixtureDrawsIn: the per-source count of ranges of positions is
+// what counting their draws one by one gives, whole rounds or not,
+// across a schedule's phases.
+func TestMixtureDrawsIn(t *testing.T) {
+	m := mustMixture(t, threeSources())
+	for e := range 3 {
+		for _, rs := range [][]Range{
+			{{0, m.Len()}},
+			{{3, 17}},
+			{{0, 10}, {20, 41}, {55, 99}},
+			{{7, 8}, {30, 100}},
+			{{m.Len() - 5, m.Len() + 20}}, // padding past the end is not counted
+		} {
+			want := make([]int64, m.Sources())
+			for _, r := range rs {
+				for p := r.Start; p < min(r.End, m.Len()); p++ {
+					want[m.DrawAt(int64(e)*m.Len()+p).Source]++
+				}
+			}
+			if got := m.DrawsIn(e, rs); !slices.Equal(got, want) {
+				t.Errorf("epoch %d, %v: DrawsIn %v, counted %v", e, rs, got, want)
+			}
+		}
+	}
+}

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,9 +199,17 @@ func TestClusterMixture(t *testing.T) {
 		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) {
 			j := mixJob(spec)
 			j.minRanks = 2 * nodes
+			page := ""
+			if nodes == 1 {
+				page = hostPort(t, "127.0.0.1")
+				j.extraCoord = append(j.extraCoord, "--http", page, "--metrics", hostPort(t, "127.0.0.1"), "--metrics-linger", "10s")
+			}
 			c := startCluster(t, j)
 			for range nodes {
 				c.addMixNode(spec)
+			}
+			if page != "" {
+				checkMixturePage(t, c.coord, page, want)
 			}
 			c.finish()
 			h, err := readHistory(c.nodeLogs, filepath.Join(c.dir, "coord.acks"))
@@ -262,4 +272,60 @@ func TestClusterMixtureRestart(t *testing.T) {
 	if err == nil || !strings.Contains(string(b), "dataset") {
 		t.Errorf("a coordinator with another schedule on the journal: %v; want it refused naming the dataset:\n%s", err, tail(other.stderr, 10))
 	}
+}
+
+// checkMixturePage waits for the coordinator's status.json at addr to
+// say the job is done, and checks its per-source committed samples:
+// every epoch's draws of each source, as the mixture's stream has them.
+func checkMixturePage(t *testing.T, coord *proc, addr string, want [][]string) {
+	t.Helper()
+	wantN := map[string]int64{}
+	for _, keys := range want {
+		for _, k := range keys {
+			src, _, _ := strings.Cut(k, "/")
+			wantN[src]++
+		}
+	}
+	var st struct {
+		Done    bool `json:"done"`
+		Mixture []struct {
+			Source    string `json:"source"`
+			Samples   int64  `json:"samples"`
+			Committed int64  `json:"committed"`
+		} `json:"mixture"`
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !st.Done {
+		select {
+		case <-coord.done:
+			t.Fatalf("the coordinator exited before status.json said the job is done:\n%s", tail(coord.stderr, 10))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status.json never said the job is done")
+		}
+		time.Sleep(100 * time.Millisecond)
+		resp, err := http.Get("http://" + addr + "/status.json")
+		if err != nil {
+			continue // not serving yet
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			continue // the page is not up yet (the journal loading, ...)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.Mixture) != 3 {
+		t.Fatalf("status.json mixture %+v: want 3 sources", st.Mixture)
+	}
+	for i, m := range st.Mixture {
+		if m.Source != string(rune('a'+i)) || m.Samples != int64(mixSizes[i]) || m.Committed != wantN[m.Source] {
+			t.Errorf("status.json source %+v, want %c of %d samples, %d committed", m, 'a'+i, mixSizes[i], wantN[m.Source])
+		}
+	}
+	t.Logf("status page, job done: %+v", st.Mixture)
 }

@@ -329,6 +329,12 @@ var Metrics = Table{
 			o.Add(float64(l.Delivered), "delivered")
 			o.Add(float64(l.Revoking), "revoking")
 		})},
+	{Name: "coord_mixture_committed_samples", Kind: Gauge, Group: GroupCoord, Labels: []string{"source"}, Help: "Samples of each source of a weighted mixture in committed history (every epoch, padding excluded): divided by the source's size, the source epochs committed, its cursor.", Figure: FigStatusMixture,
+		Read: coordStatus(func(st *coord.Status, o *Out) {
+			for _, s := range st.Mixture {
+				o.Add(float64(s.Committed), s.Source)
+			}
+		})},
 	{Name: "coord_done", Kind: Gauge, Group: GroupCoord, Help: "1 once every epoch is committed.",
 		Read: coordStatus(func(st *coord.Status, o *Out) { o.Add(b2f(st.Done)) })},
 	{Name: "coord_events_total", Kind: Counter, Group: GroupCoord, Help: "Events the state machine stepped.",
@@ -504,6 +510,7 @@ const (
 	FigStatusEpochsComplete = "status.progress.epochs_complete"
 	FigStatusCommitted      = "status.progress.committed"
 	FigStatusRatio          = "status.progress.ratio"
+	FigStatusMixture        = "status.mixture"
 )
 
 var (

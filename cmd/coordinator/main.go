@@ -413,6 +413,12 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			return out
 		},
 	}
+	if o.mixture.on() {
+		// For the status page's per-source counts (coord.Status.Mixture).
+		if ccfg.Mixture, err = data.mixture(o.cluster.Seed, block, cluster.EffectiveWindow(block, window)); err != nil {
+			return err
+		}
+	}
 	var meter *observe.JournalMeter
 	if jn != nil {
 		meter = observe.NewJournalMeter(jn)

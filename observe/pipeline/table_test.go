@@ -70,7 +70,7 @@ func everyFamily(t *testing.T) []*dto.MetricFamily {
 	co := observe.Registry(observe.NewCoordCollector(observe.CoordSource{Samples: 10, Epochs: 2, Journal: jm,
 		Status: func(context.Context) (coord.Status, error) {
 			return coord.Status{Census: cluster.Census{Nodes: 1, Ranks: []cluster.RankCensus{{Rank: "n/0", Node: "n", Epoch: 0, Step: 1}}},
-				Epochs: []cluster.EpochStatus{{Started: true, Committed: 4}, {}}}, nil
+				Epochs: []cluster.EpochStatus{{Started: true, Committed: 4}, {}}, Mixture: []coord.SourceStatus{{Source: "web", Samples: 3, Committed: 2}}}, nil
 		}}))
 	srv, err := observe.Listen(observe.ServerConfig{Addr: "127.0.0.1:0", Registry: co}, observe.Handler(co, nil))
 	if err != nil {
