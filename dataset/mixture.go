@@ -428,3 +428,24 @@ func (m mixtureSampleStore) PrefetchSample(index int64) {
 		ss.PrefetchSample(local)
 	}
 }
+
+// SplitMixtureExclusions splits an exclusion list of a mixture's keys
+// ("<source>/<key>", as a node's --quarantine writes them) into each
+// source's own keys, by source name (names, in the mixture's order); a
+// source nothing excludes has an empty list. A key that names no source
+// is an error: it would silently exclude nothing.
+func SplitMixtureExclusions(ex Exclusions, names []string) (map[string]Exclusions, error) {
+	out := make(map[string]Exclusions, len(names))
+	for _, n := range names {
+		out[n] = Exclusions{}
+	}
+	for key, reason := range ex {
+		name, rest, ok := strings.Cut(key, "/")
+		src, known := out[name]
+		if !ok || !known || rest == "" {
+			return nil, fmt.Errorf("dataset: mixture: excluded key %q names no source (a mixture's key is <source>/<key>; sources: %s)", key, strings.Join(names, ", "))
+		}
+		src[rest] = reason
+	}
+	return out, nil
+}

@@ -169,3 +169,20 @@ func TestMixtureDigestWithoutCatalogs(t *testing.T) {
 		t.Errorf("DigestFor(id-2) %q, want %q (not the catalog's %q)", got, want, c.Digest())
 	}
 }
+
+// TestSplitMixtureExclusions: a mixture's excluded keys go to their
+// sources without the source's name; a key of no source is refused.
+func TestSplitMixtureExclusions(t *testing.T) {
+	got, err := dataset.SplitMixtureExclusions(dataset.Exclusions{"a/c0/x.jpg": "decode", "b/shards/s1.tar/y.jpg": "", "a/z.jpg": ""}, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "map[a:map[c0/x.jpg:decode z.jpg:] b:map[shards/s1.tar/y.jpg:] c:map[]]" {
+		t.Errorf("split %v", got)
+	}
+	for _, bad := range []string{"d/x.jpg", "x.jpg", "a/"} {
+		if _, err := dataset.SplitMixtureExclusions(dataset.Exclusions{bad: ""}, []string{"a", "b"}); err == nil || !strings.Contains(err.Error(), "names no source") {
+			t.Errorf("%q: %v, want an error naming no source", bad, err)
+		}
+	}
+}

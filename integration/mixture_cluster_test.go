@@ -329,3 +329,48 @@ func checkMixturePage(t *testing.T, coord *proc, addr string, want [][]string) {
 	}
 	t.Logf("status page, job done: %+v", st.Mixture)
 }
+
+// TestClusterMixtureExclude: --exclude of the mixture's keys
+// (<source>/<key>) on the coordinator and the node: each source leaves
+// out its own (the digests agree, so the node is welcomed), the excluded
+// samples are never committed, and every other sample is.
+func TestClusterMixtureExclude(t *testing.T) {
+	spec, keys := mixFixture(t)
+	excl := filepath.Join(t.TempDir(), "exclude")
+	gone := map[string]bool{keys[5]: true, keys[121+7]: true, keys[161+100]: true} // one of each source
+	var text strings.Builder
+	for k := range gone {
+		fmt.Fprintf(&text, "{\"key\": %q, \"reason\": \"decode/corrupt\"}\n", k)
+	}
+	if err := os.WriteFile(excl, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := mixJob(spec, "--exclude", excl)
+	j.minRanks = 2
+	c := startCluster(t, j)
+	c.addNode("--mixture", spec, "--mixture-schedule", mixSchedule, "--exclude", excl)
+	c.finish()
+	h, err := readHistory(c.nodeLogs, filepath.Join(c.dir, "coord.acks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := map[string]int{}
+	for k, ss := range h.delivered {
+		if a, ok := h.acked[k.sessionEpoch]; ok && k.step <= a {
+			for _, s := range ss {
+				if !s.pad {
+					committed[s.key]++
+				}
+			}
+		}
+	}
+	for _, k := range keys {
+		switch {
+		case gone[k] && committed[k] > 0:
+			t.Errorf("%s was excluded and committed %d times", k, committed[k])
+		case !gone[k] && committed[k] == 0:
+			t.Errorf("%s was not excluded and never committed", k)
+		}
+	}
+	t.Logf("%d distinct samples committed, %d excluded", len(committed), len(gone))
+}

@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.s3Credentials = s3.CredsAuto
 	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
 	listing.Register(fs, &o.writeManifestOver, "; nodes starting after it read them too")
-	fs.StringVar(&o.exclude, "exclude", "", "leave out the samples this file lists (a node's --quarantine file, or one key a line); every node must be given the same file, or its dataset digest will not match")
+	fs.StringVar(&o.exclude, "exclude", "", "leave out the samples this file lists (a node's --quarantine file, or one key a line); every node must be given the same file, or its dataset digest will not match; with --mixture the keys are <source>/<key>, each source leaving out its own")
 	fs.StringVar(&o.listen, "listen", "", "control-message (protoactor remote) bind address host:port")
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
@@ -184,9 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, errors.New("--dataset (or --mixture) is required"))
 	}
 	errs = append(errs, o.mixture.check(&o)...)
-	if o.mixture.on() && o.exclude != "" {
-		errs = append(errs, errors.New("--exclude with --mixture: not supported yet"))
-	}
+
 	if o.listen == "" {
 		errs = append(errs, errors.New("--listen HOST:PORT is required"))
 	}

@@ -98,9 +98,21 @@ func openJobData(ctx context.Context, o options, sopts s3.Options, dopts dataset
 	}
 	var names []string
 	for _, src := range o.mixture.sources {
+		names = append(names, src.Name)
+	}
+	// --exclude lists the mixture's keys, <source>/<key>: each source
+	// leaves out its share, as each node's does.
+	excl, err := dataset.SplitMixtureExclusions(dopts.Exclude, names)
+	if err != nil {
+		return jobSource{}, fmt.Errorf("--exclude %s: %w", o.exclude, err)
+	}
+	names = nil
+	for _, src := range o.mixture.sources {
 		so := o
 		so.dataset = src.Dataset
-		store, facts, err := datasetFacts(ctx, so, sopts, dopts, logger)
+		sd := dopts
+		sd.Exclude = excl[src.Name]
+		store, facts, err := datasetFacts(ctx, so, sopts, sd, logger)
 		if err != nil {
 			js.close()
 			return jobSource{}, fmt.Errorf("--mixture source %s: %w", src.Name, err)

@@ -312,8 +312,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, err)
 	case o.mixture.on() && o.dataset != "":
 		errs = append(errs, errors.New("--mixture is in place of --dataset: give one of them"))
-	case o.mixture.on() && o.faults.exclude != "":
-		errs = append(errs, errors.New("--exclude with --mixture: not supported yet (its keys would need each source's name)"))
 	case o.dataset == "" && !o.mixture.on():
 		errs = append(errs, errors.New("--dataset is required"))
 	}

@@ -46,6 +46,26 @@ func (m *mixtureFlags) parse() error {
 	return err
 }
 
+// exclusions splits --exclude, a list of the mixture's keys
+// ("<source>/<key>", as --quarantine writes them), into each source's
+// own: every source is opened with its share (an empty one without
+// --exclude).
+func (m *mixtureFlags) exclusions(o options) (map[string]dataset.Exclusions, error) {
+	ex, err := o.faults.exclusions()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(m.sources))
+	for i, s := range m.sources {
+		names[i] = s.Name
+	}
+	out, err := dataset.SplitMixtureExclusions(ex, names)
+	if err != nil {
+		return nil, fmt.Errorf("--exclude %s: %w", o.faults.exclude, err)
+	}
+	return out, nil
+}
+
 // phases is the schedule: --mixture-schedule's, else --mixture's weights
 // from sample 0 on.
 func (m *mixtureFlags) phases() ([]cluster.MixPhase, error) { return m.sched, nil }
@@ -65,10 +85,15 @@ func openMixture(ctx context.Context, o options, logger *slog.Logger) (standalon
 	var srcs []dataset.MixtureSource
 	var sizes []cluster.MixSource
 	anyPacked := false
+	excl, err := o.mixture.exclusions(o)
+	if err != nil {
+		return standaloneData{}, err
+	}
 	for _, s := range o.mixture.sources {
 		so := o
 		so.dataset = s.Dataset
 		so.mixture = mixtureFlags{}
+		so.faults.exclude, so.faults.excludeKeys = "", excl[s.Name]
 		d, err := openStandalone(ctx, so, logger)
 		if err != nil {
 			closeAll()
@@ -167,9 +192,14 @@ func openClusterData(ctx context.Context, o options, logger *slog.Logger) (stora
 			storage.Close(s.Store)
 		}
 	}
+	excl, err := o.mixture.exclusions(o)
+	if err != nil {
+		return nil, nil, nil, dataset.PackPlan{}, nil, err
+	}
 	for _, s := range o.mixture.sources {
 		so := o
 		so.dataset, so.mixture = s.Dataset, mixtureFlags{}
+		so.faults.exclude, so.faults.excludeKeys = "", excl[s.Name]
 		store, ds, indexed, _, err := openData(ctx, so, 0, 0, logger)
 		if err != nil {
 			closeAll()
