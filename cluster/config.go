@@ -60,6 +60,18 @@ type Config struct {
 	// is also the lease grid: leases never cross a window. 1: blocks one
 	// after another. Ignored when Block is 1 (a full shuffle). >= 1.
 	Window int
+	// Align, when > 1, is a unit every lease and quota is a whole number
+	// of: the rounds of a weighted mixture (Mixture.Round), so that a
+	// rank's batch of whole rounds holds each source in its exact count.
+	// The shard grid is then plain (runs of ShardSize from 0, whatever
+	// Block: a mixture's positions are not its sources' blocks), and
+	// ShardSize and Samples must be multiples of it. With EqualSteps
+	// every quota is a multiple of it too (rounded up, the rest padded
+	// in whole units; with DropRemainder, down), so a lease is never cut
+	// inside a unit; a rank's commit after a batch of whole units leaves
+	// its uncommitted tail whole units as well. Dynamic's steals split
+	// leases anywhere. 0 or 1: none.
+	Align int
 	// Balance: EqualSteps (the zero value) or Dynamic.
 	Balance Balance
 	// DropRemainder, with EqualSteps, drops the tail of the epoch's order
@@ -162,6 +174,12 @@ func (c Config) Validate() error {
 	}
 	if c.Window < 1 {
 		bad("Window = %d, want >= 1", c.Window)
+	}
+	if c.Align < 0 {
+		bad("Align = %d, want >= 0", c.Align)
+	}
+	if c.Align > 1 && (c.ShardSize%c.Align != 0 || c.Samples%int64(c.Align) != 0) {
+		bad("Align = %d: ShardSize (%d) and Samples (%d) must be multiples of it", c.Align, c.ShardSize, c.Samples)
 	}
 	if c.Balance != EqualSteps && c.Balance != Dynamic {
 		bad("Balance = %v, want EqualSteps or Dynamic", c.Balance)

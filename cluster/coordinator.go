@@ -563,6 +563,12 @@ func (c *Coordinator) replan(ep *epoch) {
 	if c.cfg.DropRemainder {
 		share = total / w
 	}
+	if a := int64(c.cfg.Align); a > 1 {
+		share = (share + a - 1) / a * a // whole units, padded
+		if c.cfg.DropRemainder {
+			share = total / w / a * a
+		}
+	}
 	ep.quota = max(share, maxGranted)
 	if room := ep.quota*w - granted; c.cfg.DropRemainder && ep.pool.len() > room {
 		for _, r := range ep.pool.takeBack(ep.pool.len() - room) {
@@ -703,6 +709,7 @@ func (c *Coordinator) shardEnd(ep *epoch, pos int64) int64 {
 func (c *Coordinator) placeGrid(ep *epoch) {
 	b := c.cfg.Block
 	switch {
+	case c.cfg.Align > 1: // a mixture's positions: the plain grid
 	case b > 1 && EffectiveWindow(b, c.cfg.Window) > 1:
 		ep.grid, ep.order = windowGrid, c.cfg.Order(ep.n)
 	case b > 1 && c.cfg.ShardSize%b == 0:

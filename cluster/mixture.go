@@ -22,27 +22,30 @@ import (
 // Source s owns the global indices [Offset(s), Offset(s)+N_s), in the
 // order the sources are listed; a composite catalog
 // (dataset.MixtureCatalog) maps a global index back to the source's own
-// sample. An epoch of the job is L = N_0 + N_1 + ... positions (Len), so
-// that everything that works on an epoch's positions — leases, commits,
-// resume tokens, the journal — works on a mixture unchanged. The job's
-// stream numbers its positions P = epoch×L + offset.
+// sample. An epoch of the job is L positions (Len): the sources' samples
+// together, N = N_0 + N_1 + ..., rounded up to whole rounds (L =
+// ceil(N/Round)×Round), so that everything that works on an epoch's
+// positions — leases, commits, resume tokens, the journal — works on a
+// mixture unchanged, and a lease or a batch of whole rounds holds exact
+// counts. The job's stream numbers its positions P = epoch×L + offset.
 //
 // # Rounds: exact proportions
 //
-// Each epoch is cut into rounds of Round positions from its first (the
-// last round of an epoch is short when Round does not divide L). A round
+// Each epoch is cut into rounds of Round positions from its first. A round
 // holds each source in an exact count: the largest-remainder
 // apportionment of the round's length by the weights in force at the
 // round's first position (Hamilton's method: each source gets the floor
 // of its quota, and the positions left go to the largest fractional
-// parts, ties to the source listed first). Every full round under the
-// same weights therefore holds the same counts. Within a round, which
+// parts, ties to the source listed first). Every round under the same
+// weights therefore holds the same counts. Within a round, which
 // positions go to which source is a keyed shuffle of the round's slots
-// (so finding a position's draw costs O(Round)). The proportions are exact per round, so a global batch that is
-// a whole number of rounds (standalone: Round divides batch size ×
-// ranks) holds each source in exactly the round's counts times the
-// number of rounds; a weight too small to give its source one position
-// in a full round is refused.
+// (so finding a position's draw costs O(Round)). The proportions are
+// exact per round, so a batch that is a whole number of rounds
+// (standalone: Round divides batch size × ranks; cluster: Round divides
+// the batch size and the coordinator leases whole rounds,
+// Config.Align) holds each source in exactly the round's counts times
+// the number of rounds; a weight too small to give its source one
+// position in a round is refused.
 //
 // # Source epochs: exactly once
 //
@@ -73,14 +76,14 @@ type Mixture struct {
 	block   int
 	window  int
 	round   int64
-	total   int64 // L
+	total   int64 // L: whole rounds
+	indices int64 // N: the sources' samples together
 	names   []string
 	sizes   []int64
 	offsets []int64  // Offset(s)
 	keys    []uint64 // per-source order seeds
 	rkey    uint64   // the rounds' shuffles' key
-	rpe     int64    // rounds per epoch: ceil(L/round)
-	lastLen int64    // the length of an epoch's last round, in (0, round]
+	rpe     int64    // rounds per epoch: L/round
 	phases  []mixPhase
 	ident   string
 }
@@ -90,10 +93,8 @@ type mixPhase struct {
 	at     int64 // the job sample the phase was given from
 	from   int64 // its first global round
 	weight []*big.Rat
-	full   []int64 // per source, in a full round
-	short  []int64 // per source, in an epoch's last round (== full when it is full)
+	full   []int64 // per source, in a round
 	fullP  []int64 // prefix sums of full: source s holds slots [fullP[s], fullP[s+1])
-	shortP []int64
 	before []int64 // per source, the draws of every round before from
 }
 
@@ -160,12 +161,12 @@ func NewMixture(spec MixSpec) (*Mixture, error) {
 		}
 		m.names = append(m.names, s.Name)
 		m.sizes = append(m.sizes, s.Samples)
-		m.offsets = append(m.offsets, m.total)
+		m.offsets = append(m.offsets, m.indices)
 		m.keys = append(m.keys, mix64(spec.Seed^0x6d6978747572)^nameHash(s.Name)) // "mixtur"
-		m.total += s.Samples
+		m.indices += s.Samples
 	}
-	m.rpe = (m.total + m.round - 1) / m.round
-	m.lastLen = m.total - (m.rpe-1)*m.round
+	m.rpe = (m.indices + m.round - 1) / m.round
+	m.total = m.rpe * m.round
 	if len(spec.Phases) == 0 {
 		return nil, bad("no weights")
 	}
@@ -196,13 +197,12 @@ func NewMixture(spec MixSpec) (*Mixture, error) {
 			r.Quo(r, sum)
 		}
 		ph.full = apportion(m.round, ph.weight)
-		ph.short = apportion(m.lastLen, ph.weight)
 		for s, r := range ph.weight {
 			if r.Sign() > 0 && ph.full[s] == 0 {
 				return nil, bad("source %q's weight %s from sample %d gives it no sample in a round of %d: raise the weight or the round", m.names[s], r.FloatString(4), p.At, m.round)
 			}
 		}
-		ph.fullP, ph.shortP = prefix(ph.full), prefix(ph.short)
+		ph.fullP = prefix(ph.full)
 		if i > 0 {
 			prev := m.phases[i-1]
 			if ph.from == prev.from {
@@ -233,8 +233,7 @@ func (m *Mixture) draws(ph mixPhase, s int, a, b int64) int64 {
 	if b <= a {
 		return 0
 	}
-	shorts := b/m.rpe - a/m.rpe // rounds r with r mod rpe == rpe-1
-	return (b-a-shorts)*ph.full[s] + shorts*ph.short[s]
+	return (b - a) * ph.full[s]
 }
 
 // apportion divides n among the shares w (summing to 1) by largest
@@ -280,8 +279,12 @@ func nameHash(s string) uint64 {
 }
 
 // Len is L, the positions of one of the job's epochs: the sources'
-// samples together.
+// samples together (Indices), rounded up to whole rounds.
 func (m *Mixture) Len() int64 { return m.total }
+
+// Indices is N, the sources' samples together: the global indices are
+// [0, N).
+func (m *Mixture) Indices() int64 { return m.indices }
 
 // Sources is the number of sources.
 func (m *Mixture) Sources() int { return len(m.names) }
@@ -300,8 +303,8 @@ func (m *Mixture) Round() int { return int(m.round) }
 
 // Source returns the source of global index i and i's index in it.
 func (m *Mixture) Source(i int64) (s int, local int64) {
-	if i < 0 || i >= m.total {
-		panic(fmt.Sprintf("cluster: Mixture.Source(%d) outside [0, %d)", i, m.total))
+	if i < 0 || i >= m.indices {
+		panic(fmt.Sprintf("cluster: Mixture.Source(%d) outside [0, %d)", i, m.indices))
 	}
 	s = sort.Search(len(m.offsets), func(k int) bool { return m.offsets[k] > i }) - 1
 	return s, i - m.offsets[s]
@@ -342,14 +345,8 @@ func (m *Mixture) roundOf(p int64) (r, slot int64) {
 // dst's storage.
 func (m *Mixture) roundDraws(r int64, dst []Draw) []Draw {
 	n := m.round
-	if r%m.rpe == m.rpe-1 {
-		n = m.lastLen
-	}
 	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
 	pre := ph.fullP
-	if n != m.round {
-		pre = ph.shortP
-	}
 	f := newFeistel(uint64(n), mix64(m.rkey^uint64(r)*0x9e3779b97f4a7c15))
 	// Source s's slots are the shuffled slots that land in [pre[s],
 	// pre[s+1]); its draws go to them in position order, so that its
@@ -425,6 +422,17 @@ func (e *MixEpoch) DrawAt(pos int64) Draw {
 	return e.draws[slot]
 }
 
+// Sample maps a position of the epoch to a global index as
+// Order.Sample does: a position at or beyond Len (a cluster's padding)
+// wraps onto the start of the epoch and is reported as padding. Padding
+// granted in whole rounds from Len on thus repeats whole rounds.
+func (e *MixEpoch) Sample(pos int64) (index int64, pad bool) {
+	if pos >= e.m.total {
+		return e.At(pos % e.m.total), true
+	}
+	return e.At(pos), false
+}
+
 // Counts returns the draws of each source in the round holding job
 // sample p, and the round's positions [start, end) as job samples.
 func (m *Mixture) Counts(p int64) (counts []int64, start, end int64) {
@@ -433,9 +441,6 @@ func (m *Mixture) Counts(p int64) (counts []int64, start, end int64) {
 	r := e*m.rpe + j
 	k := sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r }) - 1
 	start = e*m.total + j*m.round
-	if j == m.rpe-1 {
-		return append([]int64(nil), m.phases[k].short...), start, start + m.lastLen
-	}
 	return append([]int64(nil), m.phases[k].full...), start, start + m.round
 }
 
@@ -449,7 +454,7 @@ func (m *Mixture) Identity() string { return m.ident }
 
 func (m *Mixture) identity() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "mixture/1 round=%d", m.round)
+	fmt.Fprintf(&b, "mixture/2 round=%d", m.round)
 	for s, n := range m.names {
 		fmt.Fprintf(&b, " %s=%d", n, m.sizes[s])
 	}
@@ -513,4 +518,107 @@ func ParseMixSchedule(text string, names []string) ([]MixPhase, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// MixFlagSource is one source as the --mixture flag names it: its name
+// and its dataset (a directory, file://DIR or s3://bucket/prefix).
+type MixFlagSource struct {
+	Name, Dataset string
+}
+
+// ParseMixFlags parses the --mixture and --mixture-schedule flags, as
+// the coordinator and the node share them: spec is
+// "name=DATASET:WEIGHT,..." (the weights left out when schedule gives
+// them), schedule as ParseMixSchedule takes it. It returns the sources
+// in order and the schedule (spec's weights from sample 0 when schedule
+// is empty). The errors name the flags.
+func ParseMixFlags(spec, schedule string) ([]MixFlagSource, []MixPhase, error) {
+	var srcs []MixFlagSource
+	var weights []string
+	for _, part := range strings.Split(spec, ",") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" || rest == "" {
+			return nil, nil, fmt.Errorf("--mixture %q: %q: want name=DATASET:WEIGHT", spec, part)
+		}
+		src, weight := MixFlagSource{Name: name, Dataset: rest}, ""
+		if i := strings.LastIndex(rest, ":"); i >= 0 {
+			if _, ok := new(big.Rat).SetString(rest[i+1:]); ok {
+				src.Dataset, weight = rest[:i], rest[i+1:]
+			}
+		}
+		if src.Dataset == "" {
+			return nil, nil, fmt.Errorf("--mixture: source %q names no dataset", name)
+		}
+		if schedule == "" && weight == "" {
+			return nil, nil, fmt.Errorf("--mixture: source %q has no weight (name=DATASET:WEIGHT), and there is no --mixture-schedule", name)
+		}
+		if schedule != "" && weight != "" {
+			return nil, nil, fmt.Errorf("--mixture: source %q has a weight and --mixture-schedule gives the weights: give them in one place", name)
+		}
+		srcs = append(srcs, src)
+		weights = append(weights, weight)
+	}
+	if schedule == "" {
+		return srcs, []MixPhase{{At: 0, Weights: weights}}, nil
+	}
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.Name
+	}
+	p, err := ParseMixSchedule(schedule, names)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--mixture-schedule: %w", err)
+	}
+	return srcs, p, nil
+}
+
+// drawsBefore is each source's draws in the global rounds before round
+// r, into out.
+func (m *Mixture) drawsBefore(r int64, out []int64) {
+	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
+	for s := range out {
+		out[s] = ph.before[s] + m.draws(ph, s, ph.from, r)
+	}
+}
+
+// DrawsIn returns how many positions of each source the ranges of
+// positions of epoch hold (ranges inside [0, Len()); padding past Len is
+// not counted): the committed history of a cluster's epoch, per source.
+// It costs O(log phases) a range, plus O(Round) for a range that starts
+// or ends inside a round.
+func (m *Mixture) DrawsIn(epoch int, ranges []Range) []int64 {
+	out := make([]int64, len(m.names))
+	lo, hi := make([]int64, len(m.names)), make([]int64, len(m.names))
+	base := int64(epoch) * m.total
+	var round []Draw
+	partial := func(a, b int64) { // positions [a, b) of one round of the epoch
+		r, _ := m.roundOf(base + a)
+		round = m.roundDraws(r, round)
+		for pos := a; pos < b; pos++ {
+			out[round[pos%m.round].Source]++
+		}
+	}
+	for _, rg := range ranges {
+		a, b := max(rg.Start, 0), min(rg.End, m.total)
+		if a >= b {
+			continue
+		}
+		ra, rb := (a+m.round-1)/m.round, b/m.round // whole rounds [ra, rb) of the epoch
+		if ra > rb {                               // inside one round
+			partial(a, b)
+			continue
+		}
+		if a < ra*m.round {
+			partial(a, ra*m.round)
+		}
+		if b > rb*m.round {
+			partial(rb*m.round, b)
+		}
+		m.drawsBefore(int64(epoch)*m.rpe+ra, lo)
+		m.drawsBefore(int64(epoch)*m.rpe+rb, hi)
+		for s := range out {
+			out[s] += hi[s] - lo[s]
+		}
+	}
+	return out
 }

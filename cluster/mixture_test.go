@@ -70,26 +70,44 @@ func TestMixtureDocExample(t *testing.T) {
 	}
 }
 
-// TestMixtureShortRound: when the round does not divide an epoch, the
-// epoch's last round is short and apportioned on its own; the next
-// epoch's rounds start at its first position.
-func TestMixtureShortRound(t *testing.T) {
+// TestMixtureWholeRounds: when the round does not divide the sources'
+// samples, an epoch is rounded up to whole rounds (so a lease or a batch
+// of whole rounds is exact whatever the epoch's end); the next epoch's
+// rounds start at its first position, and its indices stay the sources'.
+func TestMixtureWholeRounds(t *testing.T) {
 	spec := threeSources()
-	spec.Round = 32 // 100 = 3×32 + 4
+	spec.Round = 32 // 100 = 3×32 + 4: an epoch of 4 rounds, 128 positions
 	spec.Phases = spec.Phases[:1]
 	m := mustMixture(t, spec)
+	if m.Len() != 128 || m.Indices() != 100 {
+		t.Fatalf("Len %d, Indices %d; want 128 and 100", m.Len(), m.Indices())
+	}
 	for _, tc := range []struct {
 		p          int64
 		want       []int64
 		start, end int64
 	}{
 		{0, []int64{16, 10, 6}, 0, 32}, // 16, 9.6, 6.4
-		{97, []int64{2, 1, 1}, 96, 100},
-		{100, []int64{16, 10, 6}, 100, 132},
+		{97, []int64{16, 10, 6}, 96, 128},
+		{128, []int64{16, 10, 6}, 128, 160},
 	} {
 		got, start, end := m.Counts(tc.p)
 		if !slices.Equal(got, tc.want) || start != tc.start || end != tc.end {
 			t.Errorf("Counts(%d) = %v [%d, %d), want %v [%d, %d)", tc.p, got, start, end, tc.want, tc.start, tc.end)
+		}
+	}
+	for p := int64(0); p < 2*m.Len(); p++ {
+		if i := m.At(p); i < 0 || i >= m.Indices() {
+			t.Fatalf("At(%d) = %d outside [0, %d)", p, i, m.Indices())
+		}
+	}
+	// Padding past an epoch's end wraps onto its first rounds.
+	e := m.Epoch(1)
+	for pos := int64(0); pos < 40; pos++ {
+		i, pad := e.Sample(m.Len() + pos)
+		j, _ := e.Sample(pos)
+		if !pad || i != j {
+			t.Fatalf("Sample(%d) = %d %v; want %d, padding", m.Len()+pos, i, pad, j)
 		}
 	}
 }
@@ -162,7 +180,7 @@ func TestParseMixSchedule(t *testing.T) {
 // scale differently do not.
 func TestMixtureIdentity(t *testing.T) {
 	base := mustMixture(t, threeSources()).Identity()
-	if want := "mixture/1 round=10 a=37 b=11 c=52 @0,a:1/2,b:3/10,c:1/5 @20,a:1/4,b:1/4,c:1/2"; base != want {
+	if want := "mixture/2 round=10 a=37 b=11 c=52 @0,a:1/2,b:3/10,c:1/5 @20,a:1/4,b:1/4,c:1/2"; base != want {
 		t.Errorf("identity %q, want %q", base, want)
 	}
 	scaled := threeSources()
@@ -428,4 +446,30 @@ func BenchmarkMixtureAt(b *testing.B) {
 			e.At(int64(i) * 8 % m.Len())
 		}
 	})
+}
+
+// TestMixtureDrawsIn: the per-source count of ranges of positions is
+// what counting their draws one by one gives, whole rounds or not,
+// across a schedule's phases.
+func TestMixtureDrawsIn(t *testing.T) {
+	m := mustMixture(t, threeSources())
+	for e := range 3 {
+		for _, rs := range [][]Range{
+			{{0, m.Len()}},
+			{{3, 17}},
+			{{0, 10}, {20, 41}, {55, 99}},
+			{{7, 8}, {30, 100}},
+			{{m.Len() - 5, m.Len() + 20}}, // padding past the end is not counted
+		} {
+			want := make([]int64, m.Sources())
+			for _, r := range rs {
+				for p := r.Start; p < min(r.End, m.Len()); p++ {
+					want[m.DrawAt(int64(e)*m.Len()+p).Source]++
+				}
+			}
+			if got := m.DrawsIn(e, rs); !slices.Equal(got, want) {
+				t.Errorf("epoch %d, %v: DrawsIn %v, counted %v", e, rs, got, want)
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/longshore/longshore/storage"
 )
@@ -51,6 +52,7 @@ type MixtureCatalog struct {
 	digest   string
 	byName   map[string]int
 	store    storage.Store
+	looked   []atomic.Int64 // per source: samples Sample returned
 }
 
 var _ Catalog = (*MixtureCatalog)(nil)
@@ -63,19 +65,6 @@ func NewMixtureCatalog(sources []MixtureSource, identity string) (*MixtureCatalo
 		return nil, errors.New("dataset: mixture: no sources")
 	}
 	c := &MixtureCatalog{srcs: slices.Clone(sources), ident: identity, byName: map[string]int{}}
-	h := uint64(14695981039346656037) // FNV-1a 64, as ManifestDigest
-	add := func(s string) {
-		for i := 0; i <= len(s); i++ {
-			b := byte(0) // each field ends with a NUL
-			if i < len(s) {
-				b = s[i]
-			}
-			h ^= uint64(b)
-			h *= 1099511628211
-		}
-	}
-	add("mixture")
-	add(identity)
 	for i, s := range sources {
 		if s.Name == "" || strings.Contains(s.Name, "/") {
 			return nil, fmt.Errorf("dataset: mixture: source name %q: want a non-empty name without /", s.Name)
@@ -93,12 +82,59 @@ func NewMixtureCatalog(sources []MixtureSource, identity string) (*MixtureCatalo
 			c.classes = append(c.classes, s.Name+"/"+cl)
 		}
 		c.total += s.Catalog.Len()
-		add(s.Name)
-		add(s.Catalog.Digest())
 	}
-	c.digest = fmt.Sprintf("%d:%016x", c.total, h)
+	c.looked = make([]atomic.Int64, len(sources))
+	c.digest = MixtureDigest(identity, c.digestSources())
 	c.store = newMixtureStore(c)
 	return c, nil
+}
+
+// MixtureDigestSource is what a mixture's digest covers of one source.
+type MixtureDigestSource struct {
+	Name    string
+	Samples int64
+	Digest  string // the source's own (ManifestDigest, an index's)
+}
+
+// MixtureDigest is the digest of a mixture of identity over sources, in
+// order: "<count>:<hash>", count the sources' samples together. It is
+// MixtureCatalog.Digest, for a coordinator that knows each source's
+// count and digest without opening its catalog.
+func MixtureDigest(identity string, sources []MixtureDigestSource) string {
+	h := uint64(14695981039346656037) // FNV-1a 64, as ManifestDigest
+	add := func(s string) {
+		for i := 0; i <= len(s); i++ {
+			b := byte(0) // each field ends with a NUL
+			if i < len(s) {
+				b = s[i]
+			}
+			h ^= uint64(b)
+			h *= 1099511628211
+		}
+	}
+	add("mixture")
+	add(identity)
+	var total int64
+	for _, s := range sources {
+		add(s.Name)
+		add(s.Digest)
+		total += s.Samples
+	}
+	return fmt.Sprintf("%d:%016x", total, h)
+}
+
+func (c *MixtureCatalog) digestSources() []MixtureDigestSource {
+	out := make([]MixtureDigestSource, len(c.srcs))
+	for i, s := range c.srcs {
+		out[i] = MixtureDigestSource{Name: s.Name, Samples: s.Catalog.Len(), Digest: s.Catalog.Digest()}
+	}
+	return out
+}
+
+// DigestFor is the digest the catalog would have under another identity
+// (a cluster node learns the mixture's round with the coordinator's job).
+func (c *MixtureCatalog) DigestFor(identity string) string {
+	return MixtureDigest(identity, c.digestSources())
 }
 
 // Len is the sources' samples together.
@@ -152,12 +188,30 @@ func (c *MixtureCatalog) Sample(ctx context.Context, i int64) (Sample, string, e
 	if err != nil {
 		return Sample{}, "", fmt.Errorf("mixture source %s: %w", src.Name, err)
 	}
+	c.looked[s].Add(1)
 	smp.Key = src.Name + "/" + smp.Key
 	smp.Label += c.classOff[s]
 	if object != "" {
 		object = src.Name + "/" + object
 	}
 	return smp, object, nil
+}
+
+// MixtureCount is one source's count (MixtureCatalog.Counts).
+type MixtureCount struct {
+	Source  string `json:"source"`
+	Samples int64  `json:"samples"`
+}
+
+// Counts are the samples of each source the catalog has given
+// (Sample), in source order: on a node, the positions of each source it
+// handed to its pipelines, padding and re-issued work included.
+func (c *MixtureCatalog) Counts() []MixtureCount {
+	out := make([]MixtureCount, len(c.srcs))
+	for i, s := range c.srcs {
+		out[i] = MixtureCount{Source: s.Name, Samples: c.looked[i].Load()}
+	}
+	return out
 }
 
 // Prefetch passes the hint on to the sources that hold [lo, hi).
@@ -328,6 +382,9 @@ func (m MixtureStore) String() string {
 // Close closes the sources (MixtureCatalog.Close).
 func (m MixtureStore) Close() error { return m.c.Close() }
 
+// Catalog is the mixture the store reads.
+func (m MixtureStore) Catalog() *MixtureCatalog { return m.c }
+
 // sample routes global index i, whose mixture key is key.
 func (m mixtureSampleStore) sample(index int64, key string) (storage.Store, int64, string, error) {
 	s, local, ok := m.c.Source(index)
@@ -370,4 +427,25 @@ func (m mixtureSampleStore) PrefetchSample(index int64) {
 	if ss, ok := m.c.srcs[s].Store.(storage.SampleStore); ok {
 		ss.PrefetchSample(local)
 	}
+}
+
+// SplitMixtureExclusions splits an exclusion list of a mixture's keys
+// ("<source>/<key>", as a node's --quarantine writes them) into each
+// source's own keys, by source name (names, in the mixture's order); a
+// source nothing excludes has an empty list. A key that names no source
+// is an error: it would silently exclude nothing.
+func SplitMixtureExclusions(ex Exclusions, names []string) (map[string]Exclusions, error) {
+	out := make(map[string]Exclusions, len(names))
+	for _, n := range names {
+		out[n] = Exclusions{}
+	}
+	for key, reason := range ex {
+		name, rest, ok := strings.Cut(key, "/")
+		src, known := out[name]
+		if !ok || !known || rest == "" {
+			return nil, fmt.Errorf("dataset: mixture: excluded key %q names no source (a mixture's key is <source>/<key>; sources: %s)", key, strings.Join(names, ", "))
+		}
+		src[rest] = reason
+	}
+	return out, nil
 }

@@ -150,3 +150,39 @@ func TestMixtureCatalogDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestMixtureDigestWithoutCatalogs: a coordinator's digest of a mixture,
+// from each source's count and digest alone (MixtureDigest), is the
+// catalog's; DigestFor is the digest under another identity.
+func TestMixtureDigestWithoutCatalogs(t *testing.T) {
+	a, as, _ := plainFixture(t, "a", 5)
+	b, bs, _ := plainFixture(t, "b", 9)
+	c, err := dataset.NewMixtureCatalog([]dataset.MixtureSource{{"a", a, as}, {"b", b, bs}}, "id-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := []dataset.MixtureDigestSource{{Name: "a", Samples: 5, Digest: a.Digest()}, {Name: "b", Samples: 9, Digest: b.Digest()}}
+	if got := dataset.MixtureDigest("id-1", srcs); got != c.Digest() {
+		t.Errorf("MixtureDigest %q, the catalog's %q", got, c.Digest())
+	}
+	if got, want := c.DigestFor("id-2"), dataset.MixtureDigest("id-2", srcs); got != want || got == c.Digest() {
+		t.Errorf("DigestFor(id-2) %q, want %q (not the catalog's %q)", got, want, c.Digest())
+	}
+}
+
+// TestSplitMixtureExclusions: a mixture's excluded keys go to their
+// sources without the source's name; a key of no source is refused.
+func TestSplitMixtureExclusions(t *testing.T) {
+	got, err := dataset.SplitMixtureExclusions(dataset.Exclusions{"a/c0/x.jpg": "decode", "b/shards/s1.tar/y.jpg": "", "a/z.jpg": ""}, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "map[a:map[c0/x.jpg:decode z.jpg:] b:map[shards/s1.tar/y.jpg:] c:map[]]" {
+		t.Errorf("split %v", got)
+	}
+	for _, bad := range []string{"d/x.jpg", "x.jpg", "a/"} {
+		if _, err := dataset.SplitMixtureExclusions(dataset.Exclusions{bad: ""}, []string{"a", "b"}); err == nil || !strings.Contains(err.Error(), "names no source") {
+			t.Errorf("%q: %v, want an error naming no source", bad, err)
+		}
+	}
+}

@@ -177,6 +177,13 @@ var Metrics = Table{
 		Read: decode(func(d *DecodeCores) int64 { return d.Abandoned })},
 	{Name: "decode_core_waits_total", Kind: Counter, Help: "Decodes that waited for a core an abandoned decode held.",
 		Read: decode(func(d *DecodeCores) int64 { return d.Waits })},
+	// A weighted mixture's sources (--mixture).
+	{Name: "mixture_samples_total", Kind: Counter, Labels: []string{"source"}, Help: "Samples of each source of a weighted mixture the node handed to its pipelines (padding and re-issued work included): their shares are the mixture's weights as rounded per round.",
+		Read: node(func(n *NodeSnapshot, o *Out) {
+			for _, c := range n.Mixture {
+				o.Add(float64(c.Samples), c.Source)
+			}
+		})},
 	// The dataset's store.
 	{Name: "store_requests_total", Kind: Counter, Labels: []string{"op", "outcome"}, Help: "Calls to the dataset's store, by operation and outcome.",
 		Read: node(func(n *NodeSnapshot, o *Out) {
@@ -321,6 +328,12 @@ var Metrics = Table{
 			o.Add(float64(l.Active), "active")
 			o.Add(float64(l.Delivered), "delivered")
 			o.Add(float64(l.Revoking), "revoking")
+		})},
+	{Name: "coord_mixture_committed_samples", Kind: Gauge, Group: GroupCoord, Labels: []string{"source"}, Help: "Samples of each source of a weighted mixture in committed history (every epoch, padding excluded): divided by the source's size, the source epochs committed, its cursor.", Figure: FigStatusMixture,
+		Read: coordStatus(func(st *coord.Status, o *Out) {
+			for _, s := range st.Mixture {
+				o.Add(float64(s.Committed), s.Source)
+			}
 		})},
 	{Name: "coord_done", Kind: Gauge, Group: GroupCoord, Help: "1 once every epoch is committed.",
 		Read: coordStatus(func(st *coord.Status, o *Out) { o.Add(b2f(st.Done)) })},
@@ -497,6 +510,7 @@ const (
 	FigStatusEpochsComplete = "status.progress.epochs_complete"
 	FigStatusCommitted      = "status.progress.committed"
 	FigStatusRatio          = "status.progress.ratio"
+	FigStatusMixture        = "status.mixture"
 )
 
 var (

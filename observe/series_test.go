@@ -39,7 +39,7 @@ func TestTableIsWellFormed(t *testing.T) {
 	}
 	for _, f := range []string{FigRankSamples, FigRankSeconds, FigRankEpoch, FigRankStep, FigRankSlotsInUse, FigRankTrainerWait,
 		FigRankTrainerCompute, FigFailures, FigStatusLeases, FigStatusTotal, FigStatusEpoch, FigStatusEpochsComplete,
-		FigStatusCommitted, FigStatusRatio} {
+		FigStatusCommitted, FigStatusRatio, FigStatusMixture} {
 		if _, ok := figures[f]; !ok {
 			t.Errorf("figure %s: no row gives it", f)
 		}

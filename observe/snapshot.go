@@ -45,6 +45,9 @@ type NodeSnapshot struct {
 	Store *StoreCounts
 	S3    *S3Counts
 	Pack  *PackCounts
+	// Mixture counts each source of a weighted mixture (--mixture): the
+	// samples of it the node handed to its pipelines; nil without one.
+	Mixture []SourceCount
 	// Job is the job's size, when the node knows it (standalone and feed
 	// modes; in a cluster the coordinator has the job's progress).
 	Job *JobSize
@@ -226,4 +229,10 @@ type Hist struct {
 	Cumulative []uint64
 	Count      uint64
 	Sum        float64
+}
+
+// SourceCount is one mixture source's count.
+type SourceCount struct {
+	Source  string
+	Samples int64
 }

@@ -83,6 +83,17 @@ type StatusJSON struct {
 	Journal     *JournalJSON    `json:"journal,omitempty"`
 	Counters    map[string]uint `json:"counters"`
 	History     []Point         `json:"history"`
+	// Mixture is each source of a weighted mixture; absent without one.
+	Mixture []MixtureJSON `json:"mixture,omitempty"`
+}
+
+// MixtureJSON is one source of a weighted mixture: its size, its
+// samples in committed history, and so the source epochs committed.
+type MixtureJSON struct {
+	Source       string  `json:"source"`
+	Samples      int64   `json:"samples"`
+	Committed    int64   `json:"committed"`
+	SourceEpochs float64 `json:"source_epochs"`
 }
 
 // ProgressJSON is the job's progress and what is left.
@@ -242,6 +253,17 @@ func (p *StatusPage) Snapshot(ctx context.Context) (StatusJSON, error) {
 	v := Metrics.Eval(Snapshot{Coord: &CoordSnapshot{Status: st, Answered: true, Samples: p.Job.Samples, Epochs: p.Job.Epochs}}, GroupCoord)
 	for _, x := range v.Figure(FigStatusLeases) {
 		out.Leases[x.Labels[0]] = int(x.Value)
+	}
+	committed := map[string]int64{}
+	for _, x := range v.Figure(FigStatusMixture) {
+		committed[x.Labels[0]] = int64(x.Value)
+	}
+	for _, s := range st.Mixture {
+		mj := MixtureJSON{Source: s.Source, Samples: s.Samples, Committed: committed[s.Source]}
+		if s.Samples > 0 {
+			mj.SourceEpochs = float64(mj.Committed) / float64(s.Samples)
+		}
+		out.Mixture = append(out.Mixture, mj)
 	}
 	for _, x := range v.FigurePrefix(FigStatusCounter) {
 		out.Counters[strings.TrimPrefix(x.Series.Figure, FigStatusCounter)] = uint(x.Value)

@@ -96,3 +96,32 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("the page lacks its progress bar or script")
 	}
 }
+
+// TestStatusPageMixture: a mixture's sources reach status.json with
+// their committed samples and the source epochs these make, and the page
+// has their table; without a mixture there is no such key.
+func TestStatusPageMixture(t *testing.T) {
+	var mix []coord.SourceStatus
+	p := &StatusPage{Status: func(context.Context) (coord.Status, error) {
+		return coord.Status{Epochs: []cluster.EpochStatus{{Started: true}}, Mixture: mix}, nil
+	}, Clock: clock.NewFake(time.Unix(1000, 0)), Job: JobInfo{Dataset: "mixture(a=x, b=y)", Samples: 96, Epochs: 1, BatchSize: 8}}
+	s, err := p.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(s); strings.Contains(string(b), `"mixture":`) {
+		t.Errorf("status.json of a dataset has a mixture: %s", b)
+	}
+	mix = []coord.SourceStatus{{Source: "a", Samples: 40, Committed: 100}, {Source: "b", Samples: 200, Committed: 50}}
+	if s, err = p.Snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []MixtureJSON{{Source: "a", Samples: 40, Committed: 100, SourceEpochs: 2.5}, {Source: "b", Samples: 200, Committed: 50, SourceEpochs: 0.25}}
+	if len(s.Mixture) != 2 || s.Mixture[0] != want[0] || s.Mixture[1] != want[1] {
+		t.Errorf("mixture %+v, want %+v", s.Mixture, want)
+	}
+	page, err := static.ReadFile("static/index.html")
+	if err != nil || !strings.Contains(string(page), `id="mixture"`) {
+		t.Errorf("the page has no mixture table (%v)", err)
+	}
+}

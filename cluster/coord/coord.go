@@ -62,6 +62,9 @@ type Config struct {
 	// BatchSize and Digest complete the Job each node is welcomed with.
 	BatchSize int
 	Digest    string
+	// Mixture, if the job is a weighted mixture (docs/mixtures.md), is
+	// it: Status counts each source's committed samples through it.
+	Mixture *cluster.Mixture
 	// TickEvery is one cluster.Tick (RevokeTimeout counts them). 0: 1 s.
 	TickEvery time.Duration
 	// LinkEvery is the tick of the links to the nodes (cluster.Link):
@@ -323,6 +326,20 @@ type Status struct {
 	Err    error // what stopped the coordinator, if it stopped
 	// Nodes are every node heard of, with its latest report.
 	Nodes []NodeStatus
+	// Mixture counts each source of a weighted mixture (Config.Mixture);
+	// nil without one.
+	Mixture []SourceStatus
+}
+
+// SourceStatus is one source of a weighted mixture as committed history
+// holds it.
+type SourceStatus struct {
+	Source  string
+	Samples int64 // the source's size
+	// Committed is its samples in committed history (every epoch, real
+	// positions): Committed / Samples is how many of the source's own
+	// epochs the job has committed, its cursor.
+	Committed int64
 }
 
 // Shutdown stops the actor and its clock. It returns ctx.Err() if that did
@@ -489,7 +506,34 @@ func (a *coordActor) status() Status {
 		alive[r.Node] = true
 	}
 	st.Nodes = a.book.statuses(a.nodes, alive, a.cfg.Clock.Now())
+	if m := a.cfg.Mixture; m != nil {
+		st.Mixture = mixtureStatus(m, a.c.Snapshot())
+	}
 	return st
+}
+
+// mixtureStatus counts each source's committed samples in state: the
+// committed ranges of open epochs, and every position but the dropped
+// of complete ones. O(ranges) besides O(Round) per range that cuts a
+// round (none when leases are whole rounds).
+func mixtureStatus(m *cluster.Mixture, state cluster.State) []SourceStatus {
+	out := make([]SourceStatus, m.Sources())
+	for s := range out {
+		out[s] = SourceStatus{Source: m.Name(s), Samples: m.Size(s)}
+	}
+	for e, ep := range state.Epochs {
+		got := m.DrawsIn(e, ep.Committed)
+		if ep.Complete {
+			got = m.DrawsIn(e, []cluster.Range{{Start: 0, End: m.Len()}})
+			for s, d := range m.DrawsIn(e, ep.Dropped) {
+				got[s] -= d
+			}
+		}
+		for s, n := range got {
+			out[s].Committed += n
+		}
+	}
+	return out
 }
 
 // fail stops the coordinator: nothing queued is sent, nothing more is

@@ -26,8 +26,10 @@ type nodeActor struct {
 	byName map[string]*rankState
 	out    []*wire.Event
 	report *wire.NodeReport // for the status page, sent with the next events
-	orders map[int]cluster.Order
-	bad    error // fatal: the job cannot be served
+	orders map[int]sampler
+	mix    *cluster.Mixture // the job's, with Config.Mixture
+	digest string           // the dataset digest the job must carry
+	bad    error            // fatal: the job cannot be served
 
 	// The link to the coordinator life the node follows (cluster.Link):
 	// coordLife is its incarnation; retired are the lives followed before,
@@ -203,15 +205,17 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 	if w.Node != a.n.cfg.Node || w.Incarnation != a.inc {
 		return // for an earlier life of this node
 	}
+	if err := a.jobMixture(w.Job); err != nil {
+		a.fail(err)
+		return
+	}
 	if err := a.checkJob(w.Job); err != nil {
 		a.fail(err)
 		return
 	}
 	a.job = w.Job
 	if a.n.cfg.OnJob != nil {
-		j := w.Job
-		a.n.cfg.OnJob(Job{Samples: j.Samples, Seed: j.Seed, Epochs: int(j.Epochs), BatchSize: int(j.BatchSize),
-			Block: int(j.Block), Window: cluster.EffectiveWindow(int(j.Block), int(j.Window))})
+		a.n.cfg.OnJob(jobOf(w.Job))
 	}
 	for i, s := range w.Cluster().Ranks {
 		rs := a.byName[s.Rank]
@@ -269,9 +273,9 @@ func (a *nodeActor) checkJob(j *wire.Job) error {
 	switch {
 	case j == nil:
 		return fmt.Errorf("%w: the welcome carries no job", ErrJobMismatch)
-	case j.Samples != a.samples() || j.ManifestDigest != a.n.cfg.Digest:
+	case j.Samples != a.samples() || j.ManifestDigest != a.digest:
 		return fmt.Errorf("%w: coordinator has %d samples (manifest %s), this node %d (%s): point both at the same dataset (and the same --exclude list)",
-			ErrJobMismatch, j.Samples, j.ManifestDigest, a.samples(), a.n.cfg.Digest)
+			ErrJobMismatch, j.Samples, j.ManifestDigest, a.samples(), a.digest)
 	case j.BatchSize < 1 || j.Epochs < 1 || j.Block < 1 || j.ShardSize < 1 || j.Window < 0:
 		return fmt.Errorf("%w: unusable job %v", ErrJobMismatch, j)
 	}
@@ -410,16 +414,50 @@ func (a *nodeActor) fill(rs *rankState) {
 	give(w)
 }
 
-func (a *nodeActor) order(epoch int) cluster.Order {
+// sampler maps an epoch's positions to global indices, positions past
+// its end to padding: cluster.Order, or a mixture's cluster.MixEpoch.
+type sampler interface {
+	Sample(pos int64) (index int64, pad bool)
+}
+
+func (a *nodeActor) order(epoch int) sampler {
 	o, ok := a.orders[epoch]
 	if !ok {
 		if a.orders == nil {
-			a.orders = map[int]cluster.Order{}
+			a.orders = map[int]sampler{}
 		}
-		o = cluster.NewOrder(a.job.Seed, epoch, a.job.Samples, int(a.job.Block), cluster.EffectiveWindow(int(a.job.Block), int(a.job.Window)))
+		if a.mix != nil {
+			o = a.mix.Epoch(epoch)
+		} else {
+			o = cluster.NewOrder(a.job.Seed, epoch, a.job.Samples, int(a.job.Block), cluster.EffectiveWindow(int(a.job.Block), int(a.job.Window)))
+		}
 		a.orders[epoch] = o
 	}
 	return o
+}
+
+// jobMixture makes the mixture of the job (Config.Mixture) and the
+// digest the job must carry; without a mixture, the Digest configured.
+func (a *nodeActor) jobMixture(j *wire.Job) error {
+	a.digest = a.n.cfg.Digest
+	if a.n.cfg.Mixture == nil || j == nil {
+		return nil
+	}
+	m, digest, err := a.n.cfg.Mixture(jobOf(j))
+	if err != nil {
+		return fmt.Errorf("%w: the mixture for the coordinator's job: %v", ErrJobMismatch, err)
+	}
+	if a.mix == nil || a.mix.Identity() != m.Identity() {
+		a.orders = nil // a mixture of another identity is refused below; never mix orders
+	}
+	a.mix, a.digest = m, digest
+	return nil
+}
+
+// jobOf is the Job a Welcome's job tells.
+func jobOf(j *wire.Job) Job {
+	return Job{Samples: j.Samples, Seed: j.Seed, Epochs: int(j.Epochs), BatchSize: int(j.BatchSize),
+		Block: int(j.Block), Window: cluster.EffectiveWindow(int(j.Block), int(j.Window))}
 }
 
 // item maps a leased position to its sample (actors.ItemAt). With a
@@ -432,8 +470,14 @@ func (a *nodeActor) item(p cluster.Position) (actors.Item, error) {
 	return actors.ItemAt(a.n.ctx, a.n.cfg.Catalog, p.Offset, idx, pad || p.Pad)
 }
 
-// samples is the dataset's size as this node sees it.
-func (a *nodeActor) samples() int64 { return a.n.cfg.Catalog.Len() }
+// samples is the dataset's size as this node sees it: a mixture's
+// positions per epoch (whole rounds), else the catalog's samples.
+func (a *nodeActor) samples() int64 {
+	if a.mix != nil {
+		return a.mix.Len()
+	}
+	return a.n.cfg.Catalog.Len()
+}
 
 // prefetch tells the catalog the samples of a lease just granted: the
 // order keeps blocks of consecutive indices together, so a lease's

@@ -98,6 +98,13 @@ type Config struct {
 	// pipeline, and prefetches each lease's samples when it is granted,
 	// so that lookup rarely waits for a read.
 	Catalog dataset.Catalog
+	// Mixture, if set, makes the job a weighted mixture of datasets
+	// (docs/mixtures.md): Catalog is their dataset.MixtureCatalog, and
+	// for the coordinator's job Mixture returns the cluster.Mixture that
+	// maps the job's positions to its global indices (its Len the job's
+	// Samples) and the dataset digest the job must carry. Called from
+	// the actor with every Welcome; must not block.
+	Mixture func(Job) (*cluster.Mixture, string, error)
 	// Pipeline configures each rank's pipeline. BatchSize, Seed and
 	// Epochs come from the coordinator's job; DropLast is forced off (a
 	// dropped batch could never be committed and the epoch would never

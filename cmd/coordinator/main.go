@@ -74,6 +74,7 @@ import (
 
 type options struct {
 	dataset, manifest, s3Endpoint string
+	mixture                       mixtureFlags
 	mediaColumn, labelColumn      string
 	s3Credentials                 s3.CredentialsFlag
 	writeManifestOver             int
@@ -116,6 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("longshore-coordinator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (the nodes must see the same manifest)")
+	o.mixture.register(fs)
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.mediaColumn, "media-column", "", "Parquet datasets: the column holding each sample's bytes (binary, or a struct with binary \"bytes\" as Hugging Face's Image feature); default: the one such column; give the nodes the same (docs/parquet.md)")
 	fs.StringVar(&o.labelColumn, "label-column", "", "Parquet datasets: the integer column holding the labels; default: \"label\" if it is one, else every label is 0; give the nodes the same")
@@ -123,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.s3Credentials = s3.CredsAuto
 	fs.Var(&o.s3Credentials, "s3-credentials", s3.CredentialsUsage)
 	listing.Register(fs, &o.writeManifestOver, "; nodes starting after it read them too")
-	fs.StringVar(&o.exclude, "exclude", "", "leave out the samples this file lists (a node's --quarantine file, or one key a line); every node must be given the same file, or its dataset digest will not match")
+	fs.StringVar(&o.exclude, "exclude", "", "leave out the samples this file lists (a node's --quarantine file, or one key a line); every node must be given the same file, or its dataset digest will not match; with --mixture the keys are <source>/<key>, each source leaving out its own")
 	fs.StringVar(&o.listen, "listen", "", "control-message (protoactor remote) bind address host:port")
 	fs.StringVar(&o.advertise, "advertise", "", "control-message address nodes use, if not --listen (containers, NAT)")
 	fs.StringVar(&o.gossip, "gossip", "", "gossip bind address host:port; nodes --join it")
@@ -178,9 +180,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
-	if o.dataset == "" {
-		errs = append(errs, errors.New("--dataset is required"))
+	if o.dataset == "" && !o.mixture.on() {
+		errs = append(errs, errors.New("--dataset (or --mixture) is required"))
 	}
+	errs = append(errs, o.mixture.check(&o)...)
+
 	if o.listen == "" {
 		errs = append(errs, errors.New("--listen HOST:PORT is required"))
 	}
@@ -314,11 +318,12 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			logger.Warn("metrics server shutdown", "err", err)
 		}
 	}()
-	store, facts, err := datasetFacts(ctx, o, sopts, dopts, logger)
+	data, err := openJobData(ctx, o, sopts, dopts, logger)
 	if err != nil {
 		return err
 	}
-	defer storage.Close(store)
+	defer data.close()
+	facts := data.facts
 	o.cluster.Samples = facts.samples
 	packed, digest := facts.packed, facts.digest
 
@@ -339,6 +344,14 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	if block != o.cluster.Block || window != o.cluster.Window || shard != o.cluster.ShardSize {
 		logger.Info("epoch order for this dataset (--block, --mix-window, --shard-size to choose; docs/packed-datasets.md)",
 			"block", block, "window", window, "shard", shard, "packed", packed, "from_journal", restore != nil && !o.given["block"])
+	}
+	if o.mixture.on() {
+		// Leases and quotas of whole rounds: every rank's batch of whole
+		// rounds is exact (docs/mixtures.md).
+		if shard, err = data.alignShard(shard, o.given["shard-size"]); err != nil {
+			return err
+		}
+		o.cluster.Align = data.round
 	}
 	o.cluster.Block, o.cluster.Window, o.cluster.ShardSize = block, window, shard
 	if jn != nil {
@@ -398,6 +411,12 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 			return out
 		},
 	}
+	if o.mixture.on() {
+		// For the status page's per-source counts (coord.Status.Mixture).
+		if ccfg.Mixture, err = data.mixture(o.cluster.Seed, block, cluster.EffectiveWindow(block, window)); err != nil {
+			return err
+		}
+	}
 	var meter *observe.JournalMeter
 	if jn != nil {
 		meter = observe.NewJournalMeter(jn)
@@ -408,7 +427,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 		return err
 	}
 	defer co.Shutdown(context.Background())
-	job := observe.JobInfo{Dataset: store.String(), Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, BatchSize: o.batchSize,
+	job := observe.JobInfo{Dataset: data.name, Samples: o.cluster.Samples, Epochs: o.cluster.Epochs, BatchSize: o.batchSize,
 		Balance: o.cluster.Balance.String(), Checkpoint: o.checkpoint}
 	// Journal loaded, control port serving: ready once in the gossip.
 	ready.NotReady("joining the gossip")
@@ -437,7 +456,7 @@ func coordinate(ctx context.Context, o options, stderr io.Writer) error {
 	defer m.Shutdown(context.Background())
 	ready.Ready()
 	defer reload.Go(m)() // SIGHUP: reload --gossip-key-file
-	logger.Info("coordinating", "dataset", store.String(), "samples", o.cluster.Samples, "epochs", o.cluster.Epochs,
+	logger.Info("coordinating", "dataset", data.name, "samples", o.cluster.Samples, "epochs", o.cluster.Epochs,
 		"batch", o.batchSize, "shard", o.cluster.ShardSize, "balance", o.cluster.Balance.String(),
 		"gossip", m.Addr(), "actor", actorAddr)
 	go func() {

@@ -29,6 +29,9 @@ type faultFlags struct {
 	decodeDeadline  time.Duration
 	quarantine      string
 	exclude         string
+	// excludeKeys, if set, is --exclude as read already: a mixture
+	// source's share of it (mixture.go), in place of the file.
+	excludeKeys dataset.Exclusions
 }
 
 func (f *faultFlags) register(fs *flag.FlagSet) {
@@ -95,6 +98,9 @@ func (f *faultFlags) actorsConfig(c *actors.Config) {
 
 // exclusions reads --exclude.
 func (f *faultFlags) exclusions() (dataset.Exclusions, error) {
+	if f.excludeKeys != nil {
+		return f.excludeKeys, nil
+	}
 	if f.exclude == "" {
 		return nil, nil
 	}

@@ -154,9 +154,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	def := actors.DefaultConfig()
 	fs.BoolVar(&o.standalone, "standalone", false, "run one machine's job without a coordinator")
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (ImageFolder layout or a manifest)")
-	fs.StringVar(&o.mixture.spec, "mixture", "", "standalone: "+mixtureUsage)
+	fs.StringVar(&o.mixture.spec, "mixture", "", mixtureUsage)
 	fs.StringVar(&o.mixture.schedule, "mixture-schedule", "", "with --mixture: weights that change during the run, phases separated by ';', each name:weight,...@SAMPLE (SAMPLE counted over the run's stream, epoch x the sources' samples together + offset; the first phase's @0 may be left out), e.g. 'web:0.7,books:0.3;web:0.5,books:0.5@100000': a phase starts with the first round at or after its sample; the weights then come from here, not --mixture")
-	fs.IntVar(&o.mixture.round, "mixture-round", 0, "with --mixture: samples per round, each holding every source in its exact largest-remainder count (0: --batch-size, so every global batch of batch-size x ranks is exact)")
+	fs.IntVar(&o.mixture.round, "mixture-round", 0, "with --mixture: samples per round, each holding every source in its exact largest-remainder count (0: --batch-size, in cluster mode the coordinator's, so every global batch is exact)")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object (CSV key,label or JSON lines) relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.mediaColumn, "media-column", "", "Parquet datasets: the column holding each sample's bytes (binary, or a struct with binary \"bytes\" as Hugging Face's Image feature); default: the one such column (docs/parquet.md)")
 	fs.StringVar(&o.labelColumn, "label-column", "", "Parquet datasets: the integer column holding the labels; default: \"label\" if it is one, else every label is 0")
@@ -314,10 +314,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		errs = append(errs, err)
 	case o.mixture.on() && o.dataset != "":
 		errs = append(errs, errors.New("--mixture is in place of --dataset: give one of them"))
-	case o.mixture.on() && !o.standalone:
-		errs = append(errs, errors.New("--mixture is standalone only for now (a cluster's mixture would be the coordinator's)"))
-	case o.mixture.on() && o.faults.exclude != "":
-		errs = append(errs, errors.New("--exclude with --mixture: not supported yet (its keys would need each source's name)"))
 	case o.dataset == "" && !o.mixture.on():
 		errs = append(errs, errors.New("--dataset is required"))
 	}

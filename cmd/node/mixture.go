@@ -6,34 +6,31 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"strings"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/storage"
 )
 
 // mixtureFlags are --mixture, --mixture-schedule and --mixture-round: a
-// weighted mixture of datasets in place of --dataset (docs/mixtures.md).
+// weighted mixture of datasets in place of --dataset (docs/mixtures.md),
+// standalone or in cluster mode (the coordinator's flags the same).
 type mixtureFlags struct {
 	spec     string // --mixture name=URL[:weight],...
 	schedule string // --mixture-schedule
-	round    int    // --mixture-round; 0: --batch-size
-	sources  []mixtureSourceFlag
-}
-
-// mixtureSourceFlag is one source of --mixture.
-type mixtureSourceFlag struct {
-	name, url, weight string // weight "" when --mixture-schedule gives them
+	round    int    // --mixture-round; 0: the batch size (in cluster mode the job's)
+	sources  []cluster.MixFlagSource
+	sched    []cluster.MixPhase
 }
 
 func (m *mixtureFlags) on() bool { return m.spec != "" }
 
-const mixtureUsage = "a weighted mixture of datasets in place of --dataset: name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch (docs/mixtures.md)"
+const mixtureUsage = "a weighted mixture of datasets in place of --dataset: name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch; in cluster mode give the coordinator and every node the same (docs/mixtures.md)"
 
-// parse reads --mixture and checks it with the schedule; names are the
-// sources' in order.
+// parse reads --mixture and checks it with the schedule.
 func (m *mixtureFlags) parse() error {
 	if m.spec == "" {
 		if m.schedule != "" || m.round != 0 {
@@ -44,57 +41,34 @@ func (m *mixtureFlags) parse() error {
 	if m.round < 0 {
 		return fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", m.round)
 	}
-	m.sources = nil
-	for _, part := range strings.Split(m.spec, ",") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok || name == "" || rest == "" {
-			return fmt.Errorf("--mixture %q: %q: want name=DATASET:WEIGHT", m.spec, part)
-		}
-		src := mixtureSourceFlag{name: name, url: rest}
-		if i := strings.LastIndex(rest, ":"); i >= 0 {
-			if _, ok := new(big.Rat).SetString(rest[i+1:]); ok {
-				src.url, src.weight = rest[:i], rest[i+1:]
-			}
-		}
-		if src.url == "" {
-			return fmt.Errorf("--mixture: source %q names no dataset", name)
-		}
-		if m.schedule == "" && src.weight == "" {
-			return fmt.Errorf("--mixture: source %q has no weight (name=DATASET:WEIGHT), and there is no --mixture-schedule", name)
-		}
-		if m.schedule != "" && src.weight != "" {
-			return fmt.Errorf("--mixture: source %q has a weight and --mixture-schedule gives the weights: give them in one place", name)
-		}
-		m.sources = append(m.sources, src)
-	}
-	_, err := m.phases()
+	var err error
+	m.sources, m.sched, err = cluster.ParseMixFlags(m.spec, m.schedule)
 	return err
 }
 
-func (m *mixtureFlags) names() []string {
-	out := make([]string, len(m.sources))
-	for i, s := range m.sources {
-		out[i] = s.name
+// exclusions splits --exclude, a list of the mixture's keys
+// ("<source>/<key>", as --quarantine writes them), into each source's
+// own: every source is opened with its share (an empty one without
+// --exclude).
+func (m *mixtureFlags) exclusions(o options) (map[string]dataset.Exclusions, error) {
+	ex, err := o.faults.exclusions()
+	if err != nil {
+		return nil, err
 	}
-	return out
+	names := make([]string, len(m.sources))
+	for i, s := range m.sources {
+		names[i] = s.Name
+	}
+	out, err := dataset.SplitMixtureExclusions(ex, names)
+	if err != nil {
+		return nil, fmt.Errorf("--exclude %s: %w", o.faults.exclude, err)
+	}
+	return out, nil
 }
 
 // phases is the schedule: --mixture-schedule's, else --mixture's weights
 // from sample 0 on.
-func (m *mixtureFlags) phases() ([]cluster.MixPhase, error) {
-	if m.schedule != "" {
-		p, err := cluster.ParseMixSchedule(m.schedule, m.names())
-		if err != nil {
-			return nil, fmt.Errorf("--mixture-schedule: %w", err)
-		}
-		return p, nil
-	}
-	w := make([]string, len(m.sources))
-	for i, s := range m.sources {
-		w[i] = s.weight
-	}
-	return []cluster.MixPhase{{At: 0, Weights: w}}, nil
-}
+func (m *mixtureFlags) phases() ([]cluster.MixPhase, error) { return m.sched, nil }
 
 // openMixture opens every source of --mixture as --dataset is opened
 // (openStandalone: a packed source read in chunks of its own order's
@@ -111,18 +85,23 @@ func openMixture(ctx context.Context, o options, logger *slog.Logger) (standalon
 	var srcs []dataset.MixtureSource
 	var sizes []cluster.MixSource
 	anyPacked := false
+	excl, err := o.mixture.exclusions(o)
+	if err != nil {
+		return standaloneData{}, err
+	}
 	for _, s := range o.mixture.sources {
 		so := o
-		so.dataset = s.url
+		so.dataset = s.Dataset
 		so.mixture = mixtureFlags{}
+		so.faults.exclude, so.faults.excludeKeys = "", excl[s.Name]
 		d, err := openStandalone(ctx, so, logger)
 		if err != nil {
 			closeAll()
-			return standaloneData{}, fmt.Errorf("--mixture source %s: %w", s.name, err)
+			return standaloneData{}, fmt.Errorf("--mixture source %s: %w", s.Name, err)
 		}
 		parts = append(parts, d)
-		srcs = append(srcs, dataset.MixtureSource{Name: s.name, Catalog: d.cat, Store: d.store})
-		sizes = append(sizes, cluster.MixSource{Name: s.name, Samples: d.cat.Len()})
+		srcs = append(srcs, dataset.MixtureSource{Name: s.Name, Catalog: d.cat, Store: d.store})
+		sizes = append(sizes, cluster.MixSource{Name: s.Name, Samples: d.cat.Len()})
 		anyPacked = anyPacked || d.packed()
 	}
 	phases, err := o.mixture.phases()
@@ -146,8 +125,20 @@ func openMixture(ctx context.Context, o options, logger *slog.Logger) (standalon
 		closeAll()
 		return standaloneData{}, fmt.Errorf("--mixture: %w", err)
 	}
-	return standaloneData{store: cat.Store(), cat: cat, mix: mix, parts: parts, mixPacked: anyPacked}, nil
+	return standaloneData{store: cat.Store(), cat: mixturePositions{cat, mix.Len()}, mix: mix, parts: parts, mixPacked: anyPacked}, nil
 }
+
+// mixturePositions is a mixture's catalog whose Len is the mixture's
+// epoch, whole rounds (cluster.Mixture.Len): what the feeders and the
+// feed count an epoch's positions by. Its samples are the catalog's: the
+// mixture maps every position to a global index below the sources'
+// samples together.
+type mixturePositions struct {
+	*dataset.MixtureCatalog
+	n int64
+}
+
+func (p mixturePositions) Len() int64 { return p.n }
 
 // describeMixture prints the mixture's sources and its first round.
 func describeMixture(w io.Writer, d standaloneData) {
@@ -166,5 +157,142 @@ func mixtureOrder(m *cluster.Mixture) actors.OrderFunc {
 			panic(fmt.Sprintf("longshore-node: a mixture of %d samples asked for an order of %d", m.Len(), n))
 		}
 		return m.Epoch(epoch)
+	}
+}
+
+// clusterMixture is a cluster node's --mixture: its sources opened as
+// --dataset is in cluster mode, one catalog over them; the mixture
+// itself is made for the coordinator's job (its seed, block, window and,
+// without --mixture-round, batch size), whose digest must be the
+// catalog's under that mixture's identity.
+type clusterMixture struct {
+	cat    *dataset.MixtureCatalog
+	sizes  []cluster.MixSource
+	phases []cluster.MixPhase
+	round  int // --mixture-round; 0: the job's batch size
+}
+
+// openClusterData opens the node's dataset in cluster mode: --dataset
+// (openData; mix nil) or every source of --mixture, each as --dataset
+// would be (mix set, store its catalog's store, ds and indexed nil).
+// Until the job's order is known a packed source's samples are read one
+// by one; a mixture's stay so (its store is the mixture's).
+func openClusterData(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *dataset.Dataset, *dataset.IndexedManifest, dataset.PackPlan, *clusterMixture, error) {
+	if !o.mixture.on() {
+		store, ds, indexed, plan, err := openData(ctx, o, 0, 0, logger)
+		return store, ds, indexed, plan, nil, err
+	}
+	var srcs []dataset.MixtureSource
+	m := &clusterMixture{phases: o.mixture.sched, round: o.mixture.round}
+	closeAll := func() {
+		for _, s := range srcs {
+			if x, ok := s.Catalog.(*dataset.IndexedManifest); ok {
+				x.Close()
+			}
+			storage.Close(s.Store)
+		}
+	}
+	excl, err := o.mixture.exclusions(o)
+	if err != nil {
+		return nil, nil, nil, dataset.PackPlan{}, nil, err
+	}
+	for _, s := range o.mixture.sources {
+		so := o
+		so.dataset, so.mixture = s.Dataset, mixtureFlags{}
+		so.faults.exclude, so.faults.excludeKeys = "", excl[s.Name]
+		store, ds, indexed, _, err := openData(ctx, so, 0, 0, logger)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, dataset.PackPlan{}, nil, fmt.Errorf("--mixture source %s: %w", s.Name, err)
+		}
+		var cat dataset.Catalog = indexed
+		if indexed == nil {
+			cat = dataset.DatasetCatalog(ds)
+		}
+		srcs = append(srcs, dataset.MixtureSource{Name: s.Name, Catalog: cat, Store: store})
+		m.sizes = append(m.sizes, cluster.MixSource{Name: s.Name, Samples: cat.Len()})
+		logger.Info("mixture source", "source", s.Name, "dataset", store.String(), "samples", cat.Len())
+	}
+	// The identity is the job's mixture's (mixture); the catalog's own
+	// digest is not the one checked.
+	cat, err := dataset.NewMixtureCatalog(srcs, "")
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, dataset.PackPlan{}, nil, fmt.Errorf("--mixture: %w", err)
+	}
+	m.cat = cat
+	return cat.Store(), nil, nil, dataset.PackPlan{}, m, nil
+}
+
+// mixture is node.Config.Mixture: the job's mixture, and the digest the
+// coordinator's job must carry for it.
+func (m *clusterMixture) mixture(j node.Job) (*cluster.Mixture, string, error) {
+	round := m.round
+	if round == 0 {
+		round = j.BatchSize
+	}
+	mix, err := cluster.NewMixture(cluster.MixSpec{Seed: j.Seed, Block: max(j.Block, 1), Window: max(j.Window, 1),
+		Round: round, Sources: m.sizes, Phases: m.phases})
+	if err != nil {
+		return nil, "", fmt.Errorf("--mixture: %w", err)
+	}
+	return mix, m.cat.DigestFor(mix.Identity()), nil
+}
+
+// mixtureOf finds the mixture a store reads (dataset.MixtureStore, under
+// any wrappers); nil for a dataset's store.
+func mixtureOf(s storage.Store) *dataset.MixtureCatalog {
+	for s != nil {
+		if m, ok := s.(interface {
+			Catalog() *dataset.MixtureCatalog
+		}); ok {
+			return m.Catalog()
+		}
+		u, ok := s.(interface{ Unwrap() storage.Store })
+		if !ok {
+			return nil
+		}
+		s = u.Unwrap()
+	}
+	return nil
+}
+
+// mixtureCounts reads the per-source counts of the mixture store reads,
+// for the metrics (longshore_mixture_samples_total); nil without one.
+func mixtureCounts(store storage.Store) func() []observe.SourceCount {
+	c := mixtureOf(store)
+	if c == nil {
+		return nil
+	}
+	return func() []observe.SourceCount {
+		var out []observe.SourceCount
+		for _, m := range c.Counts() {
+			out = append(out, observe.SourceCount{Source: m.Source, Samples: m.Samples})
+		}
+		return out
+	}
+}
+
+// mixtureSummary is the summary's per-source counts; nil without a
+// mixture.
+func mixtureSummary(store storage.Store) []dataset.MixtureCount {
+	if c := mixtureOf(store); c != nil {
+		return c.Counts()
+	}
+	return nil
+}
+
+// printMixture prints the summary's per-source counts and shares.
+func printMixture(w io.Writer, counts []dataset.MixtureCount) {
+	var total int64
+	for _, c := range counts {
+		total += c.Samples
+	}
+	for _, c := range counts {
+		share := 0.0
+		if total > 0 {
+			share = 100 * float64(c.Samples) / float64(total)
+		}
+		fmt.Fprintf(w, "  mixture       %s: %d samples (%.1f%%)\n", c.Source, c.Samples, share)
 	}
 }

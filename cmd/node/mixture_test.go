@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -240,12 +241,92 @@ func TestMixtureFlagErrors(t *testing.T) {
 		{[]string{"--mixture", "a=/x,b=/y", "--mixture-schedule", "a:1,c:1"}, `no source "c"`},
 		{[]string{"--mixture", "junk"}, "want name=DATASET:WEIGHT"},
 		{[]string{"--mixture-schedule", "a:1", "--dataset", "/y"}, "need --mixture"},
-		{[]string{"--mixture", "a=/x:1", "--exclude", "/q"}, "--exclude with --mixture"},
 	} {
 		var errb bytes.Buffer
 		code := run(append([]string{"--standalone", "--progress", "never"}, tc.args...), &bytes.Buffer{}, &errb)
 		if code != 2 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: exit %d, %q; want 2 naming %q", tc.args, code, errb.String(), tc.want)
 		}
+	}
+}
+
+// TestStandaloneMixtureCounts: the summary (printed and --stats-json)
+// counts each source's samples, the positions of each the mixture drew:
+// 0.7 and 0.3 of 3 epochs of 80 positions, at 1 rank (no padding).
+func TestStandaloneMixtureCounts(t *testing.T) {
+	a, _ := makeDataset(t, 30)
+	b, _ := makeDataset(t, 50)
+	stats := filepath.Join(t.TempDir(), "stats.json")
+	var out, errb bytes.Buffer
+	code := run([]string{"--standalone", "--mixture", "a=" + a + ":0.7,b=" + b + ":0.3", "--epochs", "3",
+		"--batch-size", "10", "--size", "32", "--seed", "5", "--sink", "null", "--progress", "never", "--stats-json", stats}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	for _, line := range []string{"mixture       a: 168 samples (70.0%)", "mixture       b: 72 samples (30.0%)"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the summary lacks %q:\n%s", line, out.String())
+		}
+	}
+	raw, err := os.ReadFile(stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(s.Mixture); got != "[{a 168} {b 72}]" {
+		t.Errorf("--stats-json mixture %s, want [{a 168} {b 72}]", got)
+	}
+}
+
+// TestStandaloneMixtureExclude: --exclude with a mixture takes the
+// mixture's keys (<source>/<key>, as --quarantine writes them, JSON lines
+// or bare): each source leaves out its own, and nothing else; a key of
+// no source is refused, naming it.
+func TestStandaloneMixtureExclude(t *testing.T) {
+	a, aKeys := makeDataset(t, 30)
+	b, bKeys := makeDataset(t, 50)
+	dir := t.TempDir()
+	gone := map[string]bool{"a/" + aKeys[3]: true, "a/" + aKeys[17]: true, "b/" + bKeys[0]: true}
+	excl := filepath.Join(dir, "exclude")
+	text := fmt.Sprintf("{\"key\": %q, \"reason\": \"decode/corrupt\"}\n%s\n%s\n", "a/"+aKeys[3], "a/"+aKeys[17], "b/"+bKeys[0])
+	if err := os.WriteFile(excl, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "d.log")
+	var out, errb bytes.Buffer
+	code := run([]string{"--standalone", "--mixture", "a=" + a + ":0.5,b=" + b + ":0.5", "--epochs", "3", "--batch-size", "10",
+		"--size", "32", "--sink", "log:" + logPath, "--progress", "never", "--exclude", excl}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	seen := map[string]bool{}
+	for _, keys := range mixtureLog(t, logPath, 1, 10) {
+		for _, k := range keys {
+			if gone[k] {
+				t.Errorf("%s was excluded and delivered", k)
+			}
+			seen[k] = true
+		}
+	}
+	for _, src := range []struct {
+		name string
+		keys []string
+	}{{"a", aKeys}, {"b", bKeys}} {
+		for _, k := range src.keys {
+			if !gone[src.name+"/"+k] && !seen[src.name+"/"+k] {
+				t.Errorf("%s/%s not excluded, never delivered", src.name, k)
+			}
+		}
+	}
+	if err := os.WriteFile(excl, []byte("c/x.jpg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	code = run([]string{"--standalone", "--mixture", "a=" + a + ":0.5,b=" + b + ":0.5", "--sink", "null", "--progress", "never", "--exclude", excl}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), `"c/x.jpg" names no source`) {
+		t.Errorf("an excluded key of no source: exit %d, %q; want it refused naming the key", code, errb.String())
 	}
 }

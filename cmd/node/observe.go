@@ -70,6 +70,7 @@ func storeParts(s storage.Store) (counted *storage.CountingStore, s3s *s3.Store,
 func startObserver(o options, src pipeline.NodeSource, ready func() error, store storage.Store, logger *slog.Logger) (*observer, error) {
 	counted, s3s, packed := storeParts(store)
 	src.Store = counted
+	src.Mixture = mixtureCounts(store)
 	if s3s != nil {
 		src.S3 = s3s.Stats
 	}

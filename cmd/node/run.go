@@ -284,6 +284,9 @@ func (o options) clusterSource(data standaloneData, snk sink, logger *slog.Logge
 		Join: o.join, RejoinAfter: o.rejoinAfter, GiveUpAfter: o.giveUpAfter,
 		OnMembership: reload.Go, // SIGHUP: reload --gossip-key-file
 	}
+	if data.clusterMix != nil {
+		c.Config.Mixture = data.clusterMix.mixture
+	}
 	if ps, ok := data.store.(*dataset.PackedStore); ok {
 		c.Describe = func() string { return packedLine(ps, dataset.PackedMean(data.ds, data.indexed), data.pack, o.ranks) }
 	}
@@ -298,9 +301,12 @@ func openNodeData(ctx context.Context, o options, logger *slog.Logger) (standalo
 	if o.standalone {
 		return openStandalone(ctx, o, logger)
 	}
-	store, ds, indexed, plan, err := openData(ctx, o, 0, 0, logger)
+	store, ds, indexed, plan, mix, err := openClusterData(ctx, o, logger)
 	if err != nil {
 		return standaloneData{}, err
+	}
+	if mix != nil {
+		return standaloneData{store: store, cat: mix.cat, clusterMix: mix}, nil
 	}
 	if indexed != nil {
 		return standaloneData{store: store, cat: indexed, indexed: indexed, pack: plan}, nil

@@ -69,6 +69,7 @@ type Summary struct {
 	Excluded         int                        `json:"excluded"`                   // samples left out by --exclude
 	Quarantined      int                        `json:"quarantined"`                // keys this run added to --quarantine
 	TrainerWait      *TrainerWaitSummary        `json:"trainer_wait,omitempty"`     // feed sink: the trainers' reported waits for data and compute
+	Mixture          []dataset.MixtureCount     `json:"mixture,omitempty"`          // --mixture: each source's samples handed to the pipelines
 	Error            string                     `json:"error,omitempty"`
 }
 
@@ -192,6 +193,10 @@ type standaloneData struct {
 	mix       *cluster.Mixture
 	parts     []standaloneData
 	mixPacked bool
+	// clusterMix is a cluster node's --mixture: its sources' catalog
+	// (cat), the mixture made once the coordinator's job says its seed,
+	// block and window.
+	clusterMix *clusterMixture
 }
 
 // orderFunc is the run's epoch order: the mixture's epochs, or
@@ -339,6 +344,7 @@ func summarize(o options, f runFacts) Summary {
 		Quarantined:       f.quarantine.Added(),
 		Startup:           f.startup.startup(f.firstBatch),
 		TrainerWait:       f.trainerWait,
+		Mixture:           mixtureSummary(f.store),
 	}
 	for _, st := range stats.Stages {
 		if st.Stage == actors.StageFetch {
@@ -435,6 +441,7 @@ func printSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, "  fetch         %d reads in flight allowed over %d rank(s) at the end (--fetch-concurrency %s), %d work items read ahead\n", s.FetchInFlight, s.Ranks, s.FetchConcurrency, s.Stages.ReadAhead)
 	}
 	printTrainerWait(w, s.TrainerWait)
+	printMixture(w, s.Mixture)
 	fmt.Fprintf(w, "  bottleneck    %s: %s\n", s.Bottleneck, s.BottleneckReason)
 	if s.BottleneckAdvice != "" {
 		fmt.Fprintf(w, "  advice        %s\n", s.BottleneckAdvice)

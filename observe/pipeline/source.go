@@ -40,6 +40,8 @@ type NodeSource struct {
 	// TrainerWait, if set, reads the trainers' data-stall reports per
 	// rank (feed sink; NewTrainerWaitCollector).
 	TrainerWait func() []TrainerWait
+	// Mixture, if set, counts each source of a weighted mixture.
+	Mixture func() []observe.SourceCount
 }
 
 // NewNodeCollector exports a node's metrics from src: the table's rows
@@ -63,6 +65,9 @@ func (src NodeSource) Snapshot() observe.Snapshot {
 	}
 	if src.Committed != nil {
 		n.Committed = src.Committed()
+	}
+	if src.Mixture != nil {
+		n.Mixture = src.Mixture()
 	}
 	if src.Store != nil {
 		st := src.Store.Stats()

@@ -48,6 +48,7 @@ func ranRun(t *testing.T) NodeSource {
 		S3:        func() s3.Stats { return s3.Stats{Requests: 9, Hedges: 2} },
 		Pack:      func() dataset.PackedStats { return dataset.PackedStats{Chunks: 3} },
 		Committed: func() []observe.Commit { return []observe.Commit{{Rank: "0", Epoch: 0, Step: 2}} },
+		Mixture:   func() []observe.SourceCount { return []observe.SourceCount{{Source: "web", Samples: 7}} },
 		Gossip:    func() gossip.StreamStats { return gossip.StreamStats{Open: 1} },
 		TrainerWait: func() []TrainerWait {
 			return []TrainerWait{{"1", delivery.TrainerWait{Rank: 1, Steps: 4, Wait: 1500 * time.Millisecond, Compute: 500 * time.Millisecond, Buckets: buckets}}}
@@ -69,7 +70,7 @@ func everyFamily(t *testing.T) []*dto.MetricFamily {
 	co := observe.Registry(observe.NewCoordCollector(observe.CoordSource{Samples: 10, Epochs: 2, Journal: jm,
 		Status: func(context.Context) (coord.Status, error) {
 			return coord.Status{Census: cluster.Census{Nodes: 1, Ranks: []cluster.RankCensus{{Rank: "n/0", Node: "n", Epoch: 0, Step: 1}}},
-				Epochs: []cluster.EpochStatus{{Started: true, Committed: 4}, {}}}, nil
+				Epochs: []cluster.EpochStatus{{Started: true, Committed: 4}, {}}, Mixture: []coord.SourceStatus{{Source: "web", Samples: 3, Committed: 2}}}, nil
 		}}))
 	srv, err := observe.Listen(observe.ServerConfig{Addr: "127.0.0.1:0", Registry: co}, observe.Handler(co, nil))
 	if err != nil {

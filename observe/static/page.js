@@ -106,6 +106,16 @@ function draw(s) {
     cell(tr, r.stall_share < 0 ? "–" : (100 * r.stall_share).toFixed(1) + "%");
     return tr;
   });
+  $("mixture-section").hidden = !(s.mixture && s.mixture.length);
+  fill($("mixture").tBodies[0], s.mixture || [], (m) => {
+    const tr = document.createElement("tr");
+    tr.dataset.source = m.source;
+    cell(tr, m.source);
+    cell(tr, m.samples);
+    cell(tr, m.committed);
+    cell(tr, m.source_epochs.toFixed(2));
+    return tr;
+  });
   const fl = $("failures");
   if (s.failures && s.failures.length) {
     fill(fl, s.failures, (f) => Object.assign(document.createElement("li"), {textContent: f.reason + ": " + f.count}));
