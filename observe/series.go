@@ -51,9 +51,9 @@ type Series struct {
 	Const []string
 	Group Group
 	// Figure, if set, names the place where the node's report
-	// (NodeReport) or the status page (StatusPage) shows this series'
-	// figure: they read it through this row, so the metric and the page
-	// cannot disagree.
+	// (NodeReport), its end-of-run summary (NodeSummary) or the status
+	// page (StatusPage) shows this series' figure: they read it through
+	// this row, so the metric and the page cannot disagree.
 	Figure string
 	// Read emits the series' samples of s; nothing when its part of s is
 	// absent.
@@ -70,13 +70,13 @@ type Table []Series
 // a node's pipeline).
 var Metrics = Table{
 	// A node's pipeline, per stage and rank.
-	{Name: "stage_items_total", Kind: Counter, Labels: stageRank, Help: "Tasks a pipeline stage finished (failed ones included).",
+	{Name: "stage_items_total", Kind: Counter, Labels: stageRank, Help: "Tasks a pipeline stage finished (failed ones included).", Figure: FigSummaryStageItems,
 		Read: perStage(func(c *StageCounts) float64 { return float64(c.Items) })},
-	{Name: "stage_failures_total", Kind: Counter, Labels: stageRank, Help: "Tasks of a stage that failed.",
+	{Name: "stage_failures_total", Kind: Counter, Labels: stageRank, Help: "Tasks of a stage that failed.", Figure: FigSummaryStageFailures,
 		Read: perStage(func(c *StageCounts) float64 { return float64(c.Failures) })},
 	{Name: "stage_busy_seconds_total", Kind: Counter, Labels: stageRank, Help: "Summed task time of a stage's workers (for feed: the consumer's waits for data).",
 		Read: perStage(func(c *StageCounts) float64 { return c.BusySeconds })},
-	{Name: "stage_workers", Kind: Gauge, Labels: stageRank, Help: "A stage's concurrency (fetchers, decoders, slots, 1 uploader, 1 consumer).",
+	{Name: "stage_workers", Kind: Gauge, Labels: stageRank, Help: "A stage's concurrency (fetchers, decoders, slots, 1 uploader, 1 consumer).", Figure: FigSummaryStageWorkers,
 		Read: perStage(func(c *StageCounts) float64 { return float64(c.Workers) })},
 	{Name: "queue_capacity", Kind: Gauge, Labels: stageRank, Help: "Bound of the queue after a stage.",
 		Read: perStage(func(c *StageCounts) float64 { return float64(c.QueueCapacity) })},
@@ -112,11 +112,11 @@ var Metrics = Table{
 			}
 		})},
 	// Delivery, per rank.
-	{Name: "delivered_batches_total", Kind: Counter, Labels: rank, Help: "Batches delivered to the rank's trainer.",
+	{Name: "delivered_batches_total", Kind: Counter, Labels: rank, Help: "Batches delivered to the rank's trainer.", Figure: FigSummaryBatches,
 		Read: perRank(func(r *RankSnapshot) float64 { return float64(r.Batches) })},
 	{Name: "delivered_samples_total", Kind: Counter, Labels: rank, Help: "Samples delivered to the rank's trainer, padding included.", Figure: FigRankSamples,
 		Read: perRank(func(r *RankSnapshot) float64 { return float64(r.Samples) })},
-	{Name: "padding_samples_total", Kind: Counter, Labels: rank, Help: "Delivered samples that repeat others to even out ranks.",
+	{Name: "padding_samples_total", Kind: Counter, Labels: rank, Help: "Delivered samples that repeat others to even out ranks.", Figure: FigSummaryPads,
 		Read: perRank(func(r *RankSnapshot) float64 { return float64(r.Pads) })},
 	{Name: "ready_batches_total", Kind: Counter, Labels: rank, Help: "Batches the trainer found ready without waiting.",
 		Read: perRank(func(r *RankSnapshot) float64 { return float64(r.Ready) })},
@@ -200,9 +200,9 @@ var Metrics = Table{
 				o.Add(float64(n.Store.BytesWritten), "write")
 			}
 		})},
-	{Name: "s3_http_requests_total", Kind: Counter, Help: "HTTP requests the S3 client sent (retries included).",
+	{Name: "s3_http_requests_total", Kind: Counter, Help: "HTTP requests the S3 client sent (retries included).", Figure: FigSummaryStoreRequests,
 		Read: s3Read(func(c *S3Counts) float64 { return float64(c.Requests) })},
-	{Name: "store_retries_total", Kind: Counter, Labels: []string{"cause"}, Help: "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response, stall).",
+	{Name: "store_retries_total", Kind: Counter, Labels: []string{"cause"}, Help: "S3 requests repeated after a retryable error, by cause (throttle, server, timeout, conn, bad_response, stall).", Figure: FigSummaryStoreRetries,
 		Read: node(func(n *NodeSnapshot, o *Out) {
 			if n.S3 != nil {
 				for i, cause := range S3RetryCauses {
@@ -216,19 +216,19 @@ var Metrics = Table{
 		Read: s3Read(func(c *S3Counts) float64 { return float64(c.Stalls) })},
 	{Name: "store_bad_responses_total", Kind: Counter, Help: "S3 answers refused as short, corrupt or for the wrong range.",
 		Read: s3Read(func(c *S3Counts) float64 { return float64(c.BadResponses) })},
-	{Name: "store_backoff_seconds_total", Kind: Counter, Help: "Time slept between S3 attempts.",
+	{Name: "store_backoff_seconds_total", Kind: Counter, Help: "Time slept between S3 attempts.", Figure: FigSummaryStoreBackoff,
 		Read: s3Read(func(c *S3Counts) float64 { return c.BackoffSeconds })},
-	{Name: "store_request_rate_limit", Kind: Gauge, Help: "The adaptive S3 request-rate limit now, requests/s (0: none).",
+	{Name: "store_request_rate_limit", Kind: Gauge, Help: "The adaptive S3 request-rate limit now, requests/s (0: none).", Figure: FigSummaryStoreRate,
 		Read: s3Read(func(c *S3Counts) float64 { return c.Rate })},
-	{Name: "store_rate_waits_total", Kind: Counter, Help: "S3 requests the rate limiter held back.",
+	{Name: "store_rate_waits_total", Kind: Counter, Help: "S3 requests the rate limiter held back.", Figure: FigSummaryStoreRateWaits,
 		Read: s3Read(func(c *S3Counts) float64 { return float64(c.RateWaits) })},
-	{Name: "store_rate_wait_seconds_total", Kind: Counter, Help: "Time S3 requests waited for the rate limiter.",
+	{Name: "store_rate_wait_seconds_total", Kind: Counter, Help: "Time S3 requests waited for the rate limiter.", Figure: FigSummaryStoreRateWait,
 		Read: s3Read(func(c *S3Counts) float64 { return c.RateWaitSeconds })},
 	{Name: "store_rate_cuts_total", Kind: Counter, Help: "Times throttling cut the S3 request-rate limit.",
 		Read: s3Read(func(c *S3Counts) float64 { return float64(c.RateCuts) })},
-	{Name: "store_budget_requests_per_second", Kind: Gauge, Help: "This node's share of the job-wide S3 request budget (the coordinator's --job-store-rps), requests/s (0: none).",
+	{Name: "store_budget_requests_per_second", Kind: Gauge, Help: "This node's share of the job-wide S3 request budget (the coordinator's --job-store-rps), requests/s (0: none).", Figure: FigSummaryStoreBudget,
 		Read: s3Read(func(c *S3Counts) float64 { return c.Budget })},
-	{Name: "store_throttled_total", Kind: Counter, Help: "S3 answers 429 or 503 (SlowDown).",
+	{Name: "store_throttled_total", Kind: Counter, Help: "S3 answers 429 or 503 (SlowDown).", Figure: FigSummaryStoreThrottled,
 		Read: s3Read(func(c *S3Counts) float64 { return float64(c.Throttled) })},
 	{Name: "store_errors_total", Kind: Counter, Help: "S3 operations that failed after retries.",
 		Read: s3Read(func(c *S3Counts) float64 { return float64(c.Errors) })},
@@ -244,17 +244,17 @@ var Metrics = Table{
 	// The packed-sample store.
 	{Name: "pack_cache_bytes", Kind: Gauge, Help: "Packed-sample chunk cache: bytes held or being fetched.",
 		Read: pack(func(p *PackCounts) int64 { return p.CachedBytes })},
-	{Name: "pack_cache_peak_bytes", Kind: Gauge, Help: "Most bytes the chunk cache ever held (with buffers kept for reuse).",
+	{Name: "pack_cache_peak_bytes", Kind: Gauge, Help: "Most bytes the chunk cache ever held (with buffers kept for reuse).", Figure: FigSummaryPackPeakBytes,
 		Read: pack(func(p *PackCounts) int64 { return p.PeakBytes })},
-	{Name: "pack_chunks_total", Kind: Counter, Help: "Chunk fetches (one ranged GET each).",
+	{Name: "pack_chunks_total", Kind: Counter, Help: "Chunk fetches (one ranged GET each).", Figure: FigSummaryPackChunks,
 		Read: pack(func(p *PackCounts) int64 { return p.Chunks })},
-	{Name: "pack_chunk_bytes_total", Kind: Counter, Help: "Bytes chunk fetches read.",
+	{Name: "pack_chunk_bytes_total", Kind: Counter, Help: "Bytes chunk fetches read.", Figure: FigSummaryPackChunkBytes,
 		Read: pack(func(p *PackCounts) int64 { return p.ChunkBytes })},
 	{Name: "pack_hits_total", Kind: Counter, Help: "Samples served from a cached chunk.",
 		Read: pack(func(p *PackCounts) int64 { return p.Hits })},
-	{Name: "pack_read_alone_total", Kind: Counter, Help: "Samples read with a ranged GET of their own.",
+	{Name: "pack_read_alone_total", Kind: Counter, Help: "Samples read with a ranged GET of their own.", Figure: FigSummaryPackReadAlone,
 		Read: pack(func(p *PackCounts) int64 { return p.ReadAlone })},
-	{Name: "pack_evictions_total", Kind: Counter, Help: "Chunks dropped before all their samples were served.",
+	{Name: "pack_evictions_total", Kind: Counter, Help: "Chunks dropped before all their samples were served.", Figure: FigSummaryPackEvictions,
 		Read: pack(func(p *PackCounts) int64 { return p.Evictions })},
 	{Name: "pack_chunk_failures_total", Kind: Counter, Help: "Chunk fetches that failed.",
 		Read: pack(func(p *PackCounts) int64 { return p.ChunkFailures })},
@@ -489,7 +489,8 @@ var Metrics = Table{
 		}},
 }
 
-// The figures the node's report (report.go) and the status page
+// The figures the node's report (report.go; the summary, summary.go,
+// reads FigRankSamples and FigFailures too) and the status page
 // (status.go) read through the table's rows.
 const (
 	FigRankSamples        = "report.rank.samples"

@@ -55,12 +55,12 @@ func (a *autotune) check(o options) []error {
 
 // config is the tuner's config for node.Run (nil without --autotune):
 // the tuner counts the slots and the fetched bytes, the shares of
-// --memory-budget they have (memory.go).
+// --memory-budget they have (actors.PlanMemory).
 func (a *autotune) config(o options) *actors.AutoTuneConfig {
 	if a == nil || !a.on {
 		return nil
 	}
-	mem := int64(float64(o.memoryBudget) * (budgetSlotShare + budgetFetchShare))
+	mem := actors.MemoryShare(int64(o.memoryBudget), actors.MemorySlotShare+actors.MemoryFetchShare)
 	return &actors.AutoTuneConfig{Cores: a.cores, Memory: mem, Window: a.window, CPUTime: procmem.CPU}
 }
 

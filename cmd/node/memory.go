@@ -46,74 +46,26 @@ func startPprof(addr string, logger *slog.Logger) (func(), error) {
 	return func() { srv.Close() }, nil
 }
 
-// The shares of --memory-budget: the batch slots (shared memory the
-// trainers map: what the trainer holds and what is being assembled) take
-// at most half, the fetched bytes of every rank a quarter, a packed
-// dataset's chunk cache in memory (--pack-cache auto) at most a quarter.
-// The Go runtime's soft limit (GOMEMLIMIT) is the budget less the slots,
-// which live outside the Go heap: the garbage collector works harder as
-// the heap nears it instead of letting garbage double the heap.
-const (
-	budgetSlotShare  = 0.5
-	budgetFetchShare = 0.25
-	budgetPackShare  = 0.25
-	budgetMinSlots   = 2 // one the trainer holds, one being assembled
-)
-
-// memoryPlan is what --memory-budget sets.
-type memoryPlan struct {
-	slots      int   // per rank
-	fetchBytes int64 // per rank (actors.Config.FetchBytes)
-	goLimit    int64 // for debug.SetMemoryLimit; 0: leave the runtime's
-}
-
-// planMemory fits c (one rank's configuration, ranks of them) into
-// budget bytes: the slots (unless --slots was given: slotsSet) as many as
-// half the budget holds, up to the default, at least 2; a quarter of the
-// budget for the ranks' fetched bytes; the rest of the budget, less the
-// slots, as the Go heap's soft limit unless GOMEMLIMIT is set (envLimit).
-// An error says when the budget cannot hold the slots the batches need.
-func planMemory(budget int64, c actors.Config, ranks int, slotsSet bool, envLimit string) (memoryPlan, error) {
-	slotBytes := int64(c.BatchSize) * int64(c.Sample.SampleBytes())
-	per := slotBytes * int64(ranks)
-	p := memoryPlan{slots: c.Slots}
-	if !slotsSet {
-		p.slots = min(c.Slots, max(budgetMinSlots, int(float64(budget)*budgetSlotShare/float64(max(per, 1)))))
-	}
-	slots := per * int64(p.slots)
-	if slots > budget*3/4 {
-		return p, fmt.Errorf("--memory-budget %s: the batch slots alone take %s (%d rank(s) x %d slot(s) x %s a batch): raise the budget, or lower --batch-size, --size or --slots",
-			byteSize(budget), byteSize(slots).human(), ranks, p.slots, byteSize(slotBytes).human())
-	}
-	p.fetchBytes = max(1, int64(float64(budget)*budgetFetchShare)/int64(ranks))
-	if envLimit == "" {
-		p.goLimit = budget - slots
-	}
-	return p, nil
-}
-
-// applyMemoryBudget applies --memory-budget to c (nothing without one)
-// and sets the Go runtime's memory limit; it returns the line the start
+// applyMemoryBudget applies --memory-budget to c (nothing without one;
+// its shares are actors.PlanMemory's) and sets the Go runtime's memory limit; it returns the line the start
 // prints ("" without a budget).
 func (o options) applyMemoryBudget(c *actors.Config) (string, error) {
 	if o.memoryBudget <= 0 {
 		return "", nil
 	}
 	env := os.Getenv("GOMEMLIMIT")
-	p, err := planMemory(int64(o.memoryBudget), *c, o.ranks, o.slotsSet, env)
+	p, err := actors.PlanMemory(int64(o.memoryBudget), *c, o.ranks, o.slotsSet, env)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("--memory-budget %s: %w: raise the budget, or lower --batch-size, --size or --slots", o.memoryBudget, err)
 	}
-	c.Slots, c.FetchBytes = p.slots, p.fetchBytes
+	p.Apply(c)
 	limit := "GOMEMLIMIT " + env + " (from the environment)"
-	if p.goLimit > 0 {
-		debug.SetMemoryLimit(p.goLimit)
-		limit = "Go heap limit " + byteSize(p.goLimit).human()
+	if p.GoLimit > 0 {
+		debug.SetMemoryLimit(p.GoLimit)
+		limit = "Go heap limit " + byteSize(p.GoLimit).human()
 	}
 	return fmt.Sprintf("--memory-budget %s: %d slot(s) a rank (%s in all), fetched bytes %s a rank, %s",
-		byteSize(o.memoryBudget).human(), p.slots,
-		byteSize(int64(p.slots)*int64(o.ranks)*int64(c.BatchSize)*int64(c.Sample.SampleBytes())).human(),
-		byteSize(p.fetchBytes).human(), limit), nil
+		byteSize(o.memoryBudget).human(), p.Slots, byteSize(p.SlotBytes).human(), byteSize(p.FetchBytes).human(), limit), nil
 }
 
 // memoryBudgetLine applies --memory-budget once the ranks are known and

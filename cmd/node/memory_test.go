@@ -6,46 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
-
-	"github.com/longshore/longshore/actors"
 )
-
-// TestPlanMemory: --memory-budget's shares for 8 ranks of batch 32 at
-// 224x224 (4.8 MB a slot).
-func TestPlanMemory(t *testing.T) {
-	c := actors.DefaultConfig()
-	const slot = 32 * 3 * 224 * 224
-	for _, tc := range []struct {
-		budget     int64
-		slotsSet   bool
-		env        string
-		slots      int
-		fetchBytes int64
-		goLimit    int64
-		err        string
-	}{
-		{budget: 1 << 30, slots: 4, fetchBytes: (1 << 28) / 8, goLimit: 1<<30 - 8*4*slot},
-		{budget: 256 << 20, slots: 3, fetchBytes: (1 << 26) / 8, goLimit: 256<<20 - 8*3*slot},
-		{budget: 256 << 20, slotsSet: true, slots: 4, fetchBytes: (1 << 26) / 8, goLimit: 256<<20 - 8*4*slot},
-		{budget: 256 << 20, env: "300MiB", slots: 3, fetchBytes: (1 << 26) / 8},
-		{budget: 64 << 20, err: "the batch slots alone take"},
-	} {
-		p, err := planMemory(tc.budget, c, 8, tc.slotsSet, tc.env)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("budget %d: error %v, want %q", tc.budget, err, tc.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("budget %d: %v", tc.budget, err)
-			continue
-		}
-		if want := (memoryPlan{slots: tc.slots, fetchBytes: tc.fetchBytes, goLimit: tc.goLimit}); p != want {
-			t.Errorf("budget %d slotsSet %v env %q: %+v, want %+v", tc.budget, tc.slotsSet, tc.env, p, want)
-		}
-	}
-}
 
 // TestMemoryBudgetRun: a standalone run under --memory-budget says what
 // the budget set, sets the Go heap's limit, and delivers every sample.

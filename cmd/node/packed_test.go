@@ -199,7 +199,7 @@ func TestPackCacheFlag(t *testing.T) {
 		}
 	}
 	// --memory-budget caps a cache in memory at its share.
-	if p := plan("--memory-budget", "64MiB", "--pack-spill", "off")(remote); p.CacheBytes != int64(float64(64<<20)*budgetPackShare) {
+	if p := plan("--memory-budget", "64MiB", "--pack-spill", "off")(remote); p.CacheBytes != 16<<20 {
 		t.Errorf("--memory-budget 64MiB --pack-spill off: %+v; want the cache at its share of the budget", p)
 	}
 	// The policy itself (thresholds, slow disks, failed probes):

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 
+	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/dataset"
 )
@@ -77,7 +78,7 @@ func (o options) packConfig() dataset.PackPlanConfig {
 	c := dataset.PackPlanConfig{CacheAuto: o.packCache.auto, CacheBytes: int64(o.packCache.size),
 		SpillDir: o.packSpill.dir, SpillAuto: o.packSpill.auto, Probe: o.spillProbe}
 	if o.memoryBudget > 0 { // --memory-budget: at most its share
-		c.MemoryCap = int64(float64(o.memoryBudget) * budgetPackShare)
+		c.MemoryCap = actors.MemoryShare(int64(o.memoryBudget), actors.MemoryPackShare)
 	}
 	return c
 }

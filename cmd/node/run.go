@@ -217,7 +217,7 @@ func runModes(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		runErr = err
 	}
 	f := runFacts{store: data.store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize,
-		counters: res.Counters, report: res.Failures, seconds: res.Seconds, err: runErr, quarantine: asm.Quarantine,
+		counters: res.Counters, ranks: res.Ranks, report: res.Failures, seconds: res.Seconds, err: runErr, quarantine: asm.Quarantine,
 		trainerWait: trainerWait(res.TrainerWait)}
 	if o.standalone {
 		f.firstBatch, f.startup = clk.firstBatch(), &clk

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -20,8 +21,11 @@ import (
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -294,7 +298,10 @@ type runFacts struct {
 	classes, excluded int
 	epochs, batchSize int
 	counters          actors.Counters // the node's, merged over its ranks
-	report            actors.FailureReport
+	// ranks are each rank's counters at the end: what the metrics read,
+	// and the summary's figures through the same table's rows.
+	ranks  []node.RankCount
+	report actors.FailureReport
 	// seconds is the run's time (standalone: from the first fetch to
 	// the last batch; feed and cluster modes: activeSeconds);
 	// firstBatch from process start, if known (else the first
@@ -308,24 +315,49 @@ type runFacts struct {
 	trainerWait *TrainerWaitSummary
 }
 
-// summarize makes the Summary of a run, the same fields in every mode:
-// the figures come from the node's counters (the metrics' source), the
-// failure report from the failure books.
+// summarize makes the Summary of a run, the same fields in every mode.
+// Its figures that are also series (delivered samples, pads and
+// batches, each stage's items, failures and workers, failures by reason,
+// the S3 client's and the chunk cache's counts) are read through the
+// metrics' table (observe.Table.NodeSummary) from the ranks' counters
+// and the store's stats, so the summary and the metrics cannot
+// disagree; the rest (percentiles, busy fractions, the bottleneck) come
+// from the node's merged counters, the failure report from the failure
+// books.
 func summarize(o options, f runFacts) Summary {
 	stats := f.counters.Stats()
 	use := readUsage()
+	src := pipeline.NodeSource{Ranks: func() []pipeline.RankCounters {
+		out := make([]pipeline.RankCounters, len(f.ranks))
+		for i, r := range f.ranks {
+			out[i] = pipeline.RankCounters{Name: r.Name, Counters: r.Counters}
+		}
+		return out
+	}}
 	var pack *dataset.PackedStats
 	if _, _, ps := storeParts(f.store); ps != nil {
 		st := ps.Stats()
 		pack = &st
+		src.Pack = func() dataset.PackedStats { return st }
 	}
+	store := s3Stats(f.store)
+	if store != nil {
+		st := *store
+		src.S3 = func() s3.Stats { return st }
+	}
+	fig := pipeline.Summary(src)
 	if f.firstBatch == 0 {
 		f.firstBatch = stats.FirstBatchSeconds
+	}
+	stats.Samples, stats.Pads, stats.Batches = fig.Samples, fig.Pads, fig.Batches
+	for i := range stats.Stages {
+		st := fig.Stage(stats.Stages[i].Stage.String())
+		stats.Stages[i].Items, stats.Stages[i].Failures, stats.Stages[i].Workers = st.Items, st.Failures, int(st.Workers)
 	}
 	s := Summary{
 		Dataset: f.store.String(), Samples: int(f.samples), Classes: f.classes,
 		Epochs: f.epochs, Ranks: o.ranks, BatchSize: f.batchSize, Transform: o.transform,
-		Media: o.mediaFlags.media, Images: stats.Samples, Pads: stats.Pads, Batches: stats.Batches,
+		Media: o.mediaFlags.media, Images: fig.Samples, Pads: fig.Pads, Batches: fig.Batches,
 		Seconds:           f.seconds,
 		FirstBatchSeconds: f.firstBatch,
 		CPUSeconds:        use.CPU.Seconds(),
@@ -335,9 +367,10 @@ func summarize(o options, f runFacts) Summary {
 		BottleneckAdvice:  stats.Bottleneck.Advice,
 		Stages:            stats,
 		FetchConcurrency:  o.fetchConcurrency.String(),
-		Failures:          FailureSummary{Total: f.report.Failed, ByReason: map[string]int64{}, Report: f.report},
-		Pack:              pack,
-		Store:             s3Stats(f.store),
+		FetchInFlight:     int(fig.Stage(actors.StageFetch.String()).Workers),
+		Failures:          FailureSummary{Total: f.report.Failed, ByReason: fig.Failures, Report: f.report},
+		Pack:              summaryPack(pack, fig.Pack),
+		Store:             summaryStore(store, fig.Store),
 		GPUDecode:         o.gpu.decodeStats(),
 		GPUVideoDecode:    o.gpu.videoDecodeStats(),
 		Excluded:          f.excluded,
@@ -346,25 +379,45 @@ func summarize(o options, f runFacts) Summary {
 		TrainerWait:       f.trainerWait,
 		Mixture:           mixtureSummary(f.store),
 	}
-	for _, st := range stats.Stages {
-		if st.Stage == actors.StageFetch {
-			s.FetchInFlight = st.Workers
-		}
-	}
 	if s.Seconds > 0 {
 		s.ImagesPerSecond = float64(s.Images) / s.Seconds
 	}
 	if s.Images > 0 {
 		s.CPUMsPerImage = 1000 * s.CPUSeconds / float64(s.Images)
 	}
-	for _, fc := range f.counters.Failures() {
-		s.Failures.ByReason[fmt.Sprintf("%s/%s", fc.Stage, fc.Class)] += fc.Count
-	}
 	if f.err != nil {
 		s.Error = f.err.Error()
 	}
 	return s
 }
+
+// summaryStore is st with the figures the table reads (fig) in place of
+// its own; nil without an S3 store.
+func summaryStore(st *s3.Stats, fig *observe.SummaryStore) *s3.Stats {
+	if st == nil || fig == nil {
+		return st
+	}
+	r := fig.Retries // observe.S3RetryCauses' order
+	st.Requests, st.Throttled, st.RateWaits = fig.Requests, fig.Throttled, fig.RateWaits
+	st.RetriesByCause = s3.RetriesByCause{Throttle: r[0], Server: r[1], Timeout: r[2], Conn: r[3], BadResponse: r[4], Stall: r[5]}
+	st.Retries = r[0] + r[1] + r[2] + r[3] + r[4] + r[5]
+	st.Backoff, st.RateWait = seconds(fig.BackoffSeconds), seconds(fig.RateWaitSeconds)
+	st.Rate, st.Budget = fig.Rate, fig.Budget
+	return st
+}
+
+// summaryPack is p with the figures the table reads (fig) in place of
+// its own; nil without a packed dataset.
+func summaryPack(p *dataset.PackedStats, fig *observe.SummaryPack) *dataset.PackedStats {
+	if p == nil || fig == nil {
+		return p
+	}
+	p.Chunks, p.ChunkBytes, p.PeakBytes, p.ReadAlone, p.Evictions = fig.Chunks, fig.ChunkBytes, fig.PeakBytes, fig.ReadAlone, fig.Evictions
+	return p
+}
+
+// seconds is s as a Duration, to the nearest nanosecond.
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
 
 // finish ends a run, the same in every mode: the metrics server stops
 // (after --metrics-linger), the quarantine says what the run added, and

@@ -163,3 +163,9 @@ func (r *Reporter) log(rep Figures) {
 	}
 	r.Logger.Info("loader report", attrs...)
 }
+
+// Summary is the end-of-run summary's figures of src now
+// (observe.Table.NodeSummary): what its metrics say.
+func Summary(src NodeSource) observe.Summary {
+	return observe.Metrics.NodeSummary(src.Snapshot())
+}

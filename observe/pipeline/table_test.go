@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -193,5 +194,114 @@ func TestOneRowDrivesMetricsAndReport(t *testing.T) {
 	}
 	if rep.Bottleneck == "" {
 		t.Error("the report has no bottleneck, with a live report taken")
+	}
+}
+
+// TestOneRowDrivesMetricsAndSummary: the end-of-run summary reads its
+// figures through the table's rows, so every row with a summary's figure
+// changes the summary when its reader does; and with the real table the
+// summary's figures are the metrics' values.
+func TestOneRowDrivesMetricsAndSummary(t *testing.T) {
+	src := ranRun(t)
+	src.S3 = func() s3.Stats {
+		return s3.Stats{Requests: 9, Retries: 6, RetriesByCause: s3.RetriesByCause{Throttle: 1, Server: 1, Timeout: 1, Conn: 1, BadResponse: 1, Stall: 1},
+			Throttled: 2, Backoff: 1500 * time.Millisecond, Rate: 100, Budget: 50, RateWaits: 3, RateWait: 250 * time.Millisecond}
+	}
+	src.Pack = func() dataset.PackedStats {
+		return dataset.PackedStats{Chunks: 3, ChunkBytes: 3 << 20, PeakBytes: 2 << 20, ReadAlone: 5, Evictions: 1}
+	}
+	snap := src.Snapshot()
+	base := observe.Metrics.NodeSummary(snap)
+	read := map[string]bool{}
+	for i, row := range observe.Metrics {
+		if row.Figure == "" || row.Group != observe.GroupNode {
+			continue
+		}
+		// The row's reader changed: the same samples, each worth 1e6.
+		table := slices.Clone(observe.Metrics)
+		samples := observe.Table{row}.Eval(snap)
+		table[i].Read = func(_ *observe.Snapshot, o *observe.Out) {
+			for _, s := range samples {
+				o.Add(1e6, s.Labels...)
+			}
+		}
+		if len(samples) == 0 {
+			t.Errorf("%s: no samples with every part present", row.Name)
+		}
+		if got := table.NodeSummary(snap); !reflect.DeepEqual(got, base) {
+			read[row.Figure] = true
+		} else if strings.HasPrefix(row.Figure, "summary.") {
+			t.Errorf("%s (%s): the summary does not change with the row's reader", row.Name, row.Figure)
+		}
+	}
+	for _, fig := range []string{observe.FigRankSamples, observe.FigFailures} {
+		if !read[fig] {
+			t.Errorf("the summary does not read %s through the table", fig)
+		}
+	}
+
+	// The real table: the summary's figures are the metrics' values.
+	mfs := observetest.Families(t, observe.Registry(NewNodeCollector(src)))
+	sum := Summary(src)
+	for name, v := range map[string]int64{
+		"longshore_delivered_samples_total": sum.Samples, "longshore_padding_samples_total": sum.Pads,
+		"longshore_delivered_batches_total": sum.Batches, "longshore_s3_http_requests_total": sum.Store.Requests,
+		"longshore_store_throttled_total": sum.Store.Throttled, "longshore_store_rate_waits_total": sum.Store.RateWaits,
+		"longshore_pack_chunks_total": sum.Pack.Chunks, "longshore_pack_chunk_bytes_total": sum.Pack.ChunkBytes,
+		"longshore_pack_cache_peak_bytes": sum.Pack.PeakBytes, "longshore_pack_read_alone_total": sum.Pack.ReadAlone,
+		"longshore_pack_evictions_total": sum.Pack.Evictions,
+	} {
+		if got := observetest.Sum(mfs, name, nil); got != float64(v) {
+			t.Errorf("%s = %v, the summary's %d", name, got, v)
+		}
+	}
+	for name, v := range map[string]float64{
+		"longshore_store_backoff_seconds_total": sum.Store.BackoffSeconds, "longshore_store_request_rate_limit": sum.Store.Rate,
+		"longshore_store_budget_requests_per_second": sum.Store.Budget, "longshore_store_rate_wait_seconds_total": sum.Store.RateWaitSeconds,
+	} {
+		if got := observetest.Sum(mfs, name, nil); got != v {
+			t.Errorf("%s = %v, the summary's %v", name, got, v)
+		}
+	}
+	for i, cause := range observe.S3RetryCauses {
+		if got := observetest.Sum(mfs, "longshore_store_retries_total", map[string]string{"cause": cause}); got != float64(sum.Store.Retries[i]) || got != 1 {
+			t.Errorf("retries %s: metric %v, summary %d, want 1", cause, got, sum.Store.Retries[i])
+		}
+	}
+	var failed int64
+	for reason, n := range sum.Failures {
+		stage, class, _ := strings.Cut(reason, "/")
+		if got := observetest.Sum(mfs, "longshore_failures_total", map[string]string{"stage": stage, "class": class}); got != float64(n) {
+			t.Errorf("failures %s: metric %v, summary %d", reason, got, n)
+		}
+		failed += n
+	}
+	if failed != 3 || sum.Samples == 0 || sum.Batches == 0 || len(sum.Stages) != len(actors.Stages()) {
+		t.Errorf("summary %+v: want 3 failures, samples, batches and every stage", sum)
+	}
+	for _, st := range sum.Stages {
+		lb := map[string]string{"stage": st.Stage}
+		for name, v := range map[string]int64{"longshore_stage_items_total": st.Items, "longshore_stage_failures_total": st.Failures,
+			"longshore_stage_workers": st.Workers} {
+			if got := observetest.Sum(mfs, name, lb); got != float64(v) {
+				t.Errorf("stage %s: %s = %v, the summary's %d", st.Stage, name, got, v)
+			}
+		}
+	}
+	// The node's merged counters say the same (what the summary's stage
+	// table and percentiles come from).
+	var cs []actors.Counters
+	for _, r := range src.Ranks() {
+		cs = append(cs, r.Counters)
+	}
+	merged := actors.MergeCounters(cs...).Stats()
+	if merged.Samples != sum.Samples || merged.Pads != sum.Pads || merged.Batches != sum.Batches {
+		t.Errorf("merged counters: %d samples, %d pads, %d batches; the summary's %d, %d, %d",
+			merged.Samples, merged.Pads, merged.Batches, sum.Samples, sum.Pads, sum.Batches)
+	}
+	for _, st := range merged.Stages {
+		if got := sum.Stage(st.Stage.String()); got.Items != st.Items || got.Failures != st.Failures || got.Workers != int64(st.Workers) {
+			t.Errorf("stage %s: merged %+v, the summary's %+v", st.Stage, st, got)
+		}
 	}
 }
