@@ -360,6 +360,51 @@ func TestRankDeliveryStandalone(t *testing.T) {
 			}
 			return commit(d, 1, 0)
 		}},
+		{"the delivery ledger's sequence: recommits, a crash, a clean reconnect, a token going back", func(d *RankDelivery) error {
+			s3 := Fence{Seq: 3}
+			if err := resume(d, nil, Cursor{0, 0}, false); err != nil {
+				return err
+			}
+			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1), b(s1, 0, 2), b(s1, 0, 3), b(s1, 0, 4)); err != nil {
+				return err
+			}
+			if err := refused(d, 0, 5, CommitNotDelivered); err != nil {
+				return err
+			}
+			if err := refused(d, 1, 0, CommitNotDelivered); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 2); err != nil {
+				return err
+			}
+			if err := refused(d, 0, 1, CommitGoesBack); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 2); err != nil {
+				return fmt.Errorf("recommit: %v", err)
+			}
+			if err := resume(d, nil, Cursor{0, 3}, true); err != nil { // after a crash
+				return err
+			}
+			d.Opened(s2, Cursor{0, 3})
+			if err := commit(d, 0, 2); err != nil {
+				return fmt.Errorf("commit of the resume point's batch: %v", err)
+			}
+			if err := deliver(d, b(s2, 0, 3), b(s2, 1, 0)); err != nil {
+				return err
+			}
+			if err := commit(d, 1, 0); err != nil {
+				return err
+			}
+			if err := resume(d, nil, Cursor{1, 1}, false); err != nil { // a clean reconnect
+				return err
+			}
+			if err := resume(d, cur(0, 1), Cursor{0, 1}, true); err != nil {
+				return err
+			}
+			d.Opened(s3, Cursor{0, 1})
+			return resume(d, nil, Cursor{0, 1}, false) // the token reset the last commit
+		}},
 		{"a reopen that failed reopens again at the next trainer", func(d *RankDelivery) error {
 			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1)); err != nil {
 				return err
