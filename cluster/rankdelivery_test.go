@@ -619,3 +619,132 @@ func rankDeliveryRun(seed uint64, steps int, seen map[string]int) error {
 	}
 	return nil
 }
+
+// ledgerModel is the delivery ledger a standalone rank decided through
+// before RankDelivery did: the reference TestRankDeliveryStandaloneSeeded
+// compares against.
+type ledgerModel struct {
+	next, committed Cursor
+	lastStep        map[int]int64
+}
+
+func (l *ledgerModel) resume(tok *Cursor) (Cursor, bool) {
+	at := l.committed
+	if tok != nil {
+		at = *tok
+		l.committed = at
+	}
+	return at, at != l.next
+}
+
+func (l *ledgerModel) reopened(at Cursor) {
+	l.next, l.lastStep = at, map[int]int64{}
+	if at.Step > 0 {
+		l.lastStep[at.Epoch] = at.Step - 1
+	}
+}
+
+func (l *ledgerModel) delivered(e int, k int64) {
+	l.next = CursorAfter(e, k)
+	if s, ok := l.lastStep[e]; !ok || k > s {
+		l.lastStep[e] = k
+	}
+}
+
+func (l *ledgerModel) valid(e int, k int64) bool {
+	last, ok := l.lastStep[e]
+	return ok && k <= last && !CursorAfter(e, k).Less(l.committed)
+}
+
+// TestRankDeliveryStandaloneSeeded drives RankDelivery and the ledger
+// model with the same seeded standalone events (batches across epochs
+// of 4 steps, commits near the last batch, trainers connecting with no
+// token, the last commit's, an older one or the stream's cursor, opens
+// that fail) and checks they agree on every resume and every commit.
+func TestRankDeliveryStandaloneSeeded(t *testing.T) {
+	const steps = 4
+	seen := map[string]int{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		d, l := NewRankDelivery(), &ledgerModel{lastStep: map[int]int64{}}
+		s := Fence{Seq: 1}
+		d.Opened(s, Cursor{})
+		l.reopened(Cursor{})
+		next := Cursor{} // the stream's next batch, normalized
+		open := true
+		var commits []Cursor
+		for i := range 300 {
+			switch op := rng.IntN(10); {
+			case op < 5 && open: // the trainer takes a batch
+				if next.Step >= steps {
+					next = Cursor{next.Epoch + 1, 0}
+				}
+				if a := d.Arrive(BatchAt{s, next.Epoch, next.Step}, nil); a.Verdict != Deliver {
+					t.Fatalf("seed %d event %d: batch %v: %v", seed, i, next, a.Verdict)
+				}
+				l.delivered(next.Epoch, next.Step)
+				next.Step++
+			case op < 8 && open: // a commit near the last batch
+				e, k := next.Epoch, next.Step-1-int64(rng.IntN(3))
+				if rng.IntN(4) == 0 {
+					e, k = e-1, steps-1-int64(rng.IntN(2))
+				}
+				if k < 0 { // the ledger took a negative step; RankDelivery refuses it
+					continue
+				}
+				want := l.valid(e, k)
+				c := d.Commit(0, e, k, nil)
+				if (c.Verdict == CommitWait) != want {
+					t.Fatalf("seed %d event %d: commit %d/%d: %v, the ledger says valid %v", seed, i, e, k, c.Verdict, want)
+				}
+				if want {
+					seen["commit"]++
+					d.Ack(c.Session, Ack{Session: c.Session, Epoch: e, Step: k, Token: "t"})
+					l.committed = CursorAfter(e, k)
+					commits = append(commits, l.committed)
+				} else {
+					seen["refused"]++
+				}
+			default: // a trainer connects
+				var tok *Cursor
+				switch r := rng.IntN(4); {
+				case r == 1 && len(commits) > 0:
+					c := commits[rng.IntN(len(commits))]
+					tok = &c
+				case r == 2:
+					c := l.next
+					tok = &c
+				case r == 3 && len(commits) > 0:
+					c := commits[len(commits)-1]
+					tok = &c
+				}
+				at, reopen := l.resume(tok)
+				if !open {
+					reopen = true // the model's next was voided when the open failed
+				}
+				res := d.Resume(tok)
+				if res.At != at || res.Reopen != reopen {
+					t.Fatalf("seed %d event %d: resume from %v: %+v, the ledger says at %v reopen %v", seed, i, tok, res, at, reopen)
+				}
+				if !reopen {
+					seen["kept"]++
+					continue
+				}
+				seen["reopen"]++
+				if open = rng.IntN(6) != 0; !open {
+					seen["open failed"]++
+					continue
+				}
+				s.Seq++
+				d.Opened(s, at)
+				l.reopened(at)
+				next = at
+			}
+		}
+	}
+	for _, k := range []string{"commit", "refused", "kept", "reopen", "open failed"} {
+		if seen[k] < 50 {
+			t.Errorf("%q happened %d times in the seeded runs: %v", k, seen[k], seen)
+		}
+	}
+}
