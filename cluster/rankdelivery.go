@@ -21,14 +21,24 @@ import (
 //
 // Events in: Arrive (a batch of the rank's live session is ready),
 // Attach (a trainer connects, with its token), Reset, Commit, Ack and
-// Cancel. Outputs out: the verdict on each batch, the Rollback the
+// Cancel; for a rank whose delivery the node decides alone (standalone:
+// nothing fences its one stream), Resume (a trainer connects, with its
+// checkpoint's cursor) and Opened (its stream was opened at a cursor). Outputs out: the verdict on each batch, the Rollback the
 // trainer is told, the session a reset ends (the shell tells the actor),
 // the commits to send (CommitDecision.Wait) and the answers to commits
 // (CommitAnswer). What the coordinator acknowledged is an input: the
 // TrainerAcks view RankRuns publishes.
 //
+// A standalone rank is the trivial case: each stream the shell opens is
+// a session of its own, which never changes under the trainer (no
+// Hold), and each commit is acknowledged by the shell as soon as its
+// token is made (Ack). A trainer may resume from a checkpoint older than
+// the last commit: Resume says where it starts and whether the stream
+// must be reopened there (the stream ran past it), which ends the era.
+//
 // The shells that drive it: node.Rank.Next (a trainer in the node's
-// process) and the feed's cluster rank (a trainer on a socket). The
+// process), the feed's cluster rank (a trainer on a socket) and the
+// delivery server's standalone rank. The
 // shell keeps the batch a Hold verdict holds back and gives it to Arrive
 // again after the trainer heard of the rollback.
 //
@@ -42,6 +52,32 @@ type RankDelivery struct {
 	lastSent *BatchAt
 	waiters  map[uint64]BatchAt // commits waiting for their Ack, by id
 	nextID   uint64
+	// committed is the cursor after the last commit acknowledged this
+	// era (or where Resume put the trainer); nil: none. No commit may go
+	// back before it, in any epoch.
+	committed *Cursor
+	// next is the cursor after the last batch delivered from the stream
+	// Opened (where it continues); open: a stream is open (Opened, and
+	// no Resume reopened it since).
+	next Cursor
+	open bool
+}
+
+// Cursor is where a rank's batches continue: the next is step Step of
+// epoch Epoch. Made from a batch by CursorAfter and never normalized
+// across an epoch's end (the delivery knows no epoch lengths): two made
+// the same way from the same batch are equal, which is all Resume needs.
+type Cursor struct {
+	Epoch int
+	Step  int64
+}
+
+// CursorAfter is the cursor following batch (epoch, step).
+func CursorAfter(epoch int, step int64) Cursor { return Cursor{Epoch: epoch, Step: step + 1} }
+
+// Less orders cursors (epoch, then step).
+func (c Cursor) Less(d Cursor) bool {
+	return c.Epoch < d.Epoch || c.Epoch == d.Epoch && c.Step < d.Step
 }
 
 // BatchAt is a batch's place: its session, epoch and step.
@@ -142,6 +178,7 @@ func (d *RankDelivery) Arrive(b BatchAt, acks *TrainerAcks) Arrival {
 	}
 	at := b
 	d.lastSent = &at
+	d.next = CursorAfter(b.Epoch, b.Step)
 	return Arrival{Verdict: Deliver, Era: d.era}
 }
 
@@ -151,6 +188,7 @@ func (d *RankDelivery) newEra() []CommitAnswer {
 	d.era++
 	d.cur = Fence{}
 	d.lastSent = nil
+	d.committed = nil
 	return d.failWaiters()
 }
 
@@ -229,7 +267,8 @@ const (
 	// CommitNotDelivered: the commit names a batch never delivered.
 	CommitNotDelivered
 	// CommitGoesBack: the commit goes back before the last acknowledged
-	// commit (step Last).
+	// commit (step Last of epoch LastEpoch), or before where the stream
+	// was opened.
 	CommitGoesBack
 )
 
@@ -258,8 +297,10 @@ type CommitDecision struct {
 	Session Fence
 	// Token answers the commit (CommitAnswered).
 	Token string
-	// Last is the last acknowledged step (CommitGoesBack).
-	Last int64
+	// Last is the last acknowledged step, of epoch LastEpoch
+	// (CommitGoesBack).
+	Last      int64
+	LastEpoch int
 }
 
 // CommitAnswer answers a waiting commit: with its Ack's token, or rolled
@@ -284,11 +325,14 @@ func (d *RankDelivery) Commit(era uint64, epoch int, step int64, acks *TrainerAc
 		return CommitDecision{Verdict: CommitNotDelivered}
 	}
 	if step < sent.first {
-		return CommitDecision{Verdict: CommitGoesBack, Last: sent.first - 1}
+		return CommitDecision{Verdict: CommitGoesBack, Last: sent.first - 1, LastEpoch: epoch}
+	}
+	if c := d.committed; c != nil && CursorAfter(epoch, step).Less(*c) {
+		return CommitDecision{Verdict: CommitGoesBack, Last: c.Step - 1, LastEpoch: c.Epoch}
 	}
 	if rec, ok := acks.Acked(d.cur, epoch); ok && step <= rec.Step {
 		if step < rec.Step {
-			return CommitDecision{Verdict: CommitGoesBack, Last: rec.Step}
+			return CommitDecision{Verdict: CommitGoesBack, Last: rec.Step, LastEpoch: epoch}
 		}
 		return CommitDecision{Verdict: CommitAnswered, Token: rec.Token}
 	}
@@ -300,8 +344,15 @@ func (d *RankDelivery) Commit(era uint64, epoch int, step int64, acks *TrainerAc
 // Cancel forgets waiting commit id (the shell could not send it).
 func (d *RankDelivery) Cancel(id uint64) { delete(d.waiters, id) }
 
-// Ack answers the waiting commits of session and a's epoch that a covers.
+// Ack answers the waiting commits of session and a's epoch that a
+// covers. An Ack of this era's session is the floor later commits may
+// not go back before, in any epoch.
 func (d *RankDelivery) Ack(session Fence, a Ack) []CommitAnswer {
+	if !session.IsZero() && session == d.cur {
+		if c := CursorAfter(a.Epoch, a.Step); d.committed == nil || d.committed.Less(c) {
+			d.committed = &c
+		}
+	}
 	var out []CommitAnswer
 	for id, w := range d.waiters {
 		if w.Session == session && w.Epoch == a.Epoch && w.Step <= a.Step {
@@ -311,6 +362,55 @@ func (d *RankDelivery) Ack(session Fence, a Ack) []CommitAnswer {
 	}
 	sortAnswers(out)
 	return out
+}
+
+// Resumption is where a standalone trainer starts.
+type Resumption struct {
+	// At is where the trainer resumes.
+	At Cursor
+	// Reopen: the stream is not at At (it ran past it, or none is open).
+	// Shut it down and open one at At (then Opened); the era ended, and
+	// batches taken from the old stream are void.
+	Reopen bool
+	// Answers answer rolled back the commits that waited (Reopen).
+	Answers []CommitAnswer
+}
+
+// Resume decides where a trainer of a standalone rank that connects
+// with its checkpoint's cursor from (nil: it brings no token) starts:
+// at from, even one before the last commit (a checkpoint restores its
+// own data cursor), else after the last commit; from then on commits
+// may not go back before it.
+func (d *RankDelivery) Resume(from *Cursor) Resumption {
+	var at Cursor
+	if d.committed != nil {
+		at = *d.committed
+	}
+	if from != nil {
+		at = *from
+	}
+	r := Resumption{At: at}
+	if !d.open || at != d.next {
+		d.dropped = d.cur
+		r.Reopen, r.Answers = true, d.newEra()
+		d.open = false
+	}
+	d.committed = &at
+	return r
+}
+
+// Opened records that the rank's stream was opened at cursor at as
+// session s (a standalone rank's first stream, or the one Resume
+// reopened): its batches are this era's, and the batch just before at,
+// which the trainer's checkpoint names, may be committed again.
+func (d *RankDelivery) Opened(s Fence, at Cursor) {
+	d.cur, d.next, d.open = s, at, true
+	if at.Step > 0 {
+		d.sent[sessionEpoch{s, at.Epoch}] = sentSteps{first: at.Step - 1, last: at.Step - 1}
+	}
+	if d.committed == nil {
+		d.committed = &at
+	}
 }
 
 // lastOf is a copy of acks' last acknowledged commit, or nil.

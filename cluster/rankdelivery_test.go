@@ -171,6 +171,23 @@ func TestRankDeliveryTable(t *testing.T) {
 			}
 			return nil
 		}},
+		{"a commit before the last acknowledged one goes back, across epochs too", func(d *RankDelivery) error {
+			if err := deliver(d, b(s1, 0, 3), b(s1, 0, 4), b(s1, 1, 0)); err != nil {
+				return err
+			}
+			c := d.Commit(1, 1, 0, nil)
+			if c.Verdict != CommitWait {
+				return fmt.Errorf("commit of epoch 1 step 0: %+v", c)
+			}
+			d.Ack(s1, Ack{Session: s1, Epoch: 1, Step: 0, Token: "t10"})
+			if c := d.Commit(1, 0, 4, nil); c.Verdict != CommitGoesBack {
+				return fmt.Errorf("commit of epoch 0 step 4 after epoch 1 step 0 was acknowledged: %v", c.Verdict)
+			}
+			if c := d.Commit(1, 1, 0, nil); c.Verdict != CommitWait {
+				return fmt.Errorf("the acknowledged commit again: %v", c.Verdict)
+			}
+			return nil
+		}},
 		{"cancel forgets a commit the shell could not send", func(d *RankDelivery) error {
 			if err := deliver(d, b(s1, 0, 0)); err != nil {
 				return err
@@ -190,6 +207,244 @@ func TestRankDeliveryTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRankDeliveryStandalone drives RankDelivery as a standalone rank's
+// shell does, one table row per case: each stream the shell opens is a
+// session of its own (Opened), each commit that waits is acknowledged as
+// soon as its token is made (Ack), and a connecting trainer brings its
+// checkpoint's cursor, or none (Resume).
+func TestRankDeliveryStandalone(t *testing.T) {
+	s1, s2 := Fence{Seq: 1}, Fence{Seq: 2}
+	b := func(s Fence, e int, k int64) BatchAt { return BatchAt{s, e, k} }
+	cur := func(e int, k int64) *Cursor { return &Cursor{e, k} }
+	deliver := func(d *RankDelivery, bs ...BatchAt) error {
+		for _, x := range bs {
+			if a := d.Arrive(x, nil); a.Verdict != Deliver {
+				return fmt.Errorf("arrive %v: %v, want deliver", x, a.Verdict)
+			}
+		}
+		return nil
+	}
+	// commit commits (e, k) and acknowledges it, as the shell does once
+	// the token is made.
+	commit := func(d *RankDelivery, e int, k int64) error {
+		c := d.Commit(0, e, k, nil)
+		if c.Verdict != CommitWait {
+			return fmt.Errorf("commit %d/%d: %v, want wait", e, k, c.Verdict)
+		}
+		ans := d.Ack(c.Session, Ack{Session: c.Session, Epoch: e, Step: k, Token: fmt.Sprintf("t%d.%d", e, k)})
+		if len(ans) != 1 || ans[0].ID != c.ID || ans[0].RolledBack {
+			return fmt.Errorf("commit %d/%d answered %+v", e, k, ans)
+		}
+		return nil
+	}
+	refused := func(d *RankDelivery, e int, k int64, want CommitVerdict) error {
+		if c := d.Commit(0, e, k, nil); c.Verdict != want {
+			return fmt.Errorf("commit %d/%d: %v, want %v", e, k, c.Verdict, want)
+		}
+		return nil
+	}
+	resume := func(d *RankDelivery, from *Cursor, at Cursor, reopen bool) error {
+		r := d.Resume(from)
+		if r.At != at || r.Reopen != reopen {
+			return fmt.Errorf("resume from %v: %+v, want at %v reopen %v", from, r, at, reopen)
+		}
+		return nil
+	}
+	rows := []struct {
+		name string
+		run  func(d *RankDelivery) error
+	}{
+		{"a trainer without a token resumes after the last commit; the stream is there: no reopen", func(d *RankDelivery) error {
+			if err := resume(d, nil, Cursor{0, 0}, false); err != nil {
+				return err
+			}
+			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1)); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 1); err != nil {
+				return err
+			}
+			return resume(d, nil, Cursor{0, 2}, false)
+		}},
+		{"the stream ran past the last commit: a trainer without a token reopens it there, in a new era", func(d *RankDelivery) error {
+			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1), b(s1, 0, 2)); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 0); err != nil {
+				return err
+			}
+			if err := resume(d, nil, Cursor{0, 1}, true); err != nil {
+				return err
+			}
+			if d.Era() != 2 {
+				return fmt.Errorf("era %d after a reopen", d.Era())
+			}
+			if err := refused(d, 0, 1, CommitRolledBack); err != nil { // no stream until Opened
+				return err
+			}
+			d.Opened(s2, Cursor{0, 1})
+			if a := d.Arrive(b(s1, 0, 3), nil); a.Verdict != Drop {
+				return fmt.Errorf("a batch of the old stream: %v", a.Verdict)
+			}
+			return deliver(d, b(s2, 0, 1))
+		}},
+		{"a trainer resumes from a checkpoint older than the last commit: reopened there, and may commit the step before it again", func(d *RankDelivery) error {
+			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1), b(s1, 0, 2), b(s1, 0, 3), b(s1, 0, 4)); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 3); err != nil {
+				return err
+			}
+			if err := resume(d, cur(0, 2), Cursor{0, 2}, true); err != nil {
+				return err
+			}
+			d.Opened(s2, Cursor{0, 2})
+			if err := commit(d, 0, 1); err != nil {
+				return fmt.Errorf("the checkpoint's own step again: %v", err)
+			}
+			if err := refused(d, 0, 0, CommitGoesBack); err != nil {
+				return err
+			}
+			if err := refused(d, 0, 3, CommitNotDelivered); err != nil { // the old stream's
+				return err
+			}
+			if err := deliver(d, b(s2, 0, 2), b(s2, 0, 3)); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 3); err != nil {
+				return err
+			}
+			// Without a token, the next trainer resumes after that commit.
+			return resume(d, nil, Cursor{0, 4}, false)
+		}},
+		{"a token at the stream's cursor keeps the stream, and commits may not go back before it", func(d *RankDelivery) error {
+			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1), b(s1, 0, 2)); err != nil {
+				return err
+			}
+			if err := resume(d, cur(0, 3), Cursor{0, 3}, false); err != nil {
+				return err
+			}
+			if d.Era() != 1 {
+				return fmt.Errorf("era %d without a reopen", d.Era())
+			}
+			if err := refused(d, 0, 1, CommitGoesBack); err != nil {
+				return err
+			}
+			return commit(d, 0, 2)
+		}},
+		{"commits across epochs: one before the last commit goes back; the step before the next epoch's start may be committed after a reopen there", func(d *RankDelivery) error {
+			if err := deliver(d, b(s1, 0, 3), b(s1, 0, 4), b(s1, 1, 0), b(s1, 1, 1)); err != nil {
+				return err
+			}
+			if err := commit(d, 1, 0); err != nil {
+				return err
+			}
+			if err := refused(d, 0, 4, CommitGoesBack); err != nil {
+				return err
+			}
+			if err := refused(d, 2, 0, CommitNotDelivered); err != nil {
+				return err
+			}
+			// A checkpoint at epoch 0's end: the stream opens at epoch 1 step 0.
+			if err := resume(d, cur(0, 5), Cursor{0, 5}, true); err != nil {
+				return err
+			}
+			d.Opened(s2, Cursor{0, 5})
+			if err := commit(d, 0, 4); err != nil {
+				return err
+			}
+			if err := deliver(d, b(s2, 1, 0)); err != nil {
+				return err
+			}
+			return commit(d, 1, 0)
+		}},
+		{"the delivery ledger's sequence: recommits, a crash, a clean reconnect, a token going back", func(d *RankDelivery) error {
+			s3 := Fence{Seq: 3}
+			if err := resume(d, nil, Cursor{0, 0}, false); err != nil {
+				return err
+			}
+			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1), b(s1, 0, 2), b(s1, 0, 3), b(s1, 0, 4)); err != nil {
+				return err
+			}
+			if err := refused(d, 0, 5, CommitNotDelivered); err != nil {
+				return err
+			}
+			if err := refused(d, 1, 0, CommitNotDelivered); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 2); err != nil {
+				return err
+			}
+			if err := refused(d, 0, 1, CommitGoesBack); err != nil {
+				return err
+			}
+			if err := commit(d, 0, 2); err != nil {
+				return fmt.Errorf("recommit: %v", err)
+			}
+			if err := resume(d, nil, Cursor{0, 3}, true); err != nil { // after a crash
+				return err
+			}
+			d.Opened(s2, Cursor{0, 3})
+			if err := commit(d, 0, 2); err != nil {
+				return fmt.Errorf("commit of the resume point's batch: %v", err)
+			}
+			if err := deliver(d, b(s2, 0, 3), b(s2, 1, 0)); err != nil {
+				return err
+			}
+			if err := commit(d, 1, 0); err != nil {
+				return err
+			}
+			if err := resume(d, nil, Cursor{1, 1}, false); err != nil { // a clean reconnect
+				return err
+			}
+			if err := resume(d, cur(0, 1), Cursor{0, 1}, true); err != nil {
+				return err
+			}
+			d.Opened(s3, Cursor{0, 1})
+			return resume(d, nil, Cursor{0, 1}, false) // the token reset the last commit
+		}},
+		{"a reopen that failed reopens again at the next trainer", func(d *RankDelivery) error {
+			if err := deliver(d, b(s1, 0, 0), b(s1, 0, 1)); err != nil {
+				return err
+			}
+			if err := resume(d, cur(0, 1), Cursor{0, 1}, true); err != nil {
+				return err
+			}
+			// Not Opened: the open failed.
+			if err := refused(d, 0, 0, CommitRolledBack); err != nil {
+				return err
+			}
+			if err := resume(d, nil, Cursor{0, 1}, true); err != nil {
+				return err
+			}
+			d.Opened(s2, Cursor{0, 1})
+			return commit(d, 0, 0)
+		}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			d := NewRankDelivery()
+			d.Opened(s1, Cursor{})
+			if err := row.run(d); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("opened mid-epoch: the step before the start may be committed, none before it", func(t *testing.T) {
+		d := NewRankDelivery()
+		d.Opened(s1, Cursor{2, 7})
+		if err := resume(d, nil, Cursor{2, 7}, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := refused(d, 2, 5, CommitGoesBack); err != nil {
+			t.Fatal(err)
+		}
+		if err := commit(d, 2, 6); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestRankDeliverySeeded drives RankDelivery with seeded random events
@@ -363,4 +618,133 @@ func rankDeliveryRun(seed uint64, steps int, seen map[string]int) error {
 		}
 	}
 	return nil
+}
+
+// ledgerModel is the delivery ledger a standalone rank decided through
+// before RankDelivery did: the reference TestRankDeliveryStandaloneSeeded
+// compares against.
+type ledgerModel struct {
+	next, committed Cursor
+	lastStep        map[int]int64
+}
+
+func (l *ledgerModel) resume(tok *Cursor) (Cursor, bool) {
+	at := l.committed
+	if tok != nil {
+		at = *tok
+		l.committed = at
+	}
+	return at, at != l.next
+}
+
+func (l *ledgerModel) reopened(at Cursor) {
+	l.next, l.lastStep = at, map[int]int64{}
+	if at.Step > 0 {
+		l.lastStep[at.Epoch] = at.Step - 1
+	}
+}
+
+func (l *ledgerModel) delivered(e int, k int64) {
+	l.next = CursorAfter(e, k)
+	if s, ok := l.lastStep[e]; !ok || k > s {
+		l.lastStep[e] = k
+	}
+}
+
+func (l *ledgerModel) valid(e int, k int64) bool {
+	last, ok := l.lastStep[e]
+	return ok && k <= last && !CursorAfter(e, k).Less(l.committed)
+}
+
+// TestRankDeliveryStandaloneSeeded drives RankDelivery and the ledger
+// model with the same seeded standalone events (batches across epochs
+// of 4 steps, commits near the last batch, trainers connecting with no
+// token, the last commit's, an older one or the stream's cursor, opens
+// that fail) and checks they agree on every resume and every commit.
+func TestRankDeliveryStandaloneSeeded(t *testing.T) {
+	const steps = 4
+	seen := map[string]int{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		d, l := NewRankDelivery(), &ledgerModel{lastStep: map[int]int64{}}
+		s := Fence{Seq: 1}
+		d.Opened(s, Cursor{})
+		l.reopened(Cursor{})
+		next := Cursor{} // the stream's next batch, normalized
+		open := true
+		var commits []Cursor
+		for i := range 300 {
+			switch op := rng.IntN(10); {
+			case op < 5 && open: // the trainer takes a batch
+				if next.Step >= steps {
+					next = Cursor{next.Epoch + 1, 0}
+				}
+				if a := d.Arrive(BatchAt{s, next.Epoch, next.Step}, nil); a.Verdict != Deliver {
+					t.Fatalf("seed %d event %d: batch %v: %v", seed, i, next, a.Verdict)
+				}
+				l.delivered(next.Epoch, next.Step)
+				next.Step++
+			case op < 8 && open: // a commit near the last batch
+				e, k := next.Epoch, next.Step-1-int64(rng.IntN(3))
+				if rng.IntN(4) == 0 {
+					e, k = e-1, steps-1-int64(rng.IntN(2))
+				}
+				if k < 0 { // the ledger took a negative step; RankDelivery refuses it
+					continue
+				}
+				want := l.valid(e, k)
+				c := d.Commit(0, e, k, nil)
+				if (c.Verdict == CommitWait) != want {
+					t.Fatalf("seed %d event %d: commit %d/%d: %v, the ledger says valid %v", seed, i, e, k, c.Verdict, want)
+				}
+				if want {
+					seen["commit"]++
+					d.Ack(c.Session, Ack{Session: c.Session, Epoch: e, Step: k, Token: "t"})
+					l.committed = CursorAfter(e, k)
+					commits = append(commits, l.committed)
+				} else {
+					seen["refused"]++
+				}
+			default: // a trainer connects
+				var tok *Cursor
+				switch r := rng.IntN(4); {
+				case r == 1 && len(commits) > 0:
+					c := commits[rng.IntN(len(commits))]
+					tok = &c
+				case r == 2:
+					c := l.next
+					tok = &c
+				case r == 3 && len(commits) > 0:
+					c := commits[len(commits)-1]
+					tok = &c
+				}
+				at, reopen := l.resume(tok)
+				if !open {
+					reopen = true // the model's next was voided when the open failed
+				}
+				res := d.Resume(tok)
+				if res.At != at || res.Reopen != reopen {
+					t.Fatalf("seed %d event %d: resume from %v: %+v, the ledger says at %v reopen %v", seed, i, tok, res, at, reopen)
+				}
+				if !reopen {
+					seen["kept"]++
+					continue
+				}
+				seen["reopen"]++
+				if open = rng.IntN(6) != 0; !open {
+					seen["open failed"]++
+					continue
+				}
+				s.Seq++
+				d.Opened(s, at)
+				l.reopened(at)
+				next = at
+			}
+		}
+	}
+	for _, k := range []string{"commit", "refused", "kept", "reopen", "open failed"} {
+		if seen[k] < 50 {
+			t.Errorf("%q happened %d times in the seeded runs: %v", k, seen[k], seen)
+		}
+	}
 }

@@ -15,10 +15,11 @@
 // (Commit). Standalone, the node calls New (and Shutdown) with an
 // OpenFunc that starts a rank's stream at a feed.Cursor (Standalone: its
 // feeder seeks to the cursor before the pipeline starts); each rank is
-// the trivial session, one that never fences: its ledger decides where a
-// trainer resumes and which commits are valid, it reopens the stream
-// when a trainer resumes from a commit the stream has gone past, and a
-// Committer (LocalCommitter) makes the tokens. In cluster mode the node
+// the trivial session, one that never fences: its cluster.RankDelivery
+// decides where a trainer resumes and which commits are valid (Resume,
+// Opened, Commit, Ack), it reopens the stream when a trainer resumes
+// from a cursor the stream has gone past, and a Committer
+// (LocalCommitter) makes the tokens. In cluster mode the node
 // calls NewSessions with node.ClusterFeed's SessionFunc: its streams
 // carry out cluster.RankDelivery's decisions (eras, rollbacks, resets,
 // commits waiting for the coordinator's acknowledgement), and the server
@@ -29,7 +30,7 @@
 //
 // Each rank serves one trainer at a time; ranks are independent. A
 // session runs two goroutines (one pulls batches and writes descriptors,
-// one reads releases and commits); the rank's stream, ledger and pending
+// one reads releases and commits); the rank's stream, its delivery state and pending
 // batch are guarded by the rank's mutex. A trainer that disconnects or
 // crashes has every batch it held released. Malformed or hostile input on
 // a socket gets an Error message and a closed connection; it cannot stop

@@ -152,8 +152,8 @@ var ErrServerClosed = errors.New("feed: server closed")
 
 // New serves standalone ranks: it opens every rank's stream at
 // cfg.Start (open is called with each rank's shared-memory allocator),
-// each the trivial session (one that never fences) over its ledger and
-// cfg.Committer, listens on each rank's socket (mode 0600, in a 0700
+// each the trivial session (one that never fences) deciding through
+// cluster.RankDelivery, over cfg.Committer, listens on each rank's socket (mode 0600, in a 0700
 // directory; the path appears only once it accepts; a stale socket file
 // is replaced, a live one refused) and serves until Shutdown, which
 // removes the sockets.

@@ -13,9 +13,9 @@ import (
 // (Attach), takes batches from it (NextDelivery), tells it which it
 // writes (Sent) and hands it commits (Commit). A standalone rank is the
 // trivial session, one that never fences: New wraps each OpenFunc stream
-// in one (its ledger and Committer decide, era 0). A cluster rank is
-// one whose position the coordinator decides, where a session can end
-// under the trainer: NewSessions serves those (node.ClusterFeed's
+// in one (its cluster.RankDelivery and Committer decide, era 0). A
+// cluster rank is one whose position the coordinator decides, where a
+// session can end under the trainer: NewSessions serves those (node.ClusterFeed's
 // streams, which carry out cluster.RankDelivery's decisions).
 // NextDelivery, Sent and Attach are called from one goroutine at a time
 // (the connected trainer's writer, or a connecting trainer before its

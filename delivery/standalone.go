@@ -8,15 +8,19 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/actors"
+	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/feed"
 	"github.com/longshore/longshore/gpu"
 )
 
 // standaloneRank is a standalone rank as a SessionStream: the trivial
-// session, one that never fences (no rollback, era 0). Its ledger decides
-// where a connecting trainer resumes and which commits are valid; it
-// reopens the stream (OpenFunc) when a trainer resumes from a commit the
-// stream has gone past, and its Committer makes the tokens.
+// session, one that never fences (no rollback; era 0 on the wire). Its
+// cluster.RankDelivery decides, as a cluster rank's does, where a
+// connecting trainer resumes (Resume) and which commits are valid; each
+// stream it opens is a session of its own (Opened). It carries the
+// decisions out: it reopens the stream (OpenFunc) when a trainer resumes
+// from a cursor the stream has gone past, and its Committer makes the
+// tokens (the commit's Ack).
 type standaloneRank struct {
 	rank  int
 	open  OpenFunc
@@ -26,7 +30,10 @@ type standaloneRank struct {
 	mu    struct {
 		sync.Mutex
 		stream BatchSource
-		ledger *ledger
+		d      *cluster.RankDelivery
+		// session is the open stream's session in d: one per stream
+		// opened (zero is no session).
+		session cluster.Fence
 	}
 }
 
@@ -43,7 +50,8 @@ func newStandaloneRank(cfg Config, open OpenFunc, rank int, alloc gpu.Allocator)
 		return nil, err
 	}
 	r := &standaloneRank{rank: rank, open: open, alloc: alloc, job: cfg.Job, cmt: cfg.Committer}
-	r.mu.stream, r.mu.ledger = st, newLedger(cfg.Start)
+	r.mu.stream, r.mu.d = st, cluster.NewRankDelivery()
+	r.openedLocked(cfg.Start)
 	return r, nil
 }
 
@@ -88,11 +96,19 @@ func (r *standaloneRank) NextDelivery(ctx context.Context) (Batch, error) {
 }
 
 // Sent records that d is being written to the trainer: a commit may name
-// it from now on.
+// it from now on. Batches are the open stream's (the server voids those
+// of a stream Attach reopened: Reset), which RankDelivery delivers.
 func (r *standaloneRank) Sent(d Batch) {
 	r.mu.Lock()
-	r.mu.ledger.delivered(d.Batch.Epoch, d.Batch.Step)
+	r.mu.d.Arrive(cluster.BatchAt{Session: r.mu.session, Epoch: d.Batch.Epoch, Step: d.Batch.Step}, nil)
 	r.mu.Unlock()
+}
+
+// openedLocked records that the stream now starts at at, as a new
+// session.
+func (r *standaloneRank) openedLocked(at feed.Cursor) {
+	r.mu.session.Seq++
+	r.mu.d.Opened(r.mu.session, cluster.Cursor{Epoch: at.Epoch, Step: at.Step})
 }
 
 // Attach resumes after the token's commit when the trainer brings one
@@ -100,13 +116,13 @@ func (r *standaloneRank) Sent(d Batch) {
 // last commit), else after the last commit, and reopens the stream there
 // if it has run past it (Reset).
 func (r *standaloneRank) Attach(ctx context.Context, token []byte) (Attachment, error) {
-	var tok *feed.Cursor
+	var tok *cluster.Cursor
 	if len(token) > 0 {
 		e, k, err := r.committer().Resume(ctx, r.rank, token)
 		if err != nil {
 			return Attachment{}, err
 		}
-		c := feed.After(e, k)
+		c := cluster.CursorAfter(e, k)
 		tok = &c
 	}
 	r.mu.Lock()
@@ -114,8 +130,9 @@ func (r *standaloneRank) Attach(ctx context.Context, token []byte) (Attachment, 
 	if r.mu.stream == nil {
 		return Attachment{}, pipelineError{ErrServerClosed}
 	}
-	at, reopen := r.mu.ledger.resume(tok)
-	if !reopen {
+	res := r.mu.d.Resume(tok) // no commit waits: Commit answers each at once
+	at := feed.Cursor{Epoch: res.At.Epoch, Step: res.At.Step}
+	if !res.Reopen {
 		return Attachment{Resume: at}, nil
 	}
 	// Shutting the old stream down waits for its actors (a decode in
@@ -130,33 +147,42 @@ func (r *standaloneRank) Attach(ctx context.Context, token []byte) (Attachment, 
 	}
 	st, err := r.open(r.rank, at, r.alloc)
 	if err != nil {
-		r.mu.stream = endedStream{} // nothing to serve; the next hello retries
-		r.mu.ledger.next = feed.Cursor{Epoch: -1}
+		r.mu.stream = endedStream{} // nothing to serve; the next hello retries (nothing Opened)
 		return Attachment{}, pipelineError{fmt.Errorf("feed: rank %d: reopen at epoch %d step %d: %w", r.rank, at.Epoch, at.Step, err)}
 	}
 	r.mu.stream = st
-	r.mu.ledger.reopened(at)
+	r.openedLocked(at)
 	return Attachment{Resume: at, Reset: true}, nil
 }
 
-// Commit checks the commit against the ledger and makes its token at
-// once; era is ignored (a standalone session has one).
+// Commit asks RankDelivery whether the commit is valid, makes its token
+// at once and acknowledges it (the Ack that answers it); era is ignored
+// (the wire's standalone era is 0, one that never ends).
 func (r *standaloneRank) Commit(ctx context.Context, _ uint64, epoch int, step int64) (<-chan CommitResult, error) {
 	r.mu.Lock()
-	err := r.mu.ledger.checkCommit(epoch, step)
+	dec := r.mu.d.Commit(0, epoch, step, nil)
 	r.mu.Unlock()
-	if err != nil {
-		return nil, err
+	switch dec.Verdict {
+	case cluster.CommitWait:
+	case cluster.CommitGoesBack:
+		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last commit (epoch %d step %d)",
+			epoch, step, dec.LastEpoch, dec.Last)
+	default: // not delivered; rolled back: no stream is open (a reopen failed)
+		return nil, fmt.Errorf("feed: commit of epoch %d step %d, which was not delivered", epoch, step)
 	}
 	ch := make(chan CommitResult, 1)
 	tok, err := r.committer().Commit(ctx, r.rank, epoch, step)
+	r.mu.Lock()
+	if err != nil {
+		r.mu.d.Cancel(dec.ID)
+	} else {
+		r.mu.d.Ack(dec.Session, cluster.Ack{Session: dec.Session, Epoch: epoch, Step: step, Token: string(tok)})
+	}
+	r.mu.Unlock()
 	if err != nil {
 		ch <- CommitResult{Err: fmt.Errorf("feed: commit epoch %d step %d: %v", epoch, step, err)}
 		return ch, nil
 	}
-	r.mu.Lock()
-	r.mu.ledger.commit(epoch, step)
-	r.mu.Unlock()
 	ch <- CommitResult{Token: tok}
 	return ch, nil
 }

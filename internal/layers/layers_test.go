@@ -58,9 +58,10 @@ var internal = map[string][]string{
 	"decode/video":      {},
 	"decode/audio":      {},
 	// Trainer delivery: the client and protocol import nothing of the
-	// node; the server sits on the pipeline.
+	// node; the server sits on the pipeline and decides through the
+	// pure core (cluster.RankDelivery, standalone too).
 	"feed":     {},
-	"delivery": {"dataset", "actors", "feed", "gpu", "storage"},
+	"delivery": {"dataset", "actors", "feed", "gpu", "storage", "cluster"},
 
 	// Object stores behind the seam.
 	"storage/s3":        {"storage", "internal/clock"},
