@@ -53,7 +53,9 @@ type twinCall struct {
 }
 
 // Engine returns an Engine of the device (for NewDevice).
-func (t *TwinDevice) Engine(engine bool) (Engine, error) { return &twinEngine{t: t, engine: engine}, nil }
+func (t *TwinDevice) Engine(engine bool) (Engine, error) {
+	return &twinEngine{t: t, engine: engine}, nil
+}
 
 type twinEngine struct {
 	t      *TwinDevice
