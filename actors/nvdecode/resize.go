@@ -1,6 +1,7 @@
 package nvdecode
 
 import (
+	"encoding/binary"
 	"math"
 
 	"github.com/longshore/longshore/decode"
@@ -129,6 +130,35 @@ func (p *ResizePlan) Resize(rgb []byte, stride int, dst []byte) {
 					dst[c*plane+oy*n+ox] = b
 				}
 			}
+		}
+	}
+}
+
+// TableBytes is the size of the plan's tables in the kernel's layout.
+func (p *ResizePlan) TableBytes() int { return 4 * (4*p.Size + p.Size*p.X.K + p.Size*p.Y.K) }
+
+// PutTables writes the plan's tables into dst (TableBytes long) in the
+// kernel's layout (gpu/nvjpeg.ResizePTX), little-endian 4-byte words:
+// the columns' first taps and counts, the rows', the columns' weights
+// (Size·X.K), the rows' (Size·Y.K).
+func (p *ResizePlan) PutTables(dst []byte) {
+	n := p.Size
+	w := 0
+	put := func(v uint32) {
+		binary.LittleEndian.PutUint32(dst[4*w:], v)
+		w++
+	}
+	for _, a := range []*Axis{&p.X, &p.Y} {
+		for i := range n {
+			put(uint32(a.First[i]))
+		}
+		for i := range n {
+			put(uint32(a.Count[i]))
+		}
+	}
+	for _, a := range []*Axis{&p.X, &p.Y} {
+		for _, f := range a.W[:n*a.K] {
+			put(math.Float32bits(f))
 		}
 	}
 }

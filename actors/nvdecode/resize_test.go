@@ -2,6 +2,7 @@ package nvdecode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"image/jpeg"
 	"math"
@@ -244,5 +245,40 @@ func TestAxisTable(t *testing.T) {
 	p.Resize(src, 12, dst)
 	if fmt.Sprint(dst[:3]) != fmt.Sprint(src[9:12]) {
 		t.Errorf("flipped: first pixel %v, want the row's last %v", dst[:3], src[9:12])
+	}
+}
+
+// TestPutTablesLayout: the kernel reads the packed tables
+// (PutTables, ResizePTX's layout): a plan rebuilt from them resizes
+// exactly as the plan, so the layout the kernel indexes is the plan's.
+func TestPutTablesLayout(t *testing.T) {
+	dc := stageConfig(t)
+	data := read(t, "jpeg_444.jpg")
+	rgb, w, h := fullRGB(t, data)
+	for seed := uint64(1); seed <= 4; seed++ {
+		p := PlanResize(dc.Transform, dc.Layout, w, h, seed)
+		tab := make([]byte, p.TableBytes())
+		p.PutTables(tab)
+		n := p.Size
+		word := func(i int) uint32 { return binary.LittleEndian.Uint32(tab[4*i:]) }
+		q := p
+		q.X = Axis{First: make([]int32, n), Count: make([]int32, n), W: make([]float32, n*p.X.K), K: p.X.K}
+		q.Y = Axis{First: make([]int32, n), Count: make([]int32, n), W: make([]float32, n*p.Y.K), K: p.Y.K}
+		for i := range n { // the kernel's offsets: 0, size, 2·size, 3·size, 4·size, 4·size + size·kx
+			q.X.First[i], q.X.Count[i] = int32(word(i)), int32(word(n+i))
+			q.Y.First[i], q.Y.Count[i] = int32(word(2*n+i)), int32(word(3*n+i))
+		}
+		for i := range n * p.X.K {
+			q.X.W[i] = math.Float32frombits(word(4*n + i))
+		}
+		for i := range n * p.Y.K {
+			q.Y.W[i] = math.Float32frombits(word(4*n + n*p.X.K + i))
+		}
+		a, b := make([]byte, dc.SampleBytes()), make([]byte, dc.SampleBytes())
+		p.Resize(rgb, 3*w, a)
+		q.Resize(rgb, 3*w, b)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("seed %d: the packed tables resize differently", seed)
+		}
 	}
 }
