@@ -88,7 +88,7 @@ type Result struct {
 	// StagePath: the batch decode stage (actors/nvdecode's Node: whole
 	// batches to the engine, crop and resize on the device).
 	StagePath *StagePath `json:"stage_path,omitempty"`
-	Dumped   []Dumped  `json:"dumped,omitempty"`
+	Dumped    []Dumped   `json:"dumped,omitempty"`
 }
 
 func cpuTime() float64 { return procmem.CPU().Seconds() }
