@@ -4,6 +4,13 @@
 // CPU path for the rest (CMYK, 12-bit, tiny, huge, not a JPEG), each
 // sample's route counted with its reason.
 //
+// Two ways in. Node (stage.go) is the pipeline's batch stage and what the
+// node runs: the decoders leave GPU-routed JPEGs compressed in their rows
+// and the stage hands the Device each whole batch, crop, resize and flip
+// on the device (resize.go), two engine calls in flight. Service and
+// Decoder (below) are the per-sample path, kept for transforms with pixel
+// ops (the device resize applies none):
+//
 // A Decoder is the pipeline's SampleDecoder: it probes a sample's header
 // (gpu/nvjpeg.Probe, Route), hands a GPU-routed one to the device's
 // Service and transforms the full-size RGB it gets back with the CPU
