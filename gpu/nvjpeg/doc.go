@@ -9,14 +9,12 @@
 //   - Probe (probe.go, plain Go): a JPEG's frame header (SOF marker:
 //     process, precision, size, components and their sampling), read
 //     without decoding; fuzzed.
-//
 //   - Route (route.go, plain Go): the per-sample decision, pure and
 //     table-tested: the hardware engine, the hybrid backend, or the CPU
 //     path, with a counted reason for every sample that falls back (not
 //     a JPEG, CMYK, 12-bit, arithmetic coding, too small to be worth a
 //     launch, larger than the engine takes); progressive JPEGs go to the
 //     hybrid backend.
-//
 //   - Decoder (decoder_cuda.go, `cuda && cgo`): an nvJPEG handle, decode
 //     state and stream on one device's primary context, bound to the
 //     calling OS thread: batched decode on the hardware backend (a state
@@ -25,7 +23,6 @@
 //     the caller's buffers. Measured on an H200 (docs/performance.md):
 //     the engine decodes ~5,200 ImageNet-sized images/s at 0.13 CPU-s
 //     per 1,000, 4:4:4 and grayscale bit-identical to libjpeg-turbo.
-//
 //   - The resize kernel (ResizePTX, resize_ptx.go; launched by
 //     Decoder.EnqueueResize, resize_cuda.go): crop, antialiased bilinear
 //     resize and flip of a decoded picture into one sample on the
