@@ -559,6 +559,7 @@ type Stage struct {
 	jobs    []*Job
 	handles []uint64
 	seeds   []uint64
+	rows    []int // each job's row
 }
 
 // ErrEvicted: a row's compressed sample is no longer in the Pending
@@ -568,7 +569,7 @@ var ErrEvicted = errors.New("nvdecode: a sample left for the batch stage was evi
 // Process decodes the batch's GPU-routed samples into their rows.
 func (s *Stage) Process(ctx context.Context, b *actors.Batch) error {
 	sb := b.Spec.SampleBytes()
-	s.jobs, s.handles, s.seeds = s.jobs[:0], s.handles[:0], s.seeds[:0]
+	s.jobs, s.handles, s.seeds, s.rows = s.jobs[:0], s.handles[:0], s.seeds[:0], s.rows[:0]
 	for j := range b.Len() {
 		row := b.Images[j*sb : (j+1)*sb]
 		h, ok := readMarker(row)
@@ -581,6 +582,7 @@ func (s *Stage) Process(ctx context.Context, b *actors.Batch) error {
 		}
 		s.handles = append(s.handles, h)
 		s.seeds = append(s.seeds, ps.seed)
+		s.rows = append(s.rows, j)
 		s.jobs = append(s.jobs, &Job{Data: ps.data, W: ps.w, H: ps.h, Path: ps.path, Row: row,
 			Plan: PlanResize(s.dc.Transform, s.dc.Layout, ps.w, ps.h, ps.seed)})
 	}
@@ -606,7 +608,7 @@ func (s *Stage) Process(ctx context.Context, b *actors.Batch) error {
 				// The device and the CPU refuse it: a corrupt file the
 				// probe let through. The row cannot be failed here (the
 				// batch is assembled), so the run reports it.
-				return fmt.Errorf("nvdecode: batch %d of epoch %d, row %d (%s): %w", b.Step, b.Epoch, i, b.Keys[i], ffdecode.ClassifyError(err))
+				return fmt.Errorf("nvdecode: batch %d of epoch %d, row %d (%s): %w", b.Step, b.Epoch, s.rows[i], b.Keys[s.rows[i]], ffdecode.ClassifyError(err))
 			}
 		}
 	}
