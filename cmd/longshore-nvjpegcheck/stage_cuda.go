@@ -161,42 +161,61 @@ func stagePath(ordinal int, src []byte, imgs []image, epochs, workers, batchSize
 	sp.Pass = p
 	sp.Stats = dev.Stats()
 
-	// Pixels: epoch 0 against the CPU path, with and without Lowres.
+	// Pixels: epoch 0 against the CPU path, with and without Lowres,
+	// each batch's rows spread over the workers.
 	whole := cfg
 	whole.Lowres = false
-	ref, err := decode.NewDecoder(cfg)
-	if err != nil {
-		return nil, err
+	type refs struct {
+		lowres, whole *decode.Decoder
+		want          []byte
 	}
-	defer ref.Close()
-	refWhole, err := decode.NewDecoder(whole)
-	if err != nil {
-		return nil, err
+	rs := make([]refs, workers)
+	for w := range rs {
+		if rs[w].lowres, err = decode.NewDecoder(cfg); err != nil {
+			return nil, err
+		}
+		defer rs[w].lowres.Close()
+		if rs[w].whole, err = decode.NewDecoder(whole); err != nil {
+			return nil, err
+		}
+		defer rs[w].whole.Close()
+		rs[w].want = make([]byte, sb)
 	}
-	defer refWhole.Close()
-	want := make([]byte, sb)
+	var mu sync.Mutex
 	var sumMean, over8, over8Whole, values float64
 	var tt tally
 	err = run(int64(len(imgs)), &tt, func(s *stageSlot) {
-		for j := range s.n {
-			data, seed := sample(s.base + int64(j))
-			got := s.b.Images[j*sb : (j+1)*sb]
-			if _, err := ref.Decode(data, seed, want); err != nil {
-				continue
-			}
-			mean, o8, mx := diff(got, want)
-			sp.Compared++
-			sumMean += mean
-			sp.WorstMean = max(sp.WorstMean, mean)
-			sp.MaxDiff = max(sp.MaxDiff, mx)
-			over8 += float64(o8)
-			values += float64(sb)
-			if _, err := refWhole.Decode(data, seed, want); err == nil {
-				mean, o8, _ := diff(got, want)
-				sp.WorstMeanWhole = max(sp.WorstMeanWhole, mean)
-				over8Whole += float64(o8)
-			}
+		var wg sync.WaitGroup
+		for w := range rs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := &rs[w]
+				for j := w; j < s.n; j += len(rs) {
+					data, seed := sample(s.base + int64(j))
+					got := s.b.Images[j*sb : (j+1)*sb]
+					if _, err := r.lowres.Decode(data, seed, r.want); err != nil {
+						continue
+					}
+					mean, o8, mx := diff(got, r.want)
+					meanW, o8W := -1.0, 0
+					if _, err := r.whole.Decode(data, seed, r.want); err == nil {
+						meanW, o8W, _ = diff(got, r.want)
+					}
+					mu.Lock()
+					sp.Compared++
+					sumMean += mean
+					sp.WorstMean = max(sp.WorstMean, mean)
+					sp.MaxDiff = max(sp.MaxDiff, mx)
+					over8 += float64(o8)
+					values += float64(sb)
+					sp.WorstMeanWhole = max(sp.WorstMeanWhole, meanW)
+					over8Whole += float64(o8W)
+					mu.Unlock()
+				}
+			}()
 		}
+		wg.Wait()
 	})
 	if err != nil {
 		return nil, err
