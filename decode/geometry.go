@@ -279,3 +279,15 @@ func lowresLevel(box Box, size int) int {
 	}
 	return 0
 }
+
+// Region is where a size×size sample of s lies on its width×height
+// picture, as TransformRGB and the fast path's scaler use it: r, the part
+// of the picture the filter reads (every tap of every output, clipped to
+// Clip), and the sample's placement on r (output column i centred at x0 +
+// (i+0.5)·sx in r's pixels, row j at y0 + (j+0.5)·sy). A resize elsewhere
+// (on a GPU) given these reads what the CPU path reads.
+func (s Sampling) Region(width, height, size int) (r Rect, x0, sx, y0, sy float64) {
+	r = readRegion(s.Box, clampRect(s.Clip, width, height), size)
+	m := mapOnto(s.Box, r, size)
+	return r, m.X0, m.SX, m.Y0, m.SY
+}

@@ -4,6 +4,13 @@
 // CPU path for the rest (CMYK, 12-bit, tiny, huge, not a JPEG), each
 // sample's route counted with its reason.
 //
+// Two ways in. Node (stage.go) is the pipeline's batch stage and what the
+// node runs: the decoders leave GPU-routed JPEGs compressed in their rows
+// and the stage hands the Device each whole batch, crop, resize and flip
+// on the device (resize.go), two engine calls in flight. Service and
+// Decoder (below) are the per-sample path, kept for transforms with pixel
+// ops (the device resize applies none):
+//
 // A Decoder is the pipeline's SampleDecoder: it probes a sample's header
 // (gpu/nvjpeg.Probe, Route), hands a GPU-routed one to the device's
 // Service and transforms the full-size RGB it gets back with the CPU
@@ -79,6 +86,9 @@ type Stats struct {
 	Batches  int64 `json:"batches"`
 	Retried  int64 `json:"retried"`
 	MaxBatch int   `json:"max_batch"`
+	// MaxInFlight: the most engine batches in flight at once (the
+	// batch stage keeps up to Streams; the per-sample Service one).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// NoHardware says why the JPEG engine is not used ("" when it is).
 	NoHardware string `json:"no_hardware,omitempty"`
 }
@@ -100,6 +110,9 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(&b, "; %d batches (largest %d), %d retried alone", s.Batches, s.MaxBatch, s.Retried)
+	if s.MaxInFlight > 1 {
+		fmt.Fprintf(&b, ", up to %d in flight", s.MaxInFlight)
+	}
 	if s.NoHardware != "" {
 		fmt.Fprintf(&b, "; no JPEG engine: %s", s.NoHardware)
 	}
@@ -183,7 +196,7 @@ func NewService(newBackend func(engine bool) (Backend, error), batch, hybrid int
 // holds the device's handles), makes a backend there and reports the
 // outcome to started once ready reads what it needs of it.
 func locked(newBackend func(bool) (Backend, error), engine bool, started chan<- error, ready func(Backend)) Backend {
-	runtime.LockOSThread()
+	lockThread()
 	b, err := newBackend(engine)
 	if err == nil && ready != nil {
 		ready(b)
@@ -352,6 +365,15 @@ func (s *Service) Close() error {
 
 // ReasonGPUError: the device failed on a sample; the CPU path decoded it.
 const ReasonGPUError = "gpu_error"
+
+// ReasonNoEOI: the JPEG does not end with its end-of-image marker
+// (truncated): the CPU path decodes it, or reports it corrupt per
+// sample, before the batch stage could meet it.
+const ReasonNoEOI = "no_eoi"
+
+// lockThread locks the calling goroutine to its OS thread for good: the
+// thread holds the device's handles.
+func lockThread() { runtime.LockOSThread() }
 
 // Factory makes, per decoder actor, a Decoder over a CPU decoder of dc
 // and the services (decoder i of the node uses services[i % n]).

@@ -85,7 +85,10 @@ type Result struct {
 	// NodePath: the node's --decode-device cuda decoders (actors/nvdecode)
 	// against its CPU decoders, output against output.
 	NodePath *NodePath `json:"node_path,omitempty"`
-	Dumped   []Dumped  `json:"dumped,omitempty"`
+	// StagePath: the batch decode stage (actors/nvdecode's Node: whole
+	// batches to the engine, crop and resize on the device).
+	StagePath *StagePath `json:"stage_path,omitempty"`
+	Dumped    []Dumped   `json:"dumped,omitempty"`
 }
 
 func cpuTime() float64 { return procmem.CPU().Seconds() }
@@ -101,6 +104,8 @@ func run(args []string) error {
 	dumpN := fs.Int("dump-n", 16, "images to dump")
 	out := fs.String("json", "", "write the report here (else stdout)")
 	nodeWorkers := fs.Int("node-decoders", 2*runtime.NumCPU(), "decoders of the node-path pass (actors/nvdecode, as --decode-device cuda runs them); 0: skip it")
+	stageWorkers := fs.Int("stage-decoders", runtime.NumCPU(), "decoders of the batch-stage pass (probe and route into the batch's rows; the stage decodes the batch on the device); 0: skip it")
+	stageBatch := fs.Int("stage-batch", 128, "the batch-stage pass's batch size (the trainer's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -207,6 +212,16 @@ func run(args []string) error {
 		rep.NodePath = np
 		fmt.Fprintf(os.Stderr, "nvjpegcheck: node path: %.0f images/s, %.2f CPU-s/1000 (%.2fx the cpu path per core), %v; pixels vs the CPU path: worst mean %.3f, %.4f%% off by > 8, within tolerance %v\n",
 			np.Pass.ImagesPerS, np.Pass.CPUPer1000, np.Pass.PerCoreVsCPU, np.Stats, np.WorstMean, 100*np.ShareOver8, np.WithinTolerance)
+	}
+	if *stageWorkers > 0 {
+		sp, err := stagePath(*ordinal, src, imgs, *epochs, *stageWorkers, *stageBatch, cpu)
+		if err != nil {
+			return err
+		}
+		rep.StagePath = sp
+		fmt.Fprintf(os.Stderr, "nvjpegcheck: batch stage: %.0f images/s, %.2f CPU-s/1000 (%.2fx the cpu path per core), %v; pixels vs the CPU path: worst mean %.3f, %.4f%% off by > 8, within tolerance %v (without lowres: worst %.3f, within %v)\n",
+			sp.Pass.ImagesPerS, sp.Pass.CPUPer1000, sp.Pass.PerCoreVsCPU, sp.Stats, sp.WorstMean, 100*sp.ShareOver8, sp.WithinTolerance,
+			sp.WorstMeanWhole, sp.WithinToleranceWhole)
 	}
 	if *dump != "" {
 		if rep.Dumped, err = dumpImages(dev, *ordinal, src, gpuImgs, *dumpN, *dump, rep.HardwareOK); err != nil {

@@ -26,7 +26,7 @@ type gpuFlags struct {
 func registerGPUFlags(fs *flag.FlagSet, g *gpuFlags) {
 	fs.StringVar(&g.gpus, "gpus", "auto", "GPUs, one rank each: auto (every visible device in a -tags cuda build with a driver; none otherwise), none, all, or ordinals like 0,1; with devices --ranks must match or be left out")
 	fs.StringVar(&g.upload, "upload", "host", "where batches are delivered: host (shared memory; the trainer pins it and copies with .cuda(non_blocking=True)) or device (the node copies each batch into a device slot of the rank's GPU and exports it to trainers that ask, over CUDA IPC; needs --gpus and a -tags cuda build)")
-	fs.StringVar(&g.decodeOn, "decode-device", "cpu", "where samples are decoded: cpu, or cuda. Images: nvJPEG (the GPU's JPEG engine in batches, its hybrid backend for progressive JPEGs, the CPU for the rest, each counted with its reason; needs a -tags cuda build and a driver). Video (--media video): the GPU's video decoders (NVDEC) through FFmpeg's CUDA hwaccel (any build; needs the driver), streams NVDEC refuses on the CPU, counted. On the ranks' GPUs, else GPU 0. Not audio")
+	fs.StringVar(&g.decodeOn, "decode-device", "cpu", "where samples are decoded: cpu, or cuda. Images: nvJPEG as the batch stage (the GPU's JPEG engine in whole batches, its hybrid backend for progressive JPEGs, crop and resize on the device; the CPU for the rest, each counted with its reason; needs a -tags cuda build and a driver). Video (--media video): the GPU's video decoders (NVDEC) through FFmpeg's CUDA hwaccel (any build; needs the driver), streams NVDEC refuses on the CPU, counted. On the ranks' GPUs, else GPU 0. Not audio")
 	fs.StringVar(&g.uploadHM, "upload-host", "register", "with --upload device: how slots reach the device: register (page-lock the shared memory in place), staged (through a pinned bounce buffer) or pageable; a path that fails falls back to the next, counted")
 }
 
@@ -50,9 +50,14 @@ type gpuSetup struct {
 	plan gpu.DevicePlan
 	info []gpu.DeviceInfo // by rank
 	devs []gpu.Device     // by rank, with --upload device
-	// decoders: with --decode-device cuda, one service per GPU decoding
-	// (the ranks' devices, else GPU 0).
+	// stages: with --decode-device cuda, the batch decode stage's
+	// device per GPU decoding (the ranks' devices, else GPU 0);
+	// decoders: the per-sample services on the same GPUs, started only
+	// for a transform with pixel ops (the stage resizes on the device
+	// and applies none), ords: those GPUs.
+	stages   []*nvdecode.Device
 	decoders []*nvdecode.Service
+	ords     []int
 	// video: with --decode-device cuda and --media video, those GPUs'
 	// NVDEC instead.
 	video  *ffdecode.VideoDevices
@@ -151,6 +156,9 @@ func (s *gpuSetup) Close() error {
 	for _, d := range s.decoders {
 		errs = append(errs, d.Close())
 	}
+	for _, d := range s.stages {
+		errs = append(errs, d.Close())
+	}
 	if s.video != nil {
 		errs = append(errs, s.video.Close())
 	}
@@ -174,17 +182,36 @@ func (s *gpuSetup) startDecoders(visible []gpu.DeviceInfo, visErr error) error {
 	if len(s.plan.Device) > 0 {
 		ords = uniqueOrdinals(s.plan.Device)
 	}
+	s.ords = ords
 	for _, o := range ords {
+		dev, err := newDecodeDevice(o)
+		if err != nil {
+			return fmt.Errorf("--decode-device cuda: GPU %d: %w", o, err)
+		}
+		s.stages = append(s.stages, dev)
+		hw := "the JPEG engine in whole batches and the hybrid backend"
+		if st := dev.Stats(); st.NoHardware != "" {
+			hw = "the hybrid backend only (no JPEG engine: " + st.NoHardware + ")"
+		}
+		fmt.Fprintf(s.stderr, "longshore-node: decoding JPEGs on GPU %d with nvJPEG as the batch stage: %s, crop and resize on the device\n", o, hw)
+	}
+	return nil
+}
+
+// startServices starts the per-sample services on the decoding GPUs
+// (once): --decode-device cuda with a transform's pixel ops, which the
+// batch stage does not apply.
+func (s *gpuSetup) startServices() error {
+	if len(s.decoders) > 0 {
+		return nil
+	}
+	for _, o := range s.ords {
 		svc, err := newDecodeService(o)
 		if err != nil {
 			return fmt.Errorf("--decode-device cuda: GPU %d: %w", o, err)
 		}
 		s.decoders = append(s.decoders, svc)
-		hw := "the JPEG engine and the hybrid backend"
-		if st := svc.Stats(); st.NoHardware != "" {
-			hw = "the hybrid backend only (no JPEG engine: " + st.NoHardware + ")"
-		}
-		fmt.Fprintf(s.stderr, "longshore-node: decoding JPEGs on GPU %d with nvJPEG: %s\n", o, hw)
+		fmt.Fprintf(s.stderr, "longshore-node: decoding JPEGs on GPU %d with nvJPEG one image a call (the transform's pixel ops run on the CPU)\n", o)
 	}
 	return nil
 }
@@ -250,12 +277,19 @@ func (s *gpuSetup) videoDevices() *ffdecode.VideoDevices {
 
 // decodeStats sums the services' counts (nil without --decode-device cuda).
 func (s *gpuSetup) decodeStats() *nvdecode.Stats {
-	if s == nil || len(s.decoders) == 0 {
+	if s == nil || len(s.decoders)+len(s.stages) == 0 {
 		return nil
 	}
 	var sum nvdecode.Stats
+	var all []nvdecode.Stats
 	for _, d := range s.decoders {
-		st := d.Stats()
+		all = append(all, d.Stats())
+	}
+	for _, d := range s.stages {
+		all = append(all, d.Stats())
+	}
+	for _, st := range all {
+		sum.MaxInFlight = max(sum.MaxInFlight, st.MaxInFlight)
 		sum.Hardware += st.Hardware
 		sum.Hybrid += st.Hybrid
 		sum.CPU += st.CPU

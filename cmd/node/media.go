@@ -143,7 +143,7 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 	if err != nil {
 		return err
 	}
-	onGPU := o.gpu != nil && len(o.gpu.decoders) > 0 // --decode-device cuda, images (video: o.gpu.videoDevices)
+	onGPU := o.gpu != nil && len(o.gpu.stages) > 0 // --decode-device cuda, images (video: o.gpu.videoDevices)
 	switch k {
 	case actors.KindRaw:
 		ac.Sample = actors.Shape{Kind: actors.KindRaw, RawBytes: int(o.mediaFlags.rawMax)}
@@ -176,7 +176,24 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 		if err := ffdecode.Use(ac, deps, dc); err != nil {
 			return err
 		}
-		deps.NewDecoder = nvdecode.Factory(dc, o.gpu.decoders) // the CPU decoders stay for fallbacks
+		if len(dc.Transform.Pixel) > 0 { // the stage applies no pixel ops: one image a call, transformed on the CPU
+			if err := o.gpu.startServices(); err != nil {
+				return err
+			}
+			deps.NewDecoder = nvdecode.Factory(dc, o.gpu.decoders) // the CPU decoders stay for fallbacks
+			return nil
+		}
+		// The batch decode stage: the decoders leave GPU-routed JPEGs
+		// compressed in their rows; the stage decodes each whole batch
+		// on the device. The table of waiting samples holds every slot's
+		// rows and every decoder's queue, twice over.
+		c := ac.WithDefaults()
+		pending := 2*o.ranks*(c.Slots*c.BatchSize+c.Decoders*(c.DecodeQueue+1)) + 1024
+		n, err := nvdecode.NewNode(dc, o.gpu.stages, pending)
+		if err != nil {
+			return err
+		}
+		deps.NewDecoder, deps.NewBatchStage = n.Decoders(), n.Stages()
 		return nil
 	}
 	if o.decoder == "none" {

@@ -62,7 +62,8 @@ static nvjpegStatus_t ls_decode(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream
 // ls_decode_batch decodes n images, image i at base+off[i] (len[i] bytes),
 // to interleaved RGB at dst+dstoff[i] (pitch[i] bytes a row) with one
 // nvjpegDecodeBatched call on s (the state initialized for batches of n)
-// and waits for them.
+// and waits for them through e (e NULL: it returns once they are
+// enqueued).
 static nvjpegStatus_t ls_decode_batch(nvjpegHandle_t h, nvjpegJpegState_t st, CUstream s, CUevent e, const unsigned char *base,
 		const size_t *off, const size_t *len, unsigned long long dst, const size_t *dstoff, const size_t *pitch,
 		int n, CUresult *cr) {
@@ -77,7 +78,7 @@ static nvjpegStatus_t ls_decode_batch(nvjpegHandle_t h, nvjpegJpegState_t st, CU
 			imgs[i].pitch[0] = pitch[i];
 		}
 		r = nvjpegDecodeBatched(h, st, ptrs, len, imgs, (cudaStream_t)s);
-		if (r == NVJPEG_STATUS_SUCCESS) *cr = ls_wait(s, e);
+		if (r == NVJPEG_STATUS_SUCCESS && e) *cr = ls_wait(s, e);
 	}
 	free(ptrs);
 	free(imgs);
@@ -130,6 +131,10 @@ type Decoder struct {
 	// for one size (nvjpegDecodeBatchedInitialize), and re-initializing
 	// one at every change of size would cost each call an allocation.
 	batched map[int]C.nvjpegJpegState_t
+	// module and resize: the resize kernel (ResizePTX), loaded on
+	// first use (EnqueueResize).
+	module C.CUmodule
+	resize C.CUfunction
 }
 
 var statusNames = map[C.nvjpegStatus_t]string{
@@ -248,6 +253,22 @@ type Image struct {
 // call, and returns once done. Every image must be one the backend takes
 // (Route): one it does not fails the whole batch.
 func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error {
+	return d.decodeBatch(src, imgs, dst, true)
+}
+
+// SubmitBatch is DecodeBatch without the wait: it returns once the
+// batch is enqueued on the decoder's stream (nvJPEG parses the headers
+// on the calling thread first). src must stay as it is, and dst is not
+// written, until Wait returns.
+func (d *Decoder) SubmitBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error {
+	return d.decodeBatch(src, imgs, dst, false)
+}
+
+// Wait waits for everything enqueued on the decoder's stream so far
+// (through its blocking-sync event: the thread sleeps).
+func (d *Decoder) Wait() error { return cuStatus("synchronize", C.ls_wait(d.stream, d.done)) }
+
+func (d *Decoder) decodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr, wait bool) error {
 	n := len(imgs)
 	if n == 0 {
 		return nil
@@ -278,7 +299,11 @@ func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error
 	}
 	var cr C.CUresult
 	base := (*C.uchar)(unsafe.Pointer(unsafe.SliceData(src)))
-	err := status("batched decode", C.ls_decode_batch(d.h, st, d.stream, d.done, base, &off[0], &ln[0], C.ulonglong(dst),
+	done := d.done
+	if !wait {
+		done = nil
+	}
+	err := status("batched decode", C.ls_decode_batch(d.h, st, d.stream, done, base, &off[0], &ln[0], C.ulonglong(dst),
 		&doff[0], &pitch[0], C.int(n), &cr))
 	runtime.KeepAlive(src)
 	if err != nil {
@@ -291,6 +316,7 @@ func (d *Decoder) DecodeBatch(src []byte, imgs []Image, dst gpu.DevicePtr) error
 // primary context.
 func (d *Decoder) Close() error {
 	var errs []error
+	errs = append(errs, d.unloadResize())
 	if d.done != nil {
 		errs = append(errs, cuStatus("event destroy", C.cuEventDestroy(d.done)))
 	}

@@ -23,12 +23,19 @@
 //     the caller's buffers. Measured on an H200 (docs/performance.md):
 //     the engine decodes ~5,200 ImageNet-sized images/s at 0.13 CPU-s
 //     per 1,000, 4:4:4 and grayscale bit-identical to libjpeg-turbo.
+//   - The resize kernel (ResizePTX, resize_ptx.go; launched by
+//     Decoder.EnqueueResize, resize_cuda.go): crop, antialiased bilinear
+//     resize and flip of a decoded picture into one sample on the
+//     decoder's stream, in PTX the driver compiles at load (Debian's
+//     CUDA 11.8 packages carry no nvcc). actors/nvdecode's ResizePlan is
+//     its tables and its Go twin. SubmitBatch (a batched decode without
+//     the wait), CopyToDeviceAsync, CopyToHostAsync and Wait let a caller
+//     keep two decoders' streams busy at once (actors/nvdecode's batch
+//     stage).
 //
 // # Not built
 //
-// Crop and resize on the device (NPP) and writing straight into a
-// device slot: the node copies the full-size RGB back and transforms it
-// with the CPU path's own geometry and filter (decode.TransformRGB), so
-// its pixels are the CPU path's but for the decoder. Video through
-// NVDEC (FFmpeg's CUDA hwaccel) is not built either.
+// Writing the samples straight into a rank's device slot: the batch
+// stage copies them out into the host slot, which is uploaded with the
+// rest of the batch.
 package nvjpeg
