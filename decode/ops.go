@@ -3,6 +3,7 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -23,7 +24,7 @@ import (
 // decoder reads only the pixels the filter needs; see SamplingFor), so
 // they are a fixed set of shapes rather than free composition:
 //
-//	random_resized_crop(scale=lo:hi, ratio=lo:hi) [| hflip(p=P)]   Train
+//	random_resized_crop(scale=lo:hi, ratio=lo:hi) [| hflip(p=P)] [| vflip(p=P)]   Train
 //	resize(short=N) | center_crop                                  Eval
 //	resize                                                         Resize
 //
@@ -105,7 +106,11 @@ func ParseOps(s string) (Ops, error) {
 				return nil, fmt.Errorf("decode: transform %q: op %q: unbalanced parentheses", s, part)
 			}
 			if strings.TrimSpace(body) != "" {
-				for _, kv := range strings.Split(body, ",") {
+				kvs, ok := splitParams(body)
+				if !ok {
+					return nil, fmt.Errorf("decode: transform %q: op %q: unbalanced brackets", s, part)
+				}
+				for _, kv := range kvs {
 					k, v, ok := strings.Cut(kv, "=")
 					k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 					if !ok || !isName(k) || v == "" {
@@ -118,6 +123,32 @@ func ParseOps(s string) (Ops, error) {
 		ops = append(ops, op)
 	}
 	return ops, nil
+}
+
+// splitParams splits an op's parameters at the commas outside brackets
+// (a list [a,b,c] is one value); ok false if the brackets do not pair.
+func splitParams(body string) (kvs []string, ok bool) {
+	depth, start := 0, 0
+	for i, r := range body {
+		switch r {
+		case '[':
+			depth++
+			if depth > 1 {
+				return nil, false
+			}
+		case ']':
+			depth--
+			if depth < 0 {
+				return nil, false
+			}
+		case ',':
+			if depth == 0 {
+				kvs = append(kvs, body[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(kvs, body[start:]), depth == 0
 }
 
 func isName(s string) bool {
@@ -214,6 +245,34 @@ func (p *params) int(key string, def int) int {
 	return x
 }
 
+// channels reads key as one number (every channel) or a list [r,g,b] of
+// three; def when absent.
+func (p *params) channels(key string) (v [3]float64) {
+	s := p.vals[key]
+	items := []string{s}
+	if body, ok := strings.CutPrefix(s, "["); ok {
+		body, ok = strings.CutSuffix(body, "]")
+		if !ok {
+			p.fail("%s: %q: unbalanced brackets", key, s)
+			return v
+		}
+		items = strings.Split(body, ",")
+	}
+	if len(items) != 1 && len(items) != 3 {
+		p.fail("%s: %q: want one value or three, [r,g,b]", key, s)
+		return v
+	}
+	for i := range v {
+		x, err := number(strings.TrimSpace(items[min(i, len(items)-1)]))
+		if err != nil {
+			p.fail("%s: %v", key, err)
+			return v
+		}
+		v[i] = x
+	}
+	return v
+}
+
 // span reads key as lo:hi (or one number, lo = hi); def when absent.
 func (p *params) span(key string, lo, hi float64) (float64, float64) {
 	s, ok := p.vals[key]
@@ -259,12 +318,23 @@ func (ops Ops) Compile() (Transform, error) {
 		t.RatioMin, t.RatioMax = p.span("ratio", t.RatioMin, t.RatioMax)
 		add(p)
 		i++
+		// The flips, each at most once, in either order (they commute):
+		// RandomHorizontalFlip and RandomVerticalFlip after the crop.
 		t.FlipProb = 0
-		if geometry() == "hflip" {
+		for seen := map[string]bool{}; (geometry() == "hflip" || geometry() == "vflip") && !seen[geometry()]; i++ {
+			name := geometry()
+			seen[name] = true
 			p := readParams(ops[i], "p")
-			t.FlipProb = p.float("p", 0.5)
+			prob := p.float("p", 0.5)
+			if !(prob >= 0 && prob <= 1) {
+				p.fail("p %v out of [0, 1]", prob)
+			}
+			if name == "hflip" {
+				t.FlipProb = prob
+			} else {
+				t.VFlipProb = prob
+			}
 			add(p)
-			i++
 		}
 	case "resize":
 		p := readParams(ops[i], "short")
@@ -285,11 +355,32 @@ func (ops Ops) Compile() (Transform, error) {
 		add(readParams(ops[i]))
 		i++
 	default:
-		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop [| hflip], resize(short=N) | center_crop, or resize", ops.String()))
+		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop [| hflip] [| vflip], resize(short=N) | center_crop, or resize", ops.String()))
 	}
 	for ; i < len(ops); i++ {
+		if ops[i].Name == "normalize" {
+			if i != len(ops)-1 {
+				errs = append(errs, fmt.Errorf("decode: transform %q: op normalize is the last op (it converts the sample to floats; the pixel ops work on bytes)", ops.String()))
+				continue
+			}
+			p := readParams(ops[i], "mean", "std")
+			_, hasMean := p.vals["mean"]
+			_, hasStd := p.vals["std"]
+			if !hasMean || !hasStd {
+				p.fail("needs mean and std, one value or three each (ImageNet's: %s)", imagenetNormalize)
+			} else {
+				t.Normalize, t.Mean, t.Std = true, p.channels("mean"), p.channels("std")
+				for ch, sd := range t.Std {
+					if len(p.errs) == 0 && (!(sd > 0) || math.IsInf(sd, 0) || math.IsInf(t.Mean[ch], 0)) {
+						p.fail("std %v, mean %v: want finite values, std > 0", t.Std, t.Mean)
+					}
+				}
+			}
+			add(p)
+			continue
+		}
 		if geometricOps[ops[i].Name] {
-			errs = append(errs, fmt.Errorf("decode: transform %q: op %s: the geometric ops are fused into the decode and come first, in one of the shapes random_resized_crop [| hflip], resize(short=N) | center_crop, or resize", ops.String(), ops[i].Name))
+			errs = append(errs, fmt.Errorf("decode: transform %q: op %s: the geometric ops are fused into the decode and come first, in one of the shapes random_resized_crop [| hflip] [| vflip], resize(short=N) | center_crop, or resize", ops.String(), ops[i].Name))
 			continue
 		}
 		if _, err := compilePixelOp(ops[i]); err != nil {
@@ -304,7 +395,7 @@ func (ops Ops) Compile() (Transform, error) {
 	return t, nil
 }
 
-var geometricOps = map[string]bool{"random_resized_crop": true, "hflip": true, "resize": true, "center_crop": true}
+var geometricOps = map[string]bool{"random_resized_crop": true, "hflip": true, "vflip": true, "resize": true, "center_crop": true}
 
 // Ops is t as an op list: the geometry its Kind fuses, then its pixel
 // ops. Compiling it gives t back (Size aside: the spec's).
@@ -318,10 +409,22 @@ func (t Transform) Ops() Ops {
 		if t.FlipProb > 0 {
 			ops = append(ops, Op{"hflip", []Param{{"p", num(t.FlipProb)}}})
 		}
+		if t.VFlipProb > 0 {
+			ops = append(ops, Op{"vflip", []Param{{"p", num(t.VFlipProb)}}})
+		}
 	case Eval:
 		ops = append(ops, Op{"resize", []Param{{"short", strconv.Itoa(t.ResizeShort)}}}, Op{Name: "center_crop"})
 	default:
 		ops = append(ops, Op{Name: "resize"})
 	}
-	return append(ops, t.Pixel...)
+	ops = append(ops, t.Pixel...)
+	if t.Normalize {
+		list := func(v [3]float64) string { return "[" + num(v[0]) + "," + num(v[1]) + "," + num(v[2]) + "]" }
+		ops = append(ops, Op{"normalize", []Param{{"mean", list(t.Mean)}, {"std", list(t.Std)}}})
+	}
+	return ops
 }
+
+// imagenetNormalize is the normalize op with ImageNet's mean and std,
+// what torchvision's ImageNet recipes use.
+const imagenetNormalize = "normalize(mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225])"
