@@ -73,6 +73,10 @@ const (
 	Float32  = spec.Float32
 )
 
+// ParseDType reads a dtype's name as the node's --dtype takes it
+// (uint8, float16, bfloat16 or float32).
+func ParseDType(name string) (DType, error) { return spec.ParseDType(name) }
+
 // ParseLayout reads a layout's name as the node's --layout takes it
 // (nchw or nhwc, in any case).
 func ParseLayout(name string) (Layout, error) { return spec.ParseLayout(name) }
@@ -90,6 +94,10 @@ type Transform struct {
 	// center crop of Size. Default 256 (the 0.875 crop ratio of ResNet
 	// evaluation). Must be >= Size.
 	ResizeShort int
+	// CropSize (Eval) is the side center_crop(size=N) named, 0 when it
+	// named none: the output side is Size either way, and Validate
+	// refuses a CropSize that differs from it.
+	CropSize int
 	// ScaleMin, ScaleMax (Train) bound the crop area as a fraction of the
 	// image area. Defaults 0.08 and 1.0, torchvision's.
 	ScaleMin, ScaleMax float64
@@ -245,7 +253,11 @@ func (c Config) Validate() error {
 	switch t.Geometry {
 	case Eval:
 		if t.ResizeShort < t.Size {
-			bad("Transform.ResizeShort %d must be >= Size %d", t.ResizeShort, t.Size)
+			bad("Transform.ResizeShort %d must be >= Size %d: eval is resize(short=%d)|center_crop; a center crop of %d needs resize(short=N) with N >= %d, such as resize(short=%d)|center_crop (eval's 0.875 crop ratio)",
+				t.ResizeShort, t.Size, t.ResizeShort, t.Size, t.Size, int(math.Round(float64(t.Size)/0.875)))
+		}
+		if t.CropSize != 0 && t.CropSize != t.Size {
+			bad("center_crop(size=%d) and the output side %d (Transform.Size, the node's --size) disagree", t.CropSize, t.Size)
 		}
 	case Train:
 		// The negated comparisons also catch NaN.

@@ -29,7 +29,9 @@ import (
 //	resize                                                         Resize
 //
 // The output side is the sample spec's (Transform.Size, the node's
-// --size), defined once, so no op names it. The ops after the geometry
+// --size), defined once: only center_crop(size=N) names it, as
+// torchvision's CenterCrop(N) does, and then it must agree with the
+// spec's (Transform.CropSize; the node takes it when --size is not given). The ops after the geometry
 // are pixel ops on the decoded Size×Size sample, each drawing its
 // randomness from the sample's seed and its place in the list (so adding
 // one does not move another's draws, nor the crop's): see PixelOps.
@@ -337,22 +339,39 @@ func (ops Ops) Compile() (Transform, error) {
 			add(p)
 		}
 	case "resize":
-		p := readParams(ops[i], "short")
-		if _, ok := p.vals["short"]; !ok {
+		// resize(short=N), or torchvision's own name: Resize(size=N)
+		// with one number resizes the short side to N.
+		p := readParams(ops[i], "short", "size")
+		_, short := p.vals["short"]
+		_, size := p.vals["size"]
+		if !short && !size {
 			t.Geometry = Resize
 			add(p)
 			i++
 			break
 		}
 		t.Geometry = Eval
-		t.ResizeShort = p.int("short", t.ResizeShort)
+		if short && size {
+			p.fail("short and size are the same (the short side): give one")
+		}
+		t.ResizeShort = p.int("short", p.int("size", t.ResizeShort))
 		add(p)
 		i++
 		if geometry() != "center_crop" {
 			errs = append(errs, errors.New("decode: op resize(short=N) is followed by center_crop (torchvision's Resize(N) then CenterCrop(size), fused into the decode)"))
 			break
 		}
-		add(readParams(ops[i]))
+		// center_crop(size=N): CenterCrop(N), the output side; without
+		// it, the sample spec's (--size).
+		p = readParams(ops[i], "size")
+		if _, ok := p.vals["size"]; ok {
+			t.CropSize = p.int("size", 0)
+			if t.CropSize < 1 {
+				p.fail("size %d: want a positive side", t.CropSize)
+			}
+			t.Size = t.CropSize
+		}
+		add(p)
 		i++
 	default:
 		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop [| hflip] [| vflip], resize(short=N) | center_crop, or resize", ops.String()))
@@ -413,7 +432,11 @@ func (t Transform) Ops() Ops {
 			ops = append(ops, Op{"vflip", []Param{{"p", num(t.VFlipProb)}}})
 		}
 	case Eval:
-		ops = append(ops, Op{"resize", []Param{{"short", strconv.Itoa(t.ResizeShort)}}}, Op{Name: "center_crop"})
+		crop := Op{Name: "center_crop"}
+		if t.CropSize != 0 {
+			crop.Params = []Param{{"size", strconv.Itoa(t.CropSize)}}
+		}
+		ops = append(ops, Op{"resize", []Param{{"short", strconv.Itoa(t.ResizeShort)}}}, crop)
 	default:
 		ops = append(ops, Op{Name: "resize"})
 	}
