@@ -34,6 +34,8 @@ const (
 	KindAudio = spec.KindAudio
 	Uint8     = spec.Uint8
 	Float32   = spec.Float32
+	Float16   = spec.Float16
+	BFloat16  = spec.BFloat16
 	// Channels is the channels of a pixel (RGB).
 	Channels = spec.Channels
 )
