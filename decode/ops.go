@@ -25,16 +25,22 @@ import (
 // they are a fixed set of shapes rather than free composition:
 //
 //	random_resized_crop(scale=lo:hi, ratio=lo:hi) [| hflip(p=P)] [| vflip(p=P)]   Train
-//	resize(short=N) | center_crop                                  Eval
-//	resize                                                         Resize
+//	resize(short=N) | center_crop [(size=S)]                                     Eval
+//	resize                                                                       Resize
 //
-// The output side is the sample spec's (Transform.Size, the node's
-// --size), defined once: only center_crop(size=N) names it, as
-// torchvision's CenterCrop(N) does, and then it must agree with the
-// spec's (Transform.CropSize; the node takes it when --size is not given). The ops after the geometry
-// are pixel ops on the decoded Size×Size sample, each drawing its
+// (the flips in either order; resize(size=N) is resize(short=N) under
+// torchvision's name). The output side is the sample spec's
+// (Transform.Size, the node's --size), defined once: only
+// center_crop(size=S) names it, as torchvision's CenterCrop(S) does, and
+// then it must agree with the spec's (Transform.CropSize; the node takes
+// it when --size is not given). The ops after the geometry are pixel ops on the decoded Size×Size sample, each drawing its
 // randomness from the sample's seed and its place in the list (so adding
 // one does not move another's draws, nor the crop's): see PixelOps.
+//
+// The last op may be normalize(mean=[r,g,b],std=[r,g,b]): torchvision's
+// Normalize after ToTensor, applied as the sample is converted to the
+// float dtype of Config.DType (see floatLUT); a list value is written in
+// brackets.
 //
 // The presets are op lists: ParseTransform("train") is the Transform of
 // Presets["train"], field for field what it always was.

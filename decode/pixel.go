@@ -60,7 +60,7 @@ func compilePixelOp(op Op) (pixelOp, error) {
 			p.fail("p %v out of [0, 1]", c.p)
 		}
 	default:
-		return c, fmt.Errorf("decode: unknown op %q (geometry: random_resized_crop, hflip, resize, center_crop; pixel ops: %v)", op.Name, PixelOps)
+		return c, fmt.Errorf("decode: unknown op %q (geometry: random_resized_crop, hflip, vflip, resize, center_crop; pixel ops: %v; last: normalize)", op.Name, PixelOps)
 	}
 	if len(p.errs) > 0 {
 		return c, p.errs[0]
