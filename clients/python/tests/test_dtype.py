@@ -19,6 +19,7 @@ from PIL import Image
 from torchvision import transforms as T
 
 import longshore
+from fakenode import BATCH, HELLO, WELCOME, FakeNode, send_region, welcome
 from limits import HANG_S, wait_for_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,3 +88,42 @@ def test_float_samples_match_torchvision(cluster_bins, photos, tmp_path, name, d
             node.kill()
             node.wait()
     assert seen == N
+
+
+def test_half_dtypes_zero_copy():
+    """Against a scripted node: a float16 batch is a NumPy float16 array
+    and a torch.float16 tensor, a bfloat16 batch int16 bits and a
+    torch.bfloat16 tensor, both over the shared memory (no copy), with
+    torch's own values."""
+    vals = torch.linspace(-2.1, 2.6, 2 * 3 * 2 * 2).reshape(2, 3, 2, 2)
+    half, bf = vals.to(torch.float16), vals.to(torch.bfloat16)
+    region = half.numpy().tobytes() + bf.view(torch.int16).numpy().tobytes() + b"\0" * 64
+    nbytes = 2 * vals.numel()
+    w = welcome()
+    w.update(version=3, mode="standalone", dtype="float16",
+             spec={"kind": "image", "dtype": "float16", "shape": [3, 2, 2], "layout": "NCHW"})
+
+    def batch(bid, dtype, offset):
+        return {"id": bid, "region": 1, "offset": offset, "nbytes": nbytes, "dims": [2, 3, 2, 2], "shape": [2, 3, 2, 2],
+                "layout": "NCHW", "dtype": dtype, "epoch": 0, "step": bid, "labels": [0, 1], "keys": ["a", "b"],
+                "indices": [0, 1], "positions": [0, 1], "pads": [False, False], "failed": 0}
+
+    node = FakeNode([
+        ("expect", HELLO),
+        ("send", WELCOME, w),
+        lambda n: send_region(n, 1, region),
+        ("send", BATCH, batch(1, "float16", 0)),
+        ("send", BATCH, batch(2, "bfloat16", nbytes)),
+    ])
+    loader = longshore.Loader(node.path, timeout=HANG_S)
+    for want, npdt in ((half, np.float16), (bf, np.int16)):
+        b = loader.next_batch()
+        assert b.images.dtype == npdt and b.images.shape == (2, 3, 2, 2)
+        t = b.tensor()
+        assert t.dtype == want.dtype and t.data_ptr() == b.images.ctypes.data
+        assert torch.equal(t, want)
+        assert torch.equal(b["image"], want)
+        del t
+        b.release()
+    loader.close()
+    node.join()
