@@ -32,6 +32,9 @@ const (
 	KindImage = spec.KindImage
 	KindVideo = spec.KindVideo
 	KindAudio = spec.KindAudio
+	KindRaw   = spec.KindRaw
+	// RawHeader is the bytes of a raw row before its sample's (spec.PutRaw).
+	RawHeader = spec.RawHeader
 	Uint8     = spec.Uint8
 	Float32   = spec.Float32
 	Float16   = spec.Float16
@@ -277,8 +280,12 @@ func (c Config) Validate() error {
 		if c.Sample.AudioChannels < 1 || c.Sample.AudioSamples < 1 {
 			bad("Sample: %d audio channels of %d samples: need at least 1 of each", c.Sample.AudioChannels, c.Sample.AudioSamples)
 		}
+	case KindRaw:
+		if c.Sample.RawBytes < 1 {
+			bad("Sample.RawBytes %d: need at least 1 byte a raw sample", c.Sample.RawBytes)
+		}
 	default:
-		bad("Sample.Kind %d: want image, video or audio", int(c.Sample.Kind))
+		bad("Sample.Kind %d: want image, video, audio or raw", int(c.Sample.Kind))
 	}
 	if c.Sample.Layout != NCHW && c.Sample.Layout != NHWC {
 		bad("Sample.Layout %d: want NCHW or NHWC", int(c.Sample.Layout))

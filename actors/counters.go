@@ -375,6 +375,13 @@ func (t *Tally) Use(p *Pipeline) {
 	t.mu.live = p
 }
 
+// Live is the rank's pipeline now (Use), or nil.
+func (t *Tally) Live() *Pipeline {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.live
+}
+
 // Counters returns the rank's counters over every pipeline it had.
 func (t *Tally) Counters() Counters {
 	t.mu.Lock()

@@ -35,12 +35,23 @@ type AutoTuneConfig struct {
 // difference of the ranks' counters, asks the Tuner, and applies a new
 // setting to every rank (Pipeline.Retune), sharing the reads in flight
 // and the decoders out among them.
+//
+// A rank's pipelines may come and go (NewTallyTuner): a feed's rank
+// reopened where a trainer resumes, a cluster rank's sessions. The
+// tuner then counts each rank over every pipeline it had (its Tally),
+// gives a pipeline that appeared the setting at the next window, and
+// takes its budget from the first pipeline it sees (a cluster's batch
+// size, which sizes the slots, comes with the coordinator's job).
 type AutoTuner struct {
-	ranks []*Pipeline
+	n     int                // ranks
+	live  func() []*Pipeline // each rank's pipeline now; nil: none
+	count func() Counters    // the ranks' counters, merged
 	cfg   AutoTuneConfig
 	clk   clock.Clock
-	t     *Tuner
+	t     *Tuner // nil until the first pipeline is seen
 
+	// given is the pipeline of each rank that was given the setting.
+	given   []*Pipeline
 	prev    Counters
 	prevCPU time.Duration
 	mu      struct {
@@ -69,26 +80,85 @@ type AutoTuneStats struct {
 // Config) and applies its start: the ranks' setting now, brought within
 // the budget.
 func NewAutoTuner(ranks []*Pipeline, cfg AutoTuneConfig) *AutoTuner {
+	a := newAutoTuner(len(ranks), cfg, func() []*Pipeline { return ranks }, func() Counters {
+		cs := make([]Counters, len(ranks))
+		for i, p := range ranks {
+			cs[i] = p.Counters()
+		}
+		return MergeCounters(cs...)
+	})
+	a.start(ranks[0].Config())
+	return a
+}
+
+// NewTallyTuner makes the tuner of a node's ranks whose pipelines come
+// and go, each rank's in its Tally (all made with one Config): it starts
+// (NewAutoTuner) once a rank has a pipeline, at construction or at a
+// later window; until then its windows decide nothing.
+func NewTallyTuner(tallies []*Tally, cfg AutoTuneConfig) *AutoTuner {
+	a := newAutoTuner(len(tallies), cfg, func() []*Pipeline {
+		out := make([]*Pipeline, len(tallies))
+		for i, t := range tallies {
+			out[i] = t.Live()
+		}
+		return out
+	}, func() Counters {
+		cs := make([]Counters, len(tallies))
+		for i, t := range tallies {
+			cs[i] = t.Counters()
+		}
+		return MergeCounters(cs...)
+	})
+	a.startIfLive()
+	return a
+}
+
+func newAutoTuner(n int, cfg AutoTuneConfig, live func() []*Pipeline, count func() Counters) *AutoTuner {
 	if cfg.Window <= 0 {
 		cfg.Window = time.Second
 	}
-	pc := ranks[0].Config()
-	r := len(ranks)
-	b := TuneBudget{
-		Cores: cfg.Cores, Memory: cfg.Memory, Ranks: r,
-		SlotBytes: int64(pc.SlotBytes()), DecodeQueue: pc.DecodeQueue,
-		MinSlots: min(2, pc.Slots), MaxSlots: pc.Slots,
-		MaxFetchers: r * pc.FetchConcurrency, MaxDecoders: r * maxRankDecoders(pc.Decoders),
+	a := &AutoTuner{n: n, live: live, count: count, cfg: cfg, clk: clock.Or(cfg.Clock), given: make([]*Pipeline, n)}
+	a.mu.st = AutoTuneStats{Budget: TuneBudget{Cores: cfg.Cores, Memory: cfg.Memory, Ranks: n}, Changes: map[string]int64{}}
+	if a.mu.st.Budget.Cores <= 0 {
+		a.mu.st.Budget.Cores = float64(runtime.NumCPU())
 	}
-	if b.Cores <= 0 {
-		b.Cores = float64(runtime.NumCPU())
+	return a
+}
+
+// startIfLive starts the tuner if a rank has a pipeline; it reports
+// whether the tuner has started.
+func (a *AutoTuner) startIfLive() bool {
+	if a.t != nil {
+		return true
 	}
+	for _, p := range a.live() {
+		if p != nil {
+			a.start(p.Config())
+			return true
+		}
+	}
+	return false
+}
+
+// start makes the Tuner of ranks made with pc and applies its start:
+// the ranks' setting now (a rank without a pipeline counted as pc
+// makes one), brought within the budget.
+func (a *AutoTuner) start(pc Config) {
+	r := a.n
+	b := a.mu.st.Budget
+	b.SlotBytes, b.DecodeQueue = int64(pc.SlotBytes()), pc.DecodeQueue
+	b.MinSlots, b.MaxSlots = min(2, pc.Slots), pc.Slots
+	b.MaxFetchers, b.MaxDecoders = r*pc.FetchConcurrency, r*maxRankDecoders(pc.Decoders)
 	if pc.DecodeDeadline >= 0 {
 		b.DecoderBytes = int64(pc.Sample.SampleBytes()) // the worker's scratch
 	}
-	a := &AutoTuner{ranks: ranks, cfg: cfg, clk: clock.Or(cfg.Clock)}
 	var start TuneSetting
-	for _, p := range ranks {
+	for _, p := range a.live() {
+		if p == nil {
+			start.Fetchers += pc.FetchConcurrency
+			start.Decoders += pc.Decoders
+			continue
+		}
 		f, d, _ := p.Tuning()
 		start.Fetchers += f
 		start.Decoders += d
@@ -96,29 +166,25 @@ func NewAutoTuner(ranks []*Pipeline, cfg AutoTuneConfig) *AutoTuner {
 	start.Slots = pc.Slots
 	a.t = NewTuner(b, start)
 	a.t.Fit(a.objectBytes())
-	a.prev = a.counters()
-	if cfg.CPUTime != nil {
-		a.prevCPU = cfg.CPUTime()
+	a.prev = a.count()
+	if a.cfg.CPUTime != nil {
+		a.prevCPU = a.cfg.CPUTime()
 	}
-	a.mu.st = AutoTuneStats{Setting: a.t.Setting(), Budget: b, Changes: map[string]int64{}, Memory: b.MemoryOf(a.t.Setting(), a.objectBytes())}
+	a.mu.Lock()
+	a.mu.st.Setting, a.mu.st.Budget, a.mu.st.Memory = a.t.Setting(), b, b.MemoryOf(a.t.Setting(), a.objectBytes())
+	a.mu.Unlock()
 	// Applied even when unchanged: from now on the tuner owns the ranks'
 	// fetch limit (their own fetch tuners would move it under it).
-	a.apply(a.t.Setting())
-	return a
-}
-
-func (a *AutoTuner) counters() Counters {
-	cs := make([]Counters, len(a.ranks))
-	for i, p := range a.ranks {
-		cs[i] = p.Counters()
-	}
-	return MergeCounters(cs...)
+	a.apply(a.t.Setting(), true)
 }
 
 // objectBytes is the mean fetch buffer now (0 before any was read).
 func (a *AutoTuner) objectBytes() int64 {
 	var bytes, bufs int64
-	for _, p := range a.ranks {
+	for _, p := range a.live() {
+		if p == nil {
+			continue
+		}
 		now, _ := p.FetchBufferBytes()
 		bytes += now
 		bufs += p.bufsMade.Load()
@@ -131,9 +197,14 @@ func (a *AutoTuner) objectBytes() int64 {
 
 // apply shares s out among the ranks: rank i gets the node's reads in
 // flight and decoders divided, the first ones one more of a remainder.
-func (a *AutoTuner) apply(s TuneSetting) {
-	r := len(a.ranks)
-	for i, p := range a.ranks {
+// all false gives it only to the pipelines that appeared since the last
+// apply.
+func (a *AutoTuner) apply(s TuneSetting, all bool) {
+	r := a.n
+	for i, p := range a.live() {
+		if p == nil || (!all && a.given[i] == p) {
+			continue
+		}
 		share := func(n int) int {
 			q := n / r
 			if i < n%r {
@@ -142,12 +213,20 @@ func (a *AutoTuner) apply(s TuneSetting) {
 			return max(q, 1)
 		}
 		p.Retune(share(s.Fetchers), share(s.Decoders), s.Slots)
+		a.given[i] = p
 	}
 }
 
 // Step measures the window since the last step, decides and applies.
+// Before the tuner has started (NewTallyTuner, no pipeline yet) it
+// decides nothing; a pipeline that appeared gets the setting first.
 func (a *AutoTuner) Step() TuneDecision {
-	now := a.counters()
+	if a.t == nil {
+		a.startIfLive() // measured from the next window on
+		return TuneDecision{}
+	}
+	a.apply(a.t.Setting(), false)
+	now := a.count()
 	iv := now.Since(a.prev)
 	a.prev = now
 	st := iv.Stats()
@@ -165,7 +244,7 @@ func (a *AutoTuner) Step() TuneDecision {
 	}
 	d := a.t.Decide(w)
 	if d.Changed {
-		a.apply(d.To)
+		a.apply(d.To, true)
 		if a.cfg.Logger != nil {
 			a.cfg.Logger.Info("autotune", "from", d.From.String(), "to", d.To.String(), "knob", d.Knob,
 				"reverted", d.Reverted, "samples_per_second", int64(d.Rate), "memory", bytesHuman(d.Memory), "reason", d.Reason)

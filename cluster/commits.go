@@ -91,6 +91,12 @@ func (c *Coordinator) commitsOf(ep *epoch) []RankCommit {
 // durable before it are durable as of gen. Their Gen names the
 // generation a resume token must restore.
 func (c *Coordinator) Persisted(gen uint64) {
+	for _, n := range c.unpersisted {
+		if n != c.lastClosed {
+			c.epochs[n].trails = nil // the journal holds them (and archives them)
+		}
+	}
+	c.unpersisted = c.unpersisted[:0]
 	for _, ep := range c.keptEpochs() {
 		for id, rc := range ep.commits {
 			if rc.Gen == 0 {

@@ -92,6 +92,12 @@ type Config struct {
 	// would leave it idle for good. Nodes ignore a Welcome for sessions
 	// they have. 0: never.
 	WelcomeResend int
+	// BatchSize is the trainers' batch size, if the shell knows it: the
+	// trails (Trail) then keep only the commits that the others do not
+	// imply (TrimCommits), so what a Snapshot copies of them grows with
+	// the stream ends, not with the commits. 0: keep every commit (the
+	// journal trims them when it writes).
+	BatchSize int64
 }
 
 // DefaultConfig returns a Config with every tunable set; the caller fills
@@ -171,6 +177,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinRanks < 0 {
 		bad("MinRanks = %d, want >= 0", c.MinRanks)
+	}
+	if c.BatchSize < 0 {
+		bad("BatchSize = %d, want >= 0 (0: unknown)", c.BatchSize)
 	}
 	if c.WelcomeResend < 0 {
 		bad("WelcomeResend = %d ticks, want >= 0 (0: never)", c.WelcomeResend)

@@ -41,6 +41,10 @@ type Coordinator struct {
 	// lastClosed is the epoch that completed last (-1: none): it keeps
 	// its ranks' last commits (epoch.commits) until another completes.
 	lastClosed int
+	// unpersisted are completed epochs other than lastClosed whose trails
+	// no persisted Snapshot held yet: kept until Persisted, so that every
+	// completed epoch's trails reach the journal once (it archives them).
+	unpersisted []int
 
 	ready Ready
 	stats Stats
@@ -124,6 +128,10 @@ type epoch struct {
 	// session of the rank commits in the epoch. Once the epoch is
 	// complete it holds every rank's last commit (see lastClosed).
 	commits map[string]RankCommit
+	// trails are the trails (see Trail) of the rank sessions that are
+	// gone, and once the epoch is complete of every session, kept as
+	// commits are.
+	trails  []Trail
 	revokes []revokeRef // pending revokes, oldest first
 	// noVictim records that a steal found nothing to split; only a new
 	// grant can change that, so idle ranks do not rescan every stream.
@@ -160,6 +168,12 @@ type stream struct {
 	endLeases  int    // and its Leases
 	held       *Commit
 	revoking   int // segments with a pending revoke
+	// commits are the commits applied, and older ones that arrived late,
+	// in order: the stream's trail (Trail) with its segments; early are
+	// commits a later one overtook while held, not yet committed past.
+	commits []TrailCommit
+	early   []TrailCommit
+	ends    []int64 // the Lengths of the StreamEnds sent, ascending (Trail.Ends)
 }
 
 type segment struct {
@@ -442,6 +456,7 @@ func (c *Coordinator) release(r *rank) {
 		ep.departedCommitted = mergeRanges(ep.departedCommitted)
 		ep.departedCommittedN += st.committedN
 		ep.keepCommit(r, st)
+		ep.keepTrail(r, st)
 		for i := st.cseg; i < len(st.segs); i++ {
 			seg := &st.segs[i]
 			from := seg.start
@@ -722,6 +737,9 @@ func (c *Coordinator) sendEnd(r *rank, ep *epoch, st *stream, complete bool) {
 		return
 	}
 	st.endSent, st.endLeases = st.granted, len(st.segs)
+	if i, found := slices.BinarySearch(st.ends, st.granted); !found && st.granted > 0 {
+		st.ends = slices.Insert(st.ends, i, st.granted)
+	}
 	c.ready.Ends = append(c.ready.Ends, StreamEnd{
 		Rank: r.id, Session: r.session, Epoch: ep.n, Length: st.granted, Leases: len(st.segs),
 		Fence: c.nextFence(), EpochComplete: complete,
@@ -999,7 +1017,14 @@ func (c *Coordinator) commit(ev Commit) error {
 		return fmt.Errorf("%w: commit at %d outside lease %v (%d, %d]", ErrInvalid, ev.Through, ev.Lease, seg.start, seg.end)
 	}
 	if i < st.cseg {
-		return nil // an older commit than one applied
+		// An older commit than one applied (reordered): its step still
+		// tells the trail where a batch ended.
+		off := ev.Through - seg.start
+		for k := range i {
+			off += st.segs[k].end - st.segs[k].start
+		}
+		st.noteCommit(TrailCommit{Step: ev.Step, Offset: off}, c.cfg.BatchSize)
+		return nil
 	}
 	off := st.csegOff
 	for k := st.cseg; k < i; k++ {
@@ -1008,11 +1033,17 @@ func (c *Coordinator) commit(ev Commit) error {
 	off += ev.Through - seg.start
 	switch {
 	case off <= st.committed:
-		return nil // duplicate or reordered older commit
+		st.noteCommit(TrailCommit{Step: ev.Step, Offset: off}, c.cfg.BatchSize) // duplicate or reordered older commit
+		return nil
 	case off > ev.Offset:
 		// The rank stopped an earlier lease short and we have not seen
 		// its LeaseDone yet: apply once we have.
 		if st.held == nil || st.held.Offset < ev.Offset {
+			if st.held != nil {
+				// Its step ended a batch: the trail takes it once the
+				// stream is committed past it.
+				st.early = append(st.early, TrailCommit{Step: st.held.Step, Offset: st.held.Offset})
+			}
 			h := ev
 			st.held = &h
 			c.stats.HeldCommits++
@@ -1037,6 +1068,7 @@ func (c *Coordinator) commit(ev Commit) error {
 		}
 	}
 	st.step, st.gen = ev.Step, 0
+	st.noteCommit(TrailCommit{Step: ev.Step, Offset: off}, c.cfg.BatchSize)
 	c.stats.Commits++
 	c.ready.Acks = append(c.ready.Acks, Ack{Rank: r.id, Session: r.session, Epoch: ep.n, Offset: off, Step: ev.Step})
 	c.ready.Persist = true
@@ -1069,6 +1101,7 @@ func (c *Coordinator) checkComplete(ep *epoch) {
 		}
 		c.sendEnd(r, ep, st, true)
 		ep.keepCommit(r, st)
+		ep.keepTrail(r, st)
 		delete(r.streams, ep.n)
 		r.closed[ep.n] = true
 	}
@@ -1077,6 +1110,7 @@ func (c *Coordinator) checkComplete(ep *epoch) {
 	ep.departedCommitted = nil
 	if c.lastClosed >= 0 {
 		c.epochs[c.lastClosed].commits = nil
+		c.unpersisted = append(c.unpersisted, c.lastClosed)
 	}
 	c.lastClosed = ep.n
 	c.completed++

@@ -11,10 +11,9 @@ import "fmt"
 // of the stream (stream offsets [k*B, (k+1)*B)) is step k.
 //
 // A cluster job's streams are made of the leases the coordinator granted
-// as ranks asked, which depend on timing; the journal keeps what was
-// committed (merged across ranks) and each rank's last commit, not which
-// positions each step held, so no pure function of the job and its
-// journal answers for a cluster (docs/lineage.md).
+// as ranks asked, which depend on timing: its lineage is what the journal
+// records of each rank session's commits (Trail, EpochLineage in
+// trail.go; docs/lineage.md).
 
 // Lineage is a standalone job's layout: its dataset size, world and
 // batch size, and whether each epoch's last short batch is dropped.

@@ -96,6 +96,10 @@ type simStats struct {
 	Steps, Delivered, Grants, Commits, Acks, Crashes, FalseFails, Joins, CoordCrashes,
 	Fenced, FencedAnswers, Revokes, EqualEpochs, Held, HeldRequests, WelcomeResends, LostWrites, LandedLost, Races, StaleSteps, Rewinds, Resets int
 	Lost, Cuts, Resent, LossySeeds, RecoverySteps, MaxRecovery int
+	// LineageSteps are committed steps the journal's trails answered
+	// and the check compared; UncertainSteps those they mark uncertain
+	// (a stream end's commit that never reached the coordinator).
+	LineageSteps, UncertainSteps, UncertainLinked int
 }
 
 func (s *simStats) add(o simStats) {
@@ -127,6 +131,9 @@ func (s *simStats) add(o simStats) {
 	s.LossySeeds += o.LossySeeds
 	s.RecoverySteps += o.RecoverySteps
 	s.MaxRecovery = max(s.MaxRecovery, o.MaxRecovery)
+	s.LineageSteps += o.LineageSteps
+	s.UncertainSteps += o.UncertainSteps
+	s.UncertainLinked += o.UncertainLinked
 }
 
 type simMsg struct {
@@ -181,6 +188,7 @@ type simItem struct {
 	pad    bool
 	lease  Fence
 	pos    int64
+	step   int64 // the trainer's step it was delivered in
 }
 
 type sim struct {
@@ -205,6 +213,9 @@ type sim struct {
 	// newest few with the committed history each held.
 	nGens int
 	gens  []simGen
+	// archive is the journal's lineage archive model: each completed
+	// epoch's trails, as the last generation holding them had them.
+	archive map[int][]Trail
 	// stale is a replaced coordinator still running until its next
 	// journal write fails or staleUntil.
 	stale      *Coordinator
@@ -293,8 +304,11 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	if rng.IntN(2) == 0 {
 		cfg.RevokeTimeout = 5 + rng.IntN(30)
 	}
-	s.cfg = cfg
 	s.batch = 1 + rng.Int64N(8)
+	if seed%2 == 0 {
+		cfg.BatchSize = s.batch // the core trims its trails' commits
+	}
+	s.cfg = cfg
 	s.every = 1 + rng.Int64N(4)
 	s.maxDelay = rng.Int64N(25)
 	s.dupP = []float64{0, 0.02, 0.1}[rng.IntN(3)]
@@ -609,6 +623,14 @@ func (s *sim) persist(c *Coordinator, rd Ready) {
 	}
 	s.nGens++
 	g := simGen{state: c.Snapshot()}
+	for e, es := range g.state.Epochs {
+		if es.Complete && len(es.Trails) > 0 {
+			if s.archive == nil {
+				s.archive = map[int][]Trail{}
+			}
+			s.archive[e] = es.Trails
+		}
+	}
 	c.Persisted(uint64(s.nGens))
 	if s.rewindP > 0 {
 		g.durable = map[*simSession]map[int]int64{}
@@ -1352,7 +1374,7 @@ func (s *sim) deliverRun(ss *simSession, r *RankRuns, run Run) {
 		if pad != p.Pad || pad != (p.Pos >= s.cfg.Samples) {
 			s.fail("position %+v: pad %v", p, pad)
 		}
-		ss.items[e] = append(ss.items[e], simItem{sample: sample, pad: pad, lease: p.Lease, pos: p.Pos})
+		ss.items[e] = append(ss.items[e], simItem{sample: sample, pad: pad, lease: p.Lease, pos: p.Pos, step: ss.steps[e]})
 		s.stats.Delivered++
 		if ss.inBatch[e]++; ss.inBatch[e] == s.batch {
 			s.batchDone(ss, r, e)
@@ -1398,6 +1420,7 @@ func (s *sim) commit(ss *simSession, r *RankRuns, e int, step int64) {
 // --- the checks ---
 
 func (s *sim) check() {
+	s.checkLineage()
 	for e := range s.cfg.Epochs {
 		seen := make([]int, s.cfg.Samples)
 		for _, ss := range s.sessions {
@@ -1470,6 +1493,72 @@ func (s *sim) check() {
 			}
 			if nd != s.cfg.Samples%w {
 				s.fail("epoch %d: dropped %d, want %d mod %d", e, nd, s.cfg.Samples, w)
+			}
+		}
+	}
+}
+
+// checkLineage checks the journal's trails against what each session
+// delivered: every committed step of every rank session, as TrailSteps
+// and TrailPosition read it from the newest generation (or the archive,
+// for an epoch that completed earlier), holds the positions, samples and
+// step numbers the session's trainer got, and the trails reach exactly
+// the committed prefix of every session.
+func (s *sim) checkLineage() {
+	if len(s.gens) == 0 {
+		return
+	}
+	st := s.gens[len(s.gens)-1].state
+	for e := range st.Epochs {
+		es := st.Epochs[e]
+		trails := es.Trails
+		if es.Complete && len(trails) == 0 {
+			trails = s.archive[e]
+		}
+		reached := map[*simSession]int64{}
+		order := s.cfg.Order(e)
+		for _, t := range trails {
+			ss := s.bySession[t.Session]
+			if ss == nil || ss.rank != t.Rank {
+				s.fail("epoch %d: trail of %s session %v: no such session", e, t.Rank, t.Session)
+				return
+			}
+			steps, err := TrailSteps(t, s.batch)
+			if err != nil {
+				s.fail("epoch %d: %v (commits %v)", e, err, t.Commits)
+				return
+			}
+			reached[ss] = t.Committed()
+			for _, ts := range steps {
+				if ts.Uncertain {
+					s.stats.UncertainSteps++
+					if s.linked {
+						s.stats.UncertainLinked++
+					}
+					continue
+				}
+				s.stats.LineageSteps++
+				for k := int64(0); k < ts.Len; k++ {
+					off := ts.Offset + k
+					p, err := TrailPosition(t, off)
+					if err != nil || off >= int64(len(ss.items[e])) {
+						s.fail("epoch %d: trail of %s session %v: offset %d: %v (%d delivered)", e, t.Rank, t.Session, off, err, len(ss.items[e]))
+						return
+					}
+					it := ss.items[e][off]
+					sample, pad := order.Sample(p)
+					if it.pos != p || it.sample != sample || it.pad != pad || it.step != ts.Step {
+						s.fail("epoch %d: %s session %v offset %d: the trail says step %d position %d, the trainer got step %d position %d",
+							e, t.Rank, t.Session, off, ts.Step, p, it.step, it.pos)
+						return
+					}
+				}
+			}
+		}
+		for _, ss := range s.sessions {
+			if d := ss.durable[e]; d != reached[ss] {
+				s.fail("epoch %d: %s session %v committed through offset %d, its trail reaches %d", e, ss.rank, ss.fence, d, reached[ss])
+				return
 			}
 		}
 	}

@@ -41,6 +41,10 @@ type EpochState struct {
 	// name, sorted by it: kept while the epoch is open and, for the epoch
 	// that completed last, after (see RankCommit).
 	Commits []RankCommit
+	// Trails are what each rank session committed of the epoch, sorted
+	// by rank and session (see Trail): kept while the epoch is open and,
+	// for the epoch that completed last, after (as Commits).
+	Trails []Trail
 }
 
 // Snapshot returns the durable state. It costs O(leases of open epochs).
@@ -55,6 +59,9 @@ func (c *Coordinator) Snapshot() State {
 		es.Complete = ep.complete
 		es.Dropped = append([]Range(nil), ep.dropped...)
 		es.Commits = c.commitsOf(ep)
+		if !ep.complete || len(ep.trails) > 0 {
+			es.Trails = c.trailsOf(ep)
+		}
 		if ep.complete {
 			continue
 		}
@@ -105,10 +112,14 @@ func Restore(cfg Config, s State) (*Coordinator, error) {
 		if err := ep.restoreCommits(es.Commits); err != nil {
 			return nil, err
 		}
+		if err := ep.restoreTrails(es.Trails); err != nil {
+			return nil, err
+		}
 		if es.Complete {
 			if len(es.Commits) > 0 {
 				if c.lastClosed >= 0 {
 					c.epochs[c.lastClosed].commits = nil
+					c.unpersisted = append(c.unpersisted, c.lastClosed)
 				}
 				c.lastClosed = n
 			}

@@ -38,8 +38,12 @@ var (
 	AudioExtensions = []string{".wav", ".flac", ".mp3", ".opus", ".ogg", ".oga"}
 )
 
+// AnyExtension, among DiscoverOptions.Extensions, keeps every file (what
+// --media raw reads: the node decodes nothing, so any file is a sample).
+const AnyExtension = ".*"
+
 // MediaExtensions returns the ImageFolder file extensions of a dataset
-// of media (image, video or audio: every daemon's and tool's --media),
+// of media (image, video, audio or raw: every daemon's and tool's --media),
 // so the coordinator, the nodes and longshore-pack see the same samples.
 func MediaExtensions(media string) ([]string, error) {
 	switch media {
@@ -49,8 +53,10 @@ func MediaExtensions(media string) ([]string, error) {
 		return slices.Clone(VideoExtensions), nil
 	case "audio":
 		return slices.Clone(AudioExtensions), nil
+	case "raw":
+		return []string{AnyExtension}, nil
 	}
-	return nil, fmt.Errorf("--media %q: want image, video or audio", media)
+	return nil, fmt.Errorf("--media %q: want image, video, audio or raw", media)
 }
 
 // Layout says how Discover reads a dataset.
@@ -370,7 +376,7 @@ func discoverImageFolder(ctx context.Context, s storage.Store, root string, opts
 		var out []Sample
 		lab := label[names[i]]
 		err := s.List(ctx, prefixes[i], func(info storage.ObjectInfo) error {
-			if want[strings.ToLower(path.Ext(info.Key))] {
+			if want[AnyExtension] || want[strings.ToLower(path.Ext(info.Key))] {
 				out = append(out, Sample{Key: info.Key, Label: lab})
 			}
 			return nil

@@ -17,65 +17,41 @@ func fieldSpecs(s dataset.Schema) []feed.FieldSpec {
 	return out
 }
 
-// batchFields looks up the fields of the samples at indices (a batch's
-// rows, filled rows included: a filled row carries the index of the row
-// it copies) in cat, by schema, as the columns of a fields frame. Bytes
-// and strings are not copied: the frame is encoded from them.
-func batchFields(ctx context.Context, cat dataset.Catalog, schema dataset.Schema, id uint64, indices []int64) (*feed.BatchFields, error) {
-	n := len(indices)
-	f := &feed.BatchFields{ID: id, Rows: n, Columns: make([]feed.FieldColumn, len(schema))}
-	for c, fld := range schema {
-		col := &f.Columns[c]
-		col.Name, col.Type, col.Present = fld.Name, fld.Type.String(), make([]bool, n)
-		switch fld.Type {
-		case dataset.FieldInt:
-			col.Ints = make([]int64, n)
-		case dataset.FieldFloat:
-			col.Floats = make([]float64, n)
-		case dataset.FieldString, dataset.FieldBytes:
-			col.Bytes = make([][]byte, n)
-		case dataset.FieldInts:
-			col.IntLists = make([][]int64, n)
-		case dataset.FieldFloats:
-			col.FloatLists = make([][]float64, n)
-		case dataset.FieldStrings:
-			col.StringLists = make([][]string, n)
-		}
+// batchFields is a session's fields of a batch, read and encoded on its
+// writer goroutine: one column read a batch from the catalog
+// (dataset.CatalogColumns), into buffers the next batch reuses, so the
+// fields cost the writer a few allocations a batch, not a few a row
+// (BenchmarkBatchFields).
+type batchFields struct {
+	cols dataset.Columns
+	bf   feed.BatchFields
+}
+
+// read looks up the fields of the samples at indices (a batch's rows,
+// filled rows included: a filled row carries the index of the row it
+// copies) in cat, by schema, as the columns of a fields frame. Bytes
+// and strings are not copied: the frame is encoded from them. The
+// result is valid until the next read.
+func (w *batchFields) read(ctx context.Context, cat dataset.Catalog, schema dataset.Schema, id uint64, indices []int64) (*feed.BatchFields, error) {
+	if err := dataset.CatalogColumns(ctx, cat, indices, &w.cols); err != nil {
+		return nil, fmt.Errorf("feed: fields of batch %d: %w", id, err)
 	}
-	for r, i := range indices {
-		row, err := dataset.CatalogFields(ctx, cat, i)
-		if err != nil {
-			return nil, fmt.Errorf("feed: fields of sample %d: %w", i, err)
+	if len(w.cols.Cols) != len(schema) {
+		return nil, fmt.Errorf("feed: the catalog read %d fields, the schema has %d", len(w.cols.Cols), len(schema))
+	}
+	f := &w.bf
+	f.ID, f.Rows = id, len(indices)
+	if cap(f.Columns) < len(schema) {
+		f.Columns = make([]feed.FieldColumn, len(schema))
+	}
+	f.Columns = f.Columns[:len(schema)]
+	for k, fld := range schema {
+		c := &w.cols.Cols[k]
+		if c.Type != fld.Type {
+			return nil, fmt.Errorf("feed: field %q read as %s, the schema says %s", fld.Name, c.Type, fld.Type)
 		}
-		if len(row) != len(schema) {
-			return nil, fmt.Errorf("feed: sample %d has %d fields, the schema %d", i, len(row), len(schema))
-		}
-		for c, v := range row {
-			if !v.Present() {
-				continue
-			}
-			col := &f.Columns[c]
-			if v.Type != schema[c].Type {
-				return nil, fmt.Errorf("feed: sample %d: field %q is %s, the schema says %s", i, schema[c].Name, v.Type, schema[c].Type)
-			}
-			col.Present[r] = true
-			switch v.Type {
-			case dataset.FieldInt:
-				col.Ints[r] = v.Int
-			case dataset.FieldFloat:
-				col.Floats[r] = v.Float
-			case dataset.FieldString:
-				col.Bytes[r] = []byte(v.Str)
-			case dataset.FieldBytes:
-				col.Bytes[r] = v.Bytes
-			case dataset.FieldInts:
-				col.IntLists[r] = v.Ints
-			case dataset.FieldFloats:
-				col.FloatLists[r] = v.Floats
-			case dataset.FieldStrings:
-				col.StringLists[r] = v.Strings
-			}
-		}
+		f.Columns[k] = feed.FieldColumn{Name: fld.Name, Type: fld.Type.String(), Present: c.Present,
+			Ints: c.Ints, Floats: c.Floats, Bytes: c.Bytes, IntLists: c.IntLists, FloatLists: c.FloatLists, StringLists: c.StringLists}
 	}
 	return f, nil
 }

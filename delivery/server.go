@@ -636,6 +636,7 @@ type trainerConn struct {
 	// has some (Config.Fields).
 	fieldCat dataset.Catalog
 	schema   dataset.Schema
+	fields   batchFields // the writer's buffers
 
 	hmu    sync.Mutex
 	held   map[uint64]*actors.Batch // delivered, not released
@@ -754,7 +755,7 @@ func (s *trainerConn) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 	if f := s.r.s.cfg.EpochSteps; f != nil {
 		w.EpochSteps = max(f(s.r.rank), 0)
 	}
-	if cfg.Sample.Kind != actors.KindAudio {
+	if k := cfg.Sample.Kind; k == actors.KindImage || k == actors.KindVideo {
 		w.Sample = feed.SampleShape{Height: cfg.Sample.Height, Width: cfg.Sample.Width, Channels: actors.Channels}
 	}
 	if s.version >= 3 {
@@ -913,6 +914,13 @@ func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 			if b.Spec.Kind != actors.KindImage {
 				bd.Layout, bd.Short = b.Spec.LayoutName(), b.Short
 			}
+			if b.Spec.Kind == actors.KindRaw {
+				if bd.Lengths, err = rawLengths(b); err != nil {
+					b.Release()
+					s.fail(feed.CodePipeline, err, nil)
+					return
+				}
+			}
 		}
 		if len(b.Images) > 0 {
 			loc, ok := r.alloc.Locate(b.Images)
@@ -969,7 +977,7 @@ func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 		// next one resumes after the last commit, reopening the stream.
 		st.Sent(d)
 		if s.fieldCat != nil {
-			bf, err := batchFields(s.ctx, s.fieldCat, s.schema, bd.ID, b.Indices)
+			bf, err := s.fields.read(s.ctx, s.fieldCat, s.schema, bd.ID, b.Indices)
 			if err == nil {
 				err = s.sendFields(bf)
 			}

@@ -243,6 +243,11 @@ type Batch struct {
 	// Fields are the rows' fields (DialConfig.Fields, a dataset with
 	// fields); nil otherwise. Their bytes stay valid after Release.
 	Fields *BatchFields
+	// Data are the rows' bytes of a raw batch (the welcome's spec kind
+	// KindRaw, --media raw): each sample's object as stored, a view of
+	// the shared memory (no copy), valid until Release like Images. nil
+	// for other kinds.
+	Data [][]byte
 
 	c        *Client
 	released atomic.Bool
@@ -472,6 +477,12 @@ func (c *Client) batch(payload []byte) (*Batch, error) {
 			return nil, fmt.Errorf("feed: batch %d: %d bytes do not hold %s %v (%d bytes)", d.ID, d.NBytes, b.DType, b.Shape, want)
 		}
 		b.Images = mem[d.Offset : d.Offset+d.NBytes : d.Offset+d.NBytes]
+	}
+	if sp := c.welcome.Spec; sp != nil && sp.Kind == KindRaw {
+		var err error
+		if b.Data, err = rawRows(b.Images, b.Shape, d.Lengths); err != nil {
+			return nil, fmt.Errorf("feed: batch %d: %w", d.ID, err)
+		}
 	}
 	c.smu.Lock()
 	c.state.Epoch, c.state.Step, c.state.Received = d.Epoch, d.Step, true

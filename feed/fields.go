@@ -119,13 +119,15 @@ func AppendFieldsFrame(dst []byte, f *BatchFields) ([]byte, error) {
 			return dst[:start], fmt.Errorf("feed: field %q: %d presence marks for %d rows", c.Name, len(c.Present), n)
 		}
 		dst = append(dst, code)
-		bits := make([]byte, (n+7)/8)
+		bits := len(dst)
+		for range (n + 7) / 8 {
+			dst = append(dst, 0)
+		}
 		for r, p := range c.Present {
 			if p {
-				bits[r/8] |= 1 << (r % 8)
+				dst[bits+r/8] |= 1 << (r % 8)
 			}
 		}
-		dst = append(dst, bits...)
 		var rows int
 		switch c.Type {
 		case FieldInt:

@@ -192,6 +192,14 @@ const (
 	KindImage = "image"
 	KindVideo = "video"
 	KindAudio = "audio"
+	// KindRaw: a sample's object bytes, undecoded (--media raw): rows of
+	// uint8 [R], the first RawHeader bytes of a row the node's, then the
+	// sample's bytes, BatchDesc.Lengths long (docs/feed-protocol.md,
+	// "Raw samples").
+	KindRaw = "raw"
+	// RawHeader is the bytes at the start of a raw row before the
+	// sample's.
+	RawHeader = 8
 
 	DTypeUint8    = "uint8"
 	DTypeFloat32  = "float32"  // little-endian
@@ -288,7 +296,10 @@ type BatchDesc struct {
 	Shape []int `json:"shape,omitempty"`
 	// Short (version 3, video and audio) marks samples shorter than
 	// their window, padded (audio with zeros, video with its last frame).
-	Short     []bool   `json:"short,omitempty"`
+	Short []bool `json:"short,omitempty"`
+	// Lengths (version 3, raw samples) is each row's sample's length:
+	// row r's bytes are [RawHeader, RawHeader+Lengths[r]) of the row.
+	Lengths   []int64  `json:"lengths,omitempty"`
 	Layout    string   `json:"layout"`
 	DType     string   `json:"dtype"`
 	Epoch     int      `json:"epoch"`

@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/observe/observetest"
 	"github.com/longshore/longshore/storage/miniotest"
 )
 
@@ -427,39 +427,10 @@ func TestPrometheus(t *testing.T) {
 // expressions use.
 func dashboardMetrics(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../docs/grafana-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exprs []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				if s, ok := e.(string); ok && k == "expr" {
-					exprs = append(exprs, s)
-				}
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		}
-	}
-	var d any
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	walk(d)
-	if len(exprs) == 0 {
-		t.Fatal("the dashboard has no expressions")
-	}
 	seen := map[string]bool{}
 	var out []string
-	for _, e := range exprs {
-		for _, n := range metricName.FindAllString(e, -1) {
+	for _, e := range observetest.DashboardExprs(t, dashboard(t, "../docs/grafana-dashboard.json")) {
+		for _, n := range observetest.MetricNames(e) {
 			if !seen[n] {
 				seen[n] = true
 				out = append(out, n)
@@ -469,4 +440,12 @@ func dashboardMetrics(t *testing.T) []string {
 	return out
 }
 
-var metricName = regexp.MustCompile(`\b(longshore|process|go)_[a-z0-9_]+\b`)
+// dashboard reads the Grafana dashboard's JSON.
+func dashboard(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

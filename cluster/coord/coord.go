@@ -159,6 +159,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Coordinator, error) {
 	}
 	var core *cluster.Coordinator
 	var err error
+	if cfg.Cluster.BatchSize == 0 {
+		cfg.Cluster.BatchSize = int64(cfg.BatchSize) // the core trims its trails' commits with it
+	}
 	if cfg.Restore != nil {
 		core, err = cluster.Restore(cfg.Cluster, *cfg.Restore)
 	} else {

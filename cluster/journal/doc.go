@@ -11,6 +11,11 @@
 //
 //	<root>/gen/00000000000000000042
 //
+// and, once an epoch has completed, a copy of what each of its rank
+// sessions committed (cluster.Trail), for lineage (archive.go):
+//
+//	<root>/lineage/<job id>/epoch-0000000003
+//
 // The generation number is 20 zero-padded digits, so a listing (lexical
 // on every store) is in generation order. A coordinator writes generation
 // g+1 with a conditional put, If-None-Match: * (storage.Cond{IfAbsent:
@@ -38,7 +43,10 @@
 // its flags and its committed and dropped positions as delta-encoded
 // varint ranges — O(open
 // ranges), which is O(ranks) per open epoch in practice and never
-// O(samples) — then the gossip addresses of the members the coordinator
+// O(samples) — its ranks' last commits and (version 5) its trails: per
+// rank session its leases through its last commit, its stream ends and
+// the commits the others do not imply (O(leases) per open epoch), then
+// the gossip addresses of the members the coordinator
 // knew (so a restarted coordinator can rejoin them), and a CRC-32C of
 // everything before it. A truncated, torn or altered object fails the
 // checksum (ErrCorrupt). A corrupt newest generation stops Start with

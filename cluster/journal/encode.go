@@ -40,10 +40,12 @@ const (
 	magic = "LSJ"
 	// version 2 added the ranks' last commits per epoch, version 3 the
 	// order's window after its block, version 4 the rest of the job's
-	// identity after the window (dataset digest, batch size, epochs);
-	// entries of versions 1 to 3 are still read (the window of 1 and 2 is
-	// 1: the order before windows; 1 to 3 have no digest).
-	version = 4
+	// identity after the window (dataset digest, batch size, epochs),
+	// version 5 each epoch's trails after its commits (cluster.Trail:
+	// what each rank session committed, which lineage reads); entries of
+	// versions 1 to 4 are still read (the window of 1 and 2 is 1: the
+	// order before windows; 1 to 3 have no digest; 1 to 4 no trails).
+	version = 5
 	// maxDigest bounds a decoded digest's length.
 	maxDigest = 1 << 10
 	// maxCount bounds every count in a decoded entry, so a damaged object
@@ -55,10 +57,14 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Encode appends e's encoding to dst.
-func Encode(dst []byte, e Entry) []byte {
+func Encode(dst []byte, e Entry) []byte { return encodeVersion(dst, e, version) }
+
+// encodeVersion encodes e as version v wrote it (4 or 5: the tests'
+// older entries are cut from version 4's).
+func encodeVersion(dst []byte, e Entry, v byte) []byte {
 	start := len(dst)
 	b := append(dst, magic...)
-	b = append(b, version)
+	b = append(b, v)
 	b = binary.LittleEndian.AppendUint64(b, e.Job)
 	b = binary.AppendUvarint(b, e.Gen)
 	b = binary.AppendUvarint(b, e.State.Incarnation)
@@ -94,6 +100,9 @@ func Encode(dst []byte, e Entry) []byte {
 			b = binary.AppendVarint(b, rc.Step)
 			b = binary.AppendVarint(b, rc.Offset)
 			b = binary.AppendUvarint(b, gen)
+		}
+		if v >= 5 {
+			b = appendTrails(b, ep.Trails, int64(e.BatchSize))
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Peers)))
@@ -277,6 +286,9 @@ func Decode(b []byte) (Entry, error) {
 				es.Commits = append(es.Commits, rc)
 			}
 		}
+		if v >= 5 {
+			es.Trails = d.trails()
+		}
 		e.State.Epochs = append(e.State.Epochs, es)
 	}
 	np := d.count("peers")
@@ -295,4 +307,87 @@ func Decode(b []byte) (Entry, error) {
 		return Entry{}, d.err
 	}
 	return e, nil
+}
+
+// appendTrails writes trails: per trail its rank and session, its
+// segments as (start less the previous segment's end, length) pairs and
+// its commits as (step, offset) less the previous commit's, those the
+// others imply for the batch size left out (cluster.TrimCommits).
+func appendTrails(b []byte, ts []cluster.Trail, batch int64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ts)))
+	for _, t := range ts {
+		b = binary.AppendUvarint(b, uint64(len(t.Rank)))
+		b = append(b, t.Rank...)
+		b = binary.AppendUvarint(b, t.Session.Incarnation)
+		b = binary.AppendUvarint(b, t.Session.Seq)
+		b = binary.AppendUvarint(b, uint64(len(t.Segs)))
+		var prev int64
+		for _, r := range t.Segs {
+			b = binary.AppendVarint(b, r.Start-prev)
+			b = binary.AppendVarint(b, r.End-r.Start)
+			prev = r.End
+		}
+		b = binary.AppendUvarint(b, uint64(len(t.Ends)))
+		var end int64
+		for _, e := range t.Ends {
+			b = binary.AppendVarint(b, e-end)
+			end = e
+		}
+		cs := cluster.TrimCommits(t, batch)
+		b = binary.AppendUvarint(b, uint64(len(cs)))
+		var step, off int64
+		for _, c := range cs {
+			b = binary.AppendVarint(b, c.Step-step)
+			b = binary.AppendVarint(b, c.Offset-off)
+			step, off = c.Step, c.Offset
+		}
+	}
+	return b
+}
+
+func (d *decoder) trails() []cluster.Trail {
+	n := d.count("trails")
+	var out []cluster.Trail
+	for range n {
+		l := d.count("trail rank")
+		if d.err != nil {
+			return nil
+		}
+		t := cluster.Trail{Rank: string(d.b[:l])}
+		d.b = d.b[l:]
+		t.Session.Incarnation = d.uvarint("trail session")
+		t.Session.Seq = d.uvarint("trail session")
+		ns := d.count("trail segments")
+		var prev int64
+		for range ns {
+			gap, l := d.varint("trail segment"), d.varint("trail segment")
+			if d.err != nil {
+				return nil
+			}
+			if l <= 0 || prev+gap < 0 {
+				d.fail("trail segment out of range")
+				return nil
+			}
+			t.Segs = append(t.Segs, cluster.Range{Start: prev + gap, End: prev + gap + l})
+			prev += gap + l
+		}
+		ne := d.count("trail ends")
+		var end int64
+		for range ne {
+			end += d.varint("trail end")
+			t.Ends = append(t.Ends, end)
+		}
+		nc := d.count("trail commits")
+		var step, off int64
+		for range nc {
+			step += d.varint("trail commit")
+			off += d.varint("trail commit")
+			t.Commits = append(t.Commits, cluster.TrailCommit{Step: step, Offset: off})
+		}
+		if d.err != nil {
+			return nil
+		}
+		out = append(out, t)
+	}
+	return out
 }

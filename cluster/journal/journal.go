@@ -91,6 +91,10 @@ type Journal struct {
 	// token.
 	restored *Entry
 	ident    Identity
+	// archived are the epochs whose lineage this journal queued for
+	// archiving, pending those not written yet (see archive.go).
+	archived map[int]bool
+	pending  []archive
 }
 
 const genPrefix = "gen/"
@@ -117,7 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		cfg.Backoff = d.Backoff
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
-	j := &Journal{cfg: cfg, log: cfg.Logger}
+	j := &Journal{cfg: cfg, log: cfg.Logger, archived: map[int]bool{}}
 	if j.log == nil {
 		j.log = slog.New(slog.DiscardHandler)
 	}
@@ -272,6 +276,9 @@ func (j *Journal) Start(ctx context.Context, o StartOptions) (*Entry, error) {
 	j.job = e.Job
 	j.begun = true
 	j.restored = e
+	// The generation continued from may hold a completed epoch's trails
+	// whose archive was not written (or is of a rewound later history).
+	j.queueArchives(*e)
 	return e, nil
 }
 
@@ -324,9 +331,15 @@ func (j *Journal) Write(ctx context.Context, s cluster.State, peers []string) (u
 	if !j.begun {
 		return 0, errors.New("journal: Write before Start")
 	}
+	// A completed epoch's trails leave the generations once another
+	// completes: its archive must be written first.
+	if err := j.flushArchives(ctx); err != nil {
+		return 0, err
+	}
 	g := j.next
-	b := Encode(j.last[:0], Entry{Gen: g, Job: j.job, Written: j.cfg.Clock.Now(), State: s, Peers: peers,
-		Digest: j.ident.Digest, BatchSize: j.ident.BatchSize, Epochs: j.ident.Epochs})
+	entry := Entry{Gen: g, Job: j.job, Written: j.cfg.Clock.Now(), State: s, Peers: peers,
+		Digest: j.ident.Digest, BatchSize: j.ident.BatchSize, Epochs: j.ident.Epochs}
+	b := Encode(j.last[:0], entry)
 	j.last = b
 	key := genKey(g)
 	var err error
@@ -357,6 +370,10 @@ func (j *Journal) Write(ctx context.Context, s cluster.State, peers []string) (u
 		return 0, fmt.Errorf("journal %s: write generation %d: %w", j.cfg.Store, g, err)
 	}
 	j.next++
+	j.queueArchives(entry)
+	if err := j.flushArchives(ctx); err != nil {
+		j.log.Warn("journal: lineage archive (retried before the next generation)", "err", err)
+	}
 	if old := int64(g) - int64(j.cfg.Keep); old >= 1 {
 		if err := j.cfg.Store.Delete(ctx, genKey(uint64(old))); err != nil {
 			j.log.Warn("journal: prune", "gen", old, "err", err)

@@ -45,6 +45,25 @@ func randState(rng *rand.Rand) cluster.State {
 				Step:    rng.Int64N(1 << 20), Offset: 1 + rng.Int64N(1<<30), Gen: 1 + rng.Uint64N(1<<40),
 			})
 		}
+		for k := range rng.IntN(4) {
+			t := cluster.Trail{Rank: fmt.Sprintf("node-%d/%d", rng.IntN(100), k),
+				Session: cluster.Fence{Incarnation: rng.Uint64N(1 << 40), Seq: rng.Uint64N(1 << 40)}}
+			for range 1 + rng.IntN(5) { // in stream order: any order of positions
+				a := rng.Int64N(1 << 30)
+				t.Segs = append(t.Segs, cluster.Range{Start: a, End: a + 1 + rng.Int64N(300)})
+			}
+			var step, off, end int64
+			for range 1 + rng.IntN(5) {
+				step += 1 + rng.Int64N(9)
+				off += 1 + rng.Int64N(900)
+				t.Commits = append(t.Commits, cluster.TrailCommit{Step: step, Offset: off})
+			}
+			for range rng.IntN(3) {
+				end += 1 + rng.Int64N(900)
+				t.Ends = append(t.Ends, end)
+			}
+			es.Trails = append(es.Trails, t)
+		}
 		s.Epochs = append(s.Epochs, es)
 	}
 	return s

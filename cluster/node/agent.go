@@ -32,6 +32,11 @@
 // acknowledgements and journal tokens all name those steps. A segment
 // ends mid-batch only when membership changed.
 //
+// Run (run.go) is the node's one run in every mode: the assembly
+// (Assemble), a Source (Standalone, or Cluster: this agent, its control
+// plane and gossip) and a Sink (InProcess, or Feed: ClusterFeed in a
+// cluster). The command fills its RunConfig from flags.
+//
 // Concurrency: Rank.Next and Rank.Commit are for the rank's trainer
 // goroutine (one per rank); everything else is safe for concurrent use.
 // The actor owns all lease state; Next only reads a per-rank table of

@@ -111,6 +111,14 @@ func (a *Assembly) StandaloneFeed(cat dataset.Catalog, order actors.OrderFunc) (
 	return delivery.StandaloneCatalog(a.Pipeline, cat, a.ranks, d), delivery.StandaloneSteps(a.Pipeline, cat, a.ranks)
 }
 
+// clusterPipeline is a cluster rank's pipeline config: the node's
+// decoders shared out among its ranks.
+func (a *Assembly) clusterPipeline() actors.Config {
+	p := a.Pipeline
+	p.Decoders = max(1, p.Decoders/a.ranks)
+	return p
+}
+
 // ClusterConfig is the cluster source, the lease requester: c (the
 // node's id, catalog, callbacks) with the assembly's ranks and
 // pipelines, the node's decoders shared out among its ranks, and the
@@ -121,8 +129,7 @@ func (a *Assembly) StandaloneFeed(cat dataset.Catalog, order actors.OrderFunc) (
 // ownCap). c's OnJob and OnStoreBudget, if set, are called after.
 func (a *Assembly) ClusterConfig(c Config, ownCap float64, describe func() string) Config {
 	c.Ranks = a.ranks
-	c.Pipeline = a.Pipeline
-	c.Pipeline.Decoders = max(1, c.Pipeline.Decoders/a.ranks)
+	c.Pipeline = a.clusterPipeline()
 	c.Deps = a.Deps
 	store := a.Deps.Store
 	onJob := c.OnJob

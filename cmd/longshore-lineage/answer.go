@@ -28,32 +28,45 @@ type Answer struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Job is the standalone job's layout.
+// Job is the job's layout: a standalone job's from its flags, a cluster
+// job's (Mode "cluster") from its journal's generation Generation.
 type Job struct {
-	Dataset   string `json:"dataset"`
-	Samples   int64  `json:"samples"`
-	Excluded  int    `json:"excluded"`
-	Packed    bool   `json:"packed"`
-	Seed      uint64 `json:"seed"`
-	Block     int    `json:"block"`
-	Window    int    `json:"window"`
-	Ranks     int    `json:"ranks"`
-	BatchSize int    `json:"batch_size"`
-	Epochs    int    `json:"epochs"`
-	DropLast  bool   `json:"drop_last"`
-	Transform string `json:"transform"`
-	Size      int    `json:"size"`
-	Media     string `json:"media"`
-	StreamLen int64  `json:"samples_per_rank"` // per epoch, padding included
-	Steps     int64  `json:"steps_per_epoch"`  // per rank
+	Mode       string `json:"mode"` // standalone or cluster
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Generation uint64 `json:"generation,omitempty"`
+	Dataset    string `json:"dataset"`
+	Samples    int64  `json:"samples"`
+	Excluded   int    `json:"excluded"`
+	Packed     bool   `json:"packed"`
+	Seed       uint64 `json:"seed"`
+	Block      int    `json:"block"`
+	Window     int    `json:"window"`
+	Ranks      int    `json:"ranks"`
+	BatchSize  int    `json:"batch_size"`
+	Epochs     int    `json:"epochs"`
+	DropLast   bool   `json:"drop_last"`
+	Transform  string `json:"transform"`
+	Size       int    `json:"size"`
+	Media      string `json:"media"`
+	StreamLen  int64  `json:"samples_per_rank"` // per epoch, padding included (standalone)
+	Steps      int64  `json:"steps_per_epoch"`  // per rank (standalone)
 }
 
 // Step is one step's samples, in batch order.
 type Step struct {
-	Epoch   int      `json:"epoch"`
-	Rank    int      `json:"rank"`
-	Step    int64    `json:"step"`
-	Samples []Sample `json:"samples"`
+	Epoch int `json:"epoch"`
+	Rank  int `json:"rank"`
+	// RankName and Session: a cluster rank's name and the session that
+	// delivered the step (the coordinator's fence, <life>.<seq>).
+	RankName string `json:"rank_name,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Step     int64  `json:"step"`
+	// Uncertain: a cluster step whose share of the positions between two
+	// commits the journal does not fix (cluster.TrailStep): its samples
+	// are one of the ways they were split, the ones around it hold the
+	// rest.
+	Uncertain bool     `json:"uncertain,omitempty"`
+	Samples   []Sample `json:"samples"`
 }
 
 // Sample is one sample of a step.
@@ -65,6 +78,9 @@ type Sample struct {
 	Key      string `json:"key"`
 	Label    int32  `json:"label"`
 	Class    string `json:"class,omitempty"`
+	// Fields are the sample's fields (docs/fields.md): numbers, strings,
+	// lists of them, bytes (base64 in JSON).
+	Fields map[string]any `json:"fields,omitempty"`
 	// Object and ObjectOffset: where a packed sample's bytes lie (its tar
 	// shard); empty for a sample that is its own object (Key).
 	Object       string `json:"object,omitempty"`
@@ -93,12 +109,17 @@ type Sample struct {
 
 // Appearance is one place a key appeared.
 type Appearance struct {
-	Epoch  int   `json:"epoch"`
-	Rank   int   `json:"rank"`
-	Step   int64 `json:"step"`
-	Slot   int   `json:"slot"`
-	Offset int64 `json:"stream_offset"`
-	Pad    bool  `json:"pad,omitempty"`
+	Epoch    int    `json:"epoch"`
+	Rank     int    `json:"rank"`
+	RankName string `json:"rank_name,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Step     int64  `json:"step"`
+	Slot     int    `json:"slot"`
+	Offset   int64  `json:"stream_offset"`
+	Pad      bool   `json:"pad,omitempty"`
+	// Uncertain: the step is uncertain (see Step); the session and the
+	// span of steps are not.
+	Uncertain bool `json:"uncertain,omitempty"`
 }
 
 // usageError is a question the job has no answer to (a step past the
@@ -155,7 +176,7 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 	}
 	n := int64(len(ds.Samples))
 	l := cluster.Lineage{Samples: n, World: o.ranks, Batch: int64(o.batchSize), DropLast: o.dropLast}
-	a := &Answer{Job: Job{Dataset: o.dataset, Samples: n, Excluded: ds.Excluded, Packed: ds.Packed(), Seed: o.seed,
+	a := &Answer{Job: Job{Mode: "standalone", Dataset: o.dataset, Samples: n, Excluded: ds.Excluded, Packed: ds.Packed(), Seed: o.seed,
 		Block: block, Window: cluster.EffectiveWindow(block, o.window), Ranks: o.ranks, BatchSize: o.batchSize,
 		Epochs: o.epochs, DropLast: o.dropLast, Transform: o.transform, Size: o.size, Media: o.media,
 		StreamLen: l.StreamLen(), Steps: l.Steps()}}
@@ -187,16 +208,12 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 		return nil, usageError{fmt.Errorf("steps %d-%d: each rank has steps 0..%d of an epoch (%d samples a rank, batch size %d%s)",
 			o.steps.First, o.steps.Last, l.Steps()-1, l.StreamLen(), o.batchSize, map[bool]string{true: ", last short batch dropped"}[o.dropLast])}
 	}
-	var tr *transformer
-	if o.transforms {
-		if tr, a.Note, err = newTransformer(o); err != nil {
-			return nil, err
-		}
-		if tr != nil {
-			defer tr.close()
-		}
-	} else {
-		a.Note = "--transforms=false: no sample was read, so no crop box, flip or pixel digest"
+	tr, err := openTransformer(o, a)
+	if err != nil {
+		return nil, err
+	}
+	if tr != nil {
+		defer tr.close()
 	}
 	ord := order(o.epoch)
 	for s := o.steps.First; s <= o.steps.Last; s++ {
@@ -209,23 +226,50 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 		}
 		step := Step{Epoch: o.epoch, Rank: o.rank, Step: s}
 		for _, g := range got {
-			smp := ds.Samples[g.Index]
-			out := Sample{Slot: g.Slot, Offset: g.Offset, OrderPos: g.OrderPos, Index: g.Index, Key: smp.Key,
-				Label: smp.Label, Bytes: smp.Size, Pad: g.Pad, Seed: decode.SampleSeed(o.seed, o.epoch, g.Index)}
-			if int(smp.Label) >= 0 && int(smp.Label) < len(ds.Classes) {
-				out.Class = ds.Classes[smp.Label]
-			}
-			if smp.Packed() {
-				out.Object, out.ObjectOffset = ds.Object(smp.Object), smp.Offset
-			}
-			if tr != nil {
-				tr.fill(ctx, st, g.Index, smp.Key, &out)
-			}
-			step.Samples = append(step.Samples, out)
+			step.Samples = append(step.Samples, sampleOf(ctx, st, ds, tr, o.seed, o.epoch, g))
 		}
 		a.Steps = append(a.Steps, step)
 	}
 	return a, nil
+}
+
+// openTransformer returns the decoder that recomputes each sample's
+// transform, or nil with the reason in a.Note.
+func openTransformer(o options, a *Answer) (*transformer, error) {
+	if !o.transforms {
+		a.Note = "--transforms=false: no sample was read, so no crop box, flip or pixel digest"
+		return nil, nil
+	}
+	tr, note, err := newTransformer(o)
+	a.Note = note
+	return tr, err
+}
+
+// sampleOf is what lineage says of one sample of a step of epoch: the
+// dataset's record of it (key, label, fields, where its bytes lie), its
+// seed and, with tr, its transform and pixel digest.
+func sampleOf(ctx context.Context, st storage.Store, ds *dataset.Dataset, tr *transformer, seed uint64, epoch int, g cluster.LineageSample) Sample {
+	smp := ds.Samples[g.Index]
+	out := Sample{Slot: g.Slot, Offset: g.Offset, OrderPos: g.OrderPos, Index: g.Index, Key: smp.Key,
+		Label: smp.Label, Bytes: smp.Size, Pad: g.Pad, Seed: decode.SampleSeed(seed, epoch, g.Index)}
+	if int(smp.Label) >= 0 && int(smp.Label) < len(ds.Classes) {
+		out.Class = ds.Classes[smp.Label]
+	}
+	if smp.Packed() {
+		out.Object, out.ObjectOffset = ds.Object(smp.Object), smp.Offset
+	}
+	if row := ds.Fields.Row(int(g.Index)); row != nil {
+		out.Fields = map[string]any{}
+		for c, f := range ds.Fields.Schema() {
+			if v, ok := fieldValue(row[c]); ok {
+				out.Fields[f.Name] = v
+			}
+		}
+	}
+	if tr != nil {
+		tr.fill(ctx, st, g.Index, smp.Key, &out)
+	}
+	return out
 }
 
 // findKey returns the index of the sample with key: its exact key or, in
@@ -400,4 +444,25 @@ func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, k
 	crop, flip := s.Crop, s.Flip
 	out.Crop, out.Flip = &crop, &flip
 	out.Pixels = digest(t.dst)
+}
+
+// fieldValue is a field's value as JSON writes it; false when absent.
+func fieldValue(v dataset.Value) (any, bool) {
+	switch v.Type {
+	case dataset.FieldInt:
+		return v.Int, true
+	case dataset.FieldFloat:
+		return v.Float, true
+	case dataset.FieldString:
+		return v.Str, true
+	case dataset.FieldBytes:
+		return v.Bytes, true
+	case dataset.FieldInts:
+		return v.Ints, true
+	case dataset.FieldFloats:
+		return v.Floats, true
+	case dataset.FieldStrings:
+		return v.Strings, true
+	}
+	return nil, false
 }

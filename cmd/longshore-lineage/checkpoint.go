@@ -6,15 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/storage"
-	"github.com/longshore/longshore/storage/s3"
-	"github.com/longshore/longshore/storage/stores"
 )
-
-// whyNotCluster is why a cluster job's steps have no answer from its
-// journal (docs/lineage.md says what the core would need).
-const whyNotCluster = "a cluster job's rank streams are the leases the coordinator granted as ranks asked (their order, speed, failures and restarts decide which positions each rank got), and the journal keeps, per open epoch, the committed positions merged across ranks and each rank's last commit (session, step, stream offset) only: not which positions each session's steps held. No exact answer follows from it, so none is given"
 
 // Checkpoint is what --checkpoint --json prints.
 type Checkpoint struct {
@@ -23,8 +16,8 @@ type Checkpoint struct {
 	Seed       uint64            `json:"seed"`
 	Block      int               `json:"block"`
 	Window     int               `json:"window"`
+	BatchSize  int               `json:"batch_size"`
 	Epochs     []CheckpointEpoch `json:"epochs"`
-	Refused    string            `json:"refused"`
 }
 
 // CheckpointEpoch is one started epoch in the journal.
@@ -33,6 +26,9 @@ type CheckpointEpoch struct {
 	Complete  bool               `json:"complete"`
 	Committed int64              `json:"committed_positions"`
 	Commits   []CheckpointCommit `json:"last_commits"`
+	// Sessions is how many rank sessions committed in the epoch
+	// (its trails); -1: not recorded (a journal before version 5).
+	Sessions int `json:"sessions"`
 }
 
 // CheckpointCommit is a rank's last commit in an epoch.
@@ -43,44 +39,35 @@ type CheckpointCommit struct {
 	Gen    uint64 `json:"generation"`
 }
 
-// checkpoint reads a cluster job's journal, prints what it records and
-// refuses the question, with the reason: exit status 3.
+// checkpoint reads a cluster job's journal and prints what it records
+// (no question was asked).
 func checkpoint(ctx context.Context, o options, stdout, stderr io.Writer) int {
-	sopts := s3.DefaultOptions()
-	if o.s3Endpoint != "" {
-		sopts.Endpoint = o.s3Endpoint
-	}
-	st, err := stores.Open(ctx, o.checkpoint, sopts)
+	st, j, e, err := openJournal(ctx, o)
 	if err != nil {
-		fmt.Fprintf(stderr, "longshore-lineage: --checkpoint %s: %v\n", o.checkpoint, err)
+		fmt.Fprintf(stderr, "longshore-lineage: %v\n", err)
 		return 1
 	}
 	defer storage.Close(st)
-	j, err := journal.Open(ctx, journal.Config{Store: st})
-	if err == nil {
-		var e journal.Entry
-		if e, err = j.Latest(ctx); err == nil {
-			c := Checkpoint{Generation: e.Gen, Samples: e.State.Samples, Seed: e.State.Seed, Block: e.State.Block,
-				Window: e.State.Window, Refused: whyNotCluster}
-			for n, es := range e.State.Epochs {
-				ce := CheckpointEpoch{Epoch: n, Complete: es.Complete}
-				for _, r := range es.Committed {
-					ce.Committed += r.Len()
-				}
-				for _, rc := range es.Commits {
-					ce.Commits = append(ce.Commits, CheckpointCommit{Rank: rc.Rank, Step: rc.Step, Offset: rc.Offset, Gen: rc.Gen})
-				}
-				c.Epochs = append(c.Epochs, ce)
-			}
-			err = printCheckpoint(stdout, o.json, c)
+	c := Checkpoint{Generation: e.Gen, Samples: e.State.Samples, Seed: e.State.Seed, Block: e.State.Block,
+		Window: e.State.Window, BatchSize: e.BatchSize}
+	for n, es := range e.State.Epochs {
+		ce := CheckpointEpoch{Epoch: n, Complete: es.Complete, Sessions: -1}
+		if ts, err := j.Trails(ctx, e, n); err == nil {
+			ce.Sessions = len(ts)
 		}
+		for _, r := range es.Committed {
+			ce.Committed += r.Len()
+		}
+		for _, rc := range es.Commits {
+			ce.Commits = append(ce.Commits, CheckpointCommit{Rank: rc.Rank, Step: rc.Step, Offset: rc.Offset, Gen: rc.Gen})
+		}
+		c.Epochs = append(c.Epochs, ce)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "longshore-lineage: --checkpoint %s: %v\n", o.checkpoint, err)
+	if err := printCheckpoint(stdout, o.json, c); err != nil {
+		fmt.Fprintf(stderr, "longshore-lineage: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "longshore-lineage: refused: %s (docs/lineage.md)\n", whyNotCluster)
-	return 3
+	return 0
 }
 
 func printCheckpoint(w io.Writer, asJSON bool, c Checkpoint) error {
@@ -89,12 +76,17 @@ func printCheckpoint(w io.Writer, asJSON bool, c Checkpoint) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(c)
 	}
-	fmt.Fprintf(w, "journal generation %d: %d samples, seed %d, block %d, window %d\n", c.Generation, c.Samples, c.Seed, c.Block, c.Window)
+	fmt.Fprintf(w, "journal generation %d: %d samples, seed %d, block %d, window %d, batch size %d\n", c.Generation, c.Samples, c.Seed, c.Block, c.Window, c.BatchSize)
 	for _, e := range c.Epochs {
 		if e.Complete {
-			fmt.Fprintf(w, "epoch %d: complete\n", e.Epoch)
+			fmt.Fprintf(w, "epoch %d: complete", e.Epoch)
 		} else {
-			fmt.Fprintf(w, "epoch %d: %d positions committed\n", e.Epoch, e.Committed)
+			fmt.Fprintf(w, "epoch %d: %d positions committed", e.Epoch, e.Committed)
+		}
+		if e.Sessions >= 0 {
+			fmt.Fprintf(w, ", %d rank session(s) committed steps\n", e.Sessions)
+		} else {
+			fmt.Fprintf(w, ", which steps held what not recorded (a journal from before lineage records)\n")
 		}
 		for _, rc := range e.Commits {
 			fmt.Fprintf(w, "  rank %s: last commit step %d (stream offset %d, generation %d)\n", rc.Rank, rc.Step, rc.Offset, rc.Gen)

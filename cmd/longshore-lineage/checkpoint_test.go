@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,9 +17,10 @@ import (
 	"github.com/longshore/longshore/storage/stores"
 )
 
-// TestCheckpointRefuses: a cluster job's journal is read and what it
-// holds is said, but the question is refused (exit 3) with the reason.
-func TestCheckpointRefuses(t *testing.T) {
+// TestCheckpointSummary: --checkpoint without a question says what the
+// journal records: the job, each epoch's committed positions, its ranks'
+// last commits and how many rank sessions' steps it holds.
+func TestCheckpointSummary(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	st, err := stores.Open(ctx, dir, s3.DefaultOptions())
@@ -35,20 +37,34 @@ func TestCheckpointRefuses(t *testing.T) {
 	s := cluster.State{Incarnation: 1, Seq: 3, Samples: 100, Seed: 9, Block: 1, Window: 1, Epochs: []cluster.EpochState{{
 		Committed: []cluster.Range{{Start: 0, End: 40}},
 		Commits:   []cluster.RankCommit{{Rank: "n1/0", Epoch: 0, Step: 4, Offset: 40, Gen: 1}},
+		Trails: []cluster.Trail{{Rank: "n1/0", Session: cluster.Fence{Incarnation: 1, Seq: 2}, Segs: []cluster.Range{{Start: 0, End: 40}},
+			Commits: []cluster.TrailCommit{{Step: 4, Offset: 40}}}},
 	}}}
 	if _, err := j.Write(ctx, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	code := run(ctx, []string{"--checkpoint", dir, "--epoch", "0", "--rank", "0", "--step", "3"}, &out, &errb)
-	if code != 3 {
-		t.Fatalf("exit %d, want 3 (refused)\n%s%s", code, out.String(), errb.String())
+	if code := run(ctx, []string{"--checkpoint", dir}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "rank n1/0: last commit step 4 (stream offset 40") || !strings.Contains(out.String(), "40 positions committed") {
-		t.Errorf("the journal's records are not said:\n%s", out.String())
+	for _, want := range []string{"rank n1/0: last commit step 4 (stream offset 40", "40 positions committed, 1 rank session(s) committed steps"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the journal's records are not said (%q):\n%s", want, out.String())
+		}
 	}
-	if !strings.Contains(errb.String(), "refused: a cluster job's rank streams are the leases") {
-		t.Errorf("the refusal does not say why:\n%s", errb.String())
+	// A question needs the dataset and, for steps, the rank's name.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--checkpoint", dir, "--step", "3", "--rank", "n1/0"}, "--dataset is required"},
+		{[]string{"--checkpoint", dir, "--dataset", "x", "--step", "3"}, "name the rank"},
+		{[]string{"--dataset", "x", "--step", "3", "--rank", "n1/0"}, "needs --checkpoint"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(ctx, c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
 	}
 }
 
@@ -117,5 +133,28 @@ func TestConfigAndEnvironment(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--config", cfg, "--step", "1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "step") {
 		t.Errorf("a config file's step: %v, want an error naming it", err)
+	}
+}
+
+// TestFields: a sample's fields (a JSON-lines manifest's other members)
+// come with it in the answer.
+func TestFields(t *testing.T) {
+	root := makeDataset(t, 6)
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, fmt.Sprintf(`{"key": "c%d/img%03d.jpg", "label": %d, "caption": "photo %d", "score": %d.5}`, i%3, i, i%3, i, i))
+	}
+	if err := os.WriteFile(filepath.Join(root, "manifest.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := lineage(t, "--dataset", root, "--manifest", "manifest.jsonl", "--batch-size", "6", "--step", "0", "--transforms=false")
+	if len(a.Steps) != 1 || len(a.Steps[0].Samples) != 6 {
+		t.Fatalf("steps %+v", a.Steps)
+	}
+	for _, x := range a.Steps[0].Samples {
+		i := x.Index
+		if x.Fields["caption"] != fmt.Sprintf("photo %d", i) || x.Fields["score"] != float64(i)+0.5 {
+			t.Errorf("sample %d (%s): fields %v, want caption \"photo %d\" and score %d.5", i, x.Key, x.Fields, i, i)
+		}
 	}
 }

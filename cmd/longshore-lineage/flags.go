@@ -32,6 +32,7 @@ type options struct {
 
 	// The question.
 	epoch, rank       int
+	rankName          string // --rank as given: a cluster rank's name, n1/0
 	epochSet, rankSet bool
 	steps             stepRange
 	stepsSet          bool
@@ -110,13 +111,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// applied, so neither sets it (LONGSHORE_CHECKPOINT is the
 	// coordinator's).
 	fs.IntVar(&o.epoch, "epoch", 0, "the epoch asked about (with --key: default every epoch)")
-	fs.IntVar(&o.rank, "rank", 0, "the rank asked about (standalone: 0..ranks-1)")
+	fs.StringVar(&o.rankName, "rank", "0", "the rank asked about (standalone: 0..ranks-1; with --checkpoint the cluster rank's name, <node>/<i>)")
 	fs.StringVar(&step, "step", "", "the step asked about")
 	fs.StringVar(&steps, "steps", "", "a range of steps A-B (both included)")
 	fs.StringVar(&o.key, "key", "", "the reverse question: every (epoch, rank, step, slot) where this sample key appeared")
 	fs.BoolVar(&o.json, "json", false, "write the answer as JSON")
 	fs.BoolVar(&o.transforms, "transforms", true, "read each sample's header to give its crop box and flip, and decode it for its pixel digest (false: indices, keys and labels only, nothing read but the listing)")
-	fs.StringVar(&o.checkpoint, "checkpoint", "", "a cluster job's --checkpoint journal (file://DIR or s3://bucket/prefix): say what it records; a cluster job's steps cannot be answered from it")
+	fs.StringVar(&o.checkpoint, "checkpoint", "", "a cluster job: its coordinator's --checkpoint journal (a directory, file://DIR or s3://bucket/prefix), which fixes the order, the batch size and what each rank's steps held; without a question, say what it records")
 
 	if err := fs.Parse(args); err != nil {
 		return o, errors.Join(loadErr, err)
@@ -157,9 +158,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	if o.checkpoint == "" {
+		if r, err := strconv.Atoi(o.rankName); err == nil {
+			o.rank = r
+		} else {
+			errs = append(errs, fmt.Errorf("--rank %q: a standalone job's rank is a number (a cluster rank's name needs --checkpoint)", o.rankName))
+		}
+	}
+	if o.key != "" && o.stepsSet {
+		errs = append(errs, errors.New("--key asks where a key appeared; --step/--steps what a step held: give one question"))
+	}
+	if o.checkpoint != "" && (o.key != "" || o.stepsSet) && o.dataset == "" {
+		errs = append(errs, errors.New("--dataset is required (the job's: the journal names samples by index)"))
+	}
+	if o.checkpoint != "" && o.stepsSet && !o.rankSet {
+		errs = append(errs, errors.New("--checkpoint --step: name the rank (--rank <node>/<i>)"))
+	}
+	if o.checkpoint == "" {
 		switch {
-		case o.key != "" && o.stepsSet:
-			errs = append(errs, errors.New("--key asks where a key appeared; --step/--steps what a step held: give one question"))
 		case o.key == "" && !o.stepsSet:
 			errs = append(errs, errors.New("ask a question: --epoch E --rank R --step T (or --steps A-B), or --key K"))
 		}
@@ -170,13 +185,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.epochs < 1 {
 		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", o.epochs))
 	}
-	if o.epochSet && (o.epoch < 0 || o.epoch >= o.epochs) {
+	if o.epochSet && o.checkpoint == "" && (o.epoch < 0 || o.epoch >= o.epochs) {
 		errs = append(errs, fmt.Errorf("--epoch %d: the job has epochs 0..%d (--epochs %d)", o.epoch, o.epochs-1, o.epochs))
 	}
 	if o.ranks < 1 {
 		errs = append(errs, fmt.Errorf("--ranks %d: need at least 1", o.ranks))
 	}
-	if o.rank < 0 || o.rank >= o.ranks {
+	if o.checkpoint == "" && (o.rank < 0 || o.rank >= o.ranks) {
 		errs = append(errs, fmt.Errorf("--rank %d: the job has ranks 0..%d (--ranks %d)", o.rank, o.ranks-1, o.ranks))
 	}
 	if o.batchSize < 1 {

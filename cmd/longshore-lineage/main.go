@@ -1,5 +1,6 @@
 // Command longshore-lineage answers "what went into rank r, step t of
-// epoch e" of a standalone job from the job's flags alone: each sample's
+// epoch e" of a standalone job from the job's flags alone, and of a
+// cluster job from its journal (--checkpoint): each sample's
 // dataset index, key, label and source object, and the transform it got
 // (crop box and flip, or a clip's frame times, recomputed from the
 // sample's seed as the decoder computes them), for one step or a range
@@ -11,11 +12,13 @@
 //	longshore-lineage --config node.yaml --epoch 1 --rank 0 --steps 10-20 --json
 //	longshore-lineage --config node.yaml --key n01440764/x.JPEG
 //
+//	longshore-lineage --checkpoint s3://bucket/jobs/j1 --dataset s3://bucket/train \
+//	    --epoch 3 --rank n2/0 --steps 100-110
+//
 // It takes the node's job flags (and its --config file, whose other keys
-// it ignores). A cluster job's steps are made of the leases the
-// coordinator granted as ranks asked, which its journal does not keep:
-// --checkpoint reads the journal, says what it holds, and refuses the
-// question (docs/lineage.md).
+// it ignores). A cluster job's order and batch size come from its
+// journal, and each step's positions from what the journal records of
+// each rank session's commits (cluster.Trail; docs/lineage.md).
 package main
 
 import (
@@ -38,17 +41,22 @@ func main() {
 }
 
 // run is the command; its exit status: 0 answered, 1 failed, 2 a usage
-// error, 3 refused (the question has no exact answer from what is given).
+// error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "longshore-lineage: %v\n", err)
 		return 2
 	}
-	if o.checkpoint != "" {
+	if o.checkpoint != "" && o.key == "" && !o.stepsSet {
 		return checkpoint(ctx, o, stdout, stderr)
 	}
-	ans, err := answer(ctx, o)
+	var ans *Answer
+	if o.checkpoint != "" {
+		ans, err = answerCluster(ctx, o)
+	} else {
+		ans, err = answer(ctx, o)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "longshore-lineage: %v\n", err)
 		if errors.As(err, new(usageError)) {

@@ -5,7 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 )
+
+// rankText names a rank: a standalone rank's number, a cluster rank's
+// name and the session that delivered the step.
+func rankText(rank int, name, session string) string {
+	if name == "" {
+		return strconv.Itoa(rank)
+	}
+	return name + " (session " + session + ")"
+}
 
 // write prints the answer: JSON, or one line per sample.
 func write(w io.Writer, asJSON bool, a *Answer) error {
@@ -16,12 +28,17 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 	}
 	b := bufio.NewWriter(w)
 	j := a.Job
-	fmt.Fprintf(b, "job: %s, %d samples (%d excluded), seed %d, block %d, window %d, %d rank(s), batch size %d, %d epoch(s)",
-		j.Dataset, j.Samples, j.Excluded, j.Seed, j.Block, j.Window, j.Ranks, j.BatchSize, j.Epochs)
-	if j.DropLast {
-		fmt.Fprint(b, ", drop-last")
+	if j.Mode == "cluster" {
+		fmt.Fprintf(b, "cluster job: journal %s generation %d; %s, %d samples (%d excluded), seed %d, block %d, window %d, batch size %d, %d epoch(s), %s %d %s\n",
+			j.Checkpoint, j.Generation, j.Dataset, j.Samples, j.Excluded, j.Seed, j.Block, j.Window, j.BatchSize, j.Epochs, j.Transform, j.Size, j.Media)
+	} else {
+		fmt.Fprintf(b, "job: %s, %d samples (%d excluded), seed %d, block %d, window %d, %d rank(s), batch size %d, %d epoch(s)",
+			j.Dataset, j.Samples, j.Excluded, j.Seed, j.Block, j.Window, j.Ranks, j.BatchSize, j.Epochs)
+		if j.DropLast {
+			fmt.Fprint(b, ", drop-last")
+		}
+		fmt.Fprintf(b, ", %s %d %s; %d sample(s) and %d step(s) a rank per epoch\n", j.Transform, j.Size, j.Media, j.StreamLen, j.Steps)
 	}
-	fmt.Fprintf(b, ", %s %d %s; %d sample(s) and %d step(s) a rank per epoch\n", j.Transform, j.Size, j.Media, j.StreamLen, j.Steps)
 	if a.Key != "" {
 		fmt.Fprintf(b, "key %s (index %d) appeared %d time(s):\n", a.Key, *a.Index, len(a.Appearances))
 		for _, h := range a.Appearances {
@@ -29,15 +46,29 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 			if h.Pad {
 				pad = " (padding)"
 			}
-			fmt.Fprintf(b, "  epoch %d rank %d step %d slot %d (stream offset %d)%s\n", h.Epoch, h.Rank, h.Step, h.Slot, h.Offset, pad)
+			fmt.Fprintf(b, "  epoch %d rank %s step %d slot %d (stream offset %d)%s\n", h.Epoch, rankText(h.Rank, h.RankName, h.Session), h.Step, h.Slot, h.Offset, pad)
 		}
 	}
 	for _, s := range a.Steps {
-		fmt.Fprintf(b, "epoch %d rank %d step %d: %d samples\n", s.Epoch, s.Rank, s.Step, len(s.Samples))
+		unsure := ""
+		if s.Uncertain {
+			unsure = " (uncertain: see note)"
+		}
+		fmt.Fprintf(b, "epoch %d rank %s step %d: %d samples%s\n", s.Epoch, rankText(s.Rank, s.RankName, s.Session), s.Step, len(s.Samples), unsure)
 		for _, x := range s.Samples {
 			fmt.Fprintf(b, "  %3d  index %d  %s  label %d", x.Slot, x.Index, x.Key, x.Label)
 			if x.Class != "" {
 				fmt.Fprintf(b, " (%s)", x.Class)
+			}
+			for _, k := range slices.Sorted(maps.Keys(x.Fields)) {
+				switch v := x.Fields[k].(type) {
+				case string:
+					fmt.Fprintf(b, "  %s=%q", k, v)
+				case []byte:
+					fmt.Fprintf(b, "  %s=<%d bytes>", k, len(v))
+				default:
+					fmt.Fprintf(b, "  %s=%v", k, v)
+				}
 			}
 			if x.Object != "" {
 				fmt.Fprintf(b, "  in %s@%d", x.Object, x.ObjectOffset)

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -31,7 +28,7 @@ type autotune struct {
 
 func registerAutotune(fs *flag.FlagSet) *autotune {
 	a := &autotune{window: time.Second}
-	fs.BoolVar(&a.on, "autotune", false, "standalone (--sink null or log:): tune the reads in flight, the decoders and the slots at run time, every --autotune-window, within --cpu-budget and --memory-budget; every change is logged (msg=autotune) and exported (longshore_autotune_*). --decoders, --fetch-concurrency and --slots are where it starts, --slots the most slots (docs/performance.md, Tuning itself)")
+	fs.BoolVar(&a.on, "autotune", false, "tune the reads in flight, the decoders and the slots at run time, every --autotune-window, within --cpu-budget and --memory-budget; every change is logged (msg=autotune) and exported (longshore_autotune_*). --decoders, --fetch-concurrency and --slots are where it starts, --slots the most slots (docs/performance.md, Tuning itself)")
 	fs.Func("cpu-budget", "with --autotune: the cores the loader may use (decoders never outnumber them; a window whose process used more sheds a decoder), like 6 or 3.5; default: the host's cores", func(s string) error {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || v <= 0 {
@@ -50,41 +47,31 @@ func (a *autotune) check(o options) []error {
 		return nil
 	}
 	var errs []error
-	if !o.standalone || o.sink == "feed" {
-		errs = append(errs, errors.New("--autotune: standalone runs with --sink null or log: only (not yet in cluster mode or with --sink feed)"))
-	}
 	if a.window <= 0 {
 		errs = append(errs, fmt.Errorf("--autotune-window %v: need more than 0", a.window))
 	}
 	return errs
 }
 
-// start runs the tuner over node's ranks until the returned stop is
-// called (nothing without --autotune).
-func (a *autotune) start(o options, node *actors.Node, logger *slog.Logger) (stop func()) {
+// config is the tuner's config for node.Run (nil without --autotune):
+// the tuner counts the slots and the fetched bytes, the shares of
+// --memory-budget they have (memory.go).
+func (a *autotune) config(o options) *actors.AutoTuneConfig {
 	if a == nil || !a.on {
-		return func() {}
+		return nil
 	}
-	// The tuner counts the slots and the fetched bytes: the shares of
-	// --memory-budget they have (memory.go).
 	mem := int64(float64(o.memoryBudget) * (budgetSlotShare + budgetFetchShare))
-	t := node.AutoTune(actors.AutoTuneConfig{Cores: a.cores, Memory: mem, Window: a.window, Logger: logger,
-		CPUTime: procmem.CPU})
-	st := t.Stats()
-	logger.Info("autotune on", "start", st.Setting.String(), "cpu_budget_cores", st.Budget.Cores,
-		"memory_budget", byteSize(mem).human(), "window", a.window)
+	return &actors.AutoTuneConfig{Cores: a.cores, Memory: mem, Window: a.window, CPUTime: procmem.CPU}
+}
+
+// use makes t (nil: none) the tuner the metrics read.
+func (a *autotune) use(t *actors.AutoTuner) {
+	if a == nil {
+		return
+	}
 	a.mu.Lock()
 	a.tuner = t
 	a.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); t.Run(ctx) }()
-	return func() {
-		cancel()
-		<-done
-		st := t.Stats()
-		logger.Info("autotune end", "setting", st.Setting.String(), "windows", st.Windows, "changes", st.Changes, "reverts", st.Reverts)
-	}
 }
 
 // register adds the tuner's metrics to reg (with --autotune).

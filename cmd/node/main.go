@@ -293,6 +293,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.gpuFlags.video = true
 	case k == actors.KindAudio && o.gpuFlags.decodeOn == "cuda":
 		errs = append(errs, errors.New("--decode-device cuda decodes images and video (a GPU has no audio decoder): leave it out with --media audio"))
+	case k == actors.KindRaw && o.gpuFlags.decodeOn == "cuda":
+		errs = append(errs, errors.New("--media raw decodes nothing: leave out --decode-device cuda"))
 	}
 	if o.block < 1 {
 		errs = append(errs, fmt.Errorf("--block %d: need at least 1", o.block))
@@ -433,10 +435,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runMode := standalone
-	if !o.standalone {
-		runMode = clusterNode
-	}
 	for _, pr := range []struct {
 		flag, path string
 		start      func(io.Writer) error
@@ -480,7 +478,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "longshore-node: %s\n", line)
 	}
 	defer o.gpu.Close()
-	if err := runMode(ctx, o, stdout, stderr); err != nil {
+	if err := runModes(ctx, o, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "longshore-node: %v\n", err)
 		return 1
 	}

@@ -32,10 +32,13 @@ type mediaFlags struct {
 	clipSampling string
 	videoThreads int
 	readAhead    byteSize
+	rawMax       byteSize
 }
 
 func (m *mediaFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.media, "media", "image", "what samples are: image (uint8 [3,H,W]), video (uint8 [T,3,H,W] clips from MP4, MKV, WebM: H.264, HEVC, VP8, VP9, AV1), audio (float32 [C,S] waveforms: WAV, FLAC, MP3, Opus, Vorbis); docs/media.md")
+	fs.StringVar(&m.media, "media", "image", "what samples are: image (uint8 [3,H,W]), video (uint8 [T,3,H,W] clips from MP4, MKV, WebM: H.264, HEVC, VP8, VP9, AV1), audio (float32 [C,S] waveforms: WAV, FLAC, MP3, Opus, Vorbis), raw (each object's bytes undecoded, up to --raw-max-bytes: batch[\"data\"] in Python; docs/raw.md); docs/media.md")
+	m.rawMax = 1 << 20
+	fs.Var(&m.rawMax, "raw-max-bytes", "--media raw: the most bytes a sample may have (a longer one fails as too_large); each slot holds --batch-size rows of this many bytes, in shared memory touched only as far as samples fill it")
 	fs.IntVar(&m.clipFrames, "clip-frames", 16, "--media video: frames per clip (T)")
 	fs.Float64Var(&m.clipFPS, "clip-fps", 8, "--media video, --clip-sampling random: frame rate of the clip's window")
 	fs.StringVar(&m.clipSampling, "clip-sampling", "uniform", "--media video: uniform (T frames spread over the whole clip) or random (a window of T frames at --clip-fps: --transform train draws its start, seeded by (seed, epoch, sample); eval takes the centered one). Frames are chosen by timestamp; clips shorter than the window repeat their last frame and are marked short")
@@ -50,7 +53,7 @@ func (m *mediaFlags) register(fs *flag.FlagSet) {
 func (m mediaFlags) kind() (actors.Kind, error) {
 	var k actors.Kind
 	if err := k.UnmarshalText([]byte(m.media)); err != nil {
-		return k, fmt.Errorf("--media %q: want image, video or audio", m.media)
+		return k, fmt.Errorf("--media %q: want image, video, audio or raw", m.media)
 	}
 	return k, nil
 }
@@ -125,6 +128,10 @@ func (m mediaFlags) check(transform string, size int, layout string) []error {
 		if _, err := m.videoConfig(transform, size, layout, 0); err != nil {
 			return []error{err}
 		}
+	case actors.KindRaw:
+		if m.rawMax < 1 || m.rawMax > 1<<30 {
+			return []error{fmt.Errorf("--raw-max-bytes %d: want 1 byte to 1GiB", int64(m.rawMax))}
+		}
 	}
 	return nil
 }
@@ -138,6 +145,11 @@ func (o options) useDecoder(ac *actors.Config, deps *actors.Deps, dc decode.Conf
 	}
 	onGPU := o.gpu != nil && len(o.gpu.decoders) > 0 // --decode-device cuda, images (video: o.gpu.videoDevices)
 	switch k {
+	case actors.KindRaw:
+		ac.Sample = actors.Shape{Kind: actors.KindRaw, RawBytes: int(o.mediaFlags.rawMax)}
+		deps.NewDecoder = func() (actors.SampleDecoder, error) { return decode.Raw{}, nil }
+		deps.SampleSeed = decode.SampleSeed
+		return ac.Validate()
 	case actors.KindAudio:
 		c, err := o.mediaFlags.audioConfig(o.transform)
 		if err != nil {
@@ -197,6 +209,8 @@ func (noDecoder) Close() error { return nil }
 // describe is the summary line's sample part.
 func (o options) describeSample() string {
 	switch k, _ := o.mediaFlags.kind(); k {
+	case actors.KindRaw:
+		return fmt.Sprintf("raw, up to %d bytes a sample", int64(o.rawMax))
 	case actors.KindAudio:
 		return fmt.Sprintf("audio %s, %d Hz x %d, %v s windows", o.transform, o.sampleRate, o.channels, o.audioSeconds)
 	case actors.KindVideo:

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,12 +20,8 @@ import (
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/actors/quarantine"
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/cmd/internal/listing"
 	"github.com/longshore/longshore/dataset"
-	"github.com/longshore/longshore/decode"
-	"github.com/longshore/longshore/observe"
-	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -262,23 +257,6 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 	return standaloneData{store: store, cat: dataset.DatasetCatalog(ds), ds: ds, pack: plan}, nil
 }
 
-// openStandaloneRun opens a standalone run's dataset (openStandalone),
-// noting the time on clk, and assembles its pipelines, whatever the
-// sink. On error nothing is left open.
-func openStandaloneRun(ctx context.Context, o options, ac actors.Config, dc decode.Config, clk *startupClock, logger *slog.Logger) (standaloneData, *node.Assembly, error) {
-	data, err := openStandalone(ctx, o, logger)
-	if err != nil {
-		return standaloneData{}, nil, err
-	}
-	clk.open()
-	asm, err := o.assemble(ac, dc, data.store, logger)
-	if err != nil {
-		data.close()
-		return standaloneData{}, nil, err
-	}
-	return data, asm, nil
-}
-
 // packedLine describes a packed dataset's chunk reading, and warns when
 // --pack-cache cannot hold the window of chunks the ranks read at once
 // (ranks: how many windows are read at once; standalone ranks share
@@ -304,130 +282,6 @@ func packedLine(ps *dataset.PackedStore, mean int64, plan dataset.PackPlan, rank
 	return line
 }
 
-func standalone(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	dc, err := o.decodeConfig()
-	if err != nil {
-		return err
-	}
-	ac, err := o.actorsConfig(dc)
-	if err != nil {
-		return err
-	}
-	logger := newLogger(o, stderr)
-	if o.sink == "feed" {
-		return serveFeed(ctx, o, ac, dc, stdout, stderr, logger)
-	}
-	snk, err := parseSink(o.sink, o.logPixels)
-	if err != nil {
-		return err
-	}
-	var clk startupClock
-	data, asm, err := openStandaloneRun(ctx, o, ac, dc, &clk, logger)
-	if err != nil {
-		snk.Close()
-		return err
-	}
-	store := data.store
-	if data.ds != nil { // the lazy path has no list to check: Deliver checks each key
-		if err := snk.Accept(data.ds); err != nil {
-			asm.Close()
-			snk.Close()
-			data.close()
-			return err
-		}
-	}
-	node, err := asm.StandaloneNode(data.cat, data.orderFunc(o))
-	if err != nil {
-		asm.Close()
-		snk.Close()
-		data.close()
-		return err
-	}
-	n := data.cat.Len()
-	perRank := (n + int64(o.ranks) - 1) / int64(o.ranks)
-	total := perRank * int64(o.ranks) * int64(o.epochs)
-	fmt.Fprintf(stderr, "longshore-node: %s: %d samples in %d classes; %d epoch(s), %d rank(s), batch %d, %s\n",
-		store, n, len(data.cat.Classes()), o.epochs, o.ranks, o.batchSize, o.describeSample())
-	if data.mix != nil {
-		describeMixture(stderr, data)
-	}
-	if data.indexed != nil {
-		x := data.indexed.Index()
-		fmt.Fprintf(stderr, "longshore-node: reading the manifest through its index: %s in %d pieces of %d samples, --manifest-cache %s\n",
-			x.Manifest, x.Pieces(), x.Every, o.manifestCache)
-	}
-	if ps, ok := store.(*dataset.PackedStore); ok {
-		fmt.Fprintf(stderr, "longshore-node: %s\n", packedLine(ps, dataset.PackedMean(data.ds, data.indexed), data.pack, 1))
-	}
-	if ex := data.excluded(); ex > 0 {
-		fmt.Fprintf(stderr, "longshore-node: --exclude %s left out %d samples\n", o.faults.exclude, ex)
-	}
-	ranks := func() []pipeline.RankCounters {
-		var out []pipeline.RankCounters
-		for r, c := range node.RankCounters() {
-			out = append(out, pipeline.RankCounters{Name: strconv.Itoa(r), Counters: c})
-		}
-		return out
-	}
-	ready := observe.NewReadiness("starting the pipelines")
-	ob, err := startObserver(o, pipeline.NodeSource{Ranks: ranks, JobSamples: total, JobEpochs: o.epochs}, ready.Check, store, logger)
-	if err != nil {
-		node.Close()
-		asm.Close()
-		snk.Close()
-		data.close()
-		return err
-	}
-	bar := newProgress(o.progress, total, o.mediaFlags.media, stderr)
-
-	var (
-		mu      sync.Mutex // serializes the sink
-		sinkErr error
-	)
-	runStart := time.Now()
-	clk.serve()
-	ready.Ready()
-	stopTune := o.autotune.start(o, node, logger)
-	runErr := node.Run(ctx, func(b *actors.Batch) error {
-		clk.noteFirst()
-		mu.Lock()
-		sb := len(b.Images) / max(b.Len(), 1)
-		for i, key := range b.Keys {
-			if b.Filled[i] {
-				continue // a copy in a failed sample's place, not a sample
-			}
-			if err := snk.Deliver(b.Epoch, strconv.Itoa(b.Rank), b.Step, key, b.Short != nil && b.Short[i], b.Pads[i], b.Images[i*sb:(i+1)*sb]); err != nil && sinkErr == nil {
-				sinkErr = err
-			}
-		}
-		err := sinkErr
-		mu.Unlock()
-		bar.add(b.Len() - filled(b))
-		return err
-	})
-	elapsed := time.Since(runStart)
-	stopTune()
-	bar.finish()
-	counters := node.Counters()
-	report := node.Failures()
-	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	shutErr := node.Shutdown(shutCtx)
-	cancel()
-	if err := snk.Close(); err != nil && runErr == nil {
-		runErr = fmt.Errorf("sink: %w", err)
-	}
-	if _, err := asm.Close(); err != nil && runErr == nil {
-		runErr = err
-	}
-	runErr = finish(ctx, o, ob, runFacts{store: store, samples: n, classes: len(data.cat.Classes()), excluded: data.excluded(), epochs: o.epochs, batchSize: o.batchSize, counters: counters,
-		report: report, seconds: elapsed.Seconds(), firstBatch: clk.firstBatch(), startup: &clk, err: runErr, quarantine: asm.Quarantine}, stdout, stderr, logger)
-	data.close()
-	if runErr == nil && shutErr != nil {
-		runErr = fmt.Errorf("shutdown: %w", shutErr)
-	}
-	return runErr
-}
-
 // runFacts are what a run's Summary is made of.
 type runFacts struct {
 	store             storage.Store
@@ -447,16 +301,6 @@ type runFacts struct {
 	quarantine *quarantine.File // --quarantine, or nil
 	// trainerWait is what the trainers reported (feed sink), or nil.
 	trainerWait *TrainerWaitSummary
-}
-
-// activeSeconds is how long the ranks took to deliver what they did:
-// their pipelines' time up to the last batch (the longest rank's), not
-// the wait for the job's end after it.
-func activeSeconds(c actors.Counters) float64 {
-	if d := c.Delivered(); d.LastAt > 0 {
-		return d.LastAt.Seconds()
-	}
-	return c.Elapsed().Seconds()
 }
 
 // summarize makes the Summary of a run, the same fields in every mode:
@@ -529,15 +373,6 @@ func finish(ctx context.Context, o options, ob *observer, f runFacts, stdout, st
 		return err
 	}
 	return f.err
-}
-
-// mergeRanks is the node's counters, merged over its ranks.
-func mergeRanks(ranks []pipeline.RankCounters) actors.Counters {
-	merged := make([]actors.Counters, len(ranks))
-	for r, rc := range ranks {
-		merged[r] = rc.Counters
-	}
-	return actors.MergeCounters(merged...)
 }
 
 // emitSummary prints s and writes it to --stats-json.

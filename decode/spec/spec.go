@@ -72,8 +72,8 @@ func parseLayout(name string) (Layout, bool) {
 	return 0, false
 }
 
-// Kind is what a sample is: an image (the zero value), a video clip or an
-// audio waveform.
+// Kind is what a sample is: an image (the zero value), a video clip, an
+// audio waveform or a raw sample (bytes undecoded).
 type Kind uint8
 
 const (
@@ -86,6 +86,10 @@ const (
 	// KindAudio: [C,S] float32 PCM, C channels of S samples, channel
 	// planes.
 	KindAudio
+	// KindRaw: the sample's object bytes, undecoded, up to RawBytes of
+	// them: a row of RawRowBytes() uint8, its length then its bytes
+	// (raw.go).
+	KindRaw
 )
 
 func (k Kind) String() string {
@@ -96,19 +100,21 @@ func (k Kind) String() string {
 		return "video"
 	case KindAudio:
 		return "audio"
+	case KindRaw:
+		return "raw"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// MarshalText writes "image", "video" or "audio".
+// MarshalText writes "image", "video", "audio" or "raw".
 func (k Kind) MarshalText() ([]byte, error) {
-	if k > KindAudio {
+	if k > KindRaw {
 		return nil, fmt.Errorf("actors: unknown sample kind %d", int(k))
 	}
 	return []byte(k.String()), nil
 }
 
-// UnmarshalText reads "image", "video" or "audio" (any case).
+// UnmarshalText reads "image", "video", "audio" or "raw" (any case).
 func (k *Kind) UnmarshalText(b []byte) error {
 	switch strings.ToLower(string(b)) {
 	case "image":
@@ -117,8 +123,10 @@ func (k *Kind) UnmarshalText(b []byte) error {
 		*k = KindVideo
 	case "audio":
 		*k = KindAudio
+	case "raw":
+		*k = KindRaw
 	default:
-		return fmt.Errorf("actors: media %q: want image, video or audio", b)
+		return fmt.Errorf("actors: media %q: want image, video, audio or raw", b)
 	}
 	return nil
 }
@@ -194,10 +202,13 @@ type Shape struct {
 	// AudioChannels and AudioSamples are an audio sample's [C,S]
 	// (channels, samples per channel). Ignored for other kinds.
 	AudioChannels, AudioSamples int
+	// RawBytes is the most bytes a raw sample may have. Ignored for
+	// other kinds.
+	RawBytes int
 	// Elem is an image's element type: Uint8 (the zero value), or
 	// Float16, BFloat16 or Float32 for samples converted to floats in the
-	// decoder (decode.Config.DType). Video is uint8 and audio float32,
-	// whatever Elem says.
+	// decoder (decode.Config.DType). Video and raw samples are uint8 and
+	// audio float32, whatever Elem says.
 	Elem DType
 }
 
@@ -208,20 +219,22 @@ func Image(size int, l Layout) Shape { return Shape{Height: size, Width: size, L
 const Channels = 3
 
 // DType is the element type of the sample's array: Elem for images,
-// uint8 for video, float32 for audio.
+// uint8 for video and raw samples, float32 for audio.
 func (s Shape) DType() DType {
 	switch s.Kind {
 	case KindAudio:
 		return Float32
-	case KindVideo:
-		return Uint8
+	case KindImage:
+		return s.Elem
 	}
-	return s.Elem
+	return Uint8
 }
 
 // SampleDims is the shape of one sample, outermost first.
 func (s Shape) SampleDims() []int {
 	switch s.Kind {
+	case KindRaw:
+		return []int{s.RawRowBytes()}
 	case KindAudio:
 		return []int{s.AudioChannels, s.AudioSamples}
 	case KindVideo:
@@ -264,6 +277,8 @@ func (s Shape) Dims(n int) [4]int {
 // "NCHW"/"NHWC" (images), "NTCHW"/"NTHWC" (video), "NCS" (audio).
 func (s Shape) LayoutName() string {
 	switch s.Kind {
+	case KindRaw:
+		return "NB"
 	case KindAudio:
 		return "NCS"
 	case KindVideo:

@@ -2,9 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"regexp"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +14,7 @@ import (
 	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe"
+	"github.com/longshore/longshore/observe/observetest"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
 )
@@ -84,38 +83,12 @@ func exported(t *testing.T) map[string]bool {
 // dashboard in docs/ names only metrics the daemons export.
 func TestDashboardNamesExportedMetrics(t *testing.T) {
 	names := exported(t)
-	b, err := os.ReadFile("../../docs/grafana-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d any
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	var exprs []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				if s, ok := e.(string); ok && k == "expr" {
-					exprs = append(exprs, s)
-				}
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		}
-	}
-	walk(d)
+	exprs := observetest.DashboardExprs(t, dashboard(t, "../../docs/grafana-dashboard.json"))
 	if len(exprs) < 10 {
 		t.Fatalf("the dashboard has %d expressions", len(exprs))
 	}
-	metric := regexp.MustCompile(`\b(longshore|process|go)_[a-z0-9_]+\b`)
 	for _, e := range exprs {
-		found := metric.FindAllString(e, -1)
+		found := observetest.MetricNames(e)
 		if len(found) == 0 {
 			t.Errorf("expression names no metric: %s", e)
 		}
@@ -125,4 +98,14 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dashboard reads the Grafana dashboard's JSON.
+func dashboard(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -115,9 +115,17 @@ func causeOf(err error) cause {
 	return causeConn
 }
 
-// sporadicBackoff is the most a first retry waits after a 503 or 500 while
-// the store is not overloaded (rateLimiter.overloaded).
+// sporadicBackoff is the most a first or second retry waits after a 503
+// or 500 while the store is not overloaded (rateLimiter.overloaded).
 const sporadicBackoff = 10 * time.Millisecond
+
+// quickRetries is how many retries of one operation skip the backoff
+// (a broken body) or cut it to sporadicBackoff (a 503 or 500) while the
+// store is not overloaded: a hiccup may strike the same key twice
+// (a broken body, then a 503 from another front end) without the store
+// refusing load. From the third retry on, the backoff rules, so a key
+// that keeps failing is not hammered.
+const quickRetries = 2
 
 // bodyError is a connection failure while reading a body whose headers
 // had arrived: the store answered, and the connection broke mid-body.
@@ -220,12 +228,13 @@ func (s *Store) retry(ctx context.Context, try func(ctx context.Context, n int) 
 		s.stats.byCause[c].Add(1)
 		wait := s.backoff(n)
 		switch {
-		case n == 0 && brokenBody(err, c):
+		case n == 0 && brokenBody(err, c), n < quickRetries && brokenBody(err, c) && !s.rate.overloaded():
 			// The store answered; the body broke on the way (cut short,
 			// reset, stalled, corrupt). Nothing says the store is
-			// loaded: ask again at once, on a fresh connection.
+			// loaded: ask again at once, on a fresh connection; again
+			// at once the second time while the store answers the rest.
 			wait = 0
-		case n == 0 && (c == causeThrottle || c == causeServer) && !s.rate.overloaded():
+		case n < quickRetries && (c == causeThrottle || c == causeServer) && !s.rate.overloaded():
 			// A lone 503 or 500 from a store that answers the rest (under
 			// rateShareMin of the answers throttled): a hiccup, which
 			// another front end answers; the backoff is for a store that

@@ -75,6 +75,30 @@ _FIELD_CODES = {"int": 1, "float": 2, "string": 3, "bytes": 4, "list<int>": 5, "
 _FIELDS_HEAD = struct.Struct("<QII")
 
 
+RAW_HEADER = 8  # a raw row's bytes before its sample's (docs/feed-protocol.md, "Raw samples")
+
+
+def _raw_rows(flat, dims, lengths):
+    """The samples of a raw batch (--media raw): row r of `flat` (uint8,
+    `dims` [N, R]) holds lengths[r] bytes after its header. memoryviews
+    of the shared memory, no copy: each keeps the slot (as the images
+    array does) until it is gone."""
+    if flat is None:
+        if lengths:
+            raise FeedError("protocol", f"{len(lengths)} raw lengths for an empty batch")
+        return []
+    if len(dims) != 2 or dims[0] != len(lengths) or dims[1] < RAW_HEADER:
+        raise FeedError("protocol", f"raw batch of shape {list(dims)} with {len(lengths)} lengths")
+    stride, mv = dims[1], memoryview(flat)
+    rows = []
+    for r, n in enumerate(lengths):
+        if not 0 <= n <= stride - RAW_HEADER:
+            raise FeedError("protocol", f"raw row {r} of {stride} bytes says it holds {n}")
+        lo = r * stride + RAW_HEADER
+        rows.append(mv[lo:lo + n])
+    return rows
+
+
 def _parse_fields(payload, schema):
     """A fields frame's payload -> (batch id, {name: values}, {name:
     present}). Numeric scalars are torch tensors (int64, float64; absent
@@ -382,7 +406,9 @@ class Batch:
     `filled[i]` says row i holds no sample of its own: a failed sample's
     place, filled by the node with a copy of the next unfilled row so the
     batch keeps its shape; `valid` (a bool tensor, `mask` the same) is
-    its negation, to leave filled rows out of a loss. The slot goes back to
+    its negation, to leave filled rows out of a loss. A raw batch (node
+    --media raw) is uint8 [N,R] rows, and `data` (also batch["data"]) is
+    each row's sample, a memoryview of its bytes. The slot goes back to
     the node when `release()` is called or when the images array and every
     view of it (including tensors from `tensor()` and `cuda()`) are gone.
 
@@ -396,10 +422,10 @@ class Batch:
 
     __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
                  "positions", "pads", "failed", "filled", "layout", "short", "era", "end_of_stream", "device_array",
-                 "fields", "present", "dtype", "_release", "_gate", "_cuda", "_index", "__weakref__")
+                 "fields", "present", "data", "dtype", "_release", "_gate", "_cuda", "_index", "__weakref__")
 
     def __init__(self, desc, images, release, device_array=None, gate=None, cuda=None, index=None, fields=None,
-                 present=None):
+                 present=None, data=None):
         self.id = desc["id"]
         self.epoch = desc["epoch"]
         self.step = desc["step"]
@@ -433,6 +459,11 @@ class Batch:
         # each: {} for a dataset without fields
         self.fields: Dict[str, Any] = fields or {}
         self.present: Dict[str, List[bool]] = present or {}
+        # raw batches (--media raw): each row's sample, the object's bytes
+        # as stored, a memoryview of the shared memory (no copy; bytes(v)
+        # to keep one past the batch); also batch["data"]. None for other
+        # kinds.
+        self.data: Optional[List[memoryview]] = data
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -1084,8 +1115,12 @@ class Loader:
             images = flat.reshape(dims)
             owner = flat
         else:
+            flat = None
             images = np.zeros(dims, dtype=dtype)
             owner = images
+        data = None
+        if (c.welcome.get("spec") or {}).get("kind") == "raw":
+            data = _raw_rows(flat, dims, d.get("lengths") or [])
         bid = d["id"]
         conn_ref = weakref.ref(c)
         cuda = c.cuda
@@ -1120,8 +1155,12 @@ class Loader:
             if f is None or f[0] != bid:
                 raise FeedError("protocol", f"batch {bid} came without its fields")
             _, fields, present = f
+        if data is not None:  # "data" names the raw bytes, unless the dataset has a field of that name
+            fields, present = dict(fields or {}), dict(present or {})
+            if "data" not in fields:
+                fields["data"], present["data"] = data, [True] * len(data)
         return Batch(d, images, fin, device_array=dev, gate=gate, cuda=cuda, index=index, fields=fields,
-                     present=present)
+                     present=present, data=data)
 
     def next_batch(self) -> Optional[Batch]:
         """The next batch, or None at the end of an epoch (then the next

@@ -149,7 +149,7 @@ class Cluster:
     """A coordinator (journal in a directory) and one node with --sink feed
     serving `ranks` ranks, as real processes on loopback."""
 
-    def __init__(self, bins, dataset, workdir, *, epochs=2, batch=8, ranks=1, extra_node=()):
+    def __init__(self, bins, dataset, workdir, *, epochs=2, batch=8, ranks=1, extra_node=(), extra_coord=()):
         self.coord_bin, self.node_bin = bins
         self.dir = str(workdir)
         self.feed_dir = os.path.join(self.dir, "feed")
@@ -161,7 +161,7 @@ class Cluster:
             "--gossip-profile", "local", "--epochs", str(epochs), "--seed", "11", "--batch-size", str(batch),
             "--shard-size", "16", "--balance", "equal", "--commit-log", os.path.join(self.dir, "coord.acks"),
             "--linger", "20s", "--min-ranks", str(ranks), "--checkpoint", os.path.join(self.dir, "journal"),
-            "--journal-keep", "100000",
+            "--journal-keep", "100000", *extra_coord,
         ]
         self.coord = self.start_coordinator()
         host = "127.0.0.2"

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestTrailSteps(t *testing.T) {
+	seg := func(n int64) []Range { return []Range{{Start: 100, End: 100 + n}} }
+	for _, c := range []struct {
+		name string
+		t    Trail
+		want []TrailStep // nil: an error naming want
+		err  string
+	}{
+		{"full batches, first step from the first commit", Trail{Segs: seg(12), Commits: []TrailCommit{{Step: 5, Offset: 8}, {Step: 6, Offset: 12}}},
+			[]TrailStep{{4, 0, 4, false}, {5, 4, 4, false}, {6, 8, 4, false}}, ""},
+		{"a stream end's short batch, committed", Trail{Segs: seg(11), Commits: []TrailCommit{{Step: 1, Offset: 6}, {Step: 3, Offset: 11}}, Ends: []int64{6}},
+			[]TrailStep{{0, 0, 4, false}, {1, 4, 2, false}, {2, 6, 4, false}, {3, 10, 1, false}}, ""},
+		{"an end the stream grew past: one layout fits", Trail{Segs: seg(12), Commits: []TrailCommit{{Step: 2, Offset: 12}}, Ends: []int64{6}},
+			[]TrailStep{{0, 0, 4, false}, {1, 4, 4, false}, {2, 8, 4, false}}, ""},
+		{"an end whose commit is missing: two layouts fit", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 2, Offset: 9}}, Ends: []int64{5}},
+			[]TrailStep{{0, 0, 4, false}, {1, 4, 4, true}, {2, 8, 1, true}}, ""},
+		{"a first commit of more positions than its steps hold", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 1, Offset: 9}}}, nil, "9 positions"},
+		{"too few steps for the positions", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 1, Offset: 9}}}, nil, "5 positions are not 1 steps"},
+		{"segments short of the commits", Trail{Segs: seg(7), Commits: []TrailCommit{{Step: 1, Offset: 8}}}, nil, "holds 7 positions"},
+	} {
+		got, err := TrailSteps(c.t, 4)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v, want an error with %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
+		}
+	}
+	p, err := TrailPosition(Trail{Segs: []Range{{Start: 50, End: 52}, {Start: 10, End: 13}}}, 3)
+	if err != nil || p != 11 {
+		t.Errorf("TrailPosition: %d, %v; want 11 (the second segment's second)", p, err)
+	}
+}
+
+// TrimCommits leaves out only commits whose absence changes nothing
+// TrailSteps answers: checked over random sessions (full batches, stream
+// ends, short batches, commits every k steps).
+func TestTrimCommitsKeepsSteps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		batch := 1 + rng.Int64N(8)
+		var tr Trail
+		var off, step int64
+		for range 1 + rng.IntN(6) { // runs
+			n := 1 + rng.Int64N(5*batch)
+			for k := int64(0); k < n; k += batch {
+				l := min(batch, n-k)
+				off += l
+				if rng.IntN(3) == 0 || k+batch >= n { // commits every few steps, and each run's end
+					tr.Commits = append(tr.Commits, TrailCommit{Step: step, Offset: off})
+				}
+				step++
+			}
+			if off%batch != 0 || rng.IntN(2) == 0 {
+				tr.Ends = append(tr.Ends, off)
+			}
+		}
+		tr.Segs = []Range{{Start: 0, End: off}}
+		for len(tr.Ends) > 0 && tr.Ends[len(tr.Ends)-1] >= off {
+			tr.Ends = tr.Ends[:len(tr.Ends)-1]
+		}
+		want, err := TrailSteps(tr, batch)
+		if err != nil {
+			t.Fatalf("%d: %v (%+v)", i, err, tr)
+		}
+		trimmed := tr
+		trimmed.Commits = TrimCommits(tr, batch)
+		got, err := TrailSteps(trimmed, batch)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d: batch %d, %+v: trimmed to %+v: %+v, %v; want %+v", i, batch, tr, trimmed.Commits, got, err, want)
+		}
+	}
+}
+
+// A restored coordinator keeps the trails of the open epochs (the old
+// life's sessions are gone, their trails stay) and Snapshot gives them
+// back with the new life's.
+func TestRestoreKeepsTrails(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Samples, cfg.Epochs, cfg.ShardSize = 20, 1, 4
+	tr := Trail{Rank: "n1/0", Session: Fence{Incarnation: 1, Seq: 2}, Segs: []Range{{Start: 0, End: 4}}, Commits: []TrailCommit{{Step: 1, Offset: 4}}}
+	s := State{Incarnation: 1, Seq: 9, Samples: 20, Block: 1, Window: 1, Epochs: []EpochState{{
+		Committed: []Range{{Start: 0, End: 4}}, Trails: []Trail{tr},
+		Commits: []RankCommit{{Rank: "n1/0", Session: tr.Session, Epoch: 0, Step: 1, Offset: 4, Gen: 1}},
+	}}}
+	c, err := Restore(cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Snapshot().Epochs[0].Trails; !reflect.DeepEqual(got, []Trail{tr}) {
+		t.Fatalf("trails after restore %+v, want %+v", got, []Trail{tr})
+	}
+	bad := s
+	bad.Epochs = []EpochState{s.Epochs[0]}
+	bad.Epochs[0].Trails = []Trail{{Rank: "n1/0", Segs: []Range{{Start: 0, End: 3}}, Commits: tr.Commits}}
+	if _, err := Restore(cfg, bad); err == nil {
+		t.Fatal("a trail holding fewer positions than its commits reach was restored")
+	}
+}

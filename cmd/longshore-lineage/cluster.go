@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/storage"
+	"github.com/longshore/longshore/storage/s3"
+	"github.com/longshore/longshore/storage/stores"
+)
+
+// openJournal reads the newest generation of a cluster job's journal.
+func openJournal(ctx context.Context, o options) (storage.Store, *journal.Journal, journal.Entry, error) {
+	sopts := s3.DefaultOptions()
+	if o.s3Endpoint != "" {
+		sopts.Endpoint = o.s3Endpoint
+	}
+	st, err := stores.Open(ctx, o.checkpoint, sopts)
+	if err != nil {
+		return nil, nil, journal.Entry{}, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+	}
+	j, err := journal.Open(ctx, journal.Config{Store: st})
+	if err != nil {
+		storage.Close(st)
+		return nil, nil, journal.Entry{}, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+	}
+	e, err := j.Latest(ctx)
+	if err != nil {
+		storage.Close(st)
+		return nil, nil, journal.Entry{}, fmt.Errorf("--checkpoint %s: %w", o.checkpoint, err)
+	}
+	return st, j, e, nil
+}
+
+// answerCluster answers for a cluster job from its journal: the order
+// (seed, block, window), the batch size and, per epoch, what each rank
+// session committed (its trails): a step is named by its rank and number,
+// and comes with the session that delivered it. Only committed history
+// is answered: steps delivered after a session's last commit were
+// delivered again, under the same numbers, by a later session.
+func answerCluster(ctx context.Context, o options) (*Answer, error) {
+	jst, j, e, err := openJournal(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer storage.Close(jst)
+	st, ds, err := openDataset(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer storage.Close(st)
+	n := int64(len(ds.Samples))
+	if n != e.State.Samples {
+		return nil, usageError{fmt.Errorf("dataset %s has %d samples, the journal's job %d: give the coordinator's --dataset (and --exclude)", o.dataset, n, e.State.Samples)}
+	}
+	if e.Digest != "" {
+		if d := dataset.ManifestDigest(ds); d != e.Digest {
+			return nil, usageError{fmt.Errorf("dataset %s has digest %s, the journal's job %s: give the coordinator's --dataset (and --exclude)", o.dataset, d, e.Digest)}
+		}
+	}
+	batch := int64(e.BatchSize)
+	if batch == 0 { // a journal from before identities
+		batch = int64(o.batchSize)
+	}
+	s := e.State
+	a := &Answer{Job: Job{Mode: "cluster", Checkpoint: o.checkpoint, Generation: e.Gen, Dataset: o.dataset, Samples: n,
+		Excluded: ds.Excluded, Packed: ds.Packed(), Seed: s.Seed, Block: s.Block, Window: cluster.EffectiveWindow(s.Block, s.Window),
+		BatchSize: int(batch), Epochs: e.Epochs, Transform: o.transform, Size: o.size, Media: o.media}}
+	order := func(epoch int) cluster.Order { return cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window) }
+	lineageOf := func(epoch int) (cluster.EpochLineage, error) {
+		ts, err := j.Trails(ctx, e, epoch)
+		return cluster.EpochLineage{Batch: batch, Trails: ts}, err
+	}
+	started := len(s.Epochs)
+	if o.epochSet && (o.epoch < 0 || o.epoch >= max(started, e.Epochs)) {
+		return nil, usageError{fmt.Errorf("--epoch %d: the job has epochs 0..%d (%d started)", o.epoch, max(started, e.Epochs)-1, started)}
+	}
+
+	if o.key != "" {
+		idx, err := findKey(ds, o.key)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("dataset %s: %w", o.dataset, err)}
+		}
+		a.Key, a.Index = o.key, &idx
+		first, last := 0, started-1
+		if o.epochSet {
+			first, last = o.epoch, o.epoch
+		}
+		for ep := first; ep <= last; ep++ {
+			l, err := lineageOf(ep)
+			if err != nil {
+				return nil, err
+			}
+			hits, err := l.Find(order(ep), idx)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range hits {
+				a.Appearances = append(a.Appearances, Appearance{Epoch: ep, Rank: -1, RankName: h.Rank, Session: h.Session.String(),
+					Step: h.Step, Slot: h.Slot, Offset: h.Offset, Pad: h.Pad, Uncertain: h.Uncertain})
+			}
+		}
+		return a, nil
+	}
+
+	l, err := lineageOf(o.epoch)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := l.Steps(order(o.epoch), o.rankName, o.steps.First, o.steps.Last)
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) == 0 {
+		ranks := l.Ranks()
+		for _, r := range ranks {
+			if r == o.rankName {
+				return nil, usageError{fmt.Errorf("epoch %d rank %s: no committed step in %d-%d (generation %d)", o.epoch, o.rankName, o.steps.First, o.steps.Last, e.Gen)}
+			}
+		}
+		return nil, usageError{fmt.Errorf("epoch %d: rank %q committed nothing (generation %d); ranks that did: %s", o.epoch, o.rankName, e.Gen, strings.Join(ranks, ", "))}
+	}
+	tr, err := openTransformer(o, a)
+	if err != nil {
+		return nil, err
+	}
+	if tr != nil {
+		defer tr.close()
+	}
+	for _, cs := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		step := Step{Epoch: o.epoch, Rank: -1, RankName: cs.Rank, Session: cs.Session.String(), Step: cs.Step, Uncertain: cs.Uncertain}
+		if cs.Uncertain {
+			a.Note = "a step marked uncertain lies between two commits with a stream end between them whose commit never reached the coordinator: the positions between the commits are exact, their split into those steps one of the ways that fit (docs/lineage.md)"
+		}
+		for _, g := range cs.Samples {
+			step.Samples = append(step.Samples, sampleOf(ctx, st, ds, tr, s.Seed, o.epoch, g))
+		}
+		a.Steps = append(a.Steps, step)
+	}
+	return a, nil
+}
