@@ -37,6 +37,8 @@ const (
 	RawHeader = spec.RawHeader
 	Uint8     = spec.Uint8
 	Float32   = spec.Float32
+	Float16   = spec.Float16
+	BFloat16  = spec.BFloat16
 	// Channels is the channels of a pixel (RGB).
 	Channels = spec.Channels
 )

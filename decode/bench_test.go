@@ -147,3 +147,69 @@ func BenchmarkDecodeDataset(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDTypes is the train decode of bench_470x390 into a 224² slot
+// of each output dtype, side by side in one run (the float ones with
+// ImageNet's normalize), and reports each one's time against uint8's
+// (the ratio is the conversion's cost; measure on a quiet machine):
+//
+//	go test ./decode/ -run XXX -bench DTypes -benchmem
+func BenchmarkDTypes(b *testing.B) {
+	data := readFixture(b, "bench_470x390_q96_444.jpg")
+	var base float64
+	for _, dt := range []DType{Uint8, Float16, BFloat16, Float32} {
+		for _, l := range []Layout{NCHW, NHWC} {
+			b.Run(fmt.Sprintf("%v/%v", dt, l), func(b *testing.B) {
+				c := DefaultConfig()
+				c.Layout, c.DType = l, dt
+				if dt != Uint8 {
+					c.Transform = mustTransform(b, Presets["train"]+"|"+imagenetNorm)
+				}
+				d, err := NewDecoder(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer d.Close()
+				dst := make([]byte, c.SampleBytes())
+				b.ReportAllocs()
+				seed := uint64(0)
+				for b.Loop() {
+					seed++
+					if _, err := d.Decode(data, seed, dst); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				if dt == Uint8 && l == NCHW {
+					base = ns
+				}
+				if base > 0 {
+					b.ReportMetric(ns/base, "x_uint8")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkToFloat is the conversion alone: one 224² sample's 150,528
+// bytes into float16 (NCHW, NHWC) and float32 values through the LUT.
+func BenchmarkToFloat(b *testing.B) {
+	tr := mustTransform(b, "resize|"+imagenetNorm)
+	src := make([]byte, 3*224*224)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	for _, dt := range []DType{Float16, Float32} {
+		for _, l := range []Layout{NCHW, NHWC} {
+			b.Run(fmt.Sprintf("%v/%v", dt, l), func(b *testing.B) {
+				var lut [3][256]uint32
+				floatLUT(&lut, dt, tr)
+				dst := make([]byte, len(src)*dt.Size())
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					toFloat(&lut, dt == Float32, src, dst, 224, l)
+				}
+			})
+		}
+	}
+}

@@ -3,6 +3,7 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/longshore/longshore/decode/spec"
 )
@@ -28,7 +29,7 @@ type Geometry int
 
 const (
 	// Train is torchvision's RandomResizedCrop(Size, scale, ratio) followed
-	// by RandomHorizontalFlip(FlipProb).
+	// by RandomHorizontalFlip(FlipProb) and RandomVerticalFlip(VFlipProb).
 	Train Geometry = iota
 	// Eval is torchvision's Resize(ResizeShort) followed by CenterCrop(Size).
 	Eval
@@ -59,6 +60,23 @@ const (
 	NHWC = spec.NHWC
 )
 
+// DType is the element type of the output sample: the sample spec's
+// (spec.DType). Uint8 (the zero value) is the decoded pixels; the float
+// types are ToTensor's x/255, then Normalize's (x - mean)/std when the
+// transform normalises, written straight into the slot.
+type DType = spec.DType
+
+const (
+	Uint8    = spec.Uint8
+	Float16  = spec.Float16
+	BFloat16 = spec.BFloat16
+	Float32  = spec.Float32
+)
+
+// ParseDType reads a dtype's name as the node's --dtype takes it
+// (uint8, float16, bfloat16 or float32).
+func ParseDType(name string) (DType, error) { return spec.ParseDType(name) }
+
 // ParseLayout reads a layout's name as the node's --layout takes it
 // (nchw or nhwc, in any case).
 func ParseLayout(name string) (Layout, error) { return spec.ParseLayout(name) }
@@ -76,6 +94,10 @@ type Transform struct {
 	// center crop of Size. Default 256 (the 0.875 crop ratio of ResNet
 	// evaluation). Must be >= Size.
 	ResizeShort int
+	// CropSize (Eval) is the side center_crop(size=N) named, 0 when it
+	// named none: the output side is Size either way, and Validate
+	// refuses a CropSize that differs from it.
+	CropSize int
 	// ScaleMin, ScaleMax (Train) bound the crop area as a fraction of the
 	// image area. Defaults 0.08 and 1.0, torchvision's.
 	ScaleMin, ScaleMax float64
@@ -85,11 +107,20 @@ type Transform struct {
 	// FlipProb (Train) is the probability of a horizontal flip. Default 0.5;
 	// 0 disables flipping.
 	FlipProb float64
+	// VFlipProb (Train) is the probability of a vertical flip
+	// (RandomVerticalFlip). Default 0: the vflip op sets it.
+	VFlipProb float64
 	// Pixel are the ops applied, in order, to the decoded Size×Size
 	// sample after the geometry (see PixelOps): colour operations and
 	// the like, each with its parameters and its own seeded draws. None
 	// by default.
 	Pixel Ops
+	// Normalize, Mean, Std: torchvision's Normalize(Mean, Std) after
+	// ToTensor, per channel R, G, B, as the sample is converted to a
+	// float Config.DType (the normalize op, always last). Off: a float
+	// sample is ToTensor's x/255 alone. A uint8 output refuses it.
+	Normalize bool
+	Mean, Std [3]float64
 }
 
 // ParseTransform reads the node's --transform: a preset's name ("train",
@@ -136,6 +167,11 @@ type Config struct {
 	Transform Transform
 	// Layout of the output sample (default NCHW, the zero value).
 	Layout Layout
+	// DType of the output sample (default Uint8, the zero value): Float16,
+	// BFloat16 or Float32 write ToTensor's x/255 (then the transform's
+	// Normalize) into the slot, 2 or 4 bytes a value, converted from the
+	// uint8 sample after its pixel ops, as torch casts (see floatLUT).
+	DType DType
 	// MaxPixels refuses images whose header declares width*height above it,
 	// before any decoding (default DefaultMaxPixels). Decoder memory grows
 	// with it: FFmpeg holds the whole decoded frame (up to 3 bytes/pixel
@@ -198,13 +234,30 @@ func (c Config) Validate() error {
 	default:
 		bad("unknown layout %d", int(c.Layout))
 	}
+	if !c.DType.Valid() {
+		bad("unknown dtype %d", int(c.DType))
+	}
+	if t.Normalize && !c.DType.Float() {
+		bad("normalize writes floats: the output dtype is %v; want float16, bfloat16 or float32 (the node's --dtype)", c.DType)
+	}
+	if t.Normalize {
+		for ch := range 3 {
+			if !(t.Std[ch] > 0) || math.IsInf(t.Std[ch], 0) || math.IsNaN(t.Mean[ch]) || math.IsInf(t.Mean[ch], 0) {
+				bad("normalize: channel %d mean %v std %v: want a finite mean and std > 0", ch, t.Mean[ch], t.Std[ch])
+			}
+		}
+	}
 	if c.MaxPixels < 1 {
 		bad("MaxPixels %d must be positive", c.MaxPixels)
 	}
 	switch t.Geometry {
 	case Eval:
 		if t.ResizeShort < t.Size {
-			bad("Transform.ResizeShort %d must be >= Size %d", t.ResizeShort, t.Size)
+			bad("Transform.ResizeShort %d must be >= Size %d: eval is resize(short=%d)|center_crop; a center crop of %d needs resize(short=N) with N >= %d, such as resize(short=%d)|center_crop (eval's 0.875 crop ratio)",
+				t.ResizeShort, t.Size, t.ResizeShort, t.Size, t.Size, int(math.Round(float64(t.Size)/0.875)))
+		}
+		if t.CropSize != 0 && t.CropSize != t.Size {
+			bad("center_crop(size=%d) and the output side %d (Transform.Size, the node's --size) disagree", t.CropSize, t.Size)
 		}
 	case Train:
 		// The negated comparisons also catch NaN.
@@ -217,6 +270,9 @@ func (c Config) Validate() error {
 		if !(t.FlipProb >= 0 && t.FlipProb <= 1) {
 			bad("Transform.FlipProb %v out of [0, 1]", t.FlipProb)
 		}
+		if !(t.VFlipProb >= 0 && t.VFlipProb <= 1) {
+			bad("Transform.VFlipProb %v out of [0, 1]", t.VFlipProb)
+		}
 	}
 	for _, op := range t.Pixel {
 		if _, err := compilePixelOp(op); err != nil {
@@ -226,9 +282,14 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SampleBytes is the size of one output sample: 3*Size*Size bytes.
+// SampleBytes is the size of one output sample: 3*Size*Size elements of
+// c.DType.
 func (c Config) SampleBytes() int { return c.Spec().SampleBytes() }
 
-// Spec is the sample spec c produces: a Size×Size uint8 RGB image in
-// c.Layout.
-func (c Config) Spec() spec.Shape { return spec.Image(c.Transform.Size, c.Layout) }
+// Spec is the sample spec c produces: a Size×Size RGB image in c.Layout
+// of c.DType.
+func (c Config) Spec() spec.Shape {
+	s := spec.Image(c.Transform.Size, c.Layout)
+	s.Elem = c.DType
+	return s
+}

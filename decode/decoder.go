@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/asticode/go-astiav"
+
+	"github.com/longshore/longshore/decode/spec"
 )
 
 // Info describes one decoded sample.
@@ -20,6 +22,8 @@ type Info struct {
 	// has the exact geometry).
 	Crop Rect
 	Flip bool
+	// VFlip: the vertical flip SamplingFor drew.
+	VFlip bool
 	// Path: the decoder that produced the sample (PathTurbo: the
 	// libjpeg-turbo crop decoder, PathFFmpeg otherwise).
 	Path Path
@@ -57,6 +61,11 @@ type Decoder struct {
 	resize resizer
 	pixel  []pixelOp // Transform.Pixel, compiled
 	lut    [256]byte // the pixel ops' scratch
+	// u8 is the uint8 sample a float Config.DType converts from (nil for
+	// Uint8: the sample is written straight into dst); flut the
+	// conversion (floatLUT).
+	u8     []byte
+	flut   *[3][256]uint32
 	stats  Stats
 	closed bool
 	// resizeImpl picks resize.c's kernel. Only tests and benchmarks
@@ -84,6 +93,11 @@ func NewDecoder(c Config) (*Decoder, error) {
 		frame:      astiav.AllocFrame(),
 		resizeImpl: resizeBest,
 		pixel:      compilePixel(c.Transform.Pixel),
+	}
+	if c.DType != Uint8 {
+		d.u8 = make([]byte, spec.Image(c.Transform.Size, c.Layout).SampleBytes())
+		d.flut = new([3][256]uint32)
+		floatLUT(d.flut, c.DType, c.Transform)
 	}
 	if d.pkt == nil || d.frame == nil {
 		d.Close()
@@ -157,29 +171,46 @@ func (d *Decoder) codec(f format, l int) (*astiav.CodecContext, error) {
 }
 
 // Decode decodes the image in data, applies the configured transform with
-// the randomness of sampleSeed (see SampleSeed) and writes the uint8 RGB
-// result into dst, which must be exactly SampleBytes() long. data is only
-// read during the call and dst only written during it; neither is kept.
+// the randomness of sampleSeed (see SampleSeed) and writes the result, of
+// Config.DType (uint8 RGB by default), into dst, which must be exactly
+// SampleBytes() long. data is only read during the call and dst only
+// written during it; neither is kept.
 //
 // On error dst may hold partial output and must not be used; the error
 // wraps ErrTooLarge, ErrUnsupported or ErrCorrupt for bad data, and the
 // Info returned holds what was learned before the failure.
 func (d *Decoder) Decode(data []byte, sampleSeed uint64, dst []byte) (Info, error) {
-	info, err := d.decode(data, sampleSeed, dst)
-	if err == nil && len(d.pixel) > 0 {
-		pixels(d.pixel, sampleSeed, dst, d.size, d.cfg.Layout, &d.lut)
-	}
-	return info, err
-}
-
-// decode is Decode up to the pixel ops: the fused geometry.
-func (d *Decoder) decode(data []byte, sampleSeed uint64, dst []byte) (Info, error) {
 	if d.closed {
 		return Info{}, errors.New("decode: Decoder is closed")
 	}
 	if len(dst) != d.bytes {
 		return Info{}, fmt.Errorf("decode: dst has %d bytes, want %d (Config.SampleBytes)", len(dst), d.bytes)
 	}
+	out := dst
+	if d.u8 != nil {
+		out = d.u8
+	}
+	info, err := d.decode(data, sampleSeed, out)
+	if err == nil {
+		d.finish(sampleSeed, out, dst)
+	}
+	return info, err
+}
+
+// finish applies the pixel ops to the uint8 sample u8 and, for a float
+// DType, converts it into dst.
+func (d *Decoder) finish(sampleSeed uint64, u8, dst []byte) {
+	if len(d.pixel) > 0 {
+		pixels(d.pixel, sampleSeed, u8, d.size, d.cfg.Layout, &d.lut)
+	}
+	if d.flut != nil {
+		toFloat(d.flut, d.cfg.DType.Size() == 4, u8, dst, d.size, d.cfg.Layout)
+	}
+}
+
+// decode is Decode up to the pixel ops: the fused geometry, into the
+// uint8 sample dst.
+func (d *Decoder) decode(data []byte, sampleSeed uint64, dst []byte) (Info, error) {
 	if len(data) > maxFileBytes {
 		return Info{}, fmt.Errorf("%w: %d-byte file (FFmpeg takes packets under 2 GiB)", ErrTooLarge, len(data))
 	}
@@ -192,7 +223,7 @@ func (d *Decoder) decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 		return info, err
 	}
 	s := SamplingFor(d.cfg.Transform, h.width, h.height, sampleSeed)
-	info.Crop, info.Flip = s.Crop, s.Flip
+	info.Crop, info.Flip, info.VFlip = s.Crop, s.Flip, s.VFlip
 	if h.format == formatJPEG && d.cfg.FastJPEG {
 		ok, err := d.decodeTurbo(data, h, s, &info, dst)
 		if ok || err != nil {
@@ -244,7 +275,7 @@ func (d *Decoder) decode(data []byte, sampleSeed uint64, dst []byte) (Info, erro
 		return info, err
 	}
 	src := unsafe.Add(buf, 3*(info.Region.X-got.X))
-	return info, d.resize.scaleRGB(d.resizeImpl, src, 3*got.W, info.Region.W, info.Region.H, dst, d.size, d.cfg.Layout, info.Flip,
+	return info, d.resize.scaleRGB(d.resizeImpl, src, 3*got.W, info.Region.W, info.Region.H, dst, d.size, d.cfg.Layout, info.Flip, info.VFlip,
 		mapOnto(box, info.Region, d.size))
 }
 

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -60,7 +61,25 @@ type torchvisionRef struct {
 	trainS []byte // one sample per file, NCHW
 	kinds  []string
 	params refParams
+	// trainV: one sample per file of the transform trainVOps, whose
+	// crops and horizontal flips are train's (the vertical flip draws
+	// from its own stream).
+	trainV []byte
+	vflips []bool
+	// evalF16, evalBF16: Eval as ToTensor + Normalize(fidelityMean,
+	// fidelityStd), cast by torch, the bits (float16, bfloat16), NCHW.
+	evalF16, evalBF16 []byte
 }
+
+// trainVOps is train with a vertical flip, the parameterised Train the
+// fidelity test compares; fidelityMean and fidelityStd are ImageNet's,
+// the normalisation compared.
+const trainVOps = "random_resized_crop(scale=0.08:1,ratio=3/4:4/3)|hflip(p=0.5)|vflip(p=0.5)"
+
+var (
+	fidelityMean = [3]float64{0.485, 0.456, 0.406}
+	fidelityStd  = [3]float64{0.229, 0.224, 0.225}
+)
 
 // trainBox is one Train sample's geometry as CropFor drew it.
 type trainBox struct {
@@ -123,9 +142,11 @@ func makeTorchvisionRef() (*torchvisionRef, error) {
 		Size   int      `json:"size"`
 		Resize int      `json:"resize"`
 		Train  [][5]int `json:"train"`
+		TrainV [][6]int `json:"trainv"`
 		Params any      `json:"params"`
+		Norm   any      `json:"normalize"`
 	}
-	job := jobT{Files: ref.files, Size: 224, Resize: 256, Params: map[string]any{
+	job := jobT{Files: ref.files, Size: 224, Resize: 256, Norm: map[string]any{"mean": fidelityMean, "std": fidelityStd}, Params: map[string]any{
 		"sizes": paramSizes, "n": paramDraws, "seed": 1, "scale": []float64{tr.ScaleMin, tr.ScaleMax},
 		"ratio": []float64{tr.RatioMin, tr.RatioMax},
 	}}
@@ -148,6 +169,13 @@ func makeTorchvisionRef() (*torchvisionRef, error) {
 			fl = 1
 		}
 		job.Train = append(job.Train, [5]int{crop.Y, crop.X, crop.H, crop.W, fl})
+		sv := SamplingFor(mustParse(trainVOps), h.width, h.height, seed)
+		vf := 0
+		if sv.VFlip {
+			vf = 1
+		}
+		ref.vflips = append(ref.vflips, sv.VFlip)
+		job.TrainV = append(job.TrainV, [6]int{sv.Crop.Y, sv.Crop.X, sv.Crop.H, sv.Crop.W, fl, vf})
 	}
 	tmp, err := os.MkdirTemp("", "longshore-fidelity-")
 	if err != nil {
@@ -175,6 +203,18 @@ func makeTorchvisionRef() (*torchvisionRef, error) {
 	const sample = 3 * 224 * 224
 	if len(ref.eval) != fidelityN*sample || len(ref.trainS) != fidelityN*sample {
 		return nil, fmt.Errorf("torchvision_ref.py wrote %d and %d bytes, want %d each", len(ref.eval), len(ref.trainS), fidelityN*sample)
+	}
+	if ref.trainV, err = os.ReadFile(filepath.Join(tmp, "trainv.u8")); err != nil {
+		return nil, err
+	}
+	if ref.evalF16, err = os.ReadFile(filepath.Join(tmp, "eval.f16")); err != nil {
+		return nil, err
+	}
+	if ref.evalBF16, err = os.ReadFile(filepath.Join(tmp, "eval.bf16")); err != nil {
+		return nil, err
+	}
+	if len(ref.trainV) != fidelityN*sample || len(ref.evalF16) != 2*fidelityN*sample || len(ref.evalBF16) != 2*fidelityN*sample {
+		return nil, fmt.Errorf("torchvision_ref.py wrote %d, %d and %d bytes of trainv, eval.f16, eval.bf16", len(ref.trainV), len(ref.evalF16), len(ref.evalBF16))
 	}
 	kb, err := os.ReadFile(filepath.Join(tmp, "kinds.json"))
 	if err != nil {
@@ -469,6 +509,137 @@ func TestRandomResizedCropMatchesTorchvision(t *testing.T) {
 		}
 		if slices.Equal(s0, s1) {
 			t.Errorf("%s: the same Train sample in epochs 0 and 1", ref.files[i])
+		}
+	}
+}
+
+// measureFloats is measure for float samples (bits of dt, NCHW or NHWC
+// for got, NCHW for want), each value's difference taken in 8-bit levels
+// of the uint8 sample it came from: |ours - torchvision| · std · 255.
+func measureFloats(got, want []byte, size int, l Layout, dt DType, std [3]float64) (fidelity, float64) {
+	read := bf16
+	if dt == Float16 {
+		read = f16
+	}
+	sample := 3 * size * size
+	n := len(want) / (2 * sample)
+	f := fidelity{n: n, perImage: make([]float64, n)}
+	var off int
+	var worstValue float64
+	for i := range n {
+		sum := 0.0
+		for c := range 3 {
+			for y := range size {
+				for x := range size {
+					k := i*sample + c*size*size + y*size + x
+					g := i*sample + c*size*size + y*size + x
+					if l == NHWC {
+						g = i*sample + (y*size+x)*3 + c
+					}
+					a := read(binary.NativeEndian.Uint16(got[2*g:]))
+					b := read(binary.NativeEndian.Uint16(want[2*k:]))
+					d := math.Abs(a-b) * std[c] * 255
+					sum += d
+					if d > 8 {
+						off++
+					}
+					worstValue = max(worstValue, d)
+				}
+			}
+		}
+		f.perImage[i] = sum / float64(sample)
+		f.mean += f.perImage[i]
+		if f.perImage[i] > f.worst {
+			f.worst, f.worstFile = f.perImage[i], i
+		}
+	}
+	f.mean /= float64(n)
+	f.share = float64(off) / float64(n*sample)
+	sorted := slices.Clone(f.perImage)
+	sort.Float64s(sorted)
+	f.p99 = sorted[min(n-1, int(math.Ceil(0.99*float64(n)))-1)]
+	f.max = int(math.Ceil(worstValue))
+	return f, worstValue
+}
+
+// TestFidelityTorchvisionParams: the parameterised transforms stay within
+// the bounds of TestFidelityTorchvision against torchvision, on the
+// default decoder configuration: Train with a vertical flip
+// (RandomVerticalFlip after RandomResizedCrop and RandomHorizontalFlip),
+// and Eval written as float16 and bfloat16 normalised with ImageNet's
+// mean and std (Normalize(ToTensor(img)) cast by torch), both layouts,
+// with the difference of each value taken in 8-bit levels (|ours -
+// torchvision| · std · 255). On the fast path at full scale every
+// value is within fullScaleMaxTol levels and the roundings to the dtype.
+func TestFidelityTorchvisionParams(t *testing.T) {
+	ref := loadTorchvisionRef(t)
+	const size = 224
+	const sample = 3 * size * size
+	check := func(msg string, f fidelity) {
+		if f.mean > fidelityMeanTol || f.p99 > fidelityP99Tol || f.share > fidelityShareTol {
+			t.Errorf("%s: %v; want mean <= %.1f, p99 image <= %.1f, off by > 8 <= %.1f%%", msg, f, fidelityMeanTol, fidelityP99Tol, 100*fidelityShareTol)
+		} else {
+			t.Logf("%s: %v", msg, f)
+		}
+	}
+	got := make([]byte, len(ref.trainV))
+	d, _ := newDecoderPath(t, trainVOps, size, NCHW, true, true)
+	vflips := 0
+	for i, b := range ref.data {
+		info, err := d.Decode(b, ref.train[i].seed, got[i*sample:(i+1)*sample])
+		if err != nil {
+			t.Fatalf("%s: %v", ref.files[i], err)
+		}
+		if info.Crop != ref.train[i].crop || info.Flip != ref.train[i].flip || info.VFlip != ref.vflips[i] {
+			t.Fatalf("%s: decoded %+v, drew %+v vflip %v", ref.files[i], info, ref.train[i], ref.vflips[i])
+		}
+		if info.VFlip {
+			vflips++
+		}
+	}
+	if vflips < fidelityN/4 || vflips > 3*fidelityN/4 {
+		t.Errorf("%d of %d vertically flipped", vflips, fidelityN)
+	}
+	check(fmt.Sprintf("train|vflip  fast path (default), %d vflipped", vflips), measure(got, ref.trainV, sample))
+
+	norm := fmt.Sprintf("resize(short=256)|center_crop|normalize(mean=[%v,%v,%v],std=[%v,%v,%v])",
+		fidelityMean[0], fidelityMean[1], fidelityMean[2], fidelityStd[0], fidelityStd[1], fidelityStd[2])
+	got = make([]byte, 2*fidelityN*sample)
+	for _, dt := range []DType{Float16, BFloat16} {
+		want := ref.evalF16
+		if dt == BFloat16 {
+			want = ref.evalBF16
+		}
+		for _, l := range []Layout{NCHW, NHWC} {
+			for _, lowres := range []bool{true, false} {
+				c := DefaultConfig()
+				c.Transform = mustParse(norm)
+				c.Layout, c.DType, c.Lowres = l, dt, lowres
+				d, err := NewDecoder(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, b := range ref.data {
+					if _, err := d.Decode(b, 0, got[2*i*sample:2*(i+1)*sample]); err != nil {
+						t.Fatalf("%s: %v", ref.files[i], err)
+					}
+				}
+				d.Close()
+				f, worst := measureFloats(got, want, size, l, dt, fidelityStd)
+				check(fmt.Sprintf("eval|normalize %v %v lowres=%v (levels; largest value %.3f)", dt, l, lowres, worst), f)
+				// Full scale: the uint8 samples are within a level of
+				// torchvision's, so each value is within a level and the
+				// two roundings to dt, half an ulp each at |x| < 4
+				// (float16 2^-10, bfloat16 2^-7), in levels.
+				halfULP := 0x1p-10
+				if dt == BFloat16 {
+					halfULP = 0x1p-7
+				}
+				bound := fullScaleMaxTol + 2*halfULP*max(fidelityStd[0], fidelityStd[1], fidelityStd[2])*255
+				if !lowres && worst > bound {
+					t.Errorf("eval|normalize %v %v full scale: a value %.3f levels off, want <= %.3f", dt, l, worst, bound)
+				}
+			}
 		}
 	}
 }

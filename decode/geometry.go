@@ -60,6 +60,10 @@ func (r *rng) intn(n int) int {
 // not depend on how many crop attempts were made.
 const flipSalt = 0x6a09e667f3bcc909
 
+// vflipSalt is the vertical flip's: its own stream, so adding a vflip
+// moves neither the crop nor the horizontal flip.
+const vflipSalt = 0x3c6ef372fe94f82b
+
 // roundHalfEven is Python's round(), which torchvision's integer maths uses.
 func roundHalfEven(x float64) int { return int(math.RoundToEven(x)) }
 
@@ -86,6 +90,9 @@ type Sampling struct {
 	// Resize's whole image.
 	Crop Rect
 	Flip bool
+	// VFlip (Train): the sample is mirrored top to bottom, after the
+	// horizontal flip (torchvision's F.vflip of the output).
+	VFlip bool
 	// Box is the part of the source the output covers, exactly: Train's
 	// crop, Eval's center crop of the resized image mapped back to
 	// source pixels (fractional), Resize's whole image.
@@ -106,7 +113,8 @@ type Sampling struct {
 //     log-uniform in [RatioMin, RatioMax], sides rounded half to even; the
 //     first that fits wins, at a uniform position. Otherwise the fallback:
 //     a center crop of the whole image with its ratio clamped to the range.
-//     Flip is true with probability FlipProb.
+//     Flip is true with probability FlipProb, VFlip with probability
+//     VFlipProb, each from its own stream.
 //   - Eval: Resize(ResizeShort) then CenterCrop(Size): the short side
 //     resized to ResizeShort and the long one to int(ResizeShort ·
 //     long/short) (truncated), the crop's origin there at
@@ -129,7 +137,12 @@ func SamplingFor(t Transform, width, height int, sampleSeed uint64) Sampling {
 			fr := rng{s: sampleSeed ^ flipSalt}
 			flip = fr.float64() < t.FlipProb
 		}
-		return Sampling{Crop: crop, Flip: flip, Box: boxOf(crop), Clip: crop}
+		vflip := false
+		if t.VFlipProb > 0 {
+			vr := rng{s: sampleSeed ^ vflipSalt}
+			vflip = vr.float64() < t.VFlipProb
+		}
+		return Sampling{Crop: crop, Flip: flip, VFlip: vflip, Box: boxOf(crop), Clip: crop}
 	case Eval:
 		box := centerCropBox(t, width, height)
 		return Sampling{Crop: roundBox(box, width, height), Box: box, Clip: whole}

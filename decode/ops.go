@@ -3,6 +3,7 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -23,15 +24,23 @@ import (
 // decoder reads only the pixels the filter needs; see SamplingFor), so
 // they are a fixed set of shapes rather than free composition:
 //
-//	random_resized_crop(scale=lo:hi, ratio=lo:hi) [| hflip(p=P)]   Train
-//	resize(short=N) | center_crop                                  Eval
-//	resize                                                         Resize
+//	random_resized_crop(scale=lo:hi, ratio=lo:hi) [| hflip(p=P)] [| vflip(p=P)]   Train
+//	resize(short=N) | center_crop [(size=S)]                                     Eval
+//	resize                                                                       Resize
 //
-// The output side is the sample spec's (Transform.Size, the node's
-// --size), defined once, so no op names it. The ops after the geometry
-// are pixel ops on the decoded Size×Size sample, each drawing its
+// (the flips in either order; resize(size=N) is resize(short=N) under
+// torchvision's name). The output side is the sample spec's
+// (Transform.Size, the node's --size), defined once: only
+// center_crop(size=S) names it, as torchvision's CenterCrop(S) does, and
+// then it must agree with the spec's (Transform.CropSize; the node takes
+// it when --size is not given). The ops after the geometry are pixel ops on the decoded Size×Size sample, each drawing its
 // randomness from the sample's seed and its place in the list (so adding
 // one does not move another's draws, nor the crop's): see PixelOps.
+//
+// The last op may be normalize(mean=[r,g,b],std=[r,g,b]): torchvision's
+// Normalize after ToTensor, applied as the sample is converted to the
+// float dtype of Config.DType (see floatLUT); a list value is written in
+// brackets.
 //
 // The presets are op lists: ParseTransform("train") is the Transform of
 // Presets["train"], field for field what it always was.
@@ -105,7 +114,11 @@ func ParseOps(s string) (Ops, error) {
 				return nil, fmt.Errorf("decode: transform %q: op %q: unbalanced parentheses", s, part)
 			}
 			if strings.TrimSpace(body) != "" {
-				for _, kv := range strings.Split(body, ",") {
+				kvs, ok := splitParams(body)
+				if !ok {
+					return nil, fmt.Errorf("decode: transform %q: op %q: unbalanced brackets", s, part)
+				}
+				for _, kv := range kvs {
 					k, v, ok := strings.Cut(kv, "=")
 					k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 					if !ok || !isName(k) || v == "" {
@@ -118,6 +131,32 @@ func ParseOps(s string) (Ops, error) {
 		ops = append(ops, op)
 	}
 	return ops, nil
+}
+
+// splitParams splits an op's parameters at the commas outside brackets
+// (a list [a,b,c] is one value); ok false if the brackets do not pair.
+func splitParams(body string) (kvs []string, ok bool) {
+	depth, start := 0, 0
+	for i, r := range body {
+		switch r {
+		case '[':
+			depth++
+			if depth > 1 {
+				return nil, false
+			}
+		case ']':
+			depth--
+			if depth < 0 {
+				return nil, false
+			}
+		case ',':
+			if depth == 0 {
+				kvs = append(kvs, body[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(kvs, body[start:]), depth == 0
 }
 
 func isName(s string) bool {
@@ -214,6 +253,34 @@ func (p *params) int(key string, def int) int {
 	return x
 }
 
+// channels reads key as one number (every channel) or a list [r,g,b] of
+// three; def when absent.
+func (p *params) channels(key string) (v [3]float64) {
+	s := p.vals[key]
+	items := []string{s}
+	if body, ok := strings.CutPrefix(s, "["); ok {
+		body, ok = strings.CutSuffix(body, "]")
+		if !ok {
+			p.fail("%s: %q: unbalanced brackets", key, s)
+			return v
+		}
+		items = strings.Split(body, ",")
+	}
+	if len(items) != 1 && len(items) != 3 {
+		p.fail("%s: %q: want one value or three, [r,g,b]", key, s)
+		return v
+	}
+	for i := range v {
+		x, err := number(strings.TrimSpace(items[min(i, len(items)-1)]))
+		if err != nil {
+			p.fail("%s: %v", key, err)
+			return v
+		}
+		v[i] = x
+	}
+	return v
+}
+
 // span reads key as lo:hi (or one number, lo = hi); def when absent.
 func (p *params) span(key string, lo, hi float64) (float64, float64) {
 	s, ok := p.vals[key]
@@ -259,37 +326,86 @@ func (ops Ops) Compile() (Transform, error) {
 		t.RatioMin, t.RatioMax = p.span("ratio", t.RatioMin, t.RatioMax)
 		add(p)
 		i++
+		// The flips, each at most once, in either order (they commute):
+		// RandomHorizontalFlip and RandomVerticalFlip after the crop.
 		t.FlipProb = 0
-		if geometry() == "hflip" {
+		for seen := map[string]bool{}; (geometry() == "hflip" || geometry() == "vflip") && !seen[geometry()]; i++ {
+			name := geometry()
+			seen[name] = true
 			p := readParams(ops[i], "p")
-			t.FlipProb = p.float("p", 0.5)
+			prob := p.float("p", 0.5)
+			if !(prob >= 0 && prob <= 1) {
+				p.fail("p %v out of [0, 1]", prob)
+			}
+			if name == "hflip" {
+				t.FlipProb = prob
+			} else {
+				t.VFlipProb = prob
+			}
 			add(p)
-			i++
 		}
 	case "resize":
-		p := readParams(ops[i], "short")
-		if _, ok := p.vals["short"]; !ok {
+		// resize(short=N), or torchvision's own name: Resize(size=N)
+		// with one number resizes the short side to N.
+		p := readParams(ops[i], "short", "size")
+		_, short := p.vals["short"]
+		_, size := p.vals["size"]
+		if !short && !size {
 			t.Geometry = Resize
 			add(p)
 			i++
 			break
 		}
 		t.Geometry = Eval
-		t.ResizeShort = p.int("short", t.ResizeShort)
+		if short && size {
+			p.fail("short and size are the same (the short side): give one")
+		}
+		t.ResizeShort = p.int("short", p.int("size", t.ResizeShort))
 		add(p)
 		i++
 		if geometry() != "center_crop" {
 			errs = append(errs, errors.New("decode: op resize(short=N) is followed by center_crop (torchvision's Resize(N) then CenterCrop(size), fused into the decode)"))
 			break
 		}
-		add(readParams(ops[i]))
+		// center_crop(size=N): CenterCrop(N), the output side; without
+		// it, the sample spec's (--size).
+		p = readParams(ops[i], "size")
+		if _, ok := p.vals["size"]; ok {
+			t.CropSize = p.int("size", 0)
+			if t.CropSize < 1 {
+				p.fail("size %d: want a positive side", t.CropSize)
+			}
+			t.Size = t.CropSize
+		}
+		add(p)
 		i++
 	default:
-		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop [| hflip], resize(short=N) | center_crop, or resize", ops.String()))
+		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop [| hflip] [| vflip], resize(short=N) | center_crop, or resize", ops.String()))
 	}
 	for ; i < len(ops); i++ {
+		if ops[i].Name == "normalize" {
+			if i != len(ops)-1 {
+				errs = append(errs, fmt.Errorf("decode: transform %q: op normalize is the last op (it converts the sample to floats; the pixel ops work on bytes)", ops.String()))
+				continue
+			}
+			p := readParams(ops[i], "mean", "std")
+			_, hasMean := p.vals["mean"]
+			_, hasStd := p.vals["std"]
+			if !hasMean || !hasStd {
+				p.fail("needs mean and std, one value or three each (ImageNet's: %s)", imagenetNormalize)
+			} else {
+				t.Normalize, t.Mean, t.Std = true, p.channels("mean"), p.channels("std")
+				for ch, sd := range t.Std {
+					if len(p.errs) == 0 && (!(sd > 0) || math.IsInf(sd, 0) || math.IsInf(t.Mean[ch], 0)) {
+						p.fail("std %v, mean %v: want finite values, std > 0", t.Std, t.Mean)
+					}
+				}
+			}
+			add(p)
+			continue
+		}
 		if geometricOps[ops[i].Name] {
-			errs = append(errs, fmt.Errorf("decode: transform %q: op %s: the geometric ops are fused into the decode and come first, in one of the shapes random_resized_crop [| hflip], resize(short=N) | center_crop, or resize", ops.String(), ops[i].Name))
+			errs = append(errs, fmt.Errorf("decode: transform %q: op %s: the geometric ops are fused into the decode and come first, in one of the shapes random_resized_crop [| hflip] [| vflip], resize(short=N) | center_crop, or resize", ops.String(), ops[i].Name))
 			continue
 		}
 		if _, err := compilePixelOp(ops[i]); err != nil {
@@ -304,7 +420,7 @@ func (ops Ops) Compile() (Transform, error) {
 	return t, nil
 }
 
-var geometricOps = map[string]bool{"random_resized_crop": true, "hflip": true, "resize": true, "center_crop": true}
+var geometricOps = map[string]bool{"random_resized_crop": true, "hflip": true, "vflip": true, "resize": true, "center_crop": true}
 
 // Ops is t as an op list: the geometry its Kind fuses, then its pixel
 // ops. Compiling it gives t back (Size aside: the spec's).
@@ -318,10 +434,26 @@ func (t Transform) Ops() Ops {
 		if t.FlipProb > 0 {
 			ops = append(ops, Op{"hflip", []Param{{"p", num(t.FlipProb)}}})
 		}
+		if t.VFlipProb > 0 {
+			ops = append(ops, Op{"vflip", []Param{{"p", num(t.VFlipProb)}}})
+		}
 	case Eval:
-		ops = append(ops, Op{"resize", []Param{{"short", strconv.Itoa(t.ResizeShort)}}}, Op{Name: "center_crop"})
+		crop := Op{Name: "center_crop"}
+		if t.CropSize != 0 {
+			crop.Params = []Param{{"size", strconv.Itoa(t.CropSize)}}
+		}
+		ops = append(ops, Op{"resize", []Param{{"short", strconv.Itoa(t.ResizeShort)}}}, crop)
 	default:
 		ops = append(ops, Op{Name: "resize"})
 	}
-	return append(ops, t.Pixel...)
+	ops = append(ops, t.Pixel...)
+	if t.Normalize {
+		list := func(v [3]float64) string { return "[" + num(v[0]) + "," + num(v[1]) + "," + num(v[2]) + "]" }
+		ops = append(ops, Op{"normalize", []Param{{"mean", list(t.Mean)}, {"std", list(t.Std)}}})
+	}
+	return ops
 }
+
+// imagenetNormalize is the normalize op with ImageNet's mean and std,
+// what torchvision's ImageNet recipes use.
+const imagenetNormalize = "normalize(mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225])"

@@ -69,7 +69,9 @@ func TestParseOps(t *testing.T) {
 		{"random_resized_crop(scale=a:1)", "not a number"},
 		{"random_resized_crop(scale=0.1:1,scale=0.2:1)", "given twice"},
 		{"random_resized_crop(scale=0.1:1", "unbalanced"},
-		{"resize(short=256)|center_crop(p=1)", "takes no parameters"},
+		{"resize(short=256)|center_crop(p=1)", "unknown parameter p"},
+		{"resize(short=256,size=256)|center_crop", "give one"},
+		{"resize(short=256)|center_crop(size=0)", "positive"},
 		{"resize|sharpen", `unknown op "sharpen"`},
 		{"resize|brightness", "needs factor"},
 		{"resize|brightness(factor=1.5:0.5)", "lo <= hi"},
@@ -250,5 +252,49 @@ print(" ".join(str(v) for v in img.convert("L").tobytes()))
 				i++
 			}
 		}
+	}
+}
+
+// torchvision's Resize(256) + CenterCrop(224), both sizes spelled out, is
+// eval at 224, byte for byte; center_crop's size is the output side, and
+// one that the spec's Size contradicts is refused.
+func TestCenterCropSize(t *testing.T) {
+	tr := mustTransform(t, "resize(size=256)|center_crop(size=224)")
+	eval := mustTransform(t, "eval")
+	if tr.Geometry != Eval || tr.ResizeShort != 256 || tr.Size != 224 || tr.CropSize != 224 {
+		t.Fatalf("compiled: %+v", tr)
+	}
+	if again, err := tr.Ops().Compile(); err != nil || !reflect.DeepEqual(again, tr) || tr.Ops().String() != "resize(short=256)|center_crop(size=224)" {
+		t.Errorf("Ops %q compiles to %+v, %v", tr.Ops(), again, err)
+	}
+	c := DefaultConfig()
+	c.Transform = tr
+	d, err := NewDecoder(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	e, _ := newDecoderPath(t, "eval", 224, NCHW, true, true)
+	a, b := make([]byte, c.SampleBytes()), make([]byte, c.SampleBytes())
+	for _, f := range []string{"jpeg_420.jpg", "large_1280x1024_q90_420.jpg", "png_rgb.png"} {
+		data := readFixture(t, f)
+		if _, err := d.Decode(data, 1, a); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Decode(data, 1, b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: Resize(256)+CenterCrop(224) spelled out differs from eval", f)
+		}
+	}
+	c.Transform.Size = 200
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "center_crop(size=224)") {
+		t.Errorf("CropSize 224, Size 200: %v", err)
+	}
+	c.Transform = eval
+	c.Transform.Size = 288
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "resize(short=329)|center_crop") {
+		t.Errorf("eval at 288: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package decode
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // PixelOps are the ops a transform may apply after its geometry, to the
@@ -59,7 +60,7 @@ func compilePixelOp(op Op) (pixelOp, error) {
 			p.fail("p %v out of [0, 1]", c.p)
 		}
 	default:
-		return c, fmt.Errorf("decode: unknown op %q (geometry: random_resized_crop, hflip, resize, center_crop; pixel ops: %v)", op.Name, PixelOps)
+		return c, fmt.Errorf("decode: unknown op %q (geometry: random_resized_crop, hflip, vflip, resize, center_crop; pixel ops: %v; last: normalize)", op.Name, PixelOps)
 	}
 	if len(p.errs) > 0 {
 		return c, p.errs[0]
@@ -146,6 +147,117 @@ func pixels(ops []pixelOp, sampleSeed uint64, dst []byte, size int, l Layout, lu
 				y := luma(rp[j], gp[j], bp[j])
 				rp[j], gp[j], bp[j] = y, y, y
 			}
+		}
+	}
+}
+
+// floatLUT fills lut with the bits of what each byte value v of each
+// channel c becomes in a dt sample (Float16, BFloat16 or Float32), as
+// torchvision computes it: ToTensor's float32(v)/255, then, if
+// t.Normalize, Normalize's (x - float32(Mean[c])) / float32(Std[c]) in
+// float32, then torch's cast to dt (round to nearest even).
+// TestFloatsMatchTorch holds it to torch bit for bit.
+func floatLUT(lut *[3][256]uint32, dt DType, t Transform) {
+	for c := range lut {
+		mean, std := float32(t.Mean[c]), float32(t.Std[c])
+		for v := range lut[c] {
+			x := float32(v) / 255
+			if t.Normalize {
+				x = (x - mean) / std
+			}
+			switch dt {
+			case Float16:
+				lut[c][v] = uint32(float16Bits(x))
+			case BFloat16:
+				lut[c][v] = uint32(bfloat16Bits(x))
+			default:
+				lut[c][v] = math.Float32bits(x)
+			}
+		}
+	}
+}
+
+// float16Bits is x as IEEE 754 binary16, rounded to nearest even
+// (overflow to infinity, subnormals kept), as torch's cast to half.
+func float16Bits(x float32) uint16 {
+	b := math.Float32bits(x)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	man := b & 0x7fffff
+	if exp == 0xff { // infinity, NaN
+		if man != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e > 0 { // normal: 10 of the 23 bits, rounded; a carry moves the exponent
+		h := uint32(e)<<10 | man>>13
+		rem := man & 0x1fff
+		if rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	// Subnormal (or zero): units of 2^-24.
+	shift := uint(14 - e)
+	if shift > 24 {
+		return sign
+	}
+	m := man | 0x800000 // exp > 0 here: float32 subnormals returned above
+	q := m >> shift
+	rem, half := m&(1<<shift-1), uint32(1)<<(shift-1)
+	if rem > half || rem == half && q&1 == 1 {
+		q++
+	}
+	return sign | uint16(q)
+}
+
+// bfloat16Bits is x as bfloat16 (float32's upper half), rounded to
+// nearest even, as torch's cast (NaN stays a NaN).
+func bfloat16Bits(x float32) uint16 {
+	b := math.Float32bits(x)
+	if x != x {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// toFloat writes the uint8 sample src (size×size, layout l) into dst as
+// the elements of lut (2 or 4 bytes each, host order).
+func toFloat(lut *[3][256]uint32, wide bool, src, dst []byte, size int, l Layout) {
+	n := size * size
+	if wide {
+		out := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), 3*n)
+		if l == NHWC {
+			for j := 0; j+2 < 3*n; j += 3 {
+				out[j], out[j+1], out[j+2] = lut[0][src[j]], lut[1][src[j+1]], lut[2][src[j+2]]
+			}
+			return
+		}
+		for c := range 3 {
+			o, s, t := out[c*n:(c+1)*n], src[c*n:(c+1)*n], &lut[c]
+			for j, v := range s {
+				o[j] = t[v]
+			}
+		}
+		return
+	}
+	out := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), 3*n)
+	if l == NHWC {
+		for j := 0; j+2 < 3*n; j += 3 {
+			out[j], out[j+1], out[j+2] = uint16(lut[0][src[j]]), uint16(lut[1][src[j+1]]), uint16(lut[2][src[j+2]])
+		}
+		return
+	}
+	for c := range 3 {
+		o, s, t := out[c*n:(c+1)*n], src[c*n:(c+1)*n], &lut[c]
+		for j, v := range s {
+			o[j] = uint16(t[v])
 		}
 	}
 }

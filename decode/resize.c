@@ -441,7 +441,7 @@ static int tables(ls_resize *r, int w, int h, int size, int flip, double x0, dou
 	axis va = mkaxis(h, size, y0, sy), ha = mkaxis(w, size, x0, sx);
 	int vmax = 1;
 	for (int y = 0; y < size; y++) {
-		int first, cnt = taps(&va, y, &first, r->q + (size_t)y * vk, r->f);
+		int first, cnt = taps(&va, (flip & LS_FLIP_V) ? size - 1 - y : y, &first, r->q + (size_t)y * vk, r->f);
 		r->vtab[2 * y] = first;
 		r->vtab[2 * y + 1] = cnt;
 		if (cnt > vmax) vmax = cnt;
@@ -456,7 +456,7 @@ static int tables(ls_resize *r, int w, int h, int size, int flip, double x0, dou
 	}
 	int hmax = 1;
 	for (int p = 0; p < size; p++) {
-		int first, cnt = taps(&ha, flip ? size - 1 - p : p, &first, r->q + (size_t)p * hk, r->f);
+		int first, cnt = taps(&ha, (flip & LS_FLIP_H) ? size - 1 - p : p, &first, r->q + (size_t)p * hk, r->f);
 		r->htab[2 * p] = first;
 		r->htab[2 * p + 1] = cnt;
 		if (cnt > hmax) hmax = cnt;
@@ -497,7 +497,7 @@ int ls_resize_rgb(ls_resize *r, int impl, const uint8_t *src, ptrdiff_t stride, 
 	int best = ls_resize_impl();
 	if (impl == LS_IMPL_BEST) impl = best;
 	if (impl < LS_IMPL_C || impl > best) return -ENOSYS;
-	flip = flip != 0;
+	flip &= LS_FLIP_H | LS_FLIP_V;
 	nhwc = nhwc != 0;
 	int ret = tables(r, w, h, size, flip, x0, sx, y0, sy);
 	if (ret) return ret;

@@ -89,8 +89,9 @@ func mapOnto(box Box, region Rect, size int) sampleMap {
 
 // scaleRGB scales the w×h RGB region at src (stride bytes per row, and
 // resizeSlack readable bytes after its last pixel) into dst, a size×size
-// sample in layout placed by m, mirrored if flip.
-func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int, dst []byte, size int, layout Layout, flip bool, m sampleMap) error {
+// sample in layout placed by m, mirrored left to right if flip and top to
+// bottom if vflip (each by mirroring its axis's filter tables: free).
+func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int, dst []byte, size int, layout Layout, flip, vflip bool, m sampleMap) error {
 	if err := z.init(); err != nil {
 		return err
 	}
@@ -99,7 +100,10 @@ func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int
 		nhwc = 1
 	}
 	if flip {
-		fl = 1
+		fl |= C.LS_FLIP_H
+	}
+	if vflip {
+		fl |= C.LS_FLIP_V
 	}
 	ret := C.ls_resize_rgb(z.r, C.int(impl), (*C.uint8_t)(src), C.ptrdiff_t(stride), C.int(w), C.int(h),
 		(*C.uint8_t)(unsafe.Pointer(&dst[0])), C.int(size), nhwc, fl,
@@ -119,9 +123,9 @@ func (z *resizer) scaleRGB(impl resizeImpl, src unsafe.Pointer, stride, w, h int
 // scaleRGBBytes is scaleRGB for a region in Go memory (tests): src
 // holds the region from its first pixel and must extend resizeSlack bytes
 // past its last.
-func (z *resizer) scaleRGBBytes(impl resizeImpl, src []byte, stride, w, h int, dst []byte, size int, layout Layout, flip bool, m sampleMap) error {
+func (z *resizer) scaleRGBBytes(impl resizeImpl, src []byte, stride, w, h int, dst []byte, size int, layout Layout, flip, vflip bool, m sampleMap) error {
 	if w < 1 || h < 1 || stride < 3*w || len(src) < (h-1)*stride+3*w+resizeSlack || len(dst) != 3*size*size {
 		return fmt.Errorf("decode: scaleRGBBytes: %d-byte source for %dx%d (stride %d), %d-byte destination for %d", len(src), w, h, stride, len(dst), size)
 	}
-	return z.scaleRGB(impl, unsafe.Pointer(&src[0]), stride, w, h, dst, size, layout, flip, m)
+	return z.scaleRGB(impl, unsafe.Pointer(&src[0]), stride, w, h, dst, size, layout, flip, vflip, m)
 }

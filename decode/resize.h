@@ -22,6 +22,12 @@ enum {
 // (and never used): the source buffer must extend that far.
 #define LS_RESIZE_SLACK 16
 
+// ls_resize_rgb's flip bits.
+enum {
+	LS_FLIP_H = 1, // mirrored left to right
+	LS_FLIP_V = 2, // mirrored top to bottom
+};
+
 // ls_resize holds one Decoder's filter tables and row buffers, grown as
 // needed and never shrunk, so that a warm scaler does not allocate.
 typedef struct {
@@ -37,7 +43,7 @@ typedef struct {
 	double *f;       // scratch: one output's weights
 	size_t vtcap, vwcap, htcap, hcap, hwcap, midcap, acccap, rowcap, qcap, fcap;
 	int vp, hp;                  // weight pairs per output row, column
-	int w, h, size, flip, valid; // the geometry the tables are for
+	int w, h, size, flip, valid; // the geometry the tables are for (flip: LS_FLIP_* bits)
 	double x0, sx, y0, sy;
 } ls_resize;
 
@@ -50,8 +56,8 @@ int ls_resize_impl(void);
 // ls_resize_rgb scales the w×h packed RGB region at src (stride bytes per
 // row; LS_RESIZE_SLACK readable bytes after it) to size×size RGB in dst:
 // planes R, G, B (size² bytes each) when nhwc is 0, packed RGB rows
-// otherwise, mirrored left to right when flip is set. Output column i
-// (before the mirror) is centred at x0 + (i + 0.5) * sx in region
+// otherwise, mirrored left to right when flip has LS_FLIP_H and top to
+// bottom when it has LS_FLIP_V. Output column i (before the mirror) is centred at x0 + (i + 0.5) * sx in region
 // coordinates, row j at y0 + (j + 0.5) * sy (see resize.c); the region is
 // all the filter reads. x0 = y0 = 0, sx = w / size, sy = h / size spread
 // the sample over the whole region. It returns 0, or a negative errno

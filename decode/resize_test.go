@@ -157,7 +157,7 @@ func TestResizeMatchesFloat(t *testing.T) {
 			var first []byte
 			for _, impl := range impls {
 				got := make([]byte, 3*size*size)
-				if err := z.scaleRGBBytes(impl, src, stride, w, h, got, size, NCHW, flip, m); err != nil {
+				if err := z.scaleRGBBytes(impl, src, stride, w, h, got, size, NCHW, flip, false, m); err != nil {
 					t.Fatal(err)
 				}
 				off, worst := 0, 0
@@ -180,7 +180,7 @@ func TestResizeMatchesFloat(t *testing.T) {
 					t.Errorf("%dx%d -> %d flip %v: %v differs from %v", w, h, size, flip, impl, impls[0])
 				}
 				nhwc := make([]byte, 3*size*size)
-				if err := z.scaleRGBBytes(impl, src, stride, w, h, nhwc, size, NHWC, flip, m); err != nil {
+				if err := z.scaleRGBBytes(impl, src, stride, w, h, nhwc, size, NHWC, flip, false, m); err != nil {
 					t.Fatal(err)
 				}
 				for y := range size {
@@ -206,7 +206,7 @@ func TestResizeExact(t *testing.T) {
 		for _, size := range []int{1, 7, 224} {
 			src := resizeCase(r, size, size, 3*size, true)
 			got := make([]byte, 3*size*size)
-			if err := z.scaleRGBBytes(impl, src, 3*size, size, size, got, size, NCHW, false, fillMap(size, size, size)); err != nil {
+			if err := z.scaleRGBBytes(impl, src, 3*size, size, size, got, size, NCHW, false, false, fillMap(size, size, size)); err != nil {
 				t.Fatal(err)
 			}
 			for y := range size {
@@ -226,7 +226,7 @@ func TestResizeExact(t *testing.T) {
 				src[i] = []byte{0, 255, 129}[i%3]
 			}
 			got := make([]byte, 3*224*224)
-			if err := z.scaleRGBBytes(impl, src, 3*w, w, h, got, 224, NHWC, true, mapOnto(Box{0.3, 1.7, float64(w) / 2, float64(h) / 3}, Rect{0, 0, w, h}, 224)); err != nil {
+			if err := z.scaleRGBBytes(impl, src, 3*w, w, h, got, 224, NHWC, true, false, mapOnto(Box{0.3, 1.7, float64(w) / 2, float64(h) / 3}, Rect{0, 0, w, h}, 224)); err != nil {
 				t.Fatal(err)
 			}
 			for i, v := range got {
@@ -253,7 +253,7 @@ func BenchmarkResize(b *testing.B) {
 				var z resizer
 				defer z.free()
 				for b.Loop() {
-					if err := z.scaleRGBBytes(impl, rgb, 3*w, w, h, dst, 224, NCHW, false, fillMap(w, h, 224)); err != nil {
+					if err := z.scaleRGBBytes(impl, rgb, 3*w, w, h, dst, 224, NCHW, false, false, fillMap(w, h, 224)); err != nil {
 						b.Fatal(err)
 					}
 				}

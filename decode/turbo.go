@@ -416,5 +416,5 @@ func (d *Decoder) decodeTurbo(data []byte, h header, s Sampling, info *Info, dst
 	info.Region = region
 	// Flipping is free here: it mirrors the filter tables.
 	src := unsafe.Add(unsafe.Pointer(r.buf), 3*(region.X-int(r.x)))
-	return true, d.resize.scaleRGB(d.resizeImpl, src, int(r.stride), region.W, region.H, dst, d.size, d.cfg.Layout, info.Flip, p.at)
+	return true, d.resize.scaleRGB(d.resizeImpl, src, int(r.stride), region.W, region.H, dst, d.size, d.cfg.Layout, info.Flip, info.VFlip, p.at)
 }

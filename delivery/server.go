@@ -744,8 +744,8 @@ func (s *trainerConn) run(h *feed.Hello, br *bufio.Reader, buf []byte) {
 		log.Info("feed: trainer reconnected after uncommitted batches; rank reset to its last acknowledged commit", "resume_epoch", at.Epoch, "resume_step", at.Step)
 	}
 	cfg := s.r.stream().Config()
-	if cfg.Sample.Kind != actors.KindImage && s.version < 3 {
-		s.fail(feed.CodeVersion, fmt.Errorf("feed: this node serves %s samples (%s), which protocol version %d cannot describe: upgrade the client to version 3", cfg.Sample.Kind, cfg.Sample, s.version), nil)
+	if (cfg.Sample.Kind != actors.KindImage || cfg.Sample.DType() != actors.Uint8) && s.version < 3 {
+		s.fail(feed.CodeVersion, fmt.Errorf("feed: this node serves %s %s samples (%s), which protocol version %d cannot describe: upgrade the client to version 3", cfg.Sample.DType(), cfg.Sample.Kind, cfg.Sample, s.version), nil)
 		return
 	}
 	w := feed.Welcome{
@@ -910,8 +910,9 @@ func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 			if bd.Shape == nil {
 				bd.Shape = b.Dims[:]
 			}
+			bd.DType = b.Spec.DType().String() // images: uint8, or the float dtype the decoder wrote
 			if b.Spec.Kind != actors.KindImage {
-				bd.Layout, bd.DType, bd.Short = b.Spec.LayoutName(), b.Spec.DType().String(), b.Short
+				bd.Layout, bd.Short = b.Spec.LayoutName(), b.Short
 			}
 			if b.Spec.Kind == actors.KindRaw {
 				if bd.Lengths, err = rawLengths(b); err != nil {

@@ -184,3 +184,68 @@ func TestAudioResume(t *testing.T) {
 		b.Release()
 	}
 }
+
+// TestFloatImagesOverFeed: images converted to float16 or bfloat16 in the
+// decoder reach a version-3 trainer as that dtype (the welcome's spec and
+// dtype, each batch's dtype, shape and dims), zero copy and with the
+// in-process pipeline's bytes; a version-2 trainer, which reads image
+// batches as uint8, is refused with a version error.
+func TestFloatImagesOverFeed(t *testing.T) {
+	for _, dt := range []actors.DType{actors.Float16, actors.BFloat16} {
+		e := newEnv(t, 20)
+		e.cfg.Epochs = 1
+		e.cfg.Sample = actors.Shape{Height: 6, Width: 6, Layout: actors.NCHW, Elem: dt}
+		want := e.reference(t, 1, 0)
+		s := e.serve(t, 1)
+
+		nc, err := net.Dial("unix", s.SocketPath(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(frame(feed.MsgHello, `{"version":2}`))
+		nc.SetReadDeadline(time.Now().Add(time.Minute)) // a failure backstop: the server closes first
+		typ, payload, _, err := feed.ReadFrame(nc, feed.MaxServerFrame, nil)
+		nc.Close()
+		if err != nil || typ != feed.MsgError {
+			t.Fatalf("%v: version-2 hello: %v %v", dt, typ, err)
+		}
+		if m, _ := parseErrorForTest(payload); m.Code != feed.CodeVersion || !strings.Contains(m.Message, dt.String()) {
+			t.Fatalf("%v: version-2 hello: %+v", dt, m)
+		}
+		sessionEnded(t, s, 0)
+
+		c := dial(t, s.SocketPath(0), nil)
+		w := c.Welcome()
+		if w.Spec == nil || w.Spec.Kind != "image" || w.Spec.DType != dt.String() || !slices.Equal(w.Spec.Shape, []int{3, 6, 6}) || w.DType != dt.String() || w.SlotBytes != e.cfg.BatchSize*2*3*36 {
+			t.Fatalf("%v: welcome spec %+v dtype %s slot %d", dt, w.Spec, w.DType, w.SlotBytes)
+		}
+		got := map[sumKey]uint32{}
+		for {
+			b, err := c.Next(context.Background())
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := b.Len()
+			if !slices.Equal(b.Shape, []int{n, 3, 6, 6}) || b.Dims != [4]int{n, 3, 6, 6} || b.DType != dt.String() || b.Layout != "NCHW" || len(b.Images) != n*2*3*36 {
+				t.Fatalf("%v: batch shape %v dims %v dtype %s layout %s, %d bytes", dt, b.Shape, b.Dims, b.DType, b.Layout, len(b.Images))
+			}
+			if !c.Mapped(b.Images) {
+				t.Fatal("batch not in the shared mapping")
+			}
+			addSums(got, b.Epoch, b.Step, b.Images, n)
+			b.Release()
+		}
+		c.Close()
+		if len(got) != len(want) {
+			t.Fatalf("%v: %d samples, want %d", dt, len(got), len(want))
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Fatalf("%v: sample %+v: checksum %08x, want %08x", dt, k, got[k], v)
+			}
+		}
+	}
+}

@@ -207,7 +207,9 @@ var ErrFailureBudgetRemote = errors.New("feed: failure budget exceeded at the no
 
 // Batch is a batch as the trainer sees it: Images is a slice over the
 // shared mapping (no copy), valid until Release or Close. Its elements
-// are DType ("uint8", or "float32" little-endian: Float32s views them),
+// are DType ("uint8"; "float32" little-endian: Float32s views them;
+// "float16" or "bfloat16", 2 bytes each, little-endian, for images the
+// node converted with --dtype),
 // Shape in Layout; image batches also have Dims.
 type Batch struct {
 	ID     uint64

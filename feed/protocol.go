@@ -201,8 +201,10 @@ const (
 	// sample's.
 	RawHeader = 8
 
-	DTypeUint8   = "uint8"
-	DTypeFloat32 = "float32" // little-endian
+	DTypeUint8    = "uint8"
+	DTypeFloat32  = "float32"  // little-endian
+	DTypeFloat16  = "float16"  // IEEE 754 binary16, little-endian (images: --dtype)
+	DTypeBFloat16 = "bfloat16" // float32's upper half, little-endian (images: --dtype)
 )
 
 // SampleSpec (version 3) is what one sample is: Kind, DType, Shape (one
@@ -222,6 +224,8 @@ func (s SampleSpec) ItemSize() int {
 	switch s.DType {
 	case DTypeUint8:
 		return 1
+	case DTypeFloat16, DTypeBFloat16:
+		return 2
 	case DTypeFloat32:
 		return 4
 	}

@@ -10,6 +10,11 @@ Reads a job (JSON) and writes, into --out:
              F.resized_crop(img, top, left, h, w, [size, size]), then
              F.hflip if flip, then PILToTensor; files without a box (null)
              are left out
+  trainv.u8  the same for every box of job.trainv, [top, left, h, w, hflip,
+             vflip], then F.vflip if vflip (when trainv is given)
+  eval.f16, eval.bf16  when job.normalize {"mean": [...], "std": [...]}
+             is given: the Eval transform as ToTensor + Normalize(mean, std),
+             cast to float16 and to bfloat16, the bits as int16 C×H×W
   kinds.json ["444", "420", "422", "gray", "cmyk", ...] per file (JPEG
              chroma layout or colour space, "+progressive" when so)
   params.json  {"boxes": [[[top, left, h, w], ...] per size], "flips": n}:
@@ -19,6 +24,7 @@ Reads a job (JSON) and writes, into --out:
              torch.manual_seed(params.seed)
 
 Job: {"files": [...], "size": 224, "resize": 256, "train": [...],
+      "trainv": [...], "normalize": {"mean": [...], "std": [...]},
       "params": {"sizes": [[w, h], ...], "n": 20000, "seed": 1,
                  "scale": [0.08, 1.0], "ratio": [0.75, 1.3333333333333333]}}
 
@@ -79,6 +85,28 @@ def main():
                 if flip:
                     out = F.hflip(out)
                 tr.write(to_tensor(out).contiguous().numpy().tobytes())
+    trainv = job.get("trainv")
+    if trainv:
+        with open(os.path.join(a.out, "trainv.u8"), "wb") as tv:
+            for path, box in zip(job["files"], trainv):
+                img, _ = load(path)
+                top, left, h, w, flip, vflip = box
+                out = F.resized_crop(img, top, left, h, w, [size, size])
+                if flip:
+                    out = F.hflip(out)
+                if vflip:
+                    out = F.vflip(out)
+                tv.write(to_tensor(out).contiguous().numpy().tobytes())
+    norm = job.get("normalize")
+    if norm:
+        floats = T.Compose([T.Resize(job.get("resize", 256)), T.CenterCrop(size), T.ToTensor(),
+                            T.Normalize(norm["mean"], norm["std"])])
+        with open(os.path.join(a.out, "eval.f16"), "wb") as f16, open(os.path.join(a.out, "eval.bf16"), "wb") as bf16:
+            for path in job["files"]:
+                img, _ = load(path)
+                x = floats(img)
+                f16.write(x.to(torch.float16).view(torch.int16).contiguous().numpy().tobytes())
+                bf16.write(x.to(torch.bfloat16).view(torch.int16).contiguous().numpy().tobytes())
     with open(os.path.join(a.out, "kinds.json"), "w") as fh:
         json.dump(kinds, fh)
     p = job.get("params")

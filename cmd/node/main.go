@@ -75,7 +75,9 @@ type options struct {
 	batchSize        int
 	transform        string
 	size             int
+	sizeSet          bool // --size was given
 	layout           string
+	dtype            string
 	seed             uint64
 	ranks            int
 	sink             string
@@ -168,6 +170,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.transform, "transform", "train", "train (RandomResizedCrop+flip), eval (resize 256 + center crop), resize, or an op list such as 'random_resized_crop(scale=0.08:1)|hflip(p=0.5)|brightness(factor=0.6:1.4)' (images; docs/media.md)")
 	fs.IntVar(&o.size, "size", 224, "output side in pixels")
 	fs.StringVar(&o.layout, "layout", "nchw", "sample layout: nchw or nhwc")
+	fs.StringVar(&o.dtype, "dtype", "uint8", "images: the samples' element type: uint8 (the decoded pixels), or float16, bfloat16 or float32: ToTensor's x/255, then the transform's normalize(mean=[...],std=[...]) if it ends with one, converted in the decoder and written into the slot (2 or 4 bytes a value; docs/stages.md)")
 	o.mediaFlags.register(fs)
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for the epoch order and the random transforms")
 	fs.IntVar(&o.ranks, "ranks", 1, "trainer ranks served by this node")
@@ -279,6 +282,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Visit(func(f *flag.Flag) {
 		o.blockSet = o.blockSet || f.Name == "block"
 		o.slotsSet = o.slotsSet || f.Name == "slots"
+		o.sizeSet = o.sizeSet || f.Name == "size"
 		o.gpuFlags.ranksSet = o.gpuFlags.ranksSet || f.Name == "ranks"
 	})
 	if err := o.gpuFlags.check(); err != nil {
@@ -325,6 +329,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	errs = append(errs, checkMetricsFlags(o)...)
 	errs = append(errs, o.mediaFlags.check(o.transform, o.size, o.layout)...)
+	if dt, err := decode.ParseDType(o.dtype); err != nil {
+		errs = append(errs, err)
+	} else if k, _ := o.mediaFlags.kind(); dt != decode.Uint8 && k != actors.KindImage {
+		errs = append(errs, fmt.Errorf("--dtype %s: images only (--media %s samples are %v)", o.dtype, k, actors.Shape{Kind: k}.DType()))
+	}
 	errs = append(errs, o.logs.Check()...)
 	switch o.progress {
 	case "auto", "always", "never":
@@ -340,9 +349,19 @@ func (o options) decodeConfig() (decode.Config, error) {
 	if err != nil {
 		return c, err
 	}
-	t.Size = o.size
+	// center_crop(size=N) names the output side: it is --size's unless
+	// --size says otherwise (then Validate refuses the two).
+	switch {
+	case t.CropSize != 0 && o.sizeSet && t.CropSize != o.size:
+		return c, fmt.Errorf("--transform %q crops %d (center_crop(size=%d)) but --size %d: the output side is one number; drop one or make them agree", o.transform, t.CropSize, t.CropSize, o.size)
+	case t.CropSize == 0 || o.sizeSet:
+		t.Size = o.size
+	}
 	c.Transform = t
 	if c.Layout, err = decode.ParseLayout(o.layout); err != nil {
+		return c, err
+	}
+	if c.DType, err = decode.ParseDType(o.dtype); err != nil {
 		return c, err
 	}
 	c.MaxPixels = o.maxPixels
@@ -375,10 +394,7 @@ func (o options) actorsConfig(dc decode.Config) (actors.Config, error) {
 	c.ShortBatches = o.shortBatches
 	c.Seed = o.seed
 	c.Epochs = o.epochs
-	c.Sample = actors.Shape{Height: dc.Transform.Size, Width: dc.Transform.Size, Layout: actors.NCHW}
-	if dc.Layout == decode.NHWC {
-		c.Sample.Layout = actors.NHWC
-	}
+	c.Sample = dc.Spec()
 	b, err := actors.ParseFailureBudget(o.maxFailures)
 	if err != nil {
 		return c, fmt.Errorf("--max-failures: %w", err)

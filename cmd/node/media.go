@@ -233,7 +233,14 @@ func (o options) describeSample() string {
 	case actors.KindVideo:
 		return fmt.Sprintf("video %s, %d frames %s at %v fps, %d, %s", o.transform, o.clipFrames, o.clipSampling, o.clipFPS, o.size, strings.ToUpper(o.layout))
 	}
-	return fmt.Sprintf("%s %d, %s", o.transform, o.size, strings.ToUpper(o.layout))
+	size := o.size
+	if dc, err := o.decodeConfig(); err == nil {
+		size = dc.Transform.Size // center_crop(size=N) without --size
+	}
+	if o.dtype != "" && !strings.EqualFold(o.dtype, "uint8") {
+		return fmt.Sprintf("%s %d, %s %s", o.transform, size, strings.ToUpper(o.layout), strings.ToLower(o.dtype))
+	}
+	return fmt.Sprintf("%s %d, %s", o.transform, size, strings.ToUpper(o.layout))
 }
 
 // assemble is the node's assembly (node.Assemble) for every mode: the

@@ -79,7 +79,7 @@ func (o options) memoryBudgetLine() (string, error) {
 		return "", nil // the run reports it
 	}
 	c := actors.DefaultConfig()
-	c.BatchSize, c.Slots, c.Sample = o.batchSize, o.slots, actors.Shape{Height: dc.Transform.Size, Width: dc.Transform.Size}
+	c.BatchSize, c.Slots, c.Sample = o.batchSize, o.slots, dc.Spec()
 	c = c.WithDefaults()
 	return o.applyMemoryBudget(&c)
 }

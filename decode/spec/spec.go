@@ -77,7 +77,8 @@ func parseLayout(name string) (Layout, bool) {
 type Kind uint8
 
 const (
-	// KindImage: [3,H,W] (NCHW) or [H,W,3] (NHWC) uint8 RGB.
+	// KindImage: [3,H,W] (NCHW) or [H,W,3] (NHWC) RGB, uint8 or the
+	// float type of Shape.Elem.
 	KindImage Kind = iota
 	// KindVideo: Frames frames, [T,3,H,W] (NCHW) or [T,H,W,3] (NHWC)
 	// uint8 RGB.
@@ -134,31 +135,62 @@ func (k *Kind) UnmarshalText(b []byte) error {
 type DType uint8
 
 const (
-	Uint8   DType = iota // images and video frames
-	Float32              // audio PCM, little-endian IEEE 754 (the host order here)
+	// Uint8: images and video frames as decoded (the default).
+	Uint8 DType = iota
+	// Float32: audio PCM, and images converted to floats (ToTensor's /255,
+	// then Normalize when asked), IEEE 754 in the host's byte order
+	// (little-endian here).
+	Float32
+	// Float16: images as IEEE 754 half precision (binary16), host order.
+	Float16
+	// BFloat16: images as bfloat16 (float32's upper 16 bits, rounded to
+	// nearest even as torch casts), host order.
+	BFloat16
 )
 
+// dtypeNames are the names the node's --dtype, the feed protocol and
+// torch give the dtypes.
+var dtypeNames = [...]string{Uint8: "uint8", Float32: "float32", Float16: "float16", BFloat16: "bfloat16"}
+
 func (d DType) String() string {
-	switch d {
-	case Uint8:
-		return "uint8"
-	case Float32:
-		return "float32"
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }
 
 // Size is the bytes of one element.
 func (d DType) Size() int {
-	if d == Float32 {
+	switch d {
+	case Float32:
 		return 4
+	case Float16, BFloat16:
+		return 2
 	}
 	return 1
 }
 
+// Valid reports whether d is one of the dtypes above.
+func (d DType) Valid() bool { return int(d) < len(dtypeNames) }
+
+// Float reports whether d is a floating-point type.
+func (d DType) Float() bool { return d == Float32 || d == Float16 || d == BFloat16 }
+
+// ParseDType reads a dtype's name as the node's --dtype takes it: uint8,
+// float16, bfloat16 or float32 (any case).
+func ParseDType(name string) (DType, error) {
+	for d, n := range dtypeNames {
+		if strings.EqualFold(name, n) {
+			return DType(d), nil
+		}
+	}
+	return 0, fmt.Errorf("--dtype %q: want uint8, float16, bfloat16 or float32", name)
+}
+
 // Shape is the sample spec: what one decoded sample is (Kind), its element
-// type (DType, fixed by the kind), its dimensions and memory order. The
-// zero Kind is an image, so an image spec is Height, Width and Layout.
+// type (DType: Elem for images, fixed for the other kinds), its
+// dimensions and memory order. The zero Kind is an image, so an image
+// spec is Height, Width and Layout (and Elem, uint8 when zero).
 type Shape struct {
 	Height, Width int // pixels (images and video frames)
 	// Layout is the order of a frame's pixels: channel planes (NCHW) or
@@ -173,6 +205,11 @@ type Shape struct {
 	// RawBytes is the most bytes a raw sample may have. Ignored for
 	// other kinds.
 	RawBytes int
+	// Elem is an image's element type: Uint8 (the zero value), or
+	// Float16, BFloat16 or Float32 for samples converted to floats in the
+	// decoder (decode.Config.DType). Video and raw samples are uint8 and
+	// audio float32, whatever Elem says.
+	Elem DType
 }
 
 // Image is the spec of a size×size RGB image in layout l.
@@ -181,10 +218,14 @@ func Image(size int, l Layout) Shape { return Shape{Height: size, Width: size, L
 // Channels is the channels of a pixel (RGB).
 const Channels = 3
 
-// DType is the element type of the kind's arrays.
+// DType is the element type of the sample's array: Elem for images,
+// uint8 for video and raw samples, float32 for audio.
 func (s Shape) DType() DType {
-	if s.Kind == KindAudio {
+	switch s.Kind {
+	case KindAudio:
 		return Float32
+	case KindImage:
+		return s.Elem
 	}
 	return Uint8
 }

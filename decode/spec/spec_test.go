@@ -37,3 +37,31 @@ func TestImageSpec(t *testing.T) {
 		t.Errorf("Image(4, NCHW).Dims(2) = %v", got)
 	}
 }
+
+// An image's element type is the spec's: uint8 by default, float16,
+// bfloat16 or float32 (normalised samples) when set; it sizes the sample
+// and names itself as the feed protocol and torch spell it.
+func TestImageDTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    DType
+		size int
+	}{{"uint8", Uint8, 1}, {"float16", Float16, 2}, {"bfloat16", BFloat16, 2}, {"float32", Float32, 4}} {
+		d, err := ParseDType(tc.name)
+		if err != nil || d != tc.d || d.String() != tc.name || d.Size() != tc.size {
+			t.Errorf("ParseDType(%q) = %v (%d bytes), %v", tc.name, d, d.Size(), err)
+		}
+		s := Image(6, NCHW)
+		s.Elem = tc.d
+		if s.DType() != tc.d || s.SampleBytes() != tc.size*3*36 || s.String() != "image "+tc.name+" [3 6 6] NCHW" {
+			t.Errorf("%s image: %v, %d bytes", tc.name, s, s.SampleBytes())
+		}
+	}
+	if _, err := ParseDType("float64"); err == nil {
+		t.Error("ParseDType(float64): no error")
+	}
+	// Audio is float32 whatever Elem says; the zero Elem is uint8.
+	if a := (Shape{Kind: KindAudio, AudioChannels: 1, AudioSamples: 4}); a.DType() != Float32 || a.SampleBytes() != 16 {
+		t.Errorf("audio: %v", a)
+	}
+}

@@ -38,8 +38,23 @@ PathLike = Union[str, "os.PathLike[str]"]
 PROTOCOL_VERSION = 3
 
 # The dtypes a batch may carry (docs/feed-protocol.md), as NumPy dtypes in
-# the node's byte order: it shares this machine.
-_DTYPES = {"uint8": np.dtype(np.uint8), "float32": np.dtype(np.float32)}
+# the node's byte order: it shares this machine. NumPy has no bfloat16:
+# such a batch's `images` hold the bits as int16, and its tensors are
+# viewed as torch.bfloat16 (_TORCH_VIEWS).
+_DTYPES = {"uint8": np.dtype(np.uint8), "float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+           "bfloat16": np.dtype(np.int16)}
+_TORCH_VIEWS = {"bfloat16": "bfloat16"}
+
+
+def _torch_view(t, name):
+    """t (over a batch's memory, of its NumPy dtype) as the batch's torch
+    dtype: the same memory, no copy."""
+    view = _TORCH_VIEWS.get(name)
+    if view is None:
+        return t
+    import torch
+
+    return t.view(getattr(torch, view))
 
 
 def _dtype(name):
@@ -382,7 +397,9 @@ def _try_torch():
 class Batch:
     """One batch. `images` is a NumPy array over the node's shared memory
     (no copy) of the batch's dtype and shape in `layout`: uint8 [N,3,H,W]
-    ("NCHW") or [N,H,W,3] ("NHWC") images, uint8 [N,T,3,H,W] ("NTCHW") or
+    ("NCHW") or [N,H,W,3] ("NHWC") images (float16, or bfloat16 held as
+    int16 bits, when the node converts them: --dtype; `tensor()` is then
+    torch.float16 or torch.bfloat16; `dtype` names it), uint8 [N,T,3,H,W] ("NTCHW") or
     [N,T,H,W,3] ("NTHWC") video clips, float32 [N,C,S] ("NCS") audio;
     `tensor()` is the same memory as a torch tensor. `short[i]` says
     sample i was shorter than its window (video and audio: padded).
@@ -405,7 +422,7 @@ class Batch:
 
     __slots__ = ("id", "epoch", "step", "images", "labels", "keys", "indices",
                  "positions", "pads", "failed", "filled", "layout", "short", "era", "end_of_stream", "device_array",
-                 "fields", "present", "data", "_release", "_gate", "_cuda", "_index", "__weakref__")
+                 "fields", "present", "data", "dtype", "_release", "_gate", "_cuda", "_index", "__weakref__")
 
     def __init__(self, desc, images, release, device_array=None, gate=None, cuda=None, index=None, fields=None,
                  present=None, data=None):
@@ -420,6 +437,7 @@ class Batch:
         self.pads = desc.get("pads") or []
         self.failed = desc.get("failed", 0)
         self.layout = desc.get("layout", "NCHW")
+        self.dtype = desc.get("dtype") or "uint8"  # the node's name: uint8, float16, bfloat16, float32
         self.short = desc.get("short") or [False] * len(self.keys)
         # rows filled with a copy of another in a failed sample's place
         # (absent: none, or a node that never fills)
@@ -466,7 +484,7 @@ class Batch:
         shared memory."""
         import torch
 
-        return torch.from_numpy(self.images)
+        return _torch_view(torch.from_numpy(self.images), self.dtype)
 
     @property
     def valid(self) -> torch.Tensor:
@@ -496,7 +514,7 @@ class Batch:
         if self._cuda is None:
             raise RuntimeError("longshore: Batch.cuda() needs the loader's CUDA (Loader(pin_memory=True) or device='cuda')")
         if self.device_array is not None:
-            return self._cuda.as_tensor(self.device_array, self._index)
+            return _torch_view(self._cuda.as_tensor(self.device_array, self._index), self.dtype)
         t, ev = self._cuda.to_device(self, self._index, non_blocking)
         if self._gate is not None:
             self._gate[0] = ev  # the slot is read by the copy until ev completes
