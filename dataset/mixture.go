@@ -190,7 +190,9 @@ func (c *MixtureCatalog) Sample(ctx context.Context, i int64) (Sample, string, e
 	}
 	c.looked[s].Add(1)
 	smp.Key = src.Name + "/" + smp.Key
-	smp.Label += c.classOff[s]
+	if smp.Label != NoLabel {
+		smp.Label += c.classOff[s] // a sample without a label names no class in any source
+	}
 	if object != "" {
 		object = src.Name + "/" + object
 	}

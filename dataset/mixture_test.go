@@ -186,3 +186,28 @@ func TestSplitMixtureExclusions(t *testing.T) {
 		}
 	}
 }
+
+// TestMixtureCatalogNoLabel: a sample without a label (NoLabel, as a
+// Hugging Face test split's -1) stays without one in a mixture; only
+// labels are offset past the earlier sources' classes.
+func TestMixtureCatalogNoLabel(t *testing.T) {
+	a, sa, _ := plainFixture(t, "a", 4)
+	ds := &dataset.Dataset{Classes: []string{"z"}, Samples: []dataset.Sample{{Key: "u.jpg", Label: dataset.NoLabel}, {Key: "l.jpg", Label: 0}}}
+	c, err := dataset.NewMixtureCatalog([]dataset.MixtureSource{
+		{Name: "a", Catalog: a, Store: sa},
+		{Name: "b", Catalog: dataset.DatasetCatalog(ds), Store: storage.NewMemStore("b")},
+	}, "mixture/2 test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int32{"b/u.jpg": dataset.NoLabel, "b/l.jpg": 2}
+	for i := int64(4); i < c.Len(); i++ {
+		smp, _, err := c.Sample(context.Background(), i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if smp.Label != want[smp.Key] {
+			t.Errorf("%s: label %d, want %d", smp.Key, smp.Label, want[smp.Key])
+		}
+	}
+}
