@@ -344,7 +344,7 @@ func (c *clusterRank) Commit(_ context.Context, era uint64, epoch int, step int6
 		return nil, fmt.Errorf("feed: commit of epoch %d step %d, which was not delivered", epoch, step)
 	case cluster.CommitGoesBack:
 		c.mu.Unlock()
-		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (step %d)", epoch, step, dec.Last)
+		return nil, fmt.Errorf("feed: commit of epoch %d step %d goes back before the last acknowledged commit (epoch %d step %d)", epoch, step, dec.LastEpoch, dec.Last)
 	case cluster.CommitAnswered:
 		c.mu.Unlock()
 		ch <- delivery.CommitResult{Token: []byte(dec.Token)}
