@@ -172,4 +172,13 @@ func TestRankRunsStepsAfterRestart(t *testing.T) {
 	if len(got) != 1 || got[0].Step != 6 || got[0].Offset != 4 || got[0].Through != 24 {
 		t.Fatalf("the commit of step 6 of epoch 0 queued %+v, want one through offset 4 (order position 24)", got)
 	}
+
+	// The job's batch size changes in this process life (a forced
+	// resume): its steps are other steps, and start over.
+	r.StartSession(RankSession{Rank: "a/0", Session: Fence{4, 1}, Committed: []RankCommit{
+		{Rank: "a/0", Session: Fence{1, 2}, Epoch: 0, Step: 4, Offset: 10, Gen: 7},
+	}}, 2, 3)
+	if got := r.Steps().NextStep(0); got != 0 {
+		t.Fatalf("after a change of batch size, epoch 0 starts at step %d, want 0", got)
+	}
 }
