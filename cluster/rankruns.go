@@ -94,16 +94,28 @@ func (r *RankRuns) Steps() *RankSteps { return r.steps }
 
 // StartSession starts session s of a job of epochs epochs with batch
 // size batch, ending the current one first if there is one. Steps go on
-// from the last acknowledged ones, unless the batch size changed (a job
-// of another batch size has other steps).
+// from the last acknowledged ones and from the last commits of the
+// rank's earlier sessions the Welcome hands it (s.Committed): the
+// coordinator holds those durable, so the trainer's steps of the epoch
+// go on after them even when they were made in another process life of
+// this node (a restarted node would otherwise number the epoch from 0
+// again, and commit the same steps twice). If the batch size changed in
+// this process life, steps start over (a job of another batch size has
+// other steps); a new process cannot tell, and goes on from s.Committed.
 func (r *RankRuns) StartSession(s RankSession, epochs int, batch int64) {
 	if r.rl != nil {
 		r.EndSession()
 	}
 	r.rl = NewRankLeases(s, epochs)
 	r.epochs, r.batch = epochs, batch
-	if r.steps == nil || r.steps.BatchSize() != batch {
+	otherBatch := r.steps != nil && r.steps.BatchSize() != batch
+	if r.steps == nil || otherBatch {
 		r.steps = NewRankSteps(batch)
+	}
+	for _, c := range s.Committed {
+		if c.Rank == r.rank && !otherBatch {
+			r.steps.Acked(c.Epoch, c.Step)
+		}
 	}
 	r.steps.StartSession()
 	r.acked = map[int]int64{}

@@ -111,3 +111,74 @@ func TestRankRunsLateAckTold(t *testing.T) {
 		t.Fatalf("the view lost the previous session's ack: %+v", a)
 	}
 }
+
+// TestRankRunsStepsAfterRestart: a node process that is restarted has no
+// acknowledged steps of its own; its new session's Welcome hands each
+// rank the last commits of its earlier sessions (RankSession.Committed).
+// The trainer's steps of an epoch go on right after that commit, as in
+// a later session of one process life: the session's first batch of
+// epoch 0 is the step after the committed one, and a commit of it is
+// translated back to this session's stream. An epoch without a record
+// starts at step 0. Before the fix, the new process numbered epoch 0
+// from 0 again, and the same (epoch, rank, step) was committed twice.
+func TestRankRunsStepsAfterRestart(t *testing.T) {
+	s := Fence{3, 1} // a session of the restarted node's new process
+	r := NewRankRuns("a/0")
+	r.StartSession(RankSession{Rank: "a/0", Session: s, Committed: []RankCommit{
+		{Rank: "a/0", Session: Fence{1, 2}, Epoch: 0, Step: 4, Offset: 10, Gen: 7},
+	}}, 2, 2)
+	for e := 0; e < 2; e++ {
+		r.Grant(Lease{Rank: "a/0", Session: s, Fence: Fence{3, 2 + uint64(e)}, Epoch: e, Index: 0, Start: 20, End: 26})
+		r.End(StreamEnd{Rank: "a/0", Session: s, Epoch: e, Length: 6, Leases: 1})
+	}
+	first := map[int]int64{}
+	for given := 0; given < 12; {
+		run, ok := r.Fill(12, false)
+		if !ok {
+			t.Fatalf("Fill gave nothing after %d positions: %v", given, r)
+		}
+		if _, seen := first[run.Epoch]; !seen {
+			first[run.Epoch] = run.Step
+		}
+		given += len(run.Positions)
+	}
+	if first[0] != 5 || first[1] != 0 {
+		t.Fatalf("first steps: epoch 0 at %d (want 5, after the committed step 4), epoch 1 at %d (want 0)", first[0], first[1])
+	}
+	if got := r.Steps().NextStep(0); got != 8 {
+		t.Fatalf("epoch 0's next step %d, want 8 (steps 5..7 given)", got)
+	}
+	for _, c := range []struct {
+		epoch int
+		step  int64
+		want  int64
+	}{{0, 5, 2}, {0, 7, 6}, {1, 0, 2}, {1, 2, 6}} {
+		if got, err := r.Steps().Through(c.epoch, c.step); err != nil || got != c.want {
+			t.Fatalf("step %d of epoch %d goes through offset %d (%v), want %d", c.step, c.epoch, got, err, c.want)
+		}
+	}
+	if _, err := r.Steps().Through(0, 4); err == nil {
+		t.Fatal("step 4 of epoch 0, committed by the earlier process, translated in this session")
+	}
+	if err := r.Commit(0, 6); err != nil {
+		t.Fatal(err)
+	}
+	var got []Commit
+	for _, ev := range r.Leases().Messages() {
+		if c, ok := ev.(Commit); ok {
+			got = append(got, c)
+		}
+	}
+	if len(got) != 1 || got[0].Step != 6 || got[0].Offset != 4 || got[0].Through != 24 {
+		t.Fatalf("the commit of step 6 of epoch 0 queued %+v, want one through offset 4 (order position 24)", got)
+	}
+
+	// The job's batch size changes in this process life (a forced
+	// resume): its steps are other steps, and start over.
+	r.StartSession(RankSession{Rank: "a/0", Session: Fence{4, 1}, Committed: []RankCommit{
+		{Rank: "a/0", Session: Fence{1, 2}, Epoch: 0, Step: 4, Offset: 10, Gen: 7},
+	}}, 2, 3)
+	if got := r.Steps().NextStep(0); got != 0 {
+		t.Fatalf("after a change of batch size, epoch 0 starts at step %d, want 0", got)
+	}
+}

@@ -14,7 +14,8 @@ import "fmt"
 // after the rank moved on (a departed rank's work came back). A run's
 // first step is where the epoch's last run of the session ended or, for
 // the session's first run of the epoch, the step after the last one
-// acknowledged in this process life (0 if none). Batch k of a run holds
+// acknowledged (0 if none): in this process life, or in an earlier one
+// whose commits a Welcome hands the session (RankRuns.StartSession). Batch k of a run holds
 // its offsets [Base+k*B, Base+(k+1)*B) and is step FirstStep+k.
 //
 // Pure; not safe for concurrent use.
@@ -126,7 +127,8 @@ func (s *RankSteps) Through(epoch int, step int64) (int64, error) {
 }
 
 // Acked records that the trainer's commit of step of epoch was
-// acknowledged (in any session of this process life). If the session has
+// acknowledged (in any session of this process life), or that a Welcome
+// says the coordinator holds it durable (of an earlier process life). If the session has
 // opened no run of epoch yet, its first one starts after step: a commit
 // of an earlier session can become durable, and be acknowledged late,
 // after the session started (a resent Welcome carries it).

@@ -1502,8 +1502,9 @@ func (s *sim) check() {
 // delivered: every committed step of every rank session, as TrailSteps
 // and TrailPosition read it from the newest generation (or the archive,
 // for an epoch that completed earlier), holds the positions, samples and
-// step numbers the session's trainer got, and the trails reach exactly
-// the committed prefix of every session.
+// step numbers the session's trainer got, no step of a rank is committed
+// by two sessions, and the trails reach exactly the committed prefix of
+// every session.
 func (s *sim) checkLineage() {
 	if len(s.gens) == 0 {
 		return
@@ -1517,6 +1518,7 @@ func (s *sim) checkLineage() {
 		}
 		reached := map[*simSession]int64{}
 		order := s.cfg.Order(e)
+		stepOf := map[string]map[int64]Fence{} // rank: step: the session that committed it
 		for _, t := range trails {
 			ss := s.bySession[t.Session]
 			if ss == nil || ss.rank != t.Rank {
@@ -1529,7 +1531,17 @@ func (s *sim) checkLineage() {
 				return
 			}
 			reached[ss] = t.Committed()
+			if stepOf[t.Rank] == nil {
+				stepOf[t.Rank] = map[int64]Fence{}
+			}
 			for _, ts := range steps {
+				// A trainer's steps of an epoch go on across sessions, a
+				// restarted node's included: no step is committed twice.
+				if f, ok := stepOf[t.Rank][ts.Step]; ok {
+					s.fail("epoch %d: %s committed step %d in session %v and again in %v", e, t.Rank, ts.Step, f, t.Session)
+					return
+				}
+				stepOf[t.Rank][ts.Step] = t.Session
 				if ts.Uncertain {
 					s.stats.UncertainSteps++
 					if s.linked {

@@ -322,10 +322,11 @@ func (l EpochLineage) Ranks() []string {
 	return out
 }
 
-// Steps returns rank's committed steps first..last, in step order (a
-// step two sessions committed, which a node restarted in the epoch
-// numbers again from its start, comes once per session, in session
-// order).
+// Steps returns rank's committed steps first..last, in step order. A
+// rank's steps of an epoch go on across its sessions, a restarted
+// node's included (RankRuns.StartSession), so each step has one session;
+// a journal written before they did may hold a step of a node restarted
+// in the epoch twice: it comes once per session, in session order.
 func (l EpochLineage) Steps(s Sampler, rank string, first, last int64) ([]ClusterStep, error) {
 	var out []ClusterStep
 	for _, t := range l.Trails {

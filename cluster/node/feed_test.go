@@ -40,6 +40,10 @@ type clusterEnv struct {
 	cf     *ClusterFeed
 	nd     *Node
 	srv    *delivery.Server
+	dir    string // the feed server's
+	// catalog, if set, makes the catalog the node reads its samples
+	// through (newClusterEnvWith).
+	catalog func(storage.Store, *dataset.Dataset) dataset.Catalog
 
 	mu sync.Mutex
 	co *coord.Coordinator
@@ -67,7 +71,7 @@ func newClusterEnvWith(t *testing.T, samples, epochs int, catalog func(storage.S
 // introduce.
 func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(storage.Store, *dataset.Dataset) dataset.Catalog) *clusterEnv {
 	t.Helper()
-	e := &clusterEnv{t: t, st: storage.NewMemStore("t"), jstore: storage.NewMemStore("journal"),
+	e := &clusterEnv{t: t, st: storage.NewMemStore("t"), jstore: storage.NewMemStore("journal"), catalog: catalog,
 		sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))}
 	e.ds = &dataset.Dataset{Classes: []string{"a"}}
 	for i := range samples {
@@ -85,17 +89,35 @@ func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(sto
 	}
 	e.startCoordinator(jn, nil)
 
+	e.startNode(0)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		e.stopNode(ctx)
+		e.mu.Lock()
+		co := e.co
+		e.mu.Unlock()
+		co.Shutdown(ctx)
+		e.sys.Shutdown()
+	})
+	return e
+}
+
+// startNode starts the node agent (process life inc; 0: a random one)
+// and the feed server of its ranks.
+func (e *clusterEnv) startNode(inc uint64) {
+	t := e.t
 	e.cf = NewClusterFeed(2)
 	pcfg := actors.Config{Sample: actors.Shape{Height: 4, Width: 4}, Decoders: 1, FetchConcurrency: 2, Slots: 2}
 	deps := actors.Deps{Store: e.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}
 	name := "n0"
-	ds := e.ds
-	var cat dataset.Catalog
-	if catalog != nil {
-		ds, cat = nil, catalog(e.st, e.ds)
+	ds, cat := e.ds, dataset.Catalog(nil)
+	if e.catalog != nil {
+		ds, cat = nil, e.catalog(e.st, e.ds)
 	}
 	nd, err := Start(e.sys, Config{
 		Node: name, Ranks: 2, Dataset: ds, Catalog: cat, Pipeline: pcfg, Deps: deps,
+		Incarnation:  inc,
 		RankDeps:     e.cf.RankDeps(deps),
 		OnAck:        e.cf.OnAck,
 		OnJob:        e.cf.OnJob,
@@ -118,28 +140,23 @@ func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(sto
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.dir = dir
 	srv, err := delivery.NewSessions(delivery.Config{Dir: dir, Ranks: 2, Job: "cluster-test", Allocator: e.cf.Allocator}, e.cf.Open(nd, pcfg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.srv = srv
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("feed shutdown: %v", err)
-		}
-		if err := nd.Shutdown(ctx); err != nil {
-			t.Errorf("node shutdown: %v", err)
-		}
-		e.mu.Lock()
-		co := e.co
-		e.mu.Unlock()
-		co.Shutdown(ctx)
-		e.sys.Shutdown()
-		os.RemoveAll(dir)
-	})
-	return e
+}
+
+// stopNode shuts the feed server and the node agent down.
+func (e *clusterEnv) stopNode(ctx context.Context) {
+	if err := e.srv.Shutdown(ctx); err != nil {
+		e.t.Errorf("feed shutdown: %v", err)
+	}
+	if err := e.nd.Shutdown(ctx); err != nil {
+		e.t.Errorf("node shutdown: %v", err)
+	}
+	os.RemoveAll(e.dir)
 }
 
 func (e *clusterEnv) openJournal() *journal.Journal {
