@@ -47,7 +47,15 @@ type RankDelivery struct {
 	era     uint64
 	cur     Fence // the session of this era's batches; zero: none yet
 	dropped Fence // the session a reset ended: its batches are void
-	sent    map[sessionEpoch]sentSteps
+	// sent is what a commit may name: per epoch of session cur, the
+	// steps delivered this era (or the one Opened lets the trainer
+	// commit again). It holds no epoch before the commit floor's
+	// (committed): a commit of one goes back, whatever it names. An era
+	// that ends empties it (its batches' commits are rolled back, and
+	// its session never returns), so it keeps the epochs between the
+	// floor and the last batch of one session: one or two while the
+	// trainer commits, however many sessions and epochs the job runs.
+	sent map[int]sentSteps
 	// lastSent is the last batch delivered this era; nil: none.
 	lastSent *BatchAt
 	waiters  map[uint64]BatchAt // commits waiting for their Ack, by id
@@ -87,19 +95,14 @@ type BatchAt struct {
 	Step    int64
 }
 
-type sessionEpoch struct {
-	session Fence
-	epoch   int
-}
-
-// sentSteps are the first and last steps of an epoch of a session that
-// were delivered.
+// sentSteps are the first and last steps of an epoch of the session
+// that were delivered.
 type sentSteps struct{ first, last int64 }
 
 // NewRankDelivery returns a rank's delivery state at era 1, nothing
 // delivered.
 func NewRankDelivery() *RankDelivery {
-	return &RankDelivery{era: 1, sent: map[sessionEpoch]sentSteps{}, waiters: map[uint64]BatchAt{}}
+	return &RankDelivery{era: 1, sent: map[int]sentSteps{}, waiters: map[uint64]BatchAt{}}
 }
 
 // Era is the current era.
@@ -111,6 +114,10 @@ func (d *RankDelivery) Session() Fence { return d.cur }
 
 // Waiting is how many commits wait for their Ack.
 func (d *RankDelivery) Waiting() int { return len(d.waiters) }
+
+// retained is how many entries d keeps (delivered-step records and
+// waiting commits): what TestRankDeliveryBounded bounds.
+func (d *RankDelivery) retained() int { return len(d.sent) + len(d.waiters) }
 
 // BatchVerdict is what the shell does with a batch that arrived.
 type BatchVerdict int
@@ -170,11 +177,10 @@ func (d *RankDelivery) Arrive(b BatchAt, acks *TrainerAcks) Arrival {
 		return Arrival{Verdict: Hold, Rollback: TrainerRollback{Era: d.era, Last: lastOf(acks)}, Answers: ans}
 	}
 	d.cur = b.Session
-	key := sessionEpoch{b.Session, b.Epoch}
-	if st, ok := d.sent[key]; ok {
-		d.sent[key] = sentSteps{first: st.first, last: max(st.last, b.Step)}
+	if st, ok := d.sent[b.Epoch]; ok {
+		d.sent[b.Epoch] = sentSteps{first: st.first, last: max(st.last, b.Step)}
 	} else {
-		d.sent[key] = sentSteps{first: b.Step, last: b.Step}
+		d.sent[b.Epoch] = sentSteps{first: b.Step, last: b.Step}
 	}
 	at := b
 	d.lastSent = &at
@@ -189,7 +195,19 @@ func (d *RankDelivery) newEra() []CommitAnswer {
 	d.cur = Fence{}
 	d.lastSent = nil
 	d.committed = nil
+	clear(d.sent)
 	return d.failWaiters()
+}
+
+// setFloor makes c the commit floor and forgets the epochs before its:
+// no commit may name them any more.
+func (d *RankDelivery) setFloor(c Cursor) {
+	d.committed = &c
+	for e := range d.sent {
+		if e < c.Epoch {
+			delete(d.sent, e)
+		}
+	}
 }
 
 func (d *RankDelivery) failWaiters() []CommitAnswer {
@@ -320,7 +338,10 @@ func (d *RankDelivery) Commit(era uint64, epoch int, step int64, acks *TrainerAc
 	if (era != 0 && era != d.era) || d.cur.IsZero() {
 		return CommitDecision{Verdict: CommitRolledBack}
 	}
-	sent, ok := d.sent[sessionEpoch{d.cur, epoch}]
+	if c := d.committed; c != nil && epoch < c.Epoch {
+		return CommitDecision{Verdict: CommitGoesBack, Last: c.Step - 1, LastEpoch: c.Epoch}
+	}
+	sent, ok := d.sent[epoch]
 	if !ok || step > sent.last {
 		return CommitDecision{Verdict: CommitNotDelivered}
 	}
@@ -350,7 +371,7 @@ func (d *RankDelivery) Cancel(id uint64) { delete(d.waiters, id) }
 func (d *RankDelivery) Ack(session Fence, a Ack) []CommitAnswer {
 	if !session.IsZero() && session == d.cur {
 		if c := CursorAfter(a.Epoch, a.Step); d.committed == nil || d.committed.Less(c) {
-			d.committed = &c
+			d.setFloor(c)
 		}
 	}
 	var out []CommitAnswer
@@ -395,7 +416,7 @@ func (d *RankDelivery) Resume(from *Cursor) Resumption {
 		r.Reopen, r.Answers = true, d.newEra()
 		d.open = false
 	}
-	d.committed = &at
+	d.setFloor(at)
 	return r
 }
 
@@ -405,11 +426,12 @@ func (d *RankDelivery) Resume(from *Cursor) Resumption {
 // which the trainer's checkpoint names, may be committed again.
 func (d *RankDelivery) Opened(s Fence, at Cursor) {
 	d.cur, d.next, d.open = s, at, true
+	clear(d.sent) // the streams before it are void
 	if at.Step > 0 {
-		d.sent[sessionEpoch{s, at.Epoch}] = sentSteps{first: at.Step - 1, last: at.Step - 1}
+		d.sent[at.Epoch] = sentSteps{first: at.Step - 1, last: at.Step - 1}
 	}
 	if d.committed == nil {
-		d.committed = &at
+		d.setFloor(at)
 	}
 }
 

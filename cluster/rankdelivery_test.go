@@ -188,6 +188,25 @@ func TestRankDeliveryTable(t *testing.T) {
 			}
 			return nil
 		}},
+		{"an epoch before the last acknowledged commit's is forgotten: any commit of it goes back, delivered or not", func(d *RankDelivery) error {
+			if err := deliver(d, b(s1, 0, 3), b(s1, 0, 4), b(s1, 1, 0), b(s1, 1, 1)); err != nil {
+				return err
+			}
+			c := d.Commit(1, 1, 0, nil)
+			d.Ack(s1, Ack{Session: s1, Epoch: 1, Step: 0, Token: "t10"})
+			if c.Verdict != CommitWait || d.retained() != 1 {
+				return fmt.Errorf("commit %v, %d entries kept after the ack", c.Verdict, d.retained())
+			}
+			for _, k := range []int64{2, 4, 9} {
+				if c := d.Commit(1, 0, k, nil); c.Verdict != CommitGoesBack || c.LastEpoch != 1 || c.Last != 0 {
+					return fmt.Errorf("commit of epoch 0 step %d: %+v", k, c)
+				}
+			}
+			if c := d.Commit(1, 1, 1, nil); c.Verdict != CommitWait {
+				return fmt.Errorf("a commit after the floor: %v", c.Verdict)
+			}
+			return nil
+		}},
 		{"cancel forgets a commit the shell could not send", func(d *RankDelivery) error {
 			if err := deliver(d, b(s1, 0, 0)); err != nil {
 				return err
@@ -747,4 +766,93 @@ func TestRankDeliveryStandaloneSeeded(t *testing.T) {
 			t.Errorf("%q happened %d times in the seeded runs: %v", k, seen[k], seen)
 		}
 	}
+}
+
+// TestRankDeliveryBounded drives RankDelivery through a long job's
+// worth of sessions, epochs, commits and acks, as a standalone rank
+// (a trainer that reconnects from a checkpoint reopens the stream: a
+// session per reopen) and as a cluster rank (rollbacks and resets), and
+// one session through many epochs, and checks that what it retains
+// stays bounded by a small constant, however long the job runs.
+func TestRankDeliveryBounded(t *testing.T) {
+	const rounds, bound = 10000, 2
+	check := func(t *testing.T, d *RankDelivery, i int) {
+		t.Helper()
+		if n := d.retained(); n > bound {
+			t.Fatalf("round %d: %d entries retained, want at most %d", i, n, bound)
+		}
+	}
+	commit := func(t *testing.T, d *RankDelivery, era uint64, e int, k int64) {
+		t.Helper()
+		c := d.Commit(era, e, k, nil)
+		if c.Verdict != CommitWait {
+			t.Fatalf("commit %d/%d: %v", e, k, c.Verdict)
+		}
+		if ans := d.Ack(c.Session, Ack{Session: c.Session, Epoch: e, Step: k, Token: "t"}); len(ans) != 1 {
+			t.Fatalf("commit %d/%d answered %+v", e, k, ans)
+		}
+	}
+	t.Run("standalone: a reopen per trainer reconnect", func(t *testing.T) {
+		d := NewRankDelivery()
+		s := Fence{Seq: 1}
+		d.Opened(s, Cursor{})
+		at := Cursor{}
+		for i := range rounds {
+			// Epoch i from at's step, then two batches of epoch i+1.
+			for k := at.Step; k < 4; k++ {
+				d.Arrive(BatchAt{s, i, k}, nil)
+			}
+			commit(t, d, 0, i, 3)
+			d.Arrive(BatchAt{s, i + 1, 0}, nil)
+			d.Arrive(BatchAt{s, i + 1, 1}, nil)
+			commit(t, d, 0, i+1, 0)
+			// The trainer reconnects from its checkpoint at epoch i+1
+			// step 1: the stream ran past it.
+			from := CursorAfter(i+1, 0)
+			if r := d.Resume(&from); !r.Reopen || r.At != from {
+				t.Fatalf("round %d: resume %+v", i, r)
+			}
+			s.Seq++
+			d.Opened(s, from)
+			at = from
+			check(t, d, i)
+		}
+	})
+	t.Run("cluster: a session per rollback or reset", func(t *testing.T) {
+		d := NewRankDelivery()
+		s := Fence{Incarnation: 1, Seq: 1}
+		var acks *TrainerAcks
+		for i := range rounds {
+			for k := range int64(3) {
+				if a := d.Arrive(BatchAt{s, i, k}, acks); a.Verdict != Deliver {
+					t.Fatalf("round %d: batch %d: %v", i, k, a.Verdict)
+				}
+			}
+			commit(t, d, d.Era(), i, 1)
+			acks = acked(Ack{Session: s, Epoch: i, Step: 1, Token: "t"})
+			if i%2 == 0 { // the coordinator rolls the rank back
+				s.Seq++
+				if a := d.Arrive(BatchAt{s, i + 1, 0}, acks); a.Verdict != Hold {
+					t.Fatalf("round %d: new session: %v", i, a.Verdict)
+				}
+			} else { // the trainer reconnects: a reset
+				if at := d.Attach("t", acks, s); !at.Reset {
+					t.Fatalf("round %d: attach %+v", i, at)
+				}
+				s.Seq++
+			}
+			check(t, d, i)
+		}
+	})
+	t.Run("one session through many epochs", func(t *testing.T) {
+		d := NewRankDelivery()
+		s := Fence{Incarnation: 1, Seq: 1}
+		for e := range rounds {
+			for k := range int64(3) {
+				d.Arrive(BatchAt{s, e, k}, nil)
+			}
+			commit(t, d, d.Era(), e, 2)
+			check(t, d, e)
+		}
+	})
 }

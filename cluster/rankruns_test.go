@@ -182,3 +182,24 @@ func TestRankRunsStepsAfterRestart(t *testing.T) {
 		t.Fatalf("after a change of batch size, epoch 0 starts at step %d, want 0", got)
 	}
 }
+
+// TestRankRunsAcksBounded: over many sessions (every rollback or trainer
+// reset starts one), RankRuns keeps the acknowledgements of the current
+// and the previous session only, and what it tells the trainer
+// (TakeAcks) no more: a long job's reconnects do not grow it.
+func TestRankRunsAcksBounded(t *testing.T) {
+	r := NewRankRuns("a/0")
+	for i := range 10000 {
+		s := Fence{1, uint64(i + 1)}
+		r.StartSession(RankSession{Rank: "a/0", Session: s}, 2, 2)
+		for e := range 2 {
+			if !r.Ack(Ack{Rank: "a/0", Session: s, Epoch: e, Offset: 2, Step: 0, Token: fmt.Sprintf("g%d.%d", i, e)}) {
+				t.Fatalf("session %d: ack of epoch %d refused", i, e)
+			}
+		}
+		_, view := r.TakeAcks()
+		if n := len(r.stepAcks); n > 2 || len(view.Steps) > 2 {
+			t.Fatalf("session %d: acks of %d sessions kept, %d told", i, n, len(view.Steps))
+		}
+	}
+}
