@@ -93,6 +93,9 @@ type Sample struct {
 	Height int          `json:"height,omitempty"`
 	Crop   *decode.Rect `json:"crop,omitempty"`
 	Flip   *bool        `json:"flip,omitempty"`
+	// VFlip: the vertical flip (a transform's vflip(p=P); false without
+	// one), drawn from the sample's seed as the decoder draws it.
+	VFlip *bool `json:"vflip,omitempty"`
 	// A clip's (--media video): the chosen frames' times in seconds, in
 	// order; whether the window ran past the clip's end (its last frame
 	// repeated); and the clip's random draws (video.Draws): the window's
@@ -411,7 +414,7 @@ func digest(b []byte) string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
-// fill reads sample index and sets its size, crop, flip and pixel
+// fill reads sample index and sets its size, crop, flips and pixel
 // digest; a sample that cannot be read or decoded gets its error (the
 // job failed it too).
 func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, key string, out *Sample) {
@@ -437,12 +440,12 @@ func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, k
 	// The decoder's crop is SamplingFor's on the header's size; say it
 	// from SamplingFor here too, so the answer is the pure function's.
 	s := decode.SamplingFor(t.t, info.Width, info.Height, out.Seed)
-	if s.Crop != info.Crop || s.Flip != info.Flip {
-		out.Error = fmt.Sprintf("the decoder placed crop %+v flip %v, SamplingFor says %+v %v", info.Crop, info.Flip, s.Crop, s.Flip)
+	if s.Crop != info.Crop || s.Flip != info.Flip || s.VFlip != info.VFlip {
+		out.Error = fmt.Sprintf("the decoder placed crop %+v flip %v vflip %v, SamplingFor says %+v %v %v", info.Crop, info.Flip, info.VFlip, s.Crop, s.Flip, s.VFlip)
 	}
 	out.Width, out.Height = info.Width, info.Height
-	crop, flip := s.Crop, s.Flip
-	out.Crop, out.Flip = &crop, &flip
+	crop, flip, vflip := s.Crop, s.Flip, s.VFlip
+	out.Crop, out.Flip, out.VFlip = &crop, &flip, &vflip
 	out.Pixels = digest(t.dst)
 }
 

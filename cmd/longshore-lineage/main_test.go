@@ -412,3 +412,57 @@ func TestPackedMatchesDeliveryLog(t *testing.T) {
 		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
 	}
 }
+
+// TestVFlipMatchesDeliveryLog: a transform with vflip(p=0.5) (after the
+// crop): lineage gives each sample's vertical flip, and it is the one the
+// node applied: the delivered pixels are the same sample's unflipped
+// pixels (the transform without vflip) where lineage says vflip=false and
+// its flipped ones (vflip(p=1), the same crop: the draws are separate)
+// where it says true; both occur.
+func TestVFlipMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 30)
+	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "24", "--seed", "3"}
+	const ops = "random_resized_crop|vflip(p=0.5)"
+	logPath := filepath.Join(t.TempDir(), "v.log")
+	cmd := exec.Command(node(t), append(job, "--transform", ops, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	a := lineage(t, append(job, "--transform", ops, "--steps", "0-3")...)
+	plain := lineage(t, append(job, "--transform", "random_resized_crop", "--steps", "0-3")...)
+	flipped := lineage(t, append(job, "--transform", "random_resized_crop|vflip(p=1)", "--steps", "0-3")...)
+	counts := map[bool]int{}
+	for si, s := range a.Steps {
+		want := log[stepID{s.Epoch, s.Rank, s.Step}]
+		if len(s.Samples) != len(want) {
+			t.Fatalf("step %d: lineage has %d samples, the log %d", s.Step, len(s.Samples), len(want))
+		}
+		for i, x := range s.Samples {
+			if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
+				t.Errorf("step %d slot %d: lineage %s px:%s %s, the log %s px:%s", s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
+			}
+			if x.VFlip == nil {
+				t.Fatalf("step %d slot %d: no vflip in %+v", s.Step, i, x)
+			}
+			other := plain.Steps[si].Samples[i]
+			if *x.VFlip {
+				other = flipped.Steps[si].Samples[i]
+			}
+			if other.Pixels != want[i].px || *other.Crop != *x.Crop {
+				t.Errorf("step %d slot %d %s: lineage says vflip=%v, but the delivered px:%s are not that sample's (px:%s)", s.Step, i, x.Key, *x.VFlip, want[i].px, other.Pixels)
+			}
+			counts[*x.VFlip]++
+		}
+	}
+	if counts[true] == 0 || counts[false] == 0 {
+		t.Errorf("vflip counts %v: want both", counts)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(job, "--transform", ops, "--step", "0"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "vflip=true") && !strings.Contains(out.String(), "vflip=false") {
+		t.Errorf("the text answer gives no vflip:\n%s", out.String())
+	}
+}

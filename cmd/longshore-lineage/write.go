@@ -77,7 +77,11 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 				fmt.Fprint(b, "  pad")
 			}
 			if x.Crop != nil {
-				fmt.Fprintf(b, "  %dx%d crop x=%d y=%d w=%d h=%d flip=%v px:%s", x.Width, x.Height, x.Crop.X, x.Crop.Y, x.Crop.W, x.Crop.H, *x.Flip, x.Pixels)
+				fmt.Fprintf(b, "  %dx%d crop x=%d y=%d w=%d h=%d flip=%v", x.Width, x.Height, x.Crop.X, x.Crop.Y, x.Crop.W, x.Crop.H, *x.Flip)
+				if x.VFlip != nil {
+					fmt.Fprintf(b, " vflip=%v", *x.VFlip)
+				}
+				fmt.Fprintf(b, " px:%s", x.Pixels)
 			}
 			if x.ClipDraws != nil {
 				fmt.Fprintf(b, "  %dx%d frames at", x.Width, x.Height)
