@@ -46,6 +46,7 @@ type Job struct {
 	Epochs     int    `json:"epochs"`
 	DropLast   bool   `json:"drop_last"`
 	Transform  string `json:"transform"`
+	DType      string `json:"dtype"` // the samples' element type (--dtype): what the pixel digest is of
 	Size       int    `json:"size"`
 	Media      string `json:"media"`
 	StreamLen  int64  `json:"samples_per_rank"` // per epoch, padding included (standalone)
@@ -181,7 +182,7 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 	l := cluster.Lineage{Samples: n, World: o.ranks, Batch: int64(o.batchSize), DropLast: o.dropLast}
 	a := &Answer{Job: Job{Mode: "standalone", Dataset: o.dataset, Samples: n, Excluded: ds.Excluded, Packed: ds.Packed(), Seed: o.seed,
 		Block: block, Window: cluster.EffectiveWindow(block, o.window), Ranks: o.ranks, BatchSize: o.batchSize,
-		Epochs: o.epochs, DropLast: o.dropLast, Transform: o.transform, Size: o.size, Media: o.media,
+		Epochs: o.epochs, DropLast: o.dropLast, Transform: o.transform, DType: o.dtype, Size: o.size, Media: o.media,
 		StreamLen: l.StreamLen(), Steps: l.Steps()}}
 	order := func(epoch int) cluster.Order { return cluster.NewOrder(o.seed, epoch, n, block, o.window) }
 
@@ -332,6 +333,11 @@ func newTransformer(o options) (*transformer, string, error) {
 	t.Size = o.size
 	c.Transform = t
 	if c.Layout, err = decode.ParseLayout(o.layout); err != nil {
+		return nil, "", err
+	}
+	// The digest is of the slot's bytes: with a float dtype, the decoder's
+	// x/255 (and the transform's normalize) in that dtype.
+	if c.DType, err = decode.ParseDType(o.dtype); err != nil {
 		return nil, "", err
 	}
 	c.MaxPixels, c.Lowres = o.maxPixels, o.lowres

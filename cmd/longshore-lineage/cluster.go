@@ -69,7 +69,7 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 	s := e.State
 	a := &Answer{Job: Job{Mode: "cluster", Checkpoint: o.checkpoint, Generation: e.Gen, Dataset: o.dataset, Samples: n,
 		Excluded: ds.Excluded, Packed: ds.Packed(), Seed: s.Seed, Block: s.Block, Window: cluster.EffectiveWindow(s.Block, s.Window),
-		BatchSize: int(batch), Epochs: e.Epochs, Transform: o.transform, Size: o.size, Media: o.media}}
+		BatchSize: int(batch), Epochs: e.Epochs, Transform: o.transform, DType: o.dtype, Size: o.size, Media: o.media}}
 	order := func(epoch int) cluster.Order { return cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window) }
 	lineageOf := func(epoch int) (cluster.EpochLineage, error) {
 		ts, err := j.Trails(ctx, e, epoch)

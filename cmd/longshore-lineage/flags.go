@@ -24,6 +24,7 @@ type options struct {
 	block, window, batchSize, ranks, epochs       int
 	blockSet, dropLast, lowres                    bool
 	transform, layout, decoder                    string
+	dtype                                         string
 	size                                          int
 	maxPixels                                     int64
 	clipFrames                                    int
@@ -69,7 +70,7 @@ const maxSteps = 10000
 var jobFlags = map[string]bool{
 	"dataset": true, "manifest": true, "s3-endpoint": true, "exclude": true, "media": true,
 	"seed": true, "block": true, "mix-window": true, "batch-size": true, "ranks": true, "epochs": true,
-	"drop-last": true, "transform": true, "size": true, "layout": true, "decoder": true, "lowres": true,
+	"drop-last": true, "transform": true, "size": true, "layout": true, "dtype": true, "decoder": true, "lowres": true,
 	"max-pixels": true, "clip-frames": true, "clip-fps": true, "clip-sampling": true,
 }
 
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.transform, "transform", "train", "the job's --transform: train, eval or resize")
 	fs.IntVar(&o.size, "size", 224, "the job's --size")
 	fs.StringVar(&o.layout, "layout", "nchw", "the job's --layout (for the pixel digest)")
+	fs.StringVar(&o.dtype, "dtype", "uint8", "the job's --dtype: uint8, float16, bfloat16 or float32 (for the pixel digest: the sample as the trainer got it, normalized by the transform's normalize)")
 	fs.StringVar(&o.decoder, "decoder", "turbo", "the job's --decoder (for the pixel digest)")
 	fs.BoolVar(&o.lowres, "lowres", true, "the job's --lowres (for the pixel digest)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "the job's --max-pixels")

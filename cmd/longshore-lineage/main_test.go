@@ -466,3 +466,39 @@ func TestVFlipMatchesDeliveryLog(t *testing.T) {
 		t.Errorf("the text answer gives no vflip:\n%s", out.String())
 	}
 }
+
+// TestDTypeMatchesDeliveryLog: a float job (--dtype float16, bfloat16,
+// float32) whose transform ends with normalize: the node's --log-pixels
+// digests the float sample the trainer got, and lineage's digest must be
+// that one, for every dtype.
+func TestDTypeMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 20)
+	const ops = "random_resized_crop|vflip(p=0.5)|normalize(mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225])"
+	for _, dt := range []string{"float16", "bfloat16", "float32"} {
+		job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "16", "--seed", "9",
+			"--transform", ops, "--dtype", dt}
+		logPath := filepath.Join(t.TempDir(), dt+".log")
+		cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("longshore-node --dtype %s: %v\n%s", dt, err, out)
+		}
+		log := readLog(t, logPath)
+		a := lineage(t, append(job, "--steps", "0-2")...)
+		answered := 0
+		for _, s := range a.Steps {
+			want := log[stepID{s.Epoch, s.Rank, s.Step}]
+			if len(s.Samples) != len(want) {
+				t.Fatalf("--dtype %s step %d: lineage has %d samples, the log %d", dt, s.Step, len(s.Samples), len(want))
+			}
+			for i, x := range s.Samples {
+				if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
+					t.Errorf("--dtype %s step %d slot %d: lineage %s px:%s %s, the log %s px:%s", dt, s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
+				}
+			}
+			answered++
+		}
+		if answered != len(log) || a.Job.DType != dt {
+			t.Fatalf("--dtype %s: lineage answered %d steps (job dtype %q), the log has %d", dt, answered, a.Job.DType, len(log))
+		}
+	}
+}

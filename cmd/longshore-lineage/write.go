@@ -39,6 +39,9 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 		}
 		fmt.Fprintf(b, ", %s %d %s; %d sample(s) and %d step(s) a rank per epoch\n", j.Transform, j.Size, j.Media, j.StreamLen, j.Steps)
 	}
+	if j.DType != "" && j.DType != "uint8" {
+		fmt.Fprintf(b, "samples are %s (the pixel digests are of those values)\n", j.DType)
+	}
 	if a.Key != "" {
 		fmt.Fprintf(b, "key %s (index %d) appeared %d time(s):\n", a.Key, *a.Index, len(a.Appearances))
 		for _, h := range a.Appearances {
