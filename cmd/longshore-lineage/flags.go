@@ -133,8 +133,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
+	sizeSet := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
+		case "size":
+			sizeSet = true
 		case "block":
 			o.blockSet = true
 		case "epoch":
@@ -143,6 +146,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.rankSet = true
 		}
 	})
+	// center_crop(size=S) names the output side when --size is not given,
+	// as the node takes it (its decodeConfig); given both, the decoder
+	// refuses a disagreement, as the node does.
+	if t, err := decode.ParseTransform(o.transform); err == nil && t.CropSize != 0 && !sizeSet {
+		o.size = t.CropSize
+	}
 	switch {
 	case step != "" && steps != "":
 		errs = append(errs, errors.New("--step and --steps: give one"))

@@ -613,3 +613,33 @@ func TestMixtureMatchesDeliveryLog(t *testing.T) {
 		}
 	}
 }
+
+// TestCenterCropSizeMatchesDeliveryLog: center_crop(size=S) names the
+// output side when --size is not given (the node's rule): lineage must
+// decode at that side too, not at --size's default.
+func TestCenterCropSizeMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 10)
+	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "4", "--ranks", "1", "--seed", "2",
+		"--transform", "resize(short=40)|center_crop(size=24)"}
+	logPath := filepath.Join(t.TempDir(), "c.log")
+	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	a := lineage(t, append(job, "--steps", "0-2")...)
+	for _, s := range a.Steps {
+		want := log[stepID{s.Epoch, s.Rank, s.Step}]
+		if len(s.Samples) != len(want) {
+			t.Fatalf("step %d: lineage has %d samples, the log %d", s.Step, len(s.Samples), len(want))
+		}
+		for i, x := range s.Samples {
+			if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
+				t.Errorf("step %d slot %d: lineage %s px:%s %s, the log %s px:%s", s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
+			}
+		}
+	}
+	if a.Job.Size != 24 {
+		t.Errorf("job size %d, want center_crop's 24", a.Job.Size)
+	}
+}
