@@ -183,8 +183,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.key != "" && o.stepsSet {
 		errs = append(errs, errors.New("--key asks where a key appeared; --step/--steps what a step held: give one question"))
 	}
-	if o.checkpoint != "" && (o.key != "" || o.stepsSet) && o.dataset == "" {
-		errs = append(errs, errors.New("--dataset is required (the job's: the journal names samples by index)"))
+	if o.checkpoint != "" && (o.key != "" || o.stepsSet) && o.dataset == "" && o.mixture == "" {
+		errs = append(errs, errors.New("--dataset is required (the job's, or its --mixture: the journal names samples by index)"))
 	}
 	if o.checkpoint != "" && o.stepsSet && !o.rankSet {
 		errs = append(errs, errors.New("--checkpoint --step: name the rank (--rank <node>/<i>)"))
@@ -195,14 +195,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			errs = append(errs, errors.New("ask a question: --epoch E --rank R --step T (or --steps A-B), or --key K"))
 		}
 		switch {
-		case o.mixture != "" && o.dataset != "":
-			errs = append(errs, errors.New("--mixture is in place of --dataset: give the job's one"))
 		case o.dataset == "" && o.mixture == "":
 			errs = append(errs, errors.New("--dataset is required (the job's, or its --mixture)"))
 		}
 	}
-	if o.checkpoint != "" && o.mixture != "" {
-		errs = append(errs, errors.New("--checkpoint with --mixture: a cluster mixture job is not answered yet (docs/lineage.md); a standalone one is, without --checkpoint"))
+	if o.mixture != "" && o.dataset != "" {
+		errs = append(errs, errors.New("--mixture is in place of --dataset: give the job's one"))
 	}
 	if o.mixture == "" && (o.mixtureSchedule != "" || o.mixtureRound != 0) {
 		errs = append(errs, errors.New("--mixture-schedule and --mixture-round need --mixture"))

@@ -18,13 +18,25 @@ import (
 // drawn by the mixture (cluster.Mixture) with the job's seed, block,
 // window and round.
 type mixtureJob struct {
-	mix   *cluster.Mixture
-	cat   *dataset.MixtureCatalog
-	srcs  []*dataset.Dataset // in the mixture's order
-	block int
+	mix    *cluster.Mixture
+	cat    *dataset.MixtureCatalog
+	srcs   []*dataset.Dataset // in the mixture's order
+	seed   uint64
+	block  int
+	window int // effective
 }
 
-func openMixtureJob(ctx context.Context, o options) (*mixtureJob, error) {
+// mixParams are what draws a mixture besides its sources: a standalone
+// job's from its flags, a cluster job's from its journal.
+type mixParams struct {
+	seed          uint64
+	block, window int
+	blockSet      bool // block given; else cluster.DefaultBlock of the sources
+	round         int  // 0: batch
+	batch         int
+}
+
+func openMixtureJob(ctx context.Context, o options, mp mixParams) (*mixtureJob, error) {
 	flagSrcs, phases, err := cluster.ParseMixFlags(o.mixture, o.mixtureSchedule)
 	if err != nil {
 		return nil, usageError{err}
@@ -63,15 +75,16 @@ func openMixtureJob(ctx context.Context, o options) (*mixtureJob, error) {
 			storage.Close(ms.Store)
 		}
 	}
-	m.block = o.block
-	if !o.blockSet {
+	m.block = mp.block
+	if !mp.blockSet {
 		m.block = cluster.DefaultBlock(packed) // the node's orderBlock
 	}
 	round := o.mixtureRound
 	if round == 0 {
-		round = o.batchSize
+		round = mp.batch
 	}
-	if m.mix, err = cluster.NewMixture(cluster.MixSpec{Seed: o.seed, Block: m.block, Window: cluster.EffectiveWindow(m.block, o.window),
+	m.seed, m.window = mp.seed, cluster.EffectiveWindow(m.block, mp.window)
+	if m.mix, err = cluster.NewMixture(cluster.MixSpec{Seed: m.seed, Block: m.block, Window: m.window,
 		Round: round, Sources: sizes, Phases: phases}); err != nil {
 		closeAll()
 		return nil, usageError{fmt.Errorf("--mixture: %w", err)}
@@ -94,7 +107,7 @@ func (m *mixtureJob) job(o options) Job {
 		excluded += ds.Excluded
 	}
 	return Job{Mode: "standalone", Samples: m.mix.Indices(), Excluded: excluded, Packed: slices.ContainsFunc(m.srcs, (*dataset.Dataset).Packed),
-		Seed: o.seed, Block: m.block, Window: cluster.EffectiveWindow(m.block, o.window), Ranks: o.ranks, BatchSize: o.batchSize,
+		Seed: m.seed, Block: m.block, Window: m.window, Ranks: o.ranks, BatchSize: o.batchSize,
 		Epochs: o.epochs, DropLast: o.dropLast, Transform: o.transform, DType: o.dtype, Size: o.size, Media: o.media, Mixture: jm}
 }
 
@@ -122,7 +135,7 @@ func (m *mixtureJob) findKey(key string) (int64, error) {
 // its fields (its source's), its seed and, with tr, its transform.
 func (m *mixtureJob) sample(ctx context.Context, ep *cluster.MixEpoch, tr *transformer, seed uint64, epoch int, g cluster.LineageSample) Sample {
 	out := Sample{Slot: g.Slot, Offset: g.Offset, OrderPos: g.OrderPos, Index: g.Index, Pad: g.Pad, Seed: decode.SampleSeed(seed, epoch, g.Index)}
-	d := ep.DrawAt(g.OrderPos)
+	d := ep.DrawAt(g.OrderPos % ep.Len()) // a cluster's padding lies past Len, on the epoch's start
 	local, se := d.Local, d.SourceEpoch(m.mix)
 	out.Source, out.SourceIndex, out.SourceEpoch = m.mix.Name(d.Source), &local, &se
 	smp, object, err := m.cat.Sample(ctx, g.Index)
@@ -151,7 +164,7 @@ func (m *mixtureJob) sample(ctx context.Context, ep *cluster.MixEpoch, tr *trans
 // beyond its share repeats samples within an epoch, one drawn below it
 // leaves some out), each delivered where cluster.Lineage.Hits says.
 func answerMixture(ctx context.Context, o options) (*Answer, error) {
-	m, err := openMixtureJob(ctx, o)
+	m, err := openMixtureJob(ctx, o, mixParams{seed: o.seed, block: o.block, blockSet: o.blockSet, window: o.window, batch: o.batchSize})
 	if err != nil {
 		return nil, err
 	}

@@ -28,21 +28,21 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 	}
 	b := bufio.NewWriter(w)
 	j := a.Job
+	if m := j.Mixture; m != nil {
+		fmt.Fprintf(b, "mixture: %d positions an epoch (rounds of %d)", m.Positions, m.Round)
+		for _, src := range m.Sources {
+			fmt.Fprintf(b, "; %s: %s, %d samples (%d excluded), indices [%d, %d)", src.Name, src.Dataset, src.Samples, src.Excluded, src.Offset, src.Offset+src.Samples)
+		}
+		if m.Schedule != "" {
+			fmt.Fprintf(b, "; schedule %s", m.Schedule)
+		}
+		fmt.Fprintln(b)
+		j.Dataset = "--mixture " + m.Spec
+	}
 	if j.Mode == "cluster" {
 		fmt.Fprintf(b, "cluster job: journal %s generation %d; %s, %d samples (%d excluded), seed %d, block %d, window %d, batch size %d, %d epoch(s), %s %d %s\n",
 			j.Checkpoint, j.Generation, j.Dataset, j.Samples, j.Excluded, j.Seed, j.Block, j.Window, j.BatchSize, j.Epochs, j.Transform, j.Size, j.Media)
 	} else {
-		if m := j.Mixture; m != nil {
-			fmt.Fprintf(b, "mixture: %d positions an epoch (rounds of %d)", m.Positions, m.Round)
-			for _, src := range m.Sources {
-				fmt.Fprintf(b, "; %s: %s, %d samples (%d excluded), indices [%d, %d)", src.Name, src.Dataset, src.Samples, src.Excluded, src.Offset, src.Offset+src.Samples)
-			}
-			if m.Schedule != "" {
-				fmt.Fprintf(b, "; schedule %s", m.Schedule)
-			}
-			fmt.Fprintln(b)
-			j.Dataset = "--mixture " + m.Spec
-		}
 		fmt.Fprintf(b, "job: %s, %d samples (%d excluded), seed %d, block %d, window %d, %d rank(s), batch size %d, %d epoch(s)",
 			j.Dataset, j.Samples, j.Excluded, j.Seed, j.Block, j.Window, j.Ranks, j.BatchSize, j.Epochs)
 		if j.DropLast {
