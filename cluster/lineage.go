@@ -75,9 +75,16 @@ func (l Lineage) Steps() int64 {
 	return (n + l.Batch - 1) / l.Batch
 }
 
+// LineageOrder is what Step reads of an epoch's positions: an Order, or
+// a mixture's epoch (MixEpoch), whose Len is its positions.
+type LineageOrder interface {
+	Len() int64
+	At(pos int64) int64
+}
+
 // Step returns the samples of rank's step of the epoch whose order is o
 // (o.Len() must be Samples). It fails for a rank or step the job has not.
-func (l Lineage) Step(o Order, rank int, step int64) ([]LineageSample, error) {
+func (l Lineage) Step(o LineageOrder, rank int, step int64) ([]LineageSample, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
@@ -115,7 +122,14 @@ func (l Lineage) Find(o Order, index int64) ([]LineageHit, error) {
 	if index < 0 || index >= l.Samples {
 		return nil, fmt.Errorf("index %d outside the dataset's [0, %d)", index, l.Samples)
 	}
-	p := o.PositionOf(index)
+	return l.Hits(o.PositionOf(index)), nil
+}
+
+// Hits returns every place position p of an epoch's order was delivered:
+// its own place, then its repeats as padding. A mixture's epoch is no
+// permutation (a sample may be at several positions or none), so its
+// samples are found by their positions.
+func (l Lineage) Hits(p int64) []LineageHit {
 	total := l.StreamLen() * int64(l.World) // global slots, padding included
 	delivered := l.Steps() * l.Batch        // stream offsets delivered, at most
 	var hits []LineageHit
@@ -126,7 +140,7 @@ func (l Lineage) Find(o Order, index int64) ([]LineageHit, error) {
 		}
 		hits = append(hits, LineageHit{Rank: int(g % int64(l.World)), Step: off / l.Batch, Slot: int(off % l.Batch), Offset: off, Pad: g >= l.Samples})
 	}
-	return hits, nil
+	return hits
 }
 
 // PositionOf is At's inverse: the position of sample index in the epoch

@@ -46,10 +46,34 @@ type Job struct {
 	Epochs     int    `json:"epochs"`
 	DropLast   bool   `json:"drop_last"`
 	Transform  string `json:"transform"`
+	DType      string `json:"dtype"` // the samples' element type (--dtype): what the pixel digest is of
 	Size       int    `json:"size"`
 	Media      string `json:"media"`
 	StreamLen  int64  `json:"samples_per_rank"` // per epoch, padding included (standalone)
 	Steps      int64  `json:"steps_per_epoch"`  // per rank (standalone)
+	// Mixture: a --mixture job's sources and rounds; Samples is then the
+	// sources' samples together, an epoch Positions positions.
+	Mixture *JobMixture `json:"mixture,omitempty"`
+}
+
+// JobMixture is a --mixture job's mixture (cluster.Mixture).
+type JobMixture struct {
+	Spec      string      `json:"spec"`
+	Schedule  string      `json:"schedule,omitempty"`
+	Round     int         `json:"round"`
+	Positions int64       `json:"positions"` // an epoch's: the samples rounded up to whole rounds
+	Sources   []JobSource `json:"sources"`
+}
+
+// JobSource is one source of a mixture: its samples are the global
+// indices [Offset, Offset+Samples).
+type JobSource struct {
+	Name     string `json:"name"`
+	Dataset  string `json:"dataset"`
+	Samples  int64  `json:"samples"`
+	Excluded int    `json:"excluded"`
+	Offset   int64  `json:"offset"`
+	Packed   bool   `json:"packed"`
 }
 
 // Step is one step's samples, in batch order.
@@ -78,6 +102,12 @@ type Sample struct {
 	Key      string `json:"key"`
 	Label    int32  `json:"label"`
 	Class    string `json:"class,omitempty"`
+	// Source, SourceIndex and SourceEpoch: a mixture's (--mixture)
+	// source of the sample, its index in that source and the source epoch
+	// its draw belongs to (cluster.Draw); Key is then "<source>/<key>".
+	Source      string `json:"source,omitempty"`
+	SourceIndex *int64 `json:"source_index,omitempty"`
+	SourceEpoch *int64 `json:"source_epoch,omitempty"`
 	// Fields are the sample's fields (docs/fields.md): numbers, strings,
 	// lists of them, bytes (base64 in JSON).
 	Fields map[string]any `json:"fields,omitempty"`
@@ -93,6 +123,9 @@ type Sample struct {
 	Height int          `json:"height,omitempty"`
 	Crop   *decode.Rect `json:"crop,omitempty"`
 	Flip   *bool        `json:"flip,omitempty"`
+	// VFlip: the vertical flip (a transform's vflip(p=P); false without
+	// one), drawn from the sample's seed as the decoder draws it.
+	VFlip *bool `json:"vflip,omitempty"`
 	// A clip's (--media video): the chosen frames' times in seconds, in
 	// order; whether the window ran past the clip's end (its last frame
 	// repeated); and the clip's random draws (video.Draws): the window's
@@ -131,6 +164,33 @@ func (e usageError) Unwrap() error { return e.error }
 // openDataset opens the job's dataset as the standalone node lists it: the
 // same discovery options, so the same indices.
 func openDataset(ctx context.Context, o options) (storage.Store, *dataset.Dataset, error) {
+	ex, err := readExclusions(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openSource(ctx, o, o.dataset, ex)
+}
+
+// readExclusions reads --exclude (nil without it).
+func readExclusions(o options) (dataset.Exclusions, error) {
+	if o.exclude == "" {
+		return nil, nil
+	}
+	f, err := os.Open(o.exclude)
+	if err != nil {
+		return nil, fmt.Errorf("--exclude: %w", err)
+	}
+	defer f.Close()
+	ex, err := dataset.ReadExclusions(f)
+	if err != nil {
+		return nil, fmt.Errorf("--exclude %s: %w", o.exclude, err)
+	}
+	return ex, nil
+}
+
+// openSource opens the dataset at location (--dataset, or a --mixture
+// source) with the exclusions ex, as the standalone node opens it.
+func openSource(ctx context.Context, o options, location string, ex dataset.Exclusions) (storage.Store, *dataset.Dataset, error) {
 	dopts := dataset.DefaultDiscoverOptions()
 	if o.manifest != "" {
 		dopts.Layout = dataset.LayoutManifest
@@ -140,16 +200,8 @@ func openDataset(ctx context.Context, o options) (storage.Store, *dataset.Datase
 	if dopts.Extensions, err = dataset.MediaExtensions(o.media); err != nil {
 		return nil, nil, err
 	}
-	if o.exclude != "" {
-		f, err := os.Open(o.exclude)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--exclude: %w", err)
-		}
-		dopts.Exclude, err = dataset.ReadExclusions(f)
-		f.Close()
-		if err != nil {
-			return nil, nil, fmt.Errorf("--exclude %s: %w", o.exclude, err)
-		}
+	if ex != nil {
+		dopts.Exclude = ex
 	}
 	sopts := s3.DefaultOptions()
 	if o.s3Endpoint != "" {
@@ -157,14 +209,17 @@ func openDataset(ctx context.Context, o options) (storage.Store, *dataset.Datase
 	}
 	// A packed dataset's samples are read one ranged GET each: a query
 	// reads a few.
-	s, err := stores.Open(ctx, o.dataset, sopts)
+	s, err := stores.Open(ctx, location, sopts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dataset %s: %w", o.dataset, err)
+		return nil, nil, fmt.Errorf("dataset %s: %w", location, err)
 	}
-	return dataset.Open(ctx, s, o.dataset, dopts, &dataset.PackedConfig{})
+	return dataset.Open(ctx, s, location, dopts, &dataset.PackedConfig{})
 }
 
 func answer(ctx context.Context, o options) (*Answer, error) {
+	if o.mixture != "" {
+		return answerMixture(ctx, o)
+	}
 	st, ds, err := openDataset(ctx, o)
 	if err != nil {
 		return nil, err
@@ -178,7 +233,7 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 	l := cluster.Lineage{Samples: n, World: o.ranks, Batch: int64(o.batchSize), DropLast: o.dropLast}
 	a := &Answer{Job: Job{Mode: "standalone", Dataset: o.dataset, Samples: n, Excluded: ds.Excluded, Packed: ds.Packed(), Seed: o.seed,
 		Block: block, Window: cluster.EffectiveWindow(block, o.window), Ranks: o.ranks, BatchSize: o.batchSize,
-		Epochs: o.epochs, DropLast: o.dropLast, Transform: o.transform, Size: o.size, Media: o.media,
+		Epochs: o.epochs, DropLast: o.dropLast, Transform: o.transform, DType: o.dtype, Size: o.size, Media: o.media,
 		StreamLen: l.StreamLen(), Steps: l.Steps()}}
 	order := func(epoch int) cluster.Order { return cluster.NewOrder(o.seed, epoch, n, block, o.window) }
 
@@ -258,16 +313,24 @@ func sampleOf(ctx context.Context, st storage.Store, ds *dataset.Dataset, tr *tr
 	if smp.Packed() {
 		out.Object, out.ObjectOffset = ds.Object(smp.Object), smp.Offset
 	}
-	if row := ds.Fields.Row(int(g.Index)); row != nil {
-		out.Fields = map[string]any{}
-		for c, f := range ds.Fields.Schema() {
-			if v, ok := fieldValue(row[c]); ok {
-				out.Fields[f.Name] = v
-			}
-		}
-	}
+	out.Fields = fieldsOf(ds, g.Index)
 	if tr != nil {
 		tr.fill(ctx, st, g.Index, smp.Key, &out)
+	}
+	return out
+}
+
+// fieldsOf is sample index's fields in ds (nil without any).
+func fieldsOf(ds *dataset.Dataset, index int64) map[string]any {
+	row := ds.Fields.Row(int(index))
+	if row == nil {
+		return nil
+	}
+	out := map[string]any{}
+	for c, f := range ds.Fields.Schema() {
+		if v, ok := fieldValue(row[c]); ok {
+			out[f.Name] = v
+		}
 	}
 	return out
 }
@@ -329,6 +392,11 @@ func newTransformer(o options) (*transformer, string, error) {
 	t.Size = o.size
 	c.Transform = t
 	if c.Layout, err = decode.ParseLayout(o.layout); err != nil {
+		return nil, "", err
+	}
+	// The digest is of the slot's bytes: with a float dtype, the decoder's
+	// x/255 (and the transform's normalize) in that dtype.
+	if c.DType, err = decode.ParseDType(o.dtype); err != nil {
 		return nil, "", err
 	}
 	c.MaxPixels, c.Lowres = o.maxPixels, o.lowres
@@ -411,7 +479,7 @@ func digest(b []byte) string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
-// fill reads sample index and sets its size, crop, flip and pixel
+// fill reads sample index and sets its size, crop, flips and pixel
 // digest; a sample that cannot be read or decoded gets its error (the
 // job failed it too).
 func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, key string, out *Sample) {
@@ -437,12 +505,12 @@ func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, k
 	// The decoder's crop is SamplingFor's on the header's size; say it
 	// from SamplingFor here too, so the answer is the pure function's.
 	s := decode.SamplingFor(t.t, info.Width, info.Height, out.Seed)
-	if s.Crop != info.Crop || s.Flip != info.Flip {
-		out.Error = fmt.Sprintf("the decoder placed crop %+v flip %v, SamplingFor says %+v %v", info.Crop, info.Flip, s.Crop, s.Flip)
+	if s.Crop != info.Crop || s.Flip != info.Flip || s.VFlip != info.VFlip {
+		out.Error = fmt.Sprintf("the decoder placed crop %+v flip %v vflip %v, SamplingFor says %+v %v %v", info.Crop, info.Flip, info.VFlip, s.Crop, s.Flip, s.VFlip)
 	}
 	out.Width, out.Height = info.Width, info.Height
-	crop, flip := s.Crop, s.Flip
-	out.Crop, out.Flip = &crop, &flip
+	crop, flip, vflip := s.Crop, s.Flip, s.VFlip
+	out.Crop, out.Flip, out.VFlip = &crop, &flip, &vflip
 	out.Pixels = digest(t.dst)
 }
 

@@ -81,6 +81,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--dataset", "x", "--step", "1", "--epoch", "3", "--epochs", "3"}, "epochs 0..2"},
 		{[]string{"--dataset", "x", "--step", "1", "--key", "a"}, "give one question"},
 		{[]string{"--step", "1"}, "--dataset is required"},
+		{[]string{"--mixture", "a=x", "--dataset", "x", "--step", "1"}, "in place of --dataset"},
+		{[]string{"--dataset", "x", "--step", "1", "--mixture-round", "4"}, "need --mixture"},
+		{[]string{"--mixture", "a=x:1,b", "--step", "1"}, "--mixture"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {

@@ -48,6 +48,13 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 		return nil, err
 	}
 	defer storage.Close(jst)
+	batch := int64(e.BatchSize)
+	if batch == 0 { // a journal from before identities
+		batch = int64(o.batchSize)
+	}
+	if o.mixture != "" {
+		return answerClusterMixture(ctx, o, j, e, batch)
+	}
 	st, ds, err := openDataset(ctx, o)
 	if err != nil {
 		return nil, err
@@ -62,15 +69,37 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 			return nil, usageError{fmt.Errorf("dataset %s has digest %s, the journal's job %s: give the coordinator's --dataset (and --exclude)", o.dataset, d, e.Digest)}
 		}
 	}
-	batch := int64(e.BatchSize)
-	if batch == 0 { // a journal from before identities
-		batch = int64(o.batchSize)
-	}
 	s := e.State
 	a := &Answer{Job: Job{Mode: "cluster", Checkpoint: o.checkpoint, Generation: e.Gen, Dataset: o.dataset, Samples: n,
 		Excluded: ds.Excluded, Packed: ds.Packed(), Seed: s.Seed, Block: s.Block, Window: cluster.EffectiveWindow(s.Block, s.Window),
-		BatchSize: int(batch), Epochs: e.Epochs, Transform: o.transform, Size: o.size, Media: o.media}}
-	order := func(epoch int) cluster.Order { return cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window) }
+		BatchSize: int(batch), Epochs: e.Epochs, Transform: o.transform, DType: o.dtype, Size: o.size, Media: o.media}}
+	return answerClusterSteps(ctx, o, j, e, batch, a, clusterData{
+		sampler: func(epoch int) cluster.Sampler { return cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window) },
+		find: func(key string) (int64, error) {
+			idx, err := findKey(ds, key)
+			if err != nil {
+				return 0, fmt.Errorf("dataset %s: %w", o.dataset, err)
+			}
+			return idx, nil
+		},
+		sample: func(tr *transformer, epoch int, _ cluster.Sampler, g cluster.LineageSample) Sample {
+			return sampleOf(ctx, st, ds, tr, s.Seed, epoch, g)
+		},
+	})
+}
+
+// clusterData is how a cluster job's positions become samples: one
+// dataset's order, or a mixture's epochs (a cluster.Sampler each).
+type clusterData struct {
+	sampler func(epoch int) cluster.Sampler
+	find    func(key string) (int64, error) // a key's index
+	sample  func(tr *transformer, epoch int, s cluster.Sampler, g cluster.LineageSample) Sample
+}
+
+// answerClusterSteps answers the question from the journal's trails,
+// the positions mapped to samples by d.
+func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e journal.Entry, batch int64, a *Answer, d clusterData) (*Answer, error) {
+	s := e.State
 	lineageOf := func(epoch int) (cluster.EpochLineage, error) {
 		ts, err := j.Trails(ctx, e, epoch)
 		return cluster.EpochLineage{Batch: batch, Trails: ts}, err
@@ -81,9 +110,9 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 	}
 
 	if o.key != "" {
-		idx, err := findKey(ds, o.key)
+		idx, err := d.find(o.key)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("dataset %s: %w", o.dataset, err)}
+			return nil, usageError{err}
 		}
 		a.Key, a.Index = o.key, &idx
 		first, last := 0, started-1
@@ -95,7 +124,7 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 			if err != nil {
 				return nil, err
 			}
-			hits, err := l.Find(order(ep), idx)
+			hits, err := l.Find(d.sampler(ep), idx)
 			if err != nil {
 				return nil, err
 			}
@@ -111,7 +140,8 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps, err := l.Steps(order(o.epoch), o.rankName, o.steps.First, o.steps.Last)
+	smp := d.sampler(o.epoch)
+	steps, err := l.Steps(smp, o.rankName, o.steps.First, o.steps.Last)
 	if err != nil {
 		return nil, err
 	}
@@ -140,9 +170,39 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 			a.Note = "a step marked uncertain lies between two commits with a stream end between them whose commit never reached the coordinator: the positions between the commits are exact, their split into those steps one of the ways that fit (docs/lineage.md)"
 		}
 		for _, g := range cs.Samples {
-			step.Samples = append(step.Samples, sampleOf(ctx, st, ds, tr, s.Seed, o.epoch, g))
+			step.Samples = append(step.Samples, d.sample(tr, o.epoch, smp, g))
 		}
 		a.Steps = append(a.Steps, step)
 	}
 	return a, nil
+}
+
+// answerClusterMixture answers for a cluster --mixture job: its sources
+// opened as the node opens them, the mixture drawn with the journal's
+// seed, block, window and (without --mixture-round) batch size, which
+// must give the journal's positions and dataset digest (the digest
+// covers the mixture's identity: sources, sizes, round, schedule).
+func answerClusterMixture(ctx context.Context, o options, j *journal.Journal, e journal.Entry, batch int64) (*Answer, error) {
+	s := e.State
+	m, err := openMixtureJob(ctx, o, mixParams{seed: s.Seed, block: s.Block, blockSet: true, window: s.Window, batch: int(batch)})
+	if err != nil {
+		return nil, err
+	}
+	defer m.cat.Close()
+	if m.mix.Len() != s.Samples {
+		return nil, usageError{fmt.Errorf("--mixture: an epoch of %d positions, the journal's job %d: give the coordinator's --mixture, --mixture-schedule and --mixture-round", m.mix.Len(), s.Samples)}
+	}
+	if e.Digest != "" && m.cat.Digest() != e.Digest {
+		return nil, usageError{fmt.Errorf("--mixture has digest %s, the journal's job %s: give the coordinator's --mixture, --mixture-schedule, --mixture-round (and --exclude)", m.cat.Digest(), e.Digest)}
+	}
+	a := &Answer{Job: m.job(o)}
+	a.Job.Mode, a.Job.Checkpoint, a.Job.Generation = "cluster", o.checkpoint, e.Gen
+	a.Job.Ranks, a.Job.BatchSize, a.Job.Epochs, a.Job.DropLast = 0, int(batch), e.Epochs, false
+	return answerClusterSteps(ctx, o, j, e, batch, a, clusterData{
+		sampler: func(epoch int) cluster.Sampler { return m.mix.Epoch(epoch) },
+		find:    m.findKey,
+		sample: func(tr *transformer, epoch int, smp cluster.Sampler, g cluster.LineageSample) Sample {
+			return m.sample(ctx, smp.(*cluster.MixEpoch), tr, s.Seed, epoch, g)
+		},
+	})
 }

@@ -24,6 +24,9 @@ type options struct {
 	block, window, batchSize, ranks, epochs       int
 	blockSet, dropLast, lowres                    bool
 	transform, layout, decoder                    string
+	dtype                                         string
+	mixture, mixtureSchedule                      string
+	mixtureRound                                  int
 	size                                          int
 	maxPixels                                     int64
 	clipFrames                                    int
@@ -67,9 +70,9 @@ const maxSteps = 10000
 // jobFlags are the node's flags this command reads; a --config file's
 // other keys (the node's own: decoders, sink, ...) are ignored.
 var jobFlags = map[string]bool{
-	"dataset": true, "manifest": true, "s3-endpoint": true, "exclude": true, "media": true,
+	"dataset": true, "mixture": true, "mixture-schedule": true, "mixture-round": true, "manifest": true, "s3-endpoint": true, "exclude": true, "media": true,
 	"seed": true, "block": true, "mix-window": true, "batch-size": true, "ranks": true, "epochs": true,
-	"drop-last": true, "transform": true, "size": true, "layout": true, "decoder": true, "lowres": true,
+	"drop-last": true, "transform": true, "size": true, "layout": true, "dtype": true, "decoder": true, "lowres": true,
 	"max-pixels": true, "clip-frames": true, "clip-fps": true, "clip-sampling": true,
 }
 
@@ -85,6 +88,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	// The job, as longshore-node --standalone takes it.
 	fs.StringVar(&o.dataset, "dataset", "", "the job's --dataset: a directory, file://DIR or s3://bucket/prefix")
+	fs.StringVar(&o.mixture, "mixture", "", "the job's --mixture (name=DATASET:WEIGHT,..., in place of --dataset): each sample's source, key (<source>/<key>) and fields")
+	fs.StringVar(&o.mixtureSchedule, "mixture-schedule", "", "the job's --mixture-schedule")
+	fs.IntVar(&o.mixtureRound, "mixture-round", 0, "the job's --mixture-round (0: --batch-size)")
 	fs.StringVar(&o.manifest, "manifest", "", "the job's --manifest")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	fs.StringVar(&o.exclude, "exclude", "", "the job's --exclude file (exclusions renumber the samples)")
@@ -99,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.transform, "transform", "train", "the job's --transform: train, eval or resize")
 	fs.IntVar(&o.size, "size", 224, "the job's --size")
 	fs.StringVar(&o.layout, "layout", "nchw", "the job's --layout (for the pixel digest)")
+	fs.StringVar(&o.dtype, "dtype", "uint8", "the job's --dtype: uint8, float16, bfloat16 or float32 (for the pixel digest: the sample as the trainer got it, normalized by the transform's normalize)")
 	fs.StringVar(&o.decoder, "decoder", "turbo", "the job's --decoder (for the pixel digest)")
 	fs.BoolVar(&o.lowres, "lowres", true, "the job's --lowres (for the pixel digest)")
 	fs.Int64Var(&o.maxPixels, "max-pixels", decode.DefaultMaxPixels, "the job's --max-pixels")
@@ -126,8 +133,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
+	sizeSet := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
+		case "size":
+			sizeSet = true
 		case "block":
 			o.blockSet = true
 		case "epoch":
@@ -136,6 +146,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.rankSet = true
 		}
 	})
+	// center_crop(size=S) names the output side when --size is not given,
+	// as the node takes it (its decodeConfig); given both, the decoder
+	// refuses a disagreement, as the node does.
+	if t, err := decode.ParseTransform(o.transform); err == nil && t.CropSize != 0 && !sizeSet {
+		o.size = t.CropSize
+	}
 	switch {
 	case step != "" && steps != "":
 		errs = append(errs, errors.New("--step and --steps: give one"))
@@ -167,8 +183,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.key != "" && o.stepsSet {
 		errs = append(errs, errors.New("--key asks where a key appeared; --step/--steps what a step held: give one question"))
 	}
-	if o.checkpoint != "" && (o.key != "" || o.stepsSet) && o.dataset == "" {
-		errs = append(errs, errors.New("--dataset is required (the job's: the journal names samples by index)"))
+	if o.checkpoint != "" && (o.key != "" || o.stepsSet) && o.dataset == "" && o.mixture == "" {
+		errs = append(errs, errors.New("--dataset is required (the job's, or its --mixture: the journal names samples by index)"))
 	}
 	if o.checkpoint != "" && o.stepsSet && !o.rankSet {
 		errs = append(errs, errors.New("--checkpoint --step: name the rank (--rank <node>/<i>)"))
@@ -178,9 +194,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		case o.key == "" && !o.stepsSet:
 			errs = append(errs, errors.New("ask a question: --epoch E --rank R --step T (or --steps A-B), or --key K"))
 		}
-		if o.dataset == "" {
-			errs = append(errs, errors.New("--dataset is required (the job's)"))
+		switch {
+		case o.dataset == "" && o.mixture == "":
+			errs = append(errs, errors.New("--dataset is required (the job's, or its --mixture)"))
 		}
+	}
+	if o.mixture != "" && o.dataset != "" {
+		errs = append(errs, errors.New("--mixture is in place of --dataset: give the job's one"))
+	}
+	if o.mixture == "" && (o.mixtureSchedule != "" || o.mixtureRound != 0) {
+		errs = append(errs, errors.New("--mixture-schedule and --mixture-round need --mixture"))
+	}
+	if o.mixtureRound < 0 {
+		errs = append(errs, fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", o.mixtureRound))
 	}
 	if o.epochs < 1 {
 		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", o.epochs))

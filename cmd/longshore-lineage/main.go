@@ -16,7 +16,8 @@
 //	    --epoch 3 --rank n2/0 --steps 100-110
 //
 // It takes the node's job flags (and its --config file, whose other keys
-// it ignores). A cluster job's order and batch size come from its
+// it ignores), --mixture (a standalone mixture job: each sample's source)
+// and --dtype (the pixel digest of a float job) among them. A cluster job's order and batch size come from its
 // journal, and each step's positions from what the journal records of
 // each rank session's commits (cluster.Trail; docs/lineage.md).
 package main

@@ -412,3 +412,234 @@ func TestPackedMatchesDeliveryLog(t *testing.T) {
 		t.Fatalf("lineage answered %d steps, the log has %d", answered, len(log))
 	}
 }
+
+// TestVFlipMatchesDeliveryLog: a transform with vflip(p=0.5) (after the
+// crop): lineage gives each sample's vertical flip, and it is the one the
+// node applied: the delivered pixels are the same sample's unflipped
+// pixels (the transform without vflip) where lineage says vflip=false and
+// its flipped ones (vflip(p=1), the same crop: the draws are separate)
+// where it says true; both occur.
+func TestVFlipMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 30)
+	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "24", "--seed", "3"}
+	const ops = "random_resized_crop|vflip(p=0.5)"
+	logPath := filepath.Join(t.TempDir(), "v.log")
+	cmd := exec.Command(node(t), append(job, "--transform", ops, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	a := lineage(t, append(job, "--transform", ops, "--steps", "0-3")...)
+	plain := lineage(t, append(job, "--transform", "random_resized_crop", "--steps", "0-3")...)
+	flipped := lineage(t, append(job, "--transform", "random_resized_crop|vflip(p=1)", "--steps", "0-3")...)
+	counts := map[bool]int{}
+	for si, s := range a.Steps {
+		want := log[stepID{s.Epoch, s.Rank, s.Step}]
+		if len(s.Samples) != len(want) {
+			t.Fatalf("step %d: lineage has %d samples, the log %d", s.Step, len(s.Samples), len(want))
+		}
+		for i, x := range s.Samples {
+			if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
+				t.Errorf("step %d slot %d: lineage %s px:%s %s, the log %s px:%s", s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
+			}
+			if x.VFlip == nil {
+				t.Fatalf("step %d slot %d: no vflip in %+v", s.Step, i, x)
+			}
+			other := plain.Steps[si].Samples[i]
+			if *x.VFlip {
+				other = flipped.Steps[si].Samples[i]
+			}
+			if other.Pixels != want[i].px || *other.Crop != *x.Crop {
+				t.Errorf("step %d slot %d %s: lineage says vflip=%v, but the delivered px:%s are not that sample's (px:%s)", s.Step, i, x.Key, *x.VFlip, want[i].px, other.Pixels)
+			}
+			counts[*x.VFlip]++
+		}
+	}
+	if counts[true] == 0 || counts[false] == 0 {
+		t.Errorf("vflip counts %v: want both", counts)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(job, "--transform", ops, "--step", "0"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "vflip=true") && !strings.Contains(out.String(), "vflip=false") {
+		t.Errorf("the text answer gives no vflip:\n%s", out.String())
+	}
+}
+
+// TestDTypeMatchesDeliveryLog: a float job (--dtype float16, bfloat16,
+// float32) whose transform ends with normalize: the node's --log-pixels
+// digests the float sample the trainer got, and lineage's digest must be
+// that one, for every dtype.
+func TestDTypeMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 20)
+	const ops = "random_resized_crop|vflip(p=0.5)|normalize(mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225])"
+	for _, dt := range []string{"float16", "bfloat16", "float32"} {
+		job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "16", "--seed", "9",
+			"--transform", ops, "--dtype", dt}
+		logPath := filepath.Join(t.TempDir(), dt+".log")
+		cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("longshore-node --dtype %s: %v\n%s", dt, err, out)
+		}
+		log := readLog(t, logPath)
+		a := lineage(t, append(job, "--steps", "0-2")...)
+		answered := 0
+		for _, s := range a.Steps {
+			want := log[stepID{s.Epoch, s.Rank, s.Step}]
+			if len(s.Samples) != len(want) {
+				t.Fatalf("--dtype %s step %d: lineage has %d samples, the log %d", dt, s.Step, len(s.Samples), len(want))
+			}
+			for i, x := range s.Samples {
+				if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
+					t.Errorf("--dtype %s step %d slot %d: lineage %s px:%s %s, the log %s px:%s", dt, s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
+				}
+			}
+			answered++
+		}
+		if answered != len(log) || a.Job.DType != dt {
+			t.Fatalf("--dtype %s: lineage answered %d steps (job dtype %q), the log has %d", dt, answered, a.Job.DType, len(log))
+		}
+	}
+}
+
+// TestMixtureMatchesDeliveryLog: a standalone --mixture job of two
+// sources (an ImageFolder, and a packed dataset whose manifest gives each
+// sample a caption field) under a schedule: lineage answers each step from
+// the job's flags alone, with each sample's source, its mixture key
+// ("<source>/<key>"), its fields and its pixels, as the delivery log
+// has them; and --key finds each place the log shows a key.
+func TestMixtureMatchesDeliveryLog(t *testing.T) {
+	web := makeDataset(t, 23)
+	books := packDataset(t, makeDataset(t, 9), 4)
+	// A caption field on every book.
+	mpath := filepath.Join(books, dataset.ManifestJSONLName)
+	b, err := os.ReadFile(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m["key"]; ok {
+			m["caption"] = "about " + m["key"].(string)
+		}
+		out, _ := json.Marshal(m)
+		lines = append(lines, string(out))
+	}
+	if err := os.WriteFile(mpath, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := []string{"--mixture", "web=" + web + ",books=" + books, "--mixture-schedule", "web:0.6,books:0.4;web:0.2,books:0.8@40",
+		"--epochs", "2", "--batch-size", "5", "--ranks", "2", "--transform", "train", "--size", "16", "--seed", "13", "--mix-window", "2"}
+	logPath := filepath.Join(t.TempDir(), "m.log")
+	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	answered, captions := 0, 0
+	sources := map[string]int{}
+	for e := 0; e < 2; e++ {
+		for r := 0; r < 2; r++ {
+			a := lineage(t, append(job, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", fmt.Sprintf("0-%d", 3))...)
+			if a.Job.Mixture == nil || len(a.Job.Mixture.Sources) != 2 || a.Job.Mixture.Round != 5 {
+				t.Fatalf("job %+v: want the mixture's two sources, round 5", a.Job)
+			}
+			for _, s := range a.Steps {
+				want := log[stepID{s.Epoch, s.Rank, s.Step}]
+				if len(s.Samples) != len(want) {
+					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+				}
+				for i, x := range s.Samples {
+					w := want[i]
+					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" {
+						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v px:%s %s, the log %s pad=%v px:%s",
+							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
+					}
+					if !strings.HasPrefix(x.Key, x.Source+"/") {
+						t.Errorf("%s: source %q", x.Key, x.Source)
+					}
+					sources[x.Source]++
+					if x.Source == "books" {
+						if x.Fields["caption"] != "about "+strings.TrimPrefix(x.Key, "books/") || !strings.HasPrefix(x.Object, "books/") {
+							t.Errorf("%s: fields %v, object %q", x.Key, x.Fields, x.Object)
+						}
+						captions++
+					}
+				}
+				answered++
+			}
+		}
+	}
+	if answered != len(log) || sources["web"] == 0 || captions == 0 {
+		t.Fatalf("lineage answered %d steps, the log has %d; sources %v", answered, len(log), sources)
+	}
+	// The text form names the sources and each sample's.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(job, "--epoch", "1", "--rank", "1", "--step", "1"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	t.Logf("longshore-lineage --mixture ... --epoch 1 --rank 1 --step 1:\n%s", out.String())
+	for _, d := range log[stepID{1, 1, 1}] {
+		src, _, _ := strings.Cut(d.key, "/")
+		if !strings.Contains(out.String(), d.key) || !strings.Contains(out.String(), "source "+src+" index") || !strings.Contains(out.String(), "px:"+d.px) {
+			t.Errorf("text answer lacks %s (source %s) px:%s:\n%s", d.key, src, d.px, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "mixture: ") || !strings.Contains(out.String(), "books: "+books) {
+		t.Errorf("text answer lacks the mixture's sources:\n%s", out.String())
+	}
+	// The reverse.
+	where := map[string][]stepID{}
+	for id, ds := range log {
+		for _, d := range ds {
+			where[d.key] = append(where[d.key], id)
+		}
+	}
+	for key, ids := range where {
+		a := lineage(t, append(job, "--key", key)...)
+		if len(a.Appearances) != len(ids) {
+			t.Fatalf("--key %s: %d appearances %v, the log %d %v", key, len(a.Appearances), a.Appearances, len(ids), ids)
+		}
+		for _, h := range a.Appearances {
+			d := log[stepID{h.Epoch, h.Rank, h.Step}]
+			if h.Slot >= len(d) || d[h.Slot].key != key || d[h.Slot].pad != h.Pad {
+				t.Fatalf("--key %s: appearance %+v is not in the log", key, h)
+			}
+		}
+	}
+}
+
+// TestCenterCropSizeMatchesDeliveryLog: center_crop(size=S) names the
+// output side when --size is not given (the node's rule): lineage must
+// decode at that side too, not at --size's default.
+func TestCenterCropSizeMatchesDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 10)
+	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "4", "--ranks", "1", "--seed", "2",
+		"--transform", "resize(short=40)|center_crop(size=24)"}
+	logPath := filepath.Join(t.TempDir(), "c.log")
+	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	a := lineage(t, append(job, "--steps", "0-2")...)
+	for _, s := range a.Steps {
+		want := log[stepID{s.Epoch, s.Rank, s.Step}]
+		if len(s.Samples) != len(want) {
+			t.Fatalf("step %d: lineage has %d samples, the log %d", s.Step, len(s.Samples), len(want))
+		}
+		for i, x := range s.Samples {
+			if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
+				t.Errorf("step %d slot %d: lineage %s px:%s %s, the log %s px:%s", s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
+			}
+		}
+	}
+	if a.Job.Size != 24 {
+		t.Errorf("job size %d, want center_crop's 24", a.Job.Size)
+	}
+}

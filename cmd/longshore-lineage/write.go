@@ -28,6 +28,17 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 	}
 	b := bufio.NewWriter(w)
 	j := a.Job
+	if m := j.Mixture; m != nil {
+		fmt.Fprintf(b, "mixture: %d positions an epoch (rounds of %d)", m.Positions, m.Round)
+		for _, src := range m.Sources {
+			fmt.Fprintf(b, "; %s: %s, %d samples (%d excluded), indices [%d, %d)", src.Name, src.Dataset, src.Samples, src.Excluded, src.Offset, src.Offset+src.Samples)
+		}
+		if m.Schedule != "" {
+			fmt.Fprintf(b, "; schedule %s", m.Schedule)
+		}
+		fmt.Fprintln(b)
+		j.Dataset = "--mixture " + m.Spec
+	}
 	if j.Mode == "cluster" {
 		fmt.Fprintf(b, "cluster job: journal %s generation %d; %s, %d samples (%d excluded), seed %d, block %d, window %d, batch size %d, %d epoch(s), %s %d %s\n",
 			j.Checkpoint, j.Generation, j.Dataset, j.Samples, j.Excluded, j.Seed, j.Block, j.Window, j.BatchSize, j.Epochs, j.Transform, j.Size, j.Media)
@@ -38,6 +49,9 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 			fmt.Fprint(b, ", drop-last")
 		}
 		fmt.Fprintf(b, ", %s %d %s; %d sample(s) and %d step(s) a rank per epoch\n", j.Transform, j.Size, j.Media, j.StreamLen, j.Steps)
+	}
+	if j.DType != "" && j.DType != "uint8" {
+		fmt.Fprintf(b, "samples are %s (the pixel digests are of those values)\n", j.DType)
 	}
 	if a.Key != "" {
 		fmt.Fprintf(b, "key %s (index %d) appeared %d time(s):\n", a.Key, *a.Index, len(a.Appearances))
@@ -60,6 +74,9 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 			if x.Class != "" {
 				fmt.Fprintf(b, " (%s)", x.Class)
 			}
+			if x.Source != "" && x.SourceIndex != nil && x.SourceEpoch != nil {
+				fmt.Fprintf(b, "  source %s index %d (its epoch %d)", x.Source, *x.SourceIndex, *x.SourceEpoch)
+			}
 			for _, k := range slices.Sorted(maps.Keys(x.Fields)) {
 				switch v := x.Fields[k].(type) {
 				case string:
@@ -77,7 +94,11 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 				fmt.Fprint(b, "  pad")
 			}
 			if x.Crop != nil {
-				fmt.Fprintf(b, "  %dx%d crop x=%d y=%d w=%d h=%d flip=%v px:%s", x.Width, x.Height, x.Crop.X, x.Crop.Y, x.Crop.W, x.Crop.H, *x.Flip, x.Pixels)
+				fmt.Fprintf(b, "  %dx%d crop x=%d y=%d w=%d h=%d flip=%v", x.Width, x.Height, x.Crop.X, x.Crop.Y, x.Crop.W, x.Crop.H, *x.Flip)
+				if x.VFlip != nil {
+					fmt.Fprintf(b, " vflip=%v", *x.VFlip)
+				}
+				fmt.Fprintf(b, " px:%s", x.Pixels)
 			}
 			if x.ClipDraws != nil {
 				fmt.Fprintf(b, "  %dx%d frames at", x.Width, x.Height)
