@@ -455,6 +455,26 @@ func BenchmarkMixtureAt(b *testing.B) {
 			e.At(int64(i) * 8 % m.Len())
 		}
 	})
+	// Random positions inside a linear ramp of 100,000 rounds, side by
+	// side with "random" (after a step): up to rampStride apportionments
+	// more to count a round's draws before it.
+	ramp := spec
+	ramp.Phases = []MixPhase{{At: 0, Weights: []string{"0.7", "0.2", "0.1"}},
+		{At: 256 * 100_000, Weights: []string{"0.1", "0.2", "0.7"}, Linear: true}}
+	mr := mustMixture(b, ramp)
+	b.Run("random-in-ramp", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			mr.At(int64(i) * 7919 % (256 * 100_000))
+		}
+	})
+	// Making a mixture whose ramp spans a million rounds of 256: each
+	// round's apportionment is worked out once, when it is made.
+	ramp.Phases[1].At = 256 * 1_000_000
+	b.Run("new-ramp-1M-rounds", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			mustMixture(b, ramp)
+		}
+	})
 }
 
 // TestMixtureDrawsIn: the per-source count of ranges of positions is
