@@ -55,16 +55,13 @@ type MixtureFilePhase struct {
 
 // IsMixtureFile says whether --mixture's value names a file: one that
 // exists, or a name ending in .yaml or .yml (so that a missing file is
-// reported as one, not as a malformed spec).
+// reported as one, not as a malformed spec). A value with "=" is an
+// inline spec (name=DATASET...) unless it names an existing file.
 func IsMixtureFile(spec string) bool {
-	if strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml") {
+	if st, err := os.Stat(spec); err == nil && st.Mode().IsRegular() {
 		return true
 	}
-	if strings.ContainsAny(spec, "=,") {
-		return false
-	}
-	st, err := os.Stat(spec)
-	return err == nil && st.Mode().IsRegular()
+	return !strings.Contains(spec, "=") && (strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml"))
 }
 
 // LoadMixture reads and checks a mixture file. Every problem is

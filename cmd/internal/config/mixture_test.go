@@ -31,7 +31,7 @@ schedule:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !IsMixtureFile(path) || IsMixtureFile("a=/x:1,b=/y:2") || !IsMixtureFile("/nowhere/mix.yml") {
+	if !IsMixtureFile(path) || IsMixtureFile("a=/x:1,b=/y:2") || !IsMixtureFile("/nowhere/mix.yml") || IsMixtureFile("a=/data/list.yaml") {
 		t.Error("IsMixtureFile: a file, a spec or a .yml name told wrong")
 	}
 	got, err := LoadMixture(path)
