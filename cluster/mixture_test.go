@@ -585,6 +585,18 @@ func TestMixtureLongRamp(t *testing.T) {
 			sum[s] += counts[s]
 		}
 	}
+	for _, e := range []int{0, 3, 6} { // epochs of 143 rounds; the ramp ends in epoch 6
+		rs := []Range{{0, 300}, {303, 650}, {651, m.Len()}}
+		want := make([]int64, 3)
+		for _, r := range rs {
+			for p := r.Start; p < r.End; p++ {
+				want[m.DrawAt(int64(e)*m.Len()+p).Source]++
+			}
+		}
+		if got := m.DrawsIn(e, rs); !slices.Equal(got, want) {
+			t.Errorf("epoch %d: DrawsIn %v, counted %v", e, got, want)
+		}
+	}
 	if got, _, _ := m.Counts(1050 * 7); !slices.Equal(got, []int64{1, 1, 5}) {
 		t.Errorf("after the ramp: %v, want [1 1 5]", got) // 0.7, 1.4, 4.9: floors 0, 1, 4; 2 left, to c (.9) and a (.7)
 	}
