@@ -67,8 +67,16 @@ import (
 // A schedule is a list of phases, each a set of weights from a job
 // sample P on; a phase starts with the first round that begins at or
 // after its P (a round is never split between two sets of weights).
-// Changes are steps; the draws counted before any round are a sum over
-// the phases before it, so At costs O(log phases + Round).
+// A change is a step, or a linear ramp (MixPhase.Linear): the rounds
+// from the previous phase's first round to this one's each take the
+// weights interpolated linearly between the two phases' at the round's
+// index, w(r) = w0 + (w1-w0)·(r-r0)/(r1-r0), and are apportioned by
+// largest remainders as any round is (exactly, in integers), so a ramp
+// is exact per round too. The draws counted before any round are a sum
+// over the phases before it (and, within a ramp, a prefix kept every
+// rampStride rounds), so At costs O(log phases + Round) after a step and
+// O(log phases + Round + rampStride) within a ramp; a ramp's prefixes are
+// worked out when the mixture is made, O(its rounds).
 //
 // A Mixture is immutable and safe for concurrent use.
 type Mixture struct {
@@ -96,6 +104,21 @@ type mixPhase struct {
 	full   []int64 // per source, in a round
 	fullP  []int64 // prefix sums of full: source s holds slots [fullP[s], fullP[s+1])
 	before []int64 // per source, the draws of every round before from
+	linear bool    // the rounds before from ramp to weight from the previous phase's
+	ramp   *mixRamp
+}
+
+// rampStride is how many rounds of a ramp apart its prefix sums are kept.
+const rampStride = 256
+
+// mixRamp is the linear ramp of rounds [from, from+span) of a phase to
+// the next phase's weights: round from+t holds the largest-remainder
+// apportionment of the round by (a·(span-t) + b·t) / (q·span), a and b
+// the two phases' weights as numerators over their common denominator q.
+type mixRamp struct {
+	span, q int64
+	a, b    []int64
+	cum     [][]int64 // cum[j][s]: source s's draws in rounds [from, from+j·rampStride)
 }
 
 // MixSource is one source of a mixture: its name (unique, used in keys
@@ -113,6 +136,11 @@ type MixSource struct {
 type MixPhase struct {
 	At      int64
 	Weights []string
+	// Linear ramps to Weights: the rounds from the previous phase's
+	// first to this one's take weights interpolated linearly between
+	// the two (per round, each exact); false is a step. The first phase
+	// has nothing to ramp from.
+	Linear bool
 }
 
 // MixSpec describes a Mixture.
@@ -180,7 +208,10 @@ func NewMixture(spec MixSpec) (*Mixture, error) {
 		if len(p.Weights) != len(m.names) {
 			return nil, bad("weights from sample %d: %d of them for %d sources", p.At, len(p.Weights), len(m.names))
 		}
-		ph := mixPhase{at: p.At, from: m.roundFrom(p.At)}
+		if i == 0 && p.Linear {
+			return nil, bad("the schedule's first weights cannot ramp: there is nothing before them")
+		}
+		ph := mixPhase{at: p.At, from: m.roundFrom(p.At), linear: p.Linear}
 		sum := new(big.Rat)
 		for s, w := range p.Weights {
 			r, ok := new(big.Rat).SetString(strings.TrimSpace(w))
@@ -208,9 +239,18 @@ func NewMixture(spec MixSpec) (*Mixture, error) {
 			if ph.from == prev.from {
 				return nil, bad("weights from samples %d and %d start in the same round (round %d): at most one change a round", prev.at, p.At, ph.from)
 			}
+			if ph.linear {
+				ramp, err := newRamp(m.round, prev, ph)
+				if err != nil {
+					return nil, bad("the ramp to the weights from sample %d: %v", p.At, err)
+				}
+				m.phases[i-1].ramp = ramp
+				prev = m.phases[i-1]
+			}
 			ph.before = make([]int64, len(m.names))
+			seg := m.segDraws(prev, ph.from)
 			for s := range ph.before {
-				ph.before[s] = prev.before[s] + m.draws(prev, s, prev.from, ph.from)
+				ph.before[s] = prev.before[s] + seg[s]
 			}
 		} else {
 			ph.before = make([]int64, len(m.names))
@@ -228,12 +268,127 @@ func (m *Mixture) roundFrom(p int64) int64 {
 	return e*m.rpe + j // j == rpe is the next epoch's first round
 }
 
-// draws is how many draws of source s rounds [a, b) hold under phase ph.
-func (m *Mixture) draws(ph mixPhase, s int, a, b int64) int64 {
-	if b <= a {
-		return 0
+// segDraws is each source's draws in rounds [ph.from, r) under phase ph
+// (r at most the next phase's first round).
+func (m *Mixture) segDraws(ph mixPhase, r int64) []int64 {
+	out := make([]int64, len(ph.full))
+	t := r - ph.from
+	if t <= 0 {
+		return out
 	}
-	return (b - a) * ph.full[s]
+	if ph.ramp == nil {
+		for s := range out {
+			out[s] = t * ph.full[s]
+		}
+		return out
+	}
+	j := t / rampStride
+	copy(out, ph.ramp.cum[j])
+	for k := j * rampStride; k < t; k++ {
+		for s, c := range ph.ramp.counts(m.round, k) {
+			out[s] += c
+		}
+	}
+	return out
+}
+
+// roundCounts is each source's count in global round r under phase ph.
+func (m *Mixture) roundCounts(ph mixPhase, r int64) []int64 {
+	if ph.ramp == nil {
+		return ph.full
+	}
+	return ph.ramp.counts(m.round, r-ph.from)
+}
+
+// newRamp makes the ramp of prev's rounds to ph's weights.
+func newRamp(round int64, prev, ph mixPhase) (*mixRamp, error) {
+	rp := &mixRamp{span: ph.from - prev.from, q: 1}
+	// q: the weights' common denominator (they are reduced).
+	for _, ws := range [][]*big.Rat{prev.weight, ph.weight} {
+		for _, w := range ws {
+			d := w.Denom()
+			if !d.IsInt64() {
+				return nil, errors.New("a weight's denominator is too large")
+			}
+			g := gcd(rp.q, d.Int64())
+			q, ok := mulOK(rp.q/g, d.Int64())
+			if !ok {
+				return nil, errors.New("the weights' common denominator is too large")
+			}
+			rp.q = q
+		}
+	}
+	if _, ok := mulOK(rp.q, rp.span); !ok {
+		return nil, errors.New("too fine: the weights' common denominator × the ramp's rounds overflows")
+	}
+	if qs, _ := mulOK(rp.q, rp.span); qs > (1<<62)/max(round, 1) {
+		return nil, errors.New("too fine: the weights' common denominator × the ramp's rounds × the round overflows")
+	}
+	for s := range prev.weight {
+		rp.a = append(rp.a, ratOver(prev.weight[s], rp.q))
+		rp.b = append(rp.b, ratOver(ph.weight[s], rp.q))
+	}
+	acc := make([]int64, len(rp.a))
+	for t := int64(0); t < rp.span; t++ {
+		if t%rampStride == 0 {
+			rp.cum = append(rp.cum, slices.Clone(acc))
+		}
+		for s, c := range rp.counts(round, t) {
+			acc[s] += c
+		}
+	}
+	if rp.span%rampStride == 0 {
+		rp.cum = append(rp.cum, slices.Clone(acc))
+	}
+	return rp, nil
+}
+
+// counts is the apportionment of a round of n at the ramp's round t: the
+// largest remainders of n·(a·(span-t) + b·t) / (q·span), ties to the
+// lower index, in int64 (newRamp checked n·q·span fits).
+func (rp *mixRamp) counts(n, t int64) []int64 {
+	den := rp.q * rp.span
+	out := make([]int64, len(rp.a))
+	rem := make([]int64, len(rp.a))
+	left := n
+	for s := range rp.a {
+		// a·(span-t) + b·t <= q·span, so the product stays below n·q·span.
+		num := n * (rp.a[s]*(rp.span-t) + rp.b[s]*t)
+		out[s], rem[s] = num/den, num%den
+		left -= out[s]
+	}
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(x, y int) bool { return rem[idx[x]] > rem[idx[y]] })
+	for i := int64(0); i < left; i++ {
+		out[idx[i]]++
+	}
+	return out
+}
+
+// ratOver is w's numerator over q (q a multiple of w's denominator).
+func ratOver(w *big.Rat, q int64) int64 {
+	return w.Num().Int64() * (q / w.Denom().Int64())
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// mulOK is a×b for a, b >= 0, and whether it fits an int64.
+func mulOK(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	if a > (1<<63-1)/b {
+		return 0, false
+	}
+	return a * b, true
 }
 
 // apportion divides n among the shares w (summing to 1) by largest
@@ -347,15 +502,18 @@ func (m *Mixture) roundDraws(r int64, dst []Draw) []Draw {
 	n := m.round
 	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
 	pre := ph.fullP
+	if ph.ramp != nil {
+		pre = prefix(m.roundCounts(ph, r))
+	}
 	f := newFeistel(uint64(n), mix64(m.rkey^uint64(r)*0x9e3779b97f4a7c15))
 	// Source s's slots are the shuffled slots that land in [pre[s],
 	// pre[s+1]); its draws go to them in position order, so that its
 	// stream is its draws in order. They are consecutive positions of
 	// its epoch orders, read with Fill.
 	locals := make([]int64, n)
-	first := make([]int64, len(m.names))
+	first := m.segDraws(ph, r)
 	for s := range m.names {
-		first[s] = ph.before[s] + m.draws(ph, s, ph.from, r)
+		first[s] += ph.before[s]
 		out := locals[pre[s]:pre[s+1]]
 		for d := first[s]; len(out) > 0; {
 			se, at := d/m.sizes[s], d%m.sizes[s]
@@ -441,7 +599,7 @@ func (m *Mixture) Counts(p int64) (counts []int64, start, end int64) {
 	r := e*m.rpe + j
 	k := sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r }) - 1
 	start = e*m.total + j*m.round
-	return append([]int64(nil), m.phases[k].full...), start, start + m.round
+	return append([]int64(nil), m.roundCounts(m.phases[k], r)...), start, start + m.round
 }
 
 // Identity is the mixture's canonical description: its sources (name and
@@ -460,6 +618,9 @@ func (m *Mixture) identity() string {
 	}
 	for _, ph := range m.phases {
 		fmt.Fprintf(&b, " @%d", ph.from)
+		if ph.linear { // a step-only schedule keeps the identity it always had
+			b.WriteString("~linear")
+		}
 		for s, w := range ph.weight {
 			fmt.Fprintf(&b, ",%s:%s", m.names[s], w.RatString())
 		}
@@ -470,10 +631,13 @@ func (m *Mixture) identity() string {
 // ParseMixSchedule parses a schedule: phases separated by ";", each
 // "name:weight,name:weight@SAMPLE" (the first phase's "@0" may be left
 // out), SAMPLE a job sample (epoch × the mixture's Len() + offset) and
-// each weight as MixPhase's. A source a phase does not name has weight 0
-// in it. names are the sources, in order.
+// each weight as MixPhase's; "@SAMPLE linear" ramps to the phase's
+// weights from the previous phase's start (MixPhase.Linear), "@SAMPLE
+// step" (or nothing) is a step. A source a phase does not name has
+// weight 0 in it. names are the sources, in order.
 //
 //	a:0.7,b:0.3;a:0.5,b:0.5@100000
+//	a:0.7,b:0.3;a:0.5,b:0.5@100000 linear
 func ParseMixSchedule(text string, names []string) ([]MixPhase, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: schedule %q: "+format, append([]any{ErrMixture, text}, args...)...)
@@ -491,7 +655,15 @@ func ParseMixSchedule(text string, names []string) ([]MixPhase, error) {
 			p.Weights[k] = "0"
 		}
 		if hasAt {
-			v, err := strconv.ParseInt(strings.TrimSpace(at), 10, 64)
+			f := strings.Fields(at)
+			if len(f) == 2 && (f[1] == "linear" || f[1] == "step") {
+				p.Linear = f[1] == "linear"
+				f = f[:1]
+			}
+			if len(f) != 1 {
+				return nil, bad("phase %d: @%s: want a sample number, then linear or step or nothing", i+1, at)
+			}
+			v, err := strconv.ParseInt(f[0], 10, 64)
 			if err != nil || v < 0 {
 				return nil, bad("phase %d: @%s: want a sample number >= 0", i+1, at)
 			}
@@ -576,8 +748,9 @@ func ParseMixFlags(spec, schedule string) ([]MixFlagSource, []MixPhase, error) {
 // r, into out.
 func (m *Mixture) drawsBefore(r int64, out []int64) {
 	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
+	seg := m.segDraws(ph, r)
 	for s := range out {
-		out[s] = ph.before[s] + m.draws(ph, s, ph.from, r)
+		out[s] = ph.before[s] + seg[s]
 	}
 }
 

@@ -128,7 +128,7 @@ func TestMixtureSpecErrors(t *testing.T) {
 		{"not increasing", func(s *MixSpec) { s.Phases[1].At = 0 }, "must increase"},
 		{"same round", func(s *MixSpec) {
 			s.Phases[1].At = 201 // round 21, as 205 is
-			s.Phases = append(s.Phases, MixPhase{205, []string{"1", "1", "1"}})
+			s.Phases = append(s.Phases, MixPhase{At: 205, Weights: []string{"1", "1", "1"}})
 		}, "same round"},
 		{"negative", func(s *MixSpec) { s.Phases[0].Weights[0] = "-1" }, `weight "-1"`},
 		{"not a number", func(s *MixSpec) { s.Phases[0].Weights[0] = "x" }, `weight "x"`},
@@ -158,9 +158,17 @@ func TestParseMixSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []MixPhase{{0, []string{"0.7", "0.3", "0"}}, {100000, []string{"1/2", "0", "1/2"}}}
+	want := []MixPhase{{0, []string{"0.7", "0.3", "0"}, false}, {100000, []string{"1/2", "0", "1/2"}, false}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+	got, err = ParseMixSchedule("a:1; b:1@100 linear; c:1 @ 200 step", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []MixPhase{{0, []string{"1", "0", "0"}, false}, {100, []string{"0", "1", "0"}, true}, {200, []string{"0", "0", "1"}, false}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("linear: got %v, want %v", got, want)
 	}
 	for _, tc := range []struct{ text, want string }{
 		{"a:1;b:1", "say from which sample"},
@@ -168,6 +176,7 @@ func TestParseMixSchedule(t *testing.T) {
 		{"a:1,a:2", "weighted twice"},
 		{"a=1", "want name:weight"},
 		{"a:1@x", "want a sample number"},
+		{"a:1;b:1@5 curvy", "then linear or step"},
 	} {
 		if _, err := ParseMixSchedule(tc.text, names); !errors.Is(err, ErrMixture) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want one naming %q", tc.text, err, tc.want)
@@ -224,7 +233,7 @@ func (quickSpec) Generate(r *rand.Rand, _ int) reflect.Value {
 		if n == 1 {
 			ws[0] = "1"
 		}
-		spec.Phases = append(spec.Phases, MixPhase{At: at, Weights: ws})
+		spec.Phases = append(spec.Phases, MixPhase{At: at, Weights: ws, Linear: k > 0 && r.Intn(2) == 0})
 		at += int64(spec.Round) + r.Int63n(3*total)
 	}
 	return reflect.ValueOf(quickSpec{spec})
@@ -446,6 +455,26 @@ func BenchmarkMixtureAt(b *testing.B) {
 			e.At(int64(i) * 8 % m.Len())
 		}
 	})
+	// Random positions inside a linear ramp of 100,000 rounds, side by
+	// side with "random" (after a step): up to rampStride apportionments
+	// more to count a round's draws before it.
+	ramp := spec
+	ramp.Phases = []MixPhase{{At: 0, Weights: []string{"0.7", "0.2", "0.1"}},
+		{At: 256 * 100_000, Weights: []string{"0.1", "0.2", "0.7"}, Linear: true}}
+	mr := mustMixture(b, ramp)
+	b.Run("random-in-ramp", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			mr.At(int64(i) * 7919 % (256 * 100_000))
+		}
+	})
+	// Making a mixture whose ramp spans a million rounds of 256: each
+	// round's apportionment is worked out once, when it is made.
+	ramp.Phases[1].At = 256 * 1_000_000
+	b.Run("new-ramp-1M-rounds", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			mustMixture(b, ramp)
+		}
+	})
 }
 
 // TestMixtureDrawsIn: the per-source count of ranges of positions is
@@ -471,5 +500,104 @@ func TestMixtureDrawsIn(t *testing.T) {
 				t.Errorf("epoch %d, %v: DrawsIn %v, counted %v", e, rs, got, want)
 			}
 		}
+	}
+}
+
+// TestMixtureLinearRamp: a linear phase's weights are reached by a ramp
+// from the previous phase's first round: round k of a ramp of D rounds
+// holds the largest-remainder counts of w0 + (w1-w0)·k/D, and the
+// weights after it are the phase's.
+func TestMixtureLinearRamp(t *testing.T) {
+	spec := MixSpec{Seed: 3, Block: 1, Window: 1, Round: 10,
+		Sources: []MixSource{{"a", 40}, {"b", 13}, {"c", 7}}, // an epoch of 60: 6 rounds
+		Phases: []MixPhase{{At: 0, Weights: []string{"1", "0", "0"}},
+			{At: 100, Weights: []string{"0", "1", "0"}, Linear: true},       // rounds 0-9 ramp a -> b
+			{At: 140, Weights: []string{"0", "1", "0"}},                     // a step to the same
+			{At: 200, Weights: []string{"1/3", "1/3", "1/3"}, Linear: true}, // rounds 14-19 ramp
+		}}
+	m := mustMixture(t, spec)
+	want := map[int64][]int64{}
+	for k := int64(0); k < 10; k++ {
+		want[k] = []int64{10 - k, k, 0} // exact quotas: b's weight k/10
+	}
+	for k := int64(10); k < 14; k++ {
+		want[k] = []int64{0, 10, 0}
+	}
+	// Rounds 14..19 ramp (0,1,0) -> (1/3,1/3,1/3) over 6 rounds: round
+	// 14+t's quotas are 10·(t/18, 1-2t/18, t/18).
+	want[14] = []int64{0, 10, 0}
+	want[15] = []int64{1, 9, 0} // 0.556, 8.889, 0.556: 2 left, to b (.889) and a (ties c, listed first)
+	want[16] = []int64{1, 8, 1} // 1.111, 7.778, 1.111: 1 left, to b
+	want[17] = []int64{2, 7, 1} // 1.667 each fraction: 2 left, to a and b
+	want[18] = []int64{2, 6, 2} // 2.222, 5.556, 2.222: 1 left, to b
+	want[19] = []int64{3, 4, 3} // 2.778, 4.444, 2.778: 2 left, to a and c
+	want[20] = []int64{4, 3, 3} // 1/3 each, 3.333: 1 left, to a
+	for r := int64(0); r < 24; r++ {
+		w, ok := want[r]
+		if !ok {
+			continue
+		}
+		got, start, end := m.Counts(r * 10)
+		if !slices.Equal(got, w) || start != r*10 || end != r*10+10 {
+			t.Errorf("round %d: Counts %v [%d, %d), want %v", r, got, start, end, w)
+		}
+		drew := make([]int64, 3)
+		for p := start; p < end; p++ {
+			drew[m.DrawAt(p).Source]++
+		}
+		if !slices.Equal(drew, got) {
+			t.Errorf("round %d drew %v, counts %v", r, drew, got)
+		}
+	}
+	if id := m.Identity(); !strings.Contains(id, "@10~linear,") || !strings.Contains(id, " @14,") {
+		t.Errorf("identity %q: want the ramps marked, the step not", id)
+	}
+	step := spec
+	step.Phases = slices.Clone(spec.Phases)
+	step.Phases[1].Linear = false
+	if mustMixture(t, step).Identity() == m.Identity() {
+		t.Error("a step and a ramp to the same weights: the same identity")
+	}
+	spec.Phases[0].Linear = true
+	if _, err := NewMixture(spec); !errors.Is(err, ErrMixture) || !strings.Contains(err.Error(), "cannot ramp") {
+		t.Errorf("a first phase that ramps: err %v", err)
+	}
+}
+
+// TestMixtureLongRamp: a ramp of many rounds (past the prefixes kept
+// every rampStride rounds) counts the draws before each round as summing
+// the rounds one by one does, so DrawsIn and the draws' numbers agree.
+func TestMixtureLongRamp(t *testing.T) {
+	spec := MixSpec{Seed: 9, Block: 2, Window: 3, Round: 7,
+		Sources: []MixSource{{"a", 500}, {"b", 300}, {"c", 200}},
+		Phases: []MixPhase{{At: 0, Weights: []string{"0.6", "0.3", "0.1"}},
+			{At: 7 * 1000, Weights: []string{"0.1", "0.2", "0.7"}, Linear: true}}}
+	m := mustMixture(t, spec)
+	sum := make([]int64, 3)
+	for r := int64(0); r < 1100; r++ {
+		counts, _, _ := m.Counts(r * 7)
+		before := make([]int64, 3)
+		m.drawsBefore(r, before)
+		if !slices.Equal(before, sum) {
+			t.Fatalf("round %d: draws before %v, summed %v", r, before, sum)
+		}
+		for s := range sum {
+			sum[s] += counts[s]
+		}
+	}
+	for _, e := range []int{0, 3, 6} { // epochs of 143 rounds; the ramp ends in epoch 6
+		rs := []Range{{0, 300}, {303, 650}, {651, m.Len()}}
+		want := make([]int64, 3)
+		for _, r := range rs {
+			for p := r.Start; p < r.End; p++ {
+				want[m.DrawAt(int64(e)*m.Len()+p).Source]++
+			}
+		}
+		if got := m.DrawsIn(e, rs); !slices.Equal(got, want) {
+			t.Errorf("epoch %d: DrawsIn %v, counted %v", e, got, want)
+		}
+	}
+	if got, _, _ := m.Counts(1050 * 7); !slices.Equal(got, []int64{1, 1, 5}) {
+		t.Errorf("after the ramp: %v, want [1 1 5]", got) // 0.7, 1.4, 4.9: floors 0, 1, 4; 2 left, to c (.9) and a (.7)
 	}
 }

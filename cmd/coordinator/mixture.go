@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cmd/internal/config"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/s3"
@@ -25,8 +26,8 @@ type mixtureFlags struct {
 }
 
 func (m *mixtureFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.spec, "mixture", "", "a weighted mixture of datasets in place of --dataset: name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix; WEIGHT a decimal or a fraction, the weights counting as shares of their sum); every node is given the same --mixture, --mixture-schedule and --mixture-round; leases are whole rounds, so every global batch holds each source in its exact count (docs/mixtures.md)")
-	fs.StringVar(&m.schedule, "mixture-schedule", "", "with --mixture: weights that change during the job, phases separated by ';', each name:weight,...@SAMPLE (SAMPLE counted over the job's stream, epoch x the epoch's positions + offset; the first phase's @0 may be left out); the weights then come from here, not --mixture")
+	fs.StringVar(&m.spec, "mixture", "", "a weighted mixture of datasets in place of --dataset: FILE.yaml (its sources and schedule, docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix; WEIGHT a decimal or a fraction, the weights counting as shares of their sum); every node is given the same --mixture, --mixture-schedule and --mixture-round; leases are whole rounds, so every global batch holds each source in its exact count (docs/mixtures.md)")
+	fs.StringVar(&m.schedule, "mixture-schedule", "", "with --mixture: weights that change during the job, phases separated by ';', each name:weight,...@SAMPLE (SAMPLE counted over the job's stream, epoch x the epoch's positions + offset; the first phase's @0 may be left out; '@SAMPLE linear' ramps to the phase's weights from the previous phase's start, each round exact); the weights then come from here, not --mixture; not with a mixture file, which holds its schedule")
 	fs.IntVar(&m.round, "mixture-round", 0, "with --mixture: positions per round, each holding every source in its exact largest-remainder count; leases and quotas are whole rounds (0: --batch-size, so every rank's batch, and so every global batch, is exact)")
 }
 
@@ -51,7 +52,7 @@ func (m *mixtureFlags) check(o *options) []error {
 		errs = append(errs, fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", m.round))
 	}
 	var err error
-	if m.sources, m.phases, err = cluster.ParseMixFlags(m.spec, m.schedule); err != nil {
+	if m.sources, m.phases, err = parseMixture(m.spec, m.schedule); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -155,4 +156,30 @@ func (js jobSource) alignShard(shard int, given bool) (int, error) {
 		return 0, fmt.Errorf("--shard-size %d with --mixture: leases are whole rounds of %d positions; give a multiple of it", shard, js.round)
 	}
 	return (shard + js.round - 1) / js.round * js.round, nil
+}
+
+// parseMixture reads --mixture, an inline spec with --mixture-schedule
+// (cluster.ParseMixFlags) or a YAML file (config.LoadMixture) that holds
+// the schedule itself; both spellings of one mixture give the same
+// sources and phases, and so the same mixture and digest.
+func parseMixture(spec, schedule string) ([]cluster.MixFlagSource, []cluster.MixPhase, error) {
+	if !config.IsMixtureFile(spec) {
+		return cluster.ParseMixFlags(spec, schedule)
+	}
+	if schedule != "" {
+		return nil, nil, fmt.Errorf("--mixture-schedule with --mixture %s: the file gives the schedule (schedule:)", spec)
+	}
+	f, err := config.LoadMixture(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	srcs := make([]cluster.MixFlagSource, len(f.Sources))
+	for i, s := range f.Sources {
+		srcs[i] = cluster.MixFlagSource{Name: s.Name, Dataset: s.Dataset}
+	}
+	phases := make([]cluster.MixPhase, len(f.Phases))
+	for i, p := range f.Phases {
+		phases[i] = cluster.MixPhase{At: p.At, Weights: p.Weights, Linear: p.Linear}
+	}
+	return srcs, phases, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
+	"github.com/longshore/longshore/cmd/internal/config"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe"
 	"github.com/longshore/longshore/storage"
@@ -28,7 +29,7 @@ type mixtureFlags struct {
 
 func (m *mixtureFlags) on() bool { return m.spec != "" }
 
-const mixtureUsage = "a weighted mixture of datasets in place of --dataset: name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch; in cluster mode give the coordinator and every node the same (docs/mixtures.md)"
+const mixtureUsage = "a weighted mixture of datasets in place of --dataset: FILE.yaml (sources and schedule; docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch; in cluster mode give the coordinator and every node the same (docs/mixtures.md)"
 
 // parse reads --mixture and checks it with the schedule.
 func (m *mixtureFlags) parse() error {
@@ -42,7 +43,7 @@ func (m *mixtureFlags) parse() error {
 		return fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", m.round)
 	}
 	var err error
-	m.sources, m.sched, err = cluster.ParseMixFlags(m.spec, m.schedule)
+	m.sources, m.sched, err = parseMixture(m.spec, m.schedule)
 	return err
 }
 
@@ -295,4 +296,30 @@ func printMixture(w io.Writer, counts []dataset.MixtureCount) {
 		}
 		fmt.Fprintf(w, "  mixture       %s: %d samples (%.1f%%)\n", c.Source, c.Samples, share)
 	}
+}
+
+// parseMixture reads --mixture, an inline spec with --mixture-schedule
+// (cluster.ParseMixFlags) or a YAML file (config.LoadMixture) that holds
+// the schedule itself; both spellings of one mixture give the same
+// sources and phases, and so the same mixture and digest.
+func parseMixture(spec, schedule string) ([]cluster.MixFlagSource, []cluster.MixPhase, error) {
+	if !config.IsMixtureFile(spec) {
+		return cluster.ParseMixFlags(spec, schedule)
+	}
+	if schedule != "" {
+		return nil, nil, fmt.Errorf("--mixture-schedule with --mixture %s: the file gives the schedule (schedule:)", spec)
+	}
+	f, err := config.LoadMixture(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	srcs := make([]cluster.MixFlagSource, len(f.Sources))
+	for i, s := range f.Sources {
+		srcs[i] = cluster.MixFlagSource{Name: s.Name, Dataset: s.Dataset}
+	}
+	phases := make([]cluster.MixPhase, len(f.Phases))
+	for i, p := range f.Phases {
+		phases[i] = cluster.MixPhase{At: p.At, Weights: p.Weights, Linear: p.Linear}
+	}
+	return srcs, phases, nil
 }

@@ -208,6 +208,25 @@ func TestStandaloneMixtureResume(t *testing.T) {
 		t.Errorf("resumed after step 5:\n%v\nwant the first run's\n%v", rest, full[6:])
 	}
 
+	// The same mixture spelled as a file (its weights written otherwise):
+	// the same digest, so the token
+	// resumes without --force-resume, to the same rest.
+	file := filepath.Join(t.TempDir(), "mix.yaml")
+	if err := os.WriteFile(file, []byte("sources:\n  - {name: a, dataset: "+a+"}\n  - {name: b, dataset: "+b+"}\n"+
+		"schedule:\n  - weights: {a: 0.5, b: 1/2}\n  - {at: 16, ramp: step, weights: {a: 3/4, b: 0.25}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = startFeedNode(t, append([]string{"--mixture", file}, common...)...)
+	c, err = r.dial(tok)
+	if err != nil {
+		t.Fatalf("resume with the mixture as a file: %v", err)
+	}
+	rest, _ = take(r, c, -1, -1)
+	r.drain(c)
+	if fmt.Sprint(rest) != fmt.Sprint(full[6:]) {
+		t.Errorf("resumed from the file after step 5:\n%v\nwant the first run's\n%v", rest, full[6:])
+	}
+
 	r = startFeedNode(t, mix("a:1,b:1;a:1,b:3@16")...)
 	if c, err := r.dial(tok); err == nil || !strings.Contains(err.Error(), "dataset digest") || !strings.Contains(err.Error(), "--force-resume") {
 		t.Errorf("other weights: %v, want bad_token naming the dataset digest and --force-resume", err)
@@ -231,6 +250,10 @@ func TestStandaloneMixtureResume(t *testing.T) {
 
 // TestMixtureFlagErrors: --mixture's mistakes are named at start.
 func TestMixtureFlagErrors(t *testing.T) {
+	badFile := filepath.Join(t.TempDir(), "bad.yml")
+	if err := os.WriteFile(badFile, []byte("sources:\n  - {name: a, dataset: /a, wieght: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -241,6 +264,9 @@ func TestMixtureFlagErrors(t *testing.T) {
 		{[]string{"--mixture", "a=/x,b=/y", "--mixture-schedule", "a:1,c:1"}, `no source "c"`},
 		{[]string{"--mixture", "junk"}, "want name=DATASET:WEIGHT"},
 		{[]string{"--mixture-schedule", "a:1", "--dataset", "/y"}, "need --mixture"},
+		{[]string{"--mixture", "/nowhere/mix.yaml"}, "no such file"},
+		{[]string{"--mixture", badFile, "--mixture-schedule", "a:1"}, "the file gives the schedule"},
+		{[]string{"--mixture", badFile}, badFile + ":2: wieght: no such key"},
 	} {
 		var errb bytes.Buffer
 		code := run(append([]string{"--standalone", "--progress", "never"}, tc.args...), &bytes.Buffer{}, &errb)

@@ -1,0 +1,283 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// A MixtureFile is a weighted mixture as a YAML file gives it
+// (--mixture FILE.yaml, docs/mixtures.md), the same as the flags
+// --mixture name=DATASET:WEIGHT,... and --mixture-schedule spell it:
+//
+//	sources:
+//	  - name: web
+//	    dataset: s3://corpus/web
+//	  - name: books
+//	    dataset: /data/books
+//	schedule:
+//	  - weights: {web: 0.7, books: 0.3}
+//	  - at: 2000000
+//	    ramp: linear
+//	    weights: {web: 0.5, books: 0.5}
+//
+// A source may carry its weight (weight: 0.7) in place of a schedule.
+// The weights are strings as written (0.7, 7/10, 3): the mixture
+// (cluster.NewMixture) reads them as the flags' are read, so a file and
+// the flags that say the same make the same mixture, with the same
+// identity and digest.
+type MixtureFile struct {
+	Sources []MixtureFileSource
+	// Phases are the schedule; without one, a single phase from sample
+	// 0 of the sources' weights.
+	Phases []MixtureFilePhase
+}
+
+// MixtureFileSource is one source of a MixtureFile.
+type MixtureFileSource struct {
+	Name, Dataset string
+}
+
+// MixtureFilePhase is one phase of a MixtureFile's schedule: from job
+// sample At, Weights (one per source, in Sources' order; "0" for a
+// source the phase does not name), reached by a step or, Linear, a ramp
+// from the previous phase's start.
+type MixtureFilePhase struct {
+	At      int64
+	Weights []string
+	Linear  bool
+}
+
+// IsMixtureFile says whether --mixture's value names a file: one that
+// exists, or a name ending in .yaml or .yml (so that a missing file is
+// reported as one, not as a malformed spec). A value with "=" is an
+// inline spec (name=DATASET...) unless it names an existing file.
+func IsMixtureFile(spec string) bool {
+	if st, err := os.Stat(spec); err == nil && st.Mode().IsRegular() {
+		return true
+	}
+	return !strings.Contains(spec, "=") && (strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml"))
+}
+
+// LoadMixture reads and checks a mixture file. Every problem is
+// reported at once, each with the file and line (wrapping ErrConfig):
+// unknown keys, missing or repeated names, weights that are not
+// numbers, weights given both on the sources and in a schedule.
+func LoadMixture(path string) (MixtureFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return MixtureFile{}, fmt.Errorf("%w: --mixture: %w", ErrConfig, err)
+	}
+	return parseMixture(path, b)
+}
+
+func parseMixture(path string, b []byte) (MixtureFile, error) {
+	var errs []error
+	bad := func(n *yaml.Node, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: --mixture %s:%d: %s", ErrConfig, path, n.Line, fmt.Sprintf(format, a...)))
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return MixtureFile{}, fmt.Errorf("%w: --mixture %s: %w", ErrConfig, path, err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return MixtureFile{}, fmt.Errorf("%w: --mixture %s: want a mapping with sources: (and schedule:)", ErrConfig, path)
+	}
+	top := fields(doc.Content[0], []string{"sources", "schedule"}, bad)
+	var out MixtureFile
+	var srcWeights []*yaml.Node // a source's weight: node, or nil
+	index := map[string]int{}
+
+	srcs := top["sources"]
+	switch {
+	case srcs == nil:
+		bad(doc.Content[0], "no sources:")
+	case srcs.Kind != yaml.SequenceNode || len(srcs.Content) == 0:
+		bad(srcs, "sources: want a list of sources (name:, dataset:, weight:)")
+	default:
+		for _, sn := range srcs.Content {
+			if sn.Kind != yaml.MappingNode {
+				bad(sn, "a source: want name:, dataset: and weight:")
+				continue
+			}
+			f := fields(sn, []string{"name", "dataset", "weight"}, bad)
+			name, _ := scalarOf(f["name"], sn, "name", bad)
+			ds, _ := scalarOf(f["dataset"], sn, "dataset", bad)
+			if name != "" {
+				if _, dup := index[name]; dup {
+					bad(f["name"], "source %q named twice", name)
+				}
+				index[name] = len(out.Sources)
+			}
+			if w := f["weight"]; w != nil {
+				checkWeight(w, bad)
+			}
+			out.Sources = append(out.Sources, MixtureFileSource{Name: name, Dataset: ds})
+			srcWeights = append(srcWeights, f["weight"])
+		}
+	}
+
+	names := make([]string, len(out.Sources))
+	for i, s := range out.Sources {
+		names[i] = s.Name
+	}
+	if sched := top["schedule"]; sched == nil {
+		ph := MixtureFilePhase{}
+		for i, w := range srcWeights {
+			if w == nil {
+				bad(srcs.Content[i], "source %q has no weight:, and there is no schedule:", names[i])
+				continue
+			}
+			ph.Weights = append(ph.Weights, w.Value)
+		}
+		out.Phases = []MixtureFilePhase{ph}
+	} else {
+		for i, w := range srcWeights {
+			if w != nil {
+				bad(w, "source %q has a weight: and schedule: gives the weights: give them in one place", names[i])
+			}
+		}
+		if sched.Kind != yaml.SequenceNode || len(sched.Content) == 0 {
+			bad(sched, "schedule: want a list of phases (at:, ramp:, weights:)")
+		} else {
+			for k, pn := range sched.Content {
+				if ph, ok := parsePhase(pn, k, names, index, bad); ok {
+					out.Phases = append(out.Phases, ph)
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return MixtureFile{}, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// parsePhase reads phase k of a schedule.
+func parsePhase(pn *yaml.Node, k int, names []string, index map[string]int, bad func(*yaml.Node, string, ...any)) (MixtureFilePhase, bool) {
+	if pn.Kind != yaml.MappingNode {
+		bad(pn, "a phase: want at:, ramp: and weights:")
+		return MixtureFilePhase{}, false
+	}
+	n0 := len(names)
+	f := fields(pn, []string{"at", "ramp", "weights"}, bad)
+	ph := MixtureFilePhase{Weights: make([]string, n0)}
+	for i := range ph.Weights {
+		ph.Weights[i] = "0"
+	}
+	ok := true
+	if at := f["at"]; at != nil {
+		v, err := strconv.ParseInt(at.Value, 10, 64)
+		if at.Kind != yaml.ScalarNode || err != nil || v < 0 {
+			bad(at, "at: %q: want a job sample number >= 0", at.Value)
+			ok = false
+		}
+		ph.At = v
+	} else if k > 0 {
+		bad(pn, "phase %d has no at: (the job sample it starts from)", k+1)
+		ok = false
+	}
+	if r := f["ramp"]; r != nil {
+		switch r.Value {
+		case "step":
+		case "linear":
+			ph.Linear = true
+			if k == 0 {
+				bad(r, "ramp: linear on the first phase: there is nothing before it to ramp from")
+				ok = false
+			}
+		default:
+			bad(r, "ramp: %q: want step or linear", r.Value)
+			ok = false
+		}
+	}
+	ws := f["weights"]
+	switch {
+	case ws == nil:
+		bad(pn, "phase %d has no weights:", k+1)
+		return ph, false
+	case ws.Kind != yaml.MappingNode:
+		bad(ws, "weights: want a mapping of source names to weights ({a: 0.7, b: 0.3})")
+		return ph, false
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(ws.Content); i += 2 {
+		kn, vn := ws.Content[i], ws.Content[i+1]
+		s, known := index[kn.Value]
+		switch {
+		case !known:
+			bad(kn, "weights: no source %q (sources: %s)", kn.Value, strings.Join(names, ", "))
+			ok = false
+			continue
+		case seen[kn.Value]:
+			bad(kn, "weights: source %q weighted twice", kn.Value)
+			ok = false
+			continue
+		}
+		seen[kn.Value] = true
+		if !checkWeight(vn, bad) {
+			ok = false
+			continue
+		}
+		ph.Weights[s] = vn.Value
+	}
+	return ph, ok
+}
+
+// checkWeight says whether n is a weight (a number >= 0: 0.7, 7/10, 3),
+// reporting it if not.
+func checkWeight(n *yaml.Node, bad func(*yaml.Node, string, ...any)) bool {
+	r, ok := new(big.Rat).SetString(n.Value)
+	if n.Kind != yaml.ScalarNode || !ok || r.Sign() < 0 {
+		bad(n, "weight %q: want a number >= 0 (0.7, 7/10, 3)", n.Value)
+		return false
+	}
+	return true
+}
+
+// fields returns a mapping's values by key, reporting keys not in known
+// and keys given twice.
+func fields(m *yaml.Node, known []string, bad func(*yaml.Node, string, ...any)) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if !contains(known, k.Value) {
+			bad(k, "%s: no such key (want %s)", k.Value, strings.Join(known, ", "))
+			continue
+		}
+		if _, dup := out[k.Value]; dup {
+			bad(k, "%s: given twice", k.Value)
+			continue
+		}
+		out[k.Value] = v
+	}
+	return out
+}
+
+// scalarOf is a required scalar field's value, reporting it missing or
+// not a scalar.
+func scalarOf(n, parent *yaml.Node, key string, bad func(*yaml.Node, string, ...any)) (string, bool) {
+	switch {
+	case n == nil:
+		bad(parent, "a source with no %s:", key)
+	case n.Kind != yaml.ScalarNode || n.Value == "":
+		bad(n, "%s: want a value", key)
+	default:
+		return n.Value, true
+	}
+	return "", false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,114 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestLoadMixture: a mixture file's sources and schedule, weights as
+// written, a source a phase leaves out at 0, a ramp marked.
+func TestLoadMixture(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mix.yaml")
+	if err := os.WriteFile(path, []byte(`
+sources:
+  - name: web
+    dataset: s3://corpus/web
+  - name: books
+    dataset: /data/books
+  - {name: code, dataset: "file:///data/code"}
+schedule:
+  - weights: {web: 0.7, books: 0.2, code: 0.1}
+  - at: 2000000
+    ramp: linear
+    weights: {web: 1/2, books: 0.5}
+  - at: 3000000
+    ramp: step
+    weights: {code: 1}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !IsMixtureFile(path) || IsMixtureFile("a=/x:1,b=/y:2") || !IsMixtureFile("/nowhere/mix.yml") || IsMixtureFile("a=/data/list.yaml") {
+		t.Error("IsMixtureFile: a file, a spec or a .yml name told wrong")
+	}
+	got, err := LoadMixture(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := MixtureFile{
+		Sources: []MixtureFileSource{{"web", "s3://corpus/web"}, {"books", "/data/books"}, {"code", "file:///data/code"}},
+		Phases: []MixtureFilePhase{
+			{0, []string{"0.7", "0.2", "0.1"}, false},
+			{2000000, []string{"1/2", "0.5", "0"}, true},
+			{3000000, []string{"0", "0", "1"}, false},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+
+	got, err = parseMixture("w.yaml", []byte("sources:\n  - {name: a, dataset: /a, weight: 3}\n  - {name: b, dataset: /b, weight: 7/10}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []MixtureFilePhase{{0, []string{"3", "7/10"}, false}}; !reflect.DeepEqual(got.Phases, want) {
+		t.Errorf("weights on the sources: %+v, want %+v", got.Phases, want)
+	}
+}
+
+// TestLoadMixtureErrors: every problem of a file at once, each with the
+// file and its line.
+func TestLoadMixtureErrors(t *testing.T) {
+	_, err := parseMixture("m.yaml", []byte(`sources:
+  - name: a
+    dataset: /a
+    wieght: 1
+  - name: a
+    dataset: /b
+  - dataset: /c
+schedule:
+  - weights: {a: x}
+    ramp: linear
+  - weights: {z: 1}
+  - at: -4
+    ramp: curvy
+    weights: {a: 1}
+extra: 1
+`))
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("err %v, want ErrConfig", err)
+	}
+	for _, want := range []string{
+		"m.yaml:4: wieght: no such key",
+		`m.yaml:5: source "a" named twice`,
+		"m.yaml:7: a source with no name:",
+		`m.yaml:9: weight "x"`,
+		"m.yaml:10: ramp: linear on the first phase",
+		"m.yaml:11: phase 2 has no at:",
+		`m.yaml:11: weights: no source "z"`,
+		`m.yaml:12: at: "-4"`,
+		`m.yaml:13: ramp: "curvy"`,
+		"m.yaml:15: extra: no such key",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors do not say %q:\n%v", want, err)
+		}
+	}
+	for text, want := range map[string]string{
+		"sources:\n  - {name: a, dataset: /a}\n":                                            `"a" has no weight:, and there is no schedule:`,
+		"sources:\n  - {name: a, dataset: /a, weight: 1}\nschedule:\n  - weights: {a: 1}\n": "m.yaml:2: source \"a\" has a weight: and schedule: gives the weights",
+		"schedule: []\n": "no sources:",
+		"- a\n":          "want a mapping",
+		"sources: [":     "m.yaml",
+	} {
+		if _, err := parseMixture("m.yaml", []byte(text)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want one saying %q", text, err, want)
+		}
+	}
+	if _, err := LoadMixture(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+}
