@@ -52,7 +52,7 @@ func (m *mixtureFlags) check(o *options) []error {
 		errs = append(errs, fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", m.round))
 	}
 	var err error
-	if m.sources, m.phases, err = parseMixture(m.spec, m.schedule); err != nil {
+	if m.sources, m.phases, err = config.ParseMixture(m.spec, m.schedule); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -156,30 +156,4 @@ func (js jobSource) alignShard(shard int, given bool) (int, error) {
 		return 0, fmt.Errorf("--shard-size %d with --mixture: leases are whole rounds of %d positions; give a multiple of it", shard, js.round)
 	}
 	return (shard + js.round - 1) / js.round * js.round, nil
-}
-
-// parseMixture reads --mixture, an inline spec with --mixture-schedule
-// (cluster.ParseMixFlags) or a YAML file (config.LoadMixture) that holds
-// the schedule itself; both spellings of one mixture give the same
-// sources and phases, and so the same mixture and digest.
-func parseMixture(spec, schedule string) ([]cluster.MixFlagSource, []cluster.MixPhase, error) {
-	if !config.IsMixtureFile(spec) {
-		return cluster.ParseMixFlags(spec, schedule)
-	}
-	if schedule != "" {
-		return nil, nil, fmt.Errorf("--mixture-schedule with --mixture %s: the file gives the schedule (schedule:)", spec)
-	}
-	f, err := config.LoadMixture(spec)
-	if err != nil {
-		return nil, nil, err
-	}
-	srcs := make([]cluster.MixFlagSource, len(f.Sources))
-	for i, s := range f.Sources {
-		srcs[i] = cluster.MixFlagSource{Name: s.Name, Dataset: s.Dataset}
-	}
-	phases := make([]cluster.MixPhase, len(f.Phases))
-	for i, p := range f.Phases {
-		phases[i] = cluster.MixPhase{At: p.At, Weights: p.Weights, Linear: p.Linear}
-	}
-	return srcs, phases, nil
 }

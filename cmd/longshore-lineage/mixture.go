@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cmd/internal/config"
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/storage"
@@ -37,7 +38,7 @@ type mixParams struct {
 }
 
 func openMixtureJob(ctx context.Context, o options, mp mixParams) (*mixtureJob, error) {
-	flagSrcs, phases, err := cluster.ParseMixFlags(o.mixture, o.mixtureSchedule)
+	flagSrcs, phases, err := config.ParseMixture(o.mixture, o.mixtureSchedule)
 	if err != nil {
 		return nil, usageError{err}
 	}

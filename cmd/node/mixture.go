@@ -43,7 +43,7 @@ func (m *mixtureFlags) parse() error {
 		return fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", m.round)
 	}
 	var err error
-	m.sources, m.sched, err = parseMixture(m.spec, m.schedule)
+	m.sources, m.sched, err = config.ParseMixture(m.spec, m.schedule)
 	return err
 }
 
@@ -296,30 +296,4 @@ func printMixture(w io.Writer, counts []dataset.MixtureCount) {
 		}
 		fmt.Fprintf(w, "  mixture       %s: %d samples (%.1f%%)\n", c.Source, c.Samples, share)
 	}
-}
-
-// parseMixture reads --mixture, an inline spec with --mixture-schedule
-// (cluster.ParseMixFlags) or a YAML file (config.LoadMixture) that holds
-// the schedule itself; both spellings of one mixture give the same
-// sources and phases, and so the same mixture and digest.
-func parseMixture(spec, schedule string) ([]cluster.MixFlagSource, []cluster.MixPhase, error) {
-	if !config.IsMixtureFile(spec) {
-		return cluster.ParseMixFlags(spec, schedule)
-	}
-	if schedule != "" {
-		return nil, nil, fmt.Errorf("--mixture-schedule with --mixture %s: the file gives the schedule (schedule:)", spec)
-	}
-	f, err := config.LoadMixture(spec)
-	if err != nil {
-		return nil, nil, err
-	}
-	srcs := make([]cluster.MixFlagSource, len(f.Sources))
-	for i, s := range f.Sources {
-		srcs[i] = cluster.MixFlagSource{Name: s.Name, Dataset: s.Dataset}
-	}
-	phases := make([]cluster.MixPhase, len(f.Phases))
-	for i, p := range f.Phases {
-		phases[i] = cluster.MixPhase{At: p.At, Weights: p.Weights, Linear: p.Linear}
-	}
-	return srcs, phases, nil
 }

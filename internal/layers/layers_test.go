@@ -105,7 +105,7 @@ var internal = map[string][]string{
 	"cmd/longshore-nvdeccheck":      {"cmd/internal/version", "decode/video"},
 	"cmd/longshore-simscale":        {"cluster/scalesim", "cmd/internal/version"},
 	"cmd/longshore-lineage":         {"cluster", "dataset", "cluster/journal", "cmd/internal/config", "cmd/internal/version", "decode", "decode/video", "storage", "storage/s3", "storage/stores"},
-	"cmd/internal/config":           {"cmd/internal/flagenv"},
+	"cmd/internal/config":           {"cmd/internal/flagenv", "cluster"},
 	"cmd/internal/logs":             {},
 	"cmd/internal/flagenv":          {},
 	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire", "observe"},

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/longshore/longshore/cluster"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -280,4 +281,31 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ParseMixture reads --mixture and --mixture-schedule as the node, the
+// coordinator and longshore-lineage take them: a mixture file
+// (IsMixtureFile; it gives the schedule, so --mixture-schedule must be
+// empty) or the inline spec (cluster.ParseMixFlags). Both spellings of
+// one mixture give the same sources and phases, hence the same identity.
+func ParseMixture(spec, schedule string) ([]cluster.MixFlagSource, []cluster.MixPhase, error) {
+	if !IsMixtureFile(spec) {
+		return cluster.ParseMixFlags(spec, schedule)
+	}
+	if schedule != "" {
+		return nil, nil, fmt.Errorf("--mixture-schedule with --mixture %s: the file gives the schedule (schedule:)", spec)
+	}
+	f, err := LoadMixture(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	srcs := make([]cluster.MixFlagSource, len(f.Sources))
+	for i, s := range f.Sources {
+		srcs[i] = cluster.MixFlagSource{Name: s.Name, Dataset: s.Dataset}
+	}
+	phases := make([]cluster.MixPhase, len(f.Phases))
+	for i, p := range f.Phases {
+		phases[i] = cluster.MixPhase{At: p.At, Weights: p.Weights, Linear: p.Linear}
+	}
+	return srcs, phases, nil
 }
