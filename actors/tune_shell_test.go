@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/internal/clock"
+	"github.com/longshore/longshore/storage"
 )
 
 // gateDecoder decodes as fakeDecoder does, after telling started and
@@ -102,12 +103,28 @@ func TestRetuneSlotsAndFetchers(t *testing.T) {
 	st, ds := makeDataset(t, 64, 2, 32)
 	cfg := smallConfig()
 	cfg.Slots, cfg.FetchConcurrency, cfg.FetchAuto = 4, 2, true
-	p, err := NewLoader(cfg, ds, testDeps(st, fakeDecoders(0, 1)))
+	// The store holds every read until the limit has reached the rank's
+	// core: until then the rank can open no slot but its first (a slot
+	// opens as its batch's first read is sent, and the reads in flight
+	// never cover more than one batch), so no slot is in use that the
+	// limit did not see.
+	gate := make(chan struct{})
+	p, err := NewLoader(cfg, ds, testDeps(&heldStore{Store: st, gate: gate}, fakeDecoders(0, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	p.Retune(6, 0, 2)
+	for backstop := time.Now().Add(time.Minute); ; {
+		if f, _, s := p.Tuning(); f == 6 && s == 2 {
+			break
+		}
+		if time.Now().After(backstop) {
+			t.Fatal("Retune never reached the rank")
+		}
+		time.Sleep(time.Millisecond) // polling the rank's state, not timing it
+	}
+	close(gate)
 	ctx := context.Background()
 	var held []*Batch
 	for range 2 {
@@ -303,4 +320,19 @@ func TestTallyTunerFollowsPipelines(t *testing.T) {
 	if st := at.Stats(); st.Setting.Decoders != 2 || st.Windows < judgeWindows {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// heldStore holds every Get until gate is closed.
+type heldStore struct {
+	storage.Store
+	gate <-chan struct{}
+}
+
+func (s *heldStore) Get(ctx context.Context, key string, dst []byte) ([]byte, error) {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return dst[:0], ctx.Err()
+	}
+	return s.Store.Get(ctx, key, dst)
 }
