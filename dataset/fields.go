@@ -169,32 +169,11 @@ func (v Value) AppendText(b []byte) []byte {
 	case FieldBytes:
 		return fmt.Appendf(b, "0x%x", v.Bytes)
 	case FieldInts:
-		b = append(b, '[')
-		for i, x := range v.Ints {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, x, 10)
-		}
-		return append(b, ']')
+		return appendList(b, v.Ints, func(b []byte, x int64) []byte { return strconv.AppendInt(b, x, 10) })
 	case FieldFloats:
-		b = append(b, '[')
-		for i, x := range v.Floats {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendFloat(b, x, 'g', -1, 64)
-		}
-		return append(b, ']')
+		return appendList(b, v.Floats, func(b []byte, x float64) []byte { return strconv.AppendFloat(b, x, 'g', -1, 64) })
 	case FieldStrings:
-		b = append(b, '[')
-		for i, x := range v.Strings {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendQuote(b, x)
-		}
-		return append(b, ']')
+		return appendList(b, v.Strings, func(b []byte, x string) []byte { return strconv.AppendQuote(b, x) })
 	}
 	return append(b, "absent"...)
 }
@@ -693,4 +672,17 @@ func CatalogFields(ctx context.Context, c Catalog, i int64) ([]Value, error) {
 		return fc.Fields(ctx, i)
 	}
 	return nil, nil
+}
+
+// appendList appends xs as a bracketed, comma-separated list, each
+// element written by elem: the list form of the text and JSON writers.
+func appendList[T any](b []byte, xs []T, elem func([]byte, T) []byte) []byte {
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, x)
+	}
+	return append(b, ']')
 }

@@ -197,23 +197,9 @@ func appendJSONValue(b []byte, v Value) []byte {
 		b = base64.StdEncoding.AppendEncode(b, v.Bytes)
 		return append(b, `"}`...)
 	case FieldInts:
-		b = append(b, '[')
-		for i, x := range v.Ints {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, x, 10)
-		}
-		return append(b, ']')
+		return appendList(b, v.Ints, func(b []byte, x int64) []byte { return strconv.AppendInt(b, x, 10) })
 	case FieldFloats:
-		b = append(b, '[')
-		for i, x := range v.Floats {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONFloat(b, x)
-		}
-		return append(b, ']')
+		return appendList(b, v.Floats, func(b []byte, x float64) []byte { return appendJSONFloat(b, x) })
 	case FieldStrings:
 		s, _ := json.Marshal(v.Strings)
 		return append(b, s...)
