@@ -649,6 +649,7 @@ type trainerConn struct {
 	done       chan struct{}   // closed once the session has ended and let go of the rank
 	version    int             // the protocol version agreed in the hello
 	commits    sync.WaitGroup  // cluster mode: commits waiting for their ack
+	endSent    atomic.Bool     // the writer is sending (or sent) the End
 }
 
 func newSession(r *rankServer, c *net.UnixConn) *trainerConn {
@@ -860,7 +861,15 @@ func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 				if haveEpoch && !epochEnded {
 					s.send(feed.MsgEpochEnd, feed.EpochEnd{Epoch: epoch}, -1)
 				}
-				if s.send(feed.MsgEnd, feed.End{}, -1) == nil {
+				// A standalone trainer of version 4 says when it read the
+				// End (it may have stopped before it, with the End and
+				// batches unread in its socket, and come back from its
+				// checkpoint): only then is the rank over. To older ones,
+				// and in a cluster (whose End comes once the coordinator
+				// holds every commit of the job: nothing is left to come
+				// back for), the End written is the end.
+				s.endSent.Store(true)
+				if s.send(feed.MsgEnd, feed.End{}, -1) == nil && (s.version < 4 || r.s.mode == "cluster") {
 					r.s.rankEnded(r)
 				}
 				select { // the trainer may still commit and release
@@ -1063,6 +1072,12 @@ func (s *trainerConn) readLoop(br *bufio.Reader, buf []byte) {
 			}
 		case m.Commit != nil:
 			s.commit(m.Commit)
+		case t == feed.MsgEnded:
+			if s.version < 4 || !s.endSent.Load() {
+				s.fail(feed.CodeProtocol, fmt.Errorf("feed: ended before the node sent the end (protocol version %d)", s.version), nil)
+				return
+			}
+			s.r.s.rankEnded(s.r)
 		case t == feed.MsgBye:
 			return
 		}

@@ -411,6 +411,11 @@ func (c *Client) Next(ctx context.Context) (*Batch, error) {
 			c.smu.Unlock()
 		case MsgEnd:
 			c.ended = io.EOF
+			if c.welcome.Version >= 4 {
+				// the rank is over for the node only once it hears this;
+				// a node that is gone already needs no answer
+				_ = c.sendMsg(MsgEnded, struct{}{})
+			}
 			return nil, io.EOF
 		case MsgRollback:
 			var rb Rollback

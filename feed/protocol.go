@@ -16,8 +16,13 @@ import (
 // sample spec (video clips and audio waveforms, any dtype and shape): the
 // welcome's spec, the batch's shape and short marks. A node serving
 // images speaks 1 to 3 alike; one serving video or audio refuses hellos
-// below 3 (their batches have no 4-dimensional uint8 dims).
-const Version = 3
+// below 3 (their batches have no 4-dimensional uint8 dims). Version 4
+// adds the trainer's ended message: it read the End. A standalone rank
+// is over only then (the End written to the socket may sit unread there,
+// behind batches, when the trainer stops and comes back from its
+// checkpoint); to a trainer of version 3 or older, the End written is the
+// end of its rank, as before.
+const Version = 4
 
 // MinVersion is the oldest hello version the server accepts.
 const MinVersion = 1
@@ -26,7 +31,7 @@ const MinVersion = 1
 // one type byte and a JSON payload.
 const (
 	// MaxClientFrame bounds what a trainer may send: control messages only
-	// (hello, release, commit, bye), none near 64 KiB.
+	// (hello, release, commit, bye, ended), none near 64 KiB.
 	MaxClientFrame = 64 << 10
 	// MaxServerFrame bounds a batch descriptor: 4096 samples with 1 KiB
 	// keys fit; pixels never travel in frames.
@@ -46,6 +51,7 @@ const (
 	MsgRelease MsgType = 2
 	MsgCommit  MsgType = 3
 	MsgBye     MsgType = 4
+	MsgEnded   MsgType = 5 // version 4: the trainer read the End
 )
 
 // Server -> trainer.
@@ -73,6 +79,8 @@ func (t MsgType) String() string {
 		return "commit"
 	case MsgBye:
 		return "bye"
+	case MsgEnded:
+		return "ended"
 	case MsgWelcome:
 		return "welcome"
 	case MsgRegion:
@@ -521,7 +529,7 @@ func ParseClientMsg(t MsgType, payload []byte) (ClientMsg, error) {
 		if err == nil && (m.Commit.Epoch < 0 || m.Commit.Step < 0) {
 			err = fmt.Errorf("commit of epoch %d step %d", m.Commit.Epoch, m.Commit.Step)
 		}
-	case MsgBye:
+	case MsgBye, MsgEnded:
 		if len(payload) > 0 {
 			var v struct{}
 			err = json.Unmarshal(payload, &v)

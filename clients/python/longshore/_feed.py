@@ -34,8 +34,11 @@ DeviceLike = Union[str, int, "torch.device"]
 PathLike = Union[str, "os.PathLike[str]"]
 
 # 2 adds rollbacks (cluster mode); 3 the sample spec (video, audio: any
-# dtype and shape). A node serving images accepts 1 to 3.
-PROTOCOL_VERSION = 3
+# dtype and shape); 4 the trainer's "ended" (it read the end: only then is
+# a standalone rank over, so a trainer that stopped short of it and comes
+# back from its checkpoint finds its node). A node serving images accepts
+# 1 to 4.
+PROTOCOL_VERSION = 4
 
 # The dtypes a batch may carry (docs/feed-protocol.md), as NumPy dtypes in
 # the node's byte order: it shares this machine. NumPy has no bfloat16:
@@ -64,7 +67,7 @@ def _dtype(name):
     return dt
 
 # message types (docs/feed-protocol.md)
-HELLO, RELEASE, COMMIT, BYE = 1, 2, 3, 4
+HELLO, RELEASE, COMMIT, BYE, ENDED = 1, 2, 3, 4, 5
 WELCOME, REGION, BATCH, COMMITTED, EPOCH_END, END, ERROR, ROLLBACK = 16, 17, 18, 19, 20, 21, 22, 23
 DEVICE_REGION = 24
 FIELDS = 25  # binary: a batch's fields (docs/feed-protocol.md, "Fields")
@@ -738,7 +741,7 @@ class _Conn:
             raise FeedError(w.get("code"), w.get("message"), True, w.get("report"))
         if t != WELCOME:
             raise FeedError("protocol", f"expected welcome, got type {t}")
-        if w.get("version") not in (1, 2, PROTOCOL_VERSION):
+        if w.get("version") not in (1, 2, 3, PROTOCOL_VERSION):
             raise FeedError("version", f"server speaks version {w.get('version')}")
         self.welcome = w
 
@@ -1192,6 +1195,11 @@ class Loader:
                 return None
             if t == END:
                 self._ended = True
+                if self._conn.welcome.get("version", 1) >= 4 and not self._conn.closed:
+                    try:  # the node's rank is over only once it hears this
+                        self._conn.send(ENDED, {})
+                    except OSError:
+                        pass  # a node already gone needs no answer
                 return None
             if t == ROLLBACK:
                 tok = base64.b64decode(m["token"]) if m.get("token") else None

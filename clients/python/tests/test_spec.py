@@ -53,7 +53,7 @@ def test_float32_audio_zero_copy():
     assert t.data_ptr() == b.images.ctypes.data
     assert not b.images.flags.owndata
     hello = node.received[0][1]
-    assert hello["version"] == 3
+    assert hello["version"] == 4
     del t
     b.release()
     loader.close()
