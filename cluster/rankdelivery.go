@@ -231,8 +231,10 @@ type Attachment struct {
 	Stale bool
 	// Era is the era the trainer's batches are in.
 	Era uint64
-	// Last is the rank's last acknowledged commit (nil: none in this
-	// node process): the trainer resumes after it.
+	// Last is the rank's last acknowledged commit (nil: none known): the
+	// trainer resumes after it. A node process that acknowledged none
+	// names the coordinator's newest commit of the rank from its earlier
+	// life (TrainerAcks.Inherited), if it was told one.
 	Last *Ack
 	// Reset: the last trainer got batches after that commit; they are
 	// delivered again. Release the batch held back (Hold) and any batch
@@ -257,6 +259,10 @@ func (d *RankDelivery) Attach(token string, acks *TrainerAcks, live Fence) Attac
 	at := Attachment{Last: last}
 	if ls := d.lastSent; ls != nil && (last == nil || *ls != (BatchAt{last.Session, last.Epoch, last.Step})) {
 		at.Reset, at.ResetSession, at.Answers = true, live, d.Reset(live)
+	}
+	if last == nil && acks != nil && acks.Inherited != nil {
+		l := *acks.Inherited
+		at.Last = &l
 	}
 	at.Era = d.era
 	return at

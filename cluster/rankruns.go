@@ -44,6 +44,13 @@ type RankRuns struct {
 	completed map[int]bool
 	waiting   map[int]int64
 	news      []Ack
+	// inherited is the newest commit the coordinator holds from the
+	// rank's sessions in another process life of this node (LateAcks),
+	// kept while this process has acknowledged none (last nil): what a
+	// trainer connecting to a restarted node is told its checkpoint is.
+	// viewChanged: it changed since the last TakeAcks.
+	inherited   *Ack
+	viewChanged bool
 	// CompletedToken, if set, turns the newest commit's resume token into
 	// the one that stands for a commit of a completed epoch (its epoch and
 	// step, the newest generation, which holds the epoch complete); unset,
@@ -237,6 +244,11 @@ func (r *RankRuns) ackCompleted(epoch int, step int64) {
 type TrainerAcks struct {
 	Last  *Ack
 	Steps map[Fence]map[int]Ack
+	// Inherited is the rank's newest commit the coordinator holds from an
+	// earlier process life of this node (nil: none known): a restarted
+	// node's trainer is told of it until this process acknowledges one
+	// of its own (Last).
+	Inherited *Ack
 }
 
 // Acked returns the last acknowledged commit of epoch of session s.
@@ -253,15 +265,19 @@ func (t *TrainerAcks) Acked(s Fence, epoch int) (Ack, bool) {
 // epochs), in order, with a copy of TrainerAcks after them; nil, nil
 // when nothing changed.
 func (r *RankRuns) TakeAcks() ([]Ack, *TrainerAcks) {
-	if len(r.news) == 0 {
+	if len(r.news) == 0 && !r.viewChanged {
 		return nil, nil
 	}
 	news := r.news
-	r.news = nil
+	r.news, r.viewChanged = nil, false
 	t := &TrainerAcks{Steps: make(map[Fence]map[int]Ack, len(r.stepAcks))}
 	if r.last != nil {
 		l := *r.last
 		t.Last = &l
+	}
+	if r.inherited != nil {
+		l := *r.inherited
+		t.Inherited = &l
 	}
 	for f, by := range r.stepAcks {
 		c := make(map[int]Ack, len(by))
@@ -291,7 +307,17 @@ func (r *RankRuns) LateAcks(committed []Ack) []Ack {
 		case !r.prev.IsZero() && ca.Session == r.prev:
 			acked = r.prevAcked
 		default:
-			continue // a session of another process life of this node
+			// A session of another process life of this node: nothing
+			// to acknowledge to this one's trainer, but while this
+			// process has acknowledged nothing, the newest such commit
+			// is what the rank's trainer last checkpointed as far as
+			// the coordinator knows (TrainerAcks.Inherited).
+			if r.last == nil && ca.Token != "" && (r.inherited == nil || r.inherited.Epoch < ca.Epoch ||
+				r.inherited.Epoch == ca.Epoch && r.inherited.Step < ca.Step) {
+				c := ca
+				r.inherited, r.viewChanged = &c, true
+			}
+			continue
 		}
 		if ca.Offset <= acked[ca.Epoch] {
 			continue

@@ -203,3 +203,41 @@ func TestRankRunsAcksBounded(t *testing.T) {
 		}
 	}
 }
+
+// A restarted node's process acknowledged nothing of its rank, but the
+// coordinator's welcome names the commits it holds from the node's
+// earlier life: the newest is what the rank's trainer is told its
+// checkpoint is (a trainer whose last Ack died with the old process
+// learns it), and a token the trainer brings is still taken (this
+// process cannot tell it stale). An Ack of this process's own replaces
+// it.
+func TestRankRunsInheritsTheLastCommitAfterRestart(t *testing.T) {
+	r := NewRankRuns("a/0")
+	old1, old2 := Fence{1, 2}, Fence{1, 5}
+	r.LateAcks([]Ack{
+		{Rank: "a/0", Session: old1, Epoch: 0, Step: 9, Offset: 40, Token: "g4"},
+		{Rank: "a/0", Session: old2, Epoch: 1, Step: 2, Offset: 12, Token: "g6"},
+		{Rank: "a/0", Session: old2, Epoch: 1, Step: 3, Offset: 16}, // not durable yet: no token
+	})
+	_, view := r.TakeAcks()
+	if view == nil || view.Last != nil || view.Inherited == nil || view.Inherited.Epoch != 1 || view.Inherited.Step != 2 || view.Inherited.Token != "g6" {
+		t.Fatalf("view after a restarted node's welcome: %+v, want no own ack and the inherited epoch 1 step 2 (g6)", view)
+	}
+	d := NewRankDelivery()
+	at := d.Attach("g4", view, Fence{})
+	if at.Stale || at.Last == nil || at.Last.Token != "g6" {
+		t.Fatalf("attach with an older token: %+v, want taken, naming g6", at)
+	}
+	at = d.Attach("", view, Fence{})
+	if at.Last == nil || at.Last.Epoch != 1 || at.Last.Step != 2 {
+		t.Fatalf("attach without a token: %+v, want it to name epoch 1 step 2", at)
+	}
+
+	s := Fence{3, 1}
+	r.StartSession(RankSession{Rank: "a/0", Session: s}, 2, 2)
+	r.Ack(Ack{Rank: "a/0", Session: s, Epoch: 1, Step: 4, Offset: 4, Token: "g9"})
+	_, view = r.TakeAcks()
+	if at := d.Attach("g6", view, Fence{}); !at.Stale || at.Last.Token != "g9" {
+		t.Fatalf("after this process's own ack: %+v, want the inherited commit's token stale against g9", at)
+	}
+}

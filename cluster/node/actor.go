@@ -214,15 +214,20 @@ func (a *nodeActor) welcome(w *wire.Welcome) {
 		return
 	}
 	a.job = w.Job
-	if a.n.cfg.OnJob != nil {
-		a.n.cfg.OnJob(jobOf(w.Job))
+	ranks := w.Cluster().Ranks
+	for i, s := range ranks {
+		if rs := a.byName[s.Rank]; rs != nil {
+			a.lateAcks(rs, w.Ranks[i].GetCommitted())
+		}
 	}
-	for i, s := range w.Cluster().Ranks {
+	if a.n.cfg.OnJob != nil {
+		a.n.cfg.OnJob(jobOf(w.Job)) // a trainer told of the job is told of these acks too
+	}
+	for _, s := range ranks {
 		rs := a.byName[s.Rank]
 		if rs == nil {
 			continue
 		}
-		a.lateAcks(rs, w.Ranks[i].GetCommitted())
 		if rs.runs.Active() {
 			if cur := rs.runs.Session(); cur == s.Session || s.Session.Less(cur) {
 				continue // duplicate, or late from an older coordinator life

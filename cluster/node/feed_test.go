@@ -41,6 +41,9 @@ type clusterEnv struct {
 	nd     *Node
 	srv    *delivery.Server
 	dir    string // the feed server's
+	// welcomed is closed when the node started last takes its first
+	// welcome from the coordinator (its OnJob).
+	welcomed chan struct{}
 	// catalog, if set, makes the catalog the node reads its samples
 	// through (newClusterEnvWith).
 	catalog func(storage.Store, *dataset.Dataset) dataset.Catalog
@@ -108,6 +111,8 @@ func newClusterEnvUnwelcomed(t *testing.T, samples, epochs int, catalog func(sto
 func (e *clusterEnv) startNode(inc uint64) {
 	t := e.t
 	e.cf = NewClusterFeed(2)
+	welcomed, once := make(chan struct{}), sync.Once{}
+	e.welcomed = welcomed
 	pcfg := actors.Config{Sample: actors.Shape{Height: 4, Width: 4}, Decoders: 1, FetchConcurrency: 2, Slots: 2}
 	deps := actors.Deps{Store: e.st, SampleSeed: actorstest.SampleSeed, NewDecoder: func() (actors.SampleDecoder, error) { return actorstest.PatternDecoder{}, nil }}
 	name := "n0"
@@ -117,10 +122,13 @@ func (e *clusterEnv) startNode(inc uint64) {
 	}
 	nd, err := Start(e.sys, Config{
 		Node: name, Ranks: 2, Dataset: ds, Catalog: cat, Pipeline: pcfg, Deps: deps,
-		Incarnation:  inc,
-		RankDeps:     e.cf.RankDeps(deps),
-		OnAck:        e.cf.OnAck,
-		OnJob:        e.cf.OnJob,
+		Incarnation: inc,
+		RankDeps:    e.cf.RankDeps(deps),
+		OnAck:       e.cf.OnAck,
+		OnJob: func(j Job) {
+			e.cf.OnJob(j)
+			once.Do(func() { close(welcomed) })
+		},
 		RequestEvery: 20 * time.Millisecond,
 		Logger:       testLogger(),
 		Rejoin: func(_ context.Context, inc uint64) error {

@@ -31,6 +31,11 @@ func TestClusterFeedNodeRestart(t *testing.T) {
 		e.stopNode(sctx)
 		e.startNode(inc + 1)
 		e.introduce()
+		select { // the coordinator's welcome names the rank's commits
+		case <-e.welcomed:
+		case <-sctx.Done():
+			t.Error("the restarted node was not welcomed")
+		}
 		close(restarted)
 	}()
 	firstAfter := map[int]entry{}
@@ -57,6 +62,14 @@ func TestClusterFeedNodeRestart(t *testing.T) {
 		}
 		if err := tr.dial(tr.m.token); err != nil {
 			t.Errorf("rank %d: reconnect to the restarted node: %v", tr.rank, err)
+			return false
+		}
+		// The new node process acknowledged nothing yet, but the
+		// coordinator's welcome told it the rank's last commit: the
+		// trainer's welcome names it (a trainer whose last ack the old
+		// process never delivered learns its checkpoint moved).
+		if c := tr.c.Welcome().Committed; c == nil || !c.Committed || c.Epoch != 0 || c.Step != at-2 || string(c.Token) != string(tr.m.token) {
+			t.Errorf("rank %d: the restarted node's welcome names the last commit %+v, want epoch 0 step %d token %s", tr.rank, c, at-2, tr.m.token)
 		}
 		return false
 	})
