@@ -45,7 +45,32 @@ const AnyExtension = ".*"
 // MediaExtensions returns the ImageFolder file extensions of a dataset
 // of media (image, video, audio or raw: every daemon's and tool's --media),
 // so the coordinator, the nodes and longshore-pack see the same samples.
+// "raw:EXT[,EXT...]" is raw samples of those extensions only: an
+// ImageFolder's files that end in one, and a WebDataset sample's member
+// of one (its data; the sample's other members are fields). Plain "raw"
+// takes every file, and a WebDataset sample's one member (one of several
+// is refused: which would be the data?).
 func MediaExtensions(media string) ([]string, error) {
+	kind, members, named := strings.Cut(media, ":")
+	if named {
+		if kind != "raw" {
+			return nil, fmt.Errorf("--media %q: only raw names its members (raw:txt, raw:json,npy)", media)
+		}
+		var exts []string
+		for _, m := range strings.Split(members, ",") {
+			e := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(m), "."))
+			switch {
+			case e == "":
+				return nil, fmt.Errorf("--media %q names no member extension there (raw:txt, raw:json,npy)", media)
+			case strings.ContainsAny(e, "/*\\"):
+				return nil, fmt.Errorf("--media %q: %q is no file extension", media, e)
+			case slices.Contains(exts, "."+e):
+				return nil, fmt.Errorf("--media %q names %q twice", media, e)
+			}
+			exts = append(exts, "."+e)
+		}
+		return exts, nil
+	}
 	switch media {
 	case "", "image":
 		return slices.Clone(DefaultExtensions), nil
@@ -57,6 +82,13 @@ func MediaExtensions(media string) ([]string, error) {
 		return []string{AnyExtension}, nil
 	}
 	return nil, fmt.Errorf("--media %q: want image, video, audio or raw", media)
+}
+
+// MediaKind is the kind of samples a --media value names: "raw" for
+// "raw:txt" (MediaExtensions), the value itself otherwise.
+func MediaKind(media string) string {
+	kind, _, _ := strings.Cut(media, ":")
+	return kind
 }
 
 // Layout says how Discover reads a dataset.
@@ -376,7 +408,7 @@ func discoverImageFolder(ctx context.Context, s storage.Store, root string, opts
 		var out []Sample
 		lab := label[names[i]]
 		err := s.List(ctx, prefixes[i], func(info storage.ObjectInfo) error {
-			if want[AnyExtension] || want[strings.ToLower(path.Ext(info.Key))] {
+			if want[AnyExtension] || want[strings.ToLower(path.Ext(info.Key))] || hasExtension(info.Key, want) {
 				out = append(out, Sample{Key: info.Key, Label: lab})
 			}
 			return nil
@@ -448,4 +480,17 @@ func listConcurrently(ctx context.Context, prefixes []string, conc int, list fun
 		return nil, context.Cause(ctx)
 	}
 	return out, nil
+}
+
+// hasExtension: key ends in one of want's extensions of more than one
+// part (".seg.npy", as --media raw:seg.npy names), which path.Ext does
+// not see.
+func hasExtension(key string, want map[string]bool) bool {
+	lower := strings.ToLower(key)
+	for e := range want {
+		if strings.Count(e, ".") > 1 && strings.HasSuffix(lower, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -322,7 +322,7 @@ func indexWebDatasetTar(r io.Reader, readAt func(off, n int64) ([]byte, error), 
 			stems = append(stems, stem)
 		}
 		switch {
-		case exts[ext]:
+		case exts[ext], exts[anyMember] && ext != WebDatasetLabelExt:
 			key := info.Key + "/" + name
 			if err := storage.CheckKey(key); err != nil {
 				return fmt.Errorf("member %q: %w", name, err)
@@ -373,6 +373,9 @@ func indexWebDatasetTar(r io.Reader, readAt func(off, n int64) ([]byte, error), 
 			continue // neither image nor label: not a sample here (metadata)
 		case len(g.images) == 0:
 			return nil, fmt.Errorf("sample %q has a label (%s) but no image member (.jpg, .jpeg, .png, .webp): %w", stem, g.cls, ErrBadTar)
+		case len(g.images) > 1 && exts[anyMember]:
+			return nil, fmt.Errorf("sample %q has %d members (%s, %s, ...): which one is the sample's data? name its extension with --media raw:EXT (like raw:%s); the others become its fields: %w",
+				stem, len(g.images), g.images[0].Name, g.images[1].Name, memberExt(g.images[0].Name), ErrBadTar)
 		case len(g.images) > 1:
 			return nil, fmt.Errorf("sample %q has %d image members (%s, %s, ...): which one is the sample?: %w", stem, len(g.images), g.images[0].Name, g.images[1].Name, ErrBadTar)
 		}
@@ -383,6 +386,18 @@ func indexWebDatasetTar(r io.Reader, readAt func(off, n int64) ([]byte, error), 
 		out = append(out, ts)
 	}
 	return out, nil
+}
+
+// anyMember is AnyExtension among a tar's member extensions (no dot):
+// --media raw, whose sample is its one member, whatever it is.
+const anyMember = "*"
+
+// memberExt is a member name's extension: what follows the first dot of
+// its base name.
+func memberExt(name string) string {
+	_, base := path.Split(name)
+	_, ext, _ := strings.Cut(base, ".")
+	return ext
 }
 
 // tarRangeReader reads an object sequentially through ranged GETs of

@@ -12,6 +12,7 @@ import (
 	"github.com/longshore/longshore/actors/ffdecode"
 	"github.com/longshore/longshore/actors/nvdecode"
 	"github.com/longshore/longshore/cluster/node"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/decode"
 	"github.com/longshore/longshore/decode/audio"
 	"github.com/longshore/longshore/decode/video"
@@ -36,7 +37,7 @@ type mediaFlags struct {
 }
 
 func (m *mediaFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.media, "media", "image", "what samples are: image (uint8 [3,H,W]), video (uint8 [T,3,H,W] clips from MP4, MKV, WebM: H.264, HEVC, VP8, VP9, AV1), audio (float32 [C,S] waveforms: WAV, FLAC, MP3, Opus, Vorbis), raw (each object's bytes undecoded, up to --raw-max-bytes: batch[\"data\"] in Python; docs/raw.md); docs/media.md")
+	fs.StringVar(&m.media, "media", "image", "what samples are: image (uint8 [3,H,W]), video (uint8 [T,3,H,W] clips from MP4, MKV, WebM: H.264, HEVC, VP8, VP9, AV1), audio (float32 [C,S] waveforms: WAV, FLAC, MP3, Opus, Vorbis), raw (each object's bytes undecoded, up to --raw-max-bytes: batch[\"data\"] in Python; raw:EXT[,EXT] takes only files, or a WebDataset sample's member, of those extensions; docs/raw.md); docs/media.md")
 	m.rawMax = 1 << 20
 	fs.Var(&m.rawMax, "raw-max-bytes", "--media raw: the most bytes a sample may have (a longer one fails as too_large); each slot holds --batch-size rows of this many bytes, in shared memory touched only as far as samples fill it")
 	fs.IntVar(&m.clipFrames, "clip-frames", 16, "--media video: frames per clip (T)")
@@ -52,8 +53,11 @@ func (m *mediaFlags) register(fs *flag.FlagSet) {
 
 func (m mediaFlags) kind() (actors.Kind, error) {
 	var k actors.Kind
-	if err := k.UnmarshalText([]byte(m.media)); err != nil {
-		return k, fmt.Errorf("--media %q: want image, video, audio or raw", m.media)
+	if err := k.UnmarshalText([]byte(dataset.MediaKind(m.media))); err != nil {
+		return k, fmt.Errorf("--media %q: want image, video, audio or raw (raw:EXT: docs/raw.md)", m.media)
+	}
+	if _, err := dataset.MediaExtensions(m.media); err != nil {
+		return k, err
 	}
 	return k, nil
 }

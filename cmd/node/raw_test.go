@@ -16,6 +16,8 @@ func TestRawFlagErrors(t *testing.T) {
 		{[]string{"--media", "raw", "--raw-max-bytes", "2GiB"}, "--raw-max-bytes 2147483648"},
 		{[]string{"--media", "raw", "--decode-device", "cuda"}, "--media raw decodes nothing"},
 		{[]string{"--media", "text"}, "want image, video, audio or raw"},
+		{[]string{"--media", "raw:"}, "names no member extension"},
+		{[]string{"--media", "image:jpg"}, "only raw names its members"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"--standalone", "--dataset", t.TempDir()}, c.args...)

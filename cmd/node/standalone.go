@@ -101,11 +101,13 @@ type progress struct {
 // mediaNouns names what a run of --media delivers, in the summary and the
 // progress line: one of them, and more than one.
 func mediaNouns(media string) (one, many string) {
-	switch media {
+	switch dataset.MediaKind(media) {
 	case "video":
 		return "clip", "clips"
 	case "audio":
 		return "waveform", "waveforms"
+	case "raw":
+		return "sample", "samples"
 	}
 	return "image", "images"
 }
