@@ -1,5 +1,8 @@
 """Fixtures: a real feed server (examples/feed_server: the Go pipeline with
-the FFmpeg/libjpeg-turbo decoder) over a real-photo dataset.
+the FFmpeg/libjpeg-turbo decoder) over a real-photo dataset; the product
+binaries as processes: start_node (longshore-node --standalone --sink
+feed) and start_cluster (a coordinator and a node), their stderr in the
+report of a test that fails.
 
 LONGSHORE_FEED_SERVER: a built feed_server binary (else built here with go).
 LONGSHORE_TEST_DATASET: the dataset (default: the demo ImageNet-like set).
@@ -14,7 +17,7 @@ import sys
 import tempfile
 
 import pytest
-from limits import wait_for_path
+from limits import HANG_S, wait_for_path
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "clients" / "python"))
@@ -145,9 +148,139 @@ def free_port(host):
     raise RuntimeError("no free port")
 
 
+class Proc:
+    """A process of the product (longshore-node, longshore-coordinator)
+    with its stderr in a file, never a pipe: it can be read at any time
+    (while the process runs, after it hangs), and a chatty process cannot
+    fill a pipe nobody reads and stall. stdout: "inherit" (the test's
+    output), "err" (into the same file) or "capture" (a file of its own,
+    read by .stdout)."""
+
+    def __init__(self, argv, log_dir, name, *, stdout="inherit", cwd=None):
+        self.name = name
+        self.err_path = os.path.join(str(log_dir), name + ".err")
+        self.out_path = os.path.join(str(log_dir), name + ".out") if stdout == "capture" else None
+        with open(self.err_path, "w") as err:
+            if stdout == "err":
+                out = err
+            elif stdout == "capture":
+                out = open(self.out_path, "w")
+            else:
+                out = None
+            try:
+                self.proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=cwd)
+            finally:
+                if stdout == "capture":
+                    out.close()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+    def poll(self):
+        return self.proc.poll()
+
+    def send_signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=HANG_S):
+        """The exit code; raises subprocess.TimeoutExpired past timeout."""
+        return self.proc.wait(timeout)
+
+    @staticmethod
+    def _read(path, lines=None):
+        try:
+            with open(path) as f:
+                return "".join(f.readlines()[-lines:]) if lines else f.read()
+        except OSError:
+            return ""
+
+    @property
+    def stderr(self):
+        """What the process wrote to stderr so far."""
+        return self._read(self.err_path)
+
+    def tail(self, lines=40):
+        return self._read(self.err_path, lines)
+
+    @property
+    def stdout(self):
+        """What the process wrote to stdout so far (stdout="capture")."""
+        return self._read(self.out_path)
+
+    def wait_for(self, path, what):
+        """path, once it exists; raises with the stderr if the process
+        exits first (or the hang bound passes)."""
+        return wait_for_path(path, self.proc, what, log=lambda: self.stderr)
+
+    def stop(self):
+        """Kills the process if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _show_on_failure(request, name, log):
+    """log() goes into the report of this test if it fails (see
+    pytest_runtest_makereport): a process's stderr, to debug a flake."""
+    logs = getattr(request.node, "_longshore_logs", None)
+    if logs is None:
+        logs = request.node._longshore_logs = []
+    logs.append((name, log))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for name, log in getattr(item, "_longshore_logs", ()):
+            rep.sections.append((f"{name} ({rep.when})", log() or "(nothing)"))
+
+
+class Node(Proc):
+    """longshore-node --standalone --sink feed --feed-dir feed_dir, with
+    the test's flags."""
+
+    def __init__(self, binary, args, feed_dir, log_dir, name, **kw):
+        self.feed_dir = str(feed_dir)
+        argv = [binary, "--standalone", "--sink", "feed", "--feed-dir", self.feed_dir, *args]
+        super().__init__(argv, log_dir, name, **kw)
+
+    def socket(self, rank=0):
+        """The rank's socket, once the node listens on it; raises with
+        the node's stderr if it exits first."""
+        return self.wait_for(os.path.join(self.feed_dir, f"rank-{rank}.sock"), "the standalone node")
+
+
+@pytest.fixture
+def start_node(cluster_bins, tmp_path, request):
+    """start_node(args, feed_dir, stdout="inherit"): a standalone node
+    (Node) serving its feed in feed_dir, its stderr in the test's
+    tmp_path and in the report if the test fails; killed at teardown if
+    it still runs."""
+    nodes = []
+
+    def start(args, feed_dir, stdout="inherit"):
+        name = f"node-{len(nodes) + 1}"
+        n = Node(cluster_bins[1], [str(a) for a in args], feed_dir, tmp_path, name, stdout=stdout)
+        nodes.append(n)
+        _show_on_failure(request, f"{name} stderr", lambda: n.tail(200))
+        return n
+
+    yield start
+    for n in nodes:
+        n.stop()
+
+
 class Cluster:
     """A coordinator (journal in a directory) and one node with --sink feed
-    serving `ranks` ranks, as real processes on loopback."""
+    serving `ranks` ranks, as real processes (Proc, stdout and stderr in
+    <dir>/<name>.err) on loopback."""
 
     def __init__(self, bins, dataset, workdir, *, epochs=2, batch=8, ranks=1, extra_node=(), extra_coord=()):
         self.coord_bin, self.node_bin = bins
@@ -173,10 +306,7 @@ class Cluster:
             "--progress", "never", *extra_node])
 
     def _start(self, name, argv):
-        err = open(os.path.join(self.dir, name + ".err"), "w")
-        p = subprocess.Popen(argv, stdout=err, stderr=err, cwd=self.dir)
-        err.close()
-        p.name = name
+        p = Proc(argv, self.dir, name, stdout="err", cwd=self.dir)
         self.procs.append(p)
         return p
 
@@ -187,15 +317,10 @@ class Cluster:
 
     def socket(self, rank=0):
         """The rank's socket, once the node listens on it."""
-        path = os.path.join(self.feed_dir, f"rank-{rank}.sock")
-        return wait_for_path(path, self.node, "the node", log=lambda: self.stderr("node"))
+        return self.node.wait_for(os.path.join(self.feed_dir, f"rank-{rank}.sock"), "the node")
 
     def stderr(self, name, lines=40):
-        try:
-            with open(os.path.join(self.dir, name + ".err")) as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return ""
+        return Proc._read(os.path.join(self.dir, name + ".err"), lines)
 
     def logs(self):
         names = ["node"] + [f"coordinator-{i}" for i in range(1, self.lives + 1)]
@@ -203,18 +328,25 @@ class Cluster:
 
     def stop(self):
         for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            p.stop()
 
 
 @pytest.fixture
-def start_cluster(cluster_bins, tiny_dataset, tmp_path):
+def start_cluster(cluster_bins, tmp_path, request):
+    """start_cluster(dataset=None, workdir=None, **Cluster's options): a
+    Cluster over dataset (default: tiny_dataset) in workdir (default: the
+    test's tmp_path), its logs in the report if the test fails; stopped
+    at teardown."""
     clusters = []
 
-    def start(**kw):
-        c = Cluster(cluster_bins, tiny_dataset[0], tmp_path, **kw)
+    def start(dataset=None, workdir=None, **kw):
+        if dataset is None:
+            dataset = request.getfixturevalue("tiny_dataset")[0]
+        workdir = tmp_path if workdir is None else pathlib.Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        c = Cluster(cluster_bins, dataset, workdir, **kw)
         clusters.append(c)
+        _show_on_failure(request, f"cluster {len(clusters)} logs", c.logs)
         return c
 
     yield start

@@ -12,7 +12,7 @@ import numpy as np
 import torch  # noqa: F401  (Batch.tensor)
 
 import longshore
-from limits import HANG_S, wait_for_path
+from limits import HANG_S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "..", "testdata", "media")
@@ -38,43 +38,36 @@ def ffmpeg_window(path):
     return pcm[:, start:start + n], False
 
 
-def test_audio_feed_matches_ffmpeg(cluster_bins, tmp_path):
+def test_audio_feed_matches_ffmpeg(start_node, tmp_path):
     root = tmp_path / "ds"
     for cls, names in CLIPS.items():
         (root / cls).mkdir(parents=True)
         for n in names:
             shutil.copy(os.path.join(MEDIA, n), root / cls / n)
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(root), "--sink", "feed", "--feed-dir", feed,
-                             "--media", "audio", "--sample-rate", str(RATE), "--channels", str(CHANNELS),
-                             "--audio-seconds", str(SECONDS), "--transform", "eval", "--batch-size", "4",
-                             "--progress", "never"], stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
-        loader = longshore.Loader(sock, timeout=HANG_S)
-        spec = loader.welcome["spec"]
-        n = int(round(SECONDS * RATE))
-        assert spec == {"kind": "audio", "dtype": "float32", "shape": [CHANNELS, n], "layout": "NCS"}
-        seen = {}
-        for b in loader.batches():
-            assert b.images.dtype == np.float32 and b.images.shape == (len(b), CHANNELS, n)
-            assert b.images.base is not None  # a view of the shared memory, not a copy
-            t = b.tensor()
-            assert t.dtype == torch.float32 and t.data_ptr() == b.images.ctypes.data
-            for i, key in enumerate(b.keys):
-                want, short = ffmpeg_window(str(root / key))
-                diff = float(np.abs(b.images[i] - want).max())
-                assert diff <= 1e-5, f"{key}: max difference {diff} from ffmpeg's resampling"
-                assert b.short[i] == short, f"{key}: short {b.short[i]}, want {short}"
-                seen[key] = b.short[i]
-            del t
-            b.release()
-        loader.close()
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", root, "--media", "audio", "--sample-rate", RATE, "--channels", CHANNELS,
+                       "--audio-seconds", SECONDS, "--transform", "eval", "--batch-size", 4,
+                       "--progress", "never"], feed)
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S)
+    spec = loader.welcome["spec"]
+    n = int(round(SECONDS * RATE))
+    assert spec == {"kind": "audio", "dtype": "float32", "shape": [CHANNELS, n], "layout": "NCS"}
+    seen = {}
+    for b in loader.batches():
+        assert b.images.dtype == np.float32 and b.images.shape == (len(b), CHANNELS, n)
+        assert b.images.base is not None  # a view of the shared memory, not a copy
+        t = b.tensor()
+        assert t.dtype == torch.float32 and t.data_ptr() == b.images.ctypes.data
+        for i, key in enumerate(b.keys):
+            want, short = ffmpeg_window(str(root / key))
+            diff = float(np.abs(b.images[i] - want).max())
+            assert diff <= 1e-5, f"{key}: max difference {diff} from ffmpeg's resampling"
+            assert b.short[i] == short, f"{key}: short {b.short[i]}, want {short}"
+            seen[key] = b.short[i]
+        del t
+        b.release()
+    loader.close()
+    assert node.wait() == 0, node.stderr
     assert len(seen) == 12
     assert sorted(k for k, s in seen.items() if s) == ["tone/short.flac", "tone/short.wav"]

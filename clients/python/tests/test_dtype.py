@@ -20,7 +20,7 @@ from torchvision import transforms as T
 
 import longshore
 from fakenode import BATCH, HELLO, WELCOME, FakeNode, send_region, welcome
-from limits import HANG_S, wait_for_path
+from limits import HANG_S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.join(HERE, "..", "..", "..")
@@ -52,41 +52,33 @@ def reference(path, dtype):
 
 @pytest.mark.parametrize("name,dtype,layout", [("float16", torch.float16, "nchw"), ("float16", torch.float16, "nhwc"),
                                                ("bfloat16", torch.bfloat16, "nchw")])
-def test_float_samples_match_torchvision(cluster_bins, photos, tmp_path, name, dtype, layout):
+def test_float_samples_match_torchvision(start_node, photos, tmp_path, name, dtype, layout):
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(photos), "--sink", "feed", "--feed-dir", feed,
-                             "--transform", "resize(short=256)|center_crop|" + NORMALIZE, "--dtype", name,
-                             "--layout", layout, "--batch-size", "8", "--progress", "never"],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
-        loader = longshore.Loader(sock, timeout=HANG_S)
-        dims = [3, 224, 224] if layout == "nchw" else [224, 224, 3]
-        assert loader.welcome["spec"] == {"kind": "image", "dtype": name, "shape": dims, "layout": layout.upper()}
-        std = torch.tensor(STD, dtype=torch.float64).view(3, 1, 1)
-        seen = 0
-        for b in loader.batches():
-            t = b.tensor()
-            assert b.dtype == name and t.dtype == dtype and list(t.shape) == [len(b)] + dims
-            assert t.data_ptr() == b.images.ctypes.data  # the shared memory, not a copy
-            for i, key in enumerate(b.keys):
-                got = t[i] if layout == "nchw" else t[i].permute(2, 0, 1)
-                want = reference(str(photos / key), dtype)
-                levels = (got.double() - want.double()).abs() * std * 255
-                mean, off = float(levels.mean()), float((levels > 8).double().mean())
-                # docs/fidelity.md's bounds, per image: mean <= 1.0 level
-                # (the p99 image's bound is 3.0), > 8 levels <= 0.5%.
-                assert mean <= 1.0 and off <= 0.005, f"{key}: mean {mean:.3f} levels, {100 * off:.2f}% off by > 8"
-                seen += 1
-            del t, got
-            b.release()
-        loader.close()
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", photos, "--transform", "resize(short=256)|center_crop|" + NORMALIZE,
+                       "--dtype", name, "--layout", layout, "--batch-size", 8, "--progress", "never"], feed)
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S)
+    dims = [3, 224, 224] if layout == "nchw" else [224, 224, 3]
+    assert loader.welcome["spec"] == {"kind": "image", "dtype": name, "shape": dims, "layout": layout.upper()}
+    std = torch.tensor(STD, dtype=torch.float64).view(3, 1, 1)
+    seen = 0
+    for b in loader.batches():
+        t = b.tensor()
+        assert b.dtype == name and t.dtype == dtype and list(t.shape) == [len(b)] + dims
+        assert t.data_ptr() == b.images.ctypes.data  # the shared memory, not a copy
+        for i, key in enumerate(b.keys):
+            got = t[i] if layout == "nchw" else t[i].permute(2, 0, 1)
+            want = reference(str(photos / key), dtype)
+            levels = (got.double() - want.double()).abs() * std * 255
+            mean, off = float(levels.mean()), float((levels > 8).double().mean())
+            # docs/fidelity.md's bounds, per image: mean <= 1.0 level
+            # (the p99 image's bound is 3.0), > 8 levels <= 0.5%.
+            assert mean <= 1.0 and off <= 0.005, f"{key}: mean {mean:.3f} levels, {100 * off:.2f}% off by > 8"
+            seen += 1
+        del t, got
+        b.release()
+    loader.close()
+    assert node.wait() == 0, node.stderr
     assert seen == N
 
 

@@ -15,7 +15,7 @@ import torch
 
 import longshore
 from conftest import REPO
-from limits import HANG_S, wait_for_path
+from limits import HANG_S
 
 N, SHARDS, EPOCHS = 60, 3, 2
 
@@ -55,7 +55,7 @@ def write_webdataset(root):
 
 
 @pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "in_place"])
-def test_webdataset_fields_through_the_feed(cluster_bins, pack_bin, tmp_path, indexed):
+def test_webdataset_fields_through_the_feed(start_node, pack_bin, tmp_path, indexed):
     """indexed: longshore-pack --index wrote manifest.jsonl beside the
     tars; in_place: the directory of tars is --dataset as it is."""
     root = tmp_path / "wds"
@@ -63,68 +63,54 @@ def test_webdataset_fields_through_the_feed(cluster_bins, pack_bin, tmp_path, in
     if indexed:
         subprocess.run([pack_bin, "--index", str(root)], check=True, capture_output=True)
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(root), "--sink", "feed", "--feed-dir", feed,
-                             "--size", "16", "--transform", "resize", "--batch-size", "8", "--epochs", str(EPOCHS),
-                             "--progress", "never"], stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
-        loader = longshore.Loader(sock, timeout=HANG_S)
-        schema = {f["name"]: f["type"] for f in loader.welcome["fields"]}
-        assert schema == {"txt": "string", "json.key": "string", "json.width": "int", "json.tags": "list<string>"}
-        seen = {}
-        for b in loader.batches():
-            assert b["image"].shape == (len(b), 3, 16, 16)
-            assert isinstance(b["json.width"], torch.Tensor) and b["json.width"].dtype == torch.int64
-            labels = b["label"]
-            for r, key in enumerate(b.keys):
-                if b.filled[r]:
-                    continue
-                i = int(key.split("/")[-1][1:5])
-                assert key == f"shard-{i % SHARDS:03d}.tar/{stem(i)}.jpg"
-                assert b["json.key"][r] == stem(i), (key, b["json.key"][r])
-                assert int(b["json.width"][r]) == 16 + i
-                assert b["json.tags"][r] == [stem(i), "x"]
-                assert int(labels[r]) == i % 4
-                if i % 5:
-                    assert b.fields["txt"][r] == f"a photo of {stem(i)}" and b.present["txt"][r]
-                else:
-                    assert b.fields["txt"][r] is None and not b.present["txt"][r]
-                seen[(b.epoch, key)] = seen.get((b.epoch, key), 0) + 1
-            b.release()
-        loader.close()
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", root, "--size", 16, "--transform", "resize", "--batch-size", 8, "--epochs", EPOCHS,
+                       "--progress", "never"], feed)
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S)
+    schema = {f["name"]: f["type"] for f in loader.welcome["fields"]}
+    assert schema == {"txt": "string", "json.key": "string", "json.width": "int", "json.tags": "list<string>"}
+    seen = {}
+    for b in loader.batches():
+        assert b["image"].shape == (len(b), 3, 16, 16)
+        assert isinstance(b["json.width"], torch.Tensor) and b["json.width"].dtype == torch.int64
+        labels = b["label"]
+        for r, key in enumerate(b.keys):
+            if b.filled[r]:
+                continue
+            i = int(key.split("/")[-1][1:5])
+            assert key == f"shard-{i % SHARDS:03d}.tar/{stem(i)}.jpg"
+            assert b["json.key"][r] == stem(i), (key, b["json.key"][r])
+            assert int(b["json.width"][r]) == 16 + i
+            assert b["json.tags"][r] == [stem(i), "x"]
+            assert int(labels[r]) == i % 4
+            if i % 5:
+                assert b.fields["txt"][r] == f"a photo of {stem(i)}" and b.present["txt"][r]
+            else:
+                assert b.fields["txt"][r] is None and not b.present["txt"][r]
+            seen[(b.epoch, key)] = seen.get((b.epoch, key), 0) + 1
+        b.release()
+    loader.close()
+    assert node.wait() == 0, node.stderr
     assert len(seen) == N * EPOCHS and set(seen.values()) == {1}, "every sample exactly once an epoch"
 
 
-def test_no_fields_asked(cluster_bins, pack_bin, tmp_path):
+def test_no_fields_asked(start_node, pack_bin, tmp_path):
     """Loader(fields=False) says nothing of fields: the batches are what
     they were before fields existed."""
     root = tmp_path / "wds"
     write_webdataset(root)
     subprocess.run([pack_bin, "--index", str(root)], check=True, capture_output=True)
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(root), "--sink", "feed", "--feed-dir", feed,
-                             "--size", "16", "--transform", "resize", "--batch-size", "8", "--progress", "never"],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
-        loader = longshore.Loader(sock, timeout=HANG_S, fields=False)
-        assert "fields" not in loader.welcome
-        n = 0
-        for b in loader.batches():
-            assert b.fields == {} and "txt" not in b
-            n += len(b)
-            b.release()
-        loader.close()
-        assert n == N
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", root, "--size", 16, "--transform", "resize", "--batch-size", 8,
+                       "--progress", "never"], feed)
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S, fields=False)
+    assert "fields" not in loader.welcome
+    n = 0
+    for b in loader.batches():
+        assert b.fields == {} and "txt" not in b
+        n += len(b)
+        b.release()
+    loader.close()
+    assert n == N
+    assert node.wait() == 0, node.stderr

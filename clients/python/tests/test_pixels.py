@@ -7,7 +7,6 @@ differ between epochs."""
 import collections
 import os
 import signal
-import subprocess
 import sys
 
 import longshore
@@ -17,38 +16,31 @@ from test_cluster import finish, read_record, start_trainer, wait_record
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cluster_trainer import pixel_digest  # noqa: E402
-from limits import HANG_S, wait_for_path
+from limits import HANG_S
 
 JOB = dict(epochs=2, batch=8, seed=11)
 NODE = ["--transform", "train", "--size", "32", "--decoders", "2"]
 
 
-def standalone_pixels(node_bin, dataset, tmp_path):
+def standalone_pixels(start_node, dataset, tmp_path):
     """Every sample's digest per (epoch, key), read through the Python
     client from `longshore-node --standalone --sink feed`."""
     feed = str(tmp_path / "standalone-feed")
-    node = subprocess.Popen([node_bin, "--standalone", "--dataset", dataset, "--sink", "feed", "--feed-dir", feed,
-                             "--epochs", str(JOB["epochs"]), "--batch-size", str(JOB["batch"]), "--seed", str(JOB["seed"]),
-                             "--progress", "never", *NODE], stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the standalone node")
-        loader = longshore.Loader(sock, timeout=HANG_S)
-        px = collections.defaultdict(dict)
-        for b in loader.batches():
-            for i, (k, pad) in enumerate(zip(b.keys, b.pads)):
-                if not pad:
-                    assert k not in px[b.epoch], f"standalone: epoch {b.epoch} delivered {k} twice"
-                    px[b.epoch][k] = pixel_digest(b.images[i])
-            b.release()
-        loader.close()
-        # Every epoch delivered and the trainer gone: the node exits 0 by
-        # itself, as a cluster node does.
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", dataset, "--epochs", JOB["epochs"], "--batch-size", JOB["batch"],
+                       "--seed", JOB["seed"], "--progress", "never", *NODE], feed)
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S)
+    px = collections.defaultdict(dict)
+    for b in loader.batches():
+        for i, (k, pad) in enumerate(zip(b.keys, b.pads)):
+            if not pad:
+                assert k not in px[b.epoch], f"standalone: epoch {b.epoch} delivered {k} twice"
+                px[b.epoch][k] = pixel_digest(b.images[i])
+        b.release()
+    loader.close()
+    # Every epoch delivered and the trainer gone: the node exits 0 by
+    # itself, as a cluster node does.
+    assert node.wait() == 0, node.stderr
     return px
 
 
@@ -71,31 +63,27 @@ def committed_pixels(events):
     return px
 
 
-def test_pixels_standalone_and_cluster(cluster_bins, dataset, tmp_path):
-    ref = standalone_pixels(cluster_bins[1], dataset, tmp_path)
+def test_pixels_standalone_and_cluster(start_node, start_cluster, dataset, tmp_path):
+    ref = standalone_pixels(start_node, dataset, tmp_path)
     n = len(ref[0])
     assert n > 0 and len(ref[1]) == n, f"standalone epochs delivered {n} and {len(ref[1])} samples"
     same = sum(ref[0][k] == ref[1].get(k) for k in ref[0])
     assert same <= n // 20, f"{same} of {n} samples have the same pixels in both epochs: crops not drawn per epoch"
 
-    from conftest import Cluster
-    (tmp_path / "cluster").mkdir()
-    c = Cluster(cluster_bins, dataset, tmp_path / "cluster", epochs=JOB["epochs"], batch=JOB["batch"], extra_node=NODE)
-    try:
-        record = str(tmp_path / "trainer.jsonl")
-        tr = start_trainer(c, record, commit_every=3, step_time=0.01, pixels=True)
-        # kill -9 the coordinator in epoch 1: the sessions that follow
-        # start mid-job, in epoch 1
-        wait_record(record, lambda evs: sum(e["ev"] == "ack" and e["epoch"] == 1 for e in evs) >= 2, tr, c)
-        c.coord.send_signal(signal.SIGKILL)
-        c.coord.wait()
-        c.start_coordinator()
-        finish(c, tr)
-        events = read_record(record)
-        assert any(e["ev"] == "rollback" for e in events), "the coordinator kill caused no rollback"
-        got = committed_pixels(events)
-    finally:
-        c.stop()
+    c = start_cluster(dataset=dataset, workdir=tmp_path / "cluster", epochs=JOB["epochs"], batch=JOB["batch"],
+                      extra_node=NODE)
+    record = str(tmp_path / "trainer.jsonl")
+    tr = start_trainer(c, record, commit_every=3, step_time=0.01, pixels=True)
+    # kill -9 the coordinator in epoch 1: the sessions that follow
+    # start mid-job, in epoch 1
+    wait_record(record, lambda evs: sum(e["ev"] == "ack" and e["epoch"] == 1 for e in evs) >= 2, tr, c)
+    c.coord.send_signal(signal.SIGKILL)
+    c.coord.wait()
+    c.start_coordinator()
+    finish(c, tr)
+    events = read_record(record)
+    assert any(e["ev"] == "rollback" for e in events), "the coordinator kill caused no rollback"
+    got = committed_pixels(events)
     total = diff = 0
     for e, m in got.items():
         assert len(m) == len(ref[e]), f"epoch {e}: {len(m)} samples committed, {len(ref[e])} standalone"

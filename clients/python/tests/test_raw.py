@@ -6,12 +6,9 @@ epochs and a trainer that dies mid-epoch and resumes from its
 checkpoint's token."""
 
 import json
-import os
-import subprocess
 
 import longshore
-from conftest import Cluster
-from limits import HANG_S, wait_for_path
+from limits import HANG_S
 
 N, EPOCHS, BATCH, MAX = 50, 2, 8, 4096
 
@@ -35,136 +32,116 @@ def write_folder(root):
     return files
 
 
-def test_raw_bytes_exactly_once_across_epochs_and_a_resume(cluster_bins, tmp_path):
+def test_raw_bytes_exactly_once_across_epochs_and_a_resume(start_node, tmp_path):
     files = write_folder(tmp_path / "docs")
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(tmp_path / "docs"), "--media", "raw",
-                             "--raw-max-bytes", str(MAX), "--sink", "feed", "--feed-dir", feed,
-                             "--batch-size", str(BATCH), "--epochs", str(EPOCHS), "--seed", "5", "--progress", "never"],
-                            stderr=subprocess.PIPE, text=True)
+    node = start_node(["--dataset", tmp_path / "docs", "--media", "raw", "--raw-max-bytes", MAX, "--batch-size", BATCH,
+                       "--epochs", EPOCHS, "--seed", 5, "--progress", "never"], feed)
     committed = {}  # (epoch, key) -> deliveries in committed history
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
+    sock = node.socket()
 
-        def read(loader, stop_after=None):
-            """Read batches, counting each row; stop (without committing
-            the rest) after `stop_after` batches of epoch 1."""
-            pending, state, seen1 = {}, None, 0
-            for b in loader.batches():
-                spec = loader.welcome["spec"]
-                assert spec["kind"] == "raw" and spec["dtype"] == "uint8" and spec["shape"] == [MAX + 8], spec
-                data = b["data"]
-                assert data is b.data and data is b.fields["data"] and len(data) == len(b)
-                for r, key in enumerate(b.keys):
-                    assert isinstance(data[r], memoryview)
-                    assert bytes(data[r]) == files[key], (key, len(data[r]), len(files[key]))
-                    assert not b.filled[r]
-                    pending[(b.epoch, key)] = pending.get((b.epoch, key), 0) + 1
-                del data
-                b.release()
-                if b.epoch == 1:
-                    seen1 += 1
-                    if stop_after is not None and seen1 == stop_after:
-                        # checkpoint here, then read two batches more and die
-                        state = loader.state_dict()
-                        for k, v in pending.items():
-                            committed[k] = committed.get(k, 0) + v
-                        pending.clear()
-                        extra = 0
-                        for b2 in loader:
-                            b2.release()
-                            extra += 1
-                            if extra == 2:
-                                break
-                        assert extra == 2
-                        return state
-            for k, v in pending.items():
-                committed[k] = committed.get(k, 0) + v
-            return state
+    def read(loader, stop_after=None):
+        """Read batches, counting each row; stop (without committing
+        the rest) after `stop_after` batches of epoch 1."""
+        pending, state, seen1 = {}, None, 0
+        for b in loader.batches():
+            spec = loader.welcome["spec"]
+            assert spec["kind"] == "raw" and spec["dtype"] == "uint8" and spec["shape"] == [MAX + 8], spec
+            data = b["data"]
+            assert data is b.data and data is b.fields["data"] and len(data) == len(b)
+            for r, key in enumerate(b.keys):
+                assert isinstance(data[r], memoryview)
+                assert bytes(data[r]) == files[key], (key, len(data[r]), len(files[key]))
+                assert not b.filled[r]
+                pending[(b.epoch, key)] = pending.get((b.epoch, key), 0) + 1
+            del data
+            b.release()
+            if b.epoch == 1:
+                seen1 += 1
+                if stop_after is not None and seen1 == stop_after:
+                    # checkpoint here, then read two batches more and die
+                    state = loader.state_dict()
+                    for k, v in pending.items():
+                        committed[k] = committed.get(k, 0) + v
+                    pending.clear()
+                    extra = 0
+                    for b2 in loader:
+                        b2.release()
+                        extra += 1
+                        if extra == 2:
+                            break
+                    assert extra == 2
+                    return state
+        for k, v in pending.items():
+            committed[k] = committed.get(k, 0) + v
+        return state
 
-        first = longshore.Loader(sock, timeout=HANG_S)
-        state = read(first, stop_after=2)
-        first.close()  # the trainer dies two batches after its checkpoint
-        assert state is not None and state["epoch"] == 1 and state["step"] == 1, state
+    first = longshore.Loader(sock, timeout=HANG_S)
+    state = read(first, stop_after=2)
+    first.close()  # the trainer dies two batches after its checkpoint
+    assert state is not None and state["epoch"] == 1 and state["step"] == 1, state
 
-        second = longshore.Loader(sock, timeout=HANG_S)
-        second.load_state_dict(state)
-        assert second.welcome["resume"] == {"epoch": 1, "step": 2}, second.welcome["resume"]
-        read(second)
-        second.close()
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    second = longshore.Loader(sock, timeout=HANG_S)
+    second.load_state_dict(state)
+    assert second.welcome["resume"] == {"epoch": 1, "step": 2}, second.welcome["resume"]
+    read(second)
+    second.close()
+    assert node.wait() == 0, node.stderr
     want = {(e, k) for e in range(EPOCHS) for k in files}
     assert set(committed) == want and set(committed.values()) == {1}, "every sample exactly once an epoch"
 
 
-def test_raw_sample_too_large_is_a_failure(cluster_bins, tmp_path):
+def test_raw_sample_too_large_is_a_failure(start_node, tmp_path):
     """A sample longer than --raw-max-bytes fails (too_large): its row is
     filled with another row's bytes and marked, the others arrive whole."""
     files = write_folder(tmp_path / "docs")
     big = b"x" * (MAX + 1)
     (tmp_path / "docs" / "c0" / "big.txt").write_bytes(big)
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(tmp_path / "docs"), "--media", "raw",
-                             "--raw-max-bytes", str(MAX), "--sink", "feed", "--feed-dir", feed,
-                             "--batch-size", str(BATCH), "--max-failures", "5", "--progress", "never"],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
-        loader = longshore.Loader(sock, timeout=HANG_S)
-        delivered, filled = set(), 0
-        for b in loader.batches():
-            for r, key in enumerate(b.keys):
-                if b.filled[r]:
-                    filled += 1
-                    continue
-                assert bytes(b["data"][r]) == files[key]
-                delivered.add(key)
-            b.release()
-        loader.close()
-        node.wait(HANG_S)
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", tmp_path / "docs", "--media", "raw", "--raw-max-bytes", MAX, "--batch-size", BATCH,
+                       "--max-failures", 5, "--progress", "never"], feed)
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S)
+    delivered, filled = set(), 0
+    for b in loader.batches():
+        for r, key in enumerate(b.keys):
+            if b.filled[r]:
+                filled += 1
+                continue
+            assert bytes(b["data"][r]) == files[key]
+            delivered.add(key)
+        b.release()
+    loader.close()
+    node.wait()
     assert delivered == set(files) and filled == 1
 
 
-def test_raw_bytes_in_cluster_mode(cluster_bins, tmp_path):
+def test_raw_bytes_in_cluster_mode(start_cluster, tmp_path):
     """The same through a coordinator and a node (--join ... --sink feed,
     both --media raw): every sample's bytes, exactly once per epoch in
     committed history (the trainer commits every batch)."""
     files = write_folder(tmp_path / "docs")
-    (tmp_path / "cluster").mkdir()
-    c = Cluster(cluster_bins, str(tmp_path / "docs"), tmp_path / "cluster", epochs=EPOCHS, batch=BATCH,
-                extra_node=("--media", "raw", "--raw-max-bytes", str(MAX)), extra_coord=("--media", "raw"))
+    c = start_cluster(dataset=str(tmp_path / "docs"), workdir=tmp_path / "cluster", epochs=EPOCHS, batch=BATCH,
+                      extra_node=("--media", "raw", "--raw-max-bytes", str(MAX)), extra_coord=("--media", "raw"))
     seen = {}
-    try:
-        loader = longshore.Loader(c.socket(), timeout=HANG_S)
-        for b in loader.batches():
-            assert loader.welcome["spec"]["kind"] == "raw"
-            for r, key in enumerate(b.keys):
-                if b.filled[r] or b.pads[r]:
-                    continue
-                assert bytes(b["data"][r]) == files[key], key
-                seen[(b.epoch, key)] = seen.get((b.epoch, key), 0) + 1
-            b.release()
-            loader.commit()
-        loader.close()
-        assert c.node.wait(HANG_S) == 0, c.logs()
-        assert c.coord.wait(HANG_S) == 0, c.logs()
-    finally:
-        c.stop()
+    loader = longshore.Loader(c.socket(), timeout=HANG_S)
+    for b in loader.batches():
+        assert loader.welcome["spec"]["kind"] == "raw"
+        for r, key in enumerate(b.keys):
+            if b.filled[r] or b.pads[r]:
+                continue
+            assert bytes(b["data"][r]) == files[key], key
+            seen[(b.epoch, key)] = seen.get((b.epoch, key), 0) + 1
+        b.release()
+        loader.commit()
+    loader.close()
+    assert c.node.wait(HANG_S) == 0, c.logs()
+    assert c.coord.wait(HANG_S) == 0, c.logs()
     want = {(e, k) for e in range(EPOCHS) for k in files}
     assert set(seen) == want and set(seen.values()) == {1}, c.logs()
 
 
-def test_raw_with_a_manifest_and_fields(cluster_bins, tmp_path):
+def test_raw_with_a_manifest_and_fields(start_node, tmp_path):
     """A manifest's objects read raw, with their fields: a field named
     "data" keeps its name in batch.fields and batch["data"], the bytes are
     then batch.data."""
@@ -174,26 +151,19 @@ def test_raw_with_a_manifest_and_fields(cluster_bins, tmp_path):
         for i, key in enumerate(keys):
             f.write(json.dumps({"key": key, "label": i % 2, "data": f"meta {i}", "n": i}) + "\n")
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(tmp_path / "docs"), "--media", "raw",
-                             "--raw-max-bytes", str(MAX), "--sink", "feed", "--feed-dir", feed,
-                             "--batch-size", str(BATCH), "--progress", "never"], stderr=subprocess.PIPE, text=True)
+    node = start_node(["--dataset", tmp_path / "docs", "--media", "raw", "--raw-max-bytes", MAX, "--batch-size", BATCH,
+                       "--progress", "never"], feed)
     seen = set()
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
-        loader = longshore.Loader(sock, timeout=HANG_S)
-        for b in loader.batches():
-            for r, key in enumerate(b.keys):
-                i = keys.index(key)
-                assert bytes(b.data[r]) == files[key]
-                assert b["data"][r] == b.fields["data"][r] == f"meta {i}" and int(b["n"][r]) == i
-                assert int(b["label"][r]) == i % 2
-                seen.add(key)
-            b.release()
-        loader.close()
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S)
+    for b in loader.batches():
+        for r, key in enumerate(b.keys):
+            i = keys.index(key)
+            assert bytes(b.data[r]) == files[key]
+            assert b["data"][r] == b.fields["data"][r] == f"meta {i}" and int(b["n"][r]) == i
+            assert int(b["label"][r]) == i % 2
+            seen.add(key)
+        b.release()
+    loader.close()
+    assert node.wait() == 0, node.stderr
     assert seen == set(files)

@@ -4,13 +4,11 @@ batches, on an injected clock, and reports them to the node on its
 releases (docs/feed-protocol.md, the release's "stall" field)."""
 
 import json
-import os
-import subprocess
 import threading
 
 import longshore
 from fakenode import BATCH, END, EPOCH_END, HELLO, RELEASE, WELCOME, FakeNode, batch, welcome
-from limits import HANG_S, wait_for_path
+from limits import HANG_S
 
 
 class TrainerClock:
@@ -88,7 +86,7 @@ def test_slow_node_shows_high_stall_share():
     assert carrying[-1]["ids"] == []
 
 
-def test_node_summary_shows_trainer_split(cluster_bins, tiny_dataset, tmp_path):
+def test_node_summary_shows_trainer_split(start_node, tiny_dataset, tmp_path):
     """A trainer computing 10 ms a step (on its clock) against the real
     node (`longshore-node --standalone --sink feed`): the node's
     --stats-json has the steps, their waits and computes in
@@ -97,28 +95,20 @@ def test_node_summary_shows_trainer_split(cluster_bins, tiny_dataset, tmp_path):
     root, _ = tiny_dataset
     feed = str(tmp_path / "feed")
     stats = str(tmp_path / "stats.json")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", root, "--sink", "feed", "--feed-dir", feed,
-                             "--epochs", "2", "--batch-size", "16", "--size", "16", "--transform", "resize",
-                             "--decoders", "1", "--progress", "never", "--stats-json", stats],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the standalone node")
-        loader = longshore.Loader(sock, timeout=HANG_S, clock=clk)
-        for b in loader.headspace(steps=8, cache=2):  # the compute ceiling: 5 ms a step
-            clk.advance(0.005)
-        n = 2  # the headspace's cached batches
-        for b in loader.batches():
-            n += 1
-            clk.advance(0.010)
-            b.release()
-        loader.close()
-        out, err = node.communicate(timeout=HANG_S)
-        assert node.returncode == 0, err
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", root, "--epochs", 2, "--batch-size", 16, "--size", 16, "--transform", "resize",
+                       "--decoders", 1, "--progress", "never", "--stats-json", stats], feed, stdout="capture")
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S, clock=clk)
+    for b in loader.headspace(steps=8, cache=2):  # the compute ceiling: 5 ms a step
+        clk.advance(0.005)
+    n = 2  # the headspace's cached batches
+    for b in loader.batches():
+        n += 1
+        clk.advance(0.010)
+        b.release()
+    loader.close()
+    assert node.wait() == 0, node.stderr
+    out = node.stdout
     assert n == 30  # 240 samples, 16 a batch, 2 epochs
     with open(stats) as f:
         tw = json.load(f)["trainer_wait"]

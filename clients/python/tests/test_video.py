@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 
 import longshore
-from limits import HANG_S, wait_for_path
+from limits import HANG_S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "..", "testdata", "media")
@@ -46,40 +46,33 @@ def counter(frame):
     return n
 
 
-def test_video_feed_frames(cluster_bins, tmp_path):
+def test_video_feed_frames(start_node, tmp_path):
     root = tmp_path / "ds" / "a"
     root.mkdir(parents=True)
     names = ["cfr_h264.mp4", "vfr_h264.mkv", "vp9.webm"]
     for n in names:
         shutil.copy(os.path.join(MEDIA, n), root / n)
     feed = str(tmp_path / "feed")
-    node = subprocess.Popen([cluster_bins[1], "--standalone", "--dataset", str(tmp_path / "ds"), "--sink", "feed",
-                             "--feed-dir", feed, "--media", "video", "--clip-frames", str(T), "--clip-sampling", "uniform",
-                             "--size", str(SIZE), "--transform", "eval", "--batch-size", "2", "--progress", "never"],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        sock = os.path.join(feed, "rank-0.sock")
-        wait_for_path(sock, node, "the node")
-        loader = longshore.Loader(sock, timeout=HANG_S)
-        assert loader.welcome["spec"] == {"kind": "video", "dtype": "uint8", "shape": [T, 3, SIZE, SIZE], "layout": "NTCHW"}
-        seen = set()
-        for b in loader.batches():
-            assert b.images.dtype == np.uint8 and b.images.shape == (len(b), T, 3, SIZE, SIZE)
-            for i, key in enumerate(b.keys):
-                pts, dur = frame_pts(str(tmp_path / "ds" / key))
-                want = []
-                for k in range(T):
-                    ts = (2 * k + 1) * dur // (2 * T)
-                    want.append(max(j for j, p in enumerate(pts) if p <= ts))
-                got = [counter(b.images[i, k]) for k in range(T)]
-                assert got == want, f"{key}: frames {got}, want {want}"
-                assert not b.short[i]
-                seen.add(key)
-            b.release()
-        loader.close()
-        assert node.wait(HANG_S) == 0, node.stderr.read()
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = start_node(["--dataset", tmp_path / "ds", "--media", "video", "--clip-frames", T,
+                       "--clip-sampling", "uniform", "--size", SIZE, "--transform", "eval", "--batch-size", 2,
+                       "--progress", "never"], feed)
+    sock = node.socket()
+    loader = longshore.Loader(sock, timeout=HANG_S)
+    assert loader.welcome["spec"] == {"kind": "video", "dtype": "uint8", "shape": [T, 3, SIZE, SIZE], "layout": "NTCHW"}
+    seen = set()
+    for b in loader.batches():
+        assert b.images.dtype == np.uint8 and b.images.shape == (len(b), T, 3, SIZE, SIZE)
+        for i, key in enumerate(b.keys):
+            pts, dur = frame_pts(str(tmp_path / "ds" / key))
+            want = []
+            for k in range(T):
+                ts = (2 * k + 1) * dur // (2 * T)
+                want.append(max(j for j, p in enumerate(pts) if p <= ts))
+            got = [counter(b.images[i, k]) for k in range(T)]
+            assert got == want, f"{key}: frames {got}, want {want}"
+            assert not b.short[i]
+            seen.add(key)
+        b.release()
+    loader.close()
+    assert node.wait() == 0, node.stderr
     assert seen == {"a/" + n for n in names}
