@@ -155,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&c.MinRanks, "min-ranks", 1, "start the first epoch once this many ranks have joined (so every rank gets an equal share from the start)")
 	fs.DurationVar(&o.tick, "tick", time.Second, "length of one coordinator tick")
 	fs.DurationVar(&o.linger, "linger", 30*time.Second, "after the job is done, how long to wait for the nodes to finish and leave")
-	fs.StringVar(&o.media, "media", "image", "what the dataset's samples are, for listing an ImageFolder: image (.jpg .jpeg .png .webp), video (.mp4 .m4v .mov .mkv .webm), audio (.wav .flac .mp3 .opus .ogg .oga) or raw (every file); give the nodes' --media (a manifest names its objects whatever they are)")
+	fs.StringVar(&o.media, "media", "image", "what the dataset's samples are, for listing an ImageFolder: image (.jpg .jpeg .png .webp), video (.mp4 .m4v .mov .mkv .webm), audio (.wav .flac .mp3 .opus .ogg .oga) or raw (every file; raw:EXT[,EXT]: those extensions); give the nodes' --media (a manifest names its objects whatever they are)")
 	fs.Float64Var(&o.jobStoreRPS, "job-store-rps", 0, "the job-wide object-store budget in requests per second, retries included, divided among the live nodes by their ranks as they join and leave (each node's own --store-rps still caps its share; 0: none)")
 	o.sec.Register(fs)
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://HOST:PORT/metrics (loopback, e.g. 127.0.0.1:9465; another address needs --metrics-token-file); default off")

@@ -167,3 +167,50 @@ def test_raw_with_a_manifest_and_fields(start_node, tmp_path):
     loader.close()
     assert node.wait() == 0, node.stderr
     assert seen == set(files)
+
+
+def test_raw_webdataset_text_with_metadata(start_node, tmp_path):
+    """WebDataset tars of text as they are (--dataset naming the tars'
+    directory): with --media raw:txt each sample's .txt member is its
+    data, its .json member its fields; plain --media raw refuses samples
+    of two members, asking which is the data. Every document once an
+    epoch, its metadata beside it."""
+    import io
+    import tarfile
+
+    root = tmp_path / "shards"
+    root.mkdir()
+    docs = {}
+    for shard in range(2):
+        with tarfile.open(root / f"shard-{shard}.tar", "w") as tf:
+            for k in range(10):
+                i = shard * 10 + k
+                text = f"document {i}: ".encode() + "héllo wörld ".encode() * i
+                meta = json.dumps({"n": i, "lang": "de" if i % 2 else "en"}).encode()
+                for ext, body in (("txt", text), ("json", meta)):
+                    info = tarfile.TarInfo(f"d{i:03d}.{ext}")
+                    info.size = len(body)
+                    tf.addfile(info, io.BytesIO(body))
+                docs[f"shard-{shard}.tar/d{i:03d}.txt"] = (text, i)
+    feed = str(tmp_path / "feed")
+
+    refused = start_node(["--dataset", root, "--media", "raw", "--raw-max-bytes", MAX, "--progress", "never"],
+                         feed + "-plain")
+    assert refused.wait() != 0
+    assert "--media raw:EXT" in refused.stderr and "d000.json" in refused.stderr, refused.stderr
+
+    node = start_node(["--dataset", root, "--media", "raw:txt", "--raw-max-bytes", MAX, "--batch-size", BATCH,
+                       "--epochs", EPOCHS, "--seed", 3, "--progress", "never"], feed)
+    loader = longshore.Loader(node.socket(), timeout=HANG_S)
+    seen = {}
+    for b in loader.batches():
+        for r, key in enumerate(b.keys):
+            rel = key.split(str(root) + "/", 1)[-1]
+            text, i = docs[rel]
+            assert bytes(b["data"][r]) == text, rel
+            assert b.fields["json.n"][r] == i and b.fields["json.lang"][r] == ("de" if i % 2 else "en"), rel
+            seen[(b.epoch, rel)] = seen.get((b.epoch, rel), 0) + 1
+        b.release()
+    loader.close()
+    assert node.wait() == 0, node.stderr
+    assert seen == {(e, k): 1 for e in range(EPOCHS) for k in docs}, "every document exactly once an epoch"
