@@ -14,27 +14,17 @@ import (
 	"time"
 )
 
-// lineageAnswer is the part of longshore-lineage --json this test reads.
+// lineageAnswer is the part of longshore-lineage --json the lineage
+// tests read.
 type lineageAnswer struct {
 	Job struct {
 		Mode       string `json:"mode"`
 		Generation uint64 `json:"generation"`
+		Mixture    *struct {
+			Sources []struct{ Name string } `json:"sources"`
+		} `json:"mixture"`
 	} `json:"job"`
-	Steps []struct {
-		Epoch     int    `json:"epoch"`
-		RankName  string `json:"rank_name"`
-		Session   string `json:"session"`
-		Step      int64  `json:"step"`
-		Uncertain bool   `json:"uncertain"`
-		Samples   []struct {
-			Slot   int    `json:"slot"`
-			Key    string `json:"key"`
-			Pad    bool   `json:"pad"`
-			Pixels string `json:"pixels"`
-			Crop   *struct{ X, Y, W, H int }
-			Error  string `json:"error"`
-		} `json:"samples"`
-	} `json:"steps"`
+	Steps       []lineageStep `json:"steps"`
 	Appearances []struct {
 		Epoch    int    `json:"epoch"`
 		RankName string `json:"rank_name"`
@@ -43,6 +33,160 @@ type lineageAnswer struct {
 		Slot     int    `json:"slot"`
 		Pad      bool   `json:"pad"`
 	} `json:"appearances"`
+}
+
+// lineageStep is one step of a lineage answer.
+type lineageStep struct {
+	Epoch     int             `json:"epoch"`
+	RankName  string          `json:"rank_name"`
+	Session   string          `json:"session"`
+	Step      int64           `json:"step"`
+	Uncertain bool            `json:"uncertain"`
+	Samples   []lineageSample `json:"samples"`
+}
+
+// lineageSample is one slot of a lineage step.
+type lineageSample struct {
+	Slot   int    `json:"slot"`
+	Key    string `json:"key"`
+	Source string `json:"source"`
+	Pad    bool   `json:"pad"`
+	Pixels string `json:"pixels"`
+	Crop   *struct{ X, Y, W, H int }
+	Error  string `json:"error"`
+}
+
+// lineageAt is a step of committed history: its epoch, rank and number.
+type lineageAt struct {
+	epoch int
+	rank  string
+	step  int64
+}
+
+// committedStep is a committed step's session and samples (a step can be
+// committed by more than one session).
+type committedStep struct {
+	session string
+	samples []sample
+}
+
+// committedHistory is h's committed history: each committed step's
+// sessions and samples, and per epoch each rank's largest committed step.
+func committedHistory(h *history) (committed map[lineageAt][]committedStep, last map[int]map[string]int64) {
+	committed = map[lineageAt][]committedStep{}
+	last = map[int]map[string]int64{}
+	for k, ss := range h.delivered {
+		if a, ok := h.acked[k.sessionEpoch]; !ok || k.step > a {
+			continue
+		}
+		id := lineageAt{k.epoch, k.rank, k.step}
+		committed[id] = append(committed[id], committedStep{k.session, ss})
+		if last[k.epoch] == nil {
+			last[k.epoch] = map[string]int64{}
+		}
+		last[k.epoch][k.rank] = max(last[k.epoch][k.rank], k.step)
+	}
+	return committed, last
+}
+
+// lineageAsker runs bin with the job's flags and args, and decodes its
+// --json answer.
+func lineageAsker(t *testing.T, bin string, job []string) func(args ...string) lineageAnswer {
+	return func(args ...string) lineageAnswer {
+		t.Helper()
+		cmd := exec.Command(bin, append(append([]string(nil), job...), args...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("longshore-lineage %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		}
+		var a lineageAnswer
+		if err := json.Unmarshal(out.Bytes(), &a); err != nil {
+			t.Fatalf("longshore-lineage %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return a
+	}
+}
+
+// lineageSteps compares the steps a lineage answer holds with committed
+// history: each must be a step committed by its session (stepOK, if
+// set, checks more of it), with the log's samples slot by slot: the same
+// keys, padding and pixel digests, no error, and what sampleOK says. It
+// counts the steps answered for each place in got and returns how many
+// matched.
+func lineageSteps(t *testing.T, committed map[lineageAt][]committedStep, steps []lineageStep, got map[lineageAt]int,
+	stepOK func(lineageStep), sampleOK func(lineageSample) bool) int {
+	t.Helper()
+	matched := 0
+	for _, s := range steps {
+		id := lineageAt{s.Epoch, s.RankName, s.Step}
+		got[id]++
+		var want *committedStep
+		for i, cs := range committed[id] {
+			if cs.session == s.Session {
+				want = &committed[id][i]
+			}
+		}
+		if want == nil {
+			t.Errorf("lineage answers epoch %d rank %s step %d of session %s, which committed history does not hold (%d there)", s.Epoch, s.RankName, s.Step, s.Session, len(committed[id]))
+			continue
+		}
+		if stepOK != nil {
+			stepOK(s)
+		}
+		if len(s.Samples) != len(want.samples) {
+			t.Errorf("epoch %d rank %s step %d: lineage has %d samples, the log %d", s.Epoch, s.RankName, s.Step, len(s.Samples), len(want.samples))
+			continue
+		}
+		for i, x := range s.Samples {
+			w := want.samples[i]
+			if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" || !sampleOK(x) {
+				t.Errorf("epoch %d rank %s step %d slot %d: lineage %s (source %q) pad=%v px:%s crop %v %s, the log %s pad=%v px:%s",
+					s.Epoch, s.RankName, s.Step, i, x.Key, x.Source, x.Pad, x.Pixels, x.Crop, x.Error, w.key, w.pad, w.px)
+			}
+		}
+		matched++
+	}
+	return matched
+}
+
+// lineageAnsweredAll checks that answered, the steps lineage matched, are
+// all of committed history's.
+func lineageAnsweredAll(t *testing.T, committed map[lineageAt][]committedStep, answered int) {
+	t.Helper()
+	want := 0
+	for _, cs := range committed {
+		want += len(cs)
+	}
+	if answered != want {
+		t.Errorf("lineage matched %d committed steps, committed history has %d", answered, want)
+	}
+}
+
+// lineageKeys checks --key for every stride-th of keys: lineage must
+// name every place the key has in committed history, and no other.
+func lineageKeys(t *testing.T, committed map[lineageAt][]committedStep, keys []string, stride int, ask func(args ...string) lineageAnswer) {
+	t.Helper()
+	where := map[string][]string{}
+	for id, cs := range committed {
+		for _, c := range cs {
+			for slot, s := range c.samples {
+				where[s.key] = append(where[s.key], fmt.Sprintf("%d %s@%s %d %d %v", id.epoch, id.rank, c.session, id.step, slot, s.pad))
+			}
+		}
+	}
+	for i := 0; i < len(keys); i += stride {
+		a := ask("--key", keys[i])
+		var got []string
+		for _, h := range a.Appearances {
+			got = append(got, fmt.Sprintf("%d %s@%s %d %d %v", h.Epoch, h.RankName, h.Session, h.Step, h.Slot, h.Pad))
+		}
+		sort.Strings(got)
+		sort.Strings(where[keys[i]])
+		if strings.Join(got, "; ") != strings.Join(where[keys[i]], "; ") {
+			t.Errorf("--key %s: lineage\n  %s\ncommitted history\n  %s", keys[i], strings.Join(got, "; "), strings.Join(where[keys[i]], "; "))
+		}
+	}
 }
 
 // TestLineageClusterMatchesDeliveryLog: a cluster job (2 nodes of 2
@@ -76,28 +220,7 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 
 	// Committed history from the logs: per (epoch, rank), each committed
 	// step's session and samples.
-	type at struct {
-		epoch int
-		rank  string
-		step  int64
-	}
-	type committedStep struct {
-		session string
-		samples []sample
-	}
-	committed := map[at][]committedStep{}
-	ranks := map[int]map[string]int64{} // epoch -> rank -> largest committed step
-	for k, ss := range h.delivered {
-		if a, ok := h.acked[k.sessionEpoch]; !ok || k.step > a {
-			continue
-		}
-		id := at{k.epoch, k.rank, k.step}
-		committed[id] = append(committed[id], committedStep{k.session, ss})
-		if ranks[k.epoch] == nil {
-			ranks[k.epoch] = map[string]int64{}
-		}
-		ranks[k.epoch][k.rank] = max(ranks[k.epoch][k.rank], k.step)
-	}
+	committed, ranks := committedHistory(h) // ranks: epoch -> rank -> largest committed step
 	sessions := map[string]bool{}
 	for k := range h.acked {
 		sessions[k.rank+"@"+k.session] = true
@@ -116,21 +239,7 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 	}
 
 	bin := lineageBinary(t)
-	job := []string{"--checkpoint", journalDir, "--dataset", dir, "--transform", "train", "--size", "16", "--json"}
-	ask := func(args ...string) lineageAnswer {
-		t.Helper()
-		cmd := exec.Command(bin, append(append([]string(nil), job...), args...)...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("longshore-lineage %s: %v\n%s", strings.Join(args, " "), err, errb.String())
-		}
-		var a lineageAnswer
-		if err := json.Unmarshal(out.Bytes(), &a); err != nil {
-			t.Fatalf("longshore-lineage %s: %v\n%s", strings.Join(args, " "), err, out.String())
-		}
-		return a
-	}
+	ask := lineageAsker(t, bin, []string{"--checkpoint", journalDir, "--dataset", dir, "--transform", "train", "--size", "16", "--json"})
 
 	answered := 0
 	for e := range 2 {
@@ -139,38 +248,14 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 			if a.Job.Mode != "cluster" {
 				t.Fatalf("job mode %q, want cluster", a.Job.Mode)
 			}
-			got := map[at]int{}
-			for _, s := range a.Steps {
-				id := at{s.Epoch, s.RankName, s.Step}
-				got[id]++
-				var want *committedStep
-				for i, cs := range committed[id] {
-					if cs.session == s.Session {
-						want = &committed[id][i]
-					}
-				}
-				if want == nil {
-					t.Errorf("lineage answers epoch %d rank %s step %d of session %s, which committed history does not hold (%d there)", s.Epoch, s.RankName, s.Step, s.Session, len(committed[id]))
-					continue
-				}
+			got := map[lineageAt]int{}
+			answered += lineageSteps(t, committed, a.Steps, got, func(s lineageStep) {
 				if s.Uncertain {
 					// Never the case here: every stream end's commit
 					// reached the coordinator. Said, not hidden.
 					t.Errorf("epoch %d rank %s step %d is marked uncertain", s.Epoch, s.RankName, s.Step)
 				}
-				if len(s.Samples) != len(want.samples) {
-					t.Errorf("epoch %d rank %s step %d: lineage has %d samples, the log %d", s.Epoch, s.RankName, s.Step, len(s.Samples), len(want.samples))
-					continue
-				}
-				for i, x := range s.Samples {
-					w := want.samples[i]
-					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" || x.Crop == nil {
-						t.Errorf("epoch %d rank %s step %d slot %d: lineage %s pad=%v px:%s crop %v %s, the log %s pad=%v px:%s",
-							s.Epoch, s.RankName, s.Step, i, x.Key, x.Pad, x.Pixels, x.Crop, x.Error, w.key, w.pad, w.px)
-					}
-				}
-				answered++
-			}
+			}, func(x lineageSample) bool { return x.Crop != nil })
 			for id, cs := range committed {
 				if id.epoch == e && id.rank == rank && got[id] != len(cs) {
 					t.Errorf("epoch %d rank %s step %d: lineage answers it %d time(s), committed history holds it %d", id.epoch, id.rank, id.step, got[id], len(cs))
@@ -178,13 +263,7 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 			}
 		}
 	}
-	want := 0
-	for _, cs := range committed {
-		want += len(cs)
-	}
-	if answered != want {
-		t.Errorf("lineage matched %d committed steps, committed history has %d", answered, want)
-	}
+	lineageAnsweredAll(t, committed, answered)
 	t.Logf("lineage matched %d committed steps (keys, slots, padding, pixel digests)", answered)
 
 	// A real query's text, for the record.
@@ -196,26 +275,7 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 	t.Logf("longshore-lineage --checkpoint JOURNAL --dataset DIR --transform train --size 16 --epoch 0 --rank n2/0 --steps 0-1:\n%s", out)
 
 	// The reverse: every 8th key, each place in committed history.
-	where := map[string][]string{}
-	for id, cs := range committed {
-		for _, c := range cs {
-			for slot, s := range c.samples {
-				where[s.key] = append(where[s.key], fmt.Sprintf("%d %s@%s %d %d %v", id.epoch, id.rank, c.session, id.step, slot, s.pad))
-			}
-		}
-	}
-	for i := 0; i < len(keys); i += 8 {
-		a := ask("--key", keys[i])
-		var got []string
-		for _, h := range a.Appearances {
-			got = append(got, fmt.Sprintf("%d %s@%s %d %d %v", h.Epoch, h.RankName, h.Session, h.Step, h.Slot, h.Pad))
-		}
-		sort.Strings(got)
-		sort.Strings(where[keys[i]])
-		if strings.Join(got, "; ") != strings.Join(where[keys[i]], "; ") {
-			t.Errorf("--key %s: lineage\n  %s\ncommitted history\n  %s", keys[i], strings.Join(got, "; "), strings.Join(where[keys[i]], "; "))
-		}
-	}
+	lineageKeys(t, committed, keys, 8, ask)
 }
 
 // lineageBinary builds longshore-lineage once per test binary, beside the

@@ -132,21 +132,15 @@ var ErrClosed = errors.New("nvdecode: service closed")
 // backend (and what a failed batch hands over), each on its own locked
 // thread with its own backend, so the engine's thread does nothing else.
 type Service struct {
-	reqs     chan *request // for the engine
-	hq       chan *request // for the hybrid workers
-	stop     chan struct{}
-	finished chan struct{}
-	batch    int
-	caps     nvjpeg.Caps
-	errMu    sync.Mutex
-	closeErr []error
-	once     sync.Once
+	threads
+	reqs  chan *request // for the engine
+	hq    chan *request // for the hybrid workers
+	batch int
 
 	hardware, hybrid, cpu, batches, retried atomic.Int64
 	mu                                      sync.Mutex
 	reasons                                 map[string]int64
 	maxBatch                                int
-	noHardware                              string
 }
 
 // DefaultBatch is the most images a batched call takes by default.
@@ -167,66 +161,16 @@ func NewService(newBackend func(engine bool) (Backend, error), batch, hybrid int
 	if hybrid <= 0 {
 		hybrid = DefaultHybrid
 	}
-	s := &Service{reqs: make(chan *request, batch), hq: make(chan *request, batch), stop: make(chan struct{}),
-		finished: make(chan struct{}), batch: batch, caps: nvjpeg.DefaultCaps(), reasons: map[string]int64{}}
-	var wg sync.WaitGroup
-	started := make(chan error, 1+hybrid)
-	wg.Add(1)
-	go s.run(&wg, newBackend, started)
-	if err := <-started; err != nil { // the engine's first: it decides the caps
-		return nil, err
-	}
-	wg.Add(hybrid)
-	for range hybrid {
-		go s.runHybrid(&wg, newBackend, started)
-	}
-	var errs []error
-	for range hybrid {
-		errs = append(errs, <-started)
-	}
-	go func() { wg.Wait(); close(s.finished) }()
-	if err := errors.Join(errs...); err != nil {
-		s.Close()
+	s := &Service{threads: newThreads(), reqs: make(chan *request, batch), hq: make(chan *request, batch),
+		batch: batch, reasons: map[string]int64{}}
+	if err := startThreads(&s.threads, newBackend, hybrid, s.run, s.runHybrid); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// locked locks the calling goroutine to its thread for good (the thread
-// holds the device's handles), makes a backend there and reports the
-// outcome to started once ready reads what it needs of it.
-func locked(newBackend func(bool) (Backend, error), engine bool, started chan<- error, ready func(Backend)) Backend {
-	lockThread()
-	b, err := newBackend(engine)
-	if err == nil && ready != nil {
-		ready(b)
-	}
-	started <- err
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-func (s *Service) closed(b Backend) {
-	if err := b.Close(); err != nil {
-		s.errMu.Lock()
-		s.closeErr = append(s.closeErr, err)
-		s.errMu.Unlock()
-	}
-}
-
-func (s *Service) run(wg *sync.WaitGroup, newBackend func(bool) (Backend, error), started chan<- error) {
-	defer wg.Done()
-	b := locked(newBackend, true, started, func(b Backend) {
-		if ok, why := b.Hardware(); !ok {
-			s.caps.Hardware = false
-			s.noHardware = why
-		}
-	})
-	if b == nil {
-		return
-	}
+// run is the engine's thread: it gathers the requests into batches.
+func (s *Service) run(b Backend) {
 	var batch []*request
 	for {
 		select {
@@ -249,12 +193,7 @@ func (s *Service) run(wg *sync.WaitGroup, newBackend func(bool) (Backend, error)
 	}
 }
 
-func (s *Service) runHybrid(wg *sync.WaitGroup, newBackend func(bool) (Backend, error), started chan<- error) {
-	defer wg.Done()
-	b := locked(newBackend, false, started, nil)
-	if b == nil {
-		return
-	}
+func (s *Service) runHybrid(b Backend) {
 	for {
 		select {
 		case r := <-s.hq:
@@ -353,15 +292,7 @@ func (s *Service) countCPU(reason string) {
 
 // Close stops the service once the calls in flight are answered and
 // closes the backends.
-func (s *Service) Close() error {
-	s.once.Do(func() {
-		close(s.stop)
-		<-s.finished
-	})
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	return errors.Join(s.closeErr...)
-}
+func (s *Service) Close() error { return s.close() }
 
 // ReasonGPUError: the device failed on a sample; the CPU path decoded it.
 const ReasonGPUError = "gpu_error"

@@ -182,21 +182,15 @@ type deviceBatch struct {
 // Device is one GPU's decode stage side: an engine thread that feeds the
 // JPEG engine whole batches, two in flight, and hybrid threads.
 type Device struct {
-	batches  chan *deviceBatch
-	hq       chan hybridReq
-	stop     chan struct{}
-	finished chan struct{}
-	batch    int
-	caps     nvjpeg.Caps
-	once     sync.Once
-	errMu    sync.Mutex
-	closeErr []error
+	threads
+	batches chan *deviceBatch
+	hq      chan hybridReq
+	batch   int
 
 	hardware, hybrid, cpu, calls, retried atomic.Int64
 	mu                                    sync.Mutex
 	reasons                               map[string]int64
 	maxBatch, maxInFlight                 int
-	noHardware                            string
 }
 
 type hybridReq struct {
@@ -215,64 +209,16 @@ func NewDevice(newEngine func(engine bool) (Engine, error), batch, hybrid int) (
 	if hybrid <= 0 {
 		hybrid = DefaultHybrid
 	}
-	d := &Device{batches: make(chan *deviceBatch), hq: make(chan hybridReq), stop: make(chan struct{}),
-		finished: make(chan struct{}), batch: batch, caps: nvjpeg.DefaultCaps(), reasons: map[string]int64{}}
-	var wg sync.WaitGroup
-	started := make(chan error, 1+hybrid)
-	wg.Add(1)
-	go d.runEngine(&wg, newEngine, started)
-	if err := <-started; err != nil {
-		wg.Wait()
-		return nil, err
-	}
-	wg.Add(hybrid)
-	for range hybrid {
-		go d.runHybrid(&wg, newEngine, started)
-	}
-	var errs []error
-	for range hybrid {
-		errs = append(errs, <-started)
-	}
-	go func() { wg.Wait(); close(d.finished) }()
-	if err := errors.Join(errs...); err != nil {
-		d.Close()
+	d := &Device{threads: newThreads(), batches: make(chan *deviceBatch), hq: make(chan hybridReq),
+		batch: batch, reasons: map[string]int64{}}
+	if err := startThreads(&d.threads, newEngine, hybrid, d.runEngine, d.runHybrid); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-func lockedEngine(newEngine func(bool) (Engine, error), engine bool, started chan<- error, ready func(Engine)) Engine {
-	lockThread()
-	e, err := newEngine(engine)
-	if err == nil && ready != nil {
-		ready(e)
-	}
-	started <- err
-	if err != nil {
-		return nil
-	}
-	return e
-}
-
-func (d *Device) closed(e Engine) {
-	if err := e.Close(); err != nil {
-		d.errMu.Lock()
-		d.closeErr = append(d.closeErr, err)
-		d.errMu.Unlock()
-	}
-}
-
-func (d *Device) runEngine(wg *sync.WaitGroup, newEngine func(bool) (Engine, error), started chan<- error) {
-	defer wg.Done()
-	e := lockedEngine(newEngine, true, started, func(e Engine) {
-		if ok, why := e.Hardware(); !ok {
-			d.caps.Hardware = false
-			d.noHardware = why
-		}
-	})
-	if e == nil {
-		return
-	}
+// runEngine is the JPEG engine's thread: it serves each Process's batch.
+func (d *Device) runEngine(e Engine) {
 	for {
 		select {
 		case b := <-d.batches:
@@ -285,12 +231,7 @@ func (d *Device) runEngine(wg *sync.WaitGroup, newEngine func(bool) (Engine, err
 	}
 }
 
-func (d *Device) runHybrid(wg *sync.WaitGroup, newEngine func(bool) (Engine, error), started chan<- error) {
-	defer wg.Done()
-	e := lockedEngine(newEngine, false, started, nil)
-	if e == nil {
-		return
-	}
+func (d *Device) runHybrid(e Engine) {
 	for {
 		select {
 		case r := <-d.hq:
@@ -395,15 +336,7 @@ func (d *Device) countCPU(reason string) {
 }
 
 // Close stops the device's threads and closes their engines.
-func (d *Device) Close() error {
-	d.once.Do(func() {
-		close(d.stop)
-		<-d.finished
-	})
-	d.errMu.Lock()
-	defer d.errMu.Unlock()
-	return errors.Join(d.closeErr...)
-}
+func (d *Device) Close() error { return d.close() }
 
 // run hands a Process's jobs to the device: the hardware ones to the
 // engine thread as one batch, the hybrid ones to the hybrid threads at

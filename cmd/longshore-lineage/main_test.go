@@ -137,6 +137,83 @@ func lineage(t *testing.T, args ...string) *Answer {
 	return &a
 }
 
+// lineageText is lineage's text answer for args.
+func lineageText(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	return out.String()
+}
+
+// runNode runs longshore-node on the standalone job args (two decoders,
+// no progress) with a delivery log of pixel digests, and returns the log.
+func runNode(t *testing.T, args ...string) map[stepID][]delivered {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "d.log")
+	cmd := exec.Command(node(t), slices.Concat(args, []string{"--standalone", "--sink", "log:" + logPath, "--log-pixels", "--progress", "never", "--decoders", "2"})...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return readLog(t, logPath)
+}
+
+// logSteps compares the steps lineage answered with the delivery log's:
+// a step whose sample count is not the log's is fatal; in each slot
+// lineage must have the log's key and pixel digest, no error and, with
+// pad, the log's padding; slot, if set, checks more of slot i of step
+// si. It returns how many steps it compared.
+func logSteps(t *testing.T, log map[stepID][]delivered, steps []Step, pad bool, slot func(s Step, si, i int, x Sample, w delivered)) int {
+	t.Helper()
+	for si, s := range steps {
+		want := log[stepID{s.Epoch, s.Rank, s.Step}]
+		if len(s.Samples) != len(want) {
+			t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+		}
+		for i, x := range s.Samples {
+			w := want[i]
+			if x.Key != w.key || (pad && x.Pad != w.pad) || x.Pixels != w.px || x.Error != "" {
+				t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v px:%s %s, the log %s pad=%v px:%s",
+					s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
+			}
+			if slot != nil {
+				slot(s, si, i, x, w)
+			}
+		}
+	}
+	return len(steps)
+}
+
+// logKeys is where the delivery log has each key.
+func logKeys(log map[stepID][]delivered) map[string][]stepID {
+	where := map[string][]stepID{}
+	for id, ds := range log {
+		for _, d := range ds {
+			where[d.key] = append(where[d.key], id)
+		}
+	}
+	return where
+}
+
+// logAppearances asks lineage (the job args, --key) for each key of where:
+// it must name the key's places in the log, and no other.
+func logAppearances(t *testing.T, log map[stepID][]delivered, where map[string][]stepID, args ...string) {
+	t.Helper()
+	for key, ids := range where {
+		a := lineage(t, slices.Concat(args, []string{"--key", key})...)
+		if len(a.Appearances) != len(ids) {
+			t.Fatalf("--key %s: %d appearances %v, the log %d %v", key, len(a.Appearances), a.Appearances, len(ids), ids)
+		}
+		for _, h := range a.Appearances {
+			d := log[stepID{h.Epoch, h.Rank, h.Step}]
+			if h.Slot >= len(d) || d[h.Slot].key != key || d[h.Slot].pad != h.Pad {
+				t.Fatalf("--key %s: appearance %+v is not in the log", key, h)
+			}
+		}
+	}
+}
+
 // TestMatchesDeliveryLog runs a real standalone job with a delivery log
 // of keys and pixel digests, then asks lineage about every (epoch, rank,
 // step) from the job's config file alone: the keys, their order, the
@@ -146,7 +223,6 @@ func lineage(t *testing.T, args ...string) *Answer {
 func TestMatchesDeliveryLog(t *testing.T) {
 	root := makeDataset(t, 71)
 	dir := t.TempDir()
-	logPath := filepath.Join(dir, "d.log")
 	// The node's config file, with keys lineage does not take.
 	cfg := filepath.Join(dir, "job.yaml")
 	yaml := fmt.Sprintf("dataset: %s\nepochs: 2\nbatch-size: 8\nranks: 3\ntransform: train\nsize: 32\nseed: 7\nblock: 4\nmix-window: 2\n"+
@@ -154,11 +230,7 @@ func TestMatchesDeliveryLog(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node(t), "--standalone", "--config", cfg, "--sink", "log:"+logPath, "--log-pixels")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("longshore-node: %v\n%s", err, out)
-	}
-	log := readLog(t, logPath)
+	log := runNode(t, "--config", cfg)
 
 	answered := 0
 	for e := 0; e < 2; e++ {
@@ -167,23 +239,11 @@ func TestMatchesDeliveryLog(t *testing.T) {
 			if a.Job.Steps != 3 || a.Job.StreamLen != 24 || a.Job.Samples != 71 {
 				t.Fatalf("job %+v: want 71 samples, 24 a rank, 3 steps", a.Job)
 			}
-			for _, s := range a.Steps {
-				want := log[stepID{s.Epoch, s.Rank, s.Step}]
-				if len(s.Samples) != len(want) {
-					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+			answered += logSteps(t, log, a.Steps, true, func(s Step, _, i int, x Sample, _ delivered) {
+				if x.Crop == nil || x.Flip == nil || x.Crop.W < 1 || x.Crop.X+x.Crop.W > x.Width || x.Crop.Y+x.Crop.H > x.Height {
+					t.Errorf("epoch %d rank %d step %d slot %d: crop %v in %dx%d", s.Epoch, s.Rank, s.Step, i, x.Crop, x.Width, x.Height)
 				}
-				for i, x := range s.Samples {
-					w := want[i]
-					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" {
-						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v px:%s %s, the log %s pad=%v px:%s",
-							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
-					}
-					if x.Crop == nil || x.Flip == nil || x.Crop.W < 1 || x.Crop.X+x.Crop.W > x.Width || x.Crop.Y+x.Crop.H > x.Height {
-						t.Errorf("epoch %d rank %d step %d slot %d: crop %v in %dx%d", s.Epoch, s.Rank, s.Step, i, x.Crop, x.Width, x.Height)
-					}
-				}
-				answered++
-			}
+			})
 		}
 	}
 	if answered != len(log) {
@@ -191,18 +251,15 @@ func TestMatchesDeliveryLog(t *testing.T) {
 	}
 
 	// The text form says the same.
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"--config", cfg, "--epoch", "1", "--rank", "2", "--step", "2"}, &out, &errb); code != 0 {
-		t.Fatalf("exit %d\n%s", code, errb.String())
-	}
-	t.Logf("longshore-lineage --config job.yaml --epoch 1 --rank 2 --step 2:\n%s", out.String())
+	text := lineageText(t, "--config", cfg, "--epoch", "1", "--rank", "2", "--step", "2")
+	t.Logf("longshore-lineage --config job.yaml --epoch 1 --rank 2 --step 2:\n%s", text)
 	want := log[stepID{1, 2, 2}]
-	if !strings.Contains(out.String(), fmt.Sprintf("epoch 1 rank 2 step 2: %d samples", len(want))) {
-		t.Errorf("text answer lacks the step's line:\n%s", out.String())
+	if !strings.Contains(text, fmt.Sprintf("epoch 1 rank 2 step 2: %d samples", len(want))) {
+		t.Errorf("text answer lacks the step's line:\n%s", text)
 	}
 	for i, d := range want {
-		if !strings.Contains(out.String(), fmt.Sprintf("%3d  index", i)) || !strings.Contains(out.String(), d.key) || !strings.Contains(out.String(), "px:"+d.px) {
-			t.Errorf("text answer lacks slot %d, %s px:%s:\n%s", i, d.key, d.px, out.String())
+		if !strings.Contains(text, fmt.Sprintf("%3d  index", i)) || !strings.Contains(text, d.key) || !strings.Contains(text, "px:"+d.px) {
+			t.Errorf("text answer lacks slot %d, %s px:%s:\n%s", i, d.key, d.px, text)
 		}
 	}
 
@@ -221,27 +278,11 @@ func TestMatchesDeliveryLog(t *testing.T) {
 	}
 
 	// The reverse, for every key of the dataset.
-	where := map[string][]stepID{}
-	for id, ds := range log {
-		for _, d := range ds {
-			where[d.key] = append(where[d.key], id)
-		}
-	}
+	where := logKeys(log)
 	if len(where) != 71 {
 		t.Fatalf("the log holds %d keys, want 71", len(where))
 	}
-	for key, ids := range where {
-		a := lineage(t, "--config", cfg, "--key", key)
-		if len(a.Appearances) != len(ids) {
-			t.Fatalf("--key %s: %d appearances %v, the log %d %v", key, len(a.Appearances), a.Appearances, len(ids), ids)
-		}
-		for _, h := range a.Appearances {
-			d := log[stepID{h.Epoch, h.Rank, h.Step}]
-			if h.Slot >= len(d) || d[h.Slot].key != key || d[h.Slot].pad != h.Pad {
-				t.Fatalf("--key %s: appearance %+v is not in the log", key, h)
-			}
-		}
-	}
+	logAppearances(t, log, where, "--config", cfg)
 }
 
 // TestClipsMatchDeliveryLog: --media video, random windows and crops: the
@@ -269,41 +310,27 @@ func TestClipsMatchDeliveryLog(t *testing.T) {
 	}
 	job := []string{"--dataset", root, "--media", "video", "--transform", "train", "--clip-frames", "4", "--clip-fps", "5",
 		"--clip-sampling", "random", "--size", "32", "--epochs", "2", "--ranks", "2", "--batch-size", "2", "--seed", "5"}
-	logPath := filepath.Join(t.TempDir(), "v.log")
-	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("longshore-node: %v\n%s", err, out)
-	}
-	log := readLog(t, logPath)
+	log := runNode(t, job...)
 	answered, short := 0, 0
 	for e := 0; e < 2; e++ {
 		for r := 0; r < 2; r++ {
 			a := lineage(t, append(job, "--epoch", strconv.Itoa(e), "--rank", strconv.Itoa(r), "--steps", "0-1")...)
-			for _, s := range a.Steps {
-				want := log[stepID{s.Epoch, s.Rank, s.Step}]
-				if len(s.Samples) != len(want) {
-					t.Fatalf("epoch %d rank %d step %d: lineage has %d clips, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+			answered += logSteps(t, log, a.Steps, true, func(s Step, _, i int, x Sample, w delivered) {
+				if x.Short != w.short {
+					t.Errorf("epoch %d rank %d step %d slot %d: lineage %s short=%v, the log short=%v", s.Epoch, s.Rank, s.Step, i, x.Key, x.Short, w.short)
 				}
-				for i, x := range s.Samples {
-					w := want[i]
-					if x.Key != w.key || x.Pad != w.pad || x.Short != w.short || x.Pixels != w.px || x.Error != "" {
-						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v short=%v px:%s %s, the log %s pad=%v short=%v px:%s",
-							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Short, x.Pixels, x.Error, w.key, w.pad, w.short, w.px)
-					}
-					if len(x.FrameTimes) != 4 || x.ClipDraws == nil {
-						t.Fatalf("%s: frame times %v, draws %v: want 4 times and the draws", x.Key, x.FrameTimes, x.ClipDraws)
-					}
-					for j := 1; j < 4; j++ {
-						if x.FrameTimes[j] < x.FrameTimes[j-1] || (x.FrameTimes[j] == x.FrameTimes[j-1] && !x.Short) {
-							t.Errorf("%s: frame times %v not rising", x.Key, x.FrameTimes)
-						}
-					}
-					if x.Short {
-						short++
+				if len(x.FrameTimes) != 4 || x.ClipDraws == nil {
+					t.Fatalf("%s: frame times %v, draws %v: want 4 times and the draws", x.Key, x.FrameTimes, x.ClipDraws)
+				}
+				for j := 1; j < 4; j++ {
+					if x.FrameTimes[j] < x.FrameTimes[j-1] || (x.FrameTimes[j] == x.FrameTimes[j-1] && !x.Short) {
+						t.Errorf("%s: frame times %v not rising", x.Key, x.FrameTimes)
 					}
 				}
-				answered++
-			}
+				if x.Short {
+					short++
+				}
+			})
 		}
 	}
 	if answered != len(log) {
@@ -379,12 +406,7 @@ func packDataset(t *testing.T, root string, perShard int) string {
 func TestPackedMatchesDeliveryLog(t *testing.T) {
 	root := packDataset(t, makeDataset(t, 50), 8)
 	job := []string{"--dataset", root, "--epochs", "2", "--batch-size", "4", "--ranks", "2", "--transform", "train", "--size", "24", "--seed", "11", "--mix-window", "2"}
-	logPath := filepath.Join(t.TempDir(), "p.log")
-	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("longshore-node: %v\n%s", err, out)
-	}
-	log := readLog(t, logPath)
+	log := runNode(t, job...)
 	answered := 0
 	for e := 0; e < 2; e++ {
 		for r := 0; r < 2; r++ {
@@ -392,20 +414,11 @@ func TestPackedMatchesDeliveryLog(t *testing.T) {
 			if !a.Job.Packed || a.Job.Block != 16 {
 				t.Fatalf("job %+v: want packed, block 16 (the node's default)", a.Job)
 			}
-			for _, s := range a.Steps {
-				want := log[stepID{s.Epoch, s.Rank, s.Step}]
-				if len(s.Samples) != len(want) {
-					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+			answered += logSteps(t, log, a.Steps, true, func(s Step, _, i int, x Sample, _ delivered) {
+				if !strings.HasSuffix(x.Object, ".tar") {
+					t.Errorf("epoch %d rank %d step %d slot %d: lineage %s in %s, not in a tar", s.Epoch, s.Rank, s.Step, i, x.Key, x.Object)
 				}
-				for i, x := range s.Samples {
-					w := want[i]
-					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" || !strings.HasSuffix(x.Object, ".tar") {
-						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s in %s pad=%v px:%s %s, the log %s pad=%v px:%s",
-							s.Epoch, s.Rank, s.Step, i, x.Key, x.Object, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
-					}
-				}
-				answered++
-			}
+			})
 		}
 	}
 	if answered != len(log) {
@@ -423,47 +436,29 @@ func TestVFlipMatchesDeliveryLog(t *testing.T) {
 	root := makeDataset(t, 30)
 	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "24", "--seed", "3"}
 	const ops = "random_resized_crop|vflip(p=0.5)"
-	logPath := filepath.Join(t.TempDir(), "v.log")
-	cmd := exec.Command(node(t), append(job, "--transform", ops, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("longshore-node: %v\n%s", err, out)
-	}
-	log := readLog(t, logPath)
+	log := runNode(t, append(job, "--transform", ops)...)
 	a := lineage(t, append(job, "--transform", ops, "--steps", "0-3")...)
 	plain := lineage(t, append(job, "--transform", "random_resized_crop", "--steps", "0-3")...)
 	flipped := lineage(t, append(job, "--transform", "random_resized_crop|vflip(p=1)", "--steps", "0-3")...)
 	counts := map[bool]int{}
-	for si, s := range a.Steps {
-		want := log[stepID{s.Epoch, s.Rank, s.Step}]
-		if len(s.Samples) != len(want) {
-			t.Fatalf("step %d: lineage has %d samples, the log %d", s.Step, len(s.Samples), len(want))
+	logSteps(t, log, a.Steps, false, func(s Step, si, i int, x Sample, w delivered) {
+		if x.VFlip == nil {
+			t.Fatalf("step %d slot %d: no vflip in %+v", s.Step, i, x)
 		}
-		for i, x := range s.Samples {
-			if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
-				t.Errorf("step %d slot %d: lineage %s px:%s %s, the log %s px:%s", s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
-			}
-			if x.VFlip == nil {
-				t.Fatalf("step %d slot %d: no vflip in %+v", s.Step, i, x)
-			}
-			other := plain.Steps[si].Samples[i]
-			if *x.VFlip {
-				other = flipped.Steps[si].Samples[i]
-			}
-			if other.Pixels != want[i].px || *other.Crop != *x.Crop {
-				t.Errorf("step %d slot %d %s: lineage says vflip=%v, but the delivered px:%s are not that sample's (px:%s)", s.Step, i, x.Key, *x.VFlip, want[i].px, other.Pixels)
-			}
-			counts[*x.VFlip]++
+		other := plain.Steps[si].Samples[i]
+		if *x.VFlip {
+			other = flipped.Steps[si].Samples[i]
 		}
-	}
+		if other.Pixels != w.px || *other.Crop != *x.Crop {
+			t.Errorf("step %d slot %d %s: lineage says vflip=%v, but the delivered px:%s are not that sample's (px:%s)", s.Step, i, x.Key, *x.VFlip, w.px, other.Pixels)
+		}
+		counts[*x.VFlip]++
+	})
 	if counts[true] == 0 || counts[false] == 0 {
 		t.Errorf("vflip counts %v: want both", counts)
 	}
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), append(job, "--transform", ops, "--step", "0"), &out, &errb); code != 0 {
-		t.Fatalf("exit %d\n%s", code, errb.String())
-	}
-	if !strings.Contains(out.String(), "vflip=true") && !strings.Contains(out.String(), "vflip=false") {
-		t.Errorf("the text answer gives no vflip:\n%s", out.String())
+	if text := lineageText(t, append(job, "--transform", ops, "--step", "0")...); !strings.Contains(text, "vflip=true") && !strings.Contains(text, "vflip=false") {
+		t.Errorf("the text answer gives no vflip:\n%s", text)
 	}
 }
 
@@ -477,26 +472,9 @@ func TestDTypeMatchesDeliveryLog(t *testing.T) {
 	for _, dt := range []string{"float16", "bfloat16", "float32"} {
 		job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "16", "--seed", "9",
 			"--transform", ops, "--dtype", dt}
-		logPath := filepath.Join(t.TempDir(), dt+".log")
-		cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("longshore-node --dtype %s: %v\n%s", dt, err, out)
-		}
-		log := readLog(t, logPath)
+		log := runNode(t, job...)
 		a := lineage(t, append(job, "--steps", "0-2")...)
-		answered := 0
-		for _, s := range a.Steps {
-			want := log[stepID{s.Epoch, s.Rank, s.Step}]
-			if len(s.Samples) != len(want) {
-				t.Fatalf("--dtype %s step %d: lineage has %d samples, the log %d", dt, s.Step, len(s.Samples), len(want))
-			}
-			for i, x := range s.Samples {
-				if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
-					t.Errorf("--dtype %s step %d slot %d: lineage %s px:%s %s, the log %s px:%s", dt, s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
-				}
-			}
-			answered++
-		}
+		answered := logSteps(t, log, a.Steps, false, nil)
 		if answered != len(log) || a.Job.DType != dt {
 			t.Fatalf("--dtype %s: lineage answered %d steps (job dtype %q), the log has %d", dt, answered, a.Job.DType, len(log))
 		}
@@ -535,12 +513,7 @@ func TestMixtureMatchesDeliveryLog(t *testing.T) {
 	}
 	job := []string{"--mixture", "web=" + web + ",books=" + books, "--mixture-schedule", "web:0.6,books:0.4;web:0.2,books:0.8@40",
 		"--epochs", "2", "--batch-size", "5", "--ranks", "2", "--transform", "train", "--size", "16", "--seed", "13", "--mix-window", "2"}
-	logPath := filepath.Join(t.TempDir(), "m.log")
-	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("longshore-node: %v\n%s", err, out)
-	}
-	log := readLog(t, logPath)
+	log := runNode(t, job...)
 	answered, captions := 0, 0
 	sources := map[string]int{}
 	for e := 0; e < 2; e++ {
@@ -549,69 +522,37 @@ func TestMixtureMatchesDeliveryLog(t *testing.T) {
 			if a.Job.Mixture == nil || len(a.Job.Mixture.Sources) != 2 || a.Job.Mixture.Round != 5 {
 				t.Fatalf("job %+v: want the mixture's two sources, round 5", a.Job)
 			}
-			for _, s := range a.Steps {
-				want := log[stepID{s.Epoch, s.Rank, s.Step}]
-				if len(s.Samples) != len(want) {
-					t.Fatalf("epoch %d rank %d step %d: lineage has %d samples, the log %d", s.Epoch, s.Rank, s.Step, len(s.Samples), len(want))
+			answered += logSteps(t, log, a.Steps, true, func(_ Step, _, _ int, x Sample, _ delivered) {
+				if !strings.HasPrefix(x.Key, x.Source+"/") {
+					t.Errorf("%s: source %q", x.Key, x.Source)
 				}
-				for i, x := range s.Samples {
-					w := want[i]
-					if x.Key != w.key || x.Pad != w.pad || x.Pixels != w.px || x.Error != "" {
-						t.Errorf("epoch %d rank %d step %d slot %d: lineage %s pad=%v px:%s %s, the log %s pad=%v px:%s",
-							s.Epoch, s.Rank, s.Step, i, x.Key, x.Pad, x.Pixels, x.Error, w.key, w.pad, w.px)
+				sources[x.Source]++
+				if x.Source == "books" {
+					if x.Fields["caption"] != "about "+strings.TrimPrefix(x.Key, "books/") || !strings.HasPrefix(x.Object, "books/") {
+						t.Errorf("%s: fields %v, object %q", x.Key, x.Fields, x.Object)
 					}
-					if !strings.HasPrefix(x.Key, x.Source+"/") {
-						t.Errorf("%s: source %q", x.Key, x.Source)
-					}
-					sources[x.Source]++
-					if x.Source == "books" {
-						if x.Fields["caption"] != "about "+strings.TrimPrefix(x.Key, "books/") || !strings.HasPrefix(x.Object, "books/") {
-							t.Errorf("%s: fields %v, object %q", x.Key, x.Fields, x.Object)
-						}
-						captions++
-					}
+					captions++
 				}
-				answered++
-			}
+			})
 		}
 	}
 	if answered != len(log) || sources["web"] == 0 || captions == 0 {
 		t.Fatalf("lineage answered %d steps, the log has %d; sources %v", answered, len(log), sources)
 	}
 	// The text form names the sources and each sample's.
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), append(job, "--epoch", "1", "--rank", "1", "--step", "1"), &out, &errb); code != 0 {
-		t.Fatalf("exit %d\n%s", code, errb.String())
-	}
-	t.Logf("longshore-lineage --mixture ... --epoch 1 --rank 1 --step 1:\n%s", out.String())
+	text := lineageText(t, append(job, "--epoch", "1", "--rank", "1", "--step", "1")...)
+	t.Logf("longshore-lineage --mixture ... --epoch 1 --rank 1 --step 1:\n%s", text)
 	for _, d := range log[stepID{1, 1, 1}] {
 		src, _, _ := strings.Cut(d.key, "/")
-		if !strings.Contains(out.String(), d.key) || !strings.Contains(out.String(), "source "+src+" index") || !strings.Contains(out.String(), "px:"+d.px) {
-			t.Errorf("text answer lacks %s (source %s) px:%s:\n%s", d.key, src, d.px, out.String())
+		if !strings.Contains(text, d.key) || !strings.Contains(text, "source "+src+" index") || !strings.Contains(text, "px:"+d.px) {
+			t.Errorf("text answer lacks %s (source %s) px:%s:\n%s", d.key, src, d.px, text)
 		}
 	}
-	if !strings.Contains(out.String(), "mixture: ") || !strings.Contains(out.String(), "books: "+books) {
-		t.Errorf("text answer lacks the mixture's sources:\n%s", out.String())
+	if !strings.Contains(text, "mixture: ") || !strings.Contains(text, "books: "+books) {
+		t.Errorf("text answer lacks the mixture's sources:\n%s", text)
 	}
 	// The reverse.
-	where := map[string][]stepID{}
-	for id, ds := range log {
-		for _, d := range ds {
-			where[d.key] = append(where[d.key], id)
-		}
-	}
-	for key, ids := range where {
-		a := lineage(t, append(job, "--key", key)...)
-		if len(a.Appearances) != len(ids) {
-			t.Fatalf("--key %s: %d appearances %v, the log %d %v", key, len(a.Appearances), a.Appearances, len(ids), ids)
-		}
-		for _, h := range a.Appearances {
-			d := log[stepID{h.Epoch, h.Rank, h.Step}]
-			if h.Slot >= len(d) || d[h.Slot].key != key || d[h.Slot].pad != h.Pad {
-				t.Fatalf("--key %s: appearance %+v is not in the log", key, h)
-			}
-		}
-	}
+	logAppearances(t, log, logKeys(log), job...)
 }
 
 // TestCenterCropSizeMatchesDeliveryLog: center_crop(size=S) names the
@@ -621,24 +562,9 @@ func TestCenterCropSizeMatchesDeliveryLog(t *testing.T) {
 	root := makeDataset(t, 10)
 	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "4", "--ranks", "1", "--seed", "2",
 		"--transform", "resize(short=40)|center_crop(size=24)"}
-	logPath := filepath.Join(t.TempDir(), "c.log")
-	cmd := exec.Command(node(t), append(job, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("longshore-node: %v\n%s", err, out)
-	}
-	log := readLog(t, logPath)
+	log := runNode(t, job...)
 	a := lineage(t, append(job, "--steps", "0-2")...)
-	for _, s := range a.Steps {
-		want := log[stepID{s.Epoch, s.Rank, s.Step}]
-		if len(s.Samples) != len(want) {
-			t.Fatalf("step %d: lineage has %d samples, the log %d", s.Step, len(s.Samples), len(want))
-		}
-		for i, x := range s.Samples {
-			if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
-				t.Errorf("step %d slot %d: lineage %s px:%s %s, the log %s px:%s", s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
-			}
-		}
-	}
+	logSteps(t, log, a.Steps, false, nil)
 	if a.Job.Size != 24 {
 		t.Errorf("job size %d, want center_crop's 24", a.Job.Size)
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -116,27 +114,12 @@ func TestAutotuneFeed(t *testing.T) {
 		<-code // the node's output is read once it has exited
 		t.Fatalf("dial: %v\n%s", err, errb.String())
 	}
-	images := 0
-	for {
-		b, err := c.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		images += b.Len()
-		b.Release()
+	images, err := trainer(ctx, c)
+	if err != nil {
+		t.Fatal(err)
 	}
 	c.Close()
-	select {
-	case rc := <-code:
-		if rc != 0 {
-			t.Fatalf("exit %d\n%s", rc, errb.String())
-		}
-	case <-ctx.Done():
-		t.Fatal("the node did not exit after the trainer left")
-	}
+	waitExit(t, ctx, code, &errb)
 	if images != 360 {
 		t.Errorf("the trainer got %d samples, want 360", images)
 	}

@@ -69,27 +69,12 @@ func TestStandaloneFeedEnds(t *testing.T) {
 			}
 		}
 	}
-	images := 0
-	for {
-		b, err := c.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		images += b.Len()
-		b.Release()
+	images, err := trainer(ctx, c)
+	if err != nil {
+		t.Fatal(err)
 	}
 	c.Close()
-	select {
-	case rc := <-code:
-		if rc != 0 {
-			t.Fatalf("exit %d\n%s", rc, errb.String())
-		}
-	case <-ctx.Done():
-		t.Fatal("the node did not exit after the trainer left")
-	}
+	waitExit(t, ctx, code, &errb)
 	s := readStats(t, statsPath)
 	if got := s["images"].(float64); got != float64(images) || images != 60 {
 		t.Errorf("stats say %v images, the trainer got %d (want 60)", got, images)
@@ -98,6 +83,38 @@ func TestStandaloneFeedEnds(t *testing.T) {
 		t.Errorf("no summary:\n%s", out.String())
 	}
 	checkStartup(t, s, out.String())
+}
+
+// trainer reads c's batches until io.EOF, releasing each: a trainer
+// that trains on nothing. It returns how many samples the batches held,
+// and the error that ended the reading if it was not io.EOF.
+func trainer(ctx context.Context, c *feed.Client) (int, error) {
+	images := 0
+	for {
+		b, err := c.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return images, nil
+		}
+		if err != nil {
+			return images, err
+		}
+		images += b.Len()
+		b.Release()
+	}
+}
+
+// waitExit waits for the node's exit code once its trainers left: it
+// must be 0, and come before ctx ends.
+func waitExit(t *testing.T, ctx context.Context, code <-chan int, errb *bytes.Buffer) {
+	t.Helper()
+	select {
+	case rc := <-code:
+		if rc != 0 {
+			t.Fatalf("exit %d\n%s", rc, errb.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("the node did not exit after the trainers left")
+	}
 }
 
 // checkStartup checks a run's start-up phases (--stats-json "startup",
@@ -165,20 +182,12 @@ func TestFeedOneActorSystem(t *testing.T) {
 				}
 			}
 			defer c.Close()
-			n := 0
-			for {
-				b, err := c.Next(ctx)
-				if err != nil {
-					if !errors.Is(err, io.EOF) {
-						t.Errorf("rank %d: %v", r, err)
-						n = -1
-					}
-					images <- n
-					return
-				}
-				n += b.Len()
-				b.Release()
+			n, err := trainer(ctx, c)
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+				n = -1
 			}
+			images <- n
 		}()
 	}
 	total := 0
@@ -189,14 +198,7 @@ func TestFeedOneActorSystem(t *testing.T) {
 			total += n
 		}
 	}
-	select {
-	case rc := <-code:
-		if rc != 0 {
-			t.Fatalf("exit %d\n%s", rc, errb.String())
-		}
-	case <-ctx.Done():
-		t.Fatal("the node did not exit after the trainers left")
-	}
+	waitExit(t, ctx, code, &errb)
 	if total != 32 {
 		t.Errorf("the trainers got %d images, want 32", total)
 	}

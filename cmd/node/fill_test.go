@@ -85,14 +85,7 @@ func runFeed(t *testing.T, root string, extra ...string) feedRun {
 		b.Release()
 	}
 	c.Close()
-	select {
-	case rc := <-code:
-		if rc != 0 {
-			t.Fatalf("exit %d\n%s", rc, errb.String())
-		}
-	case <-ctx.Done():
-		t.Fatal("the node did not exit after the trainer left")
-	}
+	waitExit(t, ctx, code, &errb)
 	r.stats = readStats(t, statsPath)
 	return r
 }

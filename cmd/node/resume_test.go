@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,25 +55,12 @@ func (r *feedNode) dial(tok []byte) (*feed.Client, error) {
 
 // drain takes every batch left, leaves, and waits for the node to exit.
 func (r *feedNode) drain(c *feed.Client) {
-	for {
-		b, err := c.Next(r.ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		b.Release()
+	r.t.Helper()
+	if _, err := trainer(r.ctx, c); err != nil {
+		r.t.Fatal(err)
 	}
 	c.Close()
-	select {
-	case rc := <-r.code:
-		if rc != 0 {
-			r.t.Fatalf("exit %d\n%s", rc, r.errb.String())
-		}
-	case <-r.ctx.Done():
-		r.t.Fatal("the node did not exit after the trainer left")
-	}
+	waitExit(r.t, r.ctx, r.code, &r.errb)
 }
 
 // TestStandaloneResumeOtherRun: a trainer's token resumes a node
