@@ -223,6 +223,17 @@ func (quickSpec) Generate(r *rand.Rand, _ int) reflect.Value {
 		spec.Sources = append(spec.Sources, MixSource{fmt.Sprintf("s%d", s), size})
 		total += size
 	}
+	if r.Intn(3) == 0 { // counts per epoch: up to twice a source's size, or all
+		ws := make([]string, n)
+		for s := range ws {
+			ws[s] = fmt.Sprintf("%d/epoch", 1+r.Int63n(2*spec.Sources[s].Samples))
+			if r.Intn(4) == 0 {
+				ws[s] = "all/epoch"
+			}
+		}
+		spec.Phases = []MixPhase{{Weights: ws}}
+		return reflect.ValueOf(quickSpec{spec})
+	}
 	at := int64(0)
 	for k := 0; k < 1+r.Intn(3); k++ {
 		ws := make([]string, n)
