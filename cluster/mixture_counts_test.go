@@ -223,7 +223,8 @@ func TestParseMixFlagsCounts(t *testing.T) {
 // TestQuickMixtureCountsEpochs: for random counts (above, below or all
 // of each source's size) and rounds, every epoch holds each source its
 // count plus its share of the last round's filling (together Len), the
-// same in every epoch, and every round within one of the quota.
+// same in every epoch, every round within one of the quota, and
+// DrawsIn of any range what its positions draw.
 func TestQuickMixtureCountsEpochs(t *testing.T) {
 	prop := func(seed int64) bool {
 		r := rand.New(rand.NewSource(seed))
@@ -266,6 +267,18 @@ func TestQuickMixtureCountsEpochs(t *testing.T) {
 				return false
 			}
 			first = got
+		}
+		// DrawsIn of ranges that cut rounds: the draws one by one.
+		e := r.Intn(3)
+		x := r.Int63n(m.Len())
+		y := x + r.Int63n(m.Len()-x+1)
+		want := make([]int64, n)
+		for p := x; p < y; p++ {
+			want[m.DrawAt(int64(e)*m.Len()+p).Source]++
+		}
+		if got := m.DrawsIn(e, []Range{{x, y}}); !slices.Equal(got, want) {
+			t.Logf("counts %v, round %d: DrawsIn(%d, [%d, %d)) = %v, want %v", counts, spec.Round, e, x, y, got, want)
+			return false
 		}
 		for p := int64(0); p < m.Len(); p += int64(spec.Round) {
 			c, _, _ := m.Counts(p)
