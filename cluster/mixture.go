@@ -362,20 +362,25 @@ func (m *Mixture) countsOf(phases []MixPhase) (*mixCounts, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrMixture}, args...)...)
 	}
-	any := false
+	counted := false
 	for _, p := range phases {
 		for _, w := range p.Weights {
-			any = any || IsMixCount(w)
+			counted = counted || IsMixCount(w)
 		}
 	}
-	if !any {
+	if !counted {
 		return nil, nil
 	}
 	if len(phases) > 1 {
 		return nil, bad("counts per epoch with a schedule: counts fix each of the job's epochs whole, a schedule changes weights at job samples; give weights to schedule them")
 	}
 	p := phases[0]
-	if len(p.Weights) != len(m.names) {
+	switch {
+	case p.At != 0:
+		return nil, bad("counts per epoch from sample %d: they are from sample 0, for every epoch", p.At)
+	case p.Linear:
+		return nil, bad("counts per epoch cannot ramp")
+	case len(p.Weights) != len(m.names):
 		return nil, bad("counts: %d of them for %d sources", len(p.Weights), len(m.names))
 	}
 	mc := &mixCounts{}

@@ -155,6 +155,9 @@ func TestMixtureCountsErrors(t *testing.T) {
 		{"schedule", []MixPhase{{Weights: []string{"all/epoch", "100/epoch"}}, {At: 500, Weights: []string{"1", "1"}}}, "counts per epoch with a schedule"},
 		{"zero", []MixPhase{{Weights: []string{"0/epoch", "100/epoch"}}}, `count "0/epoch" of source "a"`},
 		{"bad", []MixPhase{{Weights: []string{"x/epoch", "100/epoch"}}}, `count "x/epoch" of source "a"`},
+		{"at", []MixPhase{{At: 10, Weights: []string{"all/epoch", "100/epoch"}}}, "counts per epoch from sample 10"},
+		{"ramp", []MixPhase{{Weights: []string{"all/epoch", "100/epoch"}, Linear: true}}, "cannot ramp"},
+		{"number", []MixPhase{{Weights: []string{"all/epoch"}}}, "counts: 1 of them for 2 sources"},
 	} {
 		spec := countsSpec(10)
 		spec.Phases = tc.phases

@@ -478,6 +478,17 @@ func BenchmarkMixtureAt(b *testing.B) {
 			mr.At(int64(i) * 7919 % (256 * 100_000))
 		}
 	})
+	// Random positions of counts per epoch (all of a, a sample of c,
+	// repeats of b), side by side with "random": the round's counts and
+	// the draws before it are O(sources) sums.
+	counts := spec
+	counts.Phases = []MixPhase{{Weights: []string{"all/epoch", "200000/epoch", "2000000/epoch"}}}
+	mc := mustMixture(b, counts)
+	b.Run("random-counts", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			mc.At(int64(i) * 7919 % (4 * mc.Len()))
+		}
+	})
 	// Making a mixture whose ramp spans a million rounds of 256: each
 	// round's apportionment is worked out once, when it is made.
 	ramp.Phases[1].At = 256 * 1_000_000
