@@ -78,6 +78,16 @@ import (
 // O(log phases + Round + rampStride) within a ramp; a ramp's prefixes are
 // worked out when the mixture is made, O(its rounds).
 //
+// # Counts per epoch
+//
+// In place of weights, a mixture may give each source a count per epoch
+// (MixPhase): an epoch is then the counts together rounded up to whole
+// rounds, holds exactly each source's count (and its share of the
+// positions that fill the last round), and each round holds each source
+// within one of its quota (mixCounts). Source epochs are as above: a
+// count above a source's size goes through several of its epochs in one
+// of the job's, a count below through part of one.
+//
 // A Mixture is immutable and safe for concurrent use.
 type Mixture struct {
 	seed    uint64
@@ -106,6 +116,67 @@ type mixPhase struct {
 	before []int64 // per source, the draws of every round before from
 	linear bool    // the rounds before from ramp to weight from the previous phase's
 	ramp   *mixRamp
+	counts *mixCounts // counts per epoch in place of weights (the only phase)
+}
+
+// mixCounts is a mixture given as counts per epoch: each of the job's
+// epochs (rpe rounds, L positions) holds source s exactly epoch[s]
+// times: its count c_s, plus, when the counts together (C) are no whole
+// number of rounds, its share of the L-C positions that fill the last
+// round (their largest-remainder apportionment by the counts). Each
+// round holds each source floor(epoch[s]/rpe) times, and e_s = epoch[s]
+// mod rpe rounds hold one more: lay the sources' extra draws end to end
+// (source 0's e_0, then source 1's, ...) and deal them to the rounds in
+// turn, round t mod rpe taking extra number t (McNaughton's wrap-around:
+// as e_s < rpe, no round takes two of one source's, and every round
+// takes the same number). So every round holds each source within one
+// of its quota round×epoch[s]/L, and every epoch exactly its counts.
+type mixCounts struct {
+	c     []int64 // per source, its count per epoch as given (all: the size)
+	total int64   // C
+	rpe   int64
+	epoch []int64 // per source, its draws in an epoch
+	fl    []int64 // per source, epoch/rpe: its draws in every round
+	first []int64 // per source, the first round of its extra draws (they wrap)
+	extra []int64 // per source, epoch mod rpe: the rounds with one more
+}
+
+// maxCountTotal bounds a mixture's counts together (and so its epoch).
+const maxCountTotal = 1 << 56
+
+// spread works out an epoch of rpe rounds of n positions.
+func (mc *mixCounts) spread(rpe, n int64) {
+	mc.rpe = rpe
+	w := make([]*big.Rat, len(mc.c))
+	for s, c := range mc.c {
+		w[s] = big.NewRat(c, mc.total)
+	}
+	fill := apportion(rpe*n-mc.total, w)
+	var t int64
+	for s, c := range mc.c {
+		e := c + fill[s]
+		mc.epoch = append(mc.epoch, e)
+		mc.fl = append(mc.fl, e/rpe)
+		mc.extra = append(mc.extra, e%rpe)
+		mc.first = append(mc.first, t%rpe)
+		t += e % rpe
+	}
+}
+
+// before is each source's draws in the first j rounds of an epoch (j
+// at most rpe).
+func (mc *mixCounts) before(j int64) []int64 {
+	out := make([]int64, len(mc.c))
+	for s := range out {
+		a, e := mc.first[s], mc.extra[s]
+		// its extra rounds [a, a+e), wrapping past rpe, below j
+		x := max(0, min(a+e, j)-a)
+		if a+e > mc.rpe {
+			x = max(0, j-a) + min(j, a+e-mc.rpe)
+		}
+		out[s] = j*mc.fl[s] + x
+	}
+	return out
 }
 
 // rampStride is how many rounds of a ramp apart its prefix sums are kept.
@@ -133,6 +204,14 @@ type MixSource struct {
 // proportion to Weights, one per source in MixSpec.Sources' order: a
 // decimal ("0.7"), an integer or a fraction ("7/10"), >= 0, not all 0.
 // Weights need not sum to 1: each counts as its share of their sum.
+//
+// Weights may instead be counts per epoch, every source's: "N/epoch"
+// (N >= 1; more than the source's size repeats it, fewer samples it)
+// or "all/epoch" (its size). Each of the job's epochs then holds
+// exactly those draws of each source (mixCounts: the epoch is their sum
+// rounded up to whole rounds, the positions that fill the last round
+// apportioned by the counts; each round within one of its quota). A
+// mixture of counts has one phase, at 0: no schedule.
 type MixPhase struct {
 	At      int64
 	Weights []string
@@ -193,10 +272,24 @@ func NewMixture(spec MixSpec) (*Mixture, error) {
 		m.keys = append(m.keys, mix64(spec.Seed^0x6d6978747572)^nameHash(s.Name)) // "mixtur"
 		m.indices += s.Samples
 	}
-	m.rpe = (m.indices + m.round - 1) / m.round
-	m.total = m.rpe * m.round
 	if len(spec.Phases) == 0 {
 		return nil, bad("no weights")
+	}
+	counts, err := m.countsOf(spec.Phases)
+	if err != nil {
+		return nil, err
+	}
+	epoch := m.indices // an epoch: the index space, or the counts together
+	if counts != nil {
+		epoch = counts.total
+	}
+	m.rpe = (epoch + m.round - 1) / m.round
+	m.total = m.rpe * m.round
+	if counts != nil {
+		counts.spread(m.rpe, m.round)
+		m.phases = []mixPhase{{counts: counts, before: make([]int64, len(m.names))}}
+		m.ident = m.identity()
+		return m, nil
 	}
 	for i, p := range spec.Phases {
 		if i == 0 && p.At != 0 {
@@ -261,6 +354,56 @@ func NewMixture(spec MixSpec) (*Mixture, error) {
 	return m, nil
 }
 
+// countsOf reads a mixture of counts per epoch (MixPhase.Weights each
+// "N/epoch" or "all/epoch"): nil for one of weights. Counts are a whole
+// epoch's draws, so they are every source's or none's, and not with a
+// schedule.
+func (m *Mixture) countsOf(phases []MixPhase) (*mixCounts, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrMixture}, args...)...)
+	}
+	counted := false
+	for _, p := range phases {
+		for _, w := range p.Weights {
+			counted = counted || IsMixCount(w)
+		}
+	}
+	if !counted {
+		return nil, nil
+	}
+	if len(phases) > 1 {
+		return nil, bad("counts per epoch with a schedule: counts fix each of the job's epochs whole, a schedule changes weights at job samples; give weights to schedule them")
+	}
+	p := phases[0]
+	switch {
+	case p.At != 0:
+		return nil, bad("counts per epoch from sample %d: they are from sample 0, for every epoch", p.At)
+	case p.Linear:
+		return nil, bad("counts per epoch cannot ramp")
+	case len(p.Weights) != len(m.names):
+		return nil, bad("counts: %d of them for %d sources", len(p.Weights), len(m.names))
+	}
+	mc := &mixCounts{}
+	for s, w := range p.Weights {
+		if !IsMixCount(w) {
+			return nil, bad("source %q has a weight (%s) and another a count per epoch: give every source a weight or every source a count", m.names[s], w)
+		}
+		n, err := ParseMixCount(w)
+		if err != nil {
+			return nil, bad("count %q of source %q: want N/epoch (N a whole number >= 1) or all/epoch", w, m.names[s])
+		}
+		if n == CountAll {
+			n = m.sizes[s]
+		}
+		if n > maxCountTotal-mc.total {
+			return nil, bad("counts per epoch: more than %d together", int64(maxCountTotal))
+		}
+		mc.c = append(mc.c, n)
+		mc.total += n
+	}
+	return mc, nil
+}
+
 // roundFrom is the first global round that starts at or after job sample p.
 func (m *Mixture) roundFrom(p int64) int64 {
 	e, pos := p/m.total, p%m.total
@@ -271,6 +414,13 @@ func (m *Mixture) roundFrom(p int64) int64 {
 // segDraws is each source's draws in rounds [ph.from, r) under phase ph
 // (r at most the next phase's first round).
 func (m *Mixture) segDraws(ph mixPhase, r int64) []int64 {
+	if ph.counts != nil { // the only phase, from round 0
+		out := ph.counts.before(r % m.rpe)
+		for s, n := range ph.counts.epoch {
+			out[s] += r / m.rpe * n
+		}
+		return out
+	}
 	out := make([]int64, len(ph.full))
 	t := r - ph.from
 	if t <= 0 {
@@ -294,6 +444,14 @@ func (m *Mixture) segDraws(ph mixPhase, r int64) []int64 {
 
 // roundCounts is each source's count in global round r under phase ph.
 func (m *Mixture) roundCounts(ph mixPhase, r int64) []int64 {
+	if ph.counts != nil {
+		j := r % m.rpe
+		lo, hi := ph.counts.before(j), ph.counts.before(j+1)
+		for s := range hi {
+			hi[s] -= lo[s]
+		}
+		return hi
+	}
 	if ph.ramp == nil {
 		return ph.full
 	}
@@ -502,7 +660,7 @@ func (m *Mixture) roundDraws(r int64, dst []Draw) []Draw {
 	n := m.round
 	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
 	pre := ph.fullP
-	if ph.ramp != nil {
+	if ph.ramp != nil || ph.counts != nil {
 		pre = prefix(m.roundCounts(ph, r))
 	}
 	f := newFeistel(uint64(n), mix64(m.rkey^uint64(r)*0x9e3779b97f4a7c15))
@@ -618,6 +776,12 @@ func (m *Mixture) identity() string {
 	}
 	for _, ph := range m.phases {
 		fmt.Fprintf(&b, " @%d", ph.from)
+		if ph.counts != nil { // its counts, all as the source's size
+			for s, c := range ph.counts.c {
+				fmt.Fprintf(&b, ",%s:%d/epoch", m.names[s], c)
+			}
+			continue
+		}
 		if ph.linear { // a step-only schedule keeps the identity it always had
 			b.WriteString("~linear")
 		}
@@ -677,6 +841,9 @@ func ParseMixSchedule(text string, names []string) ([]MixPhase, error) {
 			if !ok {
 				return nil, bad("phase %d: %q: want name:weight", i+1, nw)
 			}
+			if IsMixCount(w) {
+				return nil, bad("phase %d: %s:%s: counts per epoch go on --mixture's sources (name=DATASET:N/epoch), not in a schedule, which changes weights", i+1, name, w)
+			}
 			k, known := index[name]
 			if !known {
 				return nil, bad("phase %d: no source %q (sources: %s)", i+1, name, strings.Join(names, ", "))
@@ -701,12 +868,15 @@ type MixFlagSource struct {
 // ParseMixFlags parses the --mixture and --mixture-schedule flags, as
 // the coordinator and the node share them: spec is
 // "name=DATASET:WEIGHT,..." (the weights left out when schedule gives
-// them), schedule as ParseMixSchedule takes it. It returns the sources
-// in order and the schedule (spec's weights from sample 0 when schedule
-// is empty). The errors name the flags.
+// them) or "name=DATASET:N/epoch,..." (counts per epoch, N a whole
+// number or all; not with a schedule), schedule as ParseMixSchedule
+// takes it. It returns the sources in order and the schedule (spec's
+// weights or counts from sample 0 when schedule is empty). The errors
+// name the flags.
 func ParseMixFlags(spec, schedule string) ([]MixFlagSource, []MixPhase, error) {
 	var srcs []MixFlagSource
 	var weights []string
+	var counted, weighted string // the first source with a count, with a weight
 	for _, part := range strings.Split(spec, ",") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || name == "" || rest == "" {
@@ -716,10 +886,35 @@ func ParseMixFlags(spec, schedule string) ([]MixFlagSource, []MixPhase, error) {
 		if i := strings.LastIndex(rest, ":"); i >= 0 {
 			if _, ok := new(big.Rat).SetString(rest[i+1:]); ok {
 				src.Dataset, weight = rest[:i], rest[i+1:]
+			} else if IsMixCount(rest[i+1:]) {
+				src.Dataset, weight = rest[:i], rest[i+1:]
+				if _, err := ParseMixCount(weight); err != nil {
+					return nil, nil, fmt.Errorf("--mixture: source %q: count %q: want N/epoch (N a whole number >= 1) or all/epoch", name, weight)
+				}
 			}
 		}
 		if src.Dataset == "" {
 			return nil, nil, fmt.Errorf("--mixture: source %q names no dataset", name)
+		}
+		switch {
+		case weight == "":
+		case IsMixCount(weight):
+			if weighted != "" {
+				return nil, nil, fmt.Errorf("--mixture: source %q has a count per epoch and %q a weight: give every source a weight or every source a count", name, weighted)
+			}
+			if schedule != "" {
+				return nil, nil, fmt.Errorf("--mixture-schedule with counts per epoch (source %q): counts fix each epoch of the job whole, a schedule changes weights; give weights to schedule them", name)
+			}
+			if counted == "" {
+				counted = name
+			}
+		default:
+			if counted != "" {
+				return nil, nil, fmt.Errorf("--mixture: source %q has a weight and %q a count per epoch: give every source a weight or every source a count", name, counted)
+			}
+			if weighted == "" {
+				weighted = name
+			}
 		}
 		if schedule == "" && weight == "" {
 			return nil, nil, fmt.Errorf("--mixture: source %q has no weight (name=DATASET:WEIGHT), and there is no --mixture-schedule", name)
@@ -795,3 +990,28 @@ func (m *Mixture) DrawsIn(epoch int, ranges []Range) []int64 {
 	}
 	return out
 }
+
+// ParseMixCount reads a count per epoch as MixPhase.Weights gives it:
+// "N/epoch" (N >= 1) is N, "all/epoch" is CountAll (the source's size).
+// Anything else is an error (IsMixCount tells a count from a weight).
+func ParseMixCount(w string) (n int64, err error) {
+	v, isCount := strings.CutSuffix(strings.TrimSpace(w), "/epoch")
+	if !isCount {
+		return 0, fmt.Errorf("%w: %q is not a count per epoch (N/epoch or all/epoch)", ErrMixture, w)
+	}
+	if v == "all" {
+		return CountAll, nil
+	}
+	n, perr := strconv.ParseInt(v, 10, 64)
+	if perr != nil || n < 1 {
+		return 0, fmt.Errorf("%w: count %q: want N/epoch, N a whole number >= 1, or all/epoch", ErrMixture, w)
+	}
+	return n, nil
+}
+
+// CountAll is ParseMixCount's "all/epoch": as many as the source holds.
+const CountAll int64 = -1
+
+// IsMixCount says whether a weight as MixPhase.Weights gives it is a
+// count per epoch (ends in "/epoch"), well formed or not.
+func IsMixCount(w string) bool { return strings.HasSuffix(strings.TrimSpace(w), "/epoch") }

@@ -223,6 +223,17 @@ func (quickSpec) Generate(r *rand.Rand, _ int) reflect.Value {
 		spec.Sources = append(spec.Sources, MixSource{fmt.Sprintf("s%d", s), size})
 		total += size
 	}
+	if r.Intn(3) == 0 { // counts per epoch: up to twice a source's size, or all
+		ws := make([]string, n)
+		for s := range ws {
+			ws[s] = fmt.Sprintf("%d/epoch", 1+r.Int63n(2*spec.Sources[s].Samples))
+			if r.Intn(4) == 0 {
+				ws[s] = "all/epoch"
+			}
+		}
+		spec.Phases = []MixPhase{{Weights: ws}}
+		return reflect.ValueOf(quickSpec{spec})
+	}
 	at := int64(0)
 	for k := 0; k < 1+r.Intn(3); k++ {
 		ws := make([]string, n)
@@ -465,6 +476,17 @@ func BenchmarkMixtureAt(b *testing.B) {
 	b.Run("random-in-ramp", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			mr.At(int64(i) * 7919 % (256 * 100_000))
+		}
+	})
+	// Random positions of counts per epoch (all of a, a sample of c,
+	// repeats of b), side by side with "random": the round's counts and
+	// the draws before it are O(sources) sums.
+	counts := spec
+	counts.Phases = []MixPhase{{Weights: []string{"all/epoch", "200000/epoch", "2000000/epoch"}}}
+	mc := mustMixture(b, counts)
+	b.Run("random-counts", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			mc.At(int64(i) * 7919 % (4 * mc.Len()))
 		}
 	})
 	// Making a mixture whose ramp spans a million rounds of 256: each

@@ -59,3 +59,39 @@ schedule:
 		t.Errorf("a file and --mixture-schedule: %v", errs)
 	}
 }
+
+// TestMixtureFileCounts: a file's counts per epoch (count: all, count:
+// N) give the coordinator the mixture the flags' N/epoch give, with one
+// identity and epochs of the counts together; counts with
+// --mixture-schedule are refused.
+func TestMixtureFileCounts(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "counts.yaml")
+	if err := os.WriteFile(file, []byte("sources:\n  - {name: small, dataset: /data/small, count: all}\n  - {name: big, dataset: s3://corpus/big, count: 300}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inline := mixtureFlags{spec: "small=/data/small:all/epoch,big=s3://corpus/big:300/epoch"}
+	fromFile := mixtureFlags{spec: file}
+	var ids []string
+	for _, m := range []*mixtureFlags{&inline, &fromFile} {
+		if errs := m.check(&options{}); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		js := jobSource{round: m.roundOf(32), phases: m.phases,
+			sizes: []cluster.MixSource{{Name: "small", Samples: 20}, {Name: "big", Samples: 1000}}}
+		mix, err := js.mixture(1, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mix.Len() != 320 {
+			t.Errorf("%s: an epoch of %d positions, want 320 (20 + 300 in rounds of 32)", m.spec, mix.Len())
+		}
+		ids = append(ids, mix.Identity())
+	}
+	if ids[0] != ids[1] || !strings.Contains(ids[0], "small:20/epoch,big:300/epoch") {
+		t.Errorf("identity inline %q, file %q: want the same, with the counts", ids[0], ids[1])
+	}
+	sched := mixtureFlags{spec: inline.spec, schedule: "small:1,big:1"}
+	if errs := sched.check(&options{}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--mixture-schedule with counts per epoch") {
+		t.Errorf("counts and --mixture-schedule: %v", errs)
+	}
+}

@@ -20,7 +20,7 @@ import (
 // weighted mixture of datasets in place of --dataset (docs/mixtures.md),
 // standalone or in cluster mode (the coordinator's flags the same).
 type mixtureFlags struct {
-	spec     string // --mixture name=URL[:weight],...
+	spec     string // --mixture name=URL[:weight or :N/epoch],...
 	schedule string // --mixture-schedule
 	round    int    // --mixture-round; 0: the batch size (in cluster mode the job's)
 	sources  []cluster.MixFlagSource
@@ -29,7 +29,7 @@ type mixtureFlags struct {
 
 func (m *mixtureFlags) on() bool { return m.spec != "" }
 
-const mixtureUsage = "a weighted mixture of datasets in place of --dataset: FILE.yaml (sources and schedule; docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch; in cluster mode give the coordinator and every node the same (docs/mixtures.md)"
+const mixtureUsage = "a weighted mixture of datasets in place of --dataset: FILE.yaml (sources and schedule; docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3, or counts per epoch, name=DATASET:N/epoch or :all/epoch (every source's, no schedule), e.g. books=/data/books:all/epoch,web=s3://b/web:100000/epoch; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch; in cluster mode give the coordinator and every node the same (docs/mixtures.md)"
 
 // parse reads --mixture and checks it with the schedule.
 func (m *mixtureFlags) parse() error {

@@ -27,7 +27,10 @@ import (
 //	    ramp: linear
 //	    weights: {web: 0.5, books: 0.5}
 //
-// A source may carry its weight (weight: 0.7) in place of a schedule.
+// A source may carry its weight (weight: 0.7) in place of a schedule,
+// or its count per epoch (count: 100000, or count: all: its size), every
+// source's, with no schedule; a count is the weight "N/epoch" (or
+// "all/epoch"), as the flags spell it (name=DATASET:N/epoch).
 // The weights are strings as written (0.7, 7/10, 3): the mixture
 // (cluster.NewMixture) reads them as the flags' are read, so a file and
 // the flags that say the same make the same mixture, with the same
@@ -92,6 +95,8 @@ func parseMixture(path string, b []byte) (MixtureFile, error) {
 	top := fields(doc.Content[0], []string{"sources", "schedule"}, bad)
 	var out MixtureFile
 	var srcWeights []*yaml.Node // a source's weight: node, or nil
+	var srcCounts []*yaml.Node  // a source's count: node, or nil
+	var firstWeight, firstCount string
 	index := map[string]int{}
 
 	srcs := top["sources"]
@@ -99,14 +104,14 @@ func parseMixture(path string, b []byte) (MixtureFile, error) {
 	case srcs == nil:
 		bad(doc.Content[0], "no sources:")
 	case srcs.Kind != yaml.SequenceNode || len(srcs.Content) == 0:
-		bad(srcs, "sources: want a list of sources (name:, dataset:, weight:)")
+		bad(srcs, "sources: want a list of sources (name:, dataset:, weight: or count:)")
 	default:
 		for _, sn := range srcs.Content {
 			if sn.Kind != yaml.MappingNode {
-				bad(sn, "a source: want name:, dataset: and weight:")
+				bad(sn, "a source: want name:, dataset: and weight: or count:")
 				continue
 			}
-			f := fields(sn, []string{"name", "dataset", "weight"}, bad)
+			f := fields(sn, []string{"name", "dataset", "weight", "count"}, bad)
 			name, _ := scalarOf(f["name"], sn, "name", bad)
 			ds, _ := scalarOf(f["dataset"], sn, "dataset", bad)
 			if name != "" {
@@ -115,11 +120,32 @@ func parseMixture(path string, b []byte) (MixtureFile, error) {
 				}
 				index[name] = len(out.Sources)
 			}
-			if w := f["weight"]; w != nil {
+			w, c := f["weight"], f["count"]
+			if w != nil {
 				checkWeight(w, bad)
 			}
+			switch {
+			case w != nil && c != nil:
+				bad(c, "source %q has a weight: and a count:: give one (every source a weight, or every source a count per epoch)", name)
+			case c != nil:
+				checkCount(c, bad)
+				if firstWeight != "" {
+					bad(c, "source %q has a count: and %q a weight:: give every source a weight or every source a count", name, firstWeight)
+				}
+				if firstCount == "" {
+					firstCount = name
+				}
+			case w != nil:
+				if firstCount != "" {
+					bad(w, "source %q has a weight: and %q a count:: give every source a weight or every source a count", name, firstCount)
+				}
+				if firstWeight == "" {
+					firstWeight = name
+				}
+			}
 			out.Sources = append(out.Sources, MixtureFileSource{Name: name, Dataset: ds})
-			srcWeights = append(srcWeights, f["weight"])
+			srcWeights = append(srcWeights, w)
+			srcCounts = append(srcCounts, c)
 		}
 	}
 
@@ -130,17 +156,25 @@ func parseMixture(path string, b []byte) (MixtureFile, error) {
 	if sched := top["schedule"]; sched == nil {
 		ph := MixtureFilePhase{}
 		for i, w := range srcWeights {
-			if w == nil {
+			switch c := srcCounts[i]; {
+			case c != nil:
+				ph.Weights = append(ph.Weights, c.Value+"/epoch")
+			case w != nil:
+				ph.Weights = append(ph.Weights, w.Value)
+			case firstCount != "":
+				bad(srcs.Content[i], "source %q has no count:, and %q has one: give every source a count per epoch (count: all for all of it)", names[i], firstCount)
+			default:
 				bad(srcs.Content[i], "source %q has no weight:, and there is no schedule:", names[i])
-				continue
 			}
-			ph.Weights = append(ph.Weights, w.Value)
 		}
 		out.Phases = []MixtureFilePhase{ph}
 	} else {
 		for i, w := range srcWeights {
 			if w != nil {
 				bad(w, "source %q has a weight: and schedule: gives the weights: give them in one place", names[i])
+			}
+			if c := srcCounts[i]; c != nil {
+				bad(c, "source %q has a count: and there is a schedule:: counts fix each epoch of the job whole, a schedule changes weights; give weights to schedule them", names[i])
 			}
 		}
 		if sched.Kind != yaml.SequenceNode || len(sched.Content) == 0 {
@@ -236,6 +270,20 @@ func checkWeight(n *yaml.Node, bad func(*yaml.Node, string, ...any)) bool {
 	r, ok := new(big.Rat).SetString(n.Value)
 	if n.Kind != yaml.ScalarNode || !ok || r.Sign() < 0 {
 		bad(n, "weight %q: want a number >= 0 (0.7, 7/10, 3)", n.Value)
+		return false
+	}
+	return true
+}
+
+// checkCount says whether n is a count per epoch (a whole number >= 1,
+// or all), reporting it if not.
+func checkCount(n *yaml.Node, bad func(*yaml.Node, string, ...any)) bool {
+	if n.Kind == yaml.ScalarNode && n.Value == "all" {
+		return true
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if n.Kind != yaml.ScalarNode || err != nil || v < 1 {
+		bad(n, "count %q: want a whole number >= 1 or all (samples of the source per epoch of the job)", n.Value)
 		return false
 	}
 	return true

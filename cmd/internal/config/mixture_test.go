@@ -112,3 +112,55 @@ extra: 1
 		t.Errorf("a missing file: %v", err)
 	}
 }
+
+// TestLoadMixtureCounts: a file's counts per epoch (count: N or count:
+// all) are the flags' name=DATASET:N/epoch, so both spellings make one
+// mixture.
+func TestLoadMixtureCounts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "counts.yaml")
+	if err := os.WriteFile(path, []byte(`
+sources:
+  - name: small
+    dataset: /data/small
+    count: all
+  - {name: big, dataset: s3://b/big, count: 100000}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadMixture(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []MixtureFilePhase{{0, []string{"all/epoch", "100000/epoch"}, false}}; !reflect.DeepEqual(got.Phases, want) {
+		t.Errorf("phases %+v, want %+v", got.Phases, want)
+	}
+	fs, fp, err := ParseMixture(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, sp, err := ParseMixture("small=/data/small:all/epoch,big=s3://b/big:100000/epoch", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fs, ss) || !reflect.DeepEqual(fp, sp) {
+		t.Errorf("file %v %v, flags %v %v: want the same", fs, fp, ss, sp)
+	}
+}
+
+// TestLoadMixtureCountErrors: counts are every source's or none's, and
+// take no schedule; each mistake named at its line.
+func TestLoadMixtureCountErrors(t *testing.T) {
+	for text, want := range map[string]string{
+		"sources:\n  - {name: a, dataset: /a, weight: 1}\n  - {name: b, dataset: /b, count: 5}\n": `m.yaml:3: source "b" has a count: and "a" a weight:: give every source a weight or every source a count`,
+		"sources:\n  - {name: a, dataset: /a, count: 5}\n  - {name: b, dataset: /b, weight: 1}\n": `m.yaml:3: source "b" has a weight: and "a" a count:`,
+		"sources:\n  - {name: a, dataset: /a, count: 5, weight: 1}\n":                             `m.yaml:2: source "a" has a weight: and a count:`,
+		"sources:\n  - {name: a, dataset: /a, count: lots}\n":                                     `m.yaml:2: count "lots": want a whole number >= 1 or all`,
+		"sources:\n  - {name: a, dataset: /a, count: 0}\n":                                        `m.yaml:2: count "0"`,
+		"sources:\n  - {name: a, dataset: /a, count: 2.5}\n":                                      `m.yaml:2: count "2.5"`,
+		"sources:\n  - name: a\n    dataset: /a\n    count: 3\nschedule:\n  - weights: {a: 1}\n":  `m.yaml:4: source "a" has a count: and there is a schedule:`,
+	} {
+		if _, err := parseMixture("m.yaml", []byte(text)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want one saying %q", text, err, want)
+		}
+	}
+}
