@@ -78,6 +78,14 @@ import (
 // O(log phases + Round + rampStride) within a ramp; a ramp's prefixes are
 // worked out when the mixture is made, O(its rounds).
 //
+// # Where a sample was drawn
+//
+// The draws invert: a source's sample is at one place of each of the
+// source's epoch orders (Order.PositionOf), which fixes its draw numbers,
+// and the rounds' counts and shuffles place each draw in the job's
+// stream. PositionsOf finds an epoch's positions of a sample that way,
+// without reading the epoch.
+//
 // A Mixture is immutable and safe for concurrent use.
 type Mixture struct {
 	seed    uint64
