@@ -88,6 +88,14 @@ import (
 // count above a source's size goes through several of its epochs in one
 // of the job's, a count below through part of one.
 //
+// # Where a sample was drawn
+//
+// The draws invert: a source's sample is at one place of each of the
+// source's epoch orders (Order.PositionOf), which fixes its draw numbers,
+// and the rounds' counts and shuffles place each draw in the job's
+// stream. PositionsOf finds an epoch's positions of a sample that way,
+// without reading the epoch.
+//
 // A Mixture is immutable and safe for concurrent use.
 type Mixture struct {
 	seed    uint64
@@ -1015,3 +1023,97 @@ const CountAll int64 = -1
 // IsMixCount says whether a weight as MixPhase.Weights gives it is a
 // count per epoch (ends in "/epoch"), well formed or not.
 func IsMixCount(w string) bool { return strings.HasSuffix(strings.TrimSpace(w), "/epoch") }
+
+// PositionsOf returns the positions of epoch at which global index is
+// drawn, in increasing order: none, one or several (a mixture's epoch is
+// no permutation). It inverts the draws instead of reading an epoch's:
+// the index is sample i of source s, which each of s's epoch orders
+// holds once, at Order.PositionOf(i), so source epoch se draws it as
+// draw se×N_s + that; the epoch holds s's draws [before(first round),
+// before(first round of the next epoch)) (the rounds' counts, summed
+// as At sums them); the round of a draw in that range is found by
+// bisection over the epoch's rounds; and its slot is the kth of the
+// round's slots that its shuffle gives s, k its number among s's
+// draws of the round (inverting the shuffle over s's share). It costs
+// O(log rounds) a source epoch the job's epoch reaches into, plus, per
+// position found, O(log rounds) counts and O(c log c) for the c
+// positions source s holds in the round (c ≤ Round), against the
+// O(Len()) of reading the epoch. It panics for an index outside
+// [0, Indices()) or a negative epoch.
+func (m *Mixture) PositionsOf(epoch int, index int64) []int64 {
+	if epoch < 0 {
+		panic(fmt.Sprintf("cluster: Mixture.PositionsOf(%d, %d): negative epoch", epoch, index))
+	}
+	s, local := m.Source(index)
+	n := m.sizes[s]
+	r0, r1 := int64(epoch)*m.rpe, int64(epoch+1)*m.rpe
+	lo, hi := m.sourceDrawsBefore(s, r0), m.sourceDrawsBefore(s, r1)
+	var out []int64
+	var slots []int64 // source s's slots of round cached, in slot order
+	cached := int64(-1)
+	from := r0 // draws increase with their rounds: each bisection starts at the last one's round
+	for se := lo / n; se*n < hi; se++ {
+		d := se*n + NewOrder(m.keys[s], int(se), n, m.block, m.window).PositionOf(local)
+		if d < lo || d >= hi {
+			continue
+		}
+		// The round that holds draw d: the first whose draws after it pass d.
+		r := from + int64(sort.Search(int(r1-from), func(k int) bool { return m.sourceDrawsBefore(s, from+int64(k)+1) > d }))
+		if r != cached {
+			slots, cached = m.sourceSlots(r, s, slots), r
+		}
+		out = append(out, (r-r0)*m.round+slots[d-m.sourceDrawsBefore(s, r)])
+		from = r
+	}
+	return out
+}
+
+// PositionsOf returns the epoch's positions that draw global index
+// (Mixture.PositionsOf).
+func (e *MixEpoch) PositionsOf(index int64) []int64 {
+	return e.m.PositionsOf(int(e.base/e.m.total), index)
+}
+
+// sourceDrawsBefore is source s's draws in the global rounds before
+// round r (drawsBefore's, for one source).
+func (m *Mixture) sourceDrawsBefore(s int, r int64) int64 {
+	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
+	if ph.counts != nil { // rounds differ within an epoch (mixCounts)
+		return ph.before[s] + m.segDraws(ph, r)[s]
+	}
+	t := r - ph.from
+	if ph.ramp == nil {
+		return ph.before[s] + t*ph.full[s]
+	}
+	j := t / rampStride
+	d := ph.before[s] + ph.ramp.cum[j][s]
+	for k := j * rampStride; k < t; k++ {
+		d += ph.ramp.counts(m.round, k)[s]
+	}
+	return d
+}
+
+// sourceSlots returns, in dst's storage, the slots of global round r
+// that draw from source s, in slot order: roundDraws gives s's draws of
+// the round to them in that order. They are the slots its shuffle maps
+// into s's share [pre[s], pre[s+1]), found by inverting the shuffle.
+func (m *Mixture) sourceSlots(r int64, s int, dst []int64) []int64 {
+	ph := m.phases[sort.Search(len(m.phases), func(i int) bool { return m.phases[i].from > r })-1]
+	var lo, hi int64
+	if ph.ramp != nil || ph.counts != nil { // rounds differ: this one's counts
+		counts := m.roundCounts(ph, r)
+		for _, c := range counts[:s] {
+			lo += c
+		}
+		hi = lo + counts[s]
+	} else {
+		lo, hi = ph.fullP[s], ph.fullP[s+1]
+	}
+	f := newFeistel(uint64(m.round), mix64(m.rkey^uint64(r)*0x9e3779b97f4a7c15)) // roundDraws' shuffle
+	dst = dst[:0]
+	for q := lo; q < hi; q++ {
+		dst = append(dst, int64(f.invert(uint64(q))))
+	}
+	slices.Sort(dst)
+	return dst
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/quick"
+	"time"
 )
 
 func mustMixture(t testing.TB, spec MixSpec) *Mixture {
@@ -621,5 +622,124 @@ func TestMixtureLongRamp(t *testing.T) {
 	}
 	if got, _, _ := m.Counts(1050 * 7); !slices.Equal(got, []int64{1, 1, 5}) {
 		t.Errorf("after the ramp: %v, want [1 1 5]", got) // 0.7, 1.4, 4.9: floors 0, 1, 4; 2 left, to c (.9) and a (.7)
+	}
+}
+
+// scanPositions is where a global index is drawn in an epoch, found the
+// slow way: every position's draw, in order (what longshore-lineage's
+// --key did before Mixture.PositionsOf).
+func scanPositions(m *Mixture, epoch int, index int64) []int64 {
+	var out []int64
+	ep := m.Epoch(epoch)
+	for p := int64(0); p < ep.Len(); p++ {
+		if ep.At(p) == index {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestMixturePositionsOf: the positions PositionsOf finds for a global
+// index, by inverting the draws (the source's epoch orders and the
+// rounds' counts and shuffles), are the ones reading every position's
+// draw finds, for every index, in several epochs, under step schedules,
+// linear ramps (some longer than rampStride rounds), blocks and windows,
+// a source drawn many times an epoch and one left partly out.
+func TestMixturePositionsOf(t *testing.T) {
+	ramp := MixSpec{Seed: 3, Block: 1, Window: 1, Round: 10,
+		Sources: []MixSource{{"a", 40}, {"b", 13}, {"c", 7}},
+		Phases: []MixPhase{{At: 0, Weights: []string{"1", "0", "0"}},
+			{At: 100, Weights: []string{"0", "1", "0"}, Linear: true},
+			{At: 140, Weights: []string{"0", "1", "0"}},
+			{At: 200, Weights: []string{"1/3", "1/3", "1/3"}, Linear: true}}}
+	long := MixSpec{Seed: 9, Block: 2, Window: 3, Round: 7,
+		Sources: []MixSource{{"a", 500}, {"b", 300}, {"c", 200}},
+		Phases: []MixPhase{{At: 0, Weights: []string{"0.6", "0.3", "0.1"}},
+			{At: 7 * 300, Weights: []string{"0.1", "0.2", "0.7"}, Linear: true}}}
+	blocks := threeSources()
+	blocks.Block, blocks.Window = 4, 3
+	tiny := MixSpec{Seed: 11, Block: 1, Window: 1, Round: 8, // "one": 2 samples, half of every round
+		Sources: []MixSource{{"one", 2}, {"big", 61}},
+		Phases:  []MixPhase{{At: 0, Weights: []string{"1", "1"}}, {At: 64*3 + 5, Weights: []string{"1", "3"}}}}
+	for name, spec := range map[string]MixSpec{"steps": threeSources(), "ramps": ramp, "long-ramp": long, "blocks": blocks, "tiny": tiny} {
+		m := mustMixture(t, spec)
+		found := 0
+		for e := range 5 {
+			for i := int64(0); i < m.Indices(); i++ {
+				want, got := scanPositions(m, e, i), m.PositionsOf(e, i)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s epoch %d index %d: PositionsOf %v, the draws %v", name, e, i, got, want)
+				}
+				if ep := m.Epoch(e); !slices.Equal(ep.PositionsOf(i), want) {
+					t.Fatalf("%s epoch %d index %d: MixEpoch.PositionsOf %v, the draws %v", name, e, i, ep.PositionsOf(i), want)
+				}
+				found += len(got)
+			}
+			if int64(found) != int64(e+1)*m.Len() {
+				t.Fatalf("%s: %d positions found through epoch %d, want every one of %d", name, found, e, int64(e+1)*m.Len())
+			}
+		}
+	}
+}
+
+// TestQuickMixturePositionsOf: PositionsOf is the scan's answer for
+// random mixtures (schedules, ramps, blocks, windows), every index, the
+// first epochs and one past the schedule.
+func TestQuickMixturePositionsOf(t *testing.T) {
+	prop := func(q quickSpec) bool {
+		m := quickMixture(q)
+		if m == nil {
+			return true
+		}
+		last := int(q.Phases[len(q.Phases)-1].At/m.Len()) + 1
+		for _, e := range []int{0, 1, 2, last} {
+			for i := int64(0); i < m.Indices(); i++ {
+				if got, want := m.PositionsOf(e, i), scanPositions(m, e, i); !slices.Equal(got, want) {
+					t.Logf("%+v epoch %d index %d: PositionsOf %v, the draws %v", q.MixSpec, e, i, got, want)
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if err := quick.Check(prop, &quick.Config{MaxCount: 100}); err != nil {
+		t.Error(err)
+	}
+}
+
+// BenchmarkMixturePositionsOf: finding where a key was drawn in an
+// epoch, by reading every position's draw (scan, what longshore-lineage
+// --key did) and by inverting the draws (PositionsOf), side by side on
+// one mixture (ImageNet with two smaller sources, rounds of 256, blocks
+// of 16, windows of 128), after a step and inside a linear ramp; the
+// ratio is scan's time over PositionsOf's. Run it with -benchtime=3x:
+// a scan reads 1.5 million positions.
+func BenchmarkMixturePositionsOf(b *testing.B) {
+	spec := MixSpec{Seed: 7, Block: 16, Window: 128, Round: 256,
+		Sources: []MixSource{{"imagenet", 1_281_167}, {"small", 50_000}, {"mid", 200_000}},
+		Phases:  []MixPhase{{At: 0, Weights: []string{"0.7", "0.2", "0.1"}}}}
+	ramp := spec
+	ramp.Phases = []MixPhase{spec.Phases[0], {At: 3 * 1_531_167, Weights: []string{"0.1", "0.2", "0.7"}, Linear: true}}
+	for name, spec := range map[string]MixSpec{"step": spec, "ramp": ramp} {
+		m := mustMixture(b, spec)
+		b.Run(name, func(b *testing.B) {
+			var scan, inverse time.Duration
+			for i := 0; i < b.N; i++ {
+				idx := int64(i) * 7919 % m.Indices()
+				e := 1 + i%2
+				t0 := time.Now()
+				want := scanPositions(m, e, idx)
+				t1 := time.Now()
+				got := m.PositionsOf(e, idx)
+				t2 := time.Now()
+				if !slices.Equal(got, want) {
+					b.Fatalf("index %d epoch %d: PositionsOf %v, scan %v", idx, e, got, want)
+				}
+				scan, inverse = scan+t1.Sub(t0), inverse+t2.Sub(t1)
+			}
+			b.ReportMetric(float64(scan.Nanoseconds())/float64(b.N)/1e6, "scan-ms/key")
+			b.ReportMetric(float64(inverse.Nanoseconds())/float64(b.N)/1e3, "inverse-µs/key")
+			b.ReportMetric(float64(scan)/float64(max(inverse, 1)), "scan/inverse")
+		})
 	}
 }

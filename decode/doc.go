@@ -64,7 +64,8 @@
 // resize are op lists, Presets): the geometric ops first, fused into the
 // crop decoder (SamplingFor), then pixel ops applied in order to the
 // decoded sample (PixelOps: brightness, grayscale), each with its own
-// seeded draws. The output side is the sample spec's (package
+// seeded draws (PixelDrawsFor says what they drew for a sample: the
+// decoder's own draws). The output side is the sample spec's (package
 // decode/spec, Config.Spec). See docs/stages.md.
 //
 // # What the output is

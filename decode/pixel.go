@@ -112,26 +112,71 @@ func luma(r, g, b byte) byte {
 	return byte((uint32(r)*19595 + uint32(g)*38470 + uint32(b)*7471 + 0x8000) >> 16)
 }
 
+// PixelDraw is what one of a transform's pixel ops drew for a sample
+// (PixelDrawsFor): Op is its name; Factor, brightness's factor (the
+// one applied: a fixed factor is itself, 1 leaves the sample as it
+// was); Gray, whether grayscale turned the sample gray.
+type PixelDraw struct {
+	Op     string
+	Factor float64
+	Gray   bool
+}
+
+// PixelDrawsFor returns what each of t's pixel ops (t.Pixel, in order)
+// draws for the sample with seed sampleSeed: a pure function of the two,
+// the very draws the Decoder applies (it calls the same code per op), so
+// an answer about a sample (longshore-lineage) cannot drift from its
+// pixels. It is nil without pixel ops, and an error for an op list
+// Compile would refuse.
+func PixelDrawsFor(t Transform, sampleSeed uint64) ([]PixelDraw, error) {
+	if len(t.Pixel) == 0 {
+		return nil, nil
+	}
+	out := make([]PixelDraw, len(t.Pixel))
+	for i, op := range t.Pixel {
+		c, err := compilePixelOp(op)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c.draw(sampleSeed, i)
+	}
+	return out, nil
+}
+
+// draw is what op, the ith pixel op, draws for the sample with seed
+// sampleSeed: from its own stream, pixelRNG(sampleSeed, i).
+func (op pixelOp) draw(sampleSeed uint64, i int) PixelDraw {
+	r := pixelRNG(sampleSeed, i)
+	switch op.kind {
+	case pixelBrightness:
+		factor := op.lo
+		if op.hi > op.lo {
+			factor = r.uniform(op.lo, op.hi)
+		}
+		return PixelDraw{Op: "brightness", Factor: factor}
+	case pixelGrayscale:
+		return PixelDraw{Op: "grayscale", Gray: op.p >= 1 || r.float64() < op.p}
+	}
+	panic(fmt.Sprintf("decode: pixel op kind %d", op.kind))
+}
+
 // pixels applies ops to the size×size sample dst in layout l, in order,
-// with the randomness of sampleSeed. lut is scratch.
+// with the randomness of sampleSeed (each op's draw, PixelDrawsFor's).
+// lut is scratch.
 func pixels(ops []pixelOp, sampleSeed uint64, dst []byte, size int, l Layout, lut *[256]byte) {
 	for i, op := range ops {
-		r := pixelRNG(sampleSeed, i)
+		d := op.draw(sampleSeed, i)
 		switch op.kind {
 		case pixelBrightness:
-			factor := op.lo
-			if op.hi > op.lo {
-				factor = r.uniform(op.lo, op.hi)
-			}
-			if factor == 1 {
+			if d.Factor == 1 {
 				continue
 			}
-			brightnessLUT(lut, factor)
+			brightnessLUT(lut, d.Factor)
 			for j, v := range dst {
 				dst[j] = lut[v]
 			}
 		case pixelGrayscale:
-			if op.p < 1 && !(r.float64() < op.p) {
+			if !d.Gray {
 				continue
 			}
 			n := size * size

@@ -126,6 +126,10 @@ type Sample struct {
 	// VFlip: the vertical flip (a transform's vflip(p=P); false without
 	// one), drawn from the sample's seed as the decoder draws it.
 	VFlip *bool `json:"vflip,omitempty"`
+	// PixelDraws: what each of the transform's pixel ops drew for the
+	// sample, in the ops' order (decode.PixelDrawsFor, the decoder's own
+	// draws): a brightness op's factor, a grayscale op's decision.
+	PixelDraws []PixelDraw `json:"pixel_draws,omitempty"`
 	// A clip's (--media video): the chosen frames' times in seconds, in
 	// order; whether the window ran past the clip's end (its last frame
 	// repeated); and the clip's random draws (video.Draws): the window's
@@ -138,6 +142,36 @@ type Sample struct {
 	// node's --log-pixels writes it (px:<16 hex digits>).
 	Pixels string `json:"pixels,omitempty"`
 	Error  string `json:"error,omitempty"`
+}
+
+// PixelDraw is one pixel op's draw for a sample (decode.PixelDraw):
+// Factor for brightness, Gray for grayscale.
+type PixelDraw struct {
+	Op     string   `json:"op"`
+	Factor *float64 `json:"factor,omitempty"`
+	Gray   *bool    `json:"gray,omitempty"`
+}
+
+// pixelDraws is decode.PixelDrawsFor's answer as lineage gives it.
+func pixelDraws(t decode.Transform, sampleSeed uint64) ([]PixelDraw, error) {
+	ds, err := decode.PixelDrawsFor(t, sampleSeed)
+	if err != nil {
+		return nil, err
+	}
+	var out []PixelDraw
+	for _, d := range ds {
+		p := PixelDraw{Op: d.Op}
+		switch d.Op {
+		case "brightness":
+			f := d.Factor
+			p.Factor = &f
+		case "grayscale":
+			g := d.Gray
+			p.Gray = &g
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // Appearance is one place a key appeared.
@@ -511,6 +545,11 @@ func (t *transformer) fill(ctx context.Context, st storage.Store, index int64, k
 	out.Width, out.Height = info.Width, info.Height
 	crop, flip, vflip := s.Crop, s.Flip, s.VFlip
 	out.Crop, out.Flip, out.VFlip = &crop, &flip, &vflip
+	// The pixel ops' draws: the decoder applied these (the same
+	// per-op draw), and the digest includes their effect.
+	if out.PixelDraws, err = pixelDraws(t.t, out.Seed); err != nil {
+		out.Error = fmt.Sprintf("pixel ops: %v", err)
+	}
 	out.Pixels = digest(t.dst)
 }
 

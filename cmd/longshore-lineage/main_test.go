@@ -462,6 +462,72 @@ func TestVFlipMatchesDeliveryLog(t *testing.T) {
 	}
 }
 
+// TestPixelDrawsMatchDeliveryLog: a transform with pixel ops that draw
+// (brightness over a range, grayscale(p=0.5)): lineage gives each
+// sample's brightness factor and grayscale decision (decode.PixelDrawsFor),
+// and they are what the node applied: the delivered pixels are those of
+// the same sample decoded with the draws written in as fixed ops
+// (brightness(factor=F), grayscale or not); both decisions occur; the
+// text answer prints them too.
+func TestPixelDrawsMatchDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 24)
+	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "20", "--seed", "5"}
+	const geo = "random_resized_crop|hflip"
+	const ops = geo + "|brightness(factor=0.5:1.5)|grayscale(p=0.5)"
+	logPath := filepath.Join(t.TempDir(), "p.log")
+	cmd := exec.Command(node(t), append(job, "--transform", ops, "--standalone", "--sink", "log:"+logPath, "--log-pixels", "--progress", "never", "--decoders", "2")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("longshore-node: %v\n%s", err, out)
+	}
+	log := readLog(t, logPath)
+	a := lineage(t, append(job, "--transform", ops, "--steps", "0-2")...)
+	if len(a.Steps) != len(log) {
+		t.Fatalf("lineage answered %d steps, the log has %d", len(a.Steps), len(log))
+	}
+	grays := map[bool]int{}
+	factors := map[float64]bool{}
+	for _, s := range a.Steps {
+		want := log[stepID{s.Epoch, s.Rank, s.Step}]
+		if len(s.Samples) != len(want) {
+			t.Fatalf("step %d: lineage has %d samples, the log %d", s.Step, len(s.Samples), len(want))
+		}
+		for i, x := range s.Samples {
+			if x.Key != want[i].key || x.Pixels != want[i].px || x.Error != "" {
+				t.Errorf("step %d slot %d: lineage %s px:%s %s, the log %s px:%s", s.Step, i, x.Key, x.Pixels, x.Error, want[i].key, want[i].px)
+			}
+			d := x.PixelDraws
+			if len(d) != 2 || d[0].Op != "brightness" || d[0].Factor == nil || d[1].Op != "grayscale" || d[1].Gray == nil {
+				t.Fatalf("step %d slot %d: pixel draws %+v, want a brightness factor then a grayscale decision", s.Step, i, d)
+			}
+			f, gray := *d[0].Factor, *d[1].Gray
+			if !(f >= 0.5 && f < 1.5) {
+				t.Fatalf("step %d slot %d: brightness factor %v outside [0.5, 1.5)", s.Step, i, f)
+			}
+			fixed := geo + "|brightness(factor=" + strconv.FormatFloat(f, 'g', -1, 64) + ")"
+			if gray {
+				fixed += "|grayscale"
+			}
+			explicit := lineage(t, append(job, "--transform", fixed, "--step", strconv.FormatInt(s.Step, 10))...)
+			if got := explicit.Steps[0].Samples[i]; got.Key != x.Key || got.Pixels != want[i].px {
+				t.Errorf("step %d slot %d %s: lineage says brightness %v grayscale %v, but %s gives px:%s, the node delivered px:%s",
+					s.Step, i, x.Key, f, gray, fixed, got.Pixels, want[i].px)
+			}
+			grays[gray]++
+			factors[f] = true
+		}
+	}
+	if grays[true] == 0 || grays[false] == 0 || len(factors) < 10 {
+		t.Errorf("grayscale decisions %v, %d distinct factors: want both decisions and many factors", grays, len(factors))
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(job, "--transform", ops, "--step", "0"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), " brightness=") || !strings.Contains(out.String(), " grayscale=") {
+		t.Errorf("the text answer gives no pixel draws:\n%s", out.String())
+	}
+}
+
 // TestDTypeMatchesDeliveryLog: a float job (--dtype float16, bfloat16,
 // float32) whose transform ends with normalize: the node's --log-pixels
 // digests the float sample the trainer got, and lineage's digest must be

@@ -163,7 +163,8 @@ func (m *mixtureJob) sample(ctx context.Context, ep *cluster.MixEpoch, tr *trans
 // take an order's, so cluster.Lineage over those positions gives each
 // step; a key's places are the positions that drew it (a source drawn
 // beyond its share repeats samples within an epoch, one drawn below it
-// leaves some out), each delivered where cluster.Lineage.Hits says.
+// leaves some out: cluster.Mixture.PositionsOf, the draws inverted),
+// each delivered where cluster.Lineage.Hits says.
 func answerMixture(ctx context.Context, o options) (*Answer, error) {
 	m, err := openMixtureJob(ctx, o, mixParams{seed: o.seed, block: o.block, blockSet: o.blockSet, window: o.window, batch: o.batchSize})
 	if err != nil {
@@ -185,17 +186,11 @@ func answerMixture(ctx context.Context, o options) (*Answer, error) {
 			first, last = o.epoch, o.epoch
 		}
 		for e := first; e <= last; e++ {
-			ep := m.mix.Epoch(e)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			var hits []Appearance
-			for p := int64(0); p < ep.Len(); p++ {
-				if p%4096 == 0 {
-					if err := ctx.Err(); err != nil {
-						return nil, err
-					}
-				}
-				if ep.At(p) != idx {
-					continue
-				}
+			for _, p := range m.mix.PositionsOf(e, idx) {
 				for _, h := range l.Hits(p) {
 					hits = append(hits, Appearance{Epoch: e, Rank: h.Rank, Step: h.Step, Slot: h.Slot, Offset: h.Offset, Pad: h.Pad})
 				}

@@ -98,6 +98,14 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 				if x.VFlip != nil {
 					fmt.Fprintf(b, " vflip=%v", *x.VFlip)
 				}
+				for _, d := range x.PixelDraws {
+					switch {
+					case d.Factor != nil:
+						fmt.Fprintf(b, " %s=%.4f", d.Op, *d.Factor)
+					case d.Gray != nil:
+						fmt.Fprintf(b, " %s=%v", d.Op, *d.Gray)
+					}
+				}
 				fmt.Fprintf(b, " px:%s", x.Pixels)
 			}
 			if x.ClipDraws != nil {
