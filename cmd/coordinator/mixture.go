@@ -20,20 +20,23 @@ import (
 // which every node is given too.
 type mixtureFlags struct {
 	spec, schedule string
-	round          int // 0: --batch-size
-	sources        []cluster.MixFlagSource
-	phases         []cluster.MixPhase
+	// round is --mixture-round, after check the mixture's (a file's
+	// round: or the flag); 0: --batch-size.
+	round   int
+	sources []cluster.MixFlagSource
+	phases  []cluster.MixPhase
 }
 
 func (m *mixtureFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.spec, "mixture", "", "a weighted mixture of datasets in place of --dataset: FILE.yaml (its sources and schedule, docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), or counts per epoch, name=DATASET:N/epoch or :all/epoch (every source's, no schedule); every node is given the same --mixture, --mixture-schedule and --mixture-round; leases are whole rounds, so every global batch holds each source in its exact count (docs/mixtures.md)")
+	fs.StringVar(&m.spec, "mixture", "", "a weighted mixture of datasets in place of --dataset: FILE.yaml (its sources, schedule and round, docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), or counts per epoch, name=DATASET:N/epoch or :all/epoch (every source's, no schedule); every node is given the same --mixture, --mixture-schedule and --mixture-round; leases are whole rounds, so every global batch holds each source in its exact count (docs/mixtures.md)")
 	fs.StringVar(&m.schedule, "mixture-schedule", "", "with --mixture: weights that change during the job, phases separated by ';', each name:weight,...@SAMPLE (SAMPLE counted over the job's stream, epoch x the epoch's positions + offset; the first phase's @0 may be left out; '@SAMPLE linear' ramps to the phase's weights from the previous phase's start, each round exact); the weights then come from here, not --mixture; not with a mixture file, which holds its schedule")
-	fs.IntVar(&m.round, "mixture-round", 0, "with --mixture: positions per round, each holding every source in its exact largest-remainder count; leases and quotas are whole rounds (0: --batch-size, so every rank's batch, and so every global batch, is exact)")
+	fs.IntVar(&m.round, "mixture-round", 0, "with --mixture: positions per round, each holding every source in its exact largest-remainder count; leases and quotas are whole rounds (0: --batch-size, so every rank's batch, and so every global batch, is exact); a mixture file may give it (round: N): then leave it out or give the same")
 }
 
 func (m *mixtureFlags) on() bool { return m.spec != "" }
 
-// check parses the flags; batch is --batch-size.
+// check parses the flags: a file's round: and a --mixture-round given
+// (o.given: the command line, the environment or --config) must agree.
 func (m *mixtureFlags) check(o *options) []error {
 	if !m.on() {
 		if m.schedule != "" || m.round != 0 {
@@ -51,14 +54,16 @@ func (m *mixtureFlags) check(o *options) []error {
 	if m.round < 0 {
 		errs = append(errs, fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", m.round))
 	}
-	var err error
-	if m.sources, m.phases, err = config.ParseMixture(m.spec, m.schedule); err != nil {
-		errs = append(errs, err)
+	mix, err := config.ParseMixture(config.MixtureFlags{Spec: m.spec, Schedule: m.schedule, Round: m.round, RoundGiven: o.given["mixture-round"]})
+	if err != nil {
+		return append(errs, err)
 	}
+	m.sources, m.phases, m.round = mix.Sources, mix.Phases, mix.Round
 	return errs
 }
 
-// roundOf is the mixture's round: --mixture-round, else --batch-size.
+// roundOf is the mixture's round: a file's round: or --mixture-round,
+// else --batch-size.
 func (m *mixtureFlags) roundOf(batch int) int {
 	if m.round > 0 {
 		return m.round

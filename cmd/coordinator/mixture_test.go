@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -93,5 +94,49 @@ func TestMixtureFileCounts(t *testing.T) {
 	sched := mixtureFlags{spec: inline.spec, schedule: "small:1,big:1"}
 	if errs := sched.check(&options{}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--mixture-schedule with counts per epoch") {
 		t.Errorf("counts and --mixture-schedule: %v", errs)
+	}
+}
+
+// TestMixtureFileRound: a file's round: is --mixture-round: the same
+// round and identity as the flag gives, the flag left at its default or
+// given the same; a flag (or LONGSHORE_MIXTURE_ROUND) that says another
+// is refused, naming both.
+func TestMixtureFileRound(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mix.yaml")
+	if err := os.WriteFile(file, []byte("sources:\n  - {name: web, dataset: s3://corpus/web, weight: 0.7}\n  - {name: books, dataset: /data/books, weight: 0.3}\nround: 64\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--listen", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--batch-size", "32"}
+	identity := func(args ...string) (int, string) {
+		t.Helper()
+		o, err := parseFlags(append(base, args...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js := jobSource{round: o.mixture.roundOf(o.batchSize), phases: o.mixture.phases,
+			sizes: []cluster.MixSource{{Name: "web", Samples: 1000}, {Name: "books", Samples: 400}}}
+		mix, err := js.mixture(1, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js.round, mix.Identity()
+	}
+	flagRound, flagID := identity("--mixture", "web=s3://corpus/web:0.7,books=/data/books:0.3", "--mixture-round", "64")
+	fileRound, fileID := identity("--mixture", file)
+	bothRound, bothID := identity("--mixture", file, "--mixture-round", "64")
+	if flagRound != 64 || fileRound != 64 || bothRound != 64 || fileID != flagID || bothID != flagID {
+		t.Errorf("rounds %d %d %d, identities %q %q %q: want 64 and the flag's", flagRound, fileRound, bothRound, flagID, fileID, bothID)
+	}
+	if _, batchID := identity("--mixture", "web=s3://corpus/web:0.7,books=/data/books:0.3"); batchID == flagID {
+		t.Errorf("round 64 and the batch size's 32 have one identity %q", batchID)
+	}
+	_, err := parseFlags(append(base, "--mixture", file, "--mixture-round", "32"), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--mixture-round 32 and --mixture "+file+":4: round: 64 disagree") {
+		t.Errorf("--mixture-round 32 against round: 64: %v", err)
+	}
+	t.Setenv("LONGSHORE_MIXTURE_ROUND", "16")
+	_, err = parseFlags(append(base, "--mixture", file), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--mixture-round 16 and --mixture "+file+":4: round: 64 disagree") {
+		t.Errorf("LONGSHORE_MIXTURE_ROUND=16 against round: 64: %v", err)
 	}
 }

@@ -179,9 +179,10 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 
 // answerClusterMixture answers for a cluster --mixture job: its sources
 // opened as the node opens them, the mixture drawn with the journal's
-// seed, block, window and (without --mixture-round) batch size, which
-// must give the journal's positions and dataset digest (the digest
-// covers the mixture's identity: sources, sizes, round, schedule).
+// seed, block, window and (without --mixture-round or a file's round:)
+// batch size, which must give the journal's positions and dataset digest
+// (the digest covers the mixture's identity: sources, sizes, round,
+// schedule).
 func answerClusterMixture(ctx context.Context, o options, j *journal.Journal, e journal.Entry, batch int64) (*Answer, error) {
 	s := e.State
 	m, err := openMixtureJob(ctx, o, mixParams{seed: s.Seed, block: s.Block, blockSet: true, window: s.Window, batch: int(batch)})

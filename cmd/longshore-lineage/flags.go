@@ -27,6 +27,7 @@ type options struct {
 	dtype                                         string
 	mixture, mixtureSchedule                      string
 	mixtureRound                                  int
+	mixtureRoundSet                               bool // --mixture-round given (not its default)
 	size                                          int
 	maxPixels                                     int64
 	clipFrames                                    int
@@ -88,9 +89,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	// The job, as longshore-node --standalone takes it.
 	fs.StringVar(&o.dataset, "dataset", "", "the job's --dataset: a directory, file://DIR or s3://bucket/prefix")
-	fs.StringVar(&o.mixture, "mixture", "", "the job's --mixture (name=DATASET:WEIGHT,..., in place of --dataset): each sample's source, key (<source>/<key>) and fields")
+	fs.StringVar(&o.mixture, "mixture", "", "the job's --mixture (name=DATASET:WEIGHT,... or FILE.yaml, in place of --dataset): each sample's source, key (<source>/<key>) and fields")
 	fs.StringVar(&o.mixtureSchedule, "mixture-schedule", "", "the job's --mixture-schedule")
-	fs.IntVar(&o.mixtureRound, "mixture-round", 0, "the job's --mixture-round (0: --batch-size)")
+	fs.IntVar(&o.mixtureRound, "mixture-round", 0, "the job's --mixture-round (0: --batch-size; a mixture file's round: N gives it: leave it out or give the same)")
 	fs.StringVar(&o.manifest, "manifest", "", "the job's --manifest")
 	fs.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS)")
 	fs.StringVar(&o.exclude, "exclude", "", "the job's --exclude file (exclusions renumber the samples)")
@@ -140,6 +141,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			sizeSet = true
 		case "block":
 			o.blockSet = true
+		case "mixture-round":
+			o.mixtureRoundSet = true
 		case "epoch":
 			o.epochSet = true
 		case "rank":

@@ -621,6 +621,39 @@ func TestMixtureMatchesDeliveryLog(t *testing.T) {
 	logAppearances(t, log, logKeys(log), job...)
 }
 
+// TestMixtureFileRound: a mixture file's round: is the job's
+// --mixture-round: lineage answers a job given the file as it answers the
+// one given the flag (the same round, the same steps), and refuses a
+// --mixture-round that disagrees with the file, naming both.
+func TestMixtureFileRound(t *testing.T) {
+	a, b := makeDataset(t, 12), makeDataset(t, 20)
+	path := filepath.Join(t.TempDir(), "mix.yaml")
+	if err := os.WriteFile(path, []byte("sources:\n  - {name: a, dataset: "+a+", weight: 1}\n  - {name: b, dataset: "+b+", weight: 3}\nround: 8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--epochs", "1", "--batch-size", "4", "--seed", "9", "--transforms=false", "--steps", "0-7"}
+	steps := func(args ...string) (int, string) {
+		t.Helper()
+		ans := lineage(t, append(args, common...)...)
+		out, err := json.Marshal(ans.Steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ans.Job.Mixture.Round, string(out)
+	}
+	flagRound, flagSteps := steps("--mixture", "a="+a+":1,b="+b+":3", "--mixture-round", "8")
+	fileRound, fileSteps := steps("--mixture", path)
+	bothRound, bothSteps := steps("--mixture", path, "--mixture-round", "8")
+	if flagRound != 8 || fileRound != 8 || bothRound != 8 || fileSteps != flagSteps || bothSteps != flagSteps {
+		t.Errorf("rounds %d %d %d; steps\n%s\n%s\n%s\nwant round 8 and the flag's steps", flagRound, fileRound, bothRound, flagSteps, fileSteps, bothSteps)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append([]string{"--mixture", path, "--mixture-round", "4"}, common...), &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "--mixture-round 4 and --mixture "+path+":4: round: 8 disagree") {
+		t.Errorf("--mixture-round 4 against round: 8: exit %d, %q", code, errb.String())
+	}
+}
+
 // TestCenterCropSizeMatchesDeliveryLog: center_crop(size=S) names the
 // output side when --size is not given (the node's rule): lineage must
 // decode at that side too, not at --size's default.

@@ -38,10 +38,11 @@ type mixParams struct {
 }
 
 func openMixtureJob(ctx context.Context, o options, mp mixParams) (*mixtureJob, error) {
-	flagSrcs, phases, err := config.ParseMixture(o.mixture, o.mixtureSchedule)
+	parsed, err := config.ParseMixture(config.MixtureFlags{Spec: o.mixture, Schedule: o.mixtureSchedule, Round: o.mixtureRound, RoundGiven: o.mixtureRoundSet})
 	if err != nil {
 		return nil, usageError{err}
 	}
+	flagSrcs, phases := parsed.Sources, parsed.Phases
 	ex, err := readExclusions(o)
 	if err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func openMixtureJob(ctx context.Context, o options, mp mixParams) (*mixtureJob, 
 	if !mp.blockSet {
 		m.block = cluster.DefaultBlock(packed) // the node's orderBlock
 	}
-	round := o.mixtureRound
+	round := parsed.Round // a file's round: or --mixture-round
 	if round == 0 {
 		round = mp.batch
 	}

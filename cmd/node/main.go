@@ -158,7 +158,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataset, "dataset", "", "dataset: a directory, file://DIR or s3://bucket/prefix (ImageFolder layout or a manifest)")
 	fs.StringVar(&o.mixture.spec, "mixture", "", mixtureUsage)
 	fs.StringVar(&o.mixture.schedule, "mixture-schedule", "", "with --mixture: weights that change during the run, phases separated by ';', each name:weight,...@SAMPLE (SAMPLE counted over the run's stream, epoch x the epoch's positions + offset; the first phase's @0 may be left out; '@SAMPLE linear' ramps to the phase's weights from the previous phase's start, each round exact), e.g. 'web:0.7,books:0.3;web:0.5,books:0.5@100000': a phase starts with the first round at or after its sample; the weights then come from here, not --mixture; not with a mixture file, which holds its schedule")
-	fs.IntVar(&o.mixture.round, "mixture-round", 0, "with --mixture: samples per round, each holding every source in its exact largest-remainder count (0: --batch-size, in cluster mode the coordinator's, so every global batch is exact)")
+	fs.IntVar(&o.mixture.round, "mixture-round", 0, "with --mixture: samples per round, each holding every source in its exact largest-remainder count (0: --batch-size, in cluster mode the coordinator's, so every global batch is exact); a mixture file may give it (round: N): then leave it out or give the same")
 	fs.StringVar(&o.manifest, "manifest", "", "manifest object (CSV key,label or JSON lines) relative to the dataset root; default: ImageFolder, or manifest.csv/manifest.jsonl if present")
 	fs.StringVar(&o.mediaColumn, "media-column", "", "Parquet datasets: the column holding each sample's bytes (binary, or a struct with binary \"bytes\" as Hugging Face's Image feature); default: the one such column (docs/parquet.md)")
 	fs.StringVar(&o.labelColumn, "label-column", "", "Parquet datasets: the integer column holding the labels; default: \"label\" if it is one, else every label is 0")
@@ -284,6 +284,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.slotsSet = o.slotsSet || f.Name == "slots"
 		o.sizeSet = o.sizeSet || f.Name == "size"
 		o.gpuFlags.ranksSet = o.gpuFlags.ranksSet || f.Name == "ranks"
+		o.mixture.roundSet = o.mixture.roundSet || f.Name == "mixture-round"
 	})
 	if err := o.gpuFlags.check(); err != nil {
 		errs = append(errs, err)

@@ -20,18 +20,22 @@ import (
 // weighted mixture of datasets in place of --dataset (docs/mixtures.md),
 // standalone or in cluster mode (the coordinator's flags the same).
 type mixtureFlags struct {
-	spec     string // --mixture name=URL[:weight or :N/epoch],...
+	spec     string // --mixture name=URL[:weight or :N/epoch],... or FILE.yaml
 	schedule string // --mixture-schedule
-	round    int    // --mixture-round; 0: the batch size (in cluster mode the job's)
+	// round is --mixture-round, after parse the mixture's (a file's
+	// round: or the flag); 0: the batch size (in cluster mode the job's).
+	round    int
+	roundSet bool // --mixture-round was given (not its default)
 	sources  []cluster.MixFlagSource
 	sched    []cluster.MixPhase
 }
 
 func (m *mixtureFlags) on() bool { return m.spec != "" }
 
-const mixtureUsage = "a weighted mixture of datasets in place of --dataset: FILE.yaml (sources and schedule; docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3, or counts per epoch, name=DATASET:N/epoch or :all/epoch (every source's, no schedule), e.g. books=/data/books:all/epoch,web=s3://b/web:100000/epoch; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch; in cluster mode give the coordinator and every node the same (docs/mixtures.md)"
+const mixtureUsage = "a weighted mixture of datasets in place of --dataset: FILE.yaml (sources, schedule and round; docs/mixtures.md) or name=DATASET:WEIGHT,... (DATASET a directory, file://DIR or s3://bucket/prefix, each with its own layout; WEIGHT a decimal or a fraction, the weights counting as shares of their sum), e.g. web=s3://b/web:0.7,books=/data/books:0.3, or counts per epoch, name=DATASET:N/epoch or :all/epoch (every source's, no schedule), e.g. books=/data/books:all/epoch,web=s3://b/web:100000/epoch; every round of --mixture-round samples holds each source in its exact largest-remainder count and each source's samples come exactly once per that source's epoch; in cluster mode give the coordinator and every node the same (docs/mixtures.md)"
 
-// parse reads --mixture and checks it with the schedule.
+// parse reads --mixture and checks it with the schedule and the round (a
+// file's round: and a --mixture-round given must agree).
 func (m *mixtureFlags) parse() error {
 	if m.spec == "" {
 		if m.schedule != "" || m.round != 0 {
@@ -42,9 +46,12 @@ func (m *mixtureFlags) parse() error {
 	if m.round < 0 {
 		return fmt.Errorf("--mixture-round %d: need at least 1 (0: --batch-size)", m.round)
 	}
-	var err error
-	m.sources, m.sched, err = config.ParseMixture(m.spec, m.schedule)
-	return err
+	mix, err := config.ParseMixture(config.MixtureFlags{Spec: m.spec, Schedule: m.schedule, Round: m.round, RoundGiven: m.roundSet})
+	if err != nil {
+		return err
+	}
+	m.sources, m.sched, m.round = mix.Sources, mix.Phases, mix.Round
+	return nil
 }
 
 // exclusions splits --exclude, a list of the mixture's keys
@@ -170,7 +177,7 @@ type clusterMixture struct {
 	cat    *dataset.MixtureCatalog
 	sizes  []cluster.MixSource
 	phases []cluster.MixPhase
-	round  int // --mixture-round; 0: the job's batch size
+	round  int // --mixture-round (or a file's round:); 0: the job's batch size
 }
 
 // openClusterData opens the node's dataset in cluster mode: --dataset

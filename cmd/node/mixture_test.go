@@ -248,10 +248,99 @@ func TestStandaloneMixtureResume(t *testing.T) {
 	r.drain(c)
 }
 
+// TestStandaloneMixtureFileRound: a file's round: is --mixture-round:
+// a job started with the flag resumes from a file that says round: (the
+// flag left out) without --force-resume, to the same rest, and back; a
+// file without round: (the batch size's round) is another mixture.
+func TestStandaloneMixtureFileRound(t *testing.T) {
+	a, _ := makeDataset(t, 12)
+	b, _ := makeDataset(t, 20)
+	common := []string{"--epochs", "2", "--batch-size", "4", "--seed", "9"}
+	flags := append([]string{"--mixture", "a=" + a + ":1,b=" + b + ":3", "--mixture-round", "8"}, common...)
+	dir := t.TempDir()
+	file := func(name, round string) []string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("sources:\n  - {name: a, dataset: "+a+", weight: 1}\n  - {name: b, dataset: "+b+", weight: 3}\n"+round), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return append([]string{"--mixture", path}, common...)
+	}
+	withRound, noRound := file("round.yaml", "round: 8\n"), file("plain.yaml", "")
+	take := func(r *feedNode, c *feed.Client, commitAt int) (got []string, tok []byte) {
+		for i := 0; ; i++ {
+			bt, err := c.Next(r.ctx)
+			if err != nil {
+				return got, tok
+			}
+			got = append(got, fmt.Sprint(bt.Epoch, bt.Step, bt.Keys))
+			if i == commitAt {
+				if tok, err = c.Commit(r.ctx, bt.Epoch, bt.Step); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bt.Release()
+		}
+	}
+	r := startFeedNode(t, flags...)
+	c, err := r.dial(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, tok := take(r, c, 2)
+	r.drain(c)
+	if len(full) != 16 {
+		t.Fatalf("%d batches, want 16 (2 epochs of 32 in batches of 4)", len(full))
+	}
+
+	// The file with round: 8, no --mixture-round: the token resumes.
+	r = startFeedNode(t, withRound...)
+	c, err = r.dial(tok)
+	if err != nil {
+		t.Fatalf("resume with round: in the file: %v", err)
+	}
+	rest, tok2 := take(r, c, 2)
+	r.drain(c)
+	if fmt.Sprint(rest) != fmt.Sprint(full[3:]) {
+		t.Errorf("resumed from the file's round:\n%v\nwant the first run's\n%v", rest, full[3:])
+	}
+	// And back: the file's token resumes under the flag.
+	r = startFeedNode(t, flags...)
+	c, err = r.dial(tok2)
+	if err != nil {
+		t.Fatalf("resume with --mixture-round from the file's token: %v", err)
+	}
+	rest, _ = take(r, c, -1)
+	r.drain(c)
+	if fmt.Sprint(rest) != fmt.Sprint(full[6:]) {
+		t.Errorf("resumed under the flag:\n%v\nwant the first run's\n%v", rest, full[6:])
+	}
+
+	// Without round: the round is the batch size's, 4: another digest.
+	r = startFeedNode(t, noRound...)
+	if c, err := r.dial(tok); err == nil || !strings.Contains(err.Error(), "dataset digest") {
+		t.Errorf("a file without round:: %v, want the token refused for its dataset digest", err)
+		if err == nil {
+			c.Close()
+		}
+	}
+	if c, err = r.dial(nil); err != nil {
+		t.Fatal(err)
+	}
+	r.drain(c)
+}
+
 // TestMixtureFlagErrors: --mixture's mistakes are named at start.
 func TestMixtureFlagErrors(t *testing.T) {
 	badFile := filepath.Join(t.TempDir(), "bad.yml")
 	if err := os.WriteFile(badFile, []byte("sources:\n  - {name: a, dataset: /a, wieght: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	roundFile := filepath.Join(t.TempDir(), "round.yaml")
+	if err := os.WriteFile(roundFile, []byte("sources: [{name: a, dataset: /a, weight: 1}]\nround: 8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badRound := filepath.Join(t.TempDir(), "badround.yaml")
+	if err := os.WriteFile(badRound, []byte("sources:\n  - {name: a, dataset: /a, weight: 1}\nround: eight\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -267,6 +356,9 @@ func TestMixtureFlagErrors(t *testing.T) {
 		{[]string{"--mixture", "/nowhere/mix.yaml"}, "no such file"},
 		{[]string{"--mixture", badFile, "--mixture-schedule", "a:1"}, "the file gives the schedule"},
 		{[]string{"--mixture", badFile}, badFile + ":2: wieght: no such key"},
+		{[]string{"--mixture", roundFile, "--mixture-round", "4"}, "--mixture-round 4 and --mixture " + roundFile + ":2: round: 8 disagree"},
+		{[]string{"--mixture", roundFile, "--mixture-round", "0"}, "--mixture-round 0 and --mixture " + roundFile + ":2: round: 8 disagree"},
+		{[]string{"--mixture", badRound}, badRound + ":3: round: \"eight\": want a whole number >= 1"},
 	} {
 		var errb bytes.Buffer
 		code := run(append([]string{"--standalone", "--progress", "never"}, tc.args...), &bytes.Buffer{}, &errb)

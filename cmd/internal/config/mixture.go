@@ -26,6 +26,7 @@ import (
 //	  - at: 2000000
 //	    ramp: linear
 //	    weights: {web: 0.5, books: 0.5}
+//	round: 64
 //
 // A source may carry its weight (weight: 0.7) in place of a schedule,
 // or its count per epoch (count: 100000, or count: all: its size), every
@@ -34,12 +35,15 @@ import (
 // The weights are strings as written (0.7, 7/10, 3): the mixture
 // (cluster.NewMixture) reads them as the flags' are read, so a file and
 // the flags that say the same make the same mixture, with the same
-// identity and digest.
+// identity and digest. round: is --mixture-round (positions per round,
+// a whole number >= 1); left out, the flag's (ParseMixture).
 type MixtureFile struct {
 	Sources []MixtureFileSource
 	// Phases are the schedule; without one, a single phase from sample
 	// 0 of the sources' weights.
 	Phases []MixtureFilePhase
+	// Round is round:, 0 if the file leaves it out; RoundLine its line.
+	Round, RoundLine int
 }
 
 // MixtureFileSource is one source of a MixtureFile.
@@ -71,7 +75,8 @@ func IsMixtureFile(spec string) bool {
 // LoadMixture reads and checks a mixture file. Every problem is
 // reported at once, each with the file and line (wrapping ErrConfig):
 // unknown keys, missing or repeated names, weights that are not
-// numbers, weights given both on the sources and in a schedule.
+// numbers, weights given both on the sources and in a schedule, a round
+// that is not a whole number >= 1.
 func LoadMixture(path string) (MixtureFile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -90,10 +95,18 @@ func parseMixture(path string, b []byte) (MixtureFile, error) {
 		return MixtureFile{}, fmt.Errorf("%w: --mixture %s: %w", ErrConfig, path, err)
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return MixtureFile{}, fmt.Errorf("%w: --mixture %s: want a mapping with sources: (and schedule:)", ErrConfig, path)
+		return MixtureFile{}, fmt.Errorf("%w: --mixture %s: want a mapping with sources: (and schedule:, round:)", ErrConfig, path)
 	}
-	top := fields(doc.Content[0], []string{"sources", "schedule"}, bad)
+	top := fields(doc.Content[0], []string{"sources", "schedule", "round"}, bad)
 	var out MixtureFile
+	if rn := top["round"]; rn != nil {
+		v, err := strconv.Atoi(rn.Value)
+		if rn.Kind != yaml.ScalarNode || err != nil || v < 1 {
+			bad(rn, "round: %q: want a whole number >= 1 (positions per round, as --mixture-round; leave it out for the batch size)", rn.Value)
+		} else {
+			out.Round, out.RoundLine = v, rn.Line
+		}
+	}
 	var srcWeights []*yaml.Node // a source's weight: node, or nil
 	var srcCounts []*yaml.Node  // a source's count: node, or nil
 	var firstWeight, firstCount string
@@ -331,29 +344,63 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// ParseMixture reads --mixture and --mixture-schedule as the node, the
-// coordinator and longshore-lineage take them: a mixture file
-// (IsMixtureFile; it gives the schedule, so --mixture-schedule must be
-// empty) or the inline spec (cluster.ParseMixFlags). Both spellings of
-// one mixture give the same sources and phases, hence the same identity.
-func ParseMixture(spec, schedule string) ([]cluster.MixFlagSource, []cluster.MixPhase, error) {
-	if !IsMixtureFile(spec) {
-		return cluster.ParseMixFlags(spec, schedule)
+// MixtureFlags are the flags ParseMixture reads: --mixture,
+// --mixture-schedule and --mixture-round.
+type MixtureFlags struct {
+	Spec, Schedule string
+	Round          int
+	// RoundGiven: --mixture-round was set (on the command line, in the
+	// environment or in a --config file), not left at its default.
+	RoundGiven bool
+}
+
+// A Mixture is what the flags (and a mixture file) say of a mixture:
+// its sources, its schedule and its round.
+type Mixture struct {
+	Sources []cluster.MixFlagSource
+	Phases  []cluster.MixPhase
+	// Round is the positions per round: the file's round:, else
+	// --mixture-round; 0: the batch size.
+	Round int
+}
+
+// ParseMixture reads --mixture, --mixture-schedule and --mixture-round
+// as the node, the coordinator and longshore-lineage take them: a
+// mixture file (IsMixtureFile; it gives the schedule, so
+// --mixture-schedule must be empty, and may give the round) or the
+// inline spec (cluster.ParseMixFlags). Both spellings of one mixture
+// give the same sources, phases and round, hence the same identity. A
+// file's round: and a --mixture-round given must agree (the flag's
+// default 0 is not given: the file's round stands).
+func ParseMixture(f MixtureFlags) (Mixture, error) {
+	if !IsMixtureFile(f.Spec) {
+		srcs, phases, err := cluster.ParseMixFlags(f.Spec, f.Schedule)
+		if err != nil {
+			return Mixture{}, err
+		}
+		return Mixture{Sources: srcs, Phases: phases, Round: f.Round}, nil
 	}
-	if schedule != "" {
-		return nil, nil, fmt.Errorf("--mixture-schedule with --mixture %s: the file gives the schedule (schedule:)", spec)
+	if f.Schedule != "" {
+		return Mixture{}, fmt.Errorf("--mixture-schedule with --mixture %s: the file gives the schedule (schedule:)", f.Spec)
 	}
-	f, err := LoadMixture(spec)
+	mf, err := LoadMixture(f.Spec)
 	if err != nil {
-		return nil, nil, err
+		return Mixture{}, err
 	}
-	srcs := make([]cluster.MixFlagSource, len(f.Sources))
-	for i, s := range f.Sources {
-		srcs[i] = cluster.MixFlagSource{Name: s.Name, Dataset: s.Dataset}
+	out := Mixture{Round: f.Round}
+	if mf.Round != 0 {
+		if f.RoundGiven && f.Round != mf.Round {
+			return Mixture{}, fmt.Errorf("--mixture-round %d and --mixture %s:%d: round: %d disagree: give the round in one place, or the same in both", f.Round, f.Spec, mf.RoundLine, mf.Round)
+		}
+		out.Round = mf.Round
 	}
-	phases := make([]cluster.MixPhase, len(f.Phases))
-	for i, p := range f.Phases {
-		phases[i] = cluster.MixPhase{At: p.At, Weights: p.Weights, Linear: p.Linear}
+	out.Sources = make([]cluster.MixFlagSource, len(mf.Sources))
+	for i, s := range mf.Sources {
+		out.Sources[i] = cluster.MixFlagSource{Name: s.Name, Dataset: s.Dataset}
 	}
-	return srcs, phases, nil
+	out.Phases = make([]cluster.MixPhase, len(mf.Phases))
+	for i, p := range mf.Phases {
+		out.Phases[i] = cluster.MixPhase{At: p.At, Weights: p.Weights, Linear: p.Linear}
+	}
+	return out, nil
 }

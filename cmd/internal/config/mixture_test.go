@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -134,16 +135,16 @@ sources:
 	if want := []MixtureFilePhase{{0, []string{"all/epoch", "100000/epoch"}, false}}; !reflect.DeepEqual(got.Phases, want) {
 		t.Errorf("phases %+v, want %+v", got.Phases, want)
 	}
-	fs, fp, err := ParseMixture(path, "")
+	fromFile, err := ParseMixture(MixtureFlags{Spec: path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, sp, err := ParseMixture("small=/data/small:all/epoch,big=s3://b/big:100000/epoch", "")
+	fromFlags, err := ParseMixture(MixtureFlags{Spec: "small=/data/small:all/epoch,big=s3://b/big:100000/epoch"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(fs, ss) || !reflect.DeepEqual(fp, sp) {
-		t.Errorf("file %v %v, flags %v %v: want the same", fs, fp, ss, sp)
+	if !reflect.DeepEqual(fromFile, fromFlags) {
+		t.Errorf("file %+v, flags %+v: want the same", fromFile, fromFlags)
 	}
 }
 
@@ -161,6 +162,79 @@ func TestLoadMixtureCountErrors(t *testing.T) {
 	} {
 		if _, err := parseMixture("m.yaml", []byte(text)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err %v, want one saying %q", text, err, want)
+		}
+	}
+}
+
+// TestLoadMixtureRound: round: N at the top of a file is the mixture's
+// round (--mixture-round); the flag and the file agree or it is an error
+// naming both, the flag's default not counting as given.
+func TestLoadMixtureRound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mix.yaml")
+	if err := os.WriteFile(path, []byte(`sources:
+  - {name: a, dataset: /a, weight: 3}
+  - {name: b, dataset: /b, weight: 1}
+round: 64
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := LoadMixture(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Round != 64 || f.RoundLine != 4 {
+		t.Errorf("round %d at line %d, want 64 at line 4", f.Round, f.RoundLine)
+	}
+	inline, err := ParseMixture(MixtureFlags{Spec: "a=/a:3,b=/b:1", Round: 64, RoundGiven: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range []MixtureFlags{
+		{Spec: path}, // the flag left at its default
+		{Spec: path, Round: 64, RoundGiven: true}, // given, the same
+	} {
+		got, err := ParseMixture(fl)
+		if err != nil {
+			t.Fatalf("%+v: %v", fl, err)
+		}
+		if !reflect.DeepEqual(got, inline) {
+			t.Errorf("%+v: %+v, want the flags' %+v", fl, got, inline)
+		}
+	}
+	for _, fl := range []MixtureFlags{{Spec: path, Round: 32, RoundGiven: true}, {Spec: path, Round: 0, RoundGiven: true}} {
+		_, err := ParseMixture(fl)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("--mixture-round %d", fl.Round)) || !strings.Contains(err.Error(), "round: 64") ||
+			!strings.Contains(err.Error(), path+":4") {
+			t.Errorf("--mixture-round %d against the file's 64: %v, want an error naming both", fl.Round, err)
+		}
+	}
+	// No round: in the file: the flag's, given or not; 0 is the batch size.
+	noRound := filepath.Join(t.TempDir(), "plain.yaml")
+	if err := os.WriteFile(noRound, []byte("sources:\n  - {name: a, dataset: /a, weight: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range []MixtureFlags{{Spec: noRound, Round: 32, RoundGiven: true}, {Spec: noRound}, {Spec: "a=/a:1", Round: 32, RoundGiven: true}} {
+		got, err := ParseMixture(fl)
+		if err != nil || got.Round != fl.Round {
+			t.Errorf("%+v: round %d, %v; want the flag's %d", fl, got.Round, err, fl.Round)
+		}
+	}
+}
+
+// TestLoadMixtureRoundErrors: a round that is not a whole number >= 1 is
+// an error at its line, with the file's other errors.
+func TestLoadMixtureRoundErrors(t *testing.T) {
+	for _, v := range []string{"0", "-4", "2.5", "lots", "[8]", "{n: 8}", `""`, "99999999999999999999"} {
+		text := "sources:\n  - {name: a, dataset: /a, weight: 1}\n\nround: " + v + "\n"
+		_, err := parseMixture("m.yaml", []byte(text))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "m.yaml:4: round: ") || !strings.Contains(err.Error(), "want a whole number >= 1") {
+			t.Errorf("round: %s: err %v, want one at m.yaml:4", v, err)
+		}
+	}
+	_, err := parseMixture("m.yaml", []byte("round: 8\nsources:\n  - {name: a, dataset: /a, wieght: 1}\nround: 16\n"))
+	for _, want := range []string{"m.yaml:3: wieght: no such key", "m.yaml:4: round: given twice"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("errors do not say %q:\n%v", want, err)
 		}
 	}
 }
