@@ -281,3 +281,29 @@ func gzipShards(t *testing.T) (storage.Store, *dataset.Dataset) {
 	}
 	return s, ds
 }
+
+// TestWebDatasetManifestSparseLabels: labels with gaps, and names that
+// sort otherwise than their numbers ("11" before "5"), are the same
+// integers read back from the manifest written for the tars.
+func TestWebDatasetManifestSparseLabels(t *testing.T) {
+	ctx := context.Background()
+	s := storage.NewMemStore("m")
+	var names []string
+	var datas [][]byte
+	for i, l := range []int{0, 5, 11, 2, 11, 0} {
+		names = append(names, fmt.Sprintf("s%05d.jpg", i), fmt.Sprintf("s%05d.cls", i))
+		datas = append(datas, []byte("x"), []byte(fmt.Sprint(l)))
+	}
+	var b bytes.Buffer
+	dataset.WriteTarShard(&b, names, datas)
+	s.Put(ctx, "a.tar", b.Bytes(), storage.Cond{})
+	ds := discover(t, s, dataset.DiscoverOptions{})
+	if _, err := dataset.WriteFolderManifest(ctx, s, ds, dataset.FolderManifestOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := discover(t, s, dataset.DiscoverOptions{})
+	sameDataset(t, "labels", ds, again)
+	if fmt.Sprint(ds.Classes) != fmt.Sprint(again.Classes) {
+		t.Errorf("classes %q from the manifest, %q from the tars", again.Classes, ds.Classes)
+	}
+}
