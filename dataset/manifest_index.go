@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"strconv"
 
 	"github.com/longshore/longshore/storage"
@@ -298,15 +299,55 @@ type FolderManifestOptions struct {
 	Progress func(ScanProgress)
 }
 
+// ManifestUnwritable says why a manifest written from ds, as Discover
+// found it with the given media extensions (DiscoverOptions.Extensions,
+// nil: DefaultExtensions), would not be what a later Discover of the
+// same root reads the same way, or "" when it would be. A manifest at
+// the root is the dataset for every later open, whatever its --media:
+//
+//   - An ImageFolder (any media: its listing keeps what it lists) may
+//     have one, as it always could.
+//   - WebDataset tars may when their samples are the default media's
+//     (images: --media image, what longshore-pack --index writes without
+//     --media). Another media picks other members of the same tars
+//     (--media raw:txt the .txt, the image a field no more): a manifest of
+//     those would make a later image run read them, so it is not written.
+//   - Compressed shards (a manifest's sample is a byte range of its
+//     shard, which a compressed member has not), Parquet files and a
+//     manifest's dataset never.
+func ManifestUnwritable(ds *Dataset, exts []string) string {
+	switch ds.Format {
+	case "", "imagefolder":
+		return ""
+	case "webdataset":
+	default:
+		return fmt.Sprintf("a %s dataset is read as it is", ds.Format)
+	}
+	if ds.Unpacker != nil {
+		return "compressed shards (*.tar.gz): a manifest's sample is a byte range of its shard"
+	}
+	if !maps.Equal(extensionSet(exts), extensionSet(DefaultExtensions)) {
+		return "samples of a --media other than image: a manifest at the root is read by every later run, whatever its --media (index them with longshore-pack --index --media ... to mean it)"
+	}
+	return ""
+}
+
 // WriteFolderManifest writes ds, an ImageFolder as Discover listed it
-// from s, as s's manifest.jsonl (keys relative to s, labels the class
-// names) and then its index, so that later processes read the manifest
-// instead of listing (Discover prefers a manifest at the root). It checks
-// that the manifest written digests to the listing's digest: on a
-// mismatch (a bug) it removes both and says so. The manifest's text is
-// held in memory while it is put (about 50 bytes a sample): Store.Put
-// takes one buffer.
+// from s or WebDataset tars as it indexed them (see ManifestUnwritable
+// for which), as s's manifest.jsonl (keys relative to s, labels the class
+// names; for tars the manifest longshore-pack --index writes) and then
+// its index, so that later processes read the manifest instead of
+// listing or reading the tars (Discover prefers a manifest at the root).
+// It checks that the manifest written digests to the listing's digest:
+// on a mismatch (a bug) it removes both and says so. The manifest's text
+// is held in memory while it is put (about 50 bytes a sample): Store.Put
+// takes one buffer. A dataset whose samples an Unpacker serves
+// (compressed shards, Parquet) is refused: a manifest cannot say where
+// they lie.
 func WriteFolderManifest(ctx context.Context, s storage.Store, ds *Dataset, o FolderManifestOptions) (*ManifestIndex, error) {
+	if ds.Unpacker != nil {
+		return nil, fmt.Errorf("dataset: manifest of %s: its %s samples are unpacked from ranges they share, which a manifest cannot describe", s, ds.Format)
+	}
 	every := o.Every
 	if every == 0 {
 		every = DefaultIndexEvery
@@ -333,7 +374,7 @@ func WriteFolderManifest(ctx context.Context, s storage.Store, ds *Dataset, o Fo
 		return nil, fmt.Errorf("index %s (the manifest is written; index it with longshore-manifest --index): %w", ManifestJSONLName, err)
 	}
 	if x.Digest != digest {
-		err := fmt.Errorf("dataset: the %s written digests to %s, the ImageFolder listed to %s (a bug): removed it", ManifestJSONLName, x.Digest, digest)
+		err := fmt.Errorf("dataset: the %s written digests to %s, the dataset found to %s (a bug): removed it", ManifestJSONLName, x.Digest, digest)
 		return nil, errors.Join(err, s.Delete(ctx, IndexKey(ManifestJSONLName)), s.Delete(ctx, ManifestJSONLName))
 	}
 	return x, nil

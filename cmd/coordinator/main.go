@@ -610,7 +610,7 @@ func datasetFacts(ctx context.Context, o options, sopts s3.Options, dopts datase
 		logger.Info("samples left out by --exclude (give the nodes the same file)", "excluded", ds.Excluded, "samples", len(ds.Samples))
 	}
 	if dopts.Manifest == "" && len(dopts.Exclude) == 0 {
-		listing.WriteManifest(ctx, store, ds, o.writeManifestOver, logger)
+		listing.WriteManifest(ctx, store, ds, dopts.Extensions, o.writeManifestOver, logger)
 	}
 	facts := jobData{samples: int64(len(ds.Samples)), packed: ds.Packed(), digest: dataset.ManifestDigest(ds)}
 	// The sample list is needed only for its count, layout and digest: let

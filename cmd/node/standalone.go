@@ -247,8 +247,9 @@ func (d standaloneData) close() {
 // manifest with an index takes the lazy path, as in cluster mode
 // (openIndexed says when).
 //
-// An ImageFolder listed past --write-manifest-over gets its manifest and
-// index written (cmd/internal/listing), so the next run reads them.
+// An ImageFolder listed, or WebDataset tars of images indexed in place,
+// past --write-manifest-over gets its manifest and index written
+// (cmd/internal/listing), so the next run reads them.
 func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standaloneData, error) {
 	if o.mixture.on() {
 		return openMixture(ctx, o, logger)
@@ -263,7 +264,8 @@ func openStandalone(ctx context.Context, o options, logger *slog.Logger) (standa
 		return standaloneData{store: store, cat: indexed, indexed: indexed, pack: plan}, nil
 	}
 	if o.manifest == "" && o.faults.exclude == "" {
-		listing.WriteManifest(ctx, store, ds, o.writeManifest, logger)
+		exts, _ := dataset.MediaExtensions(o.mediaFlags.media) // checked in parseFlags
+		listing.WriteManifest(ctx, store, ds, exts, o.writeManifest, logger)
 	}
 	return standaloneData{store: store, cat: dataset.DatasetCatalog(ds), ds: ds, pack: plan}, nil
 }
