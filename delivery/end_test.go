@@ -134,3 +134,51 @@ func TestRankEndsAtTheEndSentToOldTrainers(t *testing.T) {
 		t.Fatal("a version-3 trainer read the End and left, and the node did not finish")
 	}
 }
+
+// The last epoch's end is marked (version 4): a trainer that stops there,
+// as a DataLoader-style loop over one epoch does, says ended without
+// reading the End behind it, and the rank is over. Epoch ends before it
+// are not marked.
+func TestRankEndsAtTheLastEpochEnd(t *testing.T) {
+	e := newEnv(t, 20) // 3 steps an epoch, 2 epochs
+	s := e.serve(t, 1)
+	conn, err := net.Dial("unix", s.SocketPath(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &rawTrainer{t: t, conn: conn, br: bufio.NewReader(conn)}
+	tr.send(feed.MsgHello, feed.Hello{Version: 4, Client: "test"})
+	if typ, p := tr.read(); typ != feed.MsgWelcome {
+		t.Fatalf("got %s %s, want a welcome", typ, p)
+	}
+	var ends []feed.EpochEnd
+	for len(ends) < 2 {
+		typ, p := tr.read()
+		switch typ {
+		case feed.MsgBatch:
+			var bd feed.BatchDesc
+			if err := json.Unmarshal(p, &bd); err != nil {
+				t.Fatal(err)
+			}
+			tr.send(feed.MsgRelease, feed.Release{IDs: []uint64{bd.ID}})
+		case feed.MsgEpochEnd:
+			var ee feed.EpochEnd
+			if err := json.Unmarshal(p, &ee); err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, ee)
+		case feed.MsgEnd, feed.MsgError:
+			t.Fatalf("%s before the last epoch's end: %s", typ, p)
+		}
+	}
+	if ends[0] != (feed.EpochEnd{Epoch: 0}) || ends[1] != (feed.EpochEnd{Epoch: 1, Last: true}) {
+		t.Fatalf("epoch ends %+v, want epoch 0 unmarked and epoch 1 marked last", ends)
+	}
+	tr.send(feed.MsgEnded, struct{}{}) // the End itself is left unread
+	conn.Close()
+	select {
+	case <-s.Finished():
+	case <-time.After(time.Minute): // a failure backstop only
+		t.Fatal("a trainer that read the last epoch's end and said ended left, and the node did not finish")
+	}
+}

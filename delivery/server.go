@@ -858,17 +858,18 @@ func (s *trainerConn) writeLoop(readerDone <-chan struct{}) {
 					s.fail(feed.CodeShutdown, errors.New("feed: node shutting down"), nil)
 				}
 			case errors.Is(err, io.EOF):
-				if haveEpoch && !epochEnded {
-					s.send(feed.MsgEpochEnd, feed.EpochEnd{Epoch: epoch}, -1)
-				}
 				// A standalone trainer of version 4 says when it read the
-				// End (it may have stopped before it, with the End and
-				// batches unread in its socket, and come back from its
-				// checkpoint): only then is the rank over. To older ones,
-				// and in a cluster (whose End comes once the coordinator
-				// holds every commit of the job: nothing is left to come
-				// back for), the End written is the end.
+				// End, or the last epoch's end just before it (it may have
+				// stopped short, with them and batches unread in its
+				// socket, and come back from its checkpoint): only then is
+				// the rank over. To older ones, and in a cluster (whose
+				// End comes once the coordinator holds every commit of the
+				// job: nothing is left to come back for), the End written
+				// is the end.
 				s.endSent.Store(true)
+				if haveEpoch && !epochEnded {
+					s.send(feed.MsgEpochEnd, feed.EpochEnd{Epoch: epoch, Last: s.version >= 4}, -1)
+				}
 				if s.send(feed.MsgEnd, feed.End{}, -1) == nil && (s.version < 4 || r.s.mode == "cluster") {
 					r.s.rankEnded(r)
 				}

@@ -413,6 +413,10 @@ type Committed struct {
 // EpochEnd says every batch of Epoch has been sent.
 type EpochEnd struct {
 	Epoch int `json:"epoch"`
+	// Last (version 4, standalone): the stream's last epoch ended: the
+	// End comes next. A trainer that stops here (one epoch of a
+	// DataLoader-style loop) says ended, as at the End.
+	Last bool `json:"last,omitempty"`
 }
 
 // End says the job's last batch has been sent.

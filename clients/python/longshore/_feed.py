@@ -725,6 +725,7 @@ class _Conn:
         self.stalls = collections.deque()  # stall reports to send on the next releases
         self.wlock = threading.Lock()
         self.closed = False
+        self.said_ended = False  # "ended" sent (version 4)
         hello = {"version": PROTOCOL_VERSION, "client": "python"}
         if rank is not None:
             hello["rank"] = rank
@@ -1192,14 +1193,12 @@ class Loader:
                 return b
             if t == EPOCH_END:
                 self._epoch_ended = m["epoch"]
+                if m.get("last"):  # the stream's last epoch: the end comes next
+                    self._say_ended()
                 return None
             if t == END:
                 self._ended = True
-                if self._conn.welcome.get("version", 1) >= 4 and not self._conn.closed:
-                    try:  # the node's rank is over only once it hears this
-                        self._conn.send(ENDED, {})
-                    except OSError:
-                        pass  # a node already gone needs no answer
+                self._say_ended()
                 return None
             if t == ROLLBACK:
                 tok = base64.b64decode(m["token"]) if m.get("token") else None
@@ -1215,6 +1214,19 @@ class Loader:
                     raise FeedError(m.get("code"), m.get("message"), True, m.get("report"))
                 continue  # a late answer to a commit
             raise FeedError("protocol", f"unexpected message type {t}")
+
+    def _say_ended(self):
+        """Tell the node this trainer read its stream to the end (version
+        4): a standalone node's rank is over only once it hears it (a
+        trainer that stopped short comes back from its checkpoint)."""
+        c = self._conn
+        if c is None or c.closed or c.said_ended or c.welcome.get("version", 1) < 4:
+            return
+        c.said_ended = True
+        try:
+            c.send(ENDED, {})
+        except OSError:
+            pass  # a node already gone needs no answer
 
     def __iter__(self) -> Iterator[Batch]:
         while True:
