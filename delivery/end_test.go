@@ -21,25 +21,13 @@ import (
 // its socket buffer.
 func readThroughEnd(t *testing.T, path string, version int) (batches int) {
 	t.Helper()
-	conn, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tr := &rawTrainer{t: t, conn: conn, br: bufio.NewReader(conn)}
-	tr.send(feed.MsgHello, feed.Hello{Version: version, Client: "test"})
-	if typ, p := tr.read(); typ != feed.MsgWelcome {
-		t.Fatalf("hello at version %d: got %s %s, want a welcome", version, typ, p)
-	}
+	tr := welcomed(t, path, version)
+	defer tr.conn.Close()
 	for {
 		typ, p := tr.read()
 		switch typ {
 		case feed.MsgBatch:
-			var bd feed.BatchDesc
-			if err := json.Unmarshal(p, &bd); err != nil {
-				t.Fatal(err)
-			}
-			tr.send(feed.MsgRelease, feed.Release{IDs: []uint64{bd.ID}})
+			tr.release(p)
 			batches++
 		case feed.MsgEnd:
 			tr.send(feed.MsgBye, struct{}{})
@@ -48,6 +36,31 @@ func readThroughEnd(t *testing.T, path string, version int) (batches int) {
 			t.Fatalf("error from the node: %s", p)
 		}
 	}
+}
+
+// welcomed is a hand-speaking trainer that said hello at version and
+// got its welcome.
+func welcomed(t *testing.T, path string, version int) *rawTrainer {
+	t.Helper()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &rawTrainer{t: t, conn: conn, br: bufio.NewReader(conn)}
+	tr.send(feed.MsgHello, feed.Hello{Version: version, Client: "test"})
+	if typ, p := tr.read(); typ != feed.MsgWelcome {
+		t.Fatalf("hello at version %d: got %s %s, want a welcome", version, typ, p)
+	}
+	return tr
+}
+
+// release gives back the batch whose descriptor is p.
+func (r *rawTrainer) release(p []byte) {
+	var bd feed.BatchDesc
+	if err := json.Unmarshal(p, &bd); err != nil {
+		r.t.Fatal(err)
+	}
+	r.send(feed.MsgRelease, feed.Release{IDs: []uint64{bd.ID}})
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -142,25 +155,14 @@ func TestRankEndsAtTheEndSentToOldTrainers(t *testing.T) {
 func TestRankEndsAtTheLastEpochEnd(t *testing.T) {
 	e := newEnv(t, 20) // 3 steps an epoch, 2 epochs
 	s := e.serve(t, 1)
-	conn, err := net.Dial("unix", s.SocketPath(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &rawTrainer{t: t, conn: conn, br: bufio.NewReader(conn)}
-	tr.send(feed.MsgHello, feed.Hello{Version: 4, Client: "test"})
-	if typ, p := tr.read(); typ != feed.MsgWelcome {
-		t.Fatalf("got %s %s, want a welcome", typ, p)
-	}
+	tr := welcomed(t, s.SocketPath(0), 4)
+	conn := tr.conn
 	var ends []feed.EpochEnd
 	for len(ends) < 2 {
 		typ, p := tr.read()
 		switch typ {
 		case feed.MsgBatch:
-			var bd feed.BatchDesc
-			if err := json.Unmarshal(p, &bd); err != nil {
-				t.Fatal(err)
-			}
-			tr.send(feed.MsgRelease, feed.Release{IDs: []uint64{bd.ID}})
+			tr.release(p)
 		case feed.MsgEpochEnd:
 			var ee feed.EpochEnd
 			if err := json.Unmarshal(p, &ee); err != nil {
