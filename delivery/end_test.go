@@ -2,10 +2,7 @@ package delivery
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -100,19 +97,7 @@ func TestRankEndsWhenTheTrainerReadTheEnd(t *testing.T) {
 	if r := c.Welcome().Resume; r != (feed.Cursor{}) {
 		t.Fatalf("the second trainer resumes at %+v, want the start", r)
 	}
-	n := 0
-	for {
-		b, err := c.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-		b.Release()
-	}
-	if n != 6 {
+	if n := eachBatch(t, c, nil); n != 6 {
 		t.Fatalf("the second trainer read %d batches, want 6", n)
 	}
 	// It said it read the End: the rank is over though it is still

@@ -140,6 +140,26 @@ func next(t testing.TB, c *feed.Client) *feed.Batch {
 	return b
 }
 
+// eachBatch reads c to the end of its stream, handing each batch to f
+// (nil: none) before releasing it, and returns the batches read.
+func eachBatch(t testing.TB, c *feed.Client, f func(*feed.Batch)) (batches int) {
+	t.Helper()
+	for {
+		b, err := c.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return batches
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f != nil {
+			f(b)
+		}
+		b.Release()
+		batches++
+	}
+}
+
 func TestZeroCopyAndContent(t *testing.T) {
 	e := newEnv(t, 45)
 	const world = 2
@@ -148,21 +168,13 @@ func TestZeroCopyAndContent(t *testing.T) {
 		want := e.reference(t, world, r)
 		c := dial(t, s.SocketPath(r), nil)
 		got := map[sumKey]uint32{}
-		for {
-			b, err := c.Next(context.Background())
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachBatch(t, c, func(b *feed.Batch) {
 			// zero copy: the pixels lie inside a region mapped from the memfd
 			if !c.Mapped(b.Images) {
 				t.Fatalf("rank %d batch %d/%d: images at %p not inside the shared mapping", r, b.Epoch, b.Step, unsafe.SliceData(b.Images))
 			}
 			addSums(got, b.Epoch, b.Step, b.Images, len(b.Labels))
-			b.Release()
-		}
+		})
 		if len(got) != len(want) {
 			t.Fatalf("rank %d: %d samples, want %d", r, len(got), len(want))
 		}
@@ -336,17 +348,9 @@ func TestHostileMessages(t *testing.T) {
 	c := dial(t, s.SocketPath(0), nil)
 	defer c.Close()
 	n := 0
-	for {
-		b, err := c.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachBatch(t, c, func(b *feed.Batch) {
 		n += b.Len()
-		b.Release()
-	}
+	})
 	if n != 80 {
 		t.Fatalf("%d samples after hostile clients, want 80", n)
 	}

@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -69,14 +68,7 @@ func TestFieldsRideWithTheirSamples(t *testing.T) {
 			t.Fatalf("welcome schema %s", got)
 		}
 		rows := 0
-		for {
-			b, err := c.Next(context.Background())
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachBatch(t, c, func(b *feed.Batch) {
 			if b.Fields == nil || b.Fields.Rows != b.Len() {
 				t.Fatalf("batch %d/%d: fields %+v for %d rows", b.Epoch, b.Step, b.Fields, b.Len())
 			}
@@ -91,8 +83,7 @@ func TestFieldsRideWithTheirSamples(t *testing.T) {
 				}
 				rows++
 			}
-			b.Release()
-		}
+		})
 		if rows == 0 {
 			t.Fatal("no rows")
 		}

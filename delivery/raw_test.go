@@ -1,9 +1,6 @@
 package delivery
 
 import (
-	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,14 +45,7 @@ func TestRawBatchesCarryEachObjectsBytes(t *testing.T) {
 		t.Fatalf("welcome spec %+v", c.Welcome().Spec)
 	}
 	got, filled := map[[2]any]int{}, 0
-	for {
-		b, err := c.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachBatch(t, c, func(b *feed.Batch) {
 		if len(b.Data) != b.Len() {
 			t.Fatalf("batch %d/%d: %d rows of data for %d samples", b.Epoch, b.Step, len(b.Data), b.Len())
 		}
@@ -73,8 +63,7 @@ func TestRawBatchesCarryEachObjectsBytes(t *testing.T) {
 			}
 			got[[2]any{b.Epoch, key}]++
 		}
-		b.Release()
-	}
+	})
 	if filled != 2 { // obj-0011, once an epoch
 		t.Errorf("%d filled rows, want 2", filled)
 	}

@@ -61,14 +61,7 @@ func TestAudioSpecOverFeed(t *testing.T) {
 	}
 	got := map[sumKey]uint32{}
 	shorts := 0
-	for {
-		b, err := c.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachBatch(t, c, func(b *feed.Batch) {
 		n := b.Len()
 		if !slices.Equal(b.Shape, []int{n, 2, 50}) || b.DType != "float32" || b.Layout != "NCS" || len(b.Float32s()) != n*100 || len(b.Short) != n {
 			t.Fatalf("batch shape %v dtype %s layout %s floats %d short %v", b.Shape, b.DType, b.Layout, len(b.Float32s()), b.Short)
@@ -85,8 +78,7 @@ func TestAudioSpecOverFeed(t *testing.T) {
 			}
 		}
 		addSums(got, b.Epoch, b.Step, b.Images, n)
-		b.Release()
-	}
+	})
 	if len(got) != len(want) || shorts != 15 {
 		t.Fatalf("%d samples (want %d), %d short (want 15)", len(got), len(want), shorts)
 	}
@@ -220,14 +212,7 @@ func TestFloatImagesOverFeed(t *testing.T) {
 			t.Fatalf("%v: welcome spec %+v dtype %s slot %d", dt, w.Spec, w.DType, w.SlotBytes)
 		}
 		got := map[sumKey]uint32{}
-		for {
-			b, err := c.Next(context.Background())
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachBatch(t, c, func(b *feed.Batch) {
 			n := b.Len()
 			if !slices.Equal(b.Shape, []int{n, 3, 6, 6}) || b.Dims != [4]int{n, 3, 6, 6} || b.DType != dt.String() || b.Layout != "NCHW" || len(b.Images) != n*2*3*36 {
 				t.Fatalf("%v: batch shape %v dims %v dtype %s layout %s, %d bytes", dt, b.Shape, b.Dims, b.DType, b.Layout, len(b.Images))
@@ -236,8 +221,7 @@ func TestFloatImagesOverFeed(t *testing.T) {
 				t.Fatal("batch not in the shared mapping")
 			}
 			addSums(got, b.Epoch, b.Step, b.Images, n)
-			b.Release()
-		}
+		})
 		c.Close()
 		if len(got) != len(want) {
 			t.Fatalf("%v: %d samples, want %d", dt, len(got), len(want))
