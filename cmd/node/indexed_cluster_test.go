@@ -236,6 +236,16 @@ func TestClusterRankErrorStopsNode(t *testing.T) {
 // written.
 func TestStandaloneWritesManifest(t *testing.T) {
 	root, keys := makeDataset(t, 40)
+	checkWritesManifest(t, root, keys, "ImageFolder")
+}
+
+// checkWritesManifest runs a standalone node over the 40 samples (keys)
+// at root three times: with --write-manifest-over 41 (nothing may be
+// written beside them), then 40 (the kind's manifest and index are
+// written) and 40 again (read through the index); each run delivers the
+// samples the first did, at the same steps of the same ranks.
+func checkWritesManifest(t *testing.T, root string, keys []string, kind string) {
+	t.Helper()
 	runOnce := func(over string) ([]string, string) {
 		dir := t.TempDir()
 		logPath := filepath.Join(dir, "d.log")
@@ -251,16 +261,19 @@ func TestStandaloneWritesManifest(t *testing.T) {
 		sort.Strings(lines)
 		return lines, errb.String()
 	}
-	manifest := filepath.Join(root, dataset.ManifestJSONLName)
-	listed, _ := runOnce("41")
-	if _, err := os.Stat(manifest); err == nil {
-		t.Fatalf("a manifest was written for 40 samples with --write-manifest-over 41")
+	before, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, stderr := runOnce("40")
-	if !strings.Contains(stderr, "wrote the ImageFolder's manifest") {
+	inPlace, _ := runOnce("41")
+	if entries, _ := os.ReadDir(root); len(entries) != len(before) {
+		t.Fatalf("%d entries written beside the dataset with --write-manifest-over 41 and 40 samples", len(entries)-len(before))
+	}
+	first, stderr := runOnce("40")
+	if !strings.Contains(stderr, "wrote the "+kind+"'s manifest") {
 		t.Errorf("no line says the manifest was written:\n%s", stderr)
 	}
-	for _, p := range []string{manifest, filepath.Join(root, dataset.IndexKey(dataset.ManifestJSONLName))} {
+	for _, p := range []string{filepath.Join(root, dataset.ManifestJSONLName), filepath.Join(root, dataset.IndexKey(dataset.ManifestJSONLName))} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("after the run: %v", err)
 		}
@@ -269,8 +282,10 @@ func TestStandaloneWritesManifest(t *testing.T) {
 	if !strings.Contains(stderr, "reading the manifest through its index") {
 		t.Errorf("the next run did not read the written manifest through its index:\n%s", stderr)
 	}
-	if strings.Join(read, "\n") != strings.Join(listed, "\n") {
-		t.Errorf("from the written manifest: %d lines, from the listing %d, not the same", len(read), len(listed))
+	for what, got := range map[string][]string{"the run that wrote it": first, "the run that read it": read} {
+		if strings.Join(got, "\n") != strings.Join(inPlace, "\n") {
+			t.Errorf("%s: %d lines, read in place %d, not the same samples at the same steps", what, len(got), len(inPlace))
+		}
 	}
 }
 
