@@ -112,43 +112,16 @@ func checkMixture(t *testing.T, h *history, m *core.Mixture, want [][]string) ma
 		c, _, _ := m.Counts(p + mixBatch) // the round after the phase's start
 		rounds = append(rounds, c)
 	}
-	perSource := map[string][]string{}
-	got := make([][]string, len(want))
-	batches := 0
-	for k, ss := range h.delivered {
-		if a, ok := h.acked[k.sessionEpoch]; !ok || k.step > a {
-			continue
-		}
-		counts := make([]int64, 3)
-		pads := 0
-		for _, s := range ss {
-			if s.pad {
-				pads++
-				continue
-			}
-			counts[s.key[0]-'a']++
-			got[k.epoch] = append(got[k.epoch], s.key)
-			src, _, _ := strings.Cut(s.key, "/")
-			perSource[fmt.Sprintf("%d/%s", k.epoch, src)] = append(perSource[fmt.Sprintf("%d/%s", k.epoch, src)], s.key)
-		}
+	perSource, batches := checkMixtureEpochs(t, h, want, func(k stepKey, counts []int64, pads, size int) {
 		switch {
-		case len(ss) != mixBatch:
-			t.Errorf("committed batch %v holds %d samples, want a round of %d", k, len(ss), mixBatch)
+		case size != mixBatch:
+			t.Errorf("committed batch %v holds %d samples, want a round of %d", k, size, mixBatch)
 		case pads != 0 && pads != mixBatch:
-			t.Errorf("committed batch %v: %d of %d padding, want whole rounds", k, pads, len(ss))
+			t.Errorf("committed batch %v: %d of %d padding, want whole rounds", k, pads, size)
 		case pads == 0 && !slices.ContainsFunc(rounds, func(r []int64) bool { return slices.Equal(r, counts) }):
 			t.Errorf("committed batch %v holds %v of the sources, not a round's counts %v", k, counts, rounds)
 		}
-		batches++
-	}
-	for e := range want {
-		w := slices.Clone(want[e])
-		sort.Strings(w)
-		sort.Strings(got[e])
-		if !slices.Equal(w, got[e]) {
-			t.Errorf("epoch %d: committed %d samples, the mixture's %d positions differ (first: %v)", e, len(got[e]), len(w), firstDiff(w, got[e]))
-		}
-	}
+	})
 	// Each source: D draws over the job, every sample floor(D/N) or
 	// ceil(D/N) times (the draws are whole source epochs and a part).
 	for s, n := range mixSizes {
@@ -176,6 +149,46 @@ func checkMixture(t *testing.T, h *history, m *core.Mixture, want [][]string) ma
 		sort.Strings(perSource[k])
 	}
 	return perSource
+}
+
+// checkMixtureEpochs walks the committed batches of a 3-source mixture
+// (a key's source is its first path element: a, b or c), calling batch
+// with each one's real samples per source, its padding and its size, and
+// checks each epoch's committed real samples are exactly want's. It
+// returns the committed keys by "epoch/source" and the batches seen.
+func checkMixtureEpochs(t *testing.T, h *history, want [][]string, batch func(k stepKey, counts []int64, pads, size int)) (map[string][]string, int) {
+	t.Helper()
+	perSource := map[string][]string{}
+	got := make([][]string, len(want))
+	batches := 0
+	for k, ss := range h.delivered {
+		if a, ok := h.acked[k.sessionEpoch]; !ok || k.step > a {
+			continue
+		}
+		counts := make([]int64, 3)
+		pads := 0
+		for _, s := range ss {
+			if s.pad {
+				pads++
+				continue
+			}
+			counts[s.key[0]-'a']++
+			got[k.epoch] = append(got[k.epoch], s.key)
+			src, _, _ := strings.Cut(s.key, "/")
+			perSource[fmt.Sprintf("%d/%s", k.epoch, src)] = append(perSource[fmt.Sprintf("%d/%s", k.epoch, src)], s.key)
+		}
+		batch(k, counts, pads, len(ss))
+		batches++
+	}
+	for e := range want {
+		w := slices.Clone(want[e])
+		sort.Strings(w)
+		sort.Strings(got[e])
+		if !slices.Equal(w, got[e]) {
+			t.Errorf("epoch %d: committed %d samples, the mixture's %d positions differ (first: %v)", e, len(got[e]), len(w), firstDiff(w, got[e]))
+		}
+	}
+	return perSource, batches
 }
 
 func firstDiff(a, b []string) string {
