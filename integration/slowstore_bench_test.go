@@ -41,7 +41,8 @@ func slowStoreMix(seed uint64) faultproxy.Rule {
 //
 // LONGSHORE_BENCH_NODES="before=/tmp/node-old,after=bin/longshore-node"
 // runs each binary in turn (a row each); LONGSHORE_BENCH_VERBOSE=1 prints
-// each run's figures and the longest pauses between its requests; LONGSHORE_BENCH_NODE_ARGS is
+// each run's figures and the longest pauses between its requests (=2: with
+// the disturbed requests before each pause); LONGSHORE_BENCH_NODE_ARGS is
 // added to every run (e.g. "--hedge-quantile 0 --progress-timeout 0",
 // the old defaults); LONGSHORE_BENCH_LAYOUTS narrows to "per object" or
 // "packed"; LONGSHORE_BENCH_REPS repeats (medians shown).
@@ -139,6 +140,13 @@ func BenchmarkSlowStoreEpoch(b *testing.B) {
 			slices.SortFunc(gaps, func(a, b gap) int { return cmp.Compare(b.d, a.d) })
 			for _, g := range gaps[:min(8, len(gaps))] {
 				fmt.Printf("  gap %v before request %d (%s %s), at %v\n", g.d, g.i, log[g.i].Op, log[g.i].Key, log[g.i].At.Sub(log[0].At))
+				if os.Getenv("LONGSHORE_BENCH_VERBOSE") == "2" { // the disturbed requests before it, and what came after
+					for j := max(0, g.i-80); j < min(len(log), g.i+5); j++ {
+						if log[j].Rule != "" || j >= g.i {
+							fmt.Printf("     %d %v %s %s %q\n", j, log[j].At.Sub(log[0].At), log[j].Op, log[j].Key, log[j].Rule)
+						}
+					}
+				}
 			}
 		}
 		if os.Getenv("LONGSHORE_BENCH_VERBOSE") != "" {

@@ -291,9 +291,10 @@ type progressBody struct {
 
 	mu      sync.Mutex
 	timer   clock.Timer
-	waiting bool      // a Read waits
-	since   time.Time // since when
-	stalled bool      // its deadline passed
+	waiting bool          // a Read waits
+	since   time.Time     // since when
+	stalled bool          // its deadline passed
+	longest time.Duration // the longest a Read has waited
 }
 
 // progressPoll is how often a waiting Read's deadline is asked again.
@@ -340,6 +341,7 @@ func (b *progressBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	b.waiting = false
 	b.timer.Stop()
+	b.longest = max(b.longest, b.clk.Since(b.since))
 	stalled := b.stalled
 	b.mu.Unlock()
 	if stalled {
@@ -349,6 +351,13 @@ func (b *progressBody) Read(p []byte) (int, error) {
 		return n, ErrStalled
 	}
 	return n, err
+}
+
+// longestWait is the longest a Read has waited for its bytes so far.
+func (b *progressBody) longestWait() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.longest
 }
 
 // Close stops the watch (not the body).

@@ -66,7 +66,14 @@ type hedgeBook struct {
 		seen      int // latencies recorded
 		since     int // since the threshold was computed
 		threshold time.Duration
-		p99       time.Duration // computed with threshold
+
+		// gaps: the longest wait for bytes inside each recent body read
+		// whole (progressBody.longest), for the progress deadline.
+		gaps    []time.Duration
+		gapNext int
+		gapSeen int
+		gapNew  int           // since gapP99 was computed
+		gapP99  time.Duration // 0: not computed yet
 	}
 }
 
@@ -91,16 +98,38 @@ func (b *hedgeBook) start(kind int) (wait time.Duration, ok bool) {
 		slices.Sort(s)
 		i := min(len(s)-1, int(b.quantile*float64(len(s))))
 		k.threshold, k.since = s[i], 0
-		k.p99 = s[min(len(s)-1, len(s)*99/100)]
 	}
 	return max(k.threshold, b.floor), true
 }
 
-// slowest is the p99 of recent GETs of kind, as of the last
-// recomputation; ok false before the warm-up.
-func (b *hedgeBook) slowest(kind int) (time.Duration, bool) {
+// recordGap notes the longest wait for bytes inside a body of kind that
+// was read whole.
+func (b *hedgeBook) recordGap(kind int, d time.Duration) {
 	k := &b.kinds[kind]
-	return k.p99, k.seen >= hedgeWarmup && k.p99 > 0
+	if len(k.gaps) < hedgeWindow {
+		k.gaps = append(k.gaps, d)
+	} else {
+		k.gaps[k.gapNext] = d
+		k.gapNext = (k.gapNext + 1) % hedgeWindow
+	}
+	k.gapSeen++
+	k.gapNew++
+}
+
+// slowestGap is the p99 of the longest waits inside recent bodies of
+// kind (recomputed every hedgeEvery bodies); ok false before
+// hedgeWarmup bodies.
+func (b *hedgeBook) slowestGap(kind int) (time.Duration, bool) {
+	k := &b.kinds[kind]
+	if k.gapSeen < hedgeWarmup {
+		return 0, false
+	}
+	if k.gapNew >= hedgeEvery || k.gapP99 == 0 {
+		s := slices.Clone(k.gaps)
+		slices.Sort(s)
+		k.gapP99, k.gapNew = max(s[min(len(s)-1, len(s)*99/100)], time.Nanosecond), 0
+	}
+	return k.gapP99, true
 }
 
 // take spends a hedge's token, reporting whether there was one.
@@ -150,24 +179,32 @@ func (h *hedger) start(kind int) (time.Duration, bool) {
 	return h.mu.book.start(kind)
 }
 
-func (h *hedger) slowest(kind int) (time.Duration, bool) {
+func (h *hedger) slowestGap(kind int) (time.Duration, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.mu.book.slowest(kind)
+	return h.mu.book.slowestGap(kind)
 }
 
-// A body's progress deadline follows the store's latency when the
-// hedger has learnt it: progressFactor times the p99 of the kind's
-// whole GETs (a gap between a body's bytes that long, where 99 whole
-// GETs in 100 take under a quarter of it, is a stalled connection; a
-// wrong guess costs one GET asked again at once, a stall waited out
-// holds its batch: 10x left the fault mix of docs/faults.md at 6.5x its
-// clean epoch, 4x at 4.5x),
-// at least progressFloor (scheduling and GC pauses of a loaded node),
-// at most Options.ProgressTimeout.
+func (h *hedger) recordGap(kind int, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.book.recordGap(kind, d)
+}
+
+// A body's progress deadline follows the gaps inside the bodies the
+// store delivers, once it has seen hedgeWarmup of the kind read whole:
+// progressFactor times the p99 of each body's longest wait for bytes.
+// A stall is a gap (the fault mix of docs/faults.md stops a body for 5 s
+// after 200 bytes), and gaps inside a healthy body are short whatever
+// the answer's latency: the store's queue and its time to the first
+// byte come before the body, so a deadline from the whole GET's p99
+// (what it was) waited 4× a latency the body never shows, and a stalled
+// sample held its batch, and with it the rank's slots, that long. A
+// wrong guess costs one GET asked again at once. At least progressFloor
+// (a loaded node's scheduling pauses), at most Options.ProgressTimeout.
 const (
 	progressFactor = 4
-	progressFloor  = 250 * time.Millisecond
+	progressFloor  = 100 * time.Millisecond
 )
 
 // progressDeadline is the progress deadline for a body of kind (0: none).
@@ -176,7 +213,7 @@ func (s *Store) progressDeadline(kind int) time.Duration {
 	if d <= 0 || s.hedge == nil {
 		return d
 	}
-	if p99, ok := s.hedge.slowest(kind); ok {
+	if p99, ok := s.hedge.slowestGap(kind); ok {
 		d = min(d, max(progressFloor, progressFactor*p99))
 	}
 	return d

@@ -1,8 +1,11 @@
 package s3
 
 import (
+	"io"
 	"testing"
 	"time"
+
+	"github.com/longshore/longshore/internal/clock"
 )
 
 // TestHedgeBookQuantile: no hedge before the warm-up; then the wait is
@@ -64,31 +67,30 @@ func TestHedgeBookBudget(t *testing.T) {
 	}
 }
 
-// TestProgressDeadline: with latencies learnt, a body's progress
-// deadline is progressFactor times the p99 of its kind's GETs, never
-// under progressFloor nor over ProgressTimeout; before the warm-up, and
-// without hedging (no latencies learnt), ProgressTimeout itself.
+// TestProgressDeadline: once bodies have been read, a body's progress
+// deadline is progressFactor times the p99 of their longest waits for
+// bytes, never under progressFloor nor over ProgressTimeout; before the
+// warm-up, and without hedging (nothing learnt), ProgressTimeout itself.
 func TestProgressDeadline(t *testing.T) {
 	s := &Store{opts: Options{ProgressTimeout: 2 * time.Second, HedgeQuantile: 0.95}}
 	s.hedge = newHedger(s.opts)
 	if d := s.progressDeadline(hedgeWhole); d != 2*time.Second {
-		t.Errorf("before any latency: %v, want ProgressTimeout", d)
+		t.Errorf("before any body: %v, want ProgressTimeout", d)
 	}
 	for _, tc := range []struct {
-		kind    int
-		latency time.Duration
-		want    time.Duration
+		kind int
+		gap  time.Duration
+		want time.Duration
 	}{
 		{hedgeWhole, 5 * time.Millisecond, progressFloor},
 		{hedgeWhole, 100 * time.Millisecond, progressFactor * 100 * time.Millisecond},
 		{hedgeRange, time.Second, 2 * time.Second},
 	} {
 		for range hedgeWindow {
-			s.hedge.record(tc.kind, tc.latency)
+			s.hedge.recordGap(tc.kind, tc.gap)
 		}
-		s.hedge.start(tc.kind) // recompute
 		if d := s.progressDeadline(tc.kind); d != tc.want {
-			t.Errorf("GETs of %v: deadline %v, want %v", tc.latency, d, tc.want)
+			t.Errorf("bodies waiting at most %v: deadline %v, want %v", tc.gap, d, tc.want)
 		}
 	}
 	off := &Store{opts: Options{ProgressTimeout: time.Second}}
@@ -97,6 +99,46 @@ func TestProgressDeadline(t *testing.T) {
 	}
 	if d := (&Store{}).progressDeadline(hedgeWhole); d != 0 {
 		t.Errorf("ProgressTimeout 0: %v, want 0 (none)", d)
+	}
+}
+
+// TestProgressDeadlineFollowsGapsNotLatency: a store whose answers are
+// slow to start (100 ms to the first byte: its queue) but whose bodies
+// flow (2 ms at most between bytes) must abandon a body that stopped
+// after progressFloor, not after 4× the answers' latency: the deadline
+// was progressFactor × the whole GETs' p99 (400 ms here; 250 ms at least),
+// and in the fault mix of docs/faults.md each stalled sample held its
+// batch, and so the rank's slots, that long.
+func TestProgressDeadlineFollowsGapsNotLatency(t *testing.T) {
+	s := &Store{opts: Options{ProgressTimeout: 2 * time.Second, HedgeQuantile: 0.95}}
+	s.hedge = newHedger(s.opts)
+	for range hedgeWindow {
+		s.hedge.record(hedgeWhole, 100*time.Millisecond)
+		s.hedge.recordGap(hedgeWhole, 2*time.Millisecond)
+	}
+	s.hedge.start(hedgeWhole) // the hedge threshold: the answers' p95
+	if d := s.progressDeadline(hedgeWhole); d > 100*time.Millisecond {
+		t.Errorf("answers of 100 ms whose bodies wait at most 2 ms: a stall is abandoned after %v, want at most 100 ms", d)
+	}
+	// A body's gaps, not its answer's latency: a progressBody measures
+	// the longest its Reads waited, not the time before its first Read.
+	clk := clock.NewFake(time.Unix(1000, 0))
+	pr, pw := io.Pipe()
+	b := watchProgress(pr, func() time.Duration { return time.Hour }, clk, func() {})
+	defer b.Close()
+	clk.Advance(time.Second) // the answer's latency, before the body is read
+	go func() {
+		pw.Write([]byte("ab"))
+		pw.Close()
+	}()
+	buf := make([]byte, 1)
+	for {
+		if _, err := b.Read(buf); err != nil {
+			break
+		}
+	}
+	if w := b.longestWait(); w != 0 {
+		t.Errorf("a body whose bytes were there at once waited %v (fake clock not advanced while reading)", w)
 	}
 }
 

@@ -572,9 +572,10 @@ func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRang
 	}
 	defer body.Close()
 	var r io.Reader = body
+	var pb *progressBody
 	deadline := s.progressDeadline(kind)
 	if deadline > 0 {
-		pb := watchProgress(body, func() time.Duration { return s.progressDeadline(kind) }, s.clock, func() { gcancel(ErrStalled) })
+		pb = watchProgress(body, func() time.Duration { return s.progressDeadline(kind) }, s.clock, func() { gcancel(ErrStalled) })
 		defer pb.Close()
 		r = pb
 	}
@@ -608,6 +609,9 @@ func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRang
 			s.stats.bad.Add(1)
 			return out, err
 		}
+	}
+	if pb != nil && s.hedge != nil {
+		s.hedge.recordGap(kind, pb.longestWait())
 	}
 	return out, nil
 }
