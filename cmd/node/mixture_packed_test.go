@@ -4,6 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +151,101 @@ func TestMixturePackedChunks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterMixturePacked runs the node in cluster mode over a mixture
+// of a packed dataset and an ImageFolder, against a coordinator in this
+// process: each source's samples are delivered once in the job's epoch
+// (48 draws of each in 96 positions), and the packed source's are read
+// in chunks of its order's blocks — the node logs the source's chunk
+// cache and the summary counts it — not one ranged GET per sample.
+func TestClusterMixturePacked(t *testing.T) {
+	root, keys := makeDataset(t, 48)
+	packed, pkeys := packDataset(t, root, keys, 16) // 3 shards of 16
+	folder, fkeys := makeDataset(t, 48)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	const block, window, round = 8, 2, 8
+	phases, err := cluster.ParseMixSchedule("p:1,f:1", []string{"p", "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix, err := cluster.NewMixture(cluster.MixSpec{Seed: 3, Block: block, Window: cluster.EffectiveWindow(block, window), Round: round,
+		Sources: []cluster.MixSource{{Name: "p", Samples: 48}, {Name: "f", Samples: 48}}, Phases: phases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := dataset.MixtureDigest(mix.Identity(), []dataset.MixtureDigestSource{
+		{Name: "p", Samples: 48, Digest: dataset.ManifestDigest(discoverDir(t, ctx, packed))},
+		{Name: "f", Samples: 48, Digest: dataset.ManifestDigest(discoverDir(t, ctx, folder))}})
+	cfg := cluster.DefaultConfig()
+	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed, cfg.Align = mix.Len(), 1, 24, block, window, 3, round
+	c := startCoordinator(t, ctx, cfg, round, digest)
+	logPath, statsPath := filepath.Join(t.TempDir(), "d.log"), filepath.Join(t.TempDir(), "s.json")
+	out, logs, err := runNode(ctx, c.nodeArgs(t, "--mixture", "p="+packed+":1,f="+folder+":1", "--sink", "log:"+logPath, "--size", "32",
+		"--ranks", "2", "--stats-json", statsPath, "--pack-cache", "256MiB")) // chunks, though the directory is local
+	if err != nil {
+		t.Fatalf("node: %v\n%s%s", err, out, logs)
+	}
+	c.waitDone(t, ctx)
+
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if cols := strings.Split(line, "\t"); len(cols) == 4 && cols[0] == "0" {
+			count[cols[3]]++
+		}
+	}
+	for _, src := range []struct {
+		name string
+		keys []string
+	}{{"p", pkeys}, {"f", fkeys}} {
+		for _, k := range src.keys {
+			if n := count[src.name+"/"+k]; n != 1 {
+				t.Errorf("%s/%s delivered %d times, want once", src.name, k, n)
+			}
+		}
+	}
+	if len(count) != 96 {
+		t.Errorf("%d distinct samples delivered, want the 96 of both sources", len(count))
+	}
+	// The packed source: 6 blocks of 8, each within a shard, so 6 chunk
+	// reads; a few more where a block's samples lie in both ranks'
+	// leases and its chunk is fetched again, never one a sample (48).
+	mm := regexp.MustCompile(`chunk cache".* source=p chunks=(\d+) .* read_alone=(\d+)`).FindStringSubmatch(logs)
+	if mm == nil {
+		t.Fatalf("no chunk cache figures of source p in the log:\n%s", logs)
+	}
+	chunks, _ := strconv.Atoi(mm[1])
+	alone, _ := strconv.Atoi(mm[2])
+	t.Logf("packed source p: %d chunk GETs and %d single GETs for 48 samples (%.3f a sample)", chunks, alone, float64(chunks+alone)/48)
+	if chunks < 6 || chunks > 12 || alone > 4 {
+		t.Errorf("source p: %d chunk reads and %d single reads for 48 samples in blocks of %d; want about one a block (6)", chunks, alone, block)
+	}
+	stats := readStats(t, statsPath)
+	pack, _ := stats["pack"].(map[string]any)
+	if pack == nil || pack["chunks"].(float64) != float64(chunks) || pack["read_alone"].(float64) != float64(alone) {
+		t.Errorf("--stats-json pack %v: want the packed source's %d chunks and %d read alone", stats["pack"], chunks, alone)
+	}
+}
+
+// TestAddPackedStats: every counter of dataset.PackedStats is summed (a
+// field added there and not here would read 0 for a mixture).
+func TestAddPackedStats(t *testing.T) {
+	var one dataset.PackedStats
+	v := reflect.ValueOf(&one).Elem()
+	for i := range v.NumField() {
+		v.Field(i).SetInt(int64(i + 1))
+	}
+	sum := reflect.ValueOf(addPackedStats(one, one))
+	for i := range v.NumField() {
+		if got := sum.Field(i).Int(); got != 2*int64(i+1) {
+			t.Errorf("%s: %d summed with itself is %d", v.Type().Field(i).Name, i+1, got)
+		}
 	}
 }
