@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,20 +156,23 @@ func TestMixturePackedChunks(t *testing.T) {
 	}
 }
 
-// TestClusterMixturePacked runs the node in cluster mode over a mixture
-// of a packed dataset and an ImageFolder, against a coordinator in this
+// TestClusterMixturePacked runs nodes in cluster mode over a mixture of
+// a packed dataset and an ImageFolder, against a coordinator in this
 // process: each source's samples are delivered once in the job's epoch
 // (48 draws of each in 96 positions), and the packed source's are read
-// in chunks of its order's blocks — the node logs the source's chunk
-// cache and the summary counts it — not one ranged GET per sample.
+// in chunks of its order's blocks — each node logs the source's chunk
+// cache and its summary counts it — not one ranged GET per sample. On
+// one node that is one GET a block (6 for 48 samples); on two, a block
+// whose samples lie in both nodes' leases is fetched by each, so at most
+// twice that.
 func TestClusterMixturePacked(t *testing.T) {
 	root, keys := makeDataset(t, 48)
 	packed, pkeys := packDataset(t, root, keys, 16) // 3 shards of 16
 	folder, fkeys := makeDataset(t, 48)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	const block, window, round = 8, 2, 8
+	const block, window, round = 8, 2, 8 // 6 blocks of 8, each within a shard
 	phases, err := cluster.ParseMixSchedule("p:1,f:1", []string{"p", "f"})
 	if err != nil {
 		t.Fatal(err)
@@ -180,57 +185,86 @@ func TestClusterMixturePacked(t *testing.T) {
 	digest := dataset.MixtureDigest(mix.Identity(), []dataset.MixtureDigestSource{
 		{Name: "p", Samples: 48, Digest: dataset.ManifestDigest(discoverDir(t, ctx, packed))},
 		{Name: "f", Samples: 48, Digest: dataset.ManifestDigest(discoverDir(t, ctx, folder))}})
-	cfg := cluster.DefaultConfig()
-	cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed, cfg.Align = mix.Len(), 1, 24, block, window, 3, round
-	c := startCoordinator(t, ctx, cfg, round, digest)
-	logPath, statsPath := filepath.Join(t.TempDir(), "d.log"), filepath.Join(t.TempDir(), "s.json")
-	out, logs, err := runNode(ctx, c.nodeArgs(t, "--mixture", "p="+packed+":1,f="+folder+":1", "--sink", "log:"+logPath, "--size", "32",
-		"--ranks", "2", "--stats-json", statsPath, "--pack-cache", "256MiB")) // chunks, though the directory is local
-	if err != nil {
-		t.Fatalf("node: %v\n%s%s", err, out, logs)
-	}
-	c.waitDone(t, ctx)
-
-	b, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := map[string]int{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if cols := strings.Split(line, "\t"); len(cols) == 4 && cols[0] == "0" {
-			count[cols[3]]++
-		}
-	}
-	for _, src := range []struct {
-		name string
-		keys []string
-	}{{"p", pkeys}, {"f", fkeys}} {
-		for _, k := range src.keys {
-			if n := count[src.name+"/"+k]; n != 1 {
-				t.Errorf("%s/%s delivered %d times, want once", src.name, k, n)
+	chunkRe := regexp.MustCompile(`chunk cache".* source=p chunks=(\d+) .* read_alone=(\d+)`)
+	for _, nodes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) {
+			cfg := cluster.DefaultConfig()
+			cfg.Samples, cfg.Epochs, cfg.ShardSize, cfg.Block, cfg.Window, cfg.Seed, cfg.Align = mix.Len(), 1, 24, block, window, 3, round
+			cfg.MinRanks = 2 * nodes // every node's ranks share the epoch
+			c := startCoordinator(t, ctx, cfg, round, digest)
+			type result struct {
+				out, logs string
+				err       error
 			}
-		}
-	}
-	if len(count) != 96 {
-		t.Errorf("%d distinct samples delivered, want the 96 of both sources", len(count))
-	}
-	// The packed source: 6 blocks of 8, each within a shard, so 6 chunk
-	// reads; a few more where a block's samples lie in both ranks'
-	// leases and its chunk is fetched again, never one a sample (48).
-	mm := regexp.MustCompile(`chunk cache".* source=p chunks=(\d+) .* read_alone=(\d+)`).FindStringSubmatch(logs)
-	if mm == nil {
-		t.Fatalf("no chunk cache figures of source p in the log:\n%s", logs)
-	}
-	chunks, _ := strconv.Atoi(mm[1])
-	alone, _ := strconv.Atoi(mm[2])
-	t.Logf("packed source p: %d chunk GETs and %d single GETs for 48 samples (%.3f a sample)", chunks, alone, float64(chunks+alone)/48)
-	if chunks < 6 || chunks > 12 || alone > 4 {
-		t.Errorf("source p: %d chunk reads and %d single reads for 48 samples in blocks of %d; want about one a block (6)", chunks, alone, block)
-	}
-	stats := readStats(t, statsPath)
-	pack, _ := stats["pack"].(map[string]any)
-	if pack == nil || pack["chunks"].(float64) != float64(chunks) || pack["read_alone"].(float64) != float64(alone) {
-		t.Errorf("--stats-json pack %v: want the packed source's %d chunks and %d read alone", stats["pack"], chunks, alone)
+			dir := t.TempDir()
+			results := make([]result, nodes)
+			var wg sync.WaitGroup
+			for i := range nodes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := &results[i]
+					r.out, r.logs, r.err = runNode(ctx, c.nodeArgs(t, "--id", fmt.Sprintf("n%d", i), "--mixture", "p="+packed+":1,f="+folder+":1",
+						"--sink", "log:"+filepath.Join(dir, fmt.Sprintf("d%d.log", i)), "--size", "32", "--ranks", "2",
+						"--stats-json", filepath.Join(dir, fmt.Sprintf("s%d.json", i)), "--pack-cache", "256MiB")) // chunks, though the directory is local
+				}()
+			}
+			wg.Wait()
+			for _, r := range results {
+				if r.err != nil {
+					t.Fatalf("node: %v\n%s%s", r.err, r.out, r.logs)
+				}
+			}
+			c.waitDone(t, ctx)
+
+			count := map[string]int{}
+			chunks, alone := 0, 0
+			for i, r := range results {
+				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("d%d.log", i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				mine := 0
+				for _, line := range strings.Split(string(b), "\n") {
+					if cols := strings.Split(line, "\t"); len(cols) == 4 && cols[0] == "0" {
+						count[cols[3]]++
+						mine++
+					}
+				}
+				if mine == 0 {
+					t.Errorf("node %d delivered nothing: its ranks never shared the epoch", i)
+				}
+				mm := chunkRe.FindStringSubmatch(r.logs)
+				if mm == nil {
+					t.Fatalf("node %d: no chunk cache figures of source p in the log:\n%s", i, r.logs)
+				}
+				c, _ := strconv.Atoi(mm[1])
+				a, _ := strconv.Atoi(mm[2])
+				stats := readStats(t, filepath.Join(dir, fmt.Sprintf("s%d.json", i)))
+				pack, _ := stats["pack"].(map[string]any)
+				if pack == nil || pack["chunks"].(float64) != float64(c) || pack["read_alone"].(float64) != float64(a) {
+					t.Errorf("node %d: --stats-json pack %v: want the packed source's %d chunks and %d read alone", i, stats["pack"], c, a)
+				}
+				chunks, alone = chunks+c, alone+a
+			}
+			for _, src := range []struct {
+				name string
+				keys []string
+			}{{"p", pkeys}, {"f", fkeys}} {
+				for _, k := range src.keys {
+					if n := count[src.name+"/"+k]; n != 1 {
+						t.Errorf("%s/%s delivered %d times, want once", src.name, k, n)
+					}
+				}
+			}
+			if len(count) != 96 {
+				t.Errorf("%d distinct samples delivered, want the 96 of both sources", len(count))
+			}
+			t.Logf("%d node(s): packed source p: %d chunk GETs and %d single GETs for 48 samples (%.3f a sample)", nodes, chunks, alone, float64(chunks+alone)/48)
+			if chunks < 6 || chunks > 6*nodes || alone > 4 {
+				t.Errorf("%d node(s): source p took %d chunk reads and %d single reads for 48 samples in blocks of %d; want one a block and node at most (6 each)", nodes, chunks, alone, block)
+			}
+		})
 	}
 }
 
