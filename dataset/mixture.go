@@ -431,6 +431,32 @@ func (m mixtureSampleStore) PrefetchSample(index int64) {
 	}
 }
 
+// PackedStores are the packed stores that read s's samples, under any
+// wrappers (Unwrap): s's own PackedStore, or a mixture's (MixtureStore)
+// packed sources', in source order; none for a store of samples that
+// are not packed. A node sets the order's block and window on each
+// (PackedStore.SetBlock) and reads their counters.
+func PackedStores(s storage.Store) []*PackedStore {
+	for s != nil {
+		switch x := s.(type) {
+		case *PackedStore:
+			return []*PackedStore{x}
+		case interface{ Catalog() *MixtureCatalog }:
+			var out []*PackedStore
+			for _, src := range x.Catalog().Sources() {
+				out = append(out, PackedStores(src.Store)...)
+			}
+			return out
+		}
+		u, ok := s.(interface{ Unwrap() storage.Store })
+		if !ok {
+			return nil
+		}
+		s = u.Unwrap()
+	}
+	return nil
+}
+
 // SplitMixtureExclusions splits an exclusion list of a mixture's keys
 // ("<source>/<key>", as a node's --quarantine writes them) into each
 // source's own keys, by source name (names, in the mixture's order); a

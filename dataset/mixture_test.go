@@ -211,3 +211,55 @@ func TestMixtureCatalogNoLabel(t *testing.T) {
 		}
 	}
 }
+
+// wrapped is a store wrapper, as a node's counting or limiting ones.
+type wrapped struct{ storage.Store }
+
+func (w wrapped) Unwrap() storage.Store { return w.Store }
+
+// TestPackedStores: a packed dataset's store is its one packed store, a
+// mixture's (under a wrapper too) its packed sources' in source order,
+// and a plain store has none.
+func TestPackedStores(t *testing.T) {
+	newPacked := func(name string) *dataset.PackedStore {
+		ps, err := dataset.NewPackedStore(storage.NewMemStore(name), &dataset.Dataset{}, dataset.PackedConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
+	}
+	a, b := newPacked("a"), newPacked("b")
+	plainCat, plainStore, _ := plainFixture(t, "plain", 3)
+	empty := dataset.DatasetCatalog(&dataset.Dataset{})
+	cat, err := dataset.NewMixtureCatalog([]dataset.MixtureSource{
+		{Name: "b", Catalog: empty, Store: b},
+		{Name: "plain", Catalog: plainCat, Store: plainStore},
+		{Name: "a", Catalog: empty, Store: wrapped{a}},
+	}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for _, tc := range []struct {
+		name  string
+		store storage.Store
+		want  []*dataset.PackedStore
+	}{
+		{"plain", storage.NewMemStore("m"), nil},
+		{"packed", a, []*dataset.PackedStore{a}},
+		{"wrapped packed", storage.NewCountingStore(b), []*dataset.PackedStore{b}},
+		{"mixture", cat.Store(), []*dataset.PackedStore{b, a}},
+		{"wrapped mixture", wrapped{cat.Store()}, []*dataset.PackedStore{b, a}},
+	} {
+		got := dataset.PackedStores(tc.store)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %d packed stores, want %d", tc.name, len(got), len(tc.want))
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: packed store %d is %s, want %s", tc.name, i, got[i], tc.want[i])
+			}
+		}
+	}
+}

@@ -7,20 +7,25 @@ import (
 	"github.com/longshore/longshore/storage"
 )
 
-// AdoptJobOrder makes a packed dataset's store (store itself, a
-// *dataset.PackedStore) read chunks of the job's order: its Block and
-// Window, which every node must share and which only the coordinator's
-// job tells a cluster node (until then samples are read one by one). It
-// reports whether anything changed; a store that is not packed, or
-// already reads the job's blocks, is left alone.
+// AdoptJobOrder makes a packed dataset's store read chunks of the job's
+// order: its Block and Window, which every node must share and which
+// only the coordinator's job tells a cluster node (until then samples
+// are read one by one). The store is the dataset's *dataset.PackedStore
+// or a mixture's, whose packed sources each read chunks of their own
+// orders' blocks, of the job's Block and Window too
+// (dataset.PackedStores). It reports whether anything changed; a store
+// that is not packed, or already reads the job's blocks, is left alone.
 func AdoptJobOrder(store storage.Store, j Job) bool {
-	ps, ok := store.(*dataset.PackedStore)
-	if !ok || ps.Block() == j.Block && ps.Window() == j.Window {
-		return false
+	changed := false
+	for _, ps := range dataset.PackedStores(store) {
+		if ps.Block() == j.Block && ps.Window() == j.Window {
+			continue
+		}
+		ps.SetBlock(j.Block)
+		ps.SetWindow(j.Window)
+		changed = true
 	}
-	ps.SetBlock(j.Block)
-	ps.SetWindow(j.Window)
-	return true
+	return changed
 }
 
 // StoreBudget applies the node's share of the job-wide store request

@@ -32,6 +32,44 @@ func TestAdoptJobOrder(t *testing.T) {
 	}
 }
 
+// TestAdoptJobOrderMixture: a mixture's store (dataset.MixtureCatalog)
+// passes the job's block and window to every packed source's store, so
+// that each reads chunks of its own order's blocks; its other sources
+// are left alone.
+func TestAdoptJobOrderMixture(t *testing.T) {
+	var packed []*dataset.PackedStore
+	var srcs []dataset.MixtureSource
+	for _, name := range []string{"p", "f", "q"} {
+		st := storage.Store(storage.NewMemStore(name))
+		ds := &dataset.Dataset{Samples: []dataset.Sample{{Key: "k"}}}
+		if name != "f" {
+			ps, err := dataset.NewPackedStore(st, ds, dataset.PackedConfig{CacheBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			packed, st = append(packed, ps), ps
+		}
+		srcs = append(srcs, dataset.MixtureSource{Name: name, Catalog: dataset.DatasetCatalog(ds), Store: st})
+	}
+	cat, err := dataset.NewMixtureCatalog(srcs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	j := Job{Block: 16, Window: 8}
+	if !AdoptJobOrder(cat.Store(), j) {
+		t.Error("a mixture with packed sources: nothing changed")
+	}
+	for i, ps := range packed {
+		if ps.Block() != 16 || ps.Window() != 8 {
+			t.Errorf("packed source %d: block %d, window %d; want the job's 16, 8", i, ps.Block(), ps.Window())
+		}
+	}
+	if AdoptJobOrder(cat.Store(), j) {
+		t.Error("the same job again: changed")
+	}
+}
+
 // budgeted is a store with a request rate (as S3's), under a wrapper.
 type budgeted struct {
 	storage.Store

@@ -184,7 +184,9 @@ type clusterMixture struct {
 // (openData; mix nil) or every source of --mixture, each as --dataset
 // would be (mix set, store its catalog's store, ds and indexed nil).
 // Until the job's order is known a packed source's samples are read one
-// by one; a mixture's stay so (its store is the mixture's).
+// by one; then each packed source reads chunks of its own order's blocks,
+// of the job's block and window (node.AdoptJobOrder, through the
+// mixture's store).
 func openClusterData(ctx context.Context, o options, logger *slog.Logger) (storage.Store, *dataset.Dataset, *dataset.IndexedManifest, dataset.PackPlan, *clusterMixture, error) {
 	if !o.mixture.on() {
 		store, ds, indexed, plan, err := openData(ctx, o, 0, 0, logger)

@@ -64,19 +64,87 @@ func storeParts(s storage.Store) (counted *storage.CountingStore, s3s *s3.Store,
 	return counted, s3s, packed
 }
 
+// packedSource is a packed store of the dataset, and the mixture source
+// it reads ("" for a dataset's own).
+type packedSource struct {
+	name string
+	ps   *dataset.PackedStore
+}
+
+// packedSources are the packed stores under the dataset's store: a
+// packed dataset's, or each packed source's of a mixture, in source
+// order (dataset.PackedStores); none for a dataset that is not packed.
+func packedSources(s storage.Store) []packedSource {
+	c := mixtureOf(s)
+	if c == nil {
+		if _, _, ps := storeParts(s); ps != nil {
+			return []packedSource{{ps: ps}}
+		}
+		return nil
+	}
+	var out []packedSource
+	for _, src := range c.Sources() {
+		for _, ps := range dataset.PackedStores(src.Store) {
+			out = append(out, packedSource{name: src.Name, ps: ps})
+		}
+	}
+	return out
+}
+
+// packStats reads the chunk caches' counters of the dataset's packed
+// stores (packedSources) for the metrics and the summary: a mixture's
+// packed sources' summed (the peak the sum of each one's peak, an upper
+// bound of the memory they held at once); nil when none is packed.
+func packStats(s storage.Store) func() dataset.PackedStats {
+	srcs := packedSources(s)
+	switch len(srcs) {
+	case 0:
+		return nil
+	case 1:
+		return srcs[0].ps.Stats
+	}
+	return func() dataset.PackedStats {
+		var t dataset.PackedStats
+		for _, src := range srcs {
+			t = addPackedStats(t, src.ps.Stats())
+		}
+		return t
+	}
+}
+
+// addPackedStats is a's and b's counters summed, field by field.
+func addPackedStats(a, b dataset.PackedStats) dataset.PackedStats {
+	a.Chunks += b.Chunks
+	a.ChunkBytes += b.ChunkBytes
+	a.Hits += b.Hits
+	a.ReadAlone += b.ReadAlone
+	a.Evictions += b.Evictions
+	a.Overflows += b.Overflows
+	a.Prefetches += b.Prefetches
+	a.Reused += b.Reused
+	a.CachedBytes += b.CachedBytes
+	a.FreeBytes += b.FreeBytes
+	a.PeakBytes += b.PeakBytes
+	a.ChunkFailures += b.ChunkFailures
+	a.ReleasedBytes += b.ReleasedBytes
+	a.Spilled += b.Spilled
+	a.SpillErrors += b.SpillErrors
+	a.CacheBytes += b.CacheBytes
+	a.SpillStaging += b.SpillStaging
+	return a
+}
+
 // startObserver starts the report (logged every --report-every, to
 // logger) and, with --metrics, the metrics server reading src (whose
 // Report it sets), with ready answering /readyz. Stop it with shutdown.
 func startObserver(o options, src pipeline.NodeSource, ready func() error, store storage.Store, logger *slog.Logger) (*observer, error) {
-	counted, s3s, packed := storeParts(store)
+	counted, s3s, _ := storeParts(store)
 	src.Store = counted
 	src.Mixture = mixtureCounts(store)
 	if s3s != nil {
 		src.S3 = s3s.Stats
 	}
-	if packed != nil {
-		src.Pack = packed.Stats
-	}
+	src.Pack = packStats(store)
 	reporter := func() *pipeline.Reporter {
 		r := &pipeline.Reporter{Ranks: src.Ranks}
 		if s3s != nil {

@@ -199,10 +199,16 @@ func runModes(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if bar != nil {
 		bar.finish()
 	}
-	if ps, ok := data.store.(*dataset.PackedStore); ok && !o.standalone {
-		st := ps.Stats()
-		logger.Info("packed dataset: chunk cache", "chunks", st.Chunks, "chunk_bytes", st.ChunkBytes, "hits", st.Hits,
-			"read_alone", st.ReadAlone, "evictions", st.Evictions, "peak_bytes", st.PeakBytes, "released_bytes", st.ReleasedBytes)
+	if !o.standalone {
+		for _, src := range packedSources(data.store) { // a mixture's packed sources each
+			st := src.ps.Stats()
+			var args []any
+			if src.name != "" {
+				args = append(args, "source", src.name)
+			}
+			logger.Info("packed dataset: chunk cache", append(args, "chunks", st.Chunks, "chunk_bytes", st.ChunkBytes, "hits", st.Hits,
+				"read_alone", st.ReadAlone, "evictions", st.Evictions, "peak_bytes", st.PeakBytes, "released_bytes", st.ReleasedBytes)...)
+		}
 	}
 	ob := obs.Load()
 	if ob == nil { // the run stopped before its ranks started

@@ -339,8 +339,8 @@ func summarize(o options, f runFacts) Summary {
 		return out
 	}}
 	var pack *dataset.PackedStats
-	if _, _, ps := storeParts(f.store); ps != nil {
-		st := ps.Stats()
+	if stats := packStats(f.store); stats != nil {
+		st := stats()
 		pack = &st
 		src.Pack = func() dataset.PackedStats { return st }
 	}
