@@ -174,6 +174,11 @@ type stream struct {
 	commits []TrailCommit
 	early   []TrailCommit
 	ends    []int64 // the Lengths of the StreamEnds sent, ascending (Trail.Ends)
+	// cuts are where the session's node says its runs were cut, from
+	// its commits (Commit.Cuts), ascending; cutsTold: its commits say
+	// (Trail.Cuts, Trail.CutsTold).
+	cuts     []int64
+	cutsTold bool
 }
 
 type segment struct {
@@ -1023,6 +1028,7 @@ func (c *Coordinator) commit(ev Commit) error {
 	if ev.Through <= seg.start || ev.Through > seg.end {
 		return fmt.Errorf("%w: commit at %d outside lease %v (%d, %d]", ErrInvalid, ev.Through, ev.Lease, seg.start, seg.end)
 	}
+	st.noteCuts(ev)
 	if i < st.cseg {
 		// An older commit than one applied (reordered): its step still
 		// tells the trail where a batch ended.

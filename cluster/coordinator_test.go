@@ -772,3 +772,53 @@ func TestShardsFollowBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestTrailKeepsCuts: where a node says its runs were cut (Commit.Cuts)
+// goes into its session's trail, whichever commit said it and in
+// whatever order they came, below the committed offset; a node that
+// does not say leaves its trail without (CutsTold false).
+func TestTrailKeepsCuts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Samples, cfg.ShardSize, cfg.Balance, cfg.BatchSize = 40, 10, Dynamic, 4
+	h := newHarness(t, cfg)
+	ids := h.join("a", 1, 2)
+	trail := func(rank string) Trail {
+		t.Helper()
+		for _, tr := range h.c.Snapshot().Epochs[0].Trails {
+			if tr.Rank == rank {
+				return tr
+			}
+		}
+		t.Fatalf("no trail of %s", rank)
+		return Trail{}
+	}
+	id, s := ids[0], h.session[ids[0]]
+	h.must(Request{Rank: id, Session: s, Epoch: 0, Through: 20})
+	l0, l1 := h.leases[id][0], h.leases[id][1]
+	// Steps 0-1 of 4 and 2 (a run's short batch ending at 10), 3 and 4
+	// from 10: commits of steps 2 (offset 10) and 4 (18), then step 0's
+	// late, and a cut past its commit's offset that no node would send.
+	h.must(Commit{Rank: id, Session: s, Epoch: 0, Lease: l0.Fence, Through: l0.End, Offset: 10, Step: 2, Cuts: []int64{10}, CutsTold: true})
+	if tr := trail(id); !tr.CutsTold || len(tr.Cuts) != 0 {
+		t.Errorf("a cut at the commit's own offset: trail cuts %v told %v, want none yet, told", tr.Cuts, tr.CutsTold)
+	}
+	h.must(Commit{Rank: id, Session: s, Epoch: 0, Lease: l1.Fence, Through: l1.Start + 8, Offset: 18, Step: 4, Cuts: []int64{10, 19}, CutsTold: true})
+	h.must(Commit{Rank: id, Session: s, Epoch: 0, Lease: l0.Fence, Through: l0.Start + 4, Offset: 4, Step: 0, CutsTold: true})
+	tr := trail(id)
+	if !tr.CutsTold || len(tr.Cuts) != 1 || tr.Cuts[0] != 10 {
+		t.Fatalf("trail cuts %v told %v, want [10] told", tr.Cuts, tr.CutsTold)
+	}
+	steps, err := TrailSteps(tr, 4)
+	want := []TrailStep{{0, 0, 4, false}, {1, 4, 4, false}, {2, 8, 2, false}, {3, 10, 4, false}, {4, 14, 4, false}}
+	if err != nil || fmt.Sprint(steps) != fmt.Sprint(want) {
+		t.Errorf("steps %v, %v; want %v", steps, err, want)
+	}
+	// An older node's commits say nothing of cuts.
+	old, so := ids[1], h.session[ids[1]]
+	h.must(Request{Rank: old, Session: so, Epoch: 0, Through: 10})
+	lo := h.leases[old][0]
+	h.must(Commit{Rank: old, Session: so, Epoch: 0, Lease: lo.Fence, Through: lo.Start + 4, Offset: 4, Step: 0})
+	if tr := trail(old); tr.CutsTold || tr.Cuts != nil {
+		t.Errorf("an older node's trail: cuts %v told %v, want none, untold", tr.Cuts, tr.CutsTold)
+	}
+}

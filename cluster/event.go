@@ -75,6 +75,14 @@ type Commit struct {
 	Through int64
 	Offset  int64
 	Step    int64 // echoed in the Ack, for the trainer's log
+	// Cuts are where the session's runs of the epoch were cut: the
+	// stream offsets, at or below Offset and ascending, at which a run
+	// ended with a short batch (RankSteps.Cuts), the only places a step
+	// held fewer positions than a batch. CutsTold says the node sent
+	// them; a node from before it did not, and what its trail answers
+	// may be uncertain where a stream end's commit was lost (TrailSteps).
+	Cuts     []int64
+	CutsTold bool
 }
 
 // Reset says the rank's trainer went back to its last acknowledged commit

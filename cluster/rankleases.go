@@ -258,10 +258,12 @@ func (r *RankLeases) Ended(e int) bool {
 }
 
 // Commit queues a Commit saying the trainer's model includes the first
-// offset positions of its epoch-e stream (step is echoed back). It does
-// nothing if offset is not past the last commit, or the epoch is
-// complete (the coordinator no longer needs commits for it).
-func (r *RankLeases) Commit(e int, offset, step int64) error {
+// offset positions of its epoch-e stream (step is echoed back); cuts are
+// where the session's runs of the epoch were cut at or below offset
+// (RankSteps.Cuts; Commit.Cuts). It does nothing if offset is not past
+// the last commit, or the epoch is complete (the coordinator no longer
+// needs commits for it).
+func (r *RankLeases) Commit(e int, offset, step int64, cuts []int64) error {
 	st := r.streams[e]
 	if st == nil || offset <= st.committed || st.complete {
 		return nil
@@ -275,6 +277,7 @@ func (r *RankLeases) Commit(e int, offset, step int64) error {
 	r.out = append(r.out, Commit{
 		Rank: r.rank, Session: r.session, Epoch: e, Lease: sg.lease,
 		Through: sg.start + offset - sg.offset, Offset: offset, Step: step,
+		Cuts: slices.Clone(cuts), CutsTold: true,
 	})
 	return nil
 }

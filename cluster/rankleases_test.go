@@ -52,14 +52,16 @@ func TestRankLeases(t *testing.T) {
 	if !reflect.DeepEqual(done, want) {
 		t.Fatalf("messages %+v, want %+v", done, want)
 	}
-	// A commit through offset 6 ends in lease 1 at position 22.
-	if err := r.Commit(0, 6, 1); err != nil {
+	// A commit through offset 6 ends in lease 1 at position 22; it says
+	// where the session's runs were cut.
+	if err := r.Commit(0, 6, 1, []int64{4}); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Messages(); !reflect.DeepEqual(got, []Event{Commit{Rank: "a/0", Session: s, Epoch: 0, Lease: l1.Fence, Through: 22, Offset: 6, Step: 1}}) {
+	if got := r.Messages(); !reflect.DeepEqual(got, []Event{Commit{Rank: "a/0", Session: s, Epoch: 0, Lease: l1.Fence, Through: 22, Offset: 6, Step: 1,
+		Cuts: []int64{4}, CutsTold: true}}) {
 		t.Fatalf("commit %+v", got)
 	}
-	if err := r.Commit(0, 8, 2); err == nil {
+	if err := r.Commit(0, 8, 2, nil); err == nil {
 		t.Error("commit beyond what was taken accepted")
 	}
 	// A StreamEnd from before the revokes does not end the stream; the

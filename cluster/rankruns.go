@@ -359,7 +359,7 @@ func (r *RankRuns) Commit(epoch int, step int64) error {
 		}
 		return nil
 	}
-	if err := r.rl.Commit(epoch, through, step); err != nil {
+	if err := r.rl.Commit(epoch, through, step, r.steps.Cuts(epoch, through)); err != nil {
 		return err
 	}
 	if w, ok := r.waiting[epoch]; !ok || w < step {

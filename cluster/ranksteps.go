@@ -126,6 +126,25 @@ func (s *RankSteps) Through(epoch int, step int64) (int64, error) {
 	return 0, fmt.Errorf("cluster: step %d of epoch %d was not delivered in this session", step, epoch)
 }
 
+// Cuts returns where the session's runs of epoch were cut at or below
+// stream offset through: the offsets, ascending, at which a run ended
+// with a short batch. Every other batch of the session's stream is a
+// full one counted from the run's base, so with them a commit's steps
+// are a pure function of the stream (what the coordinator's trail keeps
+// for lineage: Trail.Cuts).
+func (s *RankSteps) Cuts(epoch int, through int64) []int64 {
+	var out []int64
+	for _, r := range s.runs {
+		if r.Epoch != epoch || !r.Ended || r.Length%s.batch == 0 {
+			continue
+		}
+		if end := r.Base + r.Length; end <= through {
+			out = append(out, end)
+		}
+	}
+	return out
+}
+
 // Acked records that the trainer's commit of step of epoch was
 // acknowledged (in any session of this process life), or that a Welcome
 // says the coordinator holds it durable (of an earlier process life). If the session has

@@ -69,6 +69,20 @@ func TestRankStepsThrough(t *testing.T) {
 	if s.NextStep(0) != 3 || s.NextStep(1) != 2 || s.NextStep(2) != 0 {
 		t.Errorf("next steps %d %d %d, want 3 2 0", s.NextStep(0), s.NextStep(1), s.NextStep(2))
 	}
+	// Where the runs were cut, as a commit tells it: only the ends of
+	// short last batches, at or below the commit's offset (epoch 0's
+	// first run ended on a whole batch, its second short at 11).
+	for _, c := range []struct {
+		epoch   int
+		through int64
+		want    []int64
+	}{
+		{0, 8, nil}, {0, 10, nil}, {0, 11, []int64{11}}, {1, 4, nil}, {1, 6, []int64{6}}, {2, 4, nil},
+	} {
+		if got := s.Cuts(c.epoch, c.through); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Cuts(%d, %d) = %v, want %v", c.epoch, c.through, got, c.want)
+		}
+	}
 }
 
 // TestRankStepsAcrossSessions: a new session numbers each epoch on from

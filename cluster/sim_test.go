@@ -98,8 +98,11 @@ type simStats struct {
 	Lost, Cuts, Resent, LossySeeds, RecoverySteps, MaxRecovery int
 	// LineageSteps are committed steps the journal's trails answered
 	// and the check compared; UncertainSteps those they mark uncertain
-	// (a stream end's commit that never reached the coordinator).
+	// (a stream end's commit that never reached the coordinator), which
+	// only the seeds whose nodes do not tell their cuts (OldNodeSeeds)
+	// may have; OldNodeSteps the steps of those seeds' trails.
 	LineageSteps, UncertainSteps, UncertainLinked int
+	OldNodeSeeds, OldNodeSteps                    int
 }
 
 func (s *simStats) add(o simStats) {
@@ -134,6 +137,8 @@ func (s *simStats) add(o simStats) {
 	s.LineageSteps += o.LineageSteps
 	s.UncertainSteps += o.UncertainSteps
 	s.UncertainLinked += o.UncertainLinked
+	s.OldNodeSeeds += o.OldNodeSeeds
+	s.OldNodeSteps += o.OldNodeSteps
 }
 
 type simMsg struct {
@@ -225,7 +230,11 @@ type sim struct {
 	// and a node is lost with lossP, and a cut (cutP) loses everything in
 	// flight between the coordinator and one node and all it sends
 	// until cutUntil.
-	linked                              bool
+	linked bool
+	// oldNodes: the nodes' commits do not say where their runs were cut
+	// (nodes from before Commit.Cuts; one seed in 8), so the trails'
+	// steps may be uncertain.
+	oldNodes                            bool
 	lossP, cutP                         float64
 	cutUntil                            map[string]int64
 	clinks                              map[simLinkKey]*simCLink
@@ -339,6 +348,10 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	// every seed that loses messages and in some that do not (the
 	// others keep the network that reorders freely).
 	s.linked = s.lossP > 0 || s.cutP > 0 || rng.IntN(4) == 0
+	s.oldNodes = seed%8 == 0 // not drawn: the other seeds run as they did
+	if s.oldNodes {
+		s.stats.OldNodeSeeds++
+	}
 	s.cutUntil, s.clinks = map[string]int64{}, map[simLinkKey]*simCLink{}
 	if s.lossP > 0 || s.cutP > 0 {
 		s.stats.LossySeeds++
@@ -347,8 +360,8 @@ func simulate(seed uint64, log func(string, ...any)) (simStats, error) {
 	if s.c, err = NewCoordinator(cfg); err != nil {
 		return s.stats, err
 	}
-	s.logf("config %+v batch=%d every=%d delay=%d dup=%v crash=%v false=%v join=%v coord=%v lost=%v rewind=%v race=%v linked=%v loss=%v cut=%v",
-		cfg, s.batch, s.every, s.maxDelay, s.dupP, s.crashP, s.falseP, s.joinP, s.coordP, s.lostP, s.rewindP, s.raceP, s.linked, s.lossP, s.cutP)
+	s.logf("config %+v batch=%d every=%d delay=%d dup=%v crash=%v false=%v join=%v coord=%v lost=%v rewind=%v race=%v linked=%v loss=%v cut=%v old-nodes=%v",
+		cfg, s.batch, s.every, s.maxDelay, s.dupP, s.crashP, s.falseP, s.joinP, s.coordP, s.lostP, s.rewindP, s.raceP, s.linked, s.lossP, s.cutP, s.oldNodes)
 	s.handleReady() // the initial generation
 
 	for range 1 + rng.IntN(4) {
@@ -1235,11 +1248,22 @@ func (s *sim) flush(ss *simSession) {
 	if ss.rl == nil {
 		return
 	}
+	evs := ss.rl.Messages()
+	if s.oldNodes {
+		for i, ev := range evs {
+			if c, ok := ev.(Commit); ok {
+				// A node from before commits told their cuts: the wire
+				// message lacks the fields.
+				c.Cuts, c.CutsTold = nil, false
+				evs[i] = c
+			}
+		}
+	}
 	if s.linked {
-		s.linkToCoord(ss.rl.Messages(), ss)
+		s.linkToCoord(evs, ss)
 		return
 	}
-	for _, ev := range ss.rl.Messages() {
+	for _, ev := range evs {
 		s.toCoord(ev, ss)
 	}
 }
@@ -1530,7 +1554,22 @@ func (s *sim) checkLineage() {
 				s.fail("epoch %d: %v (commits %v)", e, err, t.Commits)
 				return
 			}
+			// The journal writes the trail with the commits the others
+			// imply left out: the answer must not change.
+			tt := t
+			tt.Commits = TrimCommits(t, s.batch)
+			if trimmed, err := TrailSteps(tt, s.batch); err != nil || !slices.Equal(trimmed, steps) {
+				s.fail("epoch %d: trail of %s session %v: its trimmed commits %v answer %v, %v; all of them %v", e, t.Rank, t.Session, tt.Commits, trimmed, err, steps)
+				return
+			}
 			reached[ss] = t.Committed()
+			if t.CutsTold == s.oldNodes {
+				s.fail("epoch %d: trail of %s session %v: cuts told %v, by old nodes %v", e, t.Rank, t.Session, t.CutsTold, s.oldNodes)
+				return
+			}
+			if s.oldNodes {
+				s.stats.OldNodeSteps += len(steps)
+			}
 			if stepOf[t.Rank] == nil {
 				stepOf[t.Rank] = map[int64]Fence{}
 			}
@@ -1546,6 +1585,11 @@ func (s *sim) checkLineage() {
 					s.stats.UncertainSteps++
 					if s.linked {
 						s.stats.UncertainLinked++
+					}
+					if t.CutsTold {
+						s.fail("epoch %d: %s session %v: step %d (offsets %d-%d) is uncertain, though its node told where its runs were cut (commits %v, ends %v, cuts %v)",
+							e, t.Rank, t.Session, ts.Step, ts.Offset, ts.Offset+ts.Len, t.Commits, t.Ends, t.Cuts)
+						return
 					}
 					continue
 				}

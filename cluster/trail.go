@@ -37,6 +37,14 @@ type Trail struct {
 	// them where a commit of a stream's end never reached the
 	// coordinator (its session was over first).
 	Ends []int64
+	// Cuts are where the session's node cut its runs of the epoch below
+	// its last commit: the stream offsets, ascending, at which a run
+	// ended with a short batch, as its commits told them (Commit.Cuts).
+	// CutsTold says they did (nodes from before they did, and journals
+	// from before version 6, do not); then TrailSteps numbers every step
+	// exactly, Ends aside.
+	Cuts     []int64
+	CutsTold bool
 }
 
 // TrailCommit is one commit of a trail: step Step was committed, which
@@ -57,10 +65,15 @@ func (t Trail) Committed() int64 {
 // trail returns the stream's trail: its segments through the committed
 // offset (adjacent ones merged) and its commits.
 func (st *stream) trail(rank string, session Fence) Trail {
-	t := Trail{Rank: rank, Session: session, Commits: append([]TrailCommit(nil), st.commits...)}
+	t := Trail{Rank: rank, Session: session, Commits: append([]TrailCommit(nil), st.commits...), CutsTold: st.cutsTold}
 	for _, e := range st.ends {
 		if e < st.committed {
 			t.Ends = append(t.Ends, e)
+		}
+	}
+	for _, x := range st.cuts {
+		if x < st.committed {
+			t.Cuts = append(t.Cuts, x)
 		}
 	}
 	var off int64
@@ -184,13 +197,37 @@ func spanLayouts(lo, hi int64, ends []int64, batch int64) [][]int64 {
 	return out
 }
 
+// cutLayout returns the first offsets of the steps that cover stream
+// offsets [lo, hi) in batches of size batch, a short batch ending at
+// each of cuts that lies inside.
+func cutLayout(lo, hi int64, cuts []int64, batch int64) []int64 {
+	var starts []int64
+	a := lo
+	k := sort.Search(len(cuts), func(k int) bool { return cuts[k] > lo })
+	for ; ; k++ {
+		b := hi
+		if k < len(cuts) && cuts[k] < hi {
+			b = cuts[k]
+		}
+		for o := a; o < b; o += batch {
+			starts = append(starts, o)
+		}
+		if a = b; b == hi {
+			return starts
+		}
+	}
+}
+
 // TrailSteps returns the committed steps of trail t for batch size
 // batch, in order. Between two commits the steps are the pipeline's
-// batches: full ones, except where a run of the stream ended at a stream
-// end (Ends) with a short batch, which the trainer commits; where that
-// commit is missing and the steps fit the positions more than one way,
-// the steps are marked Uncertain. It fails for a trail no session of
-// that batch size leaves.
+// batches: full ones, except where a run of the stream ended with a
+// short batch, which the trainer commits. Where the node told where its
+// runs were cut (CutsTold) that is known, and every step is exact. A
+// trail without (an older node's, or an older journal's) knows only
+// where its stream ends were (Ends): where a stream end's commit is
+// missing and the steps fit the positions more than one way, the steps
+// are marked Uncertain. It fails for a trail no session of that batch
+// size leaves.
 func TrailSteps(t Trail, batch int64) ([]TrailStep, error) {
 	if batch < 1 {
 		return nil, fmt.Errorf("cluster: trail: batch size %d", batch)
@@ -206,7 +243,14 @@ func TrailSteps(t Trail, batch int64) ([]TrailStep, error) {
 		if k0 < k1 {
 			ends = t.Ends[k0:k1]
 		}
-		layouts := spanLayouts(lo, hi, ends, batch)
+		var layouts [][]int64
+		if t.CutsTold {
+			// The node said where its runs were cut: one layout.
+			ends = nil
+			layouts = [][]int64{cutLayout(lo, hi, t.Cuts, batch)}
+		} else {
+			layouts = spanLayouts(lo, hi, ends, batch)
+		}
 		var fit [][]int64
 		for _, l := range layouts {
 			// The first span's steps are known by its commit only: any
@@ -268,6 +312,11 @@ func (ep *epoch) restoreTrails(ts []Trail) error {
 		}
 		if held != t.Committed() {
 			return fmt.Errorf("%w: epoch %d: trail of rank %q session %v holds %d positions, its commits reach %d", ErrState, ep.n, t.Rank, t.Session, held, t.Committed())
+		}
+		for k, x := range t.Cuts {
+			if x <= 0 || x >= held || k > 0 && x <= t.Cuts[k-1] {
+				return fmt.Errorf("%w: epoch %d: trail of rank %q session %v: cuts %v are not ascending in (0, %d)", ErrState, ep.n, t.Rank, t.Session, t.Cuts, held)
+			}
 		}
 	}
 	ep.trails = append([]Trail(nil), ts...)
@@ -380,6 +429,25 @@ func (l EpochLineage) Find(s Sampler, index int64) ([]ClusterHit, error) {
 		}
 	}
 	return out, nil
+}
+
+// noteCuts records where commit ev says its session's runs were cut.
+// A session's runs, once ended, stay as they are, so every commit of
+// it tells the same cuts up to its offset: they are merged, whatever
+// the order the commits arrive in.
+func (st *stream) noteCuts(ev Commit) {
+	if !ev.CutsTold {
+		return
+	}
+	st.cutsTold = true
+	for _, x := range ev.Cuts {
+		if x <= 0 || x > ev.Offset {
+			continue
+		}
+		if i, found := slices.BinarySearch(st.cuts, x); !found {
+			st.cuts = slices.Insert(st.cuts, i, x)
+		}
+	}
 }
 
 // noteCommit records commit c in the stream's trail, in offset order,

@@ -23,6 +23,18 @@ func TestTrailSteps(t *testing.T) {
 			[]TrailStep{{0, 0, 4, false}, {1, 4, 4, false}, {2, 8, 4, false}}, ""},
 		{"an end whose commit is missing: two layouts fit", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 2, Offset: 9}}, Ends: []int64{5}},
 			[]TrailStep{{0, 0, 4, false}, {1, 4, 4, true}, {2, 8, 1, true}}, ""},
+		{"the same, the node told the cut: the short batch was there", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 2, Offset: 9}}, Ends: []int64{5}, Cuts: []int64{5}, CutsTold: true},
+			[]TrailStep{{0, 0, 4, false}, {1, 4, 1, false}, {2, 5, 4, false}}, ""},
+		{"the same, the node told no cut: the run went on past the end", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 2, Offset: 9}}, Ends: []int64{5}, CutsTold: true},
+			[]TrailStep{{0, 0, 4, false}, {1, 4, 4, false}, {2, 8, 1, false}}, ""},
+		{"a first commit over a told cut: its first step follows", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 3, Offset: 9}}, Ends: []int64{5, 6}, Cuts: []int64{5}, CutsTold: true},
+			[]TrailStep{{1, 0, 4, false}, {2, 4, 1, false}, {3, 5, 4, false}}, ""},
+		{"more ends than weighed, cuts told: exact", Trail{Segs: seg(40), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 10, Offset: 40}},
+			Ends: []int64{5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22}, Cuts: []int64{6, 22}, CutsTold: true},
+			[]TrailStep{{0, 0, 4, false}, {1, 4, 2, false}, {2, 6, 4, false}, {3, 10, 4, false}, {4, 14, 4, false}, {5, 18, 4, false},
+				{6, 22, 4, false}, {7, 26, 4, false}, {8, 30, 4, false}, {9, 34, 4, false}, {10, 38, 2, false}}, ""},
+		{"a told cut the steps do not fit", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 1, Offset: 9}}, Ends: []int64{5}, Cuts: []int64{5}, CutsTold: true},
+			nil, "5 positions are not 1 steps"},
 		{"a first commit of more positions than its steps hold", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 1, Offset: 9}}}, nil, "9 positions"},
 		{"too few steps for the positions", Trail{Segs: seg(9), Commits: []TrailCommit{{Step: 0, Offset: 4}, {Step: 1, Offset: 9}}}, nil, "5 positions are not 1 steps"},
 		{"segments short of the commits", Trail{Segs: seg(7), Commits: []TrailCommit{{Step: 1, Offset: 8}}}, nil, "holds 7 positions"},
@@ -46,34 +58,56 @@ func TestTrailSteps(t *testing.T) {
 
 // TrimCommits leaves out only commits whose absence changes nothing
 // TrailSteps answers: checked over random sessions (full batches, stream
-// ends, short batches, commits every k steps).
+// ends, short batches, commits every k steps, some runs' end commits
+// lost), with the cuts told and without. Told, every step is the one
+// the session delivered.
 func TestTrimCommitsKeepsSteps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 3000 {
 		batch := 1 + rng.Int64N(8)
 		var tr Trail
+		var truth []TrailStep
 		var off, step int64
 		for range 1 + rng.IntN(6) { // runs
 			n := 1 + rng.Int64N(5*batch)
 			for k := int64(0); k < n; k += batch {
 				l := min(batch, n-k)
+				truth = append(truth, TrailStep{Step: step, Offset: off, Len: l})
 				off += l
-				if rng.IntN(3) == 0 || k+batch >= n { // commits every few steps, and each run's end
+				if rng.IntN(3) == 0 || k+batch >= n && rng.IntN(4) != 0 { // commits every few steps, and most runs' ends
 					tr.Commits = append(tr.Commits, TrailCommit{Step: step, Offset: off})
 				}
 				step++
 			}
-			if off%batch != 0 || rng.IntN(2) == 0 {
+			if n%batch != 0 {
+				tr.Cuts = append(tr.Cuts, off)
+			}
+			if n%batch != 0 || rng.IntN(2) == 0 {
 				tr.Ends = append(tr.Ends, off)
 			}
+		}
+		if len(tr.Commits) == 0 || tr.Commits[len(tr.Commits)-1].Offset != off {
+			tr.Commits = append(tr.Commits, TrailCommit{Step: step - 1, Offset: off})
 		}
 		tr.Segs = []Range{{Start: 0, End: off}}
 		for len(tr.Ends) > 0 && tr.Ends[len(tr.Ends)-1] >= off {
 			tr.Ends = tr.Ends[:len(tr.Ends)-1]
 		}
+		for len(tr.Cuts) > 0 && tr.Cuts[len(tr.Cuts)-1] >= off {
+			tr.Cuts = tr.Cuts[:len(tr.Cuts)-1]
+		}
+		tr.CutsTold = rng.IntN(2) == 0
 		want, err := TrailSteps(tr, batch)
 		if err != nil {
 			t.Fatalf("%d: %v (%+v)", i, err, tr)
+		}
+		if tr.CutsTold {
+			// The first commit fixes the first step: the steps before it
+			// that its span holds are all it knows of.
+			first := truth[len(truth)-len(want):]
+			if !reflect.DeepEqual(want, first) {
+				t.Fatalf("%d: batch %d, %+v: cuts told, steps %+v; the session's %+v", i, batch, tr, want, truth)
+			}
 		}
 		trimmed := tr
 		trimmed.Commits = TrimCommits(tr, batch)
@@ -107,5 +141,22 @@ func TestRestoreKeepsTrails(t *testing.T) {
 	bad.Epochs[0].Trails = []Trail{{Rank: "n1/0", Segs: []Range{{Start: 0, End: 3}}, Commits: tr.Commits}}
 	if _, err := Restore(cfg, bad); err == nil {
 		t.Fatal("a trail holding fewer positions than its commits reach was restored")
+	}
+	// Where the node cut its runs comes back too; cuts out of order or
+	// past the commits are refused.
+	told := tr
+	told.Cuts, told.CutsTold = []int64{3}, true
+	s.Epochs[0].Trails = []Trail{told}
+	if c, err := Restore(cfg, s); err != nil {
+		t.Fatal(err)
+	} else if got := c.Snapshot().Epochs[0].Trails; !reflect.DeepEqual(got, []Trail{told}) {
+		t.Fatalf("trails after restore %+v, want %+v", got, []Trail{told})
+	}
+	for _, cuts := range [][]int64{{4}, {0}, {2, 2}} {
+		told.Cuts = cuts
+		bad.Epochs[0].Trails = []Trail{told}
+		if _, err := Restore(cfg, bad); err == nil {
+			t.Errorf("a trail with cuts %v below offset 4 was restored", cuts)
+		}
 	}
 }

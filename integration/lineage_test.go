@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/storage"
 )
 
 // lineageAnswer is the part of longshore-lineage --json the lineage
@@ -276,6 +280,45 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 
 	// The reverse: every 8th key, each place in committed history.
 	lineageKeys(t, committed, keys, 8, ask)
+
+	// The nodes said where they cut their runs, over the wire and into
+	// the journal: no step of any trail can be uncertain.
+	journalTrailsTold(t, journalDir, 2)
+}
+
+// journalTrailsTold checks that every trail of the journal's first
+// epochs says where its node cut its runs (cluster.Trail.CutsTold).
+func journalTrailsTold(t *testing.T, journalDir string, epochs int) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := storage.NewDirStore(journalDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(ctx, journal.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := j.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ep := range epochs {
+		ts, err := j.Trails(ctx, e, ep)
+		if err != nil {
+			t.Fatalf("epoch %d: %v", ep, err)
+		}
+		for _, tr := range ts {
+			n++
+			if !tr.CutsTold {
+				t.Errorf("epoch %d: the trail of %s session %v does not say where its node cut its runs", ep, tr.Rank, tr.Session)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("the journal holds no trails")
+	}
 }
 
 // lineageBinary builds longshore-lineage once per test binary, beside the

@@ -21,9 +21,10 @@ import (
 //
 //	<root>/lineage/<job id, 16 hex digits>/epoch-<10 digits>
 //
-// magic "LSL", version 1, the job id (8 bytes little-endian), the epoch
+// magic "LSL", version 2, the job id (8 bytes little-endian), the epoch
 // and the generation it was copied from (uvarints), the trails as a
-// generation encodes them, and a CRC-32C of everything before it. A
+// generation encodes them (version 1, before journal version 6: without
+// their cuts; still read), and a CRC-32C of everything before it. A
 // write that fails is retried before the next generation is written
 // (Write fails if it still cannot be made), so the epoch's trails are
 // never dropped from the generations before they are archived.
@@ -42,19 +43,28 @@ type archive struct {
 	b     []byte
 }
 
+// archiveVersion is the archives' version: 2 with cuts, 1 without.
+const archiveVersion = 2
+
 func encodeArchive(job uint64, epoch int, gen uint64, batch int, ts []cluster.Trail) []byte {
-	b := append([]byte(archiveMagic), 1)
+	return encodeArchiveVersion(job, epoch, gen, batch, ts, archiveVersion)
+}
+
+// encodeArchiveVersion encodes an archive as version v wrote it.
+func encodeArchiveVersion(job uint64, epoch int, gen uint64, batch int, ts []cluster.Trail, v byte) []byte {
+	b := append([]byte(archiveMagic), v)
 	b = binary.LittleEndian.AppendUint64(b, job)
 	b = binary.AppendUvarint(b, uint64(epoch))
 	b = binary.AppendUvarint(b, gen)
-	b = appendTrails(b, ts, int64(batch))
+	b = appendTrails(b, ts, int64(batch), v >= 2)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 func decodeArchive(b []byte) (job uint64, epoch int, gen uint64, ts []cluster.Trail, err error) {
-	if len(b) < len(archiveMagic)+1+4 || string(b[:len(archiveMagic)]) != archiveMagic || b[len(archiveMagic)] != 1 {
-		return 0, 0, 0, nil, fmt.Errorf("%w: not a lineage archive of version 1 (%d bytes)", ErrCorrupt, len(b))
+	if len(b) < len(archiveMagic)+1+4 || string(b[:len(archiveMagic)]) != archiveMagic || b[len(archiveMagic)] < 1 || b[len(archiveMagic)] > archiveVersion {
+		return 0, 0, 0, nil, fmt.Errorf("%w: not a lineage archive of version 1 to %d (%d bytes)", ErrCorrupt, archiveVersion, len(b))
 	}
+	v := b[len(archiveMagic)]
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
 		return 0, 0, 0, nil, fmt.Errorf("%w: lineage archive checksum mismatch", ErrCorrupt)
@@ -63,7 +73,7 @@ func decodeArchive(b []byte) (job uint64, epoch int, gen uint64, ts []cluster.Tr
 	job = d.u64("job")
 	epoch = d.small("epoch")
 	gen = d.uvarint("generation")
-	ts = d.trails()
+	ts = d.trails(v >= 2)
 	if d.err == nil && len(d.b) != 0 {
 		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
 	}

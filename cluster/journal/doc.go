@@ -44,8 +44,9 @@
 // varint ranges — O(open
 // ranges), which is O(ranks) per open epoch in practice and never
 // O(samples) — its ranks' last commits and (version 5) its trails: per
-// rank session its leases through its last commit, its stream ends and
-// the commits the others do not imply (O(leases) per open epoch), then
+// rank session its leases through its last commit, its stream ends,
+// the commits the others do not imply and (version 6) where its node
+// cut its runs (O(leases) per open epoch), then
 // the gossip addresses of the members the coordinator
 // knew (so a restarted coordinator can rejoin them), and a CRC-32C of
 // everything before it. A truncated, torn or altered object fails the

@@ -42,10 +42,12 @@ const (
 	// order's window after its block, version 4 the rest of the job's
 	// identity after the window (dataset digest, batch size, epochs),
 	// version 5 each epoch's trails after its commits (cluster.Trail:
-	// what each rank session committed, which lineage reads); entries of
-	// versions 1 to 4 are still read (the window of 1 and 2 is 1: the
-	// order before windows; 1 to 3 have no digest; 1 to 4 no trails).
-	version = 5
+	// what each rank session committed, which lineage reads), version 6
+	// each trail's cuts after its commits (where its node cut its runs:
+	// cluster.Trail.Cuts); entries of versions 1 to 5 are still read
+	// (the window of 1 and 2 is 1: the order before windows; 1 to 3 have
+	// no digest; 1 to 4 no trails; 5 no cuts, CutsTold false).
+	version = 6
 	// maxDigest bounds a decoded digest's length.
 	maxDigest = 1 << 10
 	// maxCount bounds every count in a decoded entry, so a damaged object
@@ -59,7 +61,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Encode appends e's encoding to dst.
 func Encode(dst []byte, e Entry) []byte { return encodeVersion(dst, e, version) }
 
-// encodeVersion encodes e as version v wrote it (4 or 5: the tests'
+// encodeVersion encodes e as version v wrote it (4 to 6: the tests'
 // older entries are cut from version 4's).
 func encodeVersion(dst []byte, e Entry, v byte) []byte {
 	start := len(dst)
@@ -102,7 +104,7 @@ func encodeVersion(dst []byte, e Entry, v byte) []byte {
 			b = binary.AppendUvarint(b, gen)
 		}
 		if v >= 5 {
-			b = appendTrails(b, ep.Trails, int64(e.BatchSize))
+			b = appendTrails(b, ep.Trails, int64(e.BatchSize), v >= 6)
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Peers)))
@@ -287,7 +289,7 @@ func Decode(b []byte) (Entry, error) {
 			}
 		}
 		if v >= 5 {
-			es.Trails = d.trails()
+			es.Trails = d.trails(v >= 6)
 		}
 		e.State.Epochs = append(e.State.Epochs, es)
 	}
@@ -310,10 +312,13 @@ func Decode(b []byte) (Entry, error) {
 }
 
 // appendTrails writes trails: per trail its rank and session, its
-// segments as (start less the previous segment's end, length) pairs and
-// its commits as (step, offset) less the previous commit's, those the
-// others imply for the batch size left out (cluster.TrimCommits).
-func appendTrails(b []byte, ts []cluster.Trail, batch int64) []byte {
+// segments as (start less the previous segment's end, length) pairs,
+// its stream ends as differences, its commits as (step, offset) less the
+// previous commit's, those the others imply for the batch size left out
+// (cluster.TrimCommits), and with cuts (version 6 on) its cuts: 0 when
+// its node did not tell them (CutsTold false), else their count plus 1
+// and each less the one before.
+func appendTrails(b []byte, ts []cluster.Trail, batch int64, cuts bool) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ts)))
 	for _, t := range ts {
 		b = binary.AppendUvarint(b, uint64(len(t.Rank)))
@@ -341,11 +346,24 @@ func appendTrails(b []byte, ts []cluster.Trail, batch int64) []byte {
 			b = binary.AppendVarint(b, c.Offset-off)
 			step, off = c.Step, c.Offset
 		}
+		if !cuts {
+			continue
+		}
+		if !t.CutsTold {
+			b = binary.AppendUvarint(b, 0)
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(t.Cuts))+1)
+		var cut int64
+		for _, x := range t.Cuts {
+			b = binary.AppendVarint(b, x-cut)
+			cut = x
+		}
 	}
 	return b
 }
 
-func (d *decoder) trails() []cluster.Trail {
+func (d *decoder) trails(cuts bool) []cluster.Trail {
 	n := d.count("trails")
 	var out []cluster.Trail
 	for range n {
@@ -383,6 +401,18 @@ func (d *decoder) trails() []cluster.Trail {
 			step += d.varint("trail commit")
 			off += d.varint("trail commit")
 			t.Commits = append(t.Commits, cluster.TrailCommit{Step: step, Offset: off})
+		}
+		if cuts {
+			if nx := d.small("trail cuts"); nx > len(d.b)+1 {
+				d.fail("trail cuts: count out of range")
+			} else if nx > 0 {
+				t.CutsTold = true
+				var x int64
+				for range nx - 1 {
+					x += d.varint("trail cut")
+					t.Cuts = append(t.Cuts, x)
+				}
+			}
 		}
 		if d.err != nil {
 			return nil

@@ -62,6 +62,14 @@ func randState(rng *rand.Rand) cluster.State {
 				end += 1 + rng.Int64N(900)
 				t.Ends = append(t.Ends, end)
 			}
+			if rng.IntN(3) != 0 { // a node that tells its cuts
+				t.CutsTold = true
+				var cut int64
+				for range rng.IntN(3) {
+					cut += 1 + rng.Int64N(900)
+					t.Cuts = append(t.Cuts, cut)
+				}
+			}
 			es.Trails = append(es.Trails, t)
 		}
 		s.Epochs = append(s.Epochs, es)
@@ -95,6 +103,41 @@ func TestEncodeRoundTrip(t *testing.T) {
 		c[bit/8] ^= 1 << (bit % 8)
 		if _, err := Decode(c); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("%d: bit %d flipped: err %v, want ErrCorrupt", i, bit, err)
+		}
+	}
+}
+
+// Entries written before trails carried their cuts (version 5) still
+// load: their trails say nothing of cuts (CutsTold false), the rest is
+// as written. So do lineage archives of version 1.
+func TestDecodeVersion5(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 200 {
+		e := Entry{Gen: 1 + rng.Uint64N(1<<50), Job: rng.Uint64(), Written: time.Unix(0, rng.Int64()), State: randState(rng)}
+		want := e
+		want.State.Epochs = nil
+		for _, es := range e.State.Epochs {
+			es.Trails = append([]cluster.Trail(nil), es.Trails...)
+			for k := range es.Trails {
+				es.Trails[k].Cuts, es.Trails[k].CutsTold = nil, false
+			}
+			want.State.Epochs = append(want.State.Epochs, es)
+		}
+		got, err := Decode(encodeVersion(nil, e, 5))
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d: version 5:\n got %+v\nwant %+v", i, got, want)
+		}
+		for n, es := range e.State.Epochs {
+			job, epoch, gen, ts, err := decodeArchive(encodeArchiveVersion(e.Job, n, e.Gen, 0, es.Trails, 1))
+			if err != nil || job != e.Job || epoch != n || gen != e.Gen || !reflect.DeepEqual(ts, want.State.Epochs[n].Trails) {
+				t.Fatalf("%d: archive version 1 of epoch %d: %x %d %d %+v, %v; want %+v", i, n, job, epoch, gen, ts, err, want.State.Epochs[n].Trails)
+			}
+			if _, _, _, ts, err := decodeArchive(encodeArchive(e.Job, n, e.Gen, 0, es.Trails)); err != nil || !reflect.DeepEqual(ts, es.Trails) {
+				t.Fatalf("%d: archive of epoch %d: %+v, %v; want %+v", i, n, ts, err, es.Trails)
+			}
 		}
 	}
 }

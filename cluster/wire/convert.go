@@ -38,7 +38,7 @@ func EventOf(ev cluster.Event) (*Event, error) {
 	case cluster.Commit:
 		return &Event{Event: &Event_Commit{Commit: &Commit{
 			Rank: e.Rank, Session: FenceOf(e.Session), Epoch: int64(e.Epoch), Lease: FenceOf(e.Lease),
-			Through: e.Through, Offset: e.Offset, Step: e.Step}}}, nil
+			Through: e.Through, Offset: e.Offset, Step: e.Step, Cuts: e.Cuts, CutsTold: e.CutsTold}}}, nil
 	case cluster.Reset:
 		return &Event{Event: &Event_RankReset{RankReset: &RankReset{Rank: e.Rank, Session: FenceOf(e.Session)}}}, nil
 	}
@@ -60,7 +60,7 @@ func (e *Event) Cluster() cluster.Event {
 	case *Event_Commit:
 		c := m.Commit
 		return cluster.Commit{Rank: c.Rank, Session: c.Session.Cluster(), Epoch: int(c.Epoch), Lease: c.Lease.Cluster(),
-			Through: c.Through, Offset: c.Offset, Step: c.Step}
+			Through: c.Through, Offset: c.Offset, Step: c.Step, Cuts: c.Cuts, CutsTold: c.CutsTold}
 	case *Event_RankReset:
 		return cluster.Reset{Rank: m.RankReset.Rank, Session: m.RankReset.Session.Cluster()}
 	}

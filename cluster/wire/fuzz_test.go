@@ -30,6 +30,7 @@ func FuzzWire(f *testing.F) {
 		cluster.LeaseDone{Rank: "n/1", Session: fence, Lease: fence, Through: 8},
 		cluster.Commit{Rank: "n/0", Session: fence, Epoch: 2, Lease: fence, Through: 3, Offset: 64, Step: 2},
 		cluster.Reset{Rank: "n/0", Session: fence},
+		cluster.Commit{Rank: "n/0", Session: fence, Epoch: 2, Lease: fence, Through: 3, Offset: 64, Step: 9, Cuts: []int64{5, 30}, CutsTold: true},
 	} {
 		m, err := wire.EventOf(ev)
 		if err != nil {

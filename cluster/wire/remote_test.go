@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,9 @@ func testEvents() []cluster.Event {
 		cluster.Progress{Rank: "n1/0", Session: fence(1, 2), Lease: fence(1, 9), Through: 77},
 		cluster.LeaseDone{Rank: "n1/1", Session: fence(1, 3), Lease: fence(1, 10), Through: 90},
 		cluster.Commit{Rank: "n1/1", Session: fence(1, 3), Epoch: 2, Lease: fence(1, 10), Through: 88, Offset: 300, Step: 9},
+		cluster.Commit{Rank: "n1/0", Session: fence(1, 2), Epoch: 2, Lease: fence(1, 9), Through: 80, Offset: 310, Step: 40,
+			Cuts: []int64{150, 301}, CutsTold: true},
+		cluster.Commit{Rank: "n1/0", Session: fence(1, 2), Epoch: 1, Lease: fence(1, 8), Through: 8, Offset: 8, Step: 1, CutsTold: true},
 		cluster.Reset{Rank: "n1/1", Session: fence(1, 3)},
 	}
 }
@@ -166,7 +170,7 @@ func TestRemoteRoundTrip(t *testing.T) {
 		t.Errorf("events changed in transit:\n got %v\nwant %v", gotEvents, ne)
 	}
 	for i, we := range gotEvents.Events {
-		if back := we.Cluster(); back != events[i] {
+		if back := we.Cluster(); !reflect.DeepEqual(back, events[i]) {
 			t.Errorf("event %d: %+v, want %+v", i, back, events[i])
 		}
 	}

@@ -452,14 +452,20 @@ func (x *LeaseDone) GetThrough() int64 {
 }
 
 type Commit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rank          string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
-	Session       *Fence                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
-	Epoch         int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Lease         *Fence                 `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
-	Through       int64                  `protobuf:"varint,5,opt,name=through,proto3" json:"through,omitempty"`
-	Offset        int64                  `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
-	Step          int64                  `protobuf:"varint,7,opt,name=step,proto3" json:"step,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Rank    string                 `protobuf:"bytes,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Session *Fence                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	Epoch   int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Lease   *Fence                 `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
+	Through int64                  `protobuf:"varint,5,opt,name=through,proto3" json:"through,omitempty"`
+	Offset  int64                  `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
+	Step    int64                  `protobuf:"varint,7,opt,name=step,proto3" json:"step,omitempty"`
+	// cuts are where the session's runs of the epoch were cut at or below
+	// offset (the stream offsets where a run ended with a short batch,
+	// ascending); cuts_told says the node sent them (cluster.Commit.Cuts):
+	// a node from before them sends neither.
+	Cuts          []int64 `protobuf:"varint,8,rep,packed,name=cuts,proto3" json:"cuts,omitempty"`
+	CutsTold      bool    `protobuf:"varint,9,opt,name=cuts_told,json=cutsTold,proto3" json:"cuts_told,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +547,20 @@ func (x *Commit) GetStep() int64 {
 		return x.Step
 	}
 	return 0
+}
+
+func (x *Commit) GetCuts() []int64 {
+	if x != nil {
+		return x.Cuts
+	}
+	return nil
+}
+
+func (x *Commit) GetCutsTold() bool {
+	if x != nil {
+		return x.CutsTold
+	}
+	return false
 }
 
 // Event is one node -> coordinator event.
@@ -1990,7 +2010,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\x12+\n" +
 	"\x05lease\x18\x03 \x01(\v2\x15.longshore.wire.FenceR\x05lease\x12\x18\n" +
-	"\athrough\x18\x04 \x01(\x03R\athrough\"\xd6\x01\n" +
+	"\athrough\x18\x04 \x01(\x03R\athrough\"\x87\x02\n" +
 	"\x06Commit\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\tR\x04rank\x12/\n" +
 	"\asession\x18\x02 \x01(\v2\x15.longshore.wire.FenceR\asession\x12\x14\n" +
@@ -1998,7 +2018,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x05lease\x18\x04 \x01(\v2\x15.longshore.wire.FenceR\x05lease\x12\x18\n" +
 	"\athrough\x18\x05 \x01(\x03R\athrough\x12\x16\n" +
 	"\x06offset\x18\x06 \x01(\x03R\x06offset\x12\x12\n" +
-	"\x04step\x18\a \x01(\x03R\x04step\"\xa7\x02\n" +
+	"\x04step\x18\a \x01(\x03R\x04step\x12\x12\n" +
+	"\x04cuts\x18\b \x03(\x03R\x04cuts\x12\x1b\n" +
+	"\tcuts_told\x18\t \x01(\bR\bcutsTold\"\xa7\x02\n" +
 	"\x05Event\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x17.longshore.wire.RequestH\x00R\arequest\x126\n" +
 	"\bprogress\x18\x02 \x01(\v2\x18.longshore.wire.ProgressH\x00R\bprogress\x12:\n" +

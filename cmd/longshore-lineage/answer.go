@@ -24,6 +24,10 @@ type Answer struct {
 	Key         string       `json:"key,omitempty"`
 	Index       *int64       `json:"index,omitempty"`
 	Appearances []Appearance `json:"appearances,omitempty"`
+	// UnrecordedEpochs are the epochs a cluster job's --key could not
+	// look in: the journal holds no trails of them (it was written
+	// before it recorded them, or their archive is gone).
+	UnrecordedEpochs []int `json:"unrecorded_epochs,omitempty"`
 	// Note says what the answer leaves out, and why.
 	Note string `json:"note,omitempty"`
 }

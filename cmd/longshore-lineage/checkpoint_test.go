@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -159,5 +160,84 @@ func TestFields(t *testing.T) {
 		if x.Fields["caption"] != fmt.Sprintf("photo %d", i) || x.Fields["score"] != float64(i)+0.5 {
 			t.Errorf("sample %d (%s): fields %v, want caption \"photo %d\" and score %d.5", i, x.Key, x.Fields, i, i)
 		}
+	}
+}
+
+// TestClusterKeyCommittedHistory: a cluster job's --key answers from the
+// journal's trails, each appearance with the session that committed
+// it and the step the trail numbers, padding included, exactly where
+// the node told where its runs were cut. An appearance in a trail of an
+// older node (no cuts), where the steps fit more than one way, is
+// marked uncertain, in the text too, with a note. An epoch whose trails
+// the journal does not hold (a journal from before lineage records) is
+// named in the note, not a failure of the whole question.
+func TestClusterKeyCommittedHistory(t *testing.T) {
+	root := makeDataset(t, 12)
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := stores.Open(ctx, dir, s3.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(ctx, journal.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Start(ctx, journal.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	told, old := cluster.Fence{Incarnation: 1, Seq: 2}, cluster.Fence{Incarnation: 1, Seq: 3}
+	// Batch size 4. n1/0 delivered order positions 0-8: a stream end at
+	// 5 whose short batch's commit was lost, the node told the cut: steps
+	// 0 [0,4), 1 [4,5), 2 [5,9). n2/0, an older node, delivered 9-11 and
+	// padding (positions 12-17: the order's 0-5), the same commits and
+	// stream end but no cuts: steps 1 and 2 fit with a short batch at 5
+	// or without.
+	s := cluster.State{Incarnation: 1, Seq: 3, Samples: 12, Seed: 9, Block: 1, Window: 1, Epochs: []cluster.EpochState{
+		{Complete: true},
+		{
+			Committed: []cluster.Range{{Start: 0, End: 12}},
+			Trails: []cluster.Trail{
+				{Rank: "n1/0", Session: told, Segs: []cluster.Range{{Start: 0, End: 9}},
+					Commits: []cluster.TrailCommit{{Step: 0, Offset: 4}, {Step: 2, Offset: 9}}, Ends: []int64{5}, Cuts: []int64{5}, CutsTold: true},
+				{Rank: "n2/0", Session: old, Segs: []cluster.Range{{Start: 9, End: 18}},
+					Commits: []cluster.TrailCommit{{Step: 0, Offset: 4}, {Step: 2, Offset: 9}}, Ends: []int64{5}},
+			},
+		},
+	}}
+	if _, err := j.Write(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	job := []string{"--checkpoint", dir, "--dataset", root, "--batch-size", "4", "--transforms=false"}
+	// The key at order position 4 of epoch 1: n1/0's step 1, alone.
+	a := lineage(t, append(job, "--epoch", "1", "--rank", "n1/0", "--steps", "1-1")...)
+	if len(a.Steps) != 1 || len(a.Steps[0].Samples) != 1 || a.Steps[0].Uncertain || a.Steps[0].Samples[0].OrderPos != 4 {
+		t.Fatalf("n1/0 step 1: %+v, want the short batch of order position 4 alone", a.Steps)
+	}
+	key := a.Steps[0].Samples[0].Key
+	a = lineage(t, append(job, "--key", key)...)
+	want := []Appearance{
+		{Epoch: 1, Rank: -1, RankName: "n1/0", Session: told.String(), Step: 1, Slot: 0, Offset: 4},
+		{Epoch: 1, Rank: -1, RankName: "n2/0", Session: old.String(), Step: 1, Slot: 3, Offset: 7, Pad: true, Uncertain: true},
+	}
+	if !reflect.DeepEqual(a.Appearances, want) {
+		t.Errorf("--key %s: %+v\nwant %+v", key, a.Appearances, want)
+	}
+	for _, w := range []string{"uncertain", "epoch(s) 0 "} {
+		if !strings.Contains(a.Note, w) {
+			t.Errorf("--key %s: note %q does not say %q", key, a.Note, w)
+		}
+	}
+	if !reflect.DeepEqual(a.UnrecordedEpochs, []int{0}) {
+		t.Errorf("--key %s: unrecorded epochs %v, want [0]", key, a.UnrecordedEpochs)
+	}
+	text := lineageText(t, append(job, "--key", key)...)
+	if !strings.Contains(text, "step 1 slot 3 (stream offset 7) (padding) (uncertain)") || strings.Count(text, "(uncertain)") != 1 {
+		t.Errorf("--key %s: the uncertain appearance is not marked, or more are:\n%s", key, text)
+	}
+	// Asked about epoch 0 alone, there is nothing to answer from.
+	var out, errb bytes.Buffer
+	if code := run(ctx, append(job, "--key", key, "--epoch", "0"), &out, &errb); code != 1 || !strings.Contains(errb.String(), "no lineage recorded") {
+		t.Errorf("--key --epoch 0: exit %d, %q; want 1 and no lineage recorded", code, errb.String())
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/longshore/longshore/cluster"
@@ -119,8 +121,16 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 		if o.epochSet {
 			first, last = o.epoch, o.epoch
 		}
+		var notes []string
+		uncertain := false
 		for ep := first; ep <= last; ep++ {
 			l, err := lineageOf(ep)
+			if errors.Is(err, journal.ErrNoLineage) && !o.epochSet {
+				// The other epochs are answered; this one is said to be
+				// missing (asked about alone, it fails).
+				a.UnrecordedEpochs = append(a.UnrecordedEpochs, ep)
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -129,10 +139,19 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 				return nil, err
 			}
 			for _, h := range hits {
+				uncertain = uncertain || h.Uncertain
 				a.Appearances = append(a.Appearances, Appearance{Epoch: ep, Rank: -1, RankName: h.Rank, Session: h.Session.String(),
 					Step: h.Step, Slot: h.Slot, Offset: h.Offset, Pad: h.Pad, Uncertain: h.Uncertain})
 			}
 		}
+		if uncertain {
+			notes = append(notes, uncertainNote)
+		}
+		if n := len(a.UnrecordedEpochs); n > 0 {
+			notes = append(notes, fmt.Sprintf("the journal holds no record of which steps held what in epoch(s) %s (generation %d: a journal written before it recorded lineage, or the epoch's archive is gone): the key's places there are not answered",
+				joinInts(a.UnrecordedEpochs), e.Gen))
+		}
+		a.Note = strings.Join(notes, "; ")
 		return a, nil
 	}
 
@@ -167,7 +186,7 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 		}
 		step := Step{Epoch: o.epoch, Rank: -1, RankName: cs.Rank, Session: cs.Session.String(), Step: cs.Step, Uncertain: cs.Uncertain}
 		if cs.Uncertain {
-			a.Note = "a step marked uncertain lies between two commits with a stream end between them whose commit never reached the coordinator: the positions between the commits are exact, their split into those steps one of the ways that fit (docs/lineage.md)"
+			a.Note = uncertainNote
 		}
 		for _, g := range cs.Samples {
 			step.Samples = append(step.Samples, d.sample(tr, o.epoch, smp, g))
@@ -175,6 +194,18 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 		a.Steps = append(a.Steps, step)
 	}
 	return a, nil
+}
+
+// uncertainNote explains an uncertain step or appearance.
+const uncertainNote = "a step marked uncertain lies between two commits with a stream end between them whose commit never reached the coordinator, in a trail of a node that did not say where it cut its runs (or of a journal from before it recorded that): the positions between the commits are exact, their split into those steps one of the ways that fit (docs/lineage.md)"
+
+// joinInts is ns as "0, 2, 5".
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // answerClusterMixture answers for a cluster --mixture job: its sources

@@ -60,6 +60,9 @@ func write(w io.Writer, asJSON bool, a *Answer) error {
 			if h.Pad {
 				pad = " (padding)"
 			}
+			if h.Uncertain {
+				pad += " (uncertain)"
+			}
 			fmt.Fprintf(b, "  epoch %d rank %s step %d slot %d (stream offset %d)%s\n", h.Epoch, rankText(h.Rank, h.RankName, h.Session), h.Step, h.Slot, h.Offset, pad)
 		}
 	}
