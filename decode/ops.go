@@ -30,8 +30,9 @@ import (
 //
 // each followed by [| hflip(p=P)] [| vflip(p=P)] (the flips in either
 // order, drawn from their own streams whatever the geometry;
-// resize(size=N) is resize(short=N) under torchvision's name). The output side is the sample spec's
-// (Transform.Size, the node's --size), defined once: only
+// resize(size=N) is resize(short=N) under torchvision's name). The
+// output side is the sample spec's (Transform.Size, the node's --size),
+// defined once: only
 // center_crop(size=S) names it, as torchvision's CenterCrop(S) does, and
 // then it must agree with the spec's (Transform.CropSize; the node takes
 // it when --size is not given). The ops after the geometry are pixel ops on the decoded Size×Size sample, each drawing its
