@@ -70,7 +70,9 @@ type Config struct {
 	// in whole units; with DropRemainder, down), so a lease is never cut
 	// inside a unit; a rank's commit after a batch of whole units leaves
 	// its uncommitted tail whole units as well. Dynamic's steals split
-	// leases anywhere. 0 or 1: none.
+	// leases at whole units too (the Revoke's From; the rank rounds its
+	// stop up to one when it knows the unit: RankLeases.SetAlign, the
+	// node's mixture round). 0 or 1: none.
 	Align int
 	// Balance: EqualSteps (the zero value) or Dynamic.
 	Balance Balance

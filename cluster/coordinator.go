@@ -806,6 +806,14 @@ func (c *Coordinator) steal(ep *epoch, thief *rank) {
 			continue
 		}
 		from := max(lo, seg.end-take)
+		if a := int64(c.cfg.Align); a > 1 {
+			// Whole units: the victim keeps the unit it is in (the rank
+			// rounds its stop up as well, RankLeases.SetAlign); less than
+			// a unit left to take is not split.
+			if from = (from + a - 1) / a * a; from >= seg.end {
+				break
+			}
+		}
 		take -= seg.end - from
 		seg.revoking = true
 		st.revoking++

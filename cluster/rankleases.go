@@ -29,6 +29,7 @@ type RankLeases struct {
 	order   []int           // the keys of streams, ascending: Take's order
 	early   map[Fence]int64 // revokes that arrived before their grant
 	out     []Event
+	align   int64 // SetAlign's unit; <= 1: none
 }
 
 type rankStream struct {
@@ -74,6 +75,13 @@ func NewRankLeases(rs RankSession, epochs int) *RankLeases {
 		streams: make(map[int]*rankStream), early: make(map[Fence]int64),
 	}
 }
+
+// SetAlign sets the unit (Config.Align: a mixture's round) a revoked
+// lease is stopped at a whole number of: the rank stops at the first
+// unit boundary at or after the revoke's From and what it has taken, so
+// the tail it gives up, and what it keeps, are whole units (with
+// Dynamic, whose steals would otherwise cut a round). 0 or 1: none.
+func (r *RankLeases) SetAlign(unit int) { r.align = int64(unit) }
 
 // Session returns the session fence all its messages carry.
 func (r *RankLeases) Session() Fence { return r.session }
@@ -150,6 +158,9 @@ func (r *RankLeases) revoke(st *rankStream, i int, from int64) {
 		stop = l.end
 	case i == st.next:
 		stop = max(from, st.pos)
+	}
+	if a := r.align; a > 1 && i >= st.next {
+		stop = (stop + a - 1) / a * a // whole units: finish the round it is in
 	}
 	stop = min(max(stop, l.Start), l.end)
 	l.end = stop

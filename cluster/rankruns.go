@@ -23,6 +23,7 @@ type RankRuns struct {
 	epochs int
 	batch  int64
 	rl     *RankLeases // the current session's; nil between sessions
+	align  int         // SetAlign's, given to every session's RankLeases
 	steps  *RankSteps  // nil until the first session
 	ahead  []Position  // taken from rl, not yet given to the pipeline
 	acked  map[int]int64
@@ -92,6 +93,16 @@ func (r *RankRuns) Session() Fence {
 	return r.rl.Session()
 }
 
+// SetAlign sets the unit revoked leases stop at a whole number of
+// (RankLeases.SetAlign: a mixture's round), for the current session and
+// the ones after.
+func (r *RankRuns) SetAlign(unit int) {
+	r.align = unit
+	if r.rl != nil {
+		r.rl.SetAlign(unit)
+	}
+}
+
 // Leases is the current session's RankLeases (nil between sessions): the
 // shell asks it for work (Request) and sends its Messages.
 func (r *RankRuns) Leases() *RankLeases { return r.rl }
@@ -114,6 +125,7 @@ func (r *RankRuns) StartSession(s RankSession, epochs int, batch int64) {
 		r.EndSession()
 	}
 	r.rl = NewRankLeases(s, epochs)
+	r.rl.SetAlign(r.align)
 	r.epochs, r.batch = epochs, batch
 	otherBatch := r.steps != nil && r.steps.BatchSize() != batch
 	if r.steps == nil || otherBatch {

@@ -28,8 +28,9 @@ var (
 type Geometry int
 
 const (
-	// Train is torchvision's RandomResizedCrop(Size, scale, ratio) followed
-	// by RandomHorizontalFlip(FlipProb) and RandomVerticalFlip(VFlipProb).
+	// Train is torchvision's RandomResizedCrop(Size, scale, ratio).
+	// Every geometry is followed by RandomHorizontalFlip(FlipProb) and
+	// RandomVerticalFlip(VFlipProb) when those are above 0.
 	Train Geometry = iota
 	// Eval is torchvision's Resize(ResizeShort) followed by CenterCrop(Size).
 	Eval
@@ -104,10 +105,11 @@ type Transform struct {
 	// RatioMin, RatioMax (Train) bound the crop aspect ratio (width/height),
 	// drawn log-uniformly. Defaults 3/4 and 4/3, torchvision's.
 	RatioMin, RatioMax float64
-	// FlipProb (Train) is the probability of a horizontal flip. Default 0.5;
-	// 0 disables flipping.
+	// FlipProb (every geometry) is the probability of a horizontal flip
+	// of the output (RandomHorizontalFlip): the hflip op sets it (0.5
+	// when it names no p; the train preset has it). Default 0: no flip.
 	FlipProb float64
-	// VFlipProb (Train) is the probability of a vertical flip
+	// VFlipProb (every geometry) is the probability of a vertical flip
 	// (RandomVerticalFlip). Default 0: the vflip op sets it.
 	VFlipProb float64
 	// Pixel are the ops applied, in order, to the decoded Size×Size
@@ -152,7 +154,6 @@ func defaultTransform() Transform {
 		ScaleMax:    1.0,
 		RatioMin:    3.0 / 4.0,
 		RatioMax:    4.0 / 3.0,
-		FlipProb:    0.5,
 	}
 }
 
@@ -267,12 +268,12 @@ func (c Config) Validate() error {
 		if !(t.RatioMin > 0 && t.RatioMin <= t.RatioMax) {
 			bad("Transform.RatioMin %v, RatioMax %v: want 0 < min <= max", t.RatioMin, t.RatioMax)
 		}
-		if !(t.FlipProb >= 0 && t.FlipProb <= 1) {
-			bad("Transform.FlipProb %v out of [0, 1]", t.FlipProb)
-		}
-		if !(t.VFlipProb >= 0 && t.VFlipProb <= 1) {
-			bad("Transform.VFlipProb %v out of [0, 1]", t.VFlipProb)
-		}
+	}
+	if !(t.FlipProb >= 0 && t.FlipProb <= 1) {
+		bad("Transform.FlipProb %v out of [0, 1]", t.FlipProb)
+	}
+	if !(t.VFlipProb >= 0 && t.VFlipProb <= 1) {
+		bad("Transform.VFlipProb %v out of [0, 1]", t.VFlipProb)
 	}
 	for _, op := range t.Pixel {
 		if _, err := compilePixelOp(op); err != nil {

@@ -66,6 +66,12 @@ type torchvisionRef struct {
 	// from its own stream).
 	trainV []byte
 	vflips []bool
+	// evalFlip, resizeFlip: one sample per file of eval and resize each
+	// followed by the flips of flipsAfter (both drawn per file: the same
+	// streams whatever the geometry), torchvision's Resize + CenterCrop
+	// or Resize((S, S)), then F.hflip and F.vflip as drawn.
+	evalFlip, resizeFlip []byte
+	flips                [][2]bool
 	// evalF16, evalBF16: Eval as ToTensor + Normalize(fidelityMean,
 	// fidelityStd), cast by torch, the bits (float16, bfloat16), NCHW.
 	evalF16, evalBF16 []byte
@@ -75,6 +81,11 @@ type torchvisionRef struct {
 // fidelity test compares; fidelityMean and fidelityStd are ImageNet's,
 // the normalisation compared.
 const trainVOps = "random_resized_crop(scale=0.08:1,ratio=3/4:4/3)|hflip(p=0.5)|vflip(p=0.5)"
+
+// flipsAfter are the flips that follow eval and resize in the fidelity
+// test: RandomHorizontalFlip() and RandomVerticalFlip() after Resize(256)
+// + CenterCrop(224), and after Resize((224, 224)).
+const flipsAfter = "|hflip(p=0.5)|vflip(p=0.5)"
 
 var (
 	fidelityMean = [3]float64{0.485, 0.456, 0.406}
@@ -143,6 +154,7 @@ func makeTorchvisionRef() (*torchvisionRef, error) {
 		Resize int      `json:"resize"`
 		Train  [][5]int `json:"train"`
 		TrainV [][6]int `json:"trainv"`
+		Flips  [][2]int `json:"flips"`
 		Params any      `json:"params"`
 		Norm   any      `json:"normalize"`
 	}
@@ -176,6 +188,9 @@ func makeTorchvisionRef() (*torchvisionRef, error) {
 		}
 		ref.vflips = append(ref.vflips, sv.VFlip)
 		job.TrainV = append(job.TrainV, [6]int{sv.Crop.Y, sv.Crop.X, sv.Crop.H, sv.Crop.W, fl, vf})
+		se := SamplingFor(mustParse(Presets["eval"]+flipsAfter), h.width, h.height, seed)
+		ref.flips = append(ref.flips, [2]bool{se.Flip, se.VFlip})
+		job.Flips = append(job.Flips, [2]int{b2i(se.Flip), b2i(se.VFlip)})
 	}
 	tmp, err := os.MkdirTemp("", "longshore-fidelity-")
 	if err != nil {
@@ -207,6 +222,15 @@ func makeTorchvisionRef() (*torchvisionRef, error) {
 	if ref.trainV, err = os.ReadFile(filepath.Join(tmp, "trainv.u8")); err != nil {
 		return nil, err
 	}
+	if ref.evalFlip, err = os.ReadFile(filepath.Join(tmp, "evalflip.u8")); err != nil {
+		return nil, err
+	}
+	if ref.resizeFlip, err = os.ReadFile(filepath.Join(tmp, "resizeflip.u8")); err != nil {
+		return nil, err
+	}
+	if len(ref.evalFlip) != fidelityN*sample || len(ref.resizeFlip) != fidelityN*sample {
+		return nil, fmt.Errorf("torchvision_ref.py wrote %d and %d bytes of evalflip, resizeflip", len(ref.evalFlip), len(ref.resizeFlip))
+	}
 	if ref.evalF16, err = os.ReadFile(filepath.Join(tmp, "eval.f16")); err != nil {
 		return nil, err
 	}
@@ -234,6 +258,13 @@ func makeTorchvisionRef() (*torchvisionRef, error) {
 		return nil, fmt.Errorf("params.json: %d sizes, want %d", len(ref.params.Boxes), len(paramSizes))
 	}
 	return ref, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func mustParse(name string) Transform {
@@ -566,7 +597,8 @@ func measureFloats(got, want []byte, size int, l Layout, dt DType, std [3]float6
 // the bounds of TestFidelityTorchvision against torchvision, on the
 // default decoder configuration: Train with a vertical flip
 // (RandomVerticalFlip after RandomResizedCrop and RandomHorizontalFlip),
-// and Eval written as float16 and bfloat16 normalised with ImageNet's
+// Eval and Resize followed by both flips (also at full scale, every
+// value within fullScaleMaxTol), and Eval written as float16 and bfloat16 normalised with ImageNet's
 // mean and std (Normalize(ToTensor(img)) cast by torch), both layouts,
 // with the difference of each value taken in 8-bit levels (|ours -
 // torchvision| · std · 255). On the fast path at full scale every
@@ -601,6 +633,43 @@ func TestFidelityTorchvisionParams(t *testing.T) {
 		t.Errorf("%d of %d vertically flipped", vflips, fidelityN)
 	}
 	check(fmt.Sprintf("train|vflip  fast path (default), %d vflipped", vflips), measure(got, ref.trainV, sample))
+
+	// The flips after eval and resize: torchvision's Resize(256) +
+	// CenterCrop(224), and Resize((224, 224)), then RandomHorizontalFlip
+	// and RandomVerticalFlip as drawn, on the default path and at full
+	// scale (every value within fullScaleMaxTol).
+	var counts [2]int
+	for _, f := range ref.flips {
+		counts[0] += b2i(f[0])
+		counts[1] += b2i(f[1])
+	}
+	for _, n := range counts {
+		if n < fidelityN/4 || n > 3*fidelityN/4 {
+			t.Errorf("flips %v of %d", counts, fidelityN)
+		}
+	}
+	for _, g := range []struct {
+		base string
+		want []byte
+	}{{"eval", ref.evalFlip}, {"resize", ref.resizeFlip}} {
+		for _, lowres := range []bool{true, false} {
+			d, _ := newDecoderPath(t, Presets[g.base]+flipsAfter, size, NCHW, lowres, true)
+			for i, b := range ref.data {
+				info, err := d.Decode(b, ref.train[i].seed, got[i*sample:(i+1)*sample])
+				if err != nil {
+					t.Fatalf("%s: %v", ref.files[i], err)
+				}
+				if [2]bool{info.Flip, info.VFlip} != ref.flips[i] {
+					t.Fatalf("%s%s %s: decoded %+v, drew %v", g.base, flipsAfter, ref.files[i], info, ref.flips[i])
+				}
+			}
+			f := measure(got, g.want, sample)
+			check(fmt.Sprintf("%s%s fast path lowres=%v, flips %v", g.base, flipsAfter, lowres, counts), f)
+			if !lowres && f.max > fullScaleMaxTol {
+				t.Errorf("%s%s full scale: a value %d levels off, want <= %d", g.base, flipsAfter, f.max, fullScaleMaxTol)
+			}
+		}
+	}
 
 	norm := fmt.Sprintf("resize(short=256)|center_crop|normalize(mean=[%v,%v,%v],std=[%v,%v,%v])",
 		fidelityMean[0], fidelityMean[1], fidelityMean[2], fidelityStd[0], fidelityStd[1], fidelityStd[2])

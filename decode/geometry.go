@@ -85,14 +85,13 @@ func boxOf(r Rect) Box { return Box{float64(r.X), float64(r.Y), float64(r.W), fl
 // with the weights renormalised: PIL's bilinear resize, which torchvision
 // 0.14 uses on PIL images.
 type Sampling struct {
-	// Crop and Flip are what CropFor returns: Train's crop box; Eval's
+	// Crop (with Flip) is what CropFor returns: Train's crop box; Eval's
 	// Box rounded to whole pixels (for display: the samples use Box);
 	// Resize's whole image.
 	Crop Rect
-	Flip bool
-	// VFlip (Train): the sample is mirrored top to bottom, after the
-	// horizontal flip (torchvision's F.vflip of the output).
-	VFlip bool
+	// Flip, VFlip: the sample is mirrored left to right (F.hflip of the
+	// output), then top to bottom (F.vflip), after any geometry.
+	Flip, VFlip bool
 	// Box is the part of the source the output covers, exactly: Train's
 	// crop, Eval's center crop of the resized image mapped back to
 	// source pixels (fractional), Resize's whole image.
@@ -113,14 +112,16 @@ type Sampling struct {
 //     log-uniform in [RatioMin, RatioMax], sides rounded half to even; the
 //     first that fits wins, at a uniform position. Otherwise the fallback:
 //     a center crop of the whole image with its ratio clamped to the range.
-//     Flip is true with probability FlipProb, VFlip with probability
-//     VFlipProb, each from its own stream.
 //   - Eval: Resize(ResizeShort) then CenterCrop(Size): the short side
 //     resized to ResizeShort and the long one to int(ResizeShort ·
 //     long/short) (truncated), the crop's origin there at
 //     round((resized - Size)/2) (half to even, Python's round), all
 //     mapped back to source coordinates without rounding.
 //   - Resize: the whole image.
+//
+// After any of them, Flip is true with probability FlipProb and VFlip
+// with probability VFlipProb, each from its own stream (the same streams
+// whatever the geometry), so adding a flip moves no other draw.
 //
 // Box and Crop lie inside the image with sides > 0 when width and height
 // are >= 1.
@@ -129,26 +130,28 @@ func SamplingFor(t Transform, width, height int, sampleSeed uint64) Sampling {
 		return Sampling{}
 	}
 	whole := Rect{0, 0, width, height}
+	var s Sampling
 	switch t.Geometry {
 	case Train:
 		crop, _ := randomResizedCrop(t, width, height, &rng{s: sampleSeed})
-		flip := false
-		if t.FlipProb > 0 {
-			fr := rng{s: sampleSeed ^ flipSalt}
-			flip = fr.float64() < t.FlipProb
-		}
-		vflip := false
-		if t.VFlipProb > 0 {
-			vr := rng{s: sampleSeed ^ vflipSalt}
-			vflip = vr.float64() < t.VFlipProb
-		}
-		return Sampling{Crop: crop, Flip: flip, VFlip: vflip, Box: boxOf(crop), Clip: crop}
+		s = Sampling{Crop: crop, Box: boxOf(crop), Clip: crop}
 	case Eval:
 		box := centerCropBox(t, width, height)
-		return Sampling{Crop: roundBox(box, width, height), Box: box, Clip: whole}
+		s = Sampling{Crop: roundBox(box, width, height), Box: box, Clip: whole}
 	default:
-		return Sampling{Crop: whole, Box: boxOf(whole), Clip: whole}
+		s = Sampling{Crop: whole, Box: boxOf(whole), Clip: whole}
 	}
+	// The flips, after any geometry, each from its own stream: adding
+	// one moves neither the geometry's draws nor the other flip.
+	if t.FlipProb > 0 {
+		fr := rng{s: sampleSeed ^ flipSalt}
+		s.Flip = fr.float64() < t.FlipProb
+	}
+	if t.VFlipProb > 0 {
+		vr := rng{s: sampleSeed ^ vflipSalt}
+		s.VFlip = vr.float64() < t.VFlipProb
+	}
+	return s
 }
 
 // CropFor is SamplingFor's crop box and flip: for Train, the box and flip

@@ -24,13 +24,15 @@ import (
 // decoder reads only the pixels the filter needs; see SamplingFor), so
 // they are a fixed set of shapes rather than free composition:
 //
-//	random_resized_crop(scale=lo:hi, ratio=lo:hi) [| hflip(p=P)] [| vflip(p=P)]   Train
-//	resize(short=N) | center_crop [(size=S)]                                     Eval
-//	resize                                                                       Resize
+//	random_resized_crop(scale=lo:hi, ratio=lo:hi)   Train
+//	resize(short=N) | center_crop [(size=S)]       Eval
+//	resize                                         Resize
 //
-// (the flips in either order; resize(size=N) is resize(short=N) under
-// torchvision's name). The output side is the sample spec's
-// (Transform.Size, the node's --size), defined once: only
+// each followed by [| hflip(p=P)] [| vflip(p=P)] (the flips in either
+// order, drawn from their own streams whatever the geometry;
+// resize(size=N) is resize(short=N) under torchvision's name). The
+// output side is the sample spec's (Transform.Size, the node's --size),
+// defined once: only
 // center_crop(size=S) names it, as torchvision's CenterCrop(S) does, and
 // then it must agree with the spec's (Transform.CropSize; the node takes
 // it when --size is not given). The ops after the geometry are pixel ops on the decoded Size×Size sample, each drawing its
@@ -318,17 +320,10 @@ func (ops Ops) Compile() (Transform, error) {
 		}
 		return ops[i].Name
 	}
-	switch geometry() {
-	case "random_resized_crop":
-		t.Geometry = Train
-		p := readParams(ops[i], "scale", "ratio")
-		t.ScaleMin, t.ScaleMax = p.span("scale", t.ScaleMin, t.ScaleMax)
-		t.RatioMin, t.RatioMax = p.span("ratio", t.RatioMin, t.RatioMax)
-		add(p)
-		i++
-		// The flips, each at most once, in either order (they commute):
-		// RandomHorizontalFlip and RandomVerticalFlip after the crop.
-		t.FlipProb = 0
+	// The flips, each at most once, in either order (they commute):
+	// RandomHorizontalFlip and RandomVerticalFlip after the geometry,
+	// whichever it is. Without hflip, no horizontal flip.
+	flips := func() {
 		for seen := map[string]bool{}; (geometry() == "hflip" || geometry() == "vflip") && !seen[geometry()]; i++ {
 			name := geometry()
 			seen[name] = true
@@ -344,6 +339,16 @@ func (ops Ops) Compile() (Transform, error) {
 			}
 			add(p)
 		}
+	}
+	switch geometry() {
+	case "random_resized_crop":
+		t.Geometry = Train
+		p := readParams(ops[i], "scale", "ratio")
+		t.ScaleMin, t.ScaleMax = p.span("scale", t.ScaleMin, t.ScaleMax)
+		t.RatioMin, t.RatioMax = p.span("ratio", t.RatioMin, t.RatioMax)
+		add(p)
+		i++
+		flips()
 	case "resize":
 		// resize(short=N), or torchvision's own name: Resize(size=N)
 		// with one number resizes the short side to N.
@@ -354,6 +359,7 @@ func (ops Ops) Compile() (Transform, error) {
 			t.Geometry = Resize
 			add(p)
 			i++
+			flips()
 			break
 		}
 		t.Geometry = Eval
@@ -379,8 +385,9 @@ func (ops Ops) Compile() (Transform, error) {
 		}
 		add(p)
 		i++
+		flips()
 	default:
-		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop [| hflip] [| vflip], resize(short=N) | center_crop, or resize", ops.String()))
+		errs = append(errs, fmt.Errorf("decode: transform %q: it starts with its geometry, fused into the decode: random_resized_crop, resize(short=N) | center_crop, or resize, each followed by [| hflip] [| vflip]", ops.String()))
 	}
 	for ; i < len(ops); i++ {
 		if ops[i].Name == "normalize" {
@@ -405,7 +412,7 @@ func (ops Ops) Compile() (Transform, error) {
 			continue
 		}
 		if geometricOps[ops[i].Name] {
-			errs = append(errs, fmt.Errorf("decode: transform %q: op %s: the geometric ops are fused into the decode and come first, in one of the shapes random_resized_crop [| hflip] [| vflip], resize(short=N) | center_crop, or resize", ops.String(), ops[i].Name))
+			errs = append(errs, fmt.Errorf("decode: transform %q: op %s: the geometric ops are fused into the decode and come first, in one of the shapes random_resized_crop, resize(short=N) | center_crop, or resize, each followed by [| hflip] [| vflip]", ops.String(), ops[i].Name))
 			continue
 		}
 		if _, err := compilePixelOp(ops[i]); err != nil {
@@ -431,12 +438,6 @@ func (t Transform) Ops() Ops {
 	case Train:
 		ops = append(ops, Op{"random_resized_crop", []Param{
 			{"scale", num(t.ScaleMin) + ":" + num(t.ScaleMax)}, {"ratio", num(t.RatioMin) + ":" + num(t.RatioMax)}}})
-		if t.FlipProb > 0 {
-			ops = append(ops, Op{"hflip", []Param{{"p", num(t.FlipProb)}}})
-		}
-		if t.VFlipProb > 0 {
-			ops = append(ops, Op{"vflip", []Param{{"p", num(t.VFlipProb)}}})
-		}
 	case Eval:
 		crop := Op{Name: "center_crop"}
 		if t.CropSize != 0 {
@@ -445,6 +446,12 @@ func (t Transform) Ops() Ops {
 		ops = append(ops, Op{"resize", []Param{{"short", strconv.Itoa(t.ResizeShort)}}}, crop)
 	default:
 		ops = append(ops, Op{Name: "resize"})
+	}
+	if t.FlipProb > 0 {
+		ops = append(ops, Op{"hflip", []Param{{"p", num(t.FlipProb)}}})
+	}
+	if t.VFlipProb > 0 {
+		ops = append(ops, Op{"vflip", []Param{{"p", num(t.VFlipProb)}}})
 	}
 	ops = append(ops, t.Pixel...)
 	if t.Normalize {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -386,4 +387,35 @@ func TestClusterMixtureExclude(t *testing.T) {
 		}
 	}
 	t.Logf("%d distinct samples committed, %d excluded", len(committed), len(gone))
+}
+
+// TestClusterMixtureDynamic: the mixture with --balance dynamic, one of
+// four ranks five times slower, so the others steal the tails of its
+// leases: the splits fall on whole rounds (the coordinator's revoke and
+// where the rank stops), so every committed batch is still one whole
+// round holding each source in its exact count, and each epoch's
+// committed samples are exactly its positions' (checkMixture).
+func TestClusterMixtureDynamic(t *testing.T) {
+	spec, keys := mixFixture(t)
+	m, want := mixExpected(t, keys, 2)
+	j := mixJob(spec)
+	j.balance, j.shard, j.stealMin, j.minRanks = "dynamic", 64, 4, 4
+	c := startCluster(t, j)
+	c.addNode("--mixture", spec, "--mixture-schedule", mixSchedule, "--slow-ranks", "0", "--slow-factor", "5")
+	c.addMixNode(spec)
+	c.finish()
+	done := c.coordEvents("job done")
+	if len(done) != 1 {
+		t.Fatalf("job done events: %v", done)
+	}
+	revokes, _ := strconv.Atoi(done[0]["revokes"])
+	if revokes == 0 {
+		t.Fatalf("no lease was split (job done: %v): the test proves nothing", done[0])
+	}
+	h, err := readHistory(c.nodeLogs, filepath.Join(c.dir, "coord.acks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMixture(t, h, m, want)
+	t.Logf("%d lease splits", revokes)
 }

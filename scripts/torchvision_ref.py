@@ -12,6 +12,10 @@ Reads a job (JSON) and writes, into --out:
              are left out
   trainv.u8  the same for every box of job.trainv, [top, left, h, w, hflip,
              vflip], then F.vflip if vflip (when trainv is given)
+  evalflip.u8, resizeflip.u8  for every [hflip, vflip] of job.flips (when
+             given): Resize(resize) + CenterCrop(size), and Resize((size,
+             size)), each then F.hflip if hflip and F.vflip if vflip
+             (RandomHorizontalFlip and RandomVerticalFlip after them)
   eval.f16, eval.bf16  when job.normalize {"mean": [...], "std": [...]}
              is given: the Eval transform as ToTensor + Normalize(mean, std),
              cast to float16 and to bfloat16, the bits as int16 C×H×W
@@ -24,7 +28,7 @@ Reads a job (JSON) and writes, into --out:
              torch.manual_seed(params.seed)
 
 Job: {"files": [...], "size": 224, "resize": 256, "train": [...],
-      "trainv": [...], "normalize": {"mean": [...], "std": [...]},
+      "trainv": [...], "flips": [[hflip, vflip], ...], "normalize": {"mean": [...], "std": [...]},
       "params": {"sizes": [[w, h], ...], "n": 20000, "seed": 1,
                  "scale": [0.08, 1.0], "ratio": [0.75, 1.3333333333333333]}}
 
@@ -97,6 +101,20 @@ def main():
                 if vflip:
                     out = F.vflip(out)
                 tv.write(to_tensor(out).contiguous().numpy().tobytes())
+    flips = job.get("flips")
+    if flips:
+        geometries = {"evalflip": T.Compose([T.Resize(job.get("resize", 256)), T.CenterCrop(size)]),
+                      "resizeflip": T.Resize((size, size))}
+        for name, geometry in geometries.items():
+            with open(os.path.join(a.out, name + ".u8"), "wb") as fh:
+                for path, (hflip, vflip) in zip(job["files"], flips):
+                    img, _ = load(path)
+                    out = geometry(img)
+                    if hflip:
+                        out = F.hflip(out)
+                    if vflip:
+                        out = F.vflip(out)
+                    fh.write(to_tensor(out).contiguous().numpy().tobytes())
     norm = job.get("normalize")
     if norm:
         floats = T.Compose([T.Resize(job.get("resize", 256)), T.CenterCrop(size), T.ToTensor(),

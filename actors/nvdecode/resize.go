@@ -36,8 +36,8 @@ type ResizePlan struct {
 	Region decode.Rect // what the filter reads
 	Size   int
 	Layout decode.Layout
-	Flip   bool
-	X, Y   Axis // X: output columns before the flip; Y: output rows
+	Flip   bool // left to right (a kernel argument); a vertical flip is in Y's order
+	X, Y   Axis // X: output columns before the flip; Y: output rows, mirrored for a vertical flip
 }
 
 // PlanResize is the device resize of the sample of seed for a w×h
@@ -45,8 +45,28 @@ type ResizePlan struct {
 func PlanResize(t decode.Transform, layout decode.Layout, w, h int, seed uint64) ResizePlan {
 	s := decode.SamplingFor(t, w, h, seed)
 	r, x0, sx, y0, sy := s.Region(w, h, t.Size)
-	return ResizePlan{W: w, H: h, Region: r, Size: t.Size, Layout: layout, Flip: s.Flip,
+	p := ResizePlan{W: w, H: h, Region: r, Size: t.Size, Layout: layout, Flip: s.Flip,
 		X: axisTable(r.W, t.Size, x0, sx), Y: axisTable(r.H, t.Size, y0, sy)}
+	if s.VFlip {
+		// The vertical flip mirrors the rows' table (as the CPU path's
+		// scaler does): output row i takes row Size-1-i's taps, so the
+		// kernel, given the tables, needs no flag for it.
+		p.Y.mirror()
+	}
+	return p
+}
+
+// mirror reverses the order of a's outputs: output i gets output
+// len-1-i's taps and weights.
+func (a *Axis) mirror() {
+	n := len(a.First)
+	for i, j := 0, n-1; i < j; i, j = i+1, j-1 {
+		a.First[i], a.First[j] = a.First[j], a.First[i]
+		a.Count[i], a.Count[j] = a.Count[j], a.Count[i]
+		for k := range a.K {
+			a.W[i*a.K+k], a.W[j*a.K+k] = a.W[j*a.K+k], a.W[i*a.K+k]
+		}
+	}
 }
 
 // axisTable is decode/resize.c's taps for every output of an axis of n

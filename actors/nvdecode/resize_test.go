@@ -100,7 +100,8 @@ func TestDeviceResizeMatchesCPUPath(t *testing.T) {
 		layout    decode.Layout
 		lowres    bool // the CPU path's Lowres
 	}{{"train", 224, decode.NCHW, true}, {"train", 64, decode.NHWC, false}, {"eval", 224, decode.NHWC, true},
-		{"resize", 96, decode.NCHW, true}} {
+		{"resize", 96, decode.NCHW, true}, {"resize(short=256)|center_crop|hflip|vflip", 224, decode.NCHW, true},
+		{"resize|vflip(p=0.7)", 96, decode.NHWC, true}} {
 		dc := decode.DefaultConfig()
 		dc.Transform = transformOf(t, tc.transform, tc.size)
 		dc.Layout = tc.layout
@@ -259,26 +260,88 @@ func TestPutTablesLayout(t *testing.T) {
 		p := PlanResize(dc.Transform, dc.Layout, w, h, seed)
 		tab := make([]byte, p.TableBytes())
 		p.PutTables(tab)
-		n := p.Size
-		word := func(i int) uint32 { return binary.LittleEndian.Uint32(tab[4*i:]) }
-		q := p
-		q.X = Axis{First: make([]int32, n), Count: make([]int32, n), W: make([]float32, n*p.X.K), K: p.X.K}
-		q.Y = Axis{First: make([]int32, n), Count: make([]int32, n), W: make([]float32, n*p.Y.K), K: p.Y.K}
-		for i := range n { // the kernel's offsets: 0, size, 2·size, 3·size, 4·size, 4·size + size·kx
-			q.X.First[i], q.X.Count[i] = int32(word(i)), int32(word(n+i))
-			q.Y.First[i], q.Y.Count[i] = int32(word(2*n+i)), int32(word(3*n+i))
-		}
-		for i := range n * p.X.K {
-			q.X.W[i] = math.Float32frombits(word(4*n + i))
-		}
-		for i := range n * p.Y.K {
-			q.Y.W[i] = math.Float32frombits(word(4*n + n*p.X.K + i))
-		}
+		q := tablesPlan(t, p, tab)
 		a, b := make([]byte, dc.SampleBytes()), make([]byte, dc.SampleBytes())
 		p.Resize(rgb, 3*w, a)
 		q.Resize(rgb, 3*w, b)
 		if !bytes.Equal(a, b) {
 			t.Fatalf("seed %d: the packed tables resize differently", seed)
+		}
+	}
+}
+
+// tablesPlan is p with its tables read back from tab as the kernel reads
+// them (PutTables' layout); the flip flags stay p's (kernel arguments).
+func tablesPlan(t *testing.T, p ResizePlan, tab []byte) ResizePlan {
+	t.Helper()
+	n := p.Size
+	word := func(i int) uint32 { return binary.LittleEndian.Uint32(tab[4*i:]) }
+	q := p
+	q.X = Axis{First: make([]int32, n), Count: make([]int32, n), W: make([]float32, n*p.X.K), K: p.X.K}
+	q.Y = Axis{First: make([]int32, n), Count: make([]int32, n), W: make([]float32, n*p.Y.K), K: p.Y.K}
+	for i := range n { // the kernel's offsets: 0, size, 2·size, 3·size, 4·size, 4·size + size·kx
+		q.X.First[i], q.X.Count[i] = int32(word(i)), int32(word(n+i))
+		q.Y.First[i], q.Y.Count[i] = int32(word(2*n+i)), int32(word(3*n+i))
+	}
+	for i := range n * p.X.K {
+		q.X.W[i] = math.Float32frombits(word(4*n + i))
+	}
+	for i := range n * p.Y.K {
+		q.Y.W[i] = math.Float32frombits(word(4*n + n*p.X.K + i))
+	}
+	return q
+}
+
+// TestDeviceResizeFlipsMirror: the device resize's sample with hflip(p=1),
+// vflip(p=1) or both is its unflipped sample mirrored, bit for bit, after
+// every geometry (random_resized_crop, resize|center_crop, resize) and in
+// both layouts, through the twin and through the tables the kernel reads
+// (PutTables): the batch stage flips as the CPU path does.
+func TestDeviceResizeFlipsMirror(t *testing.T) {
+	rgb, w, h := fullRGB(t, read(t, "jpeg_444.jpg"))
+	const n = 24
+	pixel := func(l decode.Layout, s []byte, x, y, c int) byte {
+		if l == decode.NHWC {
+			return s[3*(y*n+x)+c]
+		}
+		return s[c*n*n+y*n+x]
+	}
+	for _, base := range []string{"random_resized_crop(scale=0.2:1)", "resize(short=30)|center_crop", "resize"} {
+		for _, l := range []decode.Layout{decode.NCHW, decode.NHWC} {
+			plain := transformOf(t, base, n)
+			for _, f := range []struct {
+				ops    string
+				hx, vy bool
+			}{{"|hflip(p=1)", true, false}, {"|vflip(p=1)", false, true}, {"|hflip(p=1)|vflip(p=1)", true, true}} {
+				flipped := transformOf(t, base+f.ops, n)
+				for seed := uint64(1); seed <= 4; seed++ {
+					a, b := make([]byte, 3*n*n), make([]byte, 3*n*n)
+					pa := PlanResize(plain, l, w, h, seed)
+					pa.Resize(rgb, 3*w, a)
+					pb := PlanResize(flipped, l, w, h, seed)
+					// Through the kernel's tables: a plan rebuilt from them.
+					tab := make([]byte, pb.TableBytes())
+					pb.PutTables(tab)
+					pb = tablesPlan(t, pb, tab)
+					pb.Resize(rgb, 3*w, b)
+					for y := range n {
+						for x := range n {
+							sx, sy := x, y
+							if f.hx {
+								sx = n - 1 - x
+							}
+							if f.vy {
+								sy = n - 1 - y
+							}
+							for c := range 3 {
+								if pixel(l, b, x, y, c) != pixel(l, a, sx, sy, c) {
+									t.Fatalf("%s%s %v seed %d: pixel (%d, %d) channel %d is %d, the unflipped sample's (%d, %d) %d", base, f.ops, l, seed, x, y, c, pixel(l, b, x, y, c), sx, sy, pixel(l, a, sx, sy, c))
+								}
+							}
+						}
+					}
+				}
+			}
 		}
 	}
 }

@@ -329,6 +329,13 @@ func (a *nodeActor) startSession(rs *rankState, s cluster.RankSession) {
 		a.fail(fmt.Errorf("agent: rank %s: pipeline: %w", rs.r.name, err))
 		return
 	}
+	// A mixture's leases are whole rounds (cluster.Config.Align), and a
+	// revoked one (--balance dynamic) stops at a round's end too.
+	align := 0
+	if a.mix != nil {
+		align = a.mix.Round()
+	}
+	rs.runs.SetAlign(align)
 	rs.runs.StartSession(s, int(j.Epochs), j.BatchSize)
 	rs.pipe = p
 	rs.r.tally.Use(p)

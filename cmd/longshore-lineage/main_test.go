@@ -462,6 +462,53 @@ func TestVFlipMatchesDeliveryLog(t *testing.T) {
 	}
 }
 
+// TestFlipsAfterEveryGeometryMatchDeliveryLog: hflip(p=0.5) and
+// vflip(p=0.5) after eval's resize|center_crop and after resize (as
+// torchvision's RandomHorizontalFlip and RandomVerticalFlip follow
+// Resize + CenterCrop or Resize((S, S))): lineage gives each sample's
+// flips, and they are the ones the node applied: the delivered pixels
+// are those of the same sample under the transform with the flips it
+// drew written in as certain (p=1) and the others left out; all four
+// combinations occur.
+func TestFlipsAfterEveryGeometryMatchDeliveryLog(t *testing.T) {
+	root := makeDataset(t, 40)
+	job := []string{"--dataset", root, "--epochs", "1", "--batch-size", "8", "--ranks", "1", "--size", "24", "--seed", "5"}
+	for _, base := range []string{"resize(short=32)|center_crop", "resize"} {
+		ops := base + "|hflip|vflip(p=0.5)"
+		log := runNode(t, append(job, "--transform", ops)...)
+		a := lineage(t, append(job, "--transform", ops, "--steps", "0-4")...)
+		fixed := map[[2]bool]*Answer{}
+		for _, hv := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			tr := base
+			if hv[0] {
+				tr += "|hflip(p=1)"
+			}
+			if hv[1] {
+				tr += "|vflip(p=1)"
+			}
+			fixed[hv] = lineage(t, append(job, "--transform", tr, "--steps", "0-4")...)
+		}
+		counts := map[[2]bool]int{}
+		logSteps(t, log, a.Steps, false, func(s Step, si, i int, x Sample, w delivered) {
+			if x.Flip == nil || x.VFlip == nil {
+				t.Fatalf("%s step %d slot %d: no flips in %+v", ops, s.Step, i, x)
+			}
+			hv := [2]bool{*x.Flip, *x.VFlip}
+			other := fixed[hv].Steps[si].Samples[i]
+			if other.Pixels != w.px || *other.Crop != *x.Crop {
+				t.Errorf("%s step %d slot %d %s: lineage says flip=%v vflip=%v, but the delivered px:%s are not that sample's (px:%s)", ops, s.Step, i, x.Key, hv[0], hv[1], w.px, other.Pixels)
+			}
+			counts[hv]++
+		})
+		if len(counts) != 4 {
+			t.Errorf("%s: flip counts %v: want all four", ops, counts)
+		}
+		if text := lineageText(t, append(job, "--transform", ops, "--step", "0")...); !strings.Contains(text, "flip=true") || !strings.Contains(text, "vflip=") {
+			t.Errorf("%s: the text answer gives no flips:\n%s", ops, text)
+		}
+	}
+}
+
 // TestPixelDrawsMatchDeliveryLog: a transform with pixel ops that draw
 // (brightness over a range, grayscale(p=0.5)): lineage gives each
 // sample's brightness factor and grayscale decision (decode.PixelDrawsFor),

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -29,16 +30,34 @@ type autotune struct {
 func registerAutotune(fs *flag.FlagSet) *autotune {
 	a := &autotune{window: time.Second}
 	fs.BoolVar(&a.on, "autotune", false, "tune the reads in flight, the decoders and the slots at run time, every --autotune-window, within --cpu-budget and --memory-budget; every change is logged (msg=autotune) and exported (longshore_autotune_*). --decoders, --fetch-concurrency and --slots are where it starts, --slots the most slots (docs/performance.md, Tuning itself)")
-	fs.Func("cpu-budget", "with --autotune: the cores the loader may use (decoders never outnumber them; a window whose process used more sheds a decoder), like 6 or 3.5; default: the host's cores", func(s string) error {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("want a number of cores above 0, like 6 or 3.5")
-		}
-		a.cores = v
-		return nil
-	})
+	fs.Var((*coresFlag)(&a.cores), "cpu-budget", "with --autotune: the cores the loader may use (decoders never outnumber them; a window whose process used more sheds a decoder), like 6 or 3.5; default (empty): the host's cores")
 	fs.DurationVar(&a.window, "autotune-window", time.Second, "with --autotune: how often the tuner measures and decides (it judges a change over 4 windows)")
 	return a
+}
+
+// coresFlag is --cpu-budget: a number of cores above 0, or empty (0)
+// for the host's. Its String is the value, so --print-config shows it
+// and its output loads back.
+type coresFlag float64
+
+func (c *coresFlag) String() string {
+	if c == nil || *c == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(float64(*c), 'g', -1, 64)
+}
+
+func (c *coresFlag) Set(s string) error {
+	if s == "" {
+		*c = 0
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("want a number of cores above 0, like 6 or 3.5")
+	}
+	*c = coresFlag(v)
+	return nil
 }
 
 // check reports what is wrong with the flags in o's mode.
