@@ -102,7 +102,10 @@ type Options struct {
 	// ProgressTimeout is a response body's progress deadline: a read of
 	// the body that waits this long for a byte abandons the attempt with
 	// ErrStalled, which is retried on a fresh connection, however much
-	// of RequestTimeout is left. Timed on Clock. 0: none.
+	// of RequestTimeout is left. Timed on Clock. 0: none. With hedging
+	// on, once hedgeWarmup bodies of a kind were read whole, the deadline
+	// is the shorter of this and 4x the p99 of their longest waits for
+	// bytes (at least 100 ms): see progressDeadline.
 	ProgressTimeout time.Duration
 
 	// VerifyChecksums checks every whole-object GET whose ETag is a plain

@@ -594,7 +594,7 @@ func (s *Store) getOnce(ctx context.Context, kind int, key string, rng *byteRang
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(gctx), ErrStalled) {
 		s.stats.stalls.Add(1)
 		deadline = s.progressDeadline(kind) // the one in force when it stalled
-		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout %v, or 4× the p99 of recent GETs; --progress-timeout)", ErrStalled, deadline, len(out), s.opts.ProgressTimeout)
+		return out, fmt.Errorf("%w: no bytes for %v after %d (ProgressTimeout %v, or 4× the p99 of the longest waits inside recent bodies; --progress-timeout)", ErrStalled, deadline, len(out), s.opts.ProgressTimeout)
 	}
 	if err != nil {
 		if errors.Is(err, ErrBadResponse) {
