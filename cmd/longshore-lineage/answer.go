@@ -45,6 +45,9 @@ type UntracedEpoch struct {
 	// Stray positions are in trails but not committed (the journal
 	// disagrees with itself).
 	Stray int64 `json:"stray,omitempty"`
+	// KeyPositions (--key) are the positions of the key's sample in the
+	// epoch among the untraced ones: committed, in a step not known.
+	KeyPositions []int64 `json:"key_positions,omitempty"`
 }
 
 // addNote adds n to the answer's note (once).

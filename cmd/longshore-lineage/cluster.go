@@ -77,6 +77,9 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 		BatchSize: int(batch), Epochs: e.Epochs, Transform: o.transform, DType: o.dtype, Size: o.size, Media: o.media}}
 	return answerClusterSteps(ctx, o, j, e, batch, a, clusterData{
 		sampler: func(epoch int) cluster.Sampler { return cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window) },
+		positions: func(epoch int, idx int64) []int64 {
+			return []int64{cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window).PositionOf(idx)}
+		},
 		find: func(key string) (int64, error) {
 			idx, err := findKey(ds, key)
 			if err != nil {
@@ -95,7 +98,10 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 type clusterData struct {
 	sampler func(epoch int) cluster.Sampler
 	find    func(key string) (int64, error) // a key's index
-	sample  func(tr *transformer, epoch int, s cluster.Sampler, g cluster.LineageSample) Sample
+	// positions are the epoch's positions that hold sample idx, padding
+	// aside.
+	positions func(epoch int, idx int64) []int64
+	sample    func(tr *transformer, epoch int, s cluster.Sampler, g cluster.LineageSample) Sample
 }
 
 // answerClusterSteps answers the question from the journal's trails,
@@ -136,7 +142,9 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 			}
 			if u, ok := untraced(e, ep, l.Trails); ok {
 				// Answered from the trails; the positions without one
-				// are said to be left out.
+				// are said to be left out, and the key's among them
+				// named.
+				u.KeyPositions = untracedPositions(cluster.EpochCommitted(s.Epochs[ep], s.Samples), l.Trails, d.positions(ep, idx))
 				a.UntracedEpochs = append(a.UntracedEpochs, u)
 			}
 			hits, err := l.Find(d.sampler(ep), idx)
@@ -153,7 +161,17 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 			notes = append(notes, uncertainNote)
 		}
 		if len(a.UntracedEpochs) > 0 {
-			notes = append(notes, untracedNote(a.UntracedEpochs)+": the key's places among them are not answered")
+			n := untracedNote(a.UntracedEpochs) + ": the key's places among them are not answered"
+			var at []string
+			for _, u := range a.UntracedEpochs {
+				for _, p := range u.KeyPositions {
+					at = append(at, fmt.Sprintf("epoch %d position %d", u.Epoch, p))
+				}
+			}
+			if len(at) > 0 {
+				n += fmt.Sprintf(" (it was committed at %s, in a step with no trail)", strings.Join(at, ", "))
+			}
+			notes = append(notes, n)
 		}
 		if n := len(a.UnrecordedEpochs); n > 0 {
 			notes = append(notes, fmt.Sprintf("the journal holds no record of which steps held what in epoch(s) %s (generation %d: a journal written before it recorded lineage, or the epoch's archive is gone): the key's places there are not answered",
@@ -254,6 +272,33 @@ func untracedNote(us []UntracedEpoch) string {
 	return strings.Join(parts, ", ") + ": " + untracedWhy
 }
 
+// untracedPositions returns the positions of ps that committed holds
+// and no trail of ts does.
+func untracedPositions(committed []cluster.Range, ts []cluster.Trail, ps []int64) []int64 {
+	in := func(rs []cluster.Range, p int64) bool {
+		for _, r := range rs {
+			if r.Start <= p && p < r.End {
+				return true
+			}
+		}
+		return false
+	}
+	var out []int64
+	for _, p := range ps {
+		if !in(committed, p) {
+			continue
+		}
+		traced := false
+		for _, t := range ts {
+			traced = traced || in(t.Segs, p)
+		}
+		if !traced {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // untracedSteps returns the steps of rank in want that got (its
 // committed steps the trails hold) lacks and that rank may have
 // committed: through its last commit in the epoch where the journal
@@ -332,8 +377,9 @@ func answerClusterMixture(ctx context.Context, o options, j *journal.Journal, e 
 	a.Job.Mode, a.Job.Checkpoint, a.Job.Generation = "cluster", o.checkpoint, e.Gen
 	a.Job.Ranks, a.Job.BatchSize, a.Job.Epochs, a.Job.DropLast = 0, int(batch), e.Epochs, false
 	return answerClusterSteps(ctx, o, j, e, batch, a, clusterData{
-		sampler: func(epoch int) cluster.Sampler { return m.mix.Epoch(epoch) },
-		find:    m.findKey,
+		sampler:   func(epoch int) cluster.Sampler { return m.mix.Epoch(epoch) },
+		positions: m.mix.PositionsOf,
+		find:      m.findKey,
 		sample: func(tr *transformer, epoch int, smp cluster.Sampler, g cluster.LineageSample) Sample {
 			return m.sample(ctx, smp.(*cluster.MixEpoch), tr, s.Seed, epoch, g)
 		},

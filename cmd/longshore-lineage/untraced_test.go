@@ -105,7 +105,8 @@ func TestClusterUntracedPositions(t *testing.T) {
 		}
 	}
 
-	// --key: the epochs and their counts are named.
+	// --key: the epochs and their counts are named, and where the key's
+	// sample was committed among them.
 	a := lineage(t, append(job, "--epoch", "0", "--rank", "n1/0", "--step", "0")...)
 	if len(a.Steps) != 1 || len(a.Steps[0].Samples) != 4 || a.Steps[0].Samples[0].OrderPos != 8 {
 		t.Fatalf("n1/0 step 0 of epoch 0: %+v, want order positions 8-11", a.Steps)
@@ -119,11 +120,16 @@ func TestClusterUntracedPositions(t *testing.T) {
 		t.Fatalf("--key: exit %d, %s", code, errs)
 	}
 	un, _ := json.Marshal(m["untraced_epochs"])
-	if string(un) != `[{"committed":12,"epoch":0,"untraced":8},{"committed":4,"epoch":1,"untraced":4}]` {
-		t.Errorf("--key: untraced_epochs %s, want epoch 0's 8 of 12 and epoch 1's 4 of 4", un)
+	// The key (index 4) is at order position 8 of epoch 0 (n1/0's step
+	// 0) and 0 of epoch 1 (committed, no trail).
+	if p := cluster.NewOrder(9, 1, 12, 1, 1).PositionOf(4); p != 0 {
+		t.Fatalf("index 4 is at position %d of epoch 1; the test wants 0", p)
+	}
+	if string(un) != `[{"committed":12,"epoch":0,"untraced":8},{"committed":4,"epoch":1,"key_positions":[0],"untraced":4}]` {
+		t.Errorf("--key: untraced_epochs %s, want epoch 0's 8 of 12 and epoch 1's 4 of 4, the key at epoch 1's position 0", un)
 	}
 	note, _ := m["note"].(string)
-	for _, want := range []string{"epoch 0: 8 of its 12 committed positions have no trail", "epoch 1: 4 of its 4", "version 4"} {
+	for _, want := range []string{"epoch 0: 8 of its 12 committed positions have no trail", "epoch 1: 4 of its 4", "version 4", "committed at epoch 1 position 0, in a step with no trail"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("--key: note %q does not say %q", note, want)
 		}
