@@ -161,7 +161,7 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 			notes = append(notes, uncertainNote)
 		}
 		if len(a.UntracedEpochs) > 0 {
-			n := untracedNote(a.UntracedEpochs) + ": the key's places among them are not answered"
+			n := untracedNote(a.UntracedEpochs) + ". The key's places among them are not answered"
 			var at []string
 			for _, u := range a.UntracedEpochs {
 				for _, p := range u.KeyPositions {
@@ -200,7 +200,7 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 			return nil, fmt.Errorf("epoch %d rank %s: step(s) %s are in no trail of the journal (generation %d) and may have held committed positions that have none: %s",
 				o.epoch, o.rankName, joinRanges(missing), e.Gen, untracedNote([]UntracedEpoch{u}))
 		}
-		a.addNote(untracedNote([]UntracedEpoch{u}) + ": the steps answered are all in trails")
+		a.addNote(untracedNote([]UntracedEpoch{u}) + ". The steps answered are all in trails")
 	}
 	if len(steps) == 0 {
 		ranks := l.Ranks()
