@@ -1527,8 +1527,8 @@ func (s *sim) check() {
 // and TrailPosition read it from the newest generation (or the archive,
 // for an epoch that completed earlier), holds the positions, samples and
 // step numbers the session's trainer got, no step of a rank is committed
-// by two sessions, and the trails reach exactly the committed prefix of
-// every session.
+// by two sessions, the trails reach exactly the committed prefix of
+// every session, and they hold exactly the epoch's committed positions.
 func (s *sim) checkLineage() {
 	if len(s.gens) == 0 {
 		return
@@ -1539,6 +1539,12 @@ func (s *sim) checkLineage() {
 		trails := es.Trails
 		if es.Complete && len(trails) == 0 {
 			trails = s.archive[e]
+		}
+		// Every committed position of the epoch is in a trail, and no
+		// other (lineage names an epoch where they are not).
+		if cv := CoverTrails(EpochCommitted(es, s.cfg.Samples), s.cfg.Samples, trails); cv.Untraced != 0 || cv.Stray != 0 {
+			s.fail("epoch %d (complete %v): the trails do not cover its committed positions: %+v", e, es.Complete, cv)
+			return
 		}
 		reached := map[*simSession]int64{}
 		order := s.cfg.Order(e)

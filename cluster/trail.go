@@ -503,3 +503,78 @@ func (st *stream) insertCommit(c TrailCommit) {
 	}
 	st.commits = slices.Insert(cs, i, c)
 }
+
+// EpochCommitted returns the real positions epoch es of a job of
+// samples positions has committed, merged and sorted: its Committed
+// ranges while it is open; once it is complete (Committed is then
+// empty), every position of [0, samples) it did not drop.
+func EpochCommitted(es EpochState, samples int64) []Range {
+	if !es.Complete {
+		return mergeRanges(append([]Range(nil), es.Committed...))
+	}
+	var out []Range
+	var at int64
+	for _, d := range mergeRanges(append([]Range(nil), es.Dropped...)) {
+		if e := min(d.Start, samples); e > at {
+			out = append(out, Range{at, e})
+		}
+		at = max(at, d.End)
+	}
+	if at < samples {
+		out = append(out, Range{at, samples})
+	}
+	return out
+}
+
+// TrailCoverage is how an epoch's trails cover the positions it
+// committed (CoverTrails).
+type TrailCoverage struct {
+	// Committed is how many real positions the epoch committed.
+	Committed int64
+	// Untraced are the committed positions no trail holds: committed
+	// before the coordinator recorded trails (a journal of version 4 or
+	// older that a newer coordinator took over in the epoch), so which
+	// rank's step held them is not known.
+	Untraced int64
+	// Stray are the real positions trails hold that the epoch does not
+	// count as committed (none, in a journal the coordinator wrote).
+	Stray int64
+}
+
+// CoverTrails compares the real positions (below samples; padding
+// aside) that trails hold with committed, an epoch's committed positions
+// (EpochCommitted): the trails of an epoch whose whole committed history
+// was recorded hold exactly them.
+func CoverTrails(committed []Range, samples int64, trails []Trail) TrailCoverage {
+	var held []Range
+	for _, t := range trails {
+		for _, r := range t.Segs {
+			if r.End = min(r.End, samples); r.Len() > 0 {
+				held = append(held, r)
+			}
+		}
+	}
+	held = mergeRanges(held)
+	committed = mergeRanges(append([]Range(nil), committed...))
+	var cv TrailCoverage
+	var nHeld, both int64
+	for _, r := range committed {
+		cv.Committed += r.Len()
+	}
+	for _, r := range held {
+		nHeld += r.Len()
+	}
+	for i, k := 0, 0; i < len(committed) && k < len(held); {
+		a, b := committed[i], held[k]
+		if lo, hi := max(a.Start, b.Start), min(a.End, b.End); hi > lo {
+			both += hi - lo
+		}
+		if a.End < b.End {
+			i++
+		} else {
+			k++
+		}
+	}
+	cv.Untraced, cv.Stray = cv.Committed-both, nHeld-both
+	return cv
+}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -158,5 +159,83 @@ func TestRestoreKeepsTrails(t *testing.T) {
 		if _, err := Restore(cfg, bad); err == nil {
 			t.Errorf("a trail with cuts %v below offset 4 was restored", cuts)
 		}
+	}
+}
+
+// TestCoverTrails: the trails of an epoch whose whole committed history
+// the coordinator recorded cover exactly its committed positions, open
+// or complete; a coordinator that took over an epoch from a state without
+// trails (a journal of version 4) leaves the positions committed before
+// it untraced, and CoverTrails counts them.
+func TestCoverTrails(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Samples, cfg.ShardSize, cfg.Epochs, cfg.BatchSize = 40, 4, 1, 4
+	// commitAll delivers and commits rank's leases of epoch 0 in order,
+	// one step a lease (the leases are 4 positions, a batch), numbering
+	// on from step first; it stops after stop leases (-1: all).
+	commitAll := func(h *harness, rank string, first int64, stop int) {
+		t.Helper()
+		h.must(Request{Rank: rank, Session: h.session[rank], Epoch: 0, Through: 1 << 40})
+		var off int64
+		for k, l := range h.leases[rank] {
+			if k == stop {
+				return
+			}
+			off += l.Len()
+			for _, ev := range []Event{
+				LeaseDone{Rank: rank, Session: h.session[rank], Lease: l.Fence, Through: l.End},
+				Commit{Rank: rank, Session: h.session[rank], Epoch: 0, Lease: l.Fence, Through: l.End, Offset: off, Step: first + int64(k), CutsTold: true},
+			} {
+				if err := h.step(ev); err != nil && !errors.Is(err, ErrStale) {
+					t.Fatalf("%T: %v", ev, err)
+				}
+			}
+		}
+	}
+	cover := func(s State) TrailCoverage {
+		es := s.Epochs[0]
+		return CoverTrails(EpochCommitted(es, s.Samples), s.Samples, es.Trails)
+	}
+
+	// A coordinator that recorded the whole epoch.
+	h := newHarness(t, cfg)
+	a := h.join("a", 1, 1)[0]
+	commitAll(h, a, 0, 3)
+	if cv := cover(h.c.Snapshot()); cv != (TrailCoverage{Committed: 12}) {
+		t.Errorf("open epoch, all recorded: %+v, want 12 committed, all traced", cv)
+	}
+	old := h.c.Snapshot()
+
+	// The same state as a journal of version 4 held it: no trails.
+	old.Epochs[0].Trails = nil
+	c, err := Restore(cfg, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := &harness{t: t, c: c, session: map[string]Fence{}, leases: map[string][]Lease{}, ends: map[string][]StreamEnd{}}
+	h2.collect()
+	b := h2.join("a", 1, 1)[0]
+	commitAll(h2, b, 3, 2)
+	if cv := cover(h2.c.Snapshot()); cv != (TrailCoverage{Committed: 20, Untraced: 12}) {
+		t.Errorf("open epoch taken over from a state without trails: %+v, want 20 committed, 12 untraced", cv)
+	}
+	commitAll(h2, b, 3, -1)
+	s := h2.c.Snapshot()
+	if !s.Epochs[0].Complete || len(s.Epochs[0].Trails) == 0 {
+		t.Fatalf("epoch not complete with its trails: %+v", s.Epochs[0])
+	}
+	if cv := cover(s); cv != (TrailCoverage{Committed: 40, Untraced: 12}) {
+		t.Errorf("complete epoch taken over from a state without trails: %+v, want 40 committed, 12 untraced", cv)
+	}
+
+	// By hand: dropped positions are not committed; padding is no
+	// position; a trail's position the epoch did not commit is stray.
+	es := EpochState{Complete: true, Dropped: []Range{{Start: 38, End: 40}}}
+	trails := []Trail{{Segs: []Range{{Start: 30, End: 39}}}, {Segs: []Range{{Start: 0, End: 10}, {Start: 40, End: 44}}}}
+	if got := EpochCommitted(es, 40); len(got) != 1 || got[0] != (Range{0, 38}) {
+		t.Errorf("committed %v, want [0, 38)", got)
+	}
+	if cv := CoverTrails(EpochCommitted(es, 40), 40, trails); cv != (TrailCoverage{Committed: 38, Untraced: 20, Stray: 1}) {
+		t.Errorf("by hand: %+v, want 38 committed, 20 untraced, 1 stray", cv)
 	}
 }

@@ -284,6 +284,42 @@ func TestLineageClusterMatchesDeliveryLog(t *testing.T) {
 	// The nodes said where they cut their runs, over the wire and into
 	// the journal: no step of any trail can be uncertain.
 	journalTrailsTold(t, journalDir, 2)
+	// The summary says so, and that every committed position of both
+	// epochs is in a trail (the coordinator's restart loses none).
+	journalSummaryTraced(t, bin, journalDir, 2)
+}
+
+// journalSummaryTraced checks that longshore-lineage --checkpoint's
+// summary says, for each of the journal's first epochs, that each of its
+// trails carries its node's cuts and that its trails hold every
+// committed position.
+func journalSummaryTraced(t *testing.T, bin, journalDir string, epochs int) {
+	t.Helper()
+	out, err := exec.Command(bin, "--checkpoint", journalDir, "--json").Output()
+	if err != nil {
+		t.Fatalf("longshore-lineage --checkpoint --json: %v", err)
+	}
+	var sum struct {
+		Epochs []struct {
+			Epoch       int   `json:"epoch"`
+			Sessions    int   `json:"sessions"`
+			WithCuts    int   `json:"trails_with_cuts"`
+			WithoutCuts int   `json:"trails_without_cuts"`
+			Untraced    int64 `json:"untraced"`
+			Committed   int64 `json:"committed"`
+		} `json:"epochs"`
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(sum.Epochs) < epochs {
+		t.Fatalf("summary of %d epochs, want %d:\n%s", len(sum.Epochs), epochs, out)
+	}
+	for _, e := range sum.Epochs[:epochs] {
+		if e.Sessions <= 0 || e.WithCuts != e.Sessions || e.WithoutCuts != 0 || e.Untraced != 0 || e.Committed == 0 {
+			t.Errorf("summary of epoch %d: %+v; want every trail with cuts and no committed position untraced", e.Epoch, e)
+		}
+	}
 }
 
 // journalTrailsTold checks that every trail of the journal's first

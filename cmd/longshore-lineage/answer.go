@@ -28,8 +28,37 @@ type Answer struct {
 	// look in: the journal holds no trails of them (it was written
 	// before it recorded them, or their archive is gone).
 	UnrecordedEpochs []int `json:"unrecorded_epochs,omitempty"`
+	// UntracedEpochs are the epochs of a cluster job's --key whose
+	// committed positions are not all in the journal's trails.
+	UntracedEpochs []UntracedEpoch `json:"untraced_epochs,omitempty"`
 	// Note says what the answer leaves out, and why.
 	Note string `json:"note,omitempty"`
+}
+
+// UntracedEpoch is an epoch of a cluster job whose trails do not hold
+// exactly its committed positions (cluster.CoverTrails).
+type UntracedEpoch struct {
+	Epoch int `json:"epoch"`
+	// Untraced of the epoch's Committed positions are in no trail.
+	Untraced  int64 `json:"untraced"`
+	Committed int64 `json:"committed"`
+	// Stray positions are in trails but not committed (the journal
+	// disagrees with itself).
+	Stray int64 `json:"stray,omitempty"`
+	// KeyPositions (--key) are the positions of the key's sample in the
+	// epoch among the untraced ones: committed, in a step not known.
+	KeyPositions []int64 `json:"key_positions,omitempty"`
+}
+
+// addNote adds n to the answer's note (once).
+func (a *Answer) addNote(n string) {
+	switch {
+	case n == "" || strings.Contains(a.Note, n):
+	case a.Note == "":
+		a.Note = n
+	default:
+		a.Note += "; " + n
+	}
 }
 
 // Job is the job's layout: a standalone job's from its flags, a cluster
@@ -330,11 +359,11 @@ func answer(ctx context.Context, o options) (*Answer, error) {
 // transform, or nil with the reason in a.Note.
 func openTransformer(o options, a *Answer) (*transformer, error) {
 	if !o.transforms {
-		a.Note = "--transforms=false: no sample was read, so no crop box, flip or pixel digest"
+		a.addNote("--transforms=false: no sample was read, so no crop box, flip or pixel digest")
 		return nil, nil
 	}
 	tr, note, err := newTransformer(o)
-	a.Note = note
+	a.addNote(note)
 	return tr, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -29,6 +30,19 @@ type CheckpointEpoch struct {
 	// Sessions is how many rank sessions committed in the epoch
 	// (its trails); -1: not recorded (a journal before version 5).
 	Sessions int `json:"sessions"`
+	// WithCuts of them said where their node cut its runs, WithoutCuts
+	// did not (an older node's, or a journal before version 6): only
+	// their steps can be uncertain.
+	WithCuts    int `json:"trails_with_cuts"`
+	WithoutCuts int `json:"trails_without_cuts"`
+	// Untraced is how many of the epoch's committed positions no trail
+	// holds (all of them where its trails are not recorded); Stray how
+	// many positions trails hold that the epoch did not commit.
+	Untraced int64 `json:"untraced"`
+	Stray    int64 `json:"stray,omitempty"`
+	// CommittedAll is every position the epoch committed (a complete
+	// epoch's too), what Untraced is out of.
+	CommittedAll int64 `json:"committed"`
 }
 
 // CheckpointCommit is a rank's last commit in an epoch.
@@ -52,9 +66,19 @@ func checkpoint(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		Window: e.State.Window, BatchSize: e.BatchSize}
 	for n, es := range e.State.Epochs {
 		ce := CheckpointEpoch{Epoch: n, Complete: es.Complete, Sessions: -1}
-		if ts, err := j.Trails(ctx, e, n); err == nil {
-			ce.Sessions = len(ts)
+		var ts []cluster.Trail
+		if t, err := j.Trails(ctx, e, n); err == nil {
+			ts, ce.Sessions = t, len(t)
+			for _, t := range ts {
+				if t.CutsTold {
+					ce.WithCuts++
+				} else {
+					ce.WithoutCuts++
+				}
+			}
 		}
+		cv := cluster.CoverTrails(cluster.EpochCommitted(es, e.State.Samples), e.State.Samples, ts)
+		ce.Untraced, ce.Stray, ce.CommittedAll = cv.Untraced, cv.Stray, cv.Committed
 		for _, r := range es.Committed {
 			ce.Committed += r.Len()
 		}
@@ -83,10 +107,24 @@ func printCheckpoint(w io.Writer, asJSON bool, c Checkpoint) error {
 		} else {
 			fmt.Fprintf(w, "epoch %d: %d positions committed", e.Epoch, e.Committed)
 		}
-		if e.Sessions >= 0 {
-			fmt.Fprintf(w, ", %d rank session(s) committed steps\n", e.Sessions)
-		} else {
+		if e.Sessions < 0 {
 			fmt.Fprintf(w, ", which steps held what not recorded (a journal from before lineage records)\n")
+		} else {
+			fmt.Fprintf(w, ", %d rank session(s) committed steps", e.Sessions)
+			if e.Sessions > 0 {
+				its := "their"
+				if e.WithoutCuts == 1 {
+					its = "its"
+				}
+				fmt.Fprintf(w, ": %d said where their node cut its runs, %d did not", e.WithCuts, e.WithoutCuts)
+				if e.WithoutCuts > 0 {
+					fmt.Fprintf(w, " (%s steps may be uncertain)", its)
+				}
+			}
+			if e.Untraced > 0 || e.Stray > 0 {
+				fmt.Fprintf(w, "; %s: %s", untracedCount(UntracedEpoch{Epoch: e.Epoch, Untraced: e.Untraced, Committed: e.CommittedAll, Stray: e.Stray}), untracedWhy)
+			}
+			fmt.Fprintln(w)
 		}
 		for _, rc := range e.Commits {
 			fmt.Fprintf(w, "  rank %s: last commit step %d (stream offset %d, generation %d)\n", rc.Rank, rc.Step, rc.Offset, rc.Gen)

@@ -77,6 +77,9 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 		BatchSize: int(batch), Epochs: e.Epochs, Transform: o.transform, DType: o.dtype, Size: o.size, Media: o.media}}
 	return answerClusterSteps(ctx, o, j, e, batch, a, clusterData{
 		sampler: func(epoch int) cluster.Sampler { return cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window) },
+		positions: func(epoch int, idx int64) []int64 {
+			return []int64{cluster.NewOrder(s.Seed, epoch, n, s.Block, s.Window).PositionOf(idx)}
+		},
 		find: func(key string) (int64, error) {
 			idx, err := findKey(ds, key)
 			if err != nil {
@@ -95,7 +98,10 @@ func answerCluster(ctx context.Context, o options) (*Answer, error) {
 type clusterData struct {
 	sampler func(epoch int) cluster.Sampler
 	find    func(key string) (int64, error) // a key's index
-	sample  func(tr *transformer, epoch int, s cluster.Sampler, g cluster.LineageSample) Sample
+	// positions are the epoch's positions that hold sample idx, padding
+	// aside.
+	positions func(epoch int, idx int64) []int64
+	sample    func(tr *transformer, epoch int, s cluster.Sampler, g cluster.LineageSample) Sample
 }
 
 // answerClusterSteps answers the question from the journal's trails,
@@ -134,6 +140,13 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 			if err != nil {
 				return nil, err
 			}
+			if u, ok := untraced(e, ep, l.Trails); ok {
+				// Answered from the trails; the positions without one
+				// are said to be left out, and the key's among them
+				// named.
+				u.KeyPositions = untracedPositions(cluster.EpochCommitted(s.Epochs[ep], s.Samples), l.Trails, d.positions(ep, idx))
+				a.UntracedEpochs = append(a.UntracedEpochs, u)
+			}
 			hits, err := l.Find(d.sampler(ep), idx)
 			if err != nil {
 				return nil, err
@@ -147,11 +160,26 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 		if uncertain {
 			notes = append(notes, uncertainNote)
 		}
+		if len(a.UntracedEpochs) > 0 {
+			n := untracedNote(a.UntracedEpochs) + ". The key's places among them are not answered"
+			var at []string
+			for _, u := range a.UntracedEpochs {
+				for _, p := range u.KeyPositions {
+					at = append(at, fmt.Sprintf("epoch %d position %d", u.Epoch, p))
+				}
+			}
+			if len(at) > 0 {
+				n += fmt.Sprintf(" (it was committed at %s, in a step with no trail)", strings.Join(at, ", "))
+			}
+			notes = append(notes, n)
+		}
 		if n := len(a.UnrecordedEpochs); n > 0 {
 			notes = append(notes, fmt.Sprintf("the journal holds no record of which steps held what in epoch(s) %s (generation %d: a journal written before it recorded lineage, or the epoch's archive is gone): the key's places there are not answered",
 				joinInts(a.UnrecordedEpochs), e.Gen))
 		}
-		a.Note = strings.Join(notes, "; ")
+		for _, n := range notes {
+			a.addNote(n)
+		}
 		return a, nil
 	}
 
@@ -163,6 +191,16 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 	steps, err := l.Steps(smp, o.rankName, o.steps.First, o.steps.Last)
 	if err != nil {
 		return nil, err
+	}
+	if u, ok := untraced(e, o.epoch, l.Trails); ok {
+		// A step asked about that no trail holds may be among the
+		// positions committed without one: not answered, and not left
+		// out in silence either.
+		if missing := untracedSteps(s.Epochs[o.epoch], o.rankName, o.steps, steps); len(missing) > 0 {
+			return nil, fmt.Errorf("epoch %d rank %s: step(s) %s are in no trail of the journal (generation %d) and may have held committed positions that have none: %s",
+				o.epoch, o.rankName, joinRanges(missing), e.Gen, untracedNote([]UntracedEpoch{u}))
+		}
+		a.addNote(untracedNote([]UntracedEpoch{u}) + ". The steps answered are all in trails")
 	}
 	if len(steps) == 0 {
 		ranks := l.Ranks()
@@ -186,7 +224,7 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 		}
 		step := Step{Epoch: o.epoch, Rank: -1, RankName: cs.Rank, Session: cs.Session.String(), Step: cs.Step, Uncertain: cs.Uncertain}
 		if cs.Uncertain {
-			a.Note = uncertainNote
+			a.addNote(uncertainNote)
 		}
 		for _, g := range cs.Samples {
 			step.Samples = append(step.Samples, d.sample(tr, o.epoch, smp, g))
@@ -198,6 +236,114 @@ func answerClusterSteps(ctx context.Context, o options, j *journal.Journal, e jo
 
 // uncertainNote explains an uncertain step or appearance.
 const uncertainNote = "a step marked uncertain lies between two commits with a stream end between them whose commit never reached the coordinator, in a trail of a node that did not say where it cut its runs (or of a journal from before it recorded that): the positions between the commits are exact, their split into those steps one of the ways that fit (docs/lineage.md)"
+
+// untraced returns how epoch's trails ts (of journal entry e) fall
+// short of its committed positions, ok when they do not hold exactly
+// them.
+func untraced(e journal.Entry, epoch int, ts []cluster.Trail) (UntracedEpoch, bool) {
+	s := e.State
+	if epoch < 0 || epoch >= len(s.Epochs) {
+		return UntracedEpoch{}, false
+	}
+	cv := cluster.CoverTrails(cluster.EpochCommitted(s.Epochs[epoch], s.Samples), s.Samples, ts)
+	return UntracedEpoch{Epoch: epoch, Untraced: cv.Untraced, Committed: cv.Committed, Stray: cv.Stray}, cv.Untraced > 0 || cv.Stray > 0
+}
+
+// untracedWhy says why committed positions have no trail.
+const untracedWhy = "committed before the coordinator recorded trails (as where one took over the epoch from a journal of version 4 or older, which records none), so which rank's steps held them is not known (docs/lineage.md)"
+
+// untracedCount says how many of u's epoch's committed positions have
+// no trail (and how many its trails hold that it did not commit).
+func untracedCount(u UntracedEpoch) string {
+	p := fmt.Sprintf("%d of its %d committed positions have no trail", u.Untraced, u.Committed)
+	if u.Stray > 0 {
+		p += fmt.Sprintf(", and its trails hold %d positions it did not commit (the journal disagrees with itself)", u.Stray)
+	}
+	return p
+}
+
+// untracedNote names the epochs of us and their positions without a
+// trail, and why.
+func untracedNote(us []UntracedEpoch) string {
+	var parts []string
+	for _, u := range us {
+		parts = append(parts, fmt.Sprintf("epoch %d: %s", u.Epoch, untracedCount(u)))
+	}
+	return strings.Join(parts, ", ") + ": " + untracedWhy
+}
+
+// untracedPositions returns the positions of ps that committed holds
+// and no trail of ts does.
+func untracedPositions(committed []cluster.Range, ts []cluster.Trail, ps []int64) []int64 {
+	in := func(rs []cluster.Range, p int64) bool {
+		for _, r := range rs {
+			if r.Start <= p && p < r.End {
+				return true
+			}
+		}
+		return false
+	}
+	var out []int64
+	for _, p := range ps {
+		if !in(committed, p) {
+			continue
+		}
+		traced := false
+		for _, t := range ts {
+			traced = traced || in(t.Segs, p)
+		}
+		if !traced {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// untracedSteps returns the steps of rank in want that got (its
+// committed steps the trails hold) lacks and that rank may have
+// committed: through its last commit in the epoch where the journal
+// keeps the ranks' last commits (an open epoch, or the one completed
+// last), else all of them.
+func untracedSteps(es cluster.EpochState, rank string, want stepRange, got []cluster.ClusterStep) []int64 {
+	last := want.Last
+	if len(es.Commits) > 0 {
+		last = -1
+		for _, rc := range es.Commits {
+			if rc.Rank == rank {
+				last = min(want.Last, rc.Step)
+			}
+		}
+	}
+	held := map[int64]bool{}
+	for _, cs := range got {
+		held[cs.Step] = true
+	}
+	var out []int64
+	for st := want.First; st <= last; st++ {
+		if !held[st] {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// joinRanges is ascending ns as "0-3, 5".
+func joinRanges(ns []int64) string {
+	var parts []string
+	for i := 0; i < len(ns); {
+		k := i
+		for k+1 < len(ns) && ns[k+1] == ns[k]+1 {
+			k++
+		}
+		if k == i {
+			parts = append(parts, strconv.FormatInt(ns[i], 10))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", ns[i], ns[k]))
+		}
+		i = k + 1
+	}
+	return strings.Join(parts, ", ")
+}
 
 // joinInts is ns as "0, 2, 5".
 func joinInts(ns []int) string {
@@ -231,8 +377,9 @@ func answerClusterMixture(ctx context.Context, o options, j *journal.Journal, e 
 	a.Job.Mode, a.Job.Checkpoint, a.Job.Generation = "cluster", o.checkpoint, e.Gen
 	a.Job.Ranks, a.Job.BatchSize, a.Job.Epochs, a.Job.DropLast = 0, int(batch), e.Epochs, false
 	return answerClusterSteps(ctx, o, j, e, batch, a, clusterData{
-		sampler: func(epoch int) cluster.Sampler { return m.mix.Epoch(epoch) },
-		find:    m.findKey,
+		sampler:   func(epoch int) cluster.Sampler { return m.mix.Epoch(epoch) },
+		positions: m.mix.PositionsOf,
+		find:      m.findKey,
 		sample: func(tr *transformer, epoch int, smp cluster.Sampler, g cluster.LineageSample) Sample {
 			return m.sample(ctx, smp.(*cluster.MixEpoch), tr, s.Seed, epoch, g)
 		},
