@@ -101,3 +101,34 @@ func TestStoreBudget(t *testing.T) {
 		t.Errorf("a store without a request rate: logs\n%s\nwant one warning", logs.String())
 	}
 }
+
+// TestStoreBudgetMixture: a mixture's store passes the node's share on
+// to its sources that have a request rate, split among them so that
+// together they keep to the share (their weights: equal here); a source
+// without one (a directory) gets none and is not warned about.
+func TestStoreBudgetMixture(t *testing.T) {
+	var logs bytes.Buffer
+	a, b := &budgeted{Store: storage.NewMemStore("a")}, &budgeted{Store: storage.NewMemStore("b")}
+	var srcs []dataset.MixtureSource
+	for name, st := range map[string]storage.Store{"a": storage.NewCountingStore(a), "b": b, "dir": storage.NewMemStore("dir")} {
+		ds := &dataset.Dataset{Samples: []dataset.Sample{{Key: "k"}}}
+		srcs = append(srcs, dataset.MixtureSource{Name: name, Catalog: dataset.DatasetCatalog(ds), Store: st})
+	}
+	cat, err := dataset.NewMixtureCatalog(srcs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	sb := NewStoreBudget(cat.Store(), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	sb.Apply(100)
+	sb.Apply(100)
+	sb.Apply(0)
+	for name, st := range map[string]*budgeted{"a": a, "b": b} {
+		if len(st.got) != 2 || st.got[0] != 50 || st.got[1] != 0 {
+			t.Errorf("source %s was given %v; want [50 0]: half the node's 100 requests/s, then none", name, st.got)
+		}
+	}
+	if strings.Contains(logs.String(), "no request rate to limit") {
+		t.Errorf("logs:\n%s\nwant no warning: two sources take the budget", logs.String())
+	}
+}
