@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/cluster"
+	"github.com/longshore/longshore/cluster/node"
 	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
@@ -114,6 +117,33 @@ func TestMixtureStoreStats(t *testing.T) {
 		}
 	})
 
+	t.Run("budget", func(t *testing.T) {
+		// A cluster node: the coordinator's share of --job-store-rps is
+		// split among the S3 sources by their weights (1:3), the store
+		// figures' budget their sum.
+		o, err := parseFlags([]string{"--mixture", spec, "--size", "32",
+			"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, io.Discard) // never dialled
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := openNodeData(ctx, o, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer data.close()
+		node.NewStoreBudget(data.store, 0, nil).Apply(100)
+		want := map[string]float64{"a": 25, "b": 75}
+		for _, src := range mixtureOf(data.store).Sources() {
+			_, s3s, _ := storeParts(src.Store)
+			if got := s3s.Stats().Budget; got != want[src.Name] {
+				t.Errorf("source %s: budget %v requests/s; want %v of the node's 100", src.Name, got, want[src.Name])
+			}
+		}
+		if st := s3Stats(data.store); st == nil || st.Budget != 100 {
+			t.Errorf("the store figures' budget: %+v; want the node's share, 100", st)
+		}
+	})
+
 	t.Run("summary", func(t *testing.T) {
 		dir := t.TempDir()
 		logPath, statsPath := filepath.Join(dir, "d.log"), filepath.Join(dir, "s.json")
@@ -134,4 +164,26 @@ func TestMixtureStoreStats(t *testing.T) {
 			t.Errorf("the summary has no store line:\n%s%s", out.String(), errb.String())
 		}
 	})
+}
+
+// TestBudgetWeights: each source's part of the store budget is its
+// largest share of the draws over the schedule (weights or counts per
+// epoch, all/epoch the source's size).
+func TestBudgetWeights(t *testing.T) {
+	sizes := []cluster.MixSource{{Name: "a", Samples: 300}, {Name: "b", Samples: 100}}
+	for _, c := range []struct {
+		name   string
+		phases []cluster.MixPhase
+		want   []float64
+	}{
+		{"weights", []cluster.MixPhase{{Weights: []string{"0.75", "1/4"}}}, []float64{0.75, 0.25}},
+		{"schedule", []cluster.MixPhase{{Weights: []string{"1", "0"}}, {At: 1000, Weights: []string{"1", "1"}, Linear: true}}, []float64{1, 0.5}},
+		{"counts", []cluster.MixPhase{{Weights: []string{"all/epoch", "100/epoch"}}}, []float64{0.75, 0.25}},
+		{"unreadable", []cluster.MixPhase{{Weights: []string{"x", "1"}}}, nil},
+	} {
+		got := budgetWeights(c.phases, sizes)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v; want %v", c.name, got, c.want)
+		}
+	}
 }
