@@ -23,6 +23,11 @@ type MixtureSource struct {
 	Catalog Catalog
 	// Store reads them, by the source's own keys and indices.
 	Store storage.Store
+	// BudgetWeight is the source's part of the node's share of a
+	// job-wide store request budget (node.StoreBudget splits the share
+	// among the sources whose stores take one, in proportion to it);
+	// 0 for every source: equal parts.
+	BudgetWeight float64
 }
 
 // MixtureCatalog is several datasets as one index space, for a

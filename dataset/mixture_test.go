@@ -123,18 +123,18 @@ func TestMixtureCatalogDigest(t *testing.T) {
 		}
 		return c.Digest()
 	}
-	base := digest("w=1/2,1/2", dataset.MixtureSource{"a", a, as}, dataset.MixtureSource{"b", b, bs})
+	base := digest("w=1/2,1/2", dataset.MixtureSource{Name: "a", Catalog: a, Store: as}, dataset.MixtureSource{Name: "b", Catalog: b, Store: bs})
 	if !strings.HasPrefix(base, "14:") {
 		t.Errorf("digest %q does not count 14 samples", base)
 	}
-	if got := digest("w=1/2,1/2", dataset.MixtureSource{"a", a, as}, dataset.MixtureSource{"b", b2, bs2}); got != base {
+	if got := digest("w=1/2,1/2", dataset.MixtureSource{Name: "a", Catalog: a, Store: as}, dataset.MixtureSource{Name: "b", Catalog: b2, Store: bs2}); got != base {
 		t.Errorf("same sources, same identity: %q, want %q", got, base)
 	}
 	otherDS := &dataset.Dataset{Samples: []dataset.Sample{{Key: "z", Label: 1}, {Key: "y"}, {Key: "x"}, {Key: "w"}, {Key: "v"}}}
 	for name, got := range map[string]string{
-		"weights":       digest("w=7/10,3/10", dataset.MixtureSource{"a", a, as}, dataset.MixtureSource{"b", b, bs}),
-		"source digest": digest("w=1/2,1/2", dataset.MixtureSource{"a", dataset.DatasetCatalog(otherDS), as}, dataset.MixtureSource{"b", b, bs}),
-		"source name":   digest("w=1/2,1/2", dataset.MixtureSource{"a2", a, as}, dataset.MixtureSource{"b", b, bs}),
+		"weights":       digest("w=7/10,3/10", dataset.MixtureSource{Name: "a", Catalog: a, Store: as}, dataset.MixtureSource{Name: "b", Catalog: b, Store: bs}),
+		"source digest": digest("w=1/2,1/2", dataset.MixtureSource{Name: "a", Catalog: dataset.DatasetCatalog(otherDS), Store: as}, dataset.MixtureSource{Name: "b", Catalog: b, Store: bs}),
+		"source name":   digest("w=1/2,1/2", dataset.MixtureSource{Name: "a2", Catalog: a, Store: as}, dataset.MixtureSource{Name: "b", Catalog: b, Store: bs}),
 	} {
 		if got == base || !strings.HasPrefix(got, "14:") {
 			t.Errorf("another %s: digest %q (base %q)", name, got, base)
@@ -142,8 +142,8 @@ func TestMixtureCatalogDigest(t *testing.T) {
 	}
 	for _, bad := range [][]dataset.MixtureSource{
 		nil,
-		{{"a", a, as}, {"a", b, bs}},
-		{{"a/b", a, as}},
+		{{Name: "a", Catalog: a, Store: as}, {Name: "a", Catalog: b, Store: bs}},
+		{{Name: "a/b", Catalog: a, Store: as}},
 	} {
 		if _, err := dataset.NewMixtureCatalog(bad, ""); err == nil {
 			t.Errorf("sources %v: no error", bad)
@@ -157,7 +157,7 @@ func TestMixtureCatalogDigest(t *testing.T) {
 func TestMixtureDigestWithoutCatalogs(t *testing.T) {
 	a, as, _ := plainFixture(t, "a", 5)
 	b, bs, _ := plainFixture(t, "b", 9)
-	c, err := dataset.NewMixtureCatalog([]dataset.MixtureSource{{"a", a, as}, {"b", b, bs}}, "id-1")
+	c, err := dataset.NewMixtureCatalog([]dataset.MixtureSource{{Name: "a", Catalog: a, Store: as}, {Name: "b", Catalog: b, Store: bs}}, "id-1")
 	if err != nil {
 		t.Fatal(err)
 	}

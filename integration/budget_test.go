@@ -54,3 +54,37 @@ func TestClusterStoreBudget(t *testing.T) {
 		t.Errorf("the coordinator never logged dividing the budget")
 	}
 }
+
+// TestClusterMixtureStoreBudget: a mixture node's share of the
+// coordinator's --job-store-rps is split among its S3 sources by their
+// weights (1:3): one node of two ranks takes the whole 400, its sources
+// 100 and 300; its --stats-json's store figures are the sources' summed
+// (the share, and the limits summed).
+func TestClusterMixtureStoreBudget(t *testing.T) {
+	srv := miniotest.Start(t)
+	dirA, _ := makeDataset(t, 24)
+	dirB, _ := makeDataset(t, 40)
+	ba, bb := srv.NewBucket(t), srv.NewBucket(t)
+	uploadTree(t, srv, ba, "ds/", dirA)
+	uploadTree(t, srv, bb, "ds/", dirB)
+	spec := "a=" + srv.URL(ba, "ds") + ":1,b=" + srv.URL(bb, "ds") + ":3"
+	c := startCluster(t, job{env: srv.Env(), epochs: 1, batch: 8, shard: 16, balance: "equal", commit: 2, minRanks: 2,
+		extraCoord: []string{"--mixture", spec, "--job-store-rps", "400"}})
+	stats := filepath.Join(c.dir, "n1.json")
+	n1 := c.addNode("--mixture", spec, "--stats-json", stats)
+	c.finish()
+	s := readNodeStats(t, stats)
+	if s.Store == nil {
+		t.Fatal("the mixture node's --stats-json has no store figures")
+	}
+	if s.Store.Budget != 400 || s.Store.Ceiling != 400 {
+		t.Errorf("store budget %v, ceiling %v; want the node's share, 400, split 100 + 300", s.Store.Budget, s.Store.Ceiling)
+	}
+	evs := procEvents(t, n1, "store budget: the job's share for this node")
+	if len(evs) == 0 || evs[len(evs)-1]["sources"] != "a=100,b=300" {
+		t.Errorf("the node's budget log %v; want its share 400 split a=100,b=300:\n%s", evs, tail(n1.stderr, 20))
+	}
+	if s.Images == 0 || s.Store.Requests < s.Images {
+		t.Errorf("%d samples, %d store requests; want at least one request a sample", s.Images, s.Store.Requests)
+	}
+}

@@ -99,6 +99,29 @@ func (s RequestStats) Count(op StoreOp, outcome Outcome) int64 {
 	return 0
 }
 
+// Add is s's counts and o's summed: the calls of each operation and
+// outcome, and the bytes (a node reading through several counting
+// stores: a mixture's sources), in operation then outcome order.
+func (s RequestStats) Add(o RequestStats) RequestStats {
+	var n [numStoreOps][numOutcomes]int64
+	for _, rs := range [][]RequestCount{s.Requests, o.Requests} {
+		for _, r := range rs {
+			if r.Op < numStoreOps && r.Outcome < numOutcomes {
+				n[r.Op][r.Outcome] += r.Count
+			}
+		}
+	}
+	out := RequestStats{BytesRead: s.BytesRead + o.BytesRead, BytesWritten: s.BytesWritten + o.BytesWritten}
+	for op := range n {
+		for oc, c := range n[op] {
+			if c > 0 {
+				out.Requests = append(out.Requests, RequestCount{Op: StoreOp(op), Outcome: Outcome(oc), Count: c})
+			}
+		}
+	}
+	return out
+}
+
 // CountingStore wraps a Store and counts its calls by operation and
 // outcome, and the payload bytes moved: the node's store requests as the
 // metrics show them. Under a PackedStore it counts the requests the

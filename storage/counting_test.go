@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/longshore/longshore/storage"
@@ -51,5 +52,18 @@ func TestCountingStoreCounts(t *testing.T) {
 	}
 	if st.BytesRead != 8 || st.BytesWritten != 5 {
 		t.Errorf("bytes read %d written %d, want 8 and 5", st.BytesRead, st.BytesWritten)
+	}
+}
+
+// TestRequestStatsAdd: two stores' counts summed by operation and
+// outcome, in order, with the bytes.
+func TestRequestStatsAdd(t *testing.T) {
+	a := storage.RequestStats{Requests: []storage.RequestCount{{storage.OpGet, storage.OutcomeOK, 3}, {storage.OpStat, storage.OutcomeNotFound, 1}}, BytesRead: 10}
+	b := storage.RequestStats{Requests: []storage.RequestCount{{storage.OpList, storage.OutcomeOK, 1}, {storage.OpGet, storage.OutcomeOK, 2}, {storage.OpGet, storage.OutcomeError, 1}}, BytesRead: 5, BytesWritten: 7}
+	got := a.Add(b)
+	want := storage.RequestStats{Requests: []storage.RequestCount{{storage.OpList, storage.OutcomeOK, 1}, {storage.OpGet, storage.OutcomeOK, 5}, {storage.OpGet, storage.OutcomeError, 1}, {storage.OpStat, storage.OutcomeNotFound, 1}},
+		BytesRead: 15, BytesWritten: 7}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sum %+v; want %+v", got, want)
 	}
 }

@@ -93,6 +93,13 @@ func SetRequestBudget(s Store, rps float64) bool {
 	return ok
 }
 
+// TakesRequestBudget reports whether a store under s (s itself first),
+// through the wrappers' Unwrap, takes a budget (SetRequestBudget).
+func TakesRequestBudget(s Store) bool {
+	_, ok := under[RequestBudgeter](s)
+	return ok
+}
+
 // under returns the first store under s (s itself first), through the
 // wrappers' Unwrap, that is a T.
 func under[T any](s Store) (T, bool) {

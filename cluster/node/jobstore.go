@@ -1,7 +1,9 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
@@ -31,9 +33,14 @@ func AdoptJobOrder(store storage.Store, j Job) bool {
 // StoreBudget applies the node's share of the job-wide store request
 // budget, as the coordinator mails it, to the dataset's store
 // (storage.SetRequestBudget): once per change, since the coordinator
-// mails the same share again now and then. A store with no request rate
-// to limit (not S3) is warned about. For Config.OnStoreBudget: the
-// actor's goroutine only.
+// mails the same share again now and then. A mixture's store (a
+// dataset.MixtureCatalog's) reads several stores, each with its own
+// request rate: the share is split among the sources whose stores take
+// a budget (S3), in proportion to their BudgetWeight (equal parts when
+// none is set), so that together they keep to the node's share
+// (splitBudget). A store with no request rate to limit (not S3; a
+// mixture with no S3 source) is warned about. For Config.OnStoreBudget:
+// the actor's goroutine only.
 type StoreBudget struct {
 	store  storage.Store
 	ownCap float64 // the node's own budget (--store-rps), for the log
@@ -56,9 +63,84 @@ func (b *StoreBudget) Apply(rps float64) {
 		return // a resend
 	}
 	b.last = rps
+	if c := mixtureOf(b.store); c != nil {
+		b.applyMixture(c, rps)
+		return
+	}
 	if !storage.SetRequestBudget(b.store, rps) {
 		b.logger.Warn("the coordinator gives a job-wide store budget, but this dataset's store has no request rate to limit (not S3)", "store_rps", rps)
 		return
 	}
 	b.logger.Info("store budget: the job's share for this node", "store_rps", rps, "own_cap", b.ownCap)
+}
+
+// applyMixture splits the node's share among the mixture's sources that
+// take a budget.
+func (b *StoreBudget) applyMixture(c *dataset.MixtureCatalog, rps float64) {
+	var takers []dataset.MixtureSource
+	var weights []float64
+	for _, src := range c.Sources() {
+		if storage.TakesRequestBudget(src.Store) {
+			takers = append(takers, src)
+			weights = append(weights, src.BudgetWeight)
+		}
+	}
+	if len(takers) == 0 {
+		b.logger.Warn("the coordinator gives a job-wide store budget, but no source of this mixture has a request rate to limit (none is S3)", "store_rps", rps)
+		return
+	}
+	shares := splitBudget(rps, weights)
+	parts := make([]string, len(takers))
+	for i, src := range takers {
+		storage.SetRequestBudget(src.Store, shares[i])
+		parts[i] = fmt.Sprintf("%s=%.4g", src.Name, shares[i])
+	}
+	b.logger.Info("store budget: the job's share for this node", "store_rps", rps, "own_cap", b.ownCap,
+		"sources", strings.Join(parts, ","))
+}
+
+// splitBudget splits a share of rps requests/s (0: none) among stores
+// of weights w: in proportion to them (equal parts when none is above
+// 0), each part at least minPart or rps/len(w) if less, since a part of
+// 0 would mean no budget at all for a source of weight 0.
+func splitBudget(rps float64, w []float64) []float64 {
+	out := make([]float64, len(w))
+	if rps <= 0 || len(w) == 0 {
+		return out
+	}
+	var total float64
+	for _, x := range w {
+		total += max(x, 0)
+	}
+	floor := min(minPart, rps/float64(len(w)))
+	for i, x := range w {
+		part := rps / float64(len(w))
+		if total > 0 {
+			part = rps * max(x, 0) / total
+		}
+		out[i] = max(part, floor)
+	}
+	return out
+}
+
+// minPart is the least part of a budget a mixture's source gets, in
+// requests/s: the S3 store's own least rate.
+const minPart = 1.0
+
+// mixtureOf finds the mixture a store reads (dataset.MixtureStore, under
+// any wrappers); nil for a dataset's store.
+func mixtureOf(s storage.Store) *dataset.MixtureCatalog {
+	for s != nil {
+		if m, ok := s.(interface {
+			Catalog() *dataset.MixtureCatalog
+		}); ok {
+			return m.Catalog()
+		}
+		u, ok := s.(interface{ Unwrap() storage.Store })
+		if !ok {
+			return nil
+		}
+		s = u.Unwrap()
+	}
+	return nil
 }

@@ -101,3 +101,88 @@ func TestStoreBudget(t *testing.T) {
 		t.Errorf("a store without a request rate: logs\n%s\nwant one warning", logs.String())
 	}
 }
+
+// TestStoreBudgetMixture: a mixture's store passes the node's share on
+// to its sources that have a request rate, split among them so that
+// together they keep to the share (their weights: equal here); a source
+// without one (a directory) gets none and is not warned about.
+func TestStoreBudgetMixture(t *testing.T) {
+	var logs bytes.Buffer
+	a, b := &budgeted{Store: storage.NewMemStore("a")}, &budgeted{Store: storage.NewMemStore("b")}
+	var srcs []dataset.MixtureSource
+	for name, st := range map[string]storage.Store{"a": storage.NewCountingStore(a), "b": b, "dir": storage.NewMemStore("dir")} {
+		ds := &dataset.Dataset{Samples: []dataset.Sample{{Key: "k"}}}
+		srcs = append(srcs, dataset.MixtureSource{Name: name, Catalog: dataset.DatasetCatalog(ds), Store: st})
+	}
+	cat, err := dataset.NewMixtureCatalog(srcs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	sb := NewStoreBudget(cat.Store(), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	sb.Apply(100)
+	sb.Apply(100)
+	sb.Apply(0)
+	for name, st := range map[string]*budgeted{"a": a, "b": b} {
+		if len(st.got) != 2 || st.got[0] != 50 || st.got[1] != 0 {
+			t.Errorf("source %s was given %v; want [50 0]: half the node's 100 requests/s, then none", name, st.got)
+		}
+	}
+	if strings.Contains(logs.String(), "no request rate to limit") {
+		t.Errorf("logs:\n%s\nwant no warning: two sources take the budget", logs.String())
+	}
+}
+
+// TestStoreBudgetMixtureWeights: the sources' parts follow their
+// BudgetWeight and add up to the node's share; a source of weight 0
+// still gets a part above 0 (0 would lift its limit).
+func TestStoreBudgetMixtureWeights(t *testing.T) {
+	a, b, z := &budgeted{Store: storage.NewMemStore("a")}, &budgeted{Store: storage.NewMemStore("b")}, &budgeted{Store: storage.NewMemStore("z")}
+	var srcs []dataset.MixtureSource
+	for _, s := range []struct {
+		name string
+		st   *budgeted
+		w    float64
+	}{{"a", a, 0.75}, {"b", b, 0.25}, {"z", z, 0}} {
+		ds := &dataset.Dataset{Samples: []dataset.Sample{{Key: "k"}}}
+		srcs = append(srcs, dataset.MixtureSource{Name: s.name, Catalog: dataset.DatasetCatalog(ds), Store: s.st, BudgetWeight: s.w})
+	}
+	cat, err := dataset.NewMixtureCatalog(srcs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	NewStoreBudget(cat.Store(), 0, nil).Apply(200)
+	if len(a.got) != 1 || len(b.got) != 1 || len(z.got) != 1 || a.got[0] != 150 || b.got[0] != 50 || z.got[0] != minPart {
+		t.Errorf("parts a %v, b %v, z %v; want 150, 50 and the least part %v", a.got, b.got, z.got, minPart)
+	}
+}
+
+// TestSplitBudget: parts in proportion to the weights, equal without
+// any, none without a share, and never 0 under a share.
+func TestSplitBudget(t *testing.T) {
+	for _, c := range []struct {
+		rps  float64
+		w    []float64
+		want []float64
+	}{
+		{100, []float64{3, 1}, []float64{75, 25}},
+		{100, []float64{0, 0}, []float64{50, 50}},
+		{90, nil, []float64{}},
+		{0, []float64{1, 2}, []float64{0, 0}},
+		{100, []float64{1, 0}, []float64{100, 1}},
+		{1, []float64{1, 0}, []float64{1, 0.5}},
+	} {
+		got := splitBudget(c.rps, c.w)
+		if len(got) != len(c.want) {
+			t.Errorf("splitBudget(%v, %v) = %v; want %v", c.rps, c.w, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("splitBudget(%v, %v) = %v; want %v", c.rps, c.w, got, c.want)
+				break
+			}
+		}
+	}
+}

@@ -124,19 +124,14 @@ func tellQuarantine(w io.Writer, q *quarantine.File) {
 	}
 }
 
-// s3Stats returns the S3 store's counters under store (a PackedStore's
-// and a CountingStore's inner one), or nil when the dataset is not on S3.
+// s3Stats returns the S3 client's counters under store (a PackedStore's
+// and a CountingStore's inner one; a mixture's S3 sources' summed), or
+// nil when the dataset is not on S3.
 func s3Stats(store storage.Store) *s3.Stats {
-	for store != nil {
-		if s, ok := store.(*s3.Store); ok {
-			st := s.Stats()
-			return &st
-		}
-		w, ok := store.(interface{ Unwrap() storage.Store })
-		if !ok {
-			return nil
-		}
-		store = w.Unwrap()
+	stats := s3StatsOf(store)
+	if stats == nil {
+		return nil
 	}
-	return nil
+	st := stats()
+	return &st
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"strings"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/cluster"
@@ -223,6 +225,9 @@ func openClusterData(ctx context.Context, o options, logger *slog.Logger) (stora
 		m.sizes = append(m.sizes, cluster.MixSource{Name: s.Name, Samples: cat.Len()})
 		logger.Info("mixture source", "source", s.Name, "dataset", store.String(), "samples", cat.Len())
 	}
+	for i, w := range budgetWeights(o.mixture.sched, m.sizes) {
+		srcs[i].BudgetWeight = w // the coordinator's budget's split (node.StoreBudget)
+	}
 	// The identity is the job's mixture's (mixture); the catalog's own
 	// digest is not the one checked.
 	cat, err := dataset.NewMixtureCatalog(srcs, "")
@@ -305,4 +310,51 @@ func printMixture(w io.Writer, counts []dataset.MixtureCount) {
 		}
 		fmt.Fprintf(w, "  mixture       %s: %d samples (%.1f%%)\n", c.Source, c.Samples, share)
 	}
+}
+
+// budgetWeights are the sources' parts of the node's share of the job's
+// store request budget (dataset.MixtureSource.BudgetWeight): each
+// source's largest share of the draws over the schedule's phases (its
+// weight, or its count per epoch, over their sum), so that a source
+// that a later phase draws more of has its part from the start. They
+// need not sum to 1: the budget is split in proportion to them. Nil if
+// a weight does not read (the mixture's own checks report it).
+func budgetWeights(phases []cluster.MixPhase, sizes []cluster.MixSource) []float64 {
+	var out []float64
+	for _, ph := range phases {
+		if len(ph.Weights) != len(sizes) {
+			return nil
+		}
+		w := make([]float64, len(sizes))
+		var total float64
+		for i, x := range ph.Weights {
+			if cluster.IsMixCount(x) {
+				n, err := cluster.ParseMixCount(x)
+				if err != nil {
+					return nil
+				}
+				if n == cluster.CountAll {
+					n = sizes[i].Samples
+				}
+				w[i] = float64(n)
+			} else {
+				r, ok := new(big.Rat).SetString(strings.TrimSpace(x))
+				if !ok {
+					return nil
+				}
+				w[i], _ = r.Float64()
+			}
+			total += max(w[i], 0)
+		}
+		if total <= 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]float64, len(sizes))
+		}
+		for i := range w {
+			out[i] = max(out[i], max(w[i], 0)/total)
+		}
+	}
+	return out
 }

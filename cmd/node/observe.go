@@ -134,21 +134,92 @@ func addPackedStats(a, b dataset.PackedStats) dataset.PackedStats {
 	return a
 }
 
+// storeSources are the stores the dataset's store reads through: each
+// source's of a mixture, in source order, else the store itself.
+func storeSources(s storage.Store) []storage.Store {
+	c := mixtureOf(s)
+	if c == nil {
+		return []storage.Store{s}
+	}
+	out := make([]storage.Store, 0, len(c.Sources()))
+	for _, src := range c.Sources() {
+		out = append(out, src.Store)
+	}
+	return out
+}
+
+// countedSum is several counting stores' counts summed: a mixture's
+// sources'.
+type countedSum []*storage.CountingStore
+
+func (c countedSum) Stats() storage.RequestStats {
+	var t storage.RequestStats
+	for _, s := range c {
+		t = t.Add(s.Stats())
+	}
+	return t
+}
+
+// requestCounter counts the requests of the dataset's store for the
+// metrics (longshore_store_requests_total): its counting store's, a
+// mixture's sources' summed; nil when nothing counts them.
+func requestCounter(s storage.Store) pipeline.RequestCounter {
+	var counted countedSum
+	for _, st := range storeSources(s) {
+		if c, _, _ := storeParts(st); c != nil {
+			counted = append(counted, c)
+		}
+	}
+	switch len(counted) {
+	case 0:
+		return nil
+	case 1:
+		return counted[0]
+	}
+	return counted
+}
+
+// s3StatsOf reads the S3 client's counters under the dataset's store,
+// for the metrics and the summary: a mixture's S3 sources' summed
+// (s3.Stats.Add); nil when no store is S3.
+func s3StatsOf(s storage.Store) func() s3.Stats {
+	var stores []*s3.Store
+	for _, st := range storeSources(s) {
+		if _, s3s, _ := storeParts(st); s3s != nil {
+			stores = append(stores, s3s)
+		}
+	}
+	switch len(stores) {
+	case 0:
+		return nil
+	case 1:
+		return stores[0].Stats
+	}
+	return func() s3.Stats {
+		var t s3.Stats
+		for i, st := range stores {
+			if i == 0 {
+				t = st.Stats()
+				continue
+			}
+			t = t.Add(st.Stats())
+		}
+		return t
+	}
+}
+
 // startObserver starts the report (logged every --report-every, to
 // logger) and, with --metrics, the metrics server reading src (whose
 // Report it sets), with ready answering /readyz. Stop it with shutdown.
 func startObserver(o options, src pipeline.NodeSource, ready func() error, store storage.Store, logger *slog.Logger) (*observer, error) {
-	counted, s3s, _ := storeParts(store)
-	src.Store = counted
+	src.Store = requestCounter(store)
 	src.Mixture = mixtureCounts(store)
-	if s3s != nil {
-		src.S3 = s3s.Stats
-	}
+	src.S3 = s3StatsOf(store)
 	src.Pack = packStats(store)
 	reporter := func() *pipeline.Reporter {
 		r := &pipeline.Reporter{Ranks: src.Ranks}
-		if s3s != nil {
-			r.Throttled = func() int64 { return s3s.Stats().Throttled }
+		if s3 := src.S3; s3 != nil {
+			r.Throttled = func() int64 { return s3().Throttled }
 		}
 		return r
 	}

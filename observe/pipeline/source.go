@@ -17,8 +17,9 @@ import (
 type NodeSource struct {
 	// Ranks snapshots every rank's counters (over every pipeline it had).
 	Ranks func() []RankCounters
-	// Store counts the requests the dataset's store answered.
-	Store *storage.CountingStore
+	// Store counts the requests the dataset's store answered: its
+	// storage.CountingStore, or a mixture's sources' summed.
+	Store RequestCounter
 	// S3 is the S3 client's HTTP-level counts, when the store is S3.
 	S3 func() s3.Stats
 	// Pack is the packed-sample store's counts, for a packed dataset.
@@ -42,6 +43,11 @@ type NodeSource struct {
 	TrainerWait func() []TrainerWait
 	// Mixture, if set, counts each source of a weighted mixture.
 	Mixture func() []observe.SourceCount
+}
+
+// RequestCounter counts a store's requests (storage.CountingStore).
+type RequestCounter interface {
+	Stats() storage.RequestStats
 }
 
 // NewNodeCollector exports a node's metrics from src: the table's rows
