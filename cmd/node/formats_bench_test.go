@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,23 +19,9 @@ import (
 	"github.com/longshore/longshore/storage/stores"
 )
 
-// benchJPEG is a 320x240 JPEG with some noise (about 20 KB), different
+// benchJPEG is a 320x240 JPEG with some noise (about 23 KB), different
 // for every i.
-func benchJPEG(b testing.TB, i int) []byte {
-	rng := rand.New(rand.NewPCG(uint64(i), 7))
-	img := image.NewRGBA(image.Rect(0, 0, 320, 240))
-	for y := range 240 {
-		for x := range 320 {
-			n := uint8(rng.IntN(24))
-			img.Set(x, y, color.RGBA{uint8(x) + n, uint8(y) + n, uint8(i*13) + n, 255})
-		}
-	}
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
-		b.Fatal(err)
-	}
-	return buf.Bytes()
-}
+var benchJPEG = datasettest.PhotoJPEG
 
 // BenchmarkFormatsMinIO reads the same samples from MinIO as Parquet
 // files (Hugging Face's layout, row groups of 16), as WebDataset tars
