@@ -191,6 +191,12 @@ func indexParquet(ctx context.Context, s storage.Store, key string, size int64, 
 // read through r: the end of the file in one read (parquetFooterRead
 // bytes), a second read for a footer bigger than that. The page index
 // and bloom filters are not read.
+//
+// The file is opened with the library's small default read buffer, not
+// one the size of that first read: the page readers of the file's
+// column chunks (FileColumnChunk.PagesFrom) read through a buffer of
+// that size, and one bigger than a page copies every page's bytes into
+// it before copying them out.
 func openParquetFooter(r io.ReaderAt, size int64) (f *parquet.File, err error) {
 	if size < 12 { // "PAR1", a footer length, "PAR1"
 		return nil, fmt.Errorf("%d bytes: too short for a parquet file: %w", size, ErrBadParquet)
@@ -202,9 +208,18 @@ func openParquetFooter(r io.ReaderAt, size int64) (f *parquet.File, err error) {
 			f, err = nil, fmt.Errorf("footer: %v: %w", p, ErrBadParquet)
 		}
 	}()
-	f, err = parquet.OpenFile(r, size,
-		parquet.SkipMagicBytes(true), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true),
-		parquet.OptimisticRead(true), parquet.ReadBufferSize(parquetFooterRead))
+	tail := &tailReaderAt{r: r, at: size - min(parquetFooterRead, size)}
+	tail.tail = make([]byte, size-tail.at)
+	if n, err := r.ReadAt(tail.tail, tail.at); n != len(tail.tail) {
+		var se *storeError
+		if errors.As(err, &se) {
+			return nil, se.err // the store's, as it said it
+		}
+		return nil, fmt.Errorf("the file's last %d bytes: %d read: %v: %w", len(tail.tail), n, err, ErrBadParquet)
+	}
+	defer func() { tail.tail = nil }() // the File keeps its reader: not the tail
+	f, err = parquet.OpenFile(tail, size,
+		parquet.SkipMagicBytes(true), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		var se *storeError
 		if errors.As(err, &se) {
@@ -213,6 +228,21 @@ func openParquetFooter(r io.ReaderAt, size int64) (f *parquet.File, err error) {
 		return nil, fmt.Errorf("%v: %w", err, ErrBadParquet)
 	}
 	return f, nil
+}
+
+// tailReaderAt reads the bytes [at, at+len(tail)) of a file from tail,
+// read before, and any others through r.
+type tailReaderAt struct {
+	r    io.ReaderAt
+	at   int64
+	tail []byte
+}
+
+func (t *tailReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if t.tail != nil && off >= t.at && off-t.at+int64(len(p)) <= int64(len(t.tail)) {
+		return copy(p, t.tail[off-t.at:]), nil
+	}
+	return t.r.ReadAt(p, off)
 }
 
 // parquetColumns finds the media and label columns of f.

@@ -626,3 +626,39 @@ func TestParquetServeNullsAndDictionary(t *testing.T) {
 		})
 	}
 }
+
+// TestParquetBigFooter: a footer bigger than discovery's first read of
+// a file's end (thousands of row groups) costs one more ranged GET, and
+// every row is served.
+func TestParquetBigFooter(t *testing.T) {
+	type onlyData struct {
+		Data []byte `parquet:"data"`
+	}
+	ctx := context.Background()
+	s := storage.NewMemStore(t.Name())
+	var rows []onlyData
+	for i := range 2000 {
+		rows = append(rows, onlyData{Data: bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 100)})
+	}
+	b := writeParquet(t, s, "a.parquet", rows, 1)
+	footer := int(b[len(b)-8]) | int(b[len(b)-7])<<8 | int(b[len(b)-6])<<16 | int(b[len(b)-5])<<24
+	if footer <= 256<<10 {
+		t.Fatalf("footer of %d bytes: the test wants one bigger than 256 KiB", footer)
+	}
+	log := &rangeLog{Store: s}
+	ds := discover(t, log, dataset.DiscoverOptions{})
+	if got := log.take(); len(got) != 2 {
+		t.Errorf("discovery made %d ranged GETs (%q), want 2: the file's end, then its %d-byte footer", len(got), got, footer)
+	}
+	ps, err := dataset.NewPackedStore(s, ds, dataset.PackedConfig{Block: 16, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	for _, i := range []int{0, 1, 999, 1999} {
+		got, err := ps.GetSample(ctx, int64(i), ds.Samples[i].Key, nil)
+		if err != nil || !bytes.Equal(got, rows[i].Data) {
+			t.Errorf("sample %d: %d bytes, %v; want the %d written", i, len(got), err, len(rows[i].Data))
+		}
+	}
+}
