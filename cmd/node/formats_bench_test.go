@@ -102,7 +102,7 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	type result struct{ ips, reqs, gets []float64 }
+	type result struct{ ips, reqs, gets, cpu []float64 }
 	names := []string{"packed", "webdataset", "parquet"}
 	res := map[string]*result{}
 	for _, name := range names {
@@ -116,6 +116,7 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 				var out, errb bytes.Buffer
 				args := []string{"--standalone", "--dataset", srv.URL(bucket, name), "--epochs", "1", "--batch-size", "32",
 					"--size", "64", "--seed", strconv.Itoa(rep), "--sink", "null", "--stats-json", stats, "--progress", "never"}
+				c0 := processCPU()
 				if code := run(args, &out, &errb); code != 0 {
 					b.Fatalf("%s: exit %d\n%s", name, code, errb.String())
 				}
@@ -127,18 +128,20 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 				r.ips = append(r.ips, s.ImagesPerSecond)
 				r.reqs = append(r.reqs, float64(s.Store.Requests)/float64(n))
 				r.gets = append(r.gets, float64(s.Pack.Chunks+s.Pack.ReadAlone)/float64(n))
+				r.cpu = append(r.cpu, 1000*(processCPU()-c0).Seconds()/float64(n))
 			}
 		}
 	}
 	base := median(res["packed"].ips)
 	b.Logf("%d samples of %.1f KB (320x240 JPEGs), shards/files of %d, Parquet row groups of %d, one epoch, --size 64, %d reps interleaved; MinIO on this machine",
 		n, float64(bytesIn)/float64(n)/1000, perShard, perGroup, reps)
-	b.Logf("%-11s %10s %8s %14s %16s", "format", "images/s", "×packed", "S3 req/sample", "media GET/sample")
+	b.Logf("%-11s %10s %8s %14s %16s %14s", "format", "images/s", "×packed", "S3 req/sample", "media GET/sample", "CPU ms/image")
 	for _, name := range names {
 		r := res[name]
-		b.Logf("%-11s %10.0f %8.2f %14.3f %16.3f   (images/s of each rep: %.0f)", name, median(r.ips), median(r.ips)/base, median(r.reqs), median(r.gets), r.ips)
+		b.Logf("%-11s %10.0f %8.2f %14.3f %16.3f %14.3f   (images/s of each rep: %.0f)", name, median(r.ips), median(r.ips)/base, median(r.reqs), median(r.gets), median(r.cpu), r.ips)
 		b.ReportMetric(median(r.ips), name+"-images/s")
 		b.ReportMetric(median(r.reqs), name+"-req/sample")
+		b.ReportMetric(median(r.cpu), name+"-cpu-ms/image")
 	}
 }
 
