@@ -96,8 +96,13 @@ type Members interface {
 	// Member returns sample s's bytes, decoding the part of the range
 	// that holds them (once, for every sample there). The bytes are
 	// the caller's to read, not to change; they stay valid after the
-	// range's data is gone. An error wraps the format's (ErrBadParquet).
+	// range's data is gone, until Release. An error wraps the format's
+	// (ErrBadParquet).
 	Member(s Sample) ([]byte, error)
+	// Release says that no bytes Member returned are read any more:
+	// the memory they lie in may go back to the decoder's pools, to be
+	// reused. A Member after it is a bug of the caller.
+	Release()
 }
 
 // Object returns the key of the object id names; "" for NoObject. An ID

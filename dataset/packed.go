@@ -620,7 +620,9 @@ func (p *PackedStore) getMember(ctx context.Context, s Sample, object string, ds
 	if int64(len(data)) != s.Size {
 		return dst[:0], fmt.Errorf("get range %s/%s [%d,+%d): got %d bytes: %w", p.inner, object, s.Offset, s.Size, len(data), storage.ErrRange)
 	}
-	b, err := p.unpack.Unpack(object, s.Offset, data).Member(s)
+	m := p.unpack.Unpack(object, s.Offset, data)
+	defer m.Release()
+	b, err := m.Member(s)
 	if err != nil {
 		return dst[:0], err
 	}
@@ -693,6 +695,12 @@ type view struct {
 func (p *PackedStore) recycleLocked(c *chunk) {
 	if c.readers > 0 || c.waiters > 0 {
 		return // a Get still reads it, or will once it wakes up
+	}
+	if c.members != nil {
+		// No Get copies from the decoded members now, and none will:
+		// the chunk is gone.
+		c.members.Release()
+		c.members = nil
 	}
 	if c.file != nil {
 		p.spill.discard(c.file)

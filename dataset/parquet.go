@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/longshore/longshore/storage"
@@ -129,6 +130,9 @@ type parquetFile struct {
 	file   *parquet.File
 	schema string // the file's schema, as parquet-go prints it
 	media  int    // leaf index of the media bytes
+	// mediaDef is the media leaf's maximum definition level: a row
+	// whose level is lower has no media (null).
+	mediaDef int
 	mediaName,
 	labelName string // "" for none
 	groups []parquetGroup
@@ -187,6 +191,12 @@ func indexParquet(ctx context.Context, s storage.Store, key string, size int64, 
 // read through r: the end of the file in one read (parquetFooterRead
 // bytes), a second read for a footer bigger than that. The page index
 // and bloom filters are not read.
+//
+// The file is opened with the library's small default read buffer, not
+// one the size of that first read: the page readers of the file's
+// column chunks (FileColumnChunk.PagesFrom) read through a buffer of
+// that size, and one bigger than a page copies every page's bytes into
+// it before copying them out.
 func openParquetFooter(r io.ReaderAt, size int64) (f *parquet.File, err error) {
 	if size < 12 { // "PAR1", a footer length, "PAR1"
 		return nil, fmt.Errorf("%d bytes: too short for a parquet file: %w", size, ErrBadParquet)
@@ -198,9 +208,18 @@ func openParquetFooter(r io.ReaderAt, size int64) (f *parquet.File, err error) {
 			f, err = nil, fmt.Errorf("footer: %v: %w", p, ErrBadParquet)
 		}
 	}()
-	f, err = parquet.OpenFile(r, size,
-		parquet.SkipMagicBytes(true), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true),
-		parquet.OptimisticRead(true), parquet.ReadBufferSize(parquetFooterRead))
+	tail := &tailReaderAt{r: r, at: size - min(parquetFooterRead, size)}
+	tail.tail = make([]byte, size-tail.at)
+	if n, err := r.ReadAt(tail.tail, tail.at); n != len(tail.tail) {
+		var se *storeError
+		if errors.As(err, &se) {
+			return nil, se.err // the store's, as it said it
+		}
+		return nil, fmt.Errorf("the file's last %d bytes: %d read: %v: %w", len(tail.tail), n, err, ErrBadParquet)
+	}
+	defer func() { tail.tail = nil }() // the File keeps its reader: not the tail
+	f, err = parquet.OpenFile(tail, size,
+		parquet.SkipMagicBytes(true), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		var se *storeError
 		if errors.As(err, &se) {
@@ -211,11 +230,26 @@ func openParquetFooter(r io.ReaderAt, size int64) (f *parquet.File, err error) {
 	return f, nil
 }
 
+// tailReaderAt reads the bytes [at, at+len(tail)) of a file from tail,
+// read before, and any others through r.
+type tailReaderAt struct {
+	r    io.ReaderAt
+	at   int64
+	tail []byte
+}
+
+func (t *tailReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if t.tail != nil && off >= t.at && off-t.at+int64(len(p)) <= int64(len(t.tail)) {
+		return copy(p, t.tail[off-t.at:]), nil
+	}
+	return t.r.ReadAt(p, off)
+}
+
 // parquetColumns finds the media and label columns of f.
 func parquetColumns(f *parquet.File, opts DiscoverOptions) (*parquetFile, error) {
 	pf := &parquetFile{file: f, schema: f.Schema().String(), media: -1}
 	var candidates []string
-	leaves := map[string]int{}
+	leaves := map[string]*parquet.Column{}
 	for _, c := range f.Root().Columns() {
 		leaf, ok := mediaLeaf(c)
 		if !ok {
@@ -224,6 +258,7 @@ func parquetColumns(f *parquet.File, opts DiscoverOptions) (*parquetFile, error)
 		leaves[c.Name()] = leaf
 		candidates = append(candidates, c.Name())
 	}
+	var media *parquet.Column
 	switch {
 	case opts.MediaColumn != "":
 		leaf, ok := leaves[opts.MediaColumn]
@@ -233,14 +268,15 @@ func parquetColumns(f *parquet.File, opts DiscoverOptions) (*parquetFile, error)
 			}
 			return nil, fmt.Errorf("column %q is not binary nor a struct with binary \"bytes\": it cannot hold the media: %w", opts.MediaColumn, ErrBadParquet)
 		}
-		pf.media, pf.mediaName = leaf, opts.MediaColumn
+		media, pf.mediaName = leaf, opts.MediaColumn
 	case len(candidates) == 1:
-		pf.media, pf.mediaName = leaves[candidates[0]], candidates[0]
+		media, pf.mediaName = leaves[candidates[0]], candidates[0]
 	case len(candidates) == 0:
 		return nil, fmt.Errorf("no column holds binary media (binary, or a struct with binary \"bytes\"): %w", ErrBadParquet)
 	default:
 		return nil, fmt.Errorf("columns %q could each hold the media: name one (the media column): %w", candidates, ErrBadParquet)
 	}
+	pf.media, pf.mediaDef = media.Index(), media.MaxDefinitionLevel()
 	label := opts.LabelColumn
 	if label == "" {
 		if c := f.Root().Column("label"); c != nil && (intColumn(c) || textColumn(c)) {
@@ -389,24 +425,24 @@ func fieldValue(v parquet.Value, kind parquet.Kind, t FieldType) Value {
 	return BytesValue(slices.Clone(v.ByteArray()))
 }
 
-// mediaLeaf returns the leaf index of the bytes of c if c can hold
-// media: a binary column (no string, JSON or other annotation), or a
-// struct whose "bytes" member is one (Hugging Face's Image and Audio
-// features), neither repeated.
-func mediaLeaf(c *parquet.Column) (int, bool) {
+// mediaLeaf returns the leaf of the bytes of c if c can hold media: a
+// binary column (no string, JSON or other annotation), or a struct whose
+// "bytes" member is one (Hugging Face's Image and Audio features),
+// neither repeated.
+func mediaLeaf(c *parquet.Column) (*parquet.Column, bool) {
 	if c.Repeated() {
-		return 0, false
+		return nil, false
 	}
 	if c.Leaf() {
 		if binaryLeaf(c) {
-			return c.Index(), true
+			return c, true
 		}
-		return 0, false
+		return nil, false
 	}
 	if b := c.Column("bytes"); b != nil && b.Leaf() && !b.Repeated() && binaryLeaf(b) {
-		return b.Index(), true
+		return b, true
 	}
-	return 0, false
+	return nil, false
 }
 
 // binaryLeaf: a BYTE_ARRAY leaf without a logical or converted type.
@@ -901,18 +937,26 @@ type parquetUnpacker struct {
 }
 
 func (u *parquetUnpacker) Unpack(object string, off int64, data []byte) Members {
-	return &parquetMembers{u: u, object: object, off: off, data: data, groups: map[int64][][]byte{}}
+	return &parquetMembers{u: u, object: object, off: off, data: data, groups: map[int64]*parquetRows{}}
 }
 
 // parquetMembers decodes each row group's chunk in its range once.
 type parquetMembers struct {
-	u      *parquetUnpacker
-	object string
-	off    int64
-	data   []byte
-	mu     sync.Mutex
-	groups map[int64][][]byte // by the chunk's offset: each row's bytes
-	errs   map[int64]error
+	u        *parquetUnpacker
+	object   string
+	off      int64
+	data     []byte
+	mu       sync.Mutex
+	groups   map[int64]*parquetRows // by the chunk's offset
+	errs     map[int64]error
+	released bool
+}
+
+// parquetRows are a row group's media decoded: each row's bytes, which
+// lie in pages (the library's buffers) until they are released.
+type parquetRows struct {
+	rows  [][]byte
+	pages []parquet.Page
 }
 
 func (m *parquetMembers) Member(s Sample) ([]byte, error) {
@@ -942,6 +986,10 @@ func (m *parquetMembers) Member(s Sample) ([]byte, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.released {
+		// A bug of the caller: the bytes handed out may be reused.
+		return nil, fmt.Errorf("parquet %s: sample %s asked for after its rows were released: %w", m.object, s.Key, storage.ErrInvalidKey)
+	}
 	if err := m.errs[grp.off]; err != nil {
 		return nil, err
 	}
@@ -957,11 +1005,29 @@ func (m *parquetMembers) Member(s Sample) ([]byte, error) {
 		}
 		m.groups[grp.off] = rows
 	}
-	b := rows[row-grp.first]
+	b := rows.rows[row-grp.first]
 	if b == nil {
 		return nil, fmt.Errorf("parquet %s: row %d has no media (null): %w", m.object, row, ErrBadParquet)
 	}
 	return b, nil
+}
+
+// Release gives the decoded pages back to the library's pools.
+func (m *parquetMembers) Release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.released = true
+	for _, g := range m.groups {
+		g.release()
+	}
+	clear(m.groups)
+}
+
+func (r *parquetRows) release() {
+	for _, p := range r.pages {
+		parquet.Release(p)
+	}
+	r.pages, r.rows = nil, nil
 }
 
 // parquetRow is the row of the file object that sample key names
@@ -977,37 +1043,111 @@ func parquetRow(key, object string) (int64, error) {
 }
 
 // decodeMedia decodes row group g's media chunk, data, into each row's
-// bytes (nil for a null), all in one allocation.
-func (pf *parquetFile) decodeMedia(g int, grp parquetGroup, data []byte) ([][]byte, error) {
+// bytes (nil for a null). A page of plain (or delta) encoded values is
+// decompressed and decoded by the library into one buffer of its own,
+// and the rows are that buffer's values, not copied again: the pages are
+// kept, and given back to the library's pools by release once no row is
+// read any more. Only a dictionary-encoded page's values are copied out
+// (they lie in the dictionary, which the page reader owns).
+func (pf *parquetFile) decodeMedia(g int, grp parquetGroup, data []byte) (*parquetRows, error) {
 	cc, _ := pf.file.RowGroups()[grp.index].ColumnChunks()[pf.media].(*parquet.FileColumnChunk)
 	if cc == nil {
 		return nil, fmt.Errorf("parquet %s: row group %d: media column chunk: %w", pf.key, g, ErrBadParquet)
 	}
-	var slab []byte
-	ends := make([]int, grp.rows)
-	nulls := make([]bool, grp.rows)
-	err := readColumnChunk(cc, &sliceReaderAt{off: grp.off, data: data}, grp.rows, func(row int64, v parquet.Value) error {
-		if v.IsNull() {
-			nulls[row] = true
-		} else {
-			slab = append(slab, v.ByteArray()...)
-		}
-		ends[row] = len(slab)
-		return nil
-	})
-	if err != nil {
+	out := &parquetRows{rows: make([][]byte, 0, grp.rows)}
+	if err := pf.readMediaPages(cc, &sliceReaderAt{off: grp.off, data: data}, grp.rows, out); err != nil {
+		out.release()
 		return nil, fmt.Errorf("parquet %s: rows [%d,+%d): media: %w", pf.key, grp.first, grp.rows, err)
 	}
-	slab = slices.Clip(slab)
-	rows := make([][]byte, grp.rows)
-	start := 0
-	for i, end := range ends {
-		if !nulls[i] {
-			rows[i] = slab[start:end:end]
-		}
-		start = end
+	if int64(len(out.rows)) != grp.rows {
+		n := len(out.rows)
+		out.release()
+		return nil, fmt.Errorf("parquet %s: rows [%d,+%d): media: %d values for the row group's %d rows: %w", pf.key, grp.first, grp.rows, n, grp.rows, ErrBadParquet)
 	}
-	return rows, nil
+	return out, nil
+}
+
+// readMediaPages appends the rows of the media column chunk cc, read
+// through r, to out (at most rows of them), keeping the pages they lie
+// in.
+func (pf *parquetFile) readMediaPages(cc *parquet.FileColumnChunk, r io.ReaderAt, rows int64, out *parquetRows) (err error) {
+	defer func() {
+		if p := recover(); p != nil { // pages are the store's bytes: see openParquetFooter
+			err = fmt.Errorf("pages: %v: %w", p, ErrBadParquet)
+		}
+	}()
+	pages := cc.PagesFrom(r)
+	defer pages.Close()
+	var buf []parquet.Value
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%v: %w", err, ErrBadParquet)
+		}
+		out.pages = append(out.pages, p)
+		n := p.NumValues()
+		if n > rows-int64(len(out.rows)) {
+			return fmt.Errorf("more than the row group's %d values: %w", rows, ErrBadParquet)
+		}
+		vals := p.Data()
+		if p.Dictionary() == nil && vals.Kind() == encoding.ByteArray {
+			values, offsets := vals.ByteArray()
+			defs := p.DefinitionLevels()
+			if defs != nil && int64(len(defs)) != n || defs == nil && int64(len(offsets)) != n+1 {
+				return fmt.Errorf("a page of %d values with %d levels and %d offsets: %w", n, len(defs), len(offsets), ErrBadParquet)
+			}
+			k := 0
+			for i := range n {
+				if defs != nil && int(defs[i]) != pf.mediaDef {
+					out.rows = append(out.rows, nil)
+					continue
+				}
+				if k+1 >= len(offsets) {
+					return fmt.Errorf("a page's values end before its rows: %w", ErrBadParquet)
+				}
+				lo, hi := offsets[k], offsets[k+1]
+				if lo > hi || int(hi) > len(values) {
+					return fmt.Errorf("a page's value [%d,%d) outside its %d bytes: %w", lo, hi, len(values), ErrBadParquet)
+				}
+				if lo == hi {
+					out.rows = append(out.rows, []byte{}) // empty, not null
+				} else {
+					out.rows = append(out.rows, values[lo:hi:hi])
+				}
+				k++
+			}
+			if k != len(offsets)-1 {
+				return fmt.Errorf("a page of %d values for %d rows: %w", len(offsets)-1, k, ErrBadParquet)
+			}
+			continue
+		}
+		if buf == nil {
+			buf = make([]parquet.Value, 64)
+		}
+		vr := p.Values()
+		for {
+			m, err := vr.ReadValues(buf)
+			for _, v := range buf[:m] {
+				if int64(len(out.rows)) >= rows {
+					return fmt.Errorf("more than the row group's %d values: %w", rows, ErrBadParquet)
+				}
+				if v.IsNull() {
+					out.rows = append(out.rows, nil)
+				} else {
+					out.rows = append(out.rows, append(make([]byte, 0, len(v.ByteArray())), v.ByteArray()...))
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("%v: %w", err, ErrBadParquet)
+			}
+		}
+	}
 }
 
 // storeReaderAt reads an object of a store with ranged GETs: what the

@@ -288,6 +288,9 @@ func (m *gzipTarMembers) Member(s Sample) ([]byte, error) {
 	return m.raw[mem.Offset : mem.Offset+mem.Size : mem.Offset+mem.Size], nil
 }
 
+// Release implements Members: the decompressed shard is the collector's.
+func (m *gzipTarMembers) Release() {}
+
 // indexWebDatasetTar lists the samples of one WebDataset tar read
 // through r (readAt reads a member's bytes): members grouped by stem,
 // each with exactly one media member. key is the tar's.

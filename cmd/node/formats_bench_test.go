@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,23 +19,9 @@ import (
 	"github.com/longshore/longshore/storage/stores"
 )
 
-// benchJPEG is a 320x240 JPEG with some noise (about 20 KB), different
+// benchJPEG is a 320x240 JPEG with some noise (about 23 KB), different
 // for every i.
-func benchJPEG(b testing.TB, i int) []byte {
-	rng := rand.New(rand.NewPCG(uint64(i), 7))
-	img := image.NewRGBA(image.Rect(0, 0, 320, 240))
-	for y := range 240 {
-		for x := range 320 {
-			n := uint8(rng.IntN(24))
-			img.Set(x, y, color.RGBA{uint8(x) + n, uint8(y) + n, uint8(i*13) + n, 255})
-		}
-	}
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
-		b.Fatal(err)
-	}
-	return buf.Bytes()
-}
+var benchJPEG = datasettest.PhotoJPEG
 
 // BenchmarkFormatsMinIO reads the same samples from MinIO as Parquet
 // files (Hugging Face's layout, row groups of 16), as WebDataset tars
@@ -120,7 +102,7 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	type result struct{ ips, reqs, gets []float64 }
+	type result struct{ ips, reqs, gets, cpu []float64 }
 	names := []string{"packed", "webdataset", "parquet"}
 	res := map[string]*result{}
 	for _, name := range names {
@@ -134,6 +116,7 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 				var out, errb bytes.Buffer
 				args := []string{"--standalone", "--dataset", srv.URL(bucket, name), "--epochs", "1", "--batch-size", "32",
 					"--size", "64", "--seed", strconv.Itoa(rep), "--sink", "null", "--stats-json", stats, "--progress", "never"}
+				c0 := processCPU()
 				if code := run(args, &out, &errb); code != 0 {
 					b.Fatalf("%s: exit %d\n%s", name, code, errb.String())
 				}
@@ -145,18 +128,20 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 				r.ips = append(r.ips, s.ImagesPerSecond)
 				r.reqs = append(r.reqs, float64(s.Store.Requests)/float64(n))
 				r.gets = append(r.gets, float64(s.Pack.Chunks+s.Pack.ReadAlone)/float64(n))
+				r.cpu = append(r.cpu, 1000*(processCPU()-c0).Seconds()/float64(n))
 			}
 		}
 	}
 	base := median(res["packed"].ips)
 	b.Logf("%d samples of %.1f KB (320x240 JPEGs), shards/files of %d, Parquet row groups of %d, one epoch, --size 64, %d reps interleaved; MinIO on this machine",
 		n, float64(bytesIn)/float64(n)/1000, perShard, perGroup, reps)
-	b.Logf("%-11s %10s %8s %14s %16s", "format", "images/s", "×packed", "S3 req/sample", "media GET/sample")
+	b.Logf("%-11s %10s %8s %14s %16s %14s", "format", "images/s", "×packed", "S3 req/sample", "media GET/sample", "CPU ms/image")
 	for _, name := range names {
 		r := res[name]
-		b.Logf("%-11s %10.0f %8.2f %14.3f %16.3f   (images/s of each rep: %.0f)", name, median(r.ips), median(r.ips)/base, median(r.reqs), median(r.gets), r.ips)
+		b.Logf("%-11s %10.0f %8.2f %14.3f %16.3f %14.3f   (images/s of each rep: %.0f)", name, median(r.ips), median(r.ips)/base, median(r.reqs), median(r.gets), median(r.cpu), r.ips)
 		b.ReportMetric(median(r.ips), name+"-images/s")
 		b.ReportMetric(median(r.reqs), name+"-req/sample")
+		b.ReportMetric(median(r.cpu), name+"-cpu-ms/image")
 	}
 }
 

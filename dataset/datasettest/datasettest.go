@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -107,4 +108,23 @@ func HFDataset(t testing.TB, images [][]byte, paths []string, perFile int, perGr
 		files = append(files, HFFile{Key: key, Data: WriteParquet(t, rs, perGroup, append([]parquet.WriterOption{parquet.KeyValueMetadata("huggingface", HFMeta)}, opts...)...)})
 	}
 	return files, all
+}
+
+// PhotoJPEG is a 320x240 JPEG with some noise (about 23 KB at quality
+// 85), different for every i: a photograph's size, for benchmarks.
+func PhotoJPEG(t testing.TB, i int) []byte {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(i), 7))
+	img := image.NewRGBA(image.Rect(0, 0, 320, 240))
+	for y := range 240 {
+		for x := range 320 {
+			n := uint8(rng.IntN(24))
+			img.Set(x, y, color.RGBA{uint8(x) + n, uint8(y) + n, uint8(i*13) + n, 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
