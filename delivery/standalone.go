@@ -69,9 +69,7 @@ func (r *standaloneRank) committer() Committer {
 }
 
 func (r *standaloneRank) Next(ctx context.Context) (*actors.Batch, error) {
-	st := r.stream()
-	startStream(st)
-	return st.Next(ctx)
+	return r.stream().Next(ctx)
 }
 func (r *standaloneRank) Config() actors.Config { return r.stream().Config() }
 
@@ -93,7 +91,6 @@ func (r *standaloneRank) NextDelivery(ctx context.Context) (Batch, error) {
 	if st == nil {
 		return Batch{}, ErrServerClosed
 	}
-	startStream(st) // after Attach it is; a batch asked for first starts it too
 	b, err := st.Next(ctx)
 	return Batch{Batch: b}, err
 }
@@ -136,9 +133,6 @@ func (r *standaloneRank) Attach(ctx context.Context, token []byte) (Attachment, 
 	res := r.mu.d.Resume(tok) // no commit waits: Commit answers each at once
 	at := feed.Cursor{Epoch: res.At.Epoch, Step: res.At.Step}
 	if !res.Reopen {
-		// The first stream, opened held at the start, reads from now on
-		// (a running one goes on).
-		startStream(r.mu.stream)
 		return Attachment{Resume: at}, nil
 	}
 	// Shutting the old stream down waits for its actors (a decode in
@@ -156,7 +150,6 @@ func (r *standaloneRank) Attach(ctx context.Context, token []byte) (Attachment, 
 		r.mu.stream = endedStream{} // nothing to serve; the next hello retries (nothing Opened)
 		return Attachment{}, pipelineError{fmt.Errorf("feed: rank %d: reopen at epoch %d step %d: %w", r.rank, at.Epoch, at.Step, err)}
 	}
-	startStream(st)
 	r.mu.stream = st
 	r.openedLocked(at)
 	return Attachment{Resume: at, Reset: true}, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/longshore/longshore/actors"
 	"github.com/longshore/longshore/dataset"
@@ -68,90 +67,11 @@ func StandaloneCatalog(cfg actors.Config, cat dataset.Catalog, world int, deps a
 		}
 		d := deps
 		d.Allocator = alloc
-		held := &heldSource{src: f}
-		p, err := actors.NewPipeline(rcfg, rank, held, d)
+		p, err := actors.NewPipeline(rcfg, rank, f, d)
 		if err != nil {
 			return nil, fmt.Errorf("feed: open rank %d at epoch %d step %d: %w", rank, from.Epoch, from.Step, err)
 		}
-		return &HeldPipeline{Pipeline: p, src: held}, nil
-	}
-}
-
-// HeldPipeline is a rank's pipeline (StandaloneCatalog) that reads
-// nothing until Start or its first Next: a standalone rank opens its
-// first stream at the start and starts it when a trainer attaches there,
-// and reopens it (started at once) where a trainer's token resumes, so a
-// resumed node never fetches what the resume skips.
-type HeldPipeline struct {
-	*actors.Pipeline
-	src *heldSource
-}
-
-// Start lets the pipeline take work: it fetches from now on. Calling it
-// again does nothing.
-func (p *HeldPipeline) Start() { p.src.start() }
-
-// Next starts the pipeline (a stream wrapped in another that does not
-// pass Start on starts when its first batch is asked for) and returns
-// its next batch.
-func (p *HeldPipeline) Next(ctx context.Context) (*actors.Batch, error) {
-	p.src.start()
-	return p.Pipeline.Next(ctx)
-}
-
-// heldSource is a pipeline's source that holds the pipeline's requests
-// for work until start, then gives them to src in order.
-type heldSource struct {
-	src     actors.Source
-	mu      sync.Mutex
-	started bool
-	pending []heldWant
-}
-
-type heldWant struct {
-	n    int
-	give func(actors.Work)
-}
-
-func (h *heldSource) Want(n int, give func(actors.Work)) {
-	h.mu.Lock()
-	if !h.started {
-		h.pending = append(h.pending, heldWant{n, give})
-		h.mu.Unlock()
-		return
-	}
-	h.mu.Unlock()
-	h.src.Want(n, give)
-}
-
-// start gives the requests held to src; a Want meanwhile waits for them
-// (the lock), so src sees them in order.
-func (h *heldSource) start() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.started {
-		return
-	}
-	h.started = true
-	for _, w := range h.pending {
-		h.src.Want(w.n, w.give)
-	}
-	h.pending = nil
-}
-
-// Total is the source's, for the pipeline's failure budget.
-func (h *heldSource) Total() int64 {
-	if t, ok := h.src.(interface{ Total() int64 }); ok {
-		return t.Total()
-	}
-	return 0
-}
-
-// startStream starts st if it is held (HeldPipeline, or a wrapper that
-// passes Start on).
-func startStream(st BatchSource) {
-	if h, ok := st.(interface{ Start() }); ok {
-		h.Start()
+		return p, nil
 	}
 }
 

@@ -563,13 +563,7 @@ func (s *standaloneSet) serve(cfg delivery.Config) (*delivery.Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		var p *actors.Pipeline
-		switch st := st.(type) {
-		case *actors.Pipeline:
-			p = st
-		case *delivery.HeldPipeline:
-			p = st.Pipeline
-		}
+		p, _ := st.(*actors.Pipeline)
 		s.tally[rank].Use(p)
 		return firstBatchStream{BatchSource: st, first: first}, nil
 	}
@@ -611,13 +605,6 @@ func (standaloneRank) Commit(int, int64) error { return nil }
 type firstBatchStream struct {
 	delivery.BatchSource
 	first func()
-}
-
-// Start passes Start on to a held stream (delivery.HeldPipeline).
-func (s firstBatchStream) Start() {
-	if h, ok := s.BatchSource.(interface{ Start() }); ok {
-		h.Start()
-	}
 }
 
 func (s firstBatchStream) Next(ctx context.Context) (*actors.Batch, error) {

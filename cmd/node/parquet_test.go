@@ -11,7 +11,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/longshore/longshore/dataset/datasettest"
-	"github.com/longshore/longshore/feed"
 )
 
 // parquetDataset writes the ImageFolder at root (keys) as Parquet files
@@ -94,71 +93,4 @@ func sortedCopy(keys []string) []string {
 		}
 	}
 	return out
-}
-
-// TestStandaloneParquetResumeReads: a node resumed from a trainer's
-// token mid-epoch reads each row group's media once per block it still
-// has rows to deliver from, and nothing else: it does not start reading
-// at the start of the run before the trainer says where it resumes.
-func TestStandaloneParquetResumeReads(t *testing.T) {
-	root, keys := makeDataset(t, 70)
-	dir, _ := parquetDataset(t, root, keys, 32, 8) // 3 files, 9 row groups of up to 8 rows
-	// A window of one block: the 4 steps committed are 4 whole blocks,
-	// which the resumed run must not read (the node read them, 18 chunk
-	// GETs for 14, when it opened its stream at the start before the
-	// trainer's token came). The default window mixes every block into
-	// the first steps: each one has rows left to deliver.
-	for _, window := range []string{"1", "128"} {
-		t.Run("window"+window, func(t *testing.T) { parquetResumeReads(t, dir, window) })
-	}
-}
-
-func parquetResumeReads(t *testing.T, dir, window string) {
-	common := []string{"--dataset", dir, "--epochs", "2", "--batch-size", "8", "--seed", "11", "--block", "8", "--hedge-quantile", "0", "--mix-window", window}
-	r := startFeedNode(t, common...)
-	c, err := dialFields(r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := map[[2]int64]delivered{}
-	last := takeBatches(t, r, c, first, func(b *feed.Batch) bool { return b.Epoch == 0 && b.Step == 3 })
-	if last == nil {
-		t.Fatal("the stream ended before step 3")
-	}
-	tok, err := c.Commit(r.ctx, last.Epoch, last.Step)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last.Release()
-	r.drain(c)
-
-	stats := filepath.Join(t.TempDir(), "s.json")
-	r = startFeedNode(t, append(common, "--stats-json", stats)...)
-	c, err = dialFields(r, tok)
-	if err != nil {
-		t.Fatalf("resume: %v\n%s", err, r.errb.String())
-	}
-	resumed := map[[2]int64]delivered{}
-	takeBatches(t, r, c, resumed, nil)
-	r.drain(c)
-	s := readSummary(t, stats)
-	if s.Pack == nil || s.Failures.Total != 0 {
-		t.Fatalf("pack %+v failures %+v", s.Pack, s.Failures)
-	}
-	// Blocks of 8 are row groups of 8 (files of 32 rows): a chunk is
-	// (epoch, index/8) of what the resumed run delivers.
-	need := map[[2]int64]bool{}
-	for at := range resumed {
-		need[[2]int64{at[0], at[1] / 8}] = true
-	}
-	if len(resumed) != 70-32+70 {
-		t.Fatalf("the resumed run delivered %d samples, want %d (epoch 0 from step 4, epoch 1)", len(resumed), 70-32+70)
-	}
-	t.Logf("window %s: the resumed run delivered %d samples from %d (epoch, row group) chunks with %d chunk GETs (%d samples served)", window, len(resumed), len(need), s.Pack.Chunks, s.Pack.Hits)
-	// At most: a block's chunk the resumed epoch left (its rows before
-	// the token were delivered by the first run) may serve the next
-	// epoch's rows of the block too.
-	if s.Pack.Chunks > int64(len(need)) || s.Pack.ReadAlone != 0 {
-		t.Errorf("the resumed run read %d chunks (and %d samples alone) for the %d (epoch, row group) chunks its samples lie in: want at most one GET each", s.Pack.Chunks, s.Pack.ReadAlone, len(need))
-	}
 }
