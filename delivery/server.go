@@ -151,9 +151,7 @@ type Server struct {
 var ErrServerClosed = errors.New("feed: server closed")
 
 // New serves standalone ranks: it opens every rank's stream at
-// cfg.Start (open is called with each rank's shared-memory allocator; a
-// HeldPipeline, as StandaloneCatalog's are, reads nothing until a
-// trainer attaches or resumes elsewhere),
+// cfg.Start (open is called with each rank's shared-memory allocator),
 // each the trivial session (one that never fences) deciding through
 // cluster.RankDelivery, over cfg.Committer, listens on each rank's socket (mode 0600, in a 0700
 // directory; the path appears only once it accepts; a stale socket file
