@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -27,14 +28,17 @@ import (
 // per-object ImageFolders) and, for the mixture, also in three formats
 // at once (packed, Parquet and an ImageFolder) against one source of
 // each of those formats. A standalone node runs one epoch of each, the
-// six interleaved LONGSHORE_BENCH_REPS times (default 2): images/s,
-// the mixture's against the single source's of the same format (for
-// the three formats, against the rate one source of each format would
-// read its third at: N over the sum of (N/3)/rate), and the S3
+// six interleaved LONGSHORE_BENCH_REPS times (default 2). It reports
+// images/s; the mixture's against the single source's of the same
+// format (for the three formats, against the rate one source of each
+// format would read its third at: N over the sum of (N/3)/rate); the S3
 // requests a sample (every request MinIO answered, counted by a proxy
 // in front of it that changes nothing: a mixture's summary has no S3
-// counters of its own). Each run's delivery log must hold every sample
-// exactly once (a mixture's each source's N/3 once), or it fails.
+// counters of its own, its store unwraps to no S3 client); and the
+// seconds from the node's start to its first batch (a mixture opens
+// three sources) and the whole run's, as this benchmark times run().
+// Each run's delivery log must hold every sample exactly once (a
+// mixture's each source's N/3 once), or it fails.
 //
 //	go test ./cmd/node -run '^$' -bench MixtureMinIO -benchtime 1x
 func BenchmarkMixtureMinIO(b *testing.B) {
@@ -164,7 +168,11 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 	// Every request to MinIO goes through a proxy that only counts: the
 	// same hop for every configuration.
 	proxy := faultproxy.Start(b, srv.Endpoint)
-	type result struct{ ips, reqs, load []float64 }
+	type result struct {
+		ips, reqs, first, wall, load []float64
+		bottleneck                   []string
+		pack                         string // the last rep's chunk cache, if packed
+	}
 	res := map[string]*result{}
 	for _, c := range configs {
 		res[c.name] = &result{}
@@ -182,12 +190,12 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 				} else {
 					args = append(args, "--dataset", srv.URL(bucket, c.dataset))
 				}
-				before := proxy.Requests()
+				before, start := proxy.Requests(), time.Now()
 				var out, errb bytes.Buffer
 				if code := run(args, &out, &errb); code != 0 {
 					b.Fatalf("%s: exit %d\n%s", c.name, code, errb.String())
 				}
-				reqs := proxy.Requests() - before
+				wall, reqs := time.Since(start).Seconds(), proxy.Requests()-before
 				s := readSummary(b, stats)
 				if s.Images != int64(n) || s.Pads != 0 || s.Failures.Total != 0 {
 					b.Fatalf("%s: %d samples delivered, %d of them padding (want %d, none), failures %+v", c.name, s.Images, s.Pads, n, s.Failures)
@@ -196,13 +204,21 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 				r := res[c.name]
 				r.ips = append(r.ips, s.ImagesPerSecond)
 				r.reqs = append(r.reqs, float64(reqs)/float64(n))
+				// FirstBatchSeconds counts from the program's start (started),
+				// this benchmark's: from run()'s.
+				r.first = append(r.first, s.FirstBatchSeconds-start.Sub(started).Seconds())
+				r.wall = append(r.wall, wall)
+				r.bottleneck = append(r.bottleneck, s.Bottleneck)
+				if s.Pack != nil {
+					r.pack = fmt.Sprintf("; chunks %d, read alone %d, prefetches %d, peak %.1f MB", s.Pack.Chunks, s.Pack.ReadAlone, s.Pack.Prefetches, float64(s.Pack.PeakBytes)/1e6)
+				}
 				r.load = append(r.load, loadAverage())
 			}
 		}
 	}
 	b.Logf("%d samples of %.1f KB (320x240 JPEGs): one source of %d, or a mixture of 3 sources of %d (weights 1:1:1, rounds of %d); shards and Parquet files of %d, row groups of %d; one epoch, --batch-size %d, --size 64, %d reps interleaved; MinIO on this machine, through a counting proxy",
 		n, float64(bytesIn)/float64(n)/1000, n, third, round, perShard, perGroup, batch, reps)
-	b.Logf("%-40s %10s %9s %14s", "config", "images/s", "× single", "S3 req/sample")
+	b.Logf("%-40s %10s %9s %14s %14s %8s", "config", "images/s", "× single", "S3 req/sample", "first batch s", "run s")
 	for _, c := range configs {
 		r := res[c.name]
 		ips := median(r.ips)
@@ -216,7 +232,8 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 			}
 			ratio = fmt.Sprintf("%.2f", ips/(float64(n)/secs))
 		}
-		b.Logf("%-40s %10.0f %9s %14.3f   (images/s of each rep: %.0f; load average after each: %.1f)", c.name, ips, ratio, median(r.reqs), r.ips, r.load)
+		b.Logf("%-40s %10.0f %9s %14.3f %14.2f %8.2f   (images/s of each rep: %.0f; bottleneck: %v; load average after each: %.1f%s)",
+			c.name, ips, ratio, median(r.reqs), median(r.first), median(r.wall), r.ips, r.bottleneck, r.load, r.pack)
 		key := strings.NewReplacer(" ", "", ",", "-", "+", "-").Replace(c.name)
 		b.ReportMetric(ips, key+"-images/s")
 		b.ReportMetric(median(r.reqs), key+"-req/sample")
