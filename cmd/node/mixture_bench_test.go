@@ -172,6 +172,7 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 		ips, reqs, first, wall, load []float64
 		bottleneck                   []string
 		pack                         string // the last rep's chunk cache, if packed
+		ops                          string // the last rep's requests by kind
 	}
 	res := map[string]*result{}
 	for _, c := range configs {
@@ -190,7 +191,7 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 				} else {
 					args = append(args, "--dataset", srv.URL(bucket, c.dataset))
 				}
-				before, start := proxy.Requests(), time.Now()
+				before, logged, start := proxy.Requests(), len(proxy.Log()), time.Now()
 				var out, errb bytes.Buffer
 				if code := run(args, &out, &errb); code != 0 {
 					b.Fatalf("%s: exit %d\n%s", c.name, code, errb.String())
@@ -209,6 +210,11 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 				r.first = append(r.first, s.FirstBatchSeconds-start.Sub(started).Seconds())
 				r.wall = append(r.wall, wall)
 				r.bottleneck = append(r.bottleneck, s.Bottleneck)
+				ops := map[faultproxy.Op]int{}
+				for _, e := range proxy.Log()[logged:] {
+					ops[e.Op]++
+				}
+				r.ops = fmt.Sprint(ops)
 				if s.Pack != nil {
 					r.pack = fmt.Sprintf("; chunks %d, read alone %d, prefetches %d, peak %.1f MB", s.Pack.Chunks, s.Pack.ReadAlone, s.Pack.Prefetches, float64(s.Pack.PeakBytes)/1e6)
 				}
@@ -232,8 +238,8 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 			}
 			ratio = fmt.Sprintf("%.2f", ips/(float64(n)/secs))
 		}
-		b.Logf("%-40s %10.0f %9s %14.3f %14.2f %8.2f   (images/s of each rep: %.0f; bottleneck: %v; load average after each: %.1f%s)",
-			c.name, ips, ratio, median(r.reqs), median(r.first), median(r.wall), r.ips, r.bottleneck, r.load, r.pack)
+		b.Logf("%-40s %10.0f %9s %14.3f %14.2f %8.2f   (images/s of each rep: %.0f; bottleneck: %v; load average after each: %.1f; requests %s%s)",
+			c.name, ips, ratio, median(r.reqs), median(r.first), median(r.wall), r.ips, r.bottleneck, r.load, r.ops, r.pack)
 		key := strings.NewReplacer(" ", "", ",", "-", "+", "-").Replace(c.name)
 		b.ReportMetric(ips, key+"-images/s")
 		b.ReportMetric(median(r.reqs), key+"-req/sample")
