@@ -14,6 +14,7 @@
 #   make lint    gofmt + go vet
 #   make deps    install every dependency (apt packages, MinIO server build)
 #   make bench-formats  Parquet, WebDataset in place and packed tars of the same samples from MinIO, side by side
+#   make bench-mixture  the same samples from MinIO as one source and as a --mixture of three, per format and formats mixed, side by side
 #   make parquet-crosscheck  the Parquet reader against files Apache Arrow's Go module writes (dataset/parquetcheck)
 #   make deploy-check  the Kubernetes manifests (deploy/k8s, Kustomize) rendered and checked against the API types
 #   make slurm-check  deploy/slurm/longshore.sbatch, unchanged, on a Slurm cluster started here (2 nodes, gres GPUs): exactly once
@@ -228,6 +229,15 @@ deploy-check: deps-base
 BENCH_FORMATS_REPS ?= 3
 bench-formats: deps
 	LONGSHORE_BENCH_REPS=$(BENCH_FORMATS_REPS) $(GO) test ./cmd/node -run '^$$' -bench FormatsMinIO -benchtime 1x -timeout 30m
+
+# One source of N samples against a --mixture of three sources of N/3
+# (weights 1:1:1) from MinIO, packed, per object, and packed + Parquet +
+# per object, interleaved: images/s, x single, requests a sample
+# (docs/mixtures.md, "Benchmark").
+.PHONY: bench-mixture
+BENCH_MIXTURE_REPS ?= 3
+bench-mixture: deps
+	LONGSHORE_BENCH_REPS=$(BENCH_MIXTURE_REPS) $(GO) test ./cmd/node -run '^$$' -bench MixtureMinIO -benchtime 1x -timeout 30m
 
 # The Parquet reader against files written by Apache Arrow's Go module
 # (a module of its own: Arrow requires a newer gRPC than the daemons').
