@@ -462,6 +462,22 @@ func PackedStores(s storage.Store) []*PackedStore {
 	return nil
 }
 
+// MixtureOf finds the mixture a store reads (a MixtureStore, under any
+// wrappers that Unwrap); nil for a single dataset's store.
+func MixtureOf(s storage.Store) *MixtureCatalog {
+	for s != nil {
+		if m, ok := s.(interface{ Catalog() *MixtureCatalog }); ok {
+			return m.Catalog()
+		}
+		u, ok := s.(interface{ Unwrap() storage.Store })
+		if !ok {
+			return nil
+		}
+		s = u.Unwrap()
+	}
+	return nil
+}
+
 // SplitMixtureExclusions splits an exclusion list of a mixture's keys
 // ("<source>/<key>", as a node's --quarantine writes them) into each
 // source's own keys, by source name (names, in the mixture's order); a

@@ -63,7 +63,7 @@ func (b *StoreBudget) Apply(rps float64) {
 		return // a resend
 	}
 	b.last = rps
-	if c := mixtureOf(b.store); c != nil {
+	if c := dataset.MixtureOf(b.store); c != nil {
 		b.applyMixture(c, rps)
 		return
 	}
@@ -126,21 +126,3 @@ func splitBudget(rps float64, w []float64) []float64 {
 // minPart is the least part of a budget a mixture's source gets, in
 // requests/s: the S3 store's own least rate.
 const minPart = 1.0
-
-// mixtureOf finds the mixture a store reads (dataset.MixtureStore, under
-// any wrappers); nil for a dataset's store.
-func mixtureOf(s storage.Store) *dataset.MixtureCatalog {
-	for s != nil {
-		if m, ok := s.(interface {
-			Catalog() *dataset.MixtureCatalog
-		}); ok {
-			return m.Catalog()
-		}
-		u, ok := s.(interface{ Unwrap() storage.Store })
-		if !ok {
-			return nil
-		}
-		s = u.Unwrap()
-	}
-	return nil
-}

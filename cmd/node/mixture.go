@@ -254,28 +254,10 @@ func (m *clusterMixture) mixture(j node.Job) (*cluster.Mixture, string, error) {
 	return mix, m.cat.DigestFor(mix.Identity()), nil
 }
 
-// mixtureOf finds the mixture a store reads (dataset.MixtureStore, under
-// any wrappers); nil for a dataset's store.
-func mixtureOf(s storage.Store) *dataset.MixtureCatalog {
-	for s != nil {
-		if m, ok := s.(interface {
-			Catalog() *dataset.MixtureCatalog
-		}); ok {
-			return m.Catalog()
-		}
-		u, ok := s.(interface{ Unwrap() storage.Store })
-		if !ok {
-			return nil
-		}
-		s = u.Unwrap()
-	}
-	return nil
-}
-
 // mixtureCounts reads the per-source counts of the mixture store reads,
 // for the metrics (longshore_mixture_samples_total); nil without one.
 func mixtureCounts(store storage.Store) func() []observe.SourceCount {
-	c := mixtureOf(store)
+	c := dataset.MixtureOf(store)
 	if c == nil {
 		return nil
 	}
@@ -291,7 +273,7 @@ func mixtureCounts(store storage.Store) func() []observe.SourceCount {
 // mixtureSummary is the summary's per-source counts; nil without a
 // mixture.
 func mixtureSummary(store storage.Store) []dataset.MixtureCount {
-	if c := mixtureOf(store); c != nil {
+	if c := dataset.MixtureOf(store); c != nil {
 		return c.Counts()
 	}
 	return nil

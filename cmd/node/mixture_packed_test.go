@@ -125,7 +125,7 @@ func TestMixturePackedChunks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cat := mixtureOf(data.store)
+			cat := dataset.MixtureOf(data.store)
 			if cat == nil || mix == nil {
 				t.Fatalf("no mixture opened (store %s)", data.store)
 			}

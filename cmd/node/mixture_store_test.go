@@ -15,6 +15,7 @@ import (
 
 	"github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/cluster/node"
+	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/observe/pipeline"
 	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/miniotest"
@@ -68,7 +69,7 @@ func TestMixtureStoreStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer data.close()
-		cat := mixtureOf(data.store)
+		cat := dataset.MixtureOf(data.store)
 		if cat == nil {
 			t.Fatalf("no mixture opened (store %s)", data.store)
 		}
@@ -133,7 +134,7 @@ func TestMixtureStoreStats(t *testing.T) {
 		defer data.close()
 		node.NewStoreBudget(data.store, 0, nil).Apply(100)
 		want := map[string]float64{"a": 25, "b": 75}
-		for _, src := range mixtureOf(data.store).Sources() {
+		for _, src := range dataset.MixtureOf(data.store).Sources() {
 			_, s3s, _ := storeParts(src.Store)
 			if got := s3s.Stats().Budget; got != want[src.Name] {
 				t.Errorf("source %s: budget %v requests/s; want %v of the node's 100", src.Name, got, want[src.Name])

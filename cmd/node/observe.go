@@ -75,7 +75,7 @@ type packedSource struct {
 // packed dataset's, or each packed source's of a mixture, in source
 // order (dataset.PackedStores); none for a dataset that is not packed.
 func packedSources(s storage.Store) []packedSource {
-	c := mixtureOf(s)
+	c := dataset.MixtureOf(s)
 	if c == nil {
 		if _, _, ps := storeParts(s); ps != nil {
 			return []packedSource{{ps: ps}}
@@ -137,7 +137,7 @@ func addPackedStats(a, b dataset.PackedStats) dataset.PackedStats {
 // storeSources are the stores the dataset's store reads through: each
 // source's of a mixture, in source order, else the store itself.
 func storeSources(s storage.Store) []storage.Store {
-	c := mixtureOf(s)
+	c := dataset.MixtureOf(s)
 	if c == nil {
 		return []storage.Store{s}
 	}

@@ -61,20 +61,42 @@ type hedgeBook struct {
 	budget   float64
 	tokens   float64
 	kinds    [hedgeKinds]struct {
-		ring      []time.Duration
-		next      int
-		seen      int // latencies recorded
-		since     int // since the threshold was computed
+		latencies durations // of answered GETs: the hedge threshold
 		threshold time.Duration
 
 		// gaps: the longest wait for bytes inside each recent body read
-		// whole (progressBody.longest), for the progress deadline.
-		gaps    []time.Duration
-		gapNext int
-		gapSeen int
-		gapNew  int           // since gapP99 was computed
-		gapP99  time.Duration // 0: not computed yet
+		// whole (progressBody.longestWait), for the progress deadline.
+		gaps   durations
+		gapP99 time.Duration // 0: not computed yet
 	}
+}
+
+// durations is a window of the last hedgeWindow durations recorded.
+type durations struct {
+	ring  []time.Duration
+	next  int
+	seen  int // recorded in all
+	since int // since the last quantile was taken
+}
+
+func (w *durations) record(d time.Duration) {
+	if len(w.ring) < hedgeWindow {
+		w.ring = append(w.ring, d)
+	} else {
+		w.ring[w.next] = d
+		w.next = (w.next + 1) % hedgeWindow
+	}
+	w.seen++
+	w.since++
+}
+
+// quantile is the q quantile of the window (at least 1 ns); it starts
+// since over.
+func (w *durations) quantile(q float64) time.Duration {
+	s := slices.Clone(w.ring)
+	slices.Sort(s)
+	w.since = 0
+	return max(s[min(len(s)-1, int(q*float64(len(s))))], time.Nanosecond)
 }
 
 func newHedgeBook(quantile float64, floor time.Duration, budget float64) *hedgeBook {
@@ -90,44 +112,29 @@ func newHedgeBook(quantile float64, floor time.Duration, budget float64) *hedgeB
 func (b *hedgeBook) start(kind int) (wait time.Duration, ok bool) {
 	b.tokens = min(hedgeBurst, b.tokens+b.budget)
 	k := &b.kinds[kind]
-	if k.seen < hedgeWarmup {
+	if k.latencies.seen < hedgeWarmup {
 		return 0, false
 	}
-	if k.since >= hedgeEvery || k.threshold == 0 {
-		s := slices.Clone(k.ring)
-		slices.Sort(s)
-		i := min(len(s)-1, int(b.quantile*float64(len(s))))
-		k.threshold, k.since = s[i], 0
+	if k.latencies.since >= hedgeEvery || k.threshold == 0 {
+		k.threshold = k.latencies.quantile(b.quantile)
 	}
 	return max(k.threshold, b.floor), true
 }
 
 // recordGap notes the longest wait for bytes inside a body of kind that
 // was read whole.
-func (b *hedgeBook) recordGap(kind int, d time.Duration) {
-	k := &b.kinds[kind]
-	if len(k.gaps) < hedgeWindow {
-		k.gaps = append(k.gaps, d)
-	} else {
-		k.gaps[k.gapNext] = d
-		k.gapNext = (k.gapNext + 1) % hedgeWindow
-	}
-	k.gapSeen++
-	k.gapNew++
-}
+func (b *hedgeBook) recordGap(kind int, d time.Duration) { b.kinds[kind].gaps.record(d) }
 
 // slowestGap is the p99 of the longest waits inside recent bodies of
 // kind (recomputed every hedgeEvery bodies); ok false before
 // hedgeWarmup bodies.
 func (b *hedgeBook) slowestGap(kind int) (time.Duration, bool) {
 	k := &b.kinds[kind]
-	if k.gapSeen < hedgeWarmup {
+	if k.gaps.seen < hedgeWarmup {
 		return 0, false
 	}
-	if k.gapNew >= hedgeEvery || k.gapP99 == 0 {
-		s := slices.Clone(k.gaps)
-		slices.Sort(s)
-		k.gapP99, k.gapNew = max(s[min(len(s)-1, len(s)*99/100)], time.Nanosecond), 0
+	if k.gaps.since >= hedgeEvery || k.gapP99 == 0 {
+		k.gapP99 = k.gaps.quantile(0.99)
 	}
 	return k.gapP99, true
 }
@@ -142,17 +149,7 @@ func (b *hedgeBook) take() bool {
 }
 
 // record notes how long an answered GET of kind took.
-func (b *hedgeBook) record(kind int, d time.Duration) {
-	k := &b.kinds[kind]
-	if len(k.ring) < hedgeWindow {
-		k.ring = append(k.ring, d)
-	} else {
-		k.ring[k.next] = d
-		k.next = (k.next + 1) % hedgeWindow
-	}
-	k.seen++
-	k.since++
-}
+func (b *hedgeBook) record(kind int, d time.Duration) { b.kinds[kind].latencies.record(d) }
 
 // hedger is the store's hedging shell: the book under a lock and the
 // clock its timers run on.
