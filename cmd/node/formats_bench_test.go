@@ -23,6 +23,64 @@ import (
 // for every i.
 var benchJPEG = datasettest.PhotoJPEG
 
+// benchBucket starts MinIO with a bucket for a node benchmark, its
+// credentials in the environment the node reads, and returns how to
+// open a store on a prefix of it and put an object into one.
+func benchBucket(b *testing.B) (srv *miniotest.Server, bucket string, open func(prefix string) storage.Store, put func(s storage.Store, key string, data []byte)) {
+	b.Helper()
+	srv = miniotest.Start(b)
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	ctx := context.Background()
+	bucket = srv.NewBucket(b)
+	open = func(prefix string) storage.Store {
+		s, err := stores.Open(ctx, srv.URL(bucket, prefix), srv.Options())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	put = func(s storage.Store, key string, data []byte) {
+		if _, err := s.Put(ctx, key, data, storage.Cond{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return srv, bucket, open, put
+}
+
+// indexTars writes the manifest and index of the tar shards in s, as
+// longshore-pack --index does: they are then a packed dataset.
+func indexTars(b *testing.B, s storage.Store) {
+	b.Helper()
+	ctx := context.Background()
+	ds, _, err := dataset.IndexWebDataset(ctx, s, "", dataset.DiscoverOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var manifest bytes.Buffer
+	if err := dataset.WriteManifestJSONL(&manifest, ds); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Put(ctx, dataset.ManifestJSONLName, manifest.Bytes(), storage.Cond{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := dataset.WriteManifestIndex(ctx, s, dataset.ManifestJSONLName, 1024, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchImages makes n photo-sized JPEGs (benchJPEG) and their bytes in all.
+func benchImages(b *testing.B, n int) (images [][]byte, bytesIn int) {
+	images = make([][]byte, n)
+	for i := range images {
+		images[i] = benchJPEG(b, i)
+		bytesIn += len(images[i])
+	}
+	return images, bytesIn
+}
+
 // BenchmarkFormatsMinIO reads the same samples from MinIO as Parquet
 // files (Hugging Face's layout, row groups of 16), as WebDataset tars
 // read in place, and as the same tars with the manifest longshore-pack
@@ -40,31 +98,8 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 		reps = v
 	}
 	const perShard, perGroup = 256, 16
-	srv := miniotest.Start(b)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		b.Setenv(k, v)
-	}
-	ctx := context.Background()
-	bucket := srv.NewBucket(b)
-	open := func(prefix string) storage.Store {
-		s, err := stores.Open(ctx, srv.URL(bucket, prefix), srv.Options())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
-	}
-	put := func(s storage.Store, key string, data []byte) {
-		if _, err := s.Put(ctx, key, data, storage.Cond{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	images := make([][]byte, n)
-	var bytesIn int
-	for i := range images {
-		images[i] = benchJPEG(b, i)
-		bytesIn += len(images[i])
-	}
+	srv, bucket, open, put := benchBucket(b)
+	images, bytesIn := benchImages(b, n)
 	// Parquet: files of perShard rows, row groups of perGroup.
 	pq := open("parquet")
 	files, _ := datasettest.HFDataset(b, images, nil, perShard, perGroup, parquet.Compression(&parquet.Snappy))
@@ -89,18 +124,7 @@ func BenchmarkFormatsMinIO(b *testing.B) {
 		put(wds, key, t.Bytes())
 		put(packed, key, t.Bytes())
 	}
-	ds, _, err := dataset.IndexWebDataset(ctx, packed, "", dataset.DiscoverOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var manifest bytes.Buffer
-	if err := dataset.WriteManifestJSONL(&manifest, ds); err != nil {
-		b.Fatal(err)
-	}
-	put(packed, dataset.ManifestJSONLName, manifest.Bytes())
-	if _, err := dataset.WriteManifestIndex(ctx, packed, dataset.ManifestJSONLName, 1024, nil); err != nil {
-		b.Fatal(err)
-	}
+	indexTars(b, packed)
 
 	type result struct{ ips, reqs, gets, cpu []float64 }
 	names := []string{"packed", "webdataset", "parquet"}

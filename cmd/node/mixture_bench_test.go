@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,10 +14,7 @@ import (
 
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/dataset/datasettest"
-	"github.com/longshore/longshore/storage"
 	"github.com/longshore/longshore/storage/faultproxy"
-	"github.com/longshore/longshore/storage/miniotest"
-	"github.com/longshore/longshore/storage/stores"
 )
 
 // BenchmarkMixtureMinIO reads the same N JPEGs (benchJPEG's, 320x240)
@@ -61,31 +57,8 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 	third := n / 3
 	perShard := third / 2 // a third is 2 shards or Parquet files, N is 6
 
-	srv := miniotest.Start(b)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		b.Setenv(k, v)
-	}
-	ctx := context.Background()
-	bucket := srv.NewBucket(b)
-	open := func(prefix string) storage.Store {
-		s, err := stores.Open(ctx, srv.URL(bucket, prefix), srv.Options())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
-	}
-	put := func(s storage.Store, key string, data []byte) {
-		if _, err := s.Put(ctx, key, data, storage.Cond{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	images := make([][]byte, n)
-	var bytesIn int
-	for i := range images {
-		images[i] = benchJPEG(b, i)
-		bytesIn += len(images[i])
-	}
+	srv, bucket, open, put := benchBucket(b)
+	images, bytesIn := benchImages(b, n)
 	// Samples [lo, hi) as tar shards of perShard (.jpg, .cls), indexed as
 	// longshore-pack --index does it: packed.
 	packed := func(prefix string, lo, hi int) {
@@ -103,18 +76,7 @@ func BenchmarkMixtureMinIO(b *testing.B) {
 			}
 			put(s, fmt.Sprintf("shard-%06d.tar", (sh-lo)/perShard), t.Bytes())
 		}
-		ds, _, err := dataset.IndexWebDataset(ctx, s, "", dataset.DiscoverOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var manifest bytes.Buffer
-		if err := dataset.WriteManifestJSONL(&manifest, ds); err != nil {
-			b.Fatal(err)
-		}
-		put(s, dataset.ManifestJSONLName, manifest.Bytes())
-		if _, err := dataset.WriteManifestIndex(ctx, s, dataset.ManifestJSONLName, 1024, nil); err != nil {
-			b.Fatal(err)
-		}
+		indexTars(b, s)
 	}
 	// Samples [lo, hi) one object each, class directories: an
 	// ImageFolder, read per object.
