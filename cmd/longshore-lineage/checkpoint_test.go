@@ -12,38 +12,21 @@ import (
 	"testing"
 
 	"github.com/longshore/longshore/cluster"
-	"github.com/longshore/longshore/cluster/journal"
 	"github.com/longshore/longshore/dataset"
-	"github.com/longshore/longshore/storage/s3"
-	"github.com/longshore/longshore/storage/stores"
 )
 
 // TestCheckpointSummary: --checkpoint without a question says what the
 // journal records: the job, each epoch's committed positions, its ranks'
 // last commits and how many rank sessions' steps it holds.
 func TestCheckpointSummary(t *testing.T) {
-	dir := t.TempDir()
 	ctx := context.Background()
-	st, err := stores.Open(ctx, dir, s3.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(ctx, journal.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.Start(ctx, journal.StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	s := cluster.State{Incarnation: 1, Seq: 3, Samples: 100, Seed: 9, Block: 1, Window: 1, Epochs: []cluster.EpochState{{
 		Committed: []cluster.Range{{Start: 0, End: 40}},
 		Commits:   []cluster.RankCommit{{Rank: "n1/0", Epoch: 0, Step: 4, Offset: 40, Gen: 1}},
 		Trails: []cluster.Trail{{Rank: "n1/0", Session: cluster.Fence{Incarnation: 1, Seq: 2}, Segs: []cluster.Range{{Start: 0, End: 40}},
 			Commits: []cluster.TrailCommit{{Step: 4, Offset: 40}}}},
 	}}}
-	if _, err := j.Write(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeJournal(t, s)
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"--checkpoint", dir}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
@@ -173,19 +156,7 @@ func TestFields(t *testing.T) {
 // named in the note, not a failure of the whole question.
 func TestClusterKeyCommittedHistory(t *testing.T) {
 	root := makeDataset(t, 12)
-	dir := t.TempDir()
 	ctx := context.Background()
-	st, err := stores.Open(ctx, dir, s3.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(ctx, journal.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.Start(ctx, journal.StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	told, old := cluster.Fence{Incarnation: 1, Seq: 2}, cluster.Fence{Incarnation: 1, Seq: 3}
 	// Batch size 4. n1/0 delivered order positions 0-8: a stream end at
 	// 5 whose short batch's commit was lost, the node told the cut: steps
@@ -205,9 +176,7 @@ func TestClusterKeyCommittedHistory(t *testing.T) {
 			},
 		},
 	}}
-	if _, err := j.Write(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeJournal(t, s)
 	job := []string{"--checkpoint", dir, "--dataset", root, "--batch-size", "4", "--transforms=false"}
 	// The key at order position 4 of epoch 1: n1/0's step 1, alone.
 	a := lineage(t, append(job, "--epoch", "1", "--rank", "n1/0", "--steps", "1-1")...)
