@@ -101,7 +101,9 @@ func (s Schema) String() string {
 }
 
 // reservedFieldNames are what a manifest line means by itself: no field
-// may be named so.
+// may be named so, in any case (a JSON-lines manifest matches its own
+// names without regard to case, as encoding/json does: a field "KeY"
+// written into a line was read back as the line's key).
 var reservedFieldNames = []string{"key", "label", "object", "offset", "size"}
 
 // MaxFieldName bounds a field's name.
@@ -109,7 +111,7 @@ const MaxFieldName = 256
 
 // CheckFieldName reports whether name may name a field: 1 to
 // MaxFieldName bytes of UTF-8, no control characters, not one of a manifest's own
-// names (key, label, object, offset, size).
+// names (key, label, object, offset, size) in any case.
 func CheckFieldName(name string) error {
 	if name == "" || len(name) > MaxFieldName {
 		return fmt.Errorf("dataset: field name %q: want 1 to %d bytes", name, MaxFieldName)
@@ -122,7 +124,7 @@ func CheckFieldName(name string) error {
 	if !utf8.ValidString(name) {
 		return fmt.Errorf("dataset: field name %q: not valid UTF-8", name)
 	}
-	if slices.Contains(reservedFieldNames, name) {
+	if slices.ContainsFunc(reservedFieldNames, func(r string) bool { return strings.EqualFold(r, name) }) {
 		return fmt.Errorf("dataset: field name %q: reserved (a manifest's own %s)", name, strings.Join(reservedFieldNames, ", "))
 	}
 	return nil

@@ -57,7 +57,7 @@ func TestFieldsBuilderColumns(t *testing.T) {
 
 func TestFieldNamesChecked(t *testing.T) {
 	b := NewFieldsBuilder()
-	for _, name := range []string{"", "key", "label", "a\nb", strings.Repeat("x", MaxFieldName+1)} {
+	for _, name := range []string{"", "key", "label", "KeY", "Label", "SIZE", "a\nb", strings.Repeat("x", MaxFieldName+1)} {
 		if err := b.Set(name, IntValue(1)); err == nil {
 			t.Errorf("field name %q: no error", name)
 		}
