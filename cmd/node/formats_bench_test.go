@@ -71,6 +71,18 @@ func indexTars(b *testing.B, s storage.Store) {
 	}
 }
 
+// benchSize is a node benchmark's samples and repetitions: n and reps,
+// or LONGSHORE_BENCH_SAMPLES and LONGSHORE_BENCH_REPS where set.
+func benchSize(n, reps int) (int, int) {
+	if v, err := strconv.Atoi(os.Getenv("LONGSHORE_BENCH_SAMPLES")); err == nil && v > 0 {
+		n = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("LONGSHORE_BENCH_REPS")); err == nil && v > 0 {
+		reps = v
+	}
+	return n, reps
+}
+
 // benchImages makes n photo-sized JPEGs (benchJPEG) and their bytes in all.
 func benchImages(b *testing.B, n int) (images [][]byte, bytesIn int) {
 	images = make([][]byte, n)
@@ -90,13 +102,7 @@ func benchImages(b *testing.B, n int) (images [][]byte, bytesIn int) {
 //
 //	go test ./cmd/node -run '^$' -bench FormatsMinIO -benchtime 1x
 func BenchmarkFormatsMinIO(b *testing.B) {
-	n, reps := 1024, 2
-	if v, err := strconv.Atoi(os.Getenv("LONGSHORE_BENCH_SAMPLES")); err == nil && v > 0 {
-		n = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("LONGSHORE_BENCH_REPS")); err == nil && v > 0 {
-		reps = v
-	}
+	n, reps := benchSize(1024, 2)
 	const perShard, perGroup = 256, 16
 	srv, bucket, open, put := benchBucket(b)
 	images, bytesIn := benchImages(b, n)

@@ -38,13 +38,7 @@ import (
 //
 //	go test ./cmd/node -run '^$' -bench MixtureMinIO -benchtime 1x
 func BenchmarkMixtureMinIO(b *testing.B) {
-	n, reps := 1152, 2
-	if v, err := strconv.Atoi(os.Getenv("LONGSHORE_BENCH_SAMPLES")); err == nil && v > 0 {
-		n = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("LONGSHORE_BENCH_REPS")); err == nil && v > 0 {
-		reps = v
-	}
+	n, reps := benchSize(1152, 2)
 	// A third is a whole number of the mixture's rounds' shares: rounds
 	// of 96 (3 x the batch of 32) hold 32 of each source, so one epoch of
 	// the mixture is each source's samples exactly once, no round split
