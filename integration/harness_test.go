@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/longshore/longshore/internal/testports"
 )
 
 var (
@@ -90,30 +91,12 @@ func makeDataset(t testing.TB, n int) (string, []string) {
 	return dir, keys
 }
 
-// freePort returns a port free on host for both TCP and UDP (gossip uses
-// both), as far as one can tell without holding it.
-func freePort(t *testing.T, host string) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", host+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("%s:%d", host, p))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
+// freePort returns a port free on host for TCP and UDP (gossip uses
+// both), below the kernel's ephemeral range so that nothing running beside
+// the test takes it before the process binds it.
+func freePort(t *testing.T, host string) int { return testports.Free(t, host) }
 
-func hostPort(t *testing.T, host string) string {
-	return fmt.Sprintf("%s:%d", host, freePort(t, host))
-}
+func hostPort(t *testing.T, host string) string { return testports.Addr(t, host) }
 
 // proc is one running process of the cluster.
 type proc struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/internal/testports"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -50,15 +50,9 @@ const (
 	systemsLine    = "pipeline actor systems made: "
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a 127.0.0.1 address for a server of another process to
+// bind, below the kernel's ephemeral range.
+func freeAddr(t *testing.T) string { return testports.Addr(t, "127.0.0.1") }
 
 // testCoordinator is a coordinator in this process, wired as
 // longshore-coordinator wires one (remote, coordinator actor, gossip

@@ -36,6 +36,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/longshore/longshore/internal/testports"
 	"github.com/longshore/longshore/storage/s3"
 )
 
@@ -165,14 +166,9 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("miniotest: find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a port for MinIO to bind, below the kernel's ephemeral
+// range (start still retries on another should it be taken).
+func freeAddr(t testing.TB) string { return testports.Addr(t, "127.0.0.1") }
 
 // start launches the process and waits until it is live.
 func (s *Server) start() error {

@@ -128,24 +128,44 @@ def tiny_dataset(tmp_path):
     return str(root), sorted(keys)
 
 
+_given_ports = set()
+
+
 def free_port(host):
-    """A port free on host for TCP and UDP (gossip uses both), as far as one can tell."""
+    """A port free on host for TCP and UDP (gossip uses both), for a process
+    the test starts to bind.
+
+    Drawn at random below the kernel's ephemeral range, where no bind(0) or
+    outgoing connection beside the test can take it before the process
+    binds it (as the Go tests' internal/testports), and never given twice.
+    """
+    import random
     import socket
 
-    for _ in range(50):
+    hi = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            hi = max(1025, int(f.read().split()[0]))
+    except (OSError, ValueError, IndexError):
+        pass
+    lo = max(1024, hi - 12000)
+    for _ in range(1000):
+        port = random.randrange(lo, hi)
+        if port in _given_ports:
+            continue
         t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        t.bind((host, 0))
-        port = t.getsockname()[1]
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
+            t.bind((host, port))
             u.bind((host, port))
-            return port
         except OSError:
             continue
         finally:
             u.close()
             t.close()
-    raise RuntimeError("no free port")
+        _given_ports.add(port)
+        return port
+    raise RuntimeError(f"no free port on {host} in [{lo}, {hi})")
 
 
 class Proc:
