@@ -41,6 +41,9 @@ var internal = map[string][]string{
 	"internal/layers": {},
 	// A test that every relative link of the docs resolves: nothing of the module.
 	"internal/doclinks": {},
+	// Ports for the processes tests start, below the kernel's ephemeral
+	// range: nothing of the module.
+	"internal/testports": {},
 	// libjpeg's rule for a JPEG's colour space, which every decoder obeys.
 	"internal/jpegcolour": {},
 
@@ -68,7 +71,7 @@ var internal = map[string][]string{
 	"storage/stores":    {"storage", "storage/s3"},
 	"storage/faulty":    {"storage", "internal/clock"},
 	"storage/storetest": {"storage"},
-	"storage/miniotest": {"storage", "storage/s3"},
+	"storage/miniotest": {"storage", "storage/s3", "internal/testports"},
 	// A misbehaving HTTP proxy for tests: nothing of the module.
 	"storage/faultproxy": {},
 
@@ -181,10 +184,10 @@ var cudaModules = []string{"gorgonia.org/cu", "github.com/pkg/errors", "github.c
 var direct = map[string][]string{
 	"gorgonia.org/cu": {"gpu"},
 	"net": {"cmd/coordinator", "observe", "feed", "delivery", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest", "storage/faultproxy",
-		"cmd/node", "cmd/longshore-bench"},
+		"cmd/node", "cmd/longshore-bench", "internal/testports"},
 	"os": {"observe", "cmd/internal/config", "feed", "delivery", "actors/quarantine", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "internal/buildversion",
-		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload"},
+		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload", "internal/testports"},
 }
 
 // pure is the core: only the standard library, and of it nothing that
@@ -204,7 +207,7 @@ var pure = map[string]map[string]string{
 
 // stdOnly packages link nothing outside the standard library (and the
 // module's own packages they are allowed).
-var stdOnly = []string{"cluster", "feed", "decode/spec", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour", "internal/buildversion"}
+var stdOnly = []string{"cluster", "feed", "decode/spec", "examples/go_train", "storage", "gpu", "gpu/nvjpeg", "internal/clock", "internal/offheap", "internal/jpegcolour", "internal/buildversion", "internal/testports"}
 
 type pkg struct {
 	ImportPath string
