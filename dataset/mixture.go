@@ -23,10 +23,11 @@ type MixtureSource struct {
 	Catalog Catalog
 	// Store reads them, by the source's own keys and indices.
 	Store storage.Store
-	// BudgetWeight is the source's part of the node's share of a
-	// job-wide store request budget (node.StoreBudget splits the share
-	// among the sources whose stores take one, in proportion to it);
-	// 0 for every source: equal parts.
+	// BudgetWeight is the source's part of the node's request rates
+	// (RateParts): of its share of a job-wide store request budget
+	// (node.StoreBudget) and of its own cap (--store-rps), split among
+	// the sources whose stores take one in proportion to it; 0 for every
+	// source: equal parts.
 	BudgetWeight float64
 }
 

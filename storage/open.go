@@ -76,10 +76,13 @@ func Close(s Store) error {
 	return nil
 }
 
-// RequestBudgeter is a store that takes a job-wide request budget's
-// share (the S3 store: s3.Store.SetRequestBudget).
+// RequestBudgeter is a store with a request rate to limit (the S3
+// store): it takes a job-wide request budget's share
+// (s3.Store.SetRequestBudget) and its part of the node's own cap when
+// several stores share that (s3.Store.SetRequestCap).
 type RequestBudgeter interface {
 	SetRequestBudget(rps float64)
+	SetRequestCap(rps float64)
 }
 
 // SetRequestBudget gives rps requests per second (0: none) to the first
@@ -89,6 +92,17 @@ func SetRequestBudget(s Store, rps float64) bool {
 	b, ok := under[RequestBudgeter](s)
 	if ok {
 		b.SetRequestBudget(rps)
+	}
+	return ok
+}
+
+// SetRequestCap gives the node's own cap of rps requests per second (0:
+// none), or a store's part of it, to the first store under s that takes
+// a budget; it reports whether one did.
+func SetRequestCap(s Store, rps float64) bool {
+	b, ok := under[RequestBudgeter](s)
+	if ok {
+		b.SetRequestCap(rps)
 	}
 	return ok
 }

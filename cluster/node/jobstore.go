@@ -1,9 +1,7 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/longshore/longshore/dataset"
 	"github.com/longshore/longshore/storage"
@@ -77,52 +75,14 @@ func (b *StoreBudget) Apply(rps float64) {
 // applyMixture splits the node's share among the mixture's sources that
 // take a budget.
 func (b *StoreBudget) applyMixture(c *dataset.MixtureCatalog, rps float64) {
-	var takers []dataset.MixtureSource
-	var weights []float64
-	for _, src := range c.Sources() {
-		if storage.TakesRequestBudget(src.Store) {
-			takers = append(takers, src)
-			weights = append(weights, src.BudgetWeight)
-		}
-	}
-	if len(takers) == 0 {
+	parts := c.RateParts(rps)
+	if len(parts) == 0 {
 		b.logger.Warn("the coordinator gives a job-wide store budget, but no source of this mixture has a request rate to limit (none is S3)", "store_rps", rps)
 		return
 	}
-	shares := splitBudget(rps, weights)
-	parts := make([]string, len(takers))
-	for i, src := range takers {
-		storage.SetRequestBudget(src.Store, shares[i])
-		parts[i] = fmt.Sprintf("%s=%.4g", src.Name, shares[i])
+	for _, p := range parts {
+		storage.SetRequestBudget(p.Source.Store, p.RPS)
 	}
 	b.logger.Info("store budget: the job's share for this node", "store_rps", rps, "own_cap", b.ownCap,
-		"sources", strings.Join(parts, ","))
+		"sources", dataset.FormatRateParts(parts))
 }
-
-// splitBudget splits a share of rps requests/s (0: none) among stores
-// of weights w: in proportion to them (equal parts when none is above
-// 0), each part at least minPart or rps/len(w) if less, since a part of
-// 0 would mean no budget at all for a source of weight 0.
-func splitBudget(rps float64, w []float64) []float64 {
-	out := make([]float64, len(w))
-	if rps <= 0 || len(w) == 0 {
-		return out
-	}
-	var total float64
-	for _, x := range w {
-		total += max(x, 0)
-	}
-	floor := min(minPart, rps/float64(len(w)))
-	for i, x := range w {
-		part := rps / float64(len(w))
-		if total > 0 {
-			part = rps * max(x, 0) / total
-		}
-		out[i] = max(part, floor)
-	}
-	return out
-}
-
-// minPart is the least part of a budget a mixture's source gets, in
-// requests/s: the S3 store's own least rate.
-const minPart = 1.0

@@ -77,6 +77,7 @@ type budgeted struct {
 }
 
 func (b *budgeted) SetRequestBudget(rps float64) { b.got = append(b.got, rps) }
+func (b *budgeted) SetRequestCap(float64)        {}
 
 // TestStoreBudget: each new share reaches the store once (resends do
 // not), and is logged; a store with no request rate is warned about.
@@ -153,36 +154,7 @@ func TestStoreBudgetMixtureWeights(t *testing.T) {
 	}
 	defer cat.Close()
 	NewStoreBudget(cat.Store(), 0, nil).Apply(200)
-	if len(a.got) != 1 || len(b.got) != 1 || len(z.got) != 1 || a.got[0] != 150 || b.got[0] != 50 || z.got[0] != minPart {
-		t.Errorf("parts a %v, b %v, z %v; want 150, 50 and the least part %v", a.got, b.got, z.got, minPart)
-	}
-}
-
-// TestSplitBudget: parts in proportion to the weights, equal without
-// any, none without a share, and never 0 under a share.
-func TestSplitBudget(t *testing.T) {
-	for _, c := range []struct {
-		rps  float64
-		w    []float64
-		want []float64
-	}{
-		{100, []float64{3, 1}, []float64{75, 25}},
-		{100, []float64{0, 0}, []float64{50, 50}},
-		{90, nil, []float64{}},
-		{0, []float64{1, 2}, []float64{0, 0}},
-		{100, []float64{1, 0}, []float64{100, 1}},
-		{1, []float64{1, 0}, []float64{1, 0.5}},
-	} {
-		got := splitBudget(c.rps, c.w)
-		if len(got) != len(c.want) {
-			t.Errorf("splitBudget(%v, %v) = %v; want %v", c.rps, c.w, got, c.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != c.want[i] {
-				t.Errorf("splitBudget(%v, %v) = %v; want %v", c.rps, c.w, got, c.want)
-				break
-			}
-		}
+	if len(a.got) != 1 || len(b.got) != 1 || len(z.got) != 1 || a.got[0] != 150 || b.got[0] != 50 || z.got[0] != 1 {
+		t.Errorf("parts a %v, b %v, z %v; want 150, 50 and the least part, 1", a.got, b.got, z.got)
 	}
 }

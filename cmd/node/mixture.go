@@ -130,11 +130,15 @@ func openMixture(ctx context.Context, o options, logger *slog.Logger) (standalon
 		closeAll()
 		return standaloneData{}, fmt.Errorf("--mixture: %w", err)
 	}
+	for i, w := range budgetWeights(phases, sizes) {
+		srcs[i].BudgetWeight = w // the split of --store-rps (capMixture)
+	}
 	cat, err := dataset.NewMixtureCatalog(srcs, mix.Identity())
 	if err != nil {
 		closeAll()
 		return standaloneData{}, fmt.Errorf("--mixture: %w", err)
 	}
+	capMixture(cat, o.faults.maxRequestRate, logger)
 	return standaloneData{store: cat.Store(), cat: mixturePositions{cat, mix.Len()}, mix: mix, parts: parts, mixPacked: anyPacked}, nil
 }
 
@@ -226,7 +230,7 @@ func openClusterData(ctx context.Context, o options, logger *slog.Logger) (stora
 		logger.Info("mixture source", "source", s.Name, "dataset", store.String(), "samples", cat.Len())
 	}
 	for i, w := range budgetWeights(o.mixture.sched, m.sizes) {
-		srcs[i].BudgetWeight = w // the coordinator's budget's split (node.StoreBudget)
+		srcs[i].BudgetWeight = w // the split of the coordinator's budget (node.StoreBudget) and of --store-rps (capMixture)
 	}
 	// The identity is the job's mixture's (mixture); the catalog's own
 	// digest is not the one checked.
@@ -235,8 +239,27 @@ func openClusterData(ctx context.Context, o options, logger *slog.Logger) (stora
 		closeAll()
 		return nil, nil, nil, dataset.PackPlan{}, nil, fmt.Errorf("--mixture: %w", err)
 	}
+	capMixture(cat, o.faults.maxRequestRate, logger)
 	m.cat = cat
 	return cat.Store(), nil, nil, dataset.PackPlan{}, m, nil
+}
+
+// capMixture splits the node's own cap, --store-rps (--max-request-rate;
+// 0: none), among the mixture's S3 sources by their weights
+// (dataset.MixtureCatalog.RateParts), so that the node keeps to it
+// together: each source was opened as --dataset is, with the whole cap
+// (the few requests of opening it were made under that).
+func capMixture(cat *dataset.MixtureCatalog, rps float64, logger *slog.Logger) {
+	if rps <= 0 {
+		return
+	}
+	parts := cat.RateParts(rps)
+	for _, p := range parts {
+		storage.SetRequestCap(p.Source.Store, p.RPS)
+	}
+	if len(parts) > 0 {
+		logger.Info("store cap: --store-rps split among the mixture's S3 sources", "store_rps", rps, "sources", dataset.FormatRateParts(parts))
+	}
 }
 
 // mixture is node.Config.Mixture: the job's mixture, and the digest the

@@ -145,6 +145,50 @@ func TestMixtureStoreStats(t *testing.T) {
 		}
 	})
 
+	t.Run("own cap", func(t *testing.T) {
+		// The node's own --store-rps bounds its requests together: split
+		// among the S3 sources by their weights (1:3), standalone and in a
+		// cluster, where the coordinator's share then lowers each part.
+		for _, c := range []struct {
+			name  string
+			args  []string
+			share float64            // the coordinator's share applied (0: none)
+			want  map[string]float64 // each source's ceiling
+		}{
+			{"standalone", []string{"--standalone"}, 0, map[string]float64{"a": 25, "b": 75}},
+			{"cluster", []string{"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, 0, map[string]float64{"a": 25, "b": 75}},
+			{"cluster under a share", []string{"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, 200, map[string]float64{"a": 25, "b": 75}},
+			{"cluster under a lower share", []string{"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, 40, map[string]float64{"a": 10, "b": 30}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				o, err := parseFlags(append(c.args, "--mixture", spec, "--batch-size", "4", "--size", "32", "--store-rps", "100"), io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, err := openNodeData(ctx, o, slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer data.close()
+				if c.share > 0 {
+					node.NewStoreBudget(data.store, 100, nil).Apply(c.share)
+				}
+				var sum float64
+				for _, src := range dataset.MixtureOf(data.store).Sources() {
+					_, s3s, _ := storeParts(src.Store)
+					got := s3s.Stats().Ceiling
+					sum += got
+					if got != c.want[src.Name] {
+						t.Errorf("source %s: ceiling %v requests/s; want %v", src.Name, got, c.want[src.Name])
+					}
+				}
+				if st := s3Stats(data.store); st == nil || st.Ceiling != sum || sum > 100 {
+					t.Errorf("the store figures' ceiling: %+v; want the sources' %v, at most the node's 100", st, sum)
+				}
+			})
+		}
+	})
+
 	t.Run("summary", func(t *testing.T) {
 		dir := t.TempDir()
 		logPath, statsPath := filepath.Join(dir, "d.log"), filepath.Join(dir, "s.json")

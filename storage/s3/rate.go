@@ -19,7 +19,9 @@ import (
 //
 // The ceiling may be lowered later by a job-wide budget
 // (Store.SetRequestBudget: the coordinator's share for this node), never
-// raised above MaxRequestRate.
+// raised above the node's own cap: MaxRequestRate, or the part of it
+// this store was given when several stores share it
+// (Store.SetRequestCap: a mixture's sources).
 //
 // aimd is the pure part: time comes in as arguments, nothing blocks.
 
@@ -186,17 +188,18 @@ func (l *aimd) measured(now time.Time) float64 {
 // rateLimiter is aimd behind a mutex, on the system clock.
 type rateLimiter struct {
 	on    atomic.Bool // a ceiling, a budget or adaptation: the limiter is asked
-	cap   float64     // MaxRequestRate: the node's own ceiling; 0: none
 	stats *counters
 	mu    struct {
 		sync.Mutex
 		l      aimd
+		cap    float64 // the node's own ceiling (MaxRequestRate, or this store's part of it); 0: none
 		budget float64 // the job-wide share in force; 0: none
 	}
 }
 
 func newRateLimiter(o Options, stats *counters) *rateLimiter {
-	r := &rateLimiter{cap: o.MaxRequestRate, stats: stats}
+	r := &rateLimiter{stats: stats}
+	r.mu.cap = o.MaxRequestRate
 	r.on.Store(o.MaxRequestRate > 0 || o.AdaptiveRate)
 	r.mu.l = newAIMD(o.MaxRequestRate, o.AdaptiveRate)
 	return r
@@ -208,9 +211,24 @@ func (r *rateLimiter) setBudget(rps float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mu.budget = rps
-	c := r.cap
-	if rps > 0 && (c <= 0 || rps < c) {
-		c = rps
+	r.apply()
+}
+
+// setCap replaces the node's own ceiling with rps requests/s (0: none):
+// the ceiling becomes the lower of it and the job-wide share.
+func (r *rateLimiter) setCap(rps float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.cap = rps
+	r.apply()
+}
+
+// apply sets the ceiling to the lower of the cap and the budget, either
+// 0 for none. r.mu held.
+func (r *rateLimiter) apply() {
+	c, b := r.mu.cap, r.mu.budget
+	if b > 0 && (c <= 0 || b < c) {
+		c = b
 	}
 	r.mu.l.setCeiling(c)
 	if c > 0 {

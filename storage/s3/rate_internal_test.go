@@ -206,3 +206,28 @@ func TestAIMDSporadicThrottles(t *testing.T) {
 		}
 	}
 }
+
+// TestRateCapAndBudget: the ceiling is the lower of the node's own cap
+// (or this store's part of it: setCap) and the job-wide share, either
+// 0 for none, whichever order they come in.
+func TestRateCapAndBudget(t *testing.T) {
+	r := newRateLimiter(Options{MaxRequestRate: 100}, &counters{})
+	for _, step := range []struct {
+		name       string
+		do         func()
+		want, with float64 // ceiling, budget
+	}{
+		{"the cap given at open", func() {}, 100, 0},
+		{"its part of the cap", func() { r.setCap(25) }, 25, 0},
+		{"a lower share", func() { r.setBudget(10) }, 10, 10},
+		{"a higher share", func() { r.setBudget(50) }, 25, 50},
+		{"no cap", func() { r.setCap(0) }, 50, 50},
+		{"no share", func() { r.setBudget(0) }, 0, 0},
+		{"a cap again", func() { r.setCap(30) }, 30, 0},
+	} {
+		step.do()
+		if c, b := r.ceiling(); c != step.want || b != step.with {
+			t.Errorf("%s: ceiling %v, budget %v; want %v and %v", step.name, c, b, step.want, step.with)
+		}
+	}
+}

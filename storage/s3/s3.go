@@ -163,6 +163,13 @@ type counters struct {
 // throttling goes on under it. Safe for concurrent use.
 func (s *Store) SetRequestBudget(rps float64) { s.rate.setBudget(rps) }
 
+// SetRequestCap replaces the node's own request rate cap
+// (Options.MaxRequestRate) with rps requests per second (0: none): a
+// store that reads one source of several that share the node's cap gets
+// its part of it. A job-wide budget (SetRequestBudget) still lowers it.
+// Safe for concurrent use.
+func (s *Store) SetRequestCap(rps float64) { s.rate.setCap(rps) }
+
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	rate, low, cuts := s.rate.snapshot()
