@@ -118,50 +118,28 @@ func TestMixtureStoreStats(t *testing.T) {
 		}
 	})
 
-	t.Run("budget", func(t *testing.T) {
-		// A cluster node: the coordinator's share of --job-store-rps is
-		// split among the S3 sources by their weights (1:3), the store
-		// figures' budget their sum.
-		o, err := parseFlags([]string{"--mixture", spec, "--size", "32",
-			"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, io.Discard) // never dialled
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := openNodeData(ctx, o, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer data.close()
-		node.NewStoreBudget(data.store, 0, nil).Apply(100)
-		want := map[string]float64{"a": 25, "b": 75}
-		for _, src := range dataset.MixtureOf(data.store).Sources() {
-			_, s3s, _ := storeParts(src.Store)
-			if got := s3s.Stats().Budget; got != want[src.Name] {
-				t.Errorf("source %s: budget %v requests/s; want %v of the node's 100", src.Name, got, want[src.Name])
-			}
-		}
-		if st := s3Stats(data.store); st == nil || st.Budget != 100 {
-			t.Errorf("the store figures' budget: %+v; want the node's share, 100", st)
-		}
-	})
-
-	t.Run("own cap", func(t *testing.T) {
-		// The node's own --store-rps bounds its requests together: split
-		// among the S3 sources by their weights (1:3), standalone and in a
-		// cluster, where the coordinator's share then lowers each part.
+	t.Run("rates", func(t *testing.T) {
+		// A cluster node's share of the coordinator's --job-store-rps, and
+		// the node's own --store-rps standalone and in a cluster, are split
+		// among the S3 sources by their weights (1:3), so that together
+		// they keep to them; a source's ceiling is the lower of its parts;
+		// the store figures are the sources' summed.
+		cluster := []string{"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"} // never dialled
 		for _, c := range []struct {
-			name  string
-			args  []string
-			share float64            // the coordinator's share applied (0: none)
-			want  map[string]float64 // each source's ceiling
+			name          string
+			args          []string
+			share         float64            // the coordinator's share applied (0: none)
+			budget, ceil  map[string]float64 // each source's
+			budgetSum, at float64            // the figures' budget, and the most their ceiling may be
 		}{
-			{"standalone", []string{"--standalone"}, 0, map[string]float64{"a": 25, "b": 75}},
-			{"cluster", []string{"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, 0, map[string]float64{"a": 25, "b": 75}},
-			{"cluster under a share", []string{"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, 200, map[string]float64{"a": 25, "b": 75}},
-			{"cluster under a lower share", []string{"--join", "127.0.0.1:1", "--gossip", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, 40, map[string]float64{"a": 10, "b": 30}},
+			{"share", cluster, 100, map[string]float64{"a": 25, "b": 75}, map[string]float64{"a": 25, "b": 75}, 100, 100},
+			{"own cap standalone", []string{"--standalone", "--store-rps", "100"}, 0, nil, map[string]float64{"a": 25, "b": 75}, 0, 100},
+			{"own cap in a cluster", append([]string{"--store-rps", "100"}, cluster...), 0, nil, map[string]float64{"a": 25, "b": 75}, 0, 100},
+			{"own cap under a higher share", append([]string{"--store-rps", "100"}, cluster...), 200, map[string]float64{"a": 50, "b": 150}, map[string]float64{"a": 25, "b": 75}, 200, 100},
+			{"own cap under a lower share", append([]string{"--store-rps", "100"}, cluster...), 40, map[string]float64{"a": 10, "b": 30}, map[string]float64{"a": 10, "b": 30}, 40, 40},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				o, err := parseFlags(append(c.args, "--mixture", spec, "--batch-size", "4", "--size", "32", "--store-rps", "100"), io.Discard)
+				o, err := parseFlags(append(c.args, "--mixture", spec, "--batch-size", "4", "--size", "32"), io.Discard)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -171,19 +149,19 @@ func TestMixtureStoreStats(t *testing.T) {
 				}
 				defer data.close()
 				if c.share > 0 {
-					node.NewStoreBudget(data.store, 100, nil).Apply(c.share)
+					node.NewStoreBudget(data.store, o.faults.maxRequestRate, nil).Apply(c.share)
 				}
-				var sum float64
+				var ceil float64
 				for _, src := range dataset.MixtureOf(data.store).Sources() {
 					_, s3s, _ := storeParts(src.Store)
-					got := s3s.Stats().Ceiling
-					sum += got
-					if got != c.want[src.Name] {
-						t.Errorf("source %s: ceiling %v requests/s; want %v", src.Name, got, c.want[src.Name])
+					st := s3s.Stats()
+					ceil += st.Ceiling
+					if st.Budget != c.budget[src.Name] || st.Ceiling != c.ceil[src.Name] {
+						t.Errorf("source %s: budget %v, ceiling %v requests/s; want %v and %v", src.Name, st.Budget, st.Ceiling, c.budget[src.Name], c.ceil[src.Name])
 					}
 				}
-				if st := s3Stats(data.store); st == nil || st.Ceiling != sum || sum > 100 {
-					t.Errorf("the store figures' ceiling: %+v; want the sources' %v, at most the node's 100", st, sum)
+				if st := s3Stats(data.store); st == nil || st.Budget != c.budgetSum || st.Ceiling != ceil || ceil > c.at {
+					t.Errorf("the store figures: %+v; want budget %v, ceiling the sources' %v, at most %v", st, c.budgetSum, ceil, c.at)
 				}
 			})
 		}
