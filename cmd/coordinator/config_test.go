@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/longshore/longshore/cmd/internal/config/configtest"
 )
 
 // TestConfigFile: the example config in docs/ loads (every key is a
@@ -75,27 +77,16 @@ func TestConfigFile(t *testing.T) {
 // round:, --print-config shows that round as mixture-round (the
 // effective one, not the flag's default 0), whether --mixture comes from
 // the command line, the environment or --config; and the printed
-// configuration loads back to the same round.
+// configuration loads back to the same configuration, every flag of it.
 func TestPrintConfigMixtureFileRound(t *testing.T) {
 	dir := t.TempDir()
 	mix := filepath.Join(dir, "mix.yaml")
 	if err := os.WriteFile(mix, []byte("round: 12\nsources:\n  - name: a\n    dataset: "+dir+"/a\n    weight: 1\n  - name: b\n    dataset: "+dir+"/b\n    weight: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	conf := filepath.Join(dir, "coordinator.yaml")
+	conf := filepath.Join(dir, "conf.yaml")
 	if err := os.WriteFile(conf, []byte("listen: 127.0.0.1:1\ngossip: 127.0.0.1:2\nmixture: "+mix+"\n"), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	printed := func(env bool, args ...string) string {
-		t.Helper()
-		if env {
-			t.Setenv("LONGSHORE_MIXTURE", mix)
-		}
-		var out, errb bytes.Buffer
-		if code := runTo(append(args, "--print-config"), &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
-		}
-		return out.String()
 	}
 	for _, tc := range []struct {
 		name string
@@ -106,16 +97,18 @@ func TestPrintConfigMixtureFileRound(t *testing.T) {
 		{"config", false, []string{"--config", conf}},
 		{"env", true, []string{"--listen", "127.0.0.1:1", "--gossip", "127.0.0.1:2"}},
 	} {
-		out := printed(tc.env, tc.args...)
-		if !strings.Contains(out, "\nmixture-round: 12\n") {
-			t.Errorf("%s: --print-config does not show the file's round 12:\n%s", tc.name, out)
-		}
-		again := filepath.Join(dir, tc.name+".yaml")
-		if err := os.WriteFile(again, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out2 := printed(false, "--config", again); !strings.Contains(out2, "\nmixture-round: 12\n") {
-			t.Errorf("%s: the printed configuration loads back to:\n%s", tc.name, out2)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env {
+				t.Setenv("LONGSHORE_MIXTURE", mix)
+			}
+			out := configtest.Printed(t, runTo, tc.args...)
+			if !strings.Contains(out, "\nmixture-round: 12\n") {
+				t.Errorf("--print-config does not show the file's round 12:\n%s", configtest.Lines(out, "mixture"))
+			}
+			if tc.env {
+				os.Unsetenv("LONGSHORE_MIXTURE") // the file alone
+			}
+			configtest.LoadsBack(t, runTo, dir, tc.name, out)
+		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/longshore/longshore/cmd/internal/config/configtest"
 )
 
 // TestConfigFile: the example config in docs/ loads (every key is a
@@ -57,28 +59,16 @@ func TestConfigFile(t *testing.T) {
 // round:, --print-config shows that round as mixture-round (the
 // effective one, not the flag's default 0), whether --mixture comes from
 // the command line, the environment or --config; and the printed
-// configuration loads back to the same round (and --cpu-budget, whose
-// printed "" did not load back).
+// configuration loads back to the same configuration, every flag of it.
 func TestPrintConfigMixtureFileRound(t *testing.T) {
 	dir := t.TempDir()
 	mix := filepath.Join(dir, "mix.yaml")
 	if err := os.WriteFile(mix, []byte("round: 12\nsources:\n  - name: a\n    dataset: "+dir+"/a\n    weight: 1\n  - name: b\n    dataset: "+dir+"/b\n    weight: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	conf := filepath.Join(dir, "node.yaml")
+	conf := filepath.Join(dir, "conf.yaml")
 	if err := os.WriteFile(conf, []byte("standalone: true\nmixture: "+mix+"\n"), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	printed := func(env bool, args ...string) string {
-		t.Helper()
-		if env {
-			t.Setenv("LONGSHORE_MIXTURE", mix)
-		}
-		var out, errb bytes.Buffer
-		if code := run(append(args, "--print-config"), &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
-		}
-		return out.String()
 	}
 	for _, tc := range []struct {
 		name string
@@ -89,33 +79,23 @@ func TestPrintConfigMixtureFileRound(t *testing.T) {
 		{"config", false, []string{"--config", conf}},
 		{"env", true, []string{"--standalone"}},
 	} {
-		out := printed(tc.env, tc.args...)
-		if !strings.Contains(out, "\nmixture-round: 12\n") {
-			t.Errorf("%s: --print-config does not show the file's round 12:\n%s", tc.name, grepLines(out, "mixture"))
-		}
-		again := filepath.Join(dir, tc.name+".yaml")
-		if err := os.WriteFile(again, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out2 := printed(false, "--config", again)
-		if !strings.Contains(out2, "\nmixture-round: 12\n") {
-			t.Errorf("%s: the printed configuration loads back to:\n%s", tc.name, grepLines(out2, "mixture"))
-		}
-		// --cpu-budget is printed as given (it printed "" whatever it
-		// was, which did not load back).
-		if tc.name == "flag" && (!strings.Contains(out, "\ncpu-budget: 3.5\n") || !strings.Contains(out2, "\ncpu-budget: 3.5\n")) {
-			t.Errorf("--cpu-budget 3.5 printed as:\n%s\nand loaded back as:\n%s", grepLines(out, "cpu-budget"), grepLines(out2, "cpu-budget"))
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env {
+				t.Setenv("LONGSHORE_MIXTURE", mix)
+			}
+			out := configtest.Printed(t, run, tc.args...)
+			if !strings.Contains(out, "\nmixture-round: 12\n") {
+				t.Errorf("--print-config does not show the file's round 12:\n%s", configtest.Lines(out, "mixture"))
+			}
+			if tc.env {
+				os.Unsetenv("LONGSHORE_MIXTURE") // the file alone
+			}
+			out2 := configtest.LoadsBack(t, run, dir, tc.name, out)
+			// --cpu-budget is printed as given (it printed "" whatever it
+			// was, which did not load back).
+			if tc.name == "flag" && !strings.Contains(out2, "\ncpu-budget: 3.5\n") {
+				t.Errorf("--cpu-budget 3.5 printed as:\n%s", configtest.Lines(out2, "cpu-budget"))
+			}
+		})
 	}
-}
-
-// grepLines is s's lines that contain sub.
-func grepLines(s, sub string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			b.WriteString(l + "\n")
-		}
-	}
-	return b.String()
 }

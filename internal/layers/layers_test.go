@@ -98,31 +98,32 @@ var internal = map[string][]string{
 	"cluster/certs": {},
 
 	// Wiring.
-	"cmd/coordinator":               {"*"},
-	"cmd/node":                      {"*"},
-	"cmd/longshore-pack":            {"*"},
-	"cmd/longshore-manifest":        {"*"},
-	"cmd/longshore-bench":           {"*"},
-	"cmd/longshore-gpucheck":        {"*"},
-	"cmd/longshore-nvjpegcheck":     {"*"},
-	"cmd/longshore-nvdeccheck":      {"cmd/internal/version", "decode/video"},
-	"cmd/longshore-simscale":        {"cluster/scalesim", "cmd/internal/version"},
-	"cmd/longshore-lineage":         {"cluster", "dataset", "cluster/journal", "cmd/internal/config", "cmd/internal/version", "decode", "decode/video", "storage", "storage/s3", "storage/stores"},
-	"cmd/internal/config":           {"cmd/internal/flagenv", "cluster"},
-	"cmd/internal/logs":             {},
-	"cmd/internal/flagenv":          {},
-	"cmd/internal/secure":           {"cluster/gossip", "cluster/wire", "observe"},
-	"cmd/longshore-certs":           {"cluster/certs", "cmd/internal/version"},
-	"cmd/internal/mixing":           {},
-	"cmd/internal/listing":          {"dataset", "storage"},
-	"cmd/internal/procmem":          {},
-	"cmd/internal/version":          {"internal/buildversion"}, // --version: the build's version
-	"examples/feed_server":          {"*"},
-	"examples/go_train":             {"feed"},
-	"examples/inprocess":            {"*"},
-	"integration":                   {},
-	"integration/tools/healthcheck": {},
-	"integration/tools/upload":      {},
+	"cmd/coordinator":                {"*"},
+	"cmd/node":                       {"*"},
+	"cmd/longshore-pack":             {"*"},
+	"cmd/longshore-manifest":         {"*"},
+	"cmd/longshore-bench":            {"*"},
+	"cmd/longshore-gpucheck":         {"*"},
+	"cmd/longshore-nvjpegcheck":      {"*"},
+	"cmd/longshore-nvdeccheck":       {"cmd/internal/version", "decode/video"},
+	"cmd/longshore-simscale":         {"cluster/scalesim", "cmd/internal/version"},
+	"cmd/longshore-lineage":          {"cluster", "dataset", "cluster/journal", "cmd/internal/config", "cmd/internal/version", "decode", "decode/video", "storage", "storage/s3", "storage/stores"},
+	"cmd/internal/config":            {"cmd/internal/flagenv", "cluster"},
+	"cmd/internal/config/configtest": {}, // the binaries' --print-config checks: nothing of the module
+	"cmd/internal/logs":              {},
+	"cmd/internal/flagenv":           {},
+	"cmd/internal/secure":            {"cluster/gossip", "cluster/wire", "observe"},
+	"cmd/longshore-certs":            {"cluster/certs", "cmd/internal/version"},
+	"cmd/internal/mixing":            {},
+	"cmd/internal/listing":           {"dataset", "storage"},
+	"cmd/internal/procmem":           {},
+	"cmd/internal/version":           {"internal/buildversion"}, // --version: the build's version
+	"examples/feed_server":           {"*"},
+	"examples/go_train":              {"feed"},
+	"examples/inprocess":             {"*"},
+	"integration":                    {},
+	"integration/tools/healthcheck":  {},
+	"integration/tools/upload":       {},
 }
 
 // reach lists, for a dependency, the packages of the module whose builds
@@ -187,7 +188,7 @@ var direct = map[string][]string{
 		"cmd/node", "cmd/longshore-bench", "internal/testports"},
 	"os": {"observe", "cmd/internal/config", "feed", "delivery", "actors/quarantine", "gpu", "gpu/internal/cuinit", "storage", "dataset", "cluster/gossip", "cluster/wire", "cluster/certs", "cmd/internal/secure", "cmd/longshore-certs", "storage/s3", "storage/miniotest",
 		"cmd/coordinator", "cmd/node", "cmd/longshore-pack", "cmd/longshore-manifest", "cmd/longshore-bench", "cmd/longshore-gpucheck", "cmd/longshore-nvjpegcheck", "cmd/longshore-nvdeccheck", "cmd/longshore-simscale", "cmd/longshore-lineage", "cmd/internal/procmem", "internal/buildversion",
-		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload", "internal/testports"},
+		"examples/feed_server", "examples/go_train", "integration/tools/healthcheck", "integration/tools/upload", "internal/testports", "cmd/internal/config/configtest"},
 }
 
 // pure is the core: only the standard library, and of it nothing that

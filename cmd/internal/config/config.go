@@ -234,7 +234,9 @@ func Print(w io.Writer, fs *flag.FlagSet) error {
 		}
 		k := &yaml.Node{Kind: yaml.ScalarNode, Value: f.Name, HeadComment: wrap(f.Usage)}
 		val := &yaml.Node{Kind: yaml.ScalarNode, Value: v}
-		if v == "" {
+		if v == "" || readsAsNull(v) {
+			// Quoted: plain, YAML reads it as no value (scalar: ""), and
+			// `--sink null` would load back as --sink "".
 			val.Style = yaml.DoubleQuotedStyle
 		}
 		m.Content = append(m.Content, k, val)
@@ -250,6 +252,15 @@ func Print(w io.Writer, fs *flag.FlagSet) error {
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// readsAsNull reports whether YAML reads v, written plain, as null.
+func readsAsNull(v string) bool {
+	switch v {
+	case "~", "null", "Null", "NULL":
+		return true
+	}
+	return false
 }
 
 // wrap breaks a usage string into comment lines of about 76 columns.

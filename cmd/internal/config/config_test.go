@@ -112,3 +112,39 @@ func TestPrintRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestPrintRoundTripValues: a value that YAML would read as something
+// else written plain (null, ~: no value at all; an alias, a comment, a
+// list, a block) loads back as the string it was (`--sink null` printed
+// as `sink: null` loaded back as --sink "").
+func TestPrintRoundTripValues(t *testing.T) {
+	for _, v := range []string{"null", "Null", "NULL", "~", "*", "*x", "&a", "#c", "a #c", "[a]", "{b: 1}", "- x", ": y", "'q", `"q`,
+		"%p", "@a", "`b", "|", ">", "yes", "no", "on", "off", "true", "0x10", "1e3", ".inf", "a: b", " lead", "trail ", "!tag", "-", "?"} {
+		fs := newFlags()
+		if err := fs.Parse([]string{"--dataset", v}); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := Print(&out, fs); err != nil {
+			t.Fatal(err)
+		}
+		fs2 := newFlags()
+		if err := Load(fs2, []string{"--config", write(t, out.String())}, env(nil)); err != nil {
+			t.Errorf("--dataset %q: loading the printed config: %v\n%s", v, err, datasetLine(out.String()))
+			continue
+		}
+		if got := fs2.Lookup("dataset").Value.String(); got != v {
+			t.Errorf("--dataset %q printed as %s loads back as %q", v, strings.TrimSpace(datasetLine(out.String())), got)
+		}
+	}
+}
+
+// datasetLine is the printed config's dataset: line.
+func datasetLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "dataset:") {
+			return l
+		}
+	}
+	return ""
+}

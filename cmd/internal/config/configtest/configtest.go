@@ -1,0 +1,78 @@
+// Package configtest checks a binary's --print-config through its run
+// function (its main without the exit): that what it prints is a config
+// file that loads back, with --config, to the same configuration.
+package configtest
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Run is a binary's main without the exit: args in, the exit code out.
+type Run func(args []string, stdout, stderr io.Writer) int
+
+// Printed runs args with --print-config and returns what it printed; an
+// exit other than 0 fails t.
+func Printed(t testing.TB, run Run, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(append(args, "--print-config"), &out, &errb); code != 0 {
+		t.Fatalf("%v --print-config: exit %d: %s", args, code, errb.String())
+	}
+	return out.String()
+}
+
+// LoadsBack writes printed to a file in dir named for name, prints the
+// configuration it loads (--config), and fails t unless that is printed
+// the same, naming the lines that differ; it returns the second print.
+func LoadsBack(t testing.TB, run Run, dir, name, printed string) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".printed.yaml")
+	if err := os.WriteFile(path, []byte(printed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := Printed(t, run, "--config", path)
+	if again != printed {
+		t.Errorf("%s: the printed configuration loads back to another:\n%s", name, diff(printed, again))
+	}
+	return again
+}
+
+// Lines is s's lines that contain sub, for a failure's message.
+func Lines(s, sub string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// diff names the lines of a and b that the other lacks.
+func diff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ina, inb := in(a), in(b)
+	var out strings.Builder
+	for _, l := range strings.Split(a, "\n") {
+		if !inb[l] {
+			out.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ina[l] {
+			out.WriteString("+ " + l + "\n")
+		}
+	}
+	return out.String()
+}
