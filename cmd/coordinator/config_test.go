@@ -73,42 +73,9 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
-// TestPrintConfigMixtureFileRound: with only the mixture file giving
-// round:, --print-config shows that round as mixture-round (the
-// effective one, not the flag's default 0), whether --mixture comes from
-// the command line, the environment or --config; and the printed
-// configuration loads back to the same configuration, every flag of it.
+// TestPrintConfigMixtureFileRound: a mixture file's round: is printed as
+// mixture-round however --mixture is given, and the printed
+// configuration loads back to the same (configtest.MixtureFileRound).
 func TestPrintConfigMixtureFileRound(t *testing.T) {
-	dir := t.TempDir()
-	mix := filepath.Join(dir, "mix.yaml")
-	if err := os.WriteFile(mix, []byte("round: 12\nsources:\n  - name: a\n    dataset: "+dir+"/a\n    weight: 1\n  - name: b\n    dataset: "+dir+"/b\n    weight: 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "conf.yaml")
-	if err := os.WriteFile(conf, []byte("listen: 127.0.0.1:1\ngossip: 127.0.0.1:2\nmixture: "+mix+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		env  bool
-		args []string
-	}{
-		{"flag", false, []string{"--listen", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--mixture", mix}},
-		{"config", false, []string{"--config", conf}},
-		{"env", true, []string{"--listen", "127.0.0.1:1", "--gossip", "127.0.0.1:2"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.env {
-				t.Setenv("LONGSHORE_MIXTURE", mix)
-			}
-			out := configtest.Printed(t, runTo, tc.args...)
-			if !strings.Contains(out, "\nmixture-round: 12\n") {
-				t.Errorf("--print-config does not show the file's round 12:\n%s", configtest.Lines(out, "mixture"))
-			}
-			if tc.env {
-				os.Unsetenv("LONGSHORE_MIXTURE") // the file alone
-			}
-			configtest.LoadsBack(t, runTo, dir, tc.name, out)
-		})
-	}
+	configtest.MixtureFileRound(t, runTo, []string{"--listen", "127.0.0.1:1", "--gossip", "127.0.0.1:2"}, nil, nil)
 }

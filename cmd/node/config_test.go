@@ -55,47 +55,15 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
-// TestPrintConfigMixtureFileRound: with only the mixture file giving
-// round:, --print-config shows that round as mixture-round (the
-// effective one, not the flag's default 0), whether --mixture comes from
-// the command line, the environment or --config; and the printed
-// configuration loads back to the same configuration, every flag of it.
+// TestPrintConfigMixtureFileRound: a mixture file's round: is printed as
+// mixture-round however --mixture is given, and the printed
+// configuration loads back to the same (configtest.MixtureFileRound);
+// --cpu-budget is printed as given (it printed "" whatever it was, which
+// did not load back).
 func TestPrintConfigMixtureFileRound(t *testing.T) {
-	dir := t.TempDir()
-	mix := filepath.Join(dir, "mix.yaml")
-	if err := os.WriteFile(mix, []byte("round: 12\nsources:\n  - name: a\n    dataset: "+dir+"/a\n    weight: 1\n  - name: b\n    dataset: "+dir+"/b\n    weight: 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "conf.yaml")
-	if err := os.WriteFile(conf, []byte("standalone: true\nmixture: "+mix+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		env  bool
-		args []string
-	}{
-		{"flag", false, []string{"--standalone", "--mixture", mix, "--autotune", "--cpu-budget", "3.5"}},
-		{"config", false, []string{"--config", conf}},
-		{"env", true, []string{"--standalone"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.env {
-				t.Setenv("LONGSHORE_MIXTURE", mix)
-			}
-			out := configtest.Printed(t, run, tc.args...)
-			if !strings.Contains(out, "\nmixture-round: 12\n") {
-				t.Errorf("--print-config does not show the file's round 12:\n%s", configtest.Lines(out, "mixture"))
-			}
-			if tc.env {
-				os.Unsetenv("LONGSHORE_MIXTURE") // the file alone
-			}
-			out2 := configtest.LoadsBack(t, run, dir, tc.name, out)
-			// --cpu-budget is printed as given (it printed "" whatever it
-			// was, which did not load back).
-			if tc.name == "flag" && !strings.Contains(out2, "\ncpu-budget: 3.5\n") {
-				t.Errorf("--cpu-budget 3.5 printed as:\n%s", configtest.Lines(out2, "cpu-budget"))
-			}
-		})
-	}
+	configtest.MixtureFileRound(t, run, []string{"--standalone"}, []string{"--autotune", "--cpu-budget", "3.5"}, func(t *testing.T, name, printed string) {
+		if name == "flag" && !strings.Contains(printed, "\ncpu-budget: 3.5\n") {
+			t.Errorf("--cpu-budget 3.5 printed as:\n%s", configtest.Lines(printed, "cpu-budget"))
+		}
+	})
 }

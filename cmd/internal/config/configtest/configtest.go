@@ -76,3 +76,59 @@ func diff(a, b string) string {
 	}
 	return out.String()
 }
+
+// MixtureFileRound checks a binary that takes --mixture: with only the
+// mixture file giving round:, --print-config shows that round as
+// mixture-round (the effective one, not the flag's default 0), whether
+// --mixture comes from the command line, the environment
+// (LONGSHORE_MIXTURE) or --config, and the printed configuration loads
+// back to the same (LoadsBack). base is the other flags the binary
+// needs ("--name value" or a bool's "--name"), given in each case's own
+// way; extra goes with the command line's case only; check, if not
+// nil, is called with each case's print.
+func MixtureFileRound(t *testing.T, run Run, base, extra []string, check func(t *testing.T, name, printed string)) {
+	dir := t.TempDir()
+	mix := filepath.Join(dir, "mix.yaml")
+	if err := os.WriteFile(mix, []byte("round: 12\nsources:\n  - name: a\n    dataset: "+dir+"/a\n    weight: 1\n  - name: b\n    dataset: "+dir+"/b\n    weight: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var yaml strings.Builder
+	for i := 0; i < len(base); i++ {
+		name, value := strings.TrimPrefix(base[i], "--"), "true"
+		if i+1 < len(base) && !strings.HasPrefix(base[i+1], "--") {
+			value = base[i+1]
+			i++
+		}
+		yaml.WriteString(name + ": " + value + "\n")
+	}
+	conf := filepath.Join(dir, "conf.yaml")
+	if err := os.WriteFile(conf, []byte(yaml.String()+"mixture: "+mix+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  bool
+		args []string
+	}{
+		{"flag", false, append(append(append([]string(nil), base...), "--mixture", mix), extra...)},
+		{"config", false, []string{"--config", conf}},
+		{"env", true, base},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env {
+				t.Setenv("LONGSHORE_MIXTURE", mix)
+			}
+			out := Printed(t, run, tc.args...)
+			if !strings.Contains(out, "\nmixture-round: 12\n") {
+				t.Errorf("--print-config does not show the file's round 12:\n%s", Lines(out, "mixture"))
+			}
+			if tc.env {
+				os.Unsetenv("LONGSHORE_MIXTURE") // the printed file alone (t.Setenv restores it)
+			}
+			LoadsBack(t, run, dir, tc.name, out)
+			if check != nil {
+				check(t, tc.name, out)
+			}
+		})
+	}
+}
