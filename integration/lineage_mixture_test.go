@@ -14,7 +14,9 @@ import (
 // and the node's decode flags, must answer every committed step of both
 // epochs with its session, the same mixture keys in the same slots, the
 // same padding and pixel digests, each sample's source; and --key must
-// find every place a key appeared in committed history.
+// find every place a key appeared in committed history, with no epoch
+// untraced (the mixture's positions checked against the trails), and the
+// journal's summary finds every trail with its cuts.
 func TestLineageClusterMixtureMatchesDeliveryLog(t *testing.T) {
 	spec, keys := mixFixture(t)
 	journalDir := filepath.Join(t.TempDir(), "journal")
@@ -48,4 +50,5 @@ func TestLineageClusterMixtureMatchesDeliveryLog(t *testing.T) {
 	lineageAnsweredAll(t, committed, answered)
 	t.Logf("lineage matched %d committed steps of a cluster mixture (keys, sources, slots, padding, pixel digests)", answered)
 	lineageKeys(t, committed, keys, 17, ask)
+	journalSummaryTraced(t, lineageBinary(t), journalDir, 2)
 }

@@ -37,6 +37,9 @@ type lineageAnswer struct {
 		Slot     int    `json:"slot"`
 		Pad      bool   `json:"pad"`
 	} `json:"appearances"`
+	// UntracedEpochs: the epochs of a --key question with committed
+	// positions in no trail (where the key's places are not answered).
+	UntracedEpochs []json.RawMessage `json:"untraced_epochs"`
 }
 
 // lineageStep is one step of a lineage answer.
@@ -181,6 +184,9 @@ func lineageKeys(t *testing.T, committed map[lineageAt][]committedStep, keys []s
 	}
 	for i := 0; i < len(keys); i += stride {
 		a := ask("--key", keys[i])
+		if len(a.UntracedEpochs) > 0 {
+			t.Errorf("--key %s: untraced epochs %s; want every committed position in a trail", keys[i], a.UntracedEpochs)
+		}
 		var got []string
 		for _, h := range a.Appearances {
 			got = append(got, fmt.Sprintf("%d %s@%s %d %d %v", h.Epoch, h.RankName, h.Session, h.Step, h.Slot, h.Pad))
