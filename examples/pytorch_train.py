@@ -78,6 +78,9 @@ def parse_args(argv=None):
     ap.add_argument("--num-classes", type=int, default=1000)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--headspace", type=int, default=0,
+                    help="after training, this many steps on 4 cached batches replayed with no wait for data: "
+                         "the trainer's compute ceiling, and the gain a perfect loader would give (0: none)")
     return ap.parse_args(argv)
 
 
@@ -176,6 +179,23 @@ def main(argv=None):
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None)
     mean, std = MEAN.to(device), STD.to(device)
     net = model.module if hasattr(model, "module") else model
+    def train_step(batch):
+        x = batch.tensor()  # uint8 view of the shared slot: no copy
+        if batch.layout == "NHWC":
+            x = x.permute(0, 3, 1, 2)
+        # to(device) on GPU, or the float conversion on CPU, makes the one copy
+        x = (x.to(device, non_blocking=True).float() - mean) / std
+        y = torch.from_numpy(batch.labels).to(device)
+        valid = batch.valid.to(device)  # False at rows filled in failed samples' places
+        batch.release()  # the pixels are in x now: the slot goes back to the node
+        loss = (F.cross_entropy(model(x), y, reduction="none") * valid).sum() / valid.sum().clamp(min=1)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the step's time is its kernels', not their launch
+        return loss
+
     # what a rollback before any acknowledged commit restores
     initial = {"step": step, "model": copy.deepcopy(net.state_dict()), "opt": copy.deepcopy(opt.state_dict())}
 
@@ -196,18 +216,7 @@ def main(argv=None):
             if loader.ended:
                 break
             continue  # end of an epoch; the next call starts the next one
-        x = batch.tensor()  # uint8 view of the shared slot: no copy
-        if batch.layout == "NHWC":
-            x = x.permute(0, 3, 1, 2)
-        # to(device) on GPU, or the float conversion on CPU, makes the one copy
-        x = (x.to(device, non_blocking=True).float() - mean) / std
-        y = torch.from_numpy(batch.labels).to(device)
-        valid = batch.valid.to(device)  # False at rows filled in failed samples' places
-        batch.release()  # the pixels are in x now: the slot goes back to the node
-        loss = (F.cross_entropy(model(x), y, reduction="none") * valid).sum() / valid.sum().clamp(min=1)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = train_step(batch)
         step += 1
         seen += len(batch)
         trained = True
@@ -217,8 +226,22 @@ def main(argv=None):
         if step % args.commit_every == 0 or batch.end_of_stream:
             if checkpoint(args, rank, world, step, model, opt, loader):
                 saved = step
+    if args.headspace > 0 and trained and not loader.ended:
+        # The trainer's ceiling: the same step on batches already in hand
+        # (the stream's next 4, replayed), no wait for data. The batches
+        # are the stream's own, trained on again as a warm-up would be.
+        for batch in loader.headspace(steps=args.headspace, cache=4):
+            train_step(batch)
+        saved = -1  # the cached batches were taken from the stream: commit after them
     if trained and saved != step:
         checkpoint(args, rank, world, step, model, opt, loader)
+    st = loader.stall  # is data the bottleneck: the share of the steps spent waiting for a batch
+    line = f"rank {rank}: waited for data {st.share:.1%} of {st.steps} steps ({st.wait:.2f} s of {st.wait + st.compute:.2f} s)"
+    if st.headspace_steps:
+        line += (f"; headspace {st.headspace_compute / st.headspace_steps * 1e3:.1f} ms a step against "
+                 f"{(st.wait + st.compute) / st.steps * 1e3:.1f} ms in training: a perfect loader would make "
+                 f"the steps {st.gain:.2f}x faster")
+    print(line, flush=True)
     loader.close()
     if world > 1:
         dist.destroy_process_group()

@@ -155,3 +155,36 @@ def test_headspace_states_the_gain():
     assert hs == [{"steps": 8, "compute_us": 40000}]
     waits, computes = stall_reports(node.received)
     assert waits == [0] * 4 and computes == [8000] * 4
+
+
+def test_pytorch_example_headspace(start_node, tiny_dataset, tmp_path):
+    """examples/pytorch_train.py --headspace: after its steps it replays
+    cached batches for the trainer's compute ceiling and prints the share
+    of its steps spent waiting for data and the gain a perfect loader
+    would give; the checkpoint it writes after commits past the cached
+    batches, which the node's next epoch follows."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    root, _ = tiny_dataset
+    node = start_node(["--dataset", root, "--epochs", 3, "--batch-size", 16, "--size", 16, "--transform", "resize",
+                       "--decoders", 1, "--progress", "never"], str(tmp_path / "feed"))
+    sock = node.socket()
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples", "pytorch_train.py")
+    r = subprocess.run([sys.executable, example, "--socket", sock, "--ckpt", str(tmp_path / "ckpt"), "--num-classes", "3",
+                        "--steps", "6", "--commit-every", "100", "--headspace", "8", "--threads", "1"],
+                       capture_output=True, text=True, timeout=HANG_S)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    m = re.search(r"rank 0: waited for data [0-9.]+% of 6 steps .*; headspace ([0-9.]+) ms a step against "
+                  r"([0-9.]+) ms in training: a perfect loader would make the steps ([0-9.]+)x faster", out)
+    assert m, out
+    assert float(m.group(1)) > 0 and float(m.group(2)) > 0 and float(m.group(3)) > 0, out
+    # its last checkpoint follows the 4 cached batches: steps 0-5, then 6-9
+    ck = [line for line in out.splitlines() if ": checkpoint at step " in line]
+    assert ck and ck[-1].endswith("checkpoint at step 6"), out
+    with open(os.path.join(tmp_path, "ckpt", "loader-rank0-step6.json")) as f:
+        sd = json.load(f)
+    assert (sd["epoch"], sd["step"]) == (0, 9), sd  # 240 samples at 16: batches 0-14 an epoch
