@@ -50,7 +50,7 @@ def one(args, config):
         loader = longshore.Loader(sock, timeout=120)
         t0 = time.monotonic()
         mark, images, marked_images = None, 0, 0
-        for batch in loader:
+        for batch in loader.batches():  # every epoch's, not one epoch's as `for batch in loader`
             images += len(batch)
             batch.release()
             time.sleep(args.step_ms / 1000)
