@@ -91,13 +91,6 @@ func makeDataset(t testing.TB, n int) (string, []string) {
 	return dir, keys
 }
 
-// freePort returns a port free on host for TCP and UDP (gossip uses
-// both), below the kernel's ephemeral range so that nothing running beside
-// the test takes it before the process binds it.
-func freePort(t *testing.T, host string) int { return testports.Free(t, host) }
-
-func hostPort(t *testing.T, host string) string { return testports.Addr(t, host) }
-
 // proc is one running process of the cluster.
 type proc struct {
 	name   string
@@ -195,9 +188,9 @@ type cluster struct {
 func startCluster(t *testing.T, j job) *cluster {
 	coordBin, nodeBin := binaries(t)
 	c := &cluster{t: t, dir: t.TempDir(), nodeBin: nodeBin, job: j}
-	c.join = hostPort(t, "127.0.0.1")
+	c.join = testports.Addr(t, "127.0.0.1")
 	args := []string{
-		"--dataset", j.dataset, "--listen", hostPort(t, "127.0.0.1"), "--gossip", c.join,
+		"--dataset", j.dataset, "--listen", testports.Addr(t, "127.0.0.1"), "--gossip", c.join,
 		"--gossip-profile", "local", "--epochs", strconv.Itoa(j.epochs), "--seed", "11",
 		"--batch-size", strconv.Itoa(j.batch), "--shard-size", strconv.Itoa(j.shard),
 		"--balance", j.balance, "--commit-log", "coord.acks", "--linger", "20s",
@@ -269,7 +262,7 @@ func (c *cluster) addNode(extra ...string) *proc {
 	name := fmt.Sprintf("n%d", i)
 	log := name + ".log"
 	args := []string{
-		"--id", name, "--join", c.join, "--gossip", hostPort(c.t, host), "--listen", hostPort(c.t, host),
+		"--id", name, "--join", c.join, "--gossip", testports.Addr(c.t, host), "--listen", testports.Addr(c.t, host),
 		"--gossip-profile", "local", "--ranks", "2", "--dataset", c.job.dataset, "--sink", "log:" + log,
 		"--commit-every", strconv.Itoa(max(1, c.job.commit)), "--size", "16", "--transform", "resize",
 		"--decoders", "1", "--fetch-concurrency", "2", "--slots", "2", "--progress", "never",

@@ -16,6 +16,7 @@ import (
 
 	core "github.com/longshore/longshore/cluster"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/internal/testports"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -215,8 +216,8 @@ func TestClusterMixture(t *testing.T) {
 			j.minRanks = 2 * nodes
 			page := ""
 			if nodes == 1 {
-				page = hostPort(t, "127.0.0.1")
-				j.extraCoord = append(j.extraCoord, "--http", page, "--metrics", hostPort(t, "127.0.0.1"), "--metrics-linger", "10s")
+				page = testports.Addr(t, "127.0.0.1")
+				j.extraCoord = append(j.extraCoord, "--http", page, "--metrics", testports.Addr(t, "127.0.0.1"), "--metrics-linger", "10s")
 			}
 			c := startCluster(t, j)
 			for range nodes {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longshore/longshore/internal/testports"
 	"github.com/longshore/longshore/observe/observetest"
 	"github.com/longshore/longshore/storage/miniotest"
 )
@@ -66,7 +67,7 @@ func startPrometheus(t *testing.T, jobs map[string][]string) *promServer {
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := hostPort(t, "127.0.0.1")
+	addr := testports.Addr(t, "127.0.0.1")
 	p := startProc(t, dir, "prometheus", bin, nil, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	ps := &promServer{t: t, base: "http://" + addr}
@@ -298,10 +299,10 @@ func TestPrometheus(t *testing.T) {
 	dataset := srv.URL(bucket, "ds")
 	_, nodeBin := binaries(t)
 
-	standaloneMetrics := hostPort(t, "127.0.0.1")
-	packedMetrics := hostPort(t, "127.0.0.1")
-	coordMetrics := hostPort(t, "127.0.0.1")
-	nodeMetrics := []string{hostPort(t, "127.0.0.2"), hostPort(t, "127.0.0.3")}
+	standaloneMetrics := testports.Addr(t, "127.0.0.1")
+	packedMetrics := testports.Addr(t, "127.0.0.1")
+	coordMetrics := testports.Addr(t, "127.0.0.1")
+	nodeMetrics := []string{testports.Addr(t, "127.0.0.2"), testports.Addr(t, "127.0.0.3")}
 	prom := startPrometheus(t, map[string][]string{
 		"standalone":  {standaloneMetrics},
 		"packed":      {packedMetrics},

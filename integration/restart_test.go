@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/longshore/longshore/cluster/journal"
+	"github.com/longshore/longshore/internal/testports"
 	"github.com/longshore/longshore/storage/miniotest"
 )
 
@@ -135,7 +136,7 @@ func TestClusterRestartCoordinatorNoPeers(t *testing.T) {
 				// Another control address (as on another host): the
 				// nodes' messages to the old one go nowhere, so nothing
 				// but their re-join brings them to the new life.
-				extra = append(extra, "--listen", hostPort(t, "127.0.0.1"))
+				extra = append(extra, "--listen", testports.Addr(t, "127.0.0.1"))
 			}
 			c.restartCoordinator(extra...)
 			c.finish()

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/longshore/longshore/cluster/certs"
+	"github.com/longshore/longshore/internal/testports"
 	"github.com/longshore/longshore/storage/miniotest"
 )
 
@@ -159,7 +160,7 @@ func TestSecureCluster(t *testing.T) {
 	// A node without key or certificate, on loopback (so allowed to try).
 	strangerLog := filepath.Join(c.dir, "stranger.log")
 	stranger := startProc(t, c.dir, "stranger", c.nodeBin, j.env,
-		"--id", "stranger", "--join", c.join, "--gossip", hostPort(t, "127.0.0.9"), "--listen", hostPort(t, "127.0.0.9"),
+		"--id", "stranger", "--join", c.join, "--gossip", testports.Addr(t, "127.0.0.9"), "--listen", testports.Addr(t, "127.0.0.9"),
 		"--gossip-profile", "local", "--ranks", "2", "--dataset", j.dataset, "--sink", "log:"+strangerLog,
 		"--size", "16", "--transform", "resize", "--decoders", "1", "--progress", "never", "--give-up-after", "0")
 

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/longshore/longshore/internal/testports"
 )
 
 // chromiumBinary finds Debian's chromium, installing it through
@@ -127,7 +129,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	web := hostPort(t, "127.0.0.1")
+	web := testports.Addr(t, "127.0.0.1")
 	base := "http://" + web
 	// More epochs than the test ever sees: on a loaded machine headless
 	// Chromium takes many seconds a page, and a 40-epoch job could end

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/longshore/longshore/internal/testports"
 )
 
 // stalledS3 is an S3 endpoint on loopback that says the bucket exists
@@ -77,12 +78,7 @@ func TestHealthzWhileLoading(t *testing.T) {
 			data := t.TempDir()
 			writeManifest(t, data, 16, false)
 			endpoint, held := stalledS3(t)
-			ml, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			metrics := ml.Addr().String()
-			ml.Close()
+			metrics := testports.Addr(t, "127.0.0.1") // for the coordinator to bind
 			w := &startWatch{started: make(chan struct{})}
 			args := append(tc.args(data, endpoint), "--s3-credentials", "env", "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0",
 				"--metrics", metrics, "--epochs", "1", "--batch-size", "4", "--log-format", "text")

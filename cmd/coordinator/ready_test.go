@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/longshore/longshore/internal/testports"
 )
 
 // readyz GETs addr's /readyz: its status and body.
@@ -49,12 +51,7 @@ func TestReadyz(t *testing.T) {
 			}
 		}
 	}()
-	ml, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics := ml.Addr().String()
-	ml.Close()
+	metrics := testports.Addr(t, "127.0.0.1") // for the coordinator to bind
 	w := &startWatch{started: make(chan struct{})}
 	o, err := parseFlags([]string{"--dataset", data, "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--join", peer.Addr().String(),
 		"--metrics", metrics, "--epochs", "1", "--batch-size", "4", "--log-format", "text"}, w)

@@ -50,10 +50,6 @@ const (
 	systemsLine    = "pipeline actor systems made: "
 )
 
-// freeAddr is a 127.0.0.1 address for a server of another process to
-// bind, below the kernel's ephemeral range.
-func freeAddr(t *testing.T) string { return testports.Addr(t, "127.0.0.1") }
-
 // testCoordinator is a coordinator in this process, wired as
 // longshore-coordinator wires one (remote, coordinator actor, gossip
 // membership feeding it), for the tests that run a node process against
@@ -104,7 +100,7 @@ func startCoordinator(t *testing.T, ctx context.Context, cfg cluster.Config, bat
 	t.Cleanup(func() { co.Shutdown(context.Background()) })
 	m, err := gossip.Start(ctx, gossip.Config{
 		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
-		BindAddr: freeAddr(t), Profile: "local",
+		BindAddr: testports.Addr(t, "127.0.0.1"), Profile: "local",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +118,7 @@ func startCoordinator(t *testing.T, ctx context.Context, cfg cluster.Config, bat
 // local gossip profile, text logs and no progress bar, followed by
 // extra.
 func (c *testCoordinator) nodeArgs(t *testing.T, extra ...string) []string {
-	return append([]string{"--join", c.join, "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
+	return append([]string{"--join", c.join, "--gossip", testports.Addr(t, "127.0.0.1"), "--listen", testports.Addr(t, "127.0.0.1"), "--gossip-profile", "local",
 		"--progress", "never", "--log-format", "text"}, extra...)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/longshore/longshore/cluster/coord"
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/internal/testports"
 	"github.com/longshore/longshore/storage"
 )
 
@@ -64,7 +65,7 @@ func TestClusterReadyz(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // backstop only
 	defer cancel()
 	// The gossip the node joins, with no coordinator in it yet.
-	seed, err := gossip.Start(ctx, gossip.Config{Meta: gossip.Meta{ID: "seed", Role: gossip.RoleNode}, BindAddr: freeAddr(t), Profile: "local"})
+	seed, err := gossip.Start(ctx, gossip.Config{Meta: gossip.Meta{ID: "seed", Role: gossip.RoleNode}, BindAddr: testports.Addr(t, "127.0.0.1"), Profile: "local"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +80,9 @@ func TestClusterReadyz(t *testing.T) {
 		}
 	}()
 
-	metrics := freeAddr(t)
+	metrics := testports.Addr(t, "127.0.0.1")
 	w := &lineWatch{want: "msg=ready", seen: make(chan struct{})}
-	args := []string{"--join", seed.Addr(), "--gossip", freeAddr(t), "--listen", freeAddr(t), "--gossip-profile", "local",
+	args := []string{"--join", seed.Addr(), "--gossip", testports.Addr(t, "127.0.0.1"), "--listen", testports.Addr(t, "127.0.0.1"), "--gossip-profile", "local",
 		"--progress", "never", "--log-format", "text", "--id", "n1", "--dataset", root,
 		"--sink", "log:" + filepath.Join(t.TempDir(), "batches.log"), "--size", "32", "--metrics", metrics}
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNodeProcess$")
@@ -126,7 +127,7 @@ func TestClusterReadyz(t *testing.T) {
 	defer co.Shutdown(context.Background())
 	m, err := gossip.Start(ctx, gossip.Config{
 		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: uint64(time.Now().UnixNano())},
-		BindAddr: freeAddr(t), Profile: "local", Join: []string{seed.Addr()},
+		BindAddr: testports.Addr(t, "127.0.0.1"), Profile: "local", Join: []string{seed.Addr()},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/longshore/longshore/cluster/gossip"
 	"github.com/longshore/longshore/cluster/wire"
 	"github.com/longshore/longshore/dataset"
+	"github.com/longshore/longshore/internal/testports"
 )
 
 // resetProxy forwards TCP connections from its address to target and
@@ -247,7 +248,7 @@ func runResetsJob(t *testing.T, samples, epochs int, every int64, period, silent
 
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(sys.Shutdown)
-	listen := freeAddr(t)
+	listen := testports.Addr(t, "127.0.0.1")
 	cproxy := startResetProxy(t, listen, every, silent)
 	rem, actorAddr, err := wire.StartRemote(sys, listen, cproxy.Addr())
 	if err != nil {
@@ -263,7 +264,7 @@ func runResetsJob(t *testing.T, samples, epochs int, every int64, period, silent
 	t.Cleanup(func() { co.Shutdown(context.Background()) })
 	m, err := gossip.Start(ctx, gossip.Config{
 		Meta:     gossip.Meta{ID: "coordinator", Role: gossip.RoleCoordinator, ActorAddr: actorAddr, Incarnation: 1},
-		BindAddr: freeAddr(t), Profile: "local",
+		BindAddr: testports.Addr(t, "127.0.0.1"), Profile: "local",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +276,7 @@ func runResetsJob(t *testing.T, samples, epochs int, every int64, period, silent
 		}
 	}()
 
-	nodeListen := freeAddr(t)
+	nodeListen := testports.Addr(t, "127.0.0.1")
 	nproxy := startResetProxy(t, nodeListen, every, silent)
 	if period > 0 {
 		go func() {
@@ -293,7 +294,7 @@ func runResetsJob(t *testing.T, samples, epochs int, every int64, period, silent
 		}()
 	}
 	logPath := filepath.Join(t.TempDir(), "delivered.log")
-	args := []string{"--join", m.Addr(), "--gossip", freeAddr(t), "--listen", nodeListen, "--advertise", nproxy.Addr(),
+	args := []string{"--join", m.Addr(), "--gossip", testports.Addr(t, "127.0.0.1"), "--listen", nodeListen, "--advertise", nproxy.Addr(),
 		"--gossip-profile", "local", "--progress", "never", "--log-format", "text",
 		"--id", "n1", "--ranks", "2", "--dataset", root, "--sink", "log:" + logPath, "--size", "32", "--commit-every", "2"}
 	start := time.Now()

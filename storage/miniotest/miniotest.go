@@ -112,7 +112,7 @@ func StartWithEnv(t testing.TB, env ...string) *Server {
 	s.env = env
 	// A free port can be taken between our probe and MinIO's bind: retry.
 	for attempt := 0; ; attempt++ {
-		s.addr = freeAddr(t)
+		s.addr = testports.Addr(t, "127.0.0.1")
 		s.Endpoint = "http://" + s.addr
 		err := s.start()
 		if err == nil {
@@ -165,10 +165,6 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-// freeAddr is a port for MinIO to bind, below the kernel's ephemeral
-// range (start still retries on another should it be taken).
-func freeAddr(t testing.TB) string { return testports.Addr(t, "127.0.0.1") }
 
 // start launches the process and waits until it is live.
 func (s *Server) start() error {
