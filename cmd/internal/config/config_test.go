@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/longshore/longshore/cmd/internal/config/configtest"
 )
 
 func newFlags() *flag.FlagSet {
@@ -130,21 +132,11 @@ func TestPrintRoundTripValues(t *testing.T) {
 		}
 		fs2 := newFlags()
 		if err := Load(fs2, []string{"--config", write(t, out.String())}, env(nil)); err != nil {
-			t.Errorf("--dataset %q: loading the printed config: %v\n%s", v, err, datasetLine(out.String()))
+			t.Errorf("--dataset %q: loading the printed config: %v\n%s", v, err, configtest.Lines(out.String(), "dataset:"))
 			continue
 		}
 		if got := fs2.Lookup("dataset").Value.String(); got != v {
-			t.Errorf("--dataset %q printed as %s loads back as %q", v, strings.TrimSpace(datasetLine(out.String())), got)
+			t.Errorf("--dataset %q printed as %s loads back as %q", v, strings.TrimSpace(configtest.Lines(out.String(), "dataset:")), got)
 		}
 	}
-}
-
-// datasetLine is the printed config's dataset: line.
-func datasetLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, "dataset:") {
-			return l
-		}
-	}
-	return ""
 }

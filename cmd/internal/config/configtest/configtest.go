@@ -28,8 +28,8 @@ func Printed(t testing.TB, run Run, args ...string) string {
 
 // LoadsBack writes printed to a file in dir named for name, prints the
 // configuration it loads (--config), and fails t unless that is printed
-// the same, naming the lines that differ; it returns the second print.
-func LoadsBack(t testing.TB, run Run, dir, name, printed string) string {
+// the same, naming the lines that differ.
+func LoadsBack(t testing.TB, run Run, dir, name, printed string) {
 	t.Helper()
 	path := filepath.Join(dir, name+".printed.yaml")
 	if err := os.WriteFile(path, []byte(printed), 0o644); err != nil {
@@ -39,7 +39,6 @@ func LoadsBack(t testing.TB, run Run, dir, name, printed string) string {
 	if again != printed {
 		t.Errorf("%s: the printed configuration loads back to another:\n%s", name, diff(printed, again))
 	}
-	return again
 }
 
 // Lines is s's lines that contain sub, for a failure's message.
