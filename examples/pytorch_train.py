@@ -192,8 +192,6 @@ def main(argv=None):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)  # the step's time is its kernels', not their launch
         return loss
 
     # what a rollback before any acknowledged commit restores
@@ -232,6 +230,10 @@ def main(argv=None):
         # are the stream's own, trained on again as a warm-up would be.
         for batch in loader.headspace(steps=args.headspace, cache=4):
             train_step(batch)
+            if device.type == "cuda":
+                # timed by its kernels, not their launch (a training
+                # step waits for them at its loss.item())
+                torch.cuda.synchronize(device)
         saved = -1  # the cached batches were taken from the stream: commit after them
     if trained and saved != step:
         checkpoint(args, rank, world, step, model, opt, loader)
